@@ -1,0 +1,169 @@
+"""The lab cluster's settings, and the files rendered from them.
+
+Every path the lab uses lies under one state directory; every port is its own (a base port plus fixed
+offsets), so the lab never touches a system Slurm, munge or MariaDB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+from dataclasses import asdict, dataclass, fields
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+from roach._fs import atomic_write
+from roach.errors import LabError, UsageError
+
+CLUSTER_NAME = "lab"
+NODES = ("n1", "n2")
+GPUS_PER_NODE = 4
+CPUS_PER_NODE = 8
+LAB_USER = "roachlab"
+ACCOUNT = "lab"
+PARTITION = "gpu"
+
+# Port offsets from the base port.
+_PORTS = {"ctld_port": 0, "n1_port": 1, "n2_port": 2, "dbd_port": 3, "db_port": 4}
+
+
+def default_state_dir() -> Path:
+    """Where the lab keeps everything unless told otherwise.
+
+    ``$ROACH_LAB_DIR`` wins. The lab runs as root (it starts daemons), and root's home is closed to the
+    lab's unprivileged user, whose jobs must read ``slurm.conf``: so root's default is ``/var/lib``,
+    where daemons keep state; anyone else's is their XDG data dir.
+    """
+    env = os.environ.get("ROACH_LAB_DIR")
+    if env:
+        return Path(env).expanduser().absolute()
+    if os.geteuid() == 0:
+        return Path("/var/lib/roach/lab")
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "roach" / "lab"
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    """What `roach lab up` was asked for; saved as ``lab.json`` in the state directory."""
+
+    state_dir: str
+    port_base: int = 16817
+    host: str = ""
+    min_job_age: int = 60
+    max_array_size: int = 10001
+    max_job_count: int = 20000
+    preempt_send_user_signal: bool = False
+    low_grace_time: int = 20
+    high_gpu_cap: int = 4
+
+    def __post_init__(self) -> None:
+        if not self.host:
+            object.__setattr__(self, "host", socket.gethostname().split(".")[0])
+        if not 1024 <= self.port_base <= 65535 - len(_PORTS):
+            raise UsageError(f"port base {self.port_base} is out of range", hint="pick one in 1024-65530")
+
+    # -- paths ---------------------------------------------------------------------------------------
+    @property
+    def state(self) -> Path:
+        return Path(self.state_dir)
+
+    @property
+    def etc(self) -> Path:
+        return self.state / "etc"
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.etc / "slurm.conf"
+
+    @property
+    def my_cnf(self) -> Path:
+        return self.etc / "my.cnf"
+
+    @property
+    def munge_socket(self) -> Path:
+        return self.state / "munge" / "munge.socket"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state / "log"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.state / "run"
+
+    def port(self, name: str) -> int:
+        return self.port_base + _PORTS[name]
+
+    @property
+    def ports(self) -> dict[str, int]:
+        return {name: self.port(name) for name in _PORTS}
+
+    def env(self) -> dict[str, str]:
+        """Environment a shell or a transport needs to use this lab's Slurm."""
+        return {"SLURM_CONF": str(self.slurm_conf)}
+
+    # -- persistence ---------------------------------------------------------------------------------
+    @property
+    def saved_path(self) -> Path:
+        return self.state / "lab.json"
+
+    def save(self) -> None:
+        atomic_write(self.saved_path, json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, state_dir: str | os.PathLike[str] | None = None) -> "LabConfig":
+        """The configuration a previous `roach lab up` saved in ``state_dir``."""
+        state = Path(state_dir) if state_dir else default_state_dir()
+        path = state / "lab.json"
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise LabError(
+                f"no lab in {state} (no lab.json)",
+                hint="start it with `roach lab up` (as root), or point ROACH_LAB_DIR at its state directory",
+            ) from None
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+    # -- rendering -----------------------------------------------------------------------------------
+    def _values(self) -> dict[str, str]:
+        params = ["SlurmctldParameters=preempt_send_user_signal"] if self.preempt_send_user_signal else []
+        return {
+            "cluster": CLUSTER_NAME,
+            "state": str(self.state),
+            "host": self.host,
+            "munge_socket": str(self.munge_socket),
+            "min_job_age": str(self.min_job_age),
+            "max_array_size": str(self.max_array_size),
+            "max_job_count": str(self.max_job_count),
+            "ctld_parameters": "\n".join(params),
+            "db_password": self.db_password(),
+            **{k: str(v) for k, v in self.ports.items()},
+        }
+
+    def db_password(self) -> str:
+        """The slurmdbd's database password, made once and kept in a root-only file."""
+        path = self.etc / "db_password"
+        if path.exists():
+            return path.read_text().strip()
+        pw = secrets.token_hex(16)
+        atomic_write(path, pw + "\n", mode=0o600)
+        return pw
+
+    def render(self) -> list[Path]:
+        """Write every config file from its template; returns the files whose content changed."""
+        values = self._values()
+        changed = []
+        for name, mode in (("slurm.conf", 0o644), ("gres.conf", 0o644), ("slurmdbd.conf", 0o600), ("my.cnf", 0o644)):
+            template = resources.files("roach.lab").joinpath("templates", name).read_text()
+            text = Template(template).substitute(values)
+            path = self.etc / name
+            if not path.exists() or path.read_text() != text:
+                atomic_write(path, text, mode=mode)
+                changed.append(path)
+            os.chmod(path, mode)
+        return changed

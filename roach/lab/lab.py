@@ -1,0 +1,285 @@
+"""`roach lab up | down | status | env`: a real single-host Slurm (two slurmd, slurmdbd on MariaDB, munge)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from roach._fs import atomic_write
+from roach.errors import LabError
+from roach.lab import accounting
+from roach.lab.config import (
+    CPUS_PER_NODE, GPUS_PER_NODE, LAB_USER, NODES, LabConfig, default_state_dir,
+)
+from roach.lab.daemons import Daemon, wait_for
+
+# binary -> Debian package that ships it
+REQUIRED = {
+    "slurmctld": "slurmctld", "slurmd": "slurmd", "slurmdbd": "slurmdbd", "sbatch": "slurm-client",
+    "sacctmgr": "slurm-client", "munged": "munge", "mariadbd": "mariadb-server",
+    "mariadb-install-db": "mariadb-server", "mariadb": "mariadb-client", "runuser": "util-linux",
+}
+APT_LINE = "apt-get install -y slurm-wlm slurmdbd munge mariadb-server"
+
+
+def _which(name: str) -> str | None:
+    return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin:/usr/bin")
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise LabError(
+            "the lab cluster needs root: it starts slurmctld, slurmd and MariaDB and creates its user",
+            hint="run `sudo roach lab up` (or as root); `roach lab env` and `status` work as any user",
+        )
+
+
+def require_packages() -> None:
+    missing = sorted({pkg for exe, pkg in REQUIRED.items() if _which(exe) is None})
+    if missing:
+        raise LabError(
+            f"missing Debian packages for the lab: {', '.join(missing)}",
+            hint=f"install them as root: {APT_LINE}",
+        )
+
+
+def daemons(cfg: LabConfig) -> list[Daemon]:
+    """The lab's daemons in start order."""
+    env = tuple(cfg.env().items())
+    run, log = cfg.run_dir, cfg.log_dir
+    munged = Daemon(
+        "munged",
+        (_which("munged") or "munged", "--force", f"--socket={cfg.munge_socket}", f"--key-file={cfg.etc / 'munge.key'}",
+         f"--pid-file={run / 'munged.pid'}", f"--log-file={log / 'munged.log'}", f"--seed-file={cfg.state / 'munge' / 'seed'}"),
+        run / "munged.pid", log / "munged.log",
+    )
+    mariadbd = Daemon(
+        "mariadbd", (_which("mariadbd") or "mariadbd", f"--defaults-file={cfg.my_cnf}"),
+        run / "mariadbd.pid", log / "mariadbd.log", ports=(cfg.port("db_port"),), forks=False,
+    )
+    slurmdbd = Daemon(
+        "slurmdbd", (_which("slurmdbd") or "slurmdbd",), run / "slurmdbd.pid", log / "slurmdbd.log",
+        ports=(cfg.port("dbd_port"),), env=env,
+    )
+    slurmctld = Daemon(
+        "slurmctld", (_which("slurmctld") or "slurmctld", "-f", str(cfg.slurm_conf)), run / "slurmctld.pid",
+        log / "slurmctld.log", ports=(cfg.port("ctld_port"),), env=env,
+    )
+    slurmds = [
+        Daemon(f"slurmd-{n}", (_which("slurmd") or "slurmd", "-N", n, "-f", str(cfg.slurm_conf)), run / f"slurmd-{n}.pid",
+               log / f"slurmd-{n}.log", ports=(cfg.port(f"{n}_port"),), env=env)
+        for n in NODES
+    ]
+    return [munged, mariadbd, slurmdbd, slurmctld, *slurmds]
+
+
+def _by_name(cfg: LabConfig) -> dict[str, Daemon]:
+    return {d.name: d for d in daemons(cfg)}
+
+
+def _prepare(cfg: LabConfig) -> None:
+    for d in ("etc", "log", "run", "ctld", "mysql", "tmp", *(f"spool/{n}" for n in NODES), *(f"dev/{n}" for n in NODES)):
+        (cfg.state / d).mkdir(parents=True, exist_ok=True)
+    # munged refuses group/world-writable directories; clients must reach its socket.
+    for d in (cfg.state, cfg.etc, cfg.log_dir, cfg.run_dir, cfg.munge_socket.parent):
+        d.mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o755)
+    key = cfg.etc / "munge.key"
+    if not key.exists():
+        atomic_write(key, os.urandom(1024), mode=0o400)
+    for n in NODES:
+        for i in range(GPUS_PER_NODE):
+            dev = cfg.state / "dev" / n / f"nvidia{i}"
+            if not dev.exists():
+                os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # same device as /dev/null
+    cfg.render()
+    _ensure_lab_user()
+
+
+def _ensure_lab_user() -> None:
+    try:
+        pwd.getpwnam(LAB_USER)
+    except KeyError:
+        r = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", LAB_USER], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise LabError(f"could not create the lab's user {LAB_USER}: {r.stderr.strip()}",
+                           hint="create it by hand: useradd -m roachlab") from None
+
+
+def _ok(argv: list[str], cfg: LabConfig) -> bool:
+    r = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **cfg.env()}, timeout=30)
+    return r.returncode == 0
+
+
+def _init_mariadb(cfg: LabConfig) -> None:
+    data = cfg.state / "mysql" / "data"
+    if (data / "mysql").is_dir():
+        return
+    data.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(
+        [_which("mariadb-install-db") or "mariadb-install-db", f"--defaults-file={cfg.my_cnf}",
+         "--auth-root-authentication-method=socket", "--skip-test-db"],
+        capture_output=True, text=True,
+    )
+    if r.returncode != 0:
+        shutil.rmtree(data, ignore_errors=True)  # a half-made datadir would be mistaken for a made one
+        raise LabError(f"mariadb-install-db failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}",
+                       hint=f"read {cfg.log_dir / 'mariadbd.log'}")
+
+
+def _nodes_up(cfg: LabConfig) -> bool:
+    r = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %t"], capture_output=True, text=True,
+                       env={**os.environ, **cfg.env()}, timeout=30)
+    if r.returncode != 0:
+        return False
+    states = dict(line.split() for line in r.stdout.splitlines() if line.strip())
+    return set(states) >= set(NODES) and all(states[n].rstrip("*~#!%$@^-") in {"idle", "mix", "alloc", "comp"} for n in NODES)
+
+
+def resolve_config(state_dir: str | None = None, **options) -> LabConfig:
+    """The configuration to start: the saved one, updated with any option given; a conflict while running is an error."""
+    state = Path(state_dir).absolute() if state_dir else default_state_dir()
+    options = {k: v for k, v in options.items() if v is not None}
+    try:
+        saved = LabConfig.load(state)
+    except LabError:
+        return LabConfig(state_dir=str(state), **options)
+    wanted = replace(saved, **options)
+    if wanted != saved and any(d.alive() for d in daemons(saved)):
+        diff = {k: (v, asdict(wanted)[k]) for k, v in asdict(saved).items() if asdict(wanted)[k] != v}
+        raise LabError(
+            f"the lab in {state} is running with other settings: {', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())}",
+            hint="`roach lab down` first, then `roach lab up` with the new settings",
+        )
+    return wanted
+
+
+def up(state_dir: str | None = None, log=print, **options) -> LabConfig:
+    """Start whatever part of the lab is not running; a no-op when it all is."""
+    require_root()
+    require_packages()
+    cfg = resolve_config(state_dir, **options)
+    ds = _by_name(cfg)
+    if all(d.alive() for d in ds.values()) and _nodes_up(cfg):
+        log(f"lab is up ({cfg.state})")
+        return cfg
+    _prepare(cfg)
+    cfg.save()
+    ds["munged"].start(ready=lambda: cfg.munge_socket.exists())
+    _init_mariadb(cfg)
+    ds["mariadbd"].start(ready=lambda: _ok(["mariadb-admin", f"--defaults-file={cfg.my_cnf}", "ping"], cfg))
+    accounting.ensure_database(cfg)
+    ds["slurmdbd"].start(ready=lambda: _ok(["sacctmgr", "-n", "-P", "show", "cluster"], cfg))
+    accounting.ensure_cluster(cfg)
+    ds["slurmctld"].start(ready=lambda: _ok(["scontrol", "ping"], cfg))
+    accounting.ensure_tiers_and_users(cfg)
+    # slurmctld reads QOS preemption lists when it (re)configures, not when slurmdbd changes them.
+    if not _ok(["scontrol", "reconfigure"], cfg):
+        raise LabError("scontrol reconfigure failed after setting the QOS tiers", hint=f"read {ds['slurmctld'].logfile}")
+    for n in NODES:
+        ds[f"slurmd-{n}"].start(ready=lambda: True)
+    wait_for("both nodes to register with slurmctld", lambda: _nodes_up(cfg) or _resume_down_nodes(cfg),
+             timeout=90, logs=[ds["slurmctld"], *(ds[f"slurmd-{n}"] for n in NODES)])
+    log(f"lab is up ({cfg.state}); run: eval \"$(roach lab env)\"")
+    return cfg
+
+
+def _resume_down_nodes(cfg: LabConfig) -> bool:
+    """A node left DOWN by an unclean stop comes back only when told; nothing else blocks start-up."""
+    r = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %t"], capture_output=True, text=True,
+                       env={**os.environ, **cfg.env()}, timeout=30)
+    down = [line.split()[0] for line in r.stdout.splitlines() if line.split()[1:] and line.split()[1].startswith("down")]
+    if down:
+        subprocess.run(["scontrol", "update", f"NodeName={','.join(sorted(set(down)))}", "State=RESUME"],
+                       capture_output=True, env={**os.environ, **cfg.env()}, timeout=30)
+    return False
+
+
+def down(state_dir: str | None = None, log=print) -> list[str]:
+    """Stop the lab's daemons (only those named by its pid files); returns the names that were running."""
+    require_root()
+    state = Path(state_dir).absolute() if state_dir else default_state_dir()
+    try:
+        cfg = LabConfig.load(state)
+    except LabError:
+        log(f"no lab in {state}; nothing to stop")
+        return []
+    ds = daemons(cfg)
+    if ds[3].alive():
+        _end_jobs(cfg)
+    stopped = [d.name for d in reversed(ds) if d.stop()]
+    log(f"stopped: {', '.join(stopped)}" if stopped else "lab was not running")
+    return stopped
+
+
+def _end_jobs(cfg: LabConfig, timeout: float = 40.0) -> None:
+    """Cancel every job of the lab so no slurmstepd or job process outlives `down`."""
+    env = {**os.environ, **cfg.env()}
+    users = {pwd.getpwuid(0).pw_name, LAB_USER}
+    for user in users:
+        subprocess.run(["scancel", "--user", user], capture_output=True, env=env, timeout=30)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = subprocess.run(["squeue", "-h", "-t", "RUNNING,COMPLETING,SUSPENDED", "-o", "%i"],
+                           capture_output=True, text=True, env=env, timeout=30)
+        if r.returncode != 0 or not r.stdout.strip():
+            return
+        time.sleep(0.5)
+
+
+@dataclass(frozen=True)
+class DaemonStatus:
+    name: str
+    pid: int | None
+    log: str
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
+
+
+@dataclass(frozen=True)
+class LabStatus:
+    state_dir: str
+    slurm_conf: str
+    ports: dict[str, int]
+    daemons: list[DaemonStatus]
+    nodes: dict[str, str]
+    gpus_per_node: int = GPUS_PER_NODE
+    cpus_per_node: int = CPUS_PER_NODE
+
+    @property
+    def up(self) -> bool:
+        return all(d.running for d in self.daemons)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "up": self.up}
+
+
+def status(state_dir: str | None = None) -> LabStatus:
+    """What is running, by pid file, and how slurmctld sees the nodes."""
+    cfg = LabConfig.load(Path(state_dir).absolute() if state_dir else None)
+    ds = [DaemonStatus(d.name, d.pid(), str(d.logfile)) for d in daemons(cfg)]
+    nodes: dict[str, str] = {}
+    if ds[3].running:
+        try:
+            r = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %t"], capture_output=True, text=True,
+                               env={**os.environ, **cfg.env()}, timeout=30)
+            nodes = dict(line.split() for line in r.stdout.splitlines() if line.strip())
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return LabStatus(str(cfg.state), str(cfg.slurm_conf), cfg.ports, ds, nodes)
+
+
+def env_lines(state_dir: str | None = None) -> list[str]:
+    """The ``export`` lines a shell needs to use the lab's Slurm (for ``eval "$(roach lab env)"``)."""
+    cfg = LabConfig.load(Path(state_dir).absolute() if state_dir else None)
+    import shlex
+
+    return [f"export {k}={shlex.quote(v)}" for k, v in cfg.env().items()]
