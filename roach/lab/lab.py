@@ -17,7 +17,7 @@ from roach.lab import accounting
 from roach.lab.config import (
     CPUS_PER_NODE, GPUS_PER_NODE, LAB_USER, NODES, LabConfig, default_state_dir,
 )
-from roach.lab.daemons import Daemon, wait_for
+from roach.lab.daemons import Daemon, check_port_free, wait_for
 
 # binary -> Debian package that ships it
 REQUIRED = {
@@ -169,6 +169,11 @@ def up(state_dir: str | None = None, log=print, **options) -> LabConfig:
     if all(d.alive() for d in ds.values()) and _nodes_up(cfg):
         log(f"lab is up ({cfg.state})")
         return cfg
+    # Every port is checked before anything starts, so a taken port leaves no daemon behind.
+    for d in ds.values():
+        if not d.alive():
+            for port in d.ports:
+                check_port_free(port, d.name)
     _prepare(cfg)
     cfg.save()
     ds["munged"].start(ready=lambda: cfg.munge_socket.exists())

@@ -1,0 +1,56 @@
+# roach on a fresh Debian 12 machine, as root: `make demo` or `make test`.
+# Every target is safe to run again: it reuses the packages, venv and lab a previous run made.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.NOTPARALLEL:
+
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed-from-pyproject
+DEBS := slurm-wlm slurmdbd munge mariadb-server mariadb-client rsync openssh-server openssh-client git python3-venv
+PYTEST_ARGS ?=
+
+.PHONY: deps venv lab demo test clean
+
+## deps: install the Debian packages that are missing (needs root only when one is missing)
+deps:
+	@missing=""; \
+	for pkg in $(DEBS); do \
+	  status="$$(dpkg-query -W -f='$${Status}' "$$pkg" 2>/dev/null || true)"; \
+	  [ "$$status" = "install ok installed" ] || missing="$$missing $$pkg"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; exit 0; fi; \
+	if [ "$$(id -u)" -ne 0 ]; then \
+	  echo "deps: missing Debian packages:$$missing" >&2; \
+	  echo "deps: run make as root (or: sudo apt-get install -y$$missing)" >&2; \
+	  exit 1; \
+	fi; \
+	echo "deps: installing$$missing"; \
+	apt-get update; \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing
+
+## venv: .venv with roach installed editable plus its test tools; redone only when pyproject.toml changes
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(VENV)/bin/pip || { rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
+	$(VENV)/bin/pip install -e '.[test]'
+	@touch $@
+
+## lab: start the lab cluster (a no-op when it is up)
+lab: deps venv
+	$(VENV)/bin/roach lab up
+
+## demo: run the demo on the lab
+demo: lab
+	$(VENV)/bin/roach lab demo
+
+## test: run the test suite on the lab (extra pytest arguments: make test PYTEST_ARGS='-k wheel')
+test: lab
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+## clean: remove build outputs (never the venv, never the lab)
+clean:
+	rm -rf build dist *.egg-info .pytest_cache
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +

@@ -1,0 +1,83 @@
+"""What a cluster's Slurm can do and how it is set, read once per client and then cached.
+
+Later features act on these: whether ``sacct`` is there to confirm a job's end, how long a finished job
+stays in ``squeue`` (MinJobAge), whether preemption requeues and sends the job's ``--signal``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from roach.errors import ParseError, SlurmError
+from roach.slurm.slurmparse import parse_duration
+
+if TYPE_CHECKING:
+    from roach.slurm.slurmcli import SlurmClient
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    version: tuple[int, int, int]
+    cluster_name: str
+    accounting: bool  # sacct has records (AccountingStorageType is not none)
+    min_job_age_s: int  # how long a finished job stays visible to squeue/scontrol
+    preempt_type: str  # e.g. preempt/qos, preempt/partition_prio, preempt/none
+    preempt_mode: str  # e.g. REQUEUE, CANCEL, OFF, SUSPEND,GANG
+    preempt_send_user_signal: bool  # preemption sends the job's --signal before SIGTERM
+    kill_wait_s: int
+    max_array_size: int
+    max_job_count: int
+    json: bool  # squeue/sacct accept --json
+
+    @property
+    def preemption_requeues(self) -> bool:
+        return self.preempt_type != "preempt/none" and "REQUEUE" in self.preempt_mode.upper()
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
+    if not m:
+        raise ParseError(f"cannot read a Slurm version from {text!r}")
+    return int(m[1]), int(m[2]), int(m[3] or 0)
+
+
+def _seconds(text: str) -> int:
+    """``60 sec`` / ``00:01:00`` / ``60`` as seconds."""
+    t = text.strip().removesuffix("sec").strip()
+    return int(t) if t.isdigit() else (parse_duration(t) or 0)
+
+
+def from_config(config: dict[str, str], json: bool) -> Capabilities:
+    """Capabilities from ``scontrol show config`` as parsed by :func:`parse_show_config`."""
+    params = {p.strip().split("=")[0] for p in config.get("SlurmctldParameters", "").split(",")}
+    return Capabilities(
+        version=parse_version(config["SLURM_VERSION"]),
+        cluster_name=config.get("ClusterName", ""),
+        accounting=config.get("AccountingStorageType", "accounting_storage/none") != "accounting_storage/none",
+        min_job_age_s=_seconds(config.get("MinJobAge", "300")),
+        preempt_type=config.get("PreemptType", "preempt/none"),
+        preempt_mode=config.get("PreemptMode", "OFF"),
+        preempt_send_user_signal="preempt_send_user_signal" in params,
+        kill_wait_s=_seconds(config.get("KillWait", "30")),
+        max_array_size=int(config.get("MaxArraySize", "1001")),
+        max_job_count=int(config.get("MaxJobCount", "10000")),
+        json=json,
+    )
+
+
+def probe(client: "SlurmClient") -> Capabilities:
+    """Read the cluster's settings (one ``scontrol show config``); ask ``squeue --help`` about ``--json``.
+
+    ``--help`` costs no controller RPC, and Slurm builds without the JSON plugins do not list it.
+    """
+    config = client.config()
+    try:
+        json_ok = "--json" in client.run(["squeue", "--help"], retry=False).stdout
+    except SlurmError:
+        json_ok = False
+    return from_config(config, json_ok)

@@ -1,0 +1,73 @@
+"""Shared fixtures: the real lab cluster, Slurm clients as root and as the lab's unprivileged user."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from roach.lab.config import LAB_USER, LabConfig
+from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.transport import LocalTransport
+
+T = TypeVar("T")
+
+
+def wait_until(what: str, check: Callable[[], T], timeout: float = 60.0, every: float = 0.5) -> T:
+    """Poll ``check`` until it returns something truthy; fail the test naming ``what`` on timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture(scope="session")
+def lab() -> LabConfig:
+    """The lab cluster, started if it is down (idempotent; needs root)."""
+    if os.geteuid() != 0:
+        pytest.skip("the lab cluster needs root")
+    from roach.lab import up
+
+    return up(log=lambda *_: None)
+
+
+@pytest.fixture(scope="session")
+def slurm(lab: LabConfig) -> SlurmClient:
+    """A Slurm client acting as root on the lab."""
+    return SlurmClient(LocalTransport(env=lab.env()))
+
+
+@pytest.fixture(scope="session")
+def user_slurm(lab: LabConfig) -> SlurmClient:
+    """A Slurm client acting as the lab's unprivileged user (root hides permission bugs)."""
+    return SlurmClient(LocalTransport(env=lab.env(), user=LAB_USER))
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A directory that the lab user's jobs can write to (mode 0777), removed afterwards."""
+    d = Path(tempfile.mkdtemp(prefix="roach-test-", dir="/tmp"))
+    os.chmod(d, 0o777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def jobs(user_slurm: SlurmClient) -> Iterator[list[int]]:
+    """Job ids a test submits as the lab user; whatever is left of them is cancelled afterwards."""
+    ids: list[int] = []
+    yield ids
+    if ids:
+        user_slurm.scancel(ids)
+        wait_until("the test's jobs to leave the queue",
+                   lambda: not [r for r in user_slurm.squeue(job_ids=ids) if r.state.is_active], timeout=60)
