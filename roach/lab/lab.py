@@ -216,7 +216,7 @@ def down(state_dir: str | None = None, log=print) -> list[str]:
         log(f"no lab in {state}; nothing to stop")
         return []
     ds = daemons(cfg)
-    if ds[3].alive():
+    if _by_name(cfg)["slurmctld"].alive():
         _end_jobs(cfg)
     stopped = [d.name for d in reversed(ds) if d.stop()]
     log(f"stopped: {', '.join(stopped)}" if stopped else "lab was not running")
@@ -272,7 +272,7 @@ def status(state_dir: str | None = None) -> LabStatus:
     cfg = LabConfig.load(Path(state_dir).absolute() if state_dir else None)
     ds = [DaemonStatus(d.name, d.pid(), str(d.logfile)) for d in daemons(cfg)]
     nodes: dict[str, str] = {}
-    if ds[3].running:
+    if any(d.name == "slurmctld" and d.running for d in ds):
         try:
             r = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %t"], capture_output=True, text=True,
                                env={**os.environ, **cfg.env()}, timeout=30)

@@ -49,6 +49,7 @@ class LocalTransport:
     env: Mapping[str, str] = field(default_factory=dict)
     user: str | None = None
     default_timeout: float = 60.0
+    cwd: str | None = None  # default: "/" when running as another user, who may not read ours
 
     def _argv(self, argv: Sequence[str]) -> list[str]:
         argv = [str(a) for a in argv]
@@ -71,6 +72,7 @@ class LocalTransport:
                 env=env,
                 timeout=timeout if timeout is not None else self.default_timeout,
                 stdin=None if input is not None else subprocess.DEVNULL,
+                cwd=self.cwd or ("/" if self.user else None),
             )
         except FileNotFoundError as exc:
             raise TransportError(

@@ -1,0 +1,123 @@
+"""`roach lab up/down` on a second, private lab: idempotent, clean errors, nothing left running."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from roach.errors import LabError
+from roach.lab import lab as lablib
+from roach.lab.config import LAB_USER, LabConfig
+from roach.lab.daemons import Daemon
+from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.transport import LocalTransport
+from tests.conftest import wait_until
+
+PORT_BASE = 17917  # away from the main lab's 16817-16821
+
+
+def _lab_processes(state: Path) -> list[str]:
+    """Every live process that belongs to the lab in ``state``: by command line or by its SLURM_CONF."""
+    marker = str(state)
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+            continue
+        if marker in cmd or f"SLURM_CONF={marker}/" in env:
+            found.append(f"{pid}: {cmd}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def private_lab():
+    if os.geteuid() != 0:
+        pytest.skip("the lab cluster needs root")
+    # Not under pytest's 0700 tmp: the lab user's commands must read slurm.conf.
+    state = Path(tempfile.mkdtemp(prefix="roach-lab2-", dir="/tmp"))
+    os.chmod(state, 0o755)
+    yield state
+    lablib.down(str(state), log=lambda *_: None)
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def test_port_taken_is_refused_before_anything_starts(private_lab):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", PORT_BASE + 3))  # slurmdbd's port
+    s.listen()
+    try:
+        with pytest.raises(LabError) as err:
+            lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
+    finally:
+        s.close()
+    assert f"port {PORT_BASE + 3} (for slurmdbd) is already taken" in str(err.value)
+    assert "--port-base" in str(err.value)
+    assert _lab_processes(private_lab) == []
+
+
+def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_path):
+    cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
+    pids = {d.name: d.pid() for d in lablib.daemons(cfg)}
+    assert all(pids.values()), pids
+    said = []
+    lablib.up(str(private_lab), log=said.append, port_base=PORT_BASE)
+    assert said == [f"lab is up ({private_lab})"]
+    assert {d.name: d.pid() for d in lablib.daemons(cfg)} == pids
+
+    # A job left running when the lab goes down must not outlive it either.
+    client = SlurmClient(LocalTransport(env=cfg.env(), user=LAB_USER))
+    job = client.sbatch(["--output=/dev/null"], "#!/bin/bash\nsleep 600\n")
+    wait_until("the private lab's job to run",
+               lambda: [r for r in client.squeue(job_ids=[job]) if r.state.is_running], timeout=60)
+    assert any("slurmstepd" in p for p in _lab_processes(private_lab))
+
+    stopped = lablib.down(str(private_lab), log=lambda *_: None)
+    assert set(stopped) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-n1", "slurmd-n2"}
+    assert _lab_processes(private_lab) == []
+    assert lablib.down(str(private_lab), log=lambda *_: None) == []
+    st = lablib.status(str(private_lab))
+    assert not st.up and not any(d.running for d in st.daemons)
+
+
+def test_up_with_other_settings_while_running_is_refused(private_lab):
+    lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
+    with pytest.raises(LabError, match="running with other settings: min_job_age 60 -> 5"):
+        lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, min_job_age=5)
+    assert LabConfig.load(private_lab).min_job_age == 60
+
+
+def test_not_root_is_refused_with_what_to_do(monkeypatch, tmp_path):
+    monkeypatch.setattr(lablib.os, "geteuid", lambda: 1000)
+    with pytest.raises(LabError) as err:
+        lablib.up(str(tmp_path / "lab"), log=lambda *_: None)
+    assert "needs root" in str(err.value) and "sudo roach lab up" in str(err.value)
+    assert not (tmp_path / "lab").exists()
+
+
+def test_missing_package_names_the_apt_get_line(monkeypatch):
+    monkeypatch.setitem(lablib.REQUIRED, "slurmctld-that-is-not-installed", "slurmctld")
+    with pytest.raises(LabError) as err:
+        lablib.require_packages()
+    assert "missing Debian packages for the lab: slurmctld" in str(err.value)
+    assert "apt-get install -y slurm-wlm slurmdbd munge mariadb-server" in str(err.value)
+
+
+def test_a_daemon_that_dies_at_start_shows_its_log(tmp_path):
+    log = tmp_path / "x.log"
+    d = Daemon("x", ("/bin/sh", "-c", "echo 'fatal: bad config line 3'; exit 7"), tmp_path / "x.pid", log, forks=False)
+    with pytest.raises(LabError) as err:
+        d.start(ready=lambda: True, timeout=10)
+    assert "x exited with status 7 while starting" in str(err.value)
+    assert "fatal: bad config line 3" in str(err.value) and str(log) in str(err.value)
