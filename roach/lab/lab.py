@@ -25,7 +25,7 @@ REQUIRED = {
     "sacctmgr": "slurm-client", "munged": "munge", "mariadbd": "mariadb-server",
     "mariadb-install-db": "mariadb-server", "mariadb": "mariadb-client", "runuser": "util-linux",
 }
-APT_LINE = "apt-get install -y slurm-wlm slurmdbd munge mariadb-server"
+APT_LINE = "apt-get install -y slurm-wlm slurmdbd munge mariadb-server python3-venv"
 
 
 def _which(name: str) -> str | None:
@@ -100,6 +100,20 @@ def _prepare(cfg: LabConfig) -> None:
                 os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # same device as /dev/null
     cfg.render()
     _ensure_lab_user()
+    _ensure_job_venv(cfg)
+
+
+def _ensure_job_venv(cfg: LabConfig) -> None:
+    """The venv the lab's jobs run in (site file lab.sh): the system python, readable by the lab user."""
+    venv = cfg.state / "pyenv"
+    if (venv / "bin" / "python").exists():
+        return
+    python = shutil.which("python3", path="/usr/bin:/bin") or "python3"
+    r = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True)
+    if r.returncode != 0:
+        shutil.rmtree(venv, ignore_errors=True)
+        raise LabError(f"could not make the lab's job venv {venv}: {r.stderr.strip() or r.stdout.strip()}",
+                       hint="install python3-venv: apt-get install -y python3-venv")
 
 
 def _ensure_lab_user() -> None:
@@ -167,6 +181,7 @@ def up(state_dir: str | None = None, log=print, **options) -> LabConfig:
     cfg = resolve_config(state_dir, **options)
     ds = _by_name(cfg)
     if all(d.alive() for d in ds.values()) and _nodes_up(cfg):
+        _ensure_job_venv(cfg)
         log(f"lab is up ({cfg.state})")
         return cfg
     # Every port is checked before anything starts, so a taken port leaves no daemon behind.

@@ -1,8 +1,19 @@
-"""roach.slurm: run Python functions as Slurm jobs (public API; grows with the submit issue)."""
+"""roach.slurm: run Python functions as Slurm jobs, one rank per GPU, from a pushed commit.
+
+Reference for what a job does, the clone protocol and the read-only rule: ``roach/slurm/README.md``.
+"""
 
 from roach.slurm.capabilities import Capabilities
+from roach.slurm.cluster import Cluster, get_cluster, known_clusters
+from roach.slurm.context import Run
+from roach.slurm.job import Job
+from roach.slurm.resources import Resources
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.states import JobState, PendingReason
+from roach.slurm.submit import submit
 from roach.slurm.transport import LocalTransport, Result, Transport
 
-__all__ = ["Capabilities", "JobState", "LocalTransport", "PendingReason", "Result", "SlurmClient", "Transport"]
+__all__ = [
+    "Capabilities", "Cluster", "Job", "JobState", "LocalTransport", "PendingReason", "Resources", "Result", "Run",
+    "SlurmClient", "Transport", "get_cluster", "known_clusters", "submit",
+]

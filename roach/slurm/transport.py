@@ -35,7 +35,7 @@ class Result:
 class Transport(Protocol):
     """Runs one command where the cluster's Slurm commands are."""
 
-    def run(self, argv: Sequence[str], *, input: str | None = None, timeout: float | None = None) -> Result:
+    def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None) -> Result:
         ...
 
 
@@ -60,15 +60,16 @@ class LocalTransport:
         # runuser keeps the caller's environment (no -l), which carries SLURM_CONF through.
         return ["runuser", "-u", self.user, "--", *argv]
 
-    def run(self, argv: Sequence[str], *, input: str | None = None, timeout: float | None = None) -> Result:
+    def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None) -> Result:
         full = self._argv(argv)
+        binary = isinstance(input, bytes)
         env = {**os.environ, **self.env}
         try:
             proc = subprocess.run(
                 full,
                 input=input,
                 capture_output=True,
-                text=True,
+                text=not binary,
                 env=env,
                 timeout=timeout if timeout is not None else self.default_timeout,
                 stdin=None if input is not None else subprocess.DEVNULL,
@@ -88,4 +89,7 @@ class LocalTransport:
             ) from exc
         except OSError as exc:
             raise TransportError(f"could not run {full[0]}: {exc}", full) from exc
-        return Result(tuple(full), proc.returncode, proc.stdout, proc.stderr)
+        out, err = proc.stdout, proc.stderr
+        if binary:
+            out, err = out.decode(errors="replace"), err.decode(errors="replace")
+        return Result(tuple(full), proc.returncode, out, err)

@@ -1,0 +1,72 @@
+"""A named cluster: how to reach its Slurm, the site file its jobs source, and its policy.
+
+Each cluster lives in ``roach.slurm.clusters.<name>`` (the ``CLUSTER`` object and its ``Resources``
+presets) beside its site file ``<name>.sh``. Nothing here runs at import time: transports and clients
+are made on demand.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources as ilr
+
+from roach.errors import UsageError
+from roach.slurm.resources import GpuFlag, Resources
+from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.transport import LocalTransport, Transport
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One Slurm cluster roach can submit to."""
+
+    name: str
+    presets: Mapping[str, Resources] = field(default_factory=dict)
+    gpu_flag: GpuFlag = "gres"
+    metered: bool = False
+    signal_lead_s: int = 120  # USR1 this long before the wall clock (--signal=USR1@lead)
+    rank_exit_wait_s: int = 60  # srun --wait: how long other ranks may outlive the first to exit
+    env_factory: Callable[[], Mapping[str, str]] | None = None  # env for Slurm commands (the lab: SLURM_CONF)
+    run_as: str | None = None  # local only: run commands as this user (root driving the lab's user)
+    description: str = ""
+
+    def transport(self) -> Transport:
+        env = dict(self.env_factory()) if self.env_factory else {}
+        return LocalTransport(env=env, user=self.run_as)
+
+    def client(self) -> SlurmClient:
+        return SlurmClient(self.transport())
+
+    def site_file(self) -> str:
+        """The text of ``roach/slurm/clusters/<name>.sh``, sourced by every job of this cluster."""
+        return ilr.files("roach.slurm.clusters").joinpath(f"{self.name}.sh").read_text()
+
+    def preset(self, name: str) -> Resources:
+        try:
+            return self.presets[name]
+        except KeyError:
+            raise UsageError(f"cluster {self.name} has no preset {name!r}",
+                             hint=f"valid presets: {', '.join(sorted(self.presets)) or '(none)'}") from None
+
+    def with_(self, **changes) -> "Cluster":
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+def known_clusters() -> list[str]:
+    import roach.slurm.clusters as pkg
+
+    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+
+
+def get_cluster(name: str | Cluster) -> Cluster:
+    """The cluster named ``name``; an unknown name is an error that lists the known ones."""
+    if isinstance(name, Cluster):
+        return name
+    if name not in known_clusters():
+        raise UsageError(f"unknown cluster {name!r}", hint=f"known clusters: {', '.join(known_clusters())}")
+    return importlib.import_module(f"roach.slurm.clusters.{name}").CLUSTER

@@ -1,0 +1,1 @@
+"""Named clusters: one module (``CLUSTER`` and its presets) and one site file (``<name>.sh``) each."""

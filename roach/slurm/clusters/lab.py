@@ -1,0 +1,29 @@
+"""The lab: roach's own single-host Slurm (`roach lab up`), the default for demos and tests."""
+
+from __future__ import annotations
+
+from roach.slurm.cluster import Cluster
+from roach.slurm.resources import Resources
+
+
+def _env() -> dict[str, str]:
+    from roach.lab.config import LabConfig
+
+    return LabConfig.load().env()
+
+
+CPU = Resources(gpus_per_node=0, cpus_per_task=1, time="00:10:00")
+GPU1 = Resources(gpus_per_node=1, cpus_per_gpu=1, time="00:30:00")
+GPU2 = Resources(gpus_per_node=2, cpus_per_gpu=1, time="00:30:00")
+GPU4 = Resources(gpus_per_node=4, cpus_per_gpu=1, time="00:30:00")
+NODES2_GPU2 = Resources(nodes=2, gpus_per_node=2, cpus_per_gpu=1, time="00:30:00")
+
+LAB = Cluster(
+    name="lab",
+    presets={"CPU": CPU, "GPU1": GPU1, "GPU2": GPU2, "GPU4": GPU4, "NODES2_GPU2": NODES2_GPU2},
+    gpu_flag="gres",
+    signal_lead_s=60,
+    env_factory=_env,
+    description="roach's own single-host Slurm: nodes n1 n2, 4 fake GPUs each, QOS high/normal/low",
+)
+CLUSTER = LAB

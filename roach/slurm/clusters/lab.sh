@@ -1,0 +1,6 @@
+# Site file of the lab cluster, sourced by every roach job there before roach's own steps.
+# The lab keeps one venv for jobs beside its slurm.conf (made by `roach lab up`); the clone is put on
+# PYTHONPATH, so the user's package is imported from the read-only clone.
+ROACH_ENV=venv
+ROACH_VENV="$(dirname "$(dirname "${SLURM_CONF:?the lab exports SLURM_CONF}")")/pyenv"
+export ROACH_SCRATCH="$HOME/scratch"

@@ -1,0 +1,135 @@
+"""The typed handle of a submitted job: state, wait, logs, cancel; rebuilt from the store by run or job id."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from roach.errors import RoachError, UsageError
+from roach.slurm.bundle import BundlePaths, JobJson, final_job_json
+from roach.slurm.cluster import Cluster, get_cluster
+from roach.slurm.clusterfs import ClusterFS
+from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.slurmparse import AcctRecord
+from roach.slurm.states import JobState
+from roach.slurm.store import JobRecord, Store, utc_now
+
+
+@dataclass
+class Job:
+    """A roach job on a cluster. Cheap to make; every method asks the cluster afresh."""
+
+    cluster: Cluster
+    record: JobRecord
+    store: Store | None = field(default=None, repr=False)
+    _client: SlurmClient | None = field(default=None, init=False, repr=False)
+    _fs: ClusterFS | None = field(default=None, init=False, repr=False)
+
+    # -- identity ------------------------------------------------------------------------------------
+    @property
+    def job_id(self) -> int:
+        return self.record.job_id
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def paths(self) -> BundlePaths:
+        log_root = self.record.log_path.rsplit("/", 1)[0]
+        return BundlePaths(log_root, self.run_id, self.job_id)
+
+    @property
+    def client(self) -> SlurmClient:
+        if self._client is None:
+            self._client = self.cluster.client()
+        return self._client
+
+    @property
+    def fs(self) -> ClusterFS:
+        if self._fs is None:
+            self._fs = ClusterFS(self.client.transport)
+        return self._fs
+
+    @classmethod
+    def from_ref(cls, ref: str | int, *, cluster: str | Cluster | None = None, store: Store | None = None) -> "Job":
+        """The job named by a run id (its latest job) or a job id, from the store."""
+        store = store or Store()
+        cname = cluster.name if isinstance(cluster, Cluster) else cluster
+        rec = store.find(str(ref), cluster=cname)
+        c = cluster if isinstance(cluster, Cluster) else get_cluster(rec.cluster)
+        return cls(c, rec, store)
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} (run {self.run_id}) on {self.cluster.name}"
+
+    # -- state ---------------------------------------------------------------------------------------
+    def state(self) -> JobState:
+        """Live state: squeue while the job is in the queue, else sacct's final record."""
+        recs = [r for r in self.client.squeue(job_ids=[self.job_id]) if r.raw_id == self.job_id]
+        if recs:
+            return recs[0].state
+        final = self._accounting()
+        if final is None:
+            raise RoachError(f"{self} is neither in squeue nor in sacct",
+                             hint="the controller may have restarted without accounting; check `sacct -j`")
+        return final.state
+
+    def _accounting(self) -> AcctRecord | None:
+        recs = [r for r in self.client.sacct([self.job_id]) if r.step is None and r.ref.job == self.job_id]
+        return recs[-1] if recs else None
+
+    def wait(self, timeout: float | None = None, poll_s: float = 2.0) -> AcctRecord:
+        """Block until Slurm says the job ended (sacct, not an empty squeue); record it; return its record.
+
+        A requeued job is not ended: it is back in the queue. Records the final state in the store and
+        in the bundle's ``job.json``.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            queued = [r for r in self.client.squeue(job_ids=[self.job_id]) if r.raw_id == self.job_id and r.state.is_active]
+            if not queued:
+                rec = self._accounting()
+                if rec is not None and rec.state.is_terminal:
+                    self.record_final(rec)
+                    return rec
+            if deadline is not None and time.monotonic() > deadline:
+                raise RoachError(f"{self} did not end within {timeout:.0f}s",
+                                 hint=f"it is still {queued[0].state.value if queued else 'being accounted'}; "
+                                      "wait again or `roach cancel`")
+            time.sleep(poll_s)
+
+    def record_final(self, rec: AcctRecord) -> None:
+        now = utc_now()
+        try:
+            base = JobJson.from_json(self.fs.read(self.paths.job_json))
+        except RoachError:
+            base = None
+        if base is not None:
+            self.fs.write(self.paths.job_json, final_job_json(base, rec, now).to_json())
+        if self.store is not None:
+            from roach.slurm.bundle import status_from_state
+
+            status = status_from_state(rec.state, rec.state_text)
+            self.store.update_final(self.cluster.name, self.job_id, status, rec.state_text,
+                                    f"{rec.exit_code}:{rec.exit_signal}", now)
+            self.record = replace(self.record, status=status, slurm_state=rec.state_text,
+                                  exit_code=f"{rec.exit_code}:{rec.exit_signal}", recorded_at=now)
+
+    # -- logs and control ----------------------------------------------------------------------------
+    def log(self) -> str:
+        """The job's whole log (``<log_root>/<run_id>_<job_id>.out``); empty before the job starts."""
+        return self.fs.read(self.paths.log) if self.fs.exists(self.paths.log) else ""
+
+    def tail(self, lines: int = 20) -> str:
+        return self.fs.tail(self.paths.log, lines) if self.fs.exists(self.paths.log) else ""
+
+    def cancel(self) -> None:
+        """Cancel this job (only ever a job roach submitted and recorded)."""
+        if self.record.job_id != self.job_id:
+            raise UsageError("job handle and record disagree")
+        self.client.scancel([self.job_id])

@@ -1,0 +1,69 @@
+"""The batch script of a roach job: Slurm options, the site file, the node step, the ranks' step.
+
+Every value that reaches the shell is quoted here with ``shlex.quote``; the script carries no secret
+(secrets are read from ``secrets_dir`` by each rank on its node).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from roach.slurm.cluster import Cluster
+from roach.slurm.resources import Resources
+
+
+@dataclass(frozen=True)
+class ScriptInputs:
+    cluster: Cluster
+    resources: Resources
+    name: str
+    run_id: str
+    log_root: str  # absolute, on the cluster
+    bundle_root: str  # absolute: <log_root>/bundles
+    roach_path: str  # absolute: where roach was shipped
+    repo_url: str
+    repo_name: str
+    commit: str
+    clone_root: str  # may start with ~ (expanded on the node)
+    run_dir: str  # may start with ~
+
+
+def render(i: ScriptInputs) -> str:
+    q = shlex.quote
+    opts = [f"--job-name={i.name}", f"--output={i.log_root}/{i.run_id}_%j.out", "--open-mode=append",
+            *i.resources.sbatch_options(i.cluster.gpu_flag)]
+    header = "\n".join(f"#SBATCH {o}" for o in opts)
+    exports = {
+        "ROACH_RUN_ID": i.run_id, "ROACH_REPO_URL": i.repo_url, "ROACH_REPO_NAME": i.repo_name,
+        "ROACH_COMMIT": i.commit, "ROACH_CLONE_ROOT": i.clone_root, "ROACH_ROACH_PATH": i.roach_path,
+        "ROACH_RUN_DIR": i.run_dir,
+    }
+    export_lines = "\n".join(f"export {k}={q(v)}" for k, v in exports.items())
+    return f"""#!/bin/bash
+{header}
+# roach job {i.run_id}: {i.commit[:12]} of {i.repo_name}. What a job does: roach/slurm/README.md.
+set -euo pipefail
+{export_lines}
+export ROACH_BUNDLE={q(i.bundle_root)}/"$SLURM_JOB_ID"
+
+# --- site file of cluster {i.cluster.name} ---
+{i.cluster.site_file().rstrip()}
+# --- end of site file ---
+
+source "$ROACH_BUNDLE/node.sh"
+echo "roach: job $SLURM_JOB_ID run $ROACH_RUN_ID on $SLURM_JOB_NODELIST (restart ${{SLURM_RESTART_COUNT:-0}})"
+srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \\
+  bash "$ROACH_BUNDLE/node.sh" prepare
+clone="$(roach_clone_dir)"
+py="$(roach_python "$clone")"
+first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+MASTER_ADDR="$(scontrol show node "$first" | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p' | head -n 1)"
+export MASTER_ADDR="${{MASTER_ADDR:-$first}}"
+export MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
+export PYTHONPATH="$ROACH_ROACH_PATH:$clone${{PYTHONPATH:+:$PYTHONPATH}}"
+run_dir="$(roach_expand "$ROACH_RUN_DIR")"
+mkdir -p "$run_dir"
+cd "$run_dir"
+srun --kill-on-bad-exit=1 --wait={i.cluster.rank_exit_wait_s} --label "$py" -m roach.slurm.run "$ROACH_BUNDLE/spec.json"
+"""

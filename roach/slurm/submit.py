@@ -1,0 +1,189 @@
+"""``submit``: run a function of a pushed commit as a Slurm job, one rank per GPU.
+
+Order matters: every check that can refuse runs before anything is written or queued; then the job is
+queued held (``sbatch --hold``), its bundle and record are written, and only then is it released. If
+anything fails between, the held job is cancelled and its bundle removed: never a job without a record.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import secrets as _secrets
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import roach
+from roach.errors import RoachError, UsageError
+from roach.slurm import script as batch
+from roach.slurm.bundle import BundlePaths, JobJson
+from roach.slurm.cluster import Cluster, get_cluster
+from roach.slurm.clusterfs import ClusterFS, shipped_dir
+from roach.slurm.job import Job
+from roach.slurm.repo import check_target, inspect_repo, parse_target
+from roach.slurm.resources import Resources
+from roach.slurm.store import JobRecord, Store, utc_now
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RESERVED_ENV = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                 "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "NODE_RANK"}
+
+
+def _check_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
+        raise UsageError("args must be a dict with string keys (the function's keyword arguments)")
+    for key, value in args.items():
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"argument {key}={value!r} is not JSON-serialisable ({exc})",
+                             hint="pass plain values (numbers, strings, lists, dicts) and build objects inside the function") from None
+    return dict(args)
+
+
+def _check_env(job_env: Mapping[str, str] | None) -> dict[str, str]:
+    env = dict(job_env or {})
+    for k, v in env.items():
+        if not isinstance(k, str) or not _ENV_NAME.match(k):
+            raise UsageError(f"job_env name {k!r} is not an environment variable name")
+        if k in _RESERVED_ENV or k.startswith(("SLURM_", "ROACH_")):
+            raise UsageError(f"job_env may not set {k}: roach or Slurm sets it for each rank")
+        if not isinstance(v, str):
+            raise UsageError(f"job_env {k}={v!r} must be a string")
+    return env
+
+
+def new_run_id(name: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:60] or "run"
+    return f"{base}-{stamp}-{_secrets.token_hex(2)}"
+
+
+def _resources(resources: Resources | str, cluster: Cluster) -> Resources:
+    if isinstance(resources, Resources):
+        return resources
+    if isinstance(resources, str):
+        return cluster.preset(resources)
+    raise UsageError(f"resources must be a Resources or a preset name, got {type(resources).__name__}",
+                     hint=f"presets of {cluster.name}: {', '.join(sorted(cluster.presets))}")
+
+
+def _default_run_root(log_root: str) -> str:
+    parent = posixpath.dirname(log_root.rstrip("/")) or "~"
+    return posixpath.join(parent, "runs")
+
+
+def submit(
+    target: str,
+    args: Mapping[str, Any] | None = None,
+    *,
+    resources: Resources | str,
+    cluster: Cluster | str,
+    name: str | None = None,
+    job_env: Mapping[str, str] | None = None,
+    repo_root: str | Path = ".",
+    log_root: str | None = None,
+    clone_root: str = "~/roach_clones",
+    secrets_dir: str | None = None,
+    run_root: str | None = None,
+    run_id: str | None = None,
+    description: str = "",
+    inside: int | None = None,
+    store: Store | None = None,
+) -> Job:
+    """Submit ``pkg.module:function`` of the repo's pushed HEAD as a Slurm job; returns its :class:`Job`.
+
+    Paths may start with ``~``: the cluster user's home, expanded on the cluster.
+    """
+    if inside is not None:
+        raise UsageError("submit(inside=...) runs in a held allocation, which this version does not do yet",
+                         hint="submit without inside= for now")
+    cluster = get_cluster(cluster)
+    res = _resources(resources, cluster)
+    parse_target(target)
+    args = _check_args(args or {})
+    env = _check_env(job_env)
+    name = name or target.rsplit(":", 1)[-1]
+    if not re.fullmatch(r"[A-Za-z0-9._+=@:-]{1,128}", name):
+        raise UsageError(f"job name {name!r} has characters Slurm logs and file names do not take",
+                         hint="use letters, digits and . _ - + = @ :")
+    if run_id is not None and not _RUN_ID.match(run_id):
+        raise UsageError(f"run id {run_id!r} is not valid", hint="letters, digits, . _ - (up to 128), starting with a letter or digit")
+    run_id = run_id or new_run_id(name)
+    repo = inspect_repo(repo_root)
+    check_target(repo, target)
+    log_root = log_root or f"~/roach/{repo.name}/slurm-logs"
+    run_root = run_root or _default_run_root(log_root)
+    run_dir = posixpath.join(run_root, run_id)
+    for label, p in (("log_root", log_root), ("clone_root", clone_root), ("run_root", run_root), ("secrets_dir", secrets_dir)):
+        if p is not None and not (p.startswith("/") or p == "~" or p.startswith("~/")):
+            raise UsageError(f"{label} {p!r} must be absolute or start with ~/ (the cluster's home)")
+
+    client = cluster.client()
+    fs = ClusterFS(client.transport)
+    abs_log_root = fs.expand(log_root)
+    if secrets_dir is not None:
+        loose = fs.secrets_readable_by_others(fs.expand(secrets_dir))
+        if loose:
+            raise UsageError(f"secrets files readable by others: {', '.join(loose)}", hint="chmod 600 each of them")
+    store = store or Store()
+
+    bundle_root = posixpath.join(abs_log_root, "bundles")
+    roach_dir = Path(roach.__file__).parent
+    script_text = batch.render(batch.ScriptInputs(
+        cluster=cluster, resources=res, name=name, run_id=run_id, log_root=abs_log_root, bundle_root=bundle_root,
+        roach_path=shipped_dir(roach_dir, bundle_root), repo_url=repo.url, repo_name=repo.name,
+        commit=repo.commit, clone_root=clone_root, run_dir=run_dir,
+    ))
+    job_id = client.sbatch(["--hold"], script_text)
+    paths = BundlePaths(abs_log_root, run_id, job_id)
+    try:
+        fs.makedirs(abs_log_root)
+        fs.ship_package(roach_dir, bundle_root)
+        spec = {
+            "version": 1, "target": target, "args": args, "run_id": run_id, "name": name, "cluster": cluster.name,
+            "run_dir": run_dir, "log_root": log_root, "clone_root": clone_root, "secrets_dir": secrets_dir,
+            "job_env": env, "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
+        }
+        submitted = utc_now()
+        jj = JobJson(job_id=str(job_id), script=paths.script, description=description, submitted_at_utc=submitted,
+                     cluster=cluster.name, run_id=run_id, commit=repo.commit, resources=res.to_json(), name=name,
+                     target=target)
+        fs.write(paths.script, script_text)
+        fs.write(paths.spec, json.dumps(spec, indent=2) + "\n")
+        fs.write(paths.node_sh, _node_sh(), mode="755")
+        fs.write(paths.job_json, jj.to_json())
+        record = JobRecord(
+            cluster=cluster.name, job_id=job_id, run_id=run_id, name=name, target=target, commit=repo.commit,
+            repo=repo.name, log_path=paths.log, bundle_dir=paths.bundle_dir, run_dir=run_dir, submitted_at=submitted,
+            resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
+        )
+        store.add(record)
+        try:
+            client.release(job_id)
+        except BaseException:
+            store.delete(cluster.name, job_id)
+            raise
+    except BaseException as exc:
+        _roll_back(client, fs, job_id, paths)
+        if isinstance(exc, RoachError):
+            raise
+        raise RoachError(f"submission of job {job_id} failed and was undone: {exc}") from exc
+    return Job(cluster, record, store)
+
+
+def _node_sh() -> str:
+    from importlib import resources
+
+    return resources.files("roach.slurm").joinpath("node.sh").read_text()
+
+
+def _roll_back(client, fs: ClusterFS, job_id: int, paths: BundlePaths) -> None:
+    try:
+        client.scancel([job_id])
+    finally:
+        fs.remove_bundle(paths.bundle_dir)
