@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -71,3 +72,43 @@ def jobs(user_slurm: SlurmClient) -> Iterator[list[int]]:
         user_slurm.scancel(ids)
         wait_until("the test's jobs to leave the queue",
                    lambda: not [r for r in user_slurm.squeue(job_ids=ids) if r.state.is_active], timeout=60)
+
+
+GIT = ["git", "-c", "safe.directory=*", "-c", "user.name=roach-test", "-c", "user.email=test@roach", "-c", "init.defaultBranch=main"]
+
+
+class GitRepo:
+    """A working clone with a bare ``file://`` remote that the lab user's git may clone from."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.remote = base / "remote.git"
+        self.work = base / "work"
+        subprocess.run([*GIT, "init", "-q", "--bare", str(self.remote)], check=True)
+        subprocess.run([*GIT, "clone", "-q", f"file://{self.remote}", str(self.work)], check=True,
+                       capture_output=True)
+
+    def git(self, *args: str) -> str:
+        return subprocess.run([*GIT, "-C", str(self.work), *args], check=True, capture_output=True, text=True).stdout
+
+    def write(self, files: dict[str, str]) -> None:
+        for rel, text in files.items():
+            p = self.work / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+
+    def commit(self, files: dict[str, str], message: str = "change", push: bool = True) -> str:
+        self.write(files)
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        if push:
+            self.git("push", "-q", "-u", "origin", "HEAD:main")
+            # The lab user's git refuses a repository another user owns ("dubious ownership").
+            subprocess.run(["chown", "-R", LAB_USER, str(self.remote)], check=True)
+            subprocess.run(["chmod", "-R", "a+rX", str(self.base)], check=True)
+        return self.git("rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def git_repo(shared_tmp: Path) -> GitRepo:
+    return GitRepo(shared_tmp)

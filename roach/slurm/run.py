@@ -118,6 +118,9 @@ def main(argv: list[str]) -> int:
     )
     try:
         os.environ.update(read_secrets(spec.get("secrets_dir")))
+        clone = os.environ.get("ROACH_CLONE_DIR", "")
+        for sub in reversed(spec.get("python_path", [])):  # a src/ layout is importable from its src
+            sys.path.insert(0, os.path.join(clone, sub))
         run_dir.mkdir(parents=True, exist_ok=True)
         fn = load_function(spec["target"])
         if rank == 0:

@@ -56,6 +56,7 @@ echo "roach: job $SLURM_JOB_ID run $ROACH_RUN_ID on $SLURM_JOB_NODELIST (restart
 srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \\
   bash "$ROACH_BUNDLE/node.sh" prepare
 clone="$(roach_clone_dir)"
+export ROACH_CLONE_DIR="$clone"
 py="$(roach_python "$clone")"
 first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
 MASTER_ADDR="$(scontrol show node "$first" | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p' | head -n 1)"

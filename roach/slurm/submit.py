@@ -23,7 +23,7 @@ from roach.slurm.bundle import BundlePaths, JobJson
 from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.clusterfs import ClusterFS, shipped_dir
 from roach.slurm.job import Job
-from roach.slurm.repo import check_target, inspect_repo, parse_target
+from roach.slurm.repo import check_target, inspect_repo, locate_module, parse_target
 from roach.slurm.resources import Resources
 from roach.slurm.store import JobRecord, Store, utc_now
 
@@ -116,6 +116,8 @@ def submit(
     run_id = run_id or new_run_id(name)
     repo = inspect_repo(repo_root)
     check_target(repo, target)
+    module_path = locate_module(repo, target)
+    python_path = ["src"] if module_path.startswith("src/") else []
     log_root = log_root or f"~/roach/{repo.name}/slurm-logs"
     run_root = run_root or _default_run_root(log_root)
     run_dir = posixpath.join(run_root, run_id)
@@ -147,7 +149,7 @@ def submit(
         spec = {
             "version": 1, "target": target, "args": args, "run_id": run_id, "name": name, "cluster": cluster.name,
             "run_dir": run_dir, "log_root": log_root, "clone_root": clone_root, "secrets_dir": secrets_dir,
-            "job_env": env, "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
+            "job_env": env, "python_path": python_path, "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
         }
         submitted = utc_now()
         jj = JobJson(job_id=str(job_id), script=paths.script, description=description, submitted_at_utc=submitted,

@@ -1,0 +1,281 @@
+"""The submitter's record of runs and jobs: one SQLite file, shared by every roach process of a user.
+
+A sweep submits from several processes while ``roach watch`` records final states, so every write is
+its own short ``BEGIN IMMEDIATE`` transaction, the file is in WAL mode (readers never block the
+writer) and a busy timeout waits out the others instead of failing. Nothing is opened until the
+first call: constructing a :class:`Store` does no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import astuple, dataclass, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from roach.errors import RoachError, UsageError
+from roach.slurm.bundle import FINAL_STATUSES
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 30.0
+
+_SCHEMA = """
+CREATE TABLE jobs (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,  -- insertion order: breaks same-second ties
+    cluster      TEXT    NOT NULL,
+    job_id       INTEGER NOT NULL,
+    run_id       TEXT    NOT NULL,
+    name         TEXT    NOT NULL,
+    target       TEXT    NOT NULL,
+    "commit"     TEXT    NOT NULL,
+    repo         TEXT    NOT NULL,
+    log_path     TEXT    NOT NULL,
+    bundle_dir   TEXT    NOT NULL,
+    run_dir      TEXT    NOT NULL,
+    submitted_at TEXT    NOT NULL,
+    resources    TEXT    NOT NULL,  -- JSON object
+    status       TEXT    NOT NULL,
+    slurm_state  TEXT,
+    exit_code    TEXT,
+    recorded_at  TEXT,
+    holder       INTEGER,
+    UNIQUE (cluster, job_id)
+);
+CREATE INDEX jobs_run ON jobs (run_id, seq);
+CREATE INDEX jobs_job ON jobs (job_id);
+"""
+
+
+def utc_now() -> str:
+    """Now in UTC as ``YYYY-MM-DDTHH:MM:SSZ`` (the form job.json and the store use)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def default_store_path() -> Path:
+    """``$ROACH_STORE``, else ``$XDG_DATA_HOME/roach/store.sqlite`` (``~/.local/share`` by default)."""
+    if os.environ.get("ROACH_STORE"):
+        return Path(os.environ["ROACH_STORE"]).expanduser()
+    # The XDG spec says a relative XDG_DATA_HOME is invalid and must be ignored.
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "roach" / "store.sqlite"
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One submitted Slurm job, as the submitting host knows it."""
+
+    cluster: str
+    job_id: int
+    run_id: str
+    name: str
+    target: str  # "pkg.module:function"
+    commit: str
+    repo: str
+    log_path: str  # on the cluster
+    bundle_dir: str  # on the cluster
+    run_dir: str  # on the cluster
+    submitted_at: str  # UTC, utc_now() form
+    resources: dict[str, Any]
+    status: str  # "submitted" until a final status (FINAL_STATUSES) is recorded
+    slurm_state: str | None  # raw sacct State, e.g. "CANCELLED by 0"
+    exit_code: str | None  # raw sacct ExitCode, e.g. "0:0"
+    recorded_at: str | None
+    holder: int | None = None  # the holding allocation when run as a step of it
+
+    @property
+    def is_final(self) -> bool:
+        return self.status != "submitted"
+
+
+_COLUMNS = tuple(f.name for f in fields(JobRecord))
+_SELECT = "SELECT " + ", ".join(f'"{c}"' for c in _COLUMNS) + " FROM jobs"
+
+
+def _from_row(row: tuple[Any, ...]) -> JobRecord:
+    values = dict(zip(_COLUMNS, row))
+    values["resources"] = json.loads(values["resources"])
+    return JobRecord(**values)
+
+
+class Store:
+    """The SQLite store at ``path`` (default :func:`default_store_path`). One connection per object."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None):
+        self.path = Path(path).expanduser() if path is not None else default_store_path()
+        self._conn: sqlite3.Connection | None = None
+
+    # -- connection ---------------------------------------------------------------------------------
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            with self._converted("opening it"):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                # isolation_level=None: no implicit transactions; every write opens its own below.
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                try:
+                    self._migrate(conn)
+                except BaseException:
+                    conn.close()
+                    raise
+            self._conn = conn
+        return self._conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Create the schema in a new file; refuse a file written by a newer roach."""
+        # Read the version without a lock first, so opening never waits on another process's write.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            conn.execute("PRAGMA journal_mode=WAL")  # persistent in the file; cannot change inside a transaction
+            with self._transaction(conn):
+                # Two processes may create it at once: the one that waited finds it done.
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version == 0:
+                    # executescript() would COMMIT first; run the statements inside this transaction
+                    for stmt in filter(str.strip, _SCHEMA.split(";")):
+                        conn.execute(stmt)
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        if version > SCHEMA_VERSION:
+            raise RoachError(
+                f"the roach store {self.path} has schema version {version}; this roach reads up to "
+                f"{SCHEMA_VERSION}", hint="upgrade roach, or point $ROACH_STORE at another file")
+
+    @staticmethod
+    @contextmanager
+    def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+        conn.execute("BEGIN IMMEDIATE")  # take the write lock now, not at the first write (no upgrade deadlock)
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:  # some errors make SQLite roll back by itself
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
+    def _converted(self, doing: str) -> Iterator[None]:
+        """Turn SQLite's and the file system's failures into :class:`RoachError`; a constraint violation
+        is left to the caller."""
+        try:
+            yield
+        except sqlite3.IntegrityError:
+            raise
+        except (sqlite3.Error, OSError) as e:
+            raise RoachError(
+                f"the roach store {self.path} failed while {doing}: {e}",
+                hint=f"another roach process may have held it over {BUSY_TIMEOUT_S:.0f} s, or the file is not "
+                     "writable; check it, or point $ROACH_STORE at another file") from e
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._db()
+        with self._converted("writing"), self._transaction(conn):
+            yield conn
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[JobRecord]:
+        conn = self._db()
+        with self._converted("reading"):
+            rows = conn.execute(sql, params).fetchall()
+        return [_from_row(r) for r in rows]
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writes -------------------------------------------------------------------------------------
+    def add(self, rec: JobRecord) -> None:
+        """Record a new submission. Raises :class:`UsageError` if that cluster's job id is already recorded."""
+        row = astuple(rec)
+        row = tuple(json.dumps(v) if c == "resources" else v for c, v in zip(_COLUMNS, row))
+        cols = ", ".join(f'"{c}"' for c in _COLUMNS)
+        try:
+            with self._write() as conn:
+                conn.execute(f"INSERT INTO jobs ({cols}) VALUES ({', '.join('?' * len(_COLUMNS))})", row)
+        except sqlite3.IntegrityError as e:
+            old = self.get(rec.cluster, rec.job_id)
+            if old is None:  # a NOT NULL column left None: a caller's bug, not a duplicate
+                raise UsageError(f"cannot record job {rec.job_id} on {rec.cluster!r}: {e}") from e
+            raise UsageError(
+                f"job {rec.job_id} on cluster {rec.cluster!r} is already in the store"
+                f" (run {old.run_id}, submitted {old.submitted_at})",
+                hint="Slurm reuses job ids only after a reset of its database; check the cluster") from None
+
+    def update_final(self, cluster: str, job_id: int, status: str, slurm_state: str | None,
+                     exit_code: str | None, recorded_at: str) -> None:
+        """Record a job's final state (what sacct said once it ended)."""
+        if status not in FINAL_STATUSES:
+            raise UsageError(f"{status!r} is not a final status; expected one of: {', '.join(FINAL_STATUSES)}")
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=? WHERE cluster=? AND job_id=?",
+                (status, slurm_state, exit_code, recorded_at, cluster, job_id))
+        if cur.rowcount == 0:
+            raise UsageError(f"job {job_id} on cluster {cluster!r} is not in the store {self.path}",
+                             hint="`roach ls` lists the recorded jobs")
+
+    def delete(self, cluster: str, job_id: int) -> None:
+        """Forget a job. Only for rolling back a submission that failed after the record was added."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM jobs WHERE cluster=? AND job_id=?", (cluster, job_id))
+
+    # -- reads --------------------------------------------------------------------------------------
+    def get(self, cluster: str, job_id: int) -> JobRecord | None:
+        hits = self._query(f"{_SELECT} WHERE cluster=? AND job_id=?", (cluster, job_id))
+        return hits[0] if hits else None
+
+    def jobs_for_run(self, run_id: str) -> list[JobRecord]:
+        """Every submission of a run, oldest first (a run resubmitted after preemption has several)."""
+        return self._query(f"{_SELECT} WHERE run_id=? ORDER BY seq", (run_id,))
+
+    def latest_for_run(self, run_id: str, cluster: str | None = None) -> JobRecord | None:
+        """The most recent submission of ``run_id`` (on ``cluster`` if given)."""
+        where, params = _where(run_id=run_id, cluster=cluster)
+        hits = self._query(f"{_SELECT} {where} ORDER BY seq DESC LIMIT 1", params)
+        return hits[0] if hits else None
+
+    def recent(self, limit: int = 20, cluster: str | None = None) -> list[JobRecord]:
+        """The ``limit`` most recent submissions, newest first."""
+        where, params = _where(cluster=cluster)
+        return self._query(f"{_SELECT} {where} ORDER BY seq DESC LIMIT ?", (*params, limit))
+
+    def find(self, ref: str, cluster: str | None = None) -> JobRecord:
+        """The job ``ref`` names: a Slurm job id (digits) or a run id (its latest submission).
+
+        Raises :class:`UsageError` when nothing matches, or when a job id is recorded on several clusters
+        and ``cluster`` does not say which.
+        """
+        ref = ref.strip()
+        if ref.isdigit():
+            where, params = _where(job_id=int(ref), cluster=cluster)
+            hits = self._query(f"{_SELECT} {where} ORDER BY seq DESC", params)
+            if len(hits) > 1:
+                listed = "; ".join(f"{h.cluster}: job {h.job_id}, run {h.run_id}, {h.submitted_at}" for h in hits)
+                raise UsageError(f"job id {ref} is recorded on {len(hits)} clusters: {listed}",
+                                 hint=f"name the cluster, e.g. --cluster {hits[0].cluster}")
+            if hits:
+                return hits[0]
+        rec = self.latest_for_run(ref, cluster)  # a run id may be all digits too
+        if rec is not None:
+            return rec
+        on = f" on cluster {cluster!r}" if cluster else ""
+        raise UsageError(f"no job id or run id {ref!r}{on} in the store {self.path}",
+                         hint="`roach ls` lists recent jobs and their run ids")
+
+
+def _where(**conds: Any) -> tuple[str, tuple[Any, ...]]:
+    """A WHERE clause over the conditions that are not None (column names are ours, never the caller's)."""
+    used = {k: v for k, v in conds.items() if v is not None}
+    if not used:
+        return "", ()
+    return "WHERE " + " AND ".join(f'"{k}"=?' for k in used), tuple(used.values())
