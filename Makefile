@@ -10,6 +10,8 @@ VENV := .venv
 STAMP := $(VENV)/.installed-from-pyproject
 DEBS := slurm-wlm slurmdbd munge mariadb-server mariadb-client rsync openssh-server openssh-client git python3-venv
 PYTEST_ARGS ?=
+# What the lab's jobs import: torch's CPU build for torch.distributed (gloo) in the demo and tests.
+JOB_PACKAGES ?= torch==2.13.0 numpy
 
 .PHONY: deps venv lab demo test clean
 
@@ -40,7 +42,7 @@ $(STAMP): pyproject.toml
 
 ## lab: start the lab cluster (a no-op when it is up)
 lab: deps venv
-	$(VENV)/bin/roach lab up
+	$(VENV)/bin/roach lab up $(addprefix --job-package ,$(JOB_PACKAGES))
 
 ## demo: run the demo on the lab
 demo: lab

@@ -44,12 +44,14 @@ def lab() -> None:
 )
 @click.option("--low-grace-time", type=int, default=None, help=f"Seconds a preempted low job gets. {_default('low_grace_time')}")
 @click.option("--high-gpu-cap", type=int, default=None, help=f"GPUs per user in the high QOS. {_default('high_gpu_cap')}")
-def up(state_dir: str | None, **options) -> None:
+@click.option("--job-package", "job_packages", multiple=True,
+              help="A pip requirement to install into the venv the lab's jobs run in (repeatable), e.g. torch==2.13.0.")
+def up(state_dir: str | None, job_packages: tuple[str, ...], **options) -> None:
     """Start whatever part of the lab is not running (as root); a no-op when it is all up.
 
     Options not given keep the values the lab was last started with.
     """
-    lablib.up(state_dir, log=click.echo, **options)
+    lablib.up(state_dir, log=click.echo, job_packages=job_packages, **options)
 
 
 @lab.command()

@@ -111,7 +111,7 @@ def test_missing_package_names_the_apt_get_line(monkeypatch):
     with pytest.raises(LabError) as err:
         lablib.require_packages()
     assert "missing Debian packages for the lab: slurmctld" in str(err.value)
-    assert "apt-get install -y slurm-wlm slurmdbd munge mariadb-server" in str(err.value)
+    assert "apt-get install -y slurm-wlm slurmdbd munge mariadb-server python3-venv" in str(err.value)
 
 
 def test_a_daemon_that_dies_at_start_shows_its_log(tmp_path):

@@ -100,14 +100,21 @@ def _prepare(cfg: LabConfig) -> None:
                 os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # same device as /dev/null
     cfg.render()
     _ensure_lab_user()
-    _ensure_job_venv(cfg)
 
 
-def _ensure_job_venv(cfg: LabConfig) -> None:
+def _ensure_job_venv(cfg: LabConfig, packages: tuple[str, ...] = ()) -> None:
     """The venv the lab's jobs run in (site file lab.sh): the system python, readable by the lab user."""
     venv = cfg.state / "pyenv"
-    if (venv / "bin" / "python").exists():
-        return
+    if not (venv / "bin" / "python").exists():
+        _make_venv(venv)
+    if packages:
+        r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *packages], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise LabError(f"could not install {' '.join(packages)} into the lab's job venv {venv}:\n{r.stderr[-2000:]}",
+                           hint="check the package names and that pip can reach its index")
+
+
+def _make_venv(venv: Path) -> None:
     python = shutil.which("python3", path="/usr/bin:/bin") or "python3"
     r = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True)
     if r.returncode != 0:
@@ -174,14 +181,17 @@ def resolve_config(state_dir: str | None = None, **options) -> LabConfig:
     return wanted
 
 
-def up(state_dir: str | None = None, log=print, **options) -> LabConfig:
-    """Start whatever part of the lab is not running; a no-op when it all is."""
+def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = (), **options) -> LabConfig:
+    """Start whatever part of the lab is not running; a no-op when it all is.
+
+    ``job_packages`` are pip requirements installed into the venv the lab's jobs run in (e.g. torch).
+    """
     require_root()
     require_packages()
     cfg = resolve_config(state_dir, **options)
     ds = _by_name(cfg)
     if all(d.alive() for d in ds.values()) and _nodes_up(cfg):
-        _ensure_job_venv(cfg)
+        _ensure_job_venv(cfg, job_packages)
         log(f"lab is up ({cfg.state})")
         return cfg
     # Every port is checked before anything starts, so a taken port leaves no daemon behind.
@@ -190,6 +200,7 @@ def up(state_dir: str | None = None, log=print, **options) -> LabConfig:
             for port in d.ports:
                 check_port_free(port, d.name)
     _prepare(cfg)
+    _ensure_job_venv(cfg, job_packages)
     cfg.save()
     ds["munged"].start(ready=lambda: cfg.munge_socket.exists())
     _init_mariadb(cfg)

@@ -65,9 +65,9 @@ class SlurmClient:
         ok = set(ok_codes)
         for attempt in range(attempts):
             res = self.transport.run(list(argv), input=input)
-            if res.returncode in ok:
+            transient = res.returncode != 0 and bool(_TRANSIENT.search(res.stderr))
+            if res.returncode in ok and not transient:
                 return res
-            transient = bool(_TRANSIENT.search(res.stderr))
             if not (transient and attempt + 1 < attempts):
                 cls = SlurmTransientError if transient else SlurmError
                 raise cls(argv, res.returncode, res.stderr or res.stdout, hint=_hint(res.stderr or res.stdout))
@@ -122,8 +122,10 @@ class SlurmClient:
             if "Invalid job id" in res.stderr:
                 return None
             raise SlurmError(argv, 1, res.stderr, _hint(res.stderr))
-        lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
-        return P.parse_key_values(lines[0]) if lines else None
+        # One record per job (an array lists one per task), and a job name may hold a newline:
+        # split on the JobId= that starts each record, not on lines.
+        records = [r for r in re.split(r"(?=(?<!\S)JobId=)", res.stdout) if r.strip()]
+        return P.parse_key_values(records[0]) if records else None
 
     def nodes(self) -> list[P.NodeRecord]:
         return P.parse_sinfo_nodes(self.run(["sinfo", "--Node", "--noheader", "-O", P.sinfo_format()]).stdout)

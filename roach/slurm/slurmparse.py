@@ -89,7 +89,7 @@ def parse_int(text: str, what: str) -> int:
 
 def parse_exit_code(text: str) -> tuple[int, int]:
     """sacct's ``ExitCode`` ``"code:signal"`` to a pair of ints."""
-    m = re.fullmatch(r"(\d+):(\d+)", text.strip())
+    m = re.fullmatch(r"(-?\d+):(\d+)", text.strip())  # a NODE_FAIL step can read -2:0
     if not m:
         raise ParseError(f"cannot read an exit code from {text!r}", hint="expected CODE:SIGNAL such as 0:0")
     return int(m[1]), int(m[2])

@@ -17,6 +17,11 @@ from typing import Protocol, runtime_checkable
 from roach.errors import TransportError
 
 
+# The caller's environment must not change what Slurm prints: SLURM_TIME_FORMAT=relative would make
+# sacct print times without dates, which roach's parsers rightly refuse.
+PINNED_ENV = {"SLURM_TIME_FORMAT": "standard"}
+
+
 @dataclass(frozen=True)
 class Result:
     """What a command did: its argv, exit status and captured output."""
@@ -63,7 +68,7 @@ class LocalTransport:
     def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None) -> Result:
         full = self._argv(argv)
         binary = isinstance(input, bytes)
-        env = {**os.environ, **self.env}
+        env = {**os.environ, **PINNED_ENV, **self.env}
         try:
             proc = subprocess.run(
                 full,
