@@ -53,9 +53,15 @@ def main() -> None:
 
 
 def _register() -> None:
+    from roach import cli_jobs
     from roach.cli_lab import lab
 
     cli.add_command(lab)
+    cli.add_command(cli_jobs.submit)
+    cli.add_command(cli_jobs.status)
+    cli.add_command(cli_jobs.logs)
+    cli.add_command(cli_jobs.cancel)
+    cli.add_command(cli_jobs.ls)
 
 
 _register()

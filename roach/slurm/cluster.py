@@ -31,10 +31,17 @@ class Cluster:
     rank_exit_wait_s: int = 60  # srun --wait: how long other ranks may outlive the first to exit
     env_factory: Callable[[], Mapping[str, str]] | None = None  # env for Slurm commands (the lab: SLURM_CONF)
     run_as: str | None = None  # local only: run commands as this user (root driving the lab's user)
+    ssh_alias: str | None = None  # None: Slurm is on this machine; else `ssh <alias>` reaches its login host
+    ssh_config: str | None = None  # an ssh config file to use instead of ~/.ssh/config
+    remote_setup: tuple[str, ...] = ()  # shell lines run before each remote command (e.g. "module load slurm")
     description: str = ""
 
     def transport(self) -> Transport:
         env = dict(self.env_factory()) if self.env_factory else {}
+        if self.ssh_alias is not None:
+            from roach.slurm.ssh import SSHTransport
+
+            return SSHTransport(self.ssh_alias, config_file=self.ssh_config, env=env, setup=self.remote_setup)
         return LocalTransport(env=env, user=self.run_as)
 
     def client(self) -> SlurmClient:

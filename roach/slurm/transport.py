@@ -67,14 +67,14 @@ class LocalTransport:
 
     def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None) -> Result:
         full = self._argv(argv)
-        binary = isinstance(input, bytes)
+        # Bytes both ways, decoded leniently: a stray non-UTF-8 byte in a log must not crash a reader.
+        data = input.encode() if isinstance(input, str) else input
         env = {**os.environ, **PINNED_ENV, **self.env}
         try:
             proc = subprocess.run(
                 full,
-                input=input,
+                input=data,
                 capture_output=True,
-                text=not binary,
                 env=env,
                 timeout=timeout if timeout is not None else self.default_timeout,
                 stdin=None if input is not None else subprocess.DEVNULL,
@@ -94,7 +94,5 @@ class LocalTransport:
             ) from exc
         except OSError as exc:
             raise TransportError(f"could not run {full[0]}: {exc}", full) from exc
-        out, err = proc.stdout, proc.stderr
-        if binary:
-            out, err = out.decode(errors="replace"), err.decode(errors="replace")
-        return Result(tuple(full), proc.returncode, out, err)
+        return Result(tuple(full), proc.returncode, proc.stdout.decode(errors="replace"),
+                      proc.stderr.decode(errors="replace"))

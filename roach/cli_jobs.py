@@ -1,0 +1,385 @@
+"""`roach submit`, `status`, `logs`, `cancel`, `ls`: jobs from the command line (the library is
+:mod:`roach.slurm`).
+
+Live states cost a fixed number of Slurm calls, never one per job: `ls` makes one ``squeue`` per cluster
+(the user's whole queue) and at most one ``sacct`` per cluster for the listed jobs that left the queue
+and whose final state the store does not hold yet; it records those final states in the store.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from inspect import signature
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from roach.errors import RoachError
+from roach.slurm.bundle import status_from_state
+from roach.slurm.cluster import Cluster, get_cluster
+from roach.slurm.job import Job
+from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.states import JobState
+from roach.slurm.store import JobRecord, Store, utc_now
+from roach.slurm.submit import submit as submit_job
+
+JOB_NOT_COMPLETED = 6  # exit code: the job ran (or was cancelled) and did not end COMPLETED
+FOLLOW_POLL_S = 2.0  # `logs -f`: how often the log is read for new lines
+STATE_POLL_S = 10.0  # `logs -f`: how often Slurm is asked whether the job ended
+
+cluster_option = click.option("--cluster", metavar="NAME", default=None,
+                              help="Only look on this cluster (needed when a job id is recorded on several).")
+run_as_option = click.option(
+    "--run-as", metavar="USER", default=None,
+    help="Run Slurm's commands as this local user (needs root); the lab's user is roachlab.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+# -- parsing --------------------------------------------------------------------------------------------
+def parse_arg_value(text: str) -> Any:
+    """A ``--arg`` value: JSON when it parses (``1e-3``, ``200``, ``["a","b"]``, ``true``), else the text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _pairs(param: str, values: Iterable[str], form: str) -> list[tuple[str, str]]:
+    pairs = []
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not of the form {form}", param_hint=param)
+        pairs.append((key, value))
+    return pairs
+
+
+def _parse_args(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in _pairs("--arg", values, "KEY=VALUE (e.g. --arg lr=1e-3)"):
+        if not key.isidentifier():
+            raise click.BadParameter(f"{key!r} is not a keyword argument name", param_hint="--arg")
+        if key in out:
+            raise click.BadParameter(f"{key!r} is given twice", param_hint="--arg")
+        out[key] = parse_arg_value(value)
+    return out
+
+
+def _parse_args_json(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    try:
+        data = json.loads(value)
+    except ValueError as e:
+        raise click.BadParameter(f"not JSON ({e}): {value!r}", param_hint="--args-json") from None
+    if not isinstance(data, dict):
+        raise click.BadParameter(f"must be a JSON object of keyword arguments, got {type(data).__name__}",
+                                 param_hint="--args-json")
+    return data
+
+
+def _parse_env(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    return dict(_pairs("--env", values, "NAME=VALUE (e.g. --env WANDB_MODE=offline)"))
+
+
+# -- live states ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobView:
+    """What the CLI shows of one job: its record and its live (or recorded final) state."""
+
+    run_id: str
+    job_id: int
+    cluster: str
+    name: str
+    target: str
+    state: str | None  # Slurm's state name (COMPLETED); None if neither Slurm nor the store knows it
+    status: str  # roach's status: pending, running, or a final status
+    reason: str | None  # why it is pending
+    exit_code: str | None  # sacct's "code:signal" once it ended
+    submitted_at: str
+    log: str
+
+    @classmethod
+    def of(cls, rec: JobRecord, state: str | None, status: str, reason: str | None = None,
+           exit_code: str | None = None) -> "JobView":
+        return cls(rec.run_id, rec.job_id, rec.cluster, rec.name, rec.target, state, status, reason, exit_code,
+                   rec.submitted_at, rec.log_path)
+
+    @property
+    def ok(self) -> bool:
+        return self.state == JobState.COMPLETED.value
+
+
+def _stored_state(rec: JobRecord) -> str | None:
+    if not rec.slurm_state:
+        return None
+    try:
+        return JobState.parse(rec.slurm_state).value
+    except RoachError:
+        return rec.slurm_state
+
+
+def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, whole_queue: bool) -> list[JobView]:
+    """The views of ``records`` (all of one cluster): one ``squeue`` (the user's queue if ``whole_queue``,
+    else just these ids) and at most one ``sacct`` for those that left the queue and are not final in the
+    store. Final states found are recorded in the store."""
+    if not records:
+        return []
+    queue = client.squeue() if whole_queue else client.squeue(job_ids=[r.job_id for r in records])
+    queued = {q.raw_id: q for q in queue if q.state.is_active}
+    ask = [r.job_id for r in records if r.job_id not in queued and not r.is_final]
+    acct = {a.ref.job: a for a in (client.sacct(ask) if ask else []) if a.step is None and a.ref.job in ask}
+    views = []
+    for rec in records:
+        if rec.job_id in queued:
+            q = queued[rec.job_id]
+            reason = q.reason_text if q.state.is_pending and q.reason_text not in ("", "None") else None
+            views.append(JobView.of(rec, q.state.value, status_from_state(q.state), reason))
+        elif rec.job_id in acct:
+            a = acct[rec.job_id]
+            status, code = status_from_state(a.state, a.state_text), f"{a.exit_code}:{a.exit_signal}"
+            if a.state.is_terminal:
+                store.update_final(rec.cluster, rec.job_id, status, a.state_text, code, utc_now())
+            views.append(JobView.of(rec, a.state.value, status, None, code if a.state.is_terminal else None))
+        elif rec.is_final:
+            views.append(JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code))
+        else:
+            views.append(JobView.of(rec, None, rec.status))
+    return views
+
+
+def _cluster(name: str, run_as: str | None) -> Cluster:
+    c = get_cluster(name)
+    return c.with_(run_as=run_as) if run_as else c
+
+
+def _job(ref: str, cluster: str | None, run_as: str | None, store: Store) -> Job:
+    """The recorded job ``ref`` names (run id or job id); roach only acts on jobs in its store."""
+    if cluster is not None:
+        get_cluster(cluster)  # an unknown name lists the known ones
+    rec = store.find(ref, cluster=cluster)
+    return Job(_cluster(rec.cluster, run_as), rec, store)
+
+
+# -- rendering ------------------------------------------------------------------------------------------
+_STYLE = {"completed": "green", "running": "cyan", "pending": "yellow"}
+
+
+def _state_text(v: JobView) -> Text:
+    label = v.state or "?"
+    if v.reason:
+        label += f" ({v.reason})"
+    return Text(label, style=_STYLE.get(v.status, "red" if v.status != "submitted" else ""))
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2))
+
+
+def _print_view(v: JobView) -> None:
+    console = Console(highlight=False)
+    console.print(Text.assemble(f"job {v.job_id} (run {v.run_id}) on {v.cluster}: ", _state_text(v),
+                                f"  exit {v.exit_code}" if v.exit_code else ""), soft_wrap=True)
+    console.print(f"  name {v.name}  target {v.target}  submitted {v.submitted_at}", soft_wrap=True)
+    console.print(f"  log {v.log}", soft_wrap=True)
+
+
+# -- commands -------------------------------------------------------------------------------------------
+_CLONE_ROOT = signature(submit_job).parameters["clone_root"].default
+
+
+@click.command()
+@click.argument("target")
+@click.option("--cluster", required=True, metavar="NAME", help="The cluster to run on (e.g. lab).")
+@click.option("--resources", "preset", required=True, metavar="PRESET", help="A resources preset of the cluster (the lab: CPU, GPU1, GPU2, ...).")
+@click.option("--arg", "kwargs", multiple=True, metavar="KEY=VALUE", callback=_parse_args,
+              help="A keyword argument of the function; VALUE is read as JSON when it parses (1e-3, 200, "
+                   '["a","b"], true), else kept as a string. Repeatable.')
+@click.option("--args-json", metavar="JSON", callback=_parse_args_json,
+              help="Keyword arguments as one JSON object; --arg may add others, not repeat them.")
+@click.option("--name", default=None, help="The job's name. [default: the function's name]")
+@click.option("--env", "job_env", multiple=True, metavar="NAME=VALUE", callback=_parse_env,
+              help="An environment variable for the job's ranks. Repeatable.")
+@click.option("--repo-root", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="The git repository whose pushed HEAD the job runs.")
+@click.option("--log-root", metavar="PATH", default=None,
+              help="Cluster directory for logs and bundles (absolute or ~/...). [default: ~/roach/<repo>/slurm-logs]")
+@click.option("--clone-root", metavar="PATH", default=None, help=f"Cluster directory for clones. [default: {_CLONE_ROOT}]")
+@click.option("--secrets-dir", metavar="PATH", default=None,
+              help="Cluster directory of secret files (one per variable, mode 600) exported to the job.")
+@click.option("--run-root", metavar="PATH", default=None,
+              help="Cluster directory for run directories. [default: runs/ beside the log root]")
+@click.option("--run-id", metavar="ID", default=None, help="The run's id. [default: <name>-<UTC time>-<random>]")
+@click.option("--description", default="", help="Free text kept in the job's job.json.")
+@run_as_option
+@click.option("--wait", is_flag=True,
+              help=f"Wait for the job to end; exit 0 if it COMPLETED, {JOB_NOT_COMPLETED} if not.")
+@json_option
+@click.pass_context
+def submit(ctx: click.Context, target: str, cluster: str, preset: str, kwargs: dict[str, Any],
+           args_json: dict[str, Any], job_env: dict[str, str], run_as: str | None, wait: bool, as_json: bool,
+           **paths: Any) -> None:
+    """Run TARGET (package.module:function) of the repository's pushed HEAD as a Slurm job.
+
+    Prints the job id, run id and log path.
+    """
+    both = sorted(set(kwargs) & set(args_json))
+    if both:
+        raise click.BadParameter(f"{', '.join(both)} also given in --args-json", param_hint="--arg")
+    options = {k: v for k, v in paths.items() if v is not None}
+    with Store() as store:
+        job = submit_job(target, {**args_json, **kwargs}, resources=preset, cluster=_cluster(cluster, run_as),
+                         job_env=job_env, store=store, **options)
+        view = JobView.of(job.record, None, job.record.status)
+        if not as_json:
+            Console(highlight=False).print(f"submitted job {job.job_id} (run {job.run_id}) on {job.cluster.name}\n"
+                                           f"  log {job.record.log_path}", soft_wrap=True)
+        if wait:
+            try:
+                acct = job.wait()
+            except KeyboardInterrupt:
+                click.echo(f"stopped waiting; job {job.job_id} goes on (`roach cancel {job.run_id}` stops it)",
+                           err=True)
+                raise click.Abort() from None
+            view = JobView.of(job.record, acct.state.value, job.record.status, None, job.record.exit_code)
+    if as_json:
+        _echo_json(asdict(view))
+    elif wait:
+        _print_view(view)
+    if wait and not view.ok:
+        if not as_json:
+            click.echo(f"job {view.job_id} did not complete; read its log: roach logs {view.run_id}"
+                       + (f" --run-as {run_as}" if run_as else ""), err=True)
+        ctx.exit(JOB_NOT_COMPLETED)
+
+
+@click.command()
+@click.argument("ref", metavar="RUN_OR_JOB")
+@cluster_option
+@run_as_option
+@json_option
+def status(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> None:
+    """Show the state of one job (a run id names its latest job)."""
+    with Store() as store:
+        job = _job(ref, cluster, run_as, store)
+        (view,) = live_views(job.client, [job.record], store, whole_queue=False)
+    if as_json:
+        _echo_json(asdict(view))
+    else:
+        _print_view(view)
+
+
+@click.command()
+@click.argument("ref", metavar="RUN_OR_JOB")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
+@click.option("-n", "--lines", type=click.IntRange(min=1), default=None, help="Print only the last N lines.")
+@cluster_option
+@run_as_option
+def logs(ref: str, follow: bool, lines: int | None, cluster: str | None, run_as: str | None) -> None:
+    """Print a job's log (a run id names its latest job)."""
+    with Store() as store:
+        job = _job(ref, cluster, run_as, store)
+    path = job.paths.log
+    if follow:
+        follow_log(job, lines)
+        return
+    if not job.fs.exists(path):
+        click.echo(f"{path} does not exist yet: the job has not started (`roach status {ref}`)", err=True)
+        return
+    click.echo(job.fs.tail(path, lines) if lines else job.fs.read(path), nl=False)
+
+
+def follow_log(job: Job, lines: int | None, *, sleep=time.sleep, clock=time.monotonic) -> JobState:
+    """Print the log as it grows until the job ends: read it every ``FOLLOW_POLL_S`` (only lines not yet
+    printed, through the cluster's ``tail``), ask Slurm every ``STATE_POLL_S``. Returns the final state."""
+    path, transport = job.paths.log, job.fs.transport
+    done = 0  # complete lines printed (or skipped, with -n)
+    first, next_state, state = True, 0.0, None
+    while True:
+        ended = False
+        if clock() >= next_state:  # checked before the read, so the last read sees the whole log
+            state = job.state()
+            ended, next_state = state.is_terminal, clock() + STATE_POLL_S
+        res = transport.run(["tail", "-n", f"+{done + 1}", "--", path])
+        if res.returncode != 0 and job.fs.exists(path):
+            raise RoachError(f"reading {path} failed: {res.stderr.strip()}",
+                             hint="check that the submitting user may read the log")
+        new = res.stdout.splitlines(keepends=True) if res.returncode == 0 else []
+        if new and not ended and not new[-1].endswith("\n"):
+            new = new[:-1]  # a line still being written: print it once it is whole
+        if first and lines is not None:
+            done += max(0, len(new) - lines)
+            new = new[-lines:]
+        first = False
+        sys.stdout.write("".join(new))
+        sys.stdout.flush()
+        done += len(new)
+        if ended:
+            click.echo(f"job {job.job_id} ended: {state.value}", err=True)
+            return state
+        sleep(FOLLOW_POLL_S)
+
+
+@click.command()
+@click.argument("ref", metavar="RUN_OR_JOB")
+@cluster_option
+@run_as_option
+@json_option
+def cancel(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> None:
+    """Cancel one job that roach submitted (a run id names its latest job)."""
+    with Store() as store:
+        job = _job(ref, cluster, run_as, store)
+        (view,) = live_views(job.client, [job.record], store, whole_queue=False)
+    queued = view.status in ("pending", "running")
+    if queued:
+        job.cancel()
+    if as_json:
+        _echo_json({**asdict(view), "cancelled": queued})
+    elif queued:
+        click.echo(f"cancelled job {job.job_id} (run {job.run_id}) on {job.cluster.name} (it was {view.state})")
+    else:
+        click.echo(f"job {job.job_id} (run {job.run_id}) already ended ({view.state or view.status}); nothing to cancel")
+
+
+@click.command("ls")
+@cluster_option
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many jobs to list.")
+@run_as_option
+@json_option
+def ls(cluster: str | None, limit: int, run_as: str | None, as_json: bool) -> None:
+    """List recent jobs from the store, newest first, with their live states."""
+    if cluster is not None:
+        get_cluster(cluster)
+    with Store() as store:
+        records = store.recent(limit, cluster)
+        by_cluster: dict[str, list[JobRecord]] = {}
+        for rec in records:
+            by_cluster.setdefault(rec.cluster, []).append(rec)
+        views = {}
+        for name, recs in by_cluster.items():
+            for v in live_views(_cluster(name, run_as).client(), recs, store, whole_queue=True):
+                views[(v.cluster, v.job_id)] = v
+    ordered = [views[(r.cluster, r.job_id)] for r in records]
+    if as_json:
+        _echo_json([asdict(v) for v in ordered])
+        return
+    if not ordered:
+        click.echo(f"no jobs in the store {store.path}")
+        return
+    table = Table(box=None, pad_edge=False)
+    for header in ("run id", "job id", "cluster", "name", "state", "submitted", "log"):
+        table.add_column(header, overflow="fold")
+    for v in ordered:
+        table.add_row(v.run_id, str(v.job_id), v.cluster, v.name, _state_text(v), v.submitted_at, v.log)
+    console = Console(highlight=False)
+    if not console.is_terminal:  # piped: whole values, one line per job, for grep and awk
+        console.width = 100_000
+    console.print(table)
+

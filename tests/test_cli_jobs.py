@@ -1,0 +1,343 @@
+"""`roach submit/status/logs/cancel/ls`: argument parsing and log following on fakes, then the real thing
+on the lab cluster, submitting as the lab's user from a real git repository with a bare remote."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from roach import cli_jobs
+from roach.cli import cli
+from roach.lab.config import LAB_USER
+from roach.slurm.states import JobState
+from roach.slurm.store import Store
+from roach.slurm.transport import LocalTransport, Result
+from tests.conftest import wait_until
+
+TRAIN_PY = '''\
+def train(run, lr, steps=3):
+    run.log("lr=%s steps=%s", lr, steps)
+    return lr * steps
+
+
+def sleepy(seconds):
+    import time
+    time.sleep(seconds)
+
+
+def boom():
+    raise ValueError("boom")
+
+
+def chatty(run, n):
+    import time
+    for i in range(n):
+        run.log("tick %d", i)
+        time.sleep(1)
+'''
+
+
+@pytest.fixture(scope="module", autouse=True)
+def store_path() -> Path:
+    """Every test of this module records into its own store, never the user's."""
+    d = Path(tempfile.mkdtemp(prefix="roach-cli-jobs-store-"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROACH_STORE", str(d / "store.sqlite"))
+        yield d / "store.sqlite"
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+# -- no lab needed ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, value", [
+    ("1e-3", 1e-3), ("200", 200), ('["a","b"]', ["a", "b"]), ("foo", "foo"), ("true", True),
+    ('{"k": 1}', {"k": 1}), ("", ""), ("a=b", "a=b"), ("1e-3x", "1e-3x"),
+])
+def test_arg_values_are_json_when_they_parse(text, value):
+    got = cli_jobs.parse_arg_value(text)
+    assert got == value and type(got) is type(value)
+
+
+def _submit(*extra: str):
+    return invoke("submit", "pkg.train:train", "--cluster", "lab", "--resources", "GPU1", *extra)
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--arg", "lr"], "KEY=VALUE"),
+    (["--arg", "=1"], "KEY=VALUE"),
+    (["--arg", "not-a-name=1"], "not a keyword argument name"),
+    (["--arg", "lr=1", "--arg", "lr=2"], "given twice"),
+    (["--args-json", "[1, 2]"], "JSON object"),
+    (["--args-json", "{oops"], "not JSON"),
+    (["--args-json", '{"lr": 1}', "--arg", "lr=2"], "also given in --args-json"),
+    (["--env", "NOEQUALS"], "NAME=VALUE"),
+])
+def test_malformed_arguments_are_usage_errors(extra, says):
+    r = _submit(*extra)
+    assert r.exit_code == 2, r.output
+    assert says in r.stderr
+
+
+def test_unknown_cluster_lists_the_known_ones():
+    r = invoke("submit", "pkg.train:train", "--cluster", "nosuch", "--resources", "GPU1")
+    assert r.exit_code == 2, r.output
+    assert "unknown cluster 'nosuch'" in r.stderr and "known clusters: " in r.stderr and "lab" in r.stderr
+    r = invoke("ls", "--cluster", "nosuch")
+    assert r.exit_code == 2 and "known clusters" in r.stderr
+
+
+def test_unknown_preset_lists_the_valid_ones():
+    r = invoke("submit", "pkg.train:train", "--cluster", "lab", "--resources", "GPU3")
+    assert r.exit_code == 2, r.output
+    assert "no preset 'GPU3'" in r.stderr
+    assert "valid presets: CPU, GPU1, GPU2, GPU4, NODES2_GPU2" in r.stderr
+
+
+def test_unknown_ref_is_a_usage_error_naming_ls():
+    for cmd in ("status", "logs", "cancel"):
+        r = invoke(cmd, "no-such-run")
+        assert r.exit_code == 2, (cmd, r.output)
+        assert "no job id or run id 'no-such-run'" in r.stderr and "roach ls" in r.stderr
+
+
+@dataclass
+class FakeJob:
+    """What follow_log uses of a Job: a log that grows a chunk per read, a state, a clock."""
+
+    chunks: list[str]
+    end_after_s: float
+    now: float = 0.0
+    reads: int = 0
+    state_calls: int = 0
+    job_id: int = 7
+    paths: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(log="/logs/r_7.out"))
+
+    @property
+    def fs(self):
+        return SimpleNamespace(transport=self, exists=lambda p: self.reads > 1)
+
+    def run(self, argv, *, input=None, timeout=None) -> Result:
+        assert argv[:2] == ["tail", "-n"] and argv[-1] == "/logs/r_7.out"
+        self.reads += 1
+        if self.reads == 1:
+            return Result(tuple(argv), 1, "", "tail: cannot open: No such file or directory")
+        text = "".join(self.chunks[: self.reads - 1])
+        start = int(argv[2].lstrip("+")) - 1
+        return Result(tuple(argv), 0, "".join(text.splitlines(keepends=True)[start:]), "")
+
+    def state(self) -> JobState:
+        self.state_calls += 1
+        return JobState.COMPLETED if self.now >= self.end_after_s else JobState.RUNNING
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+def test_follow_prints_each_whole_line_once_and_asks_slurm_rarely(capsys):
+    chunks = ["a\nb", "", "\nc\n", "d\ne\n", "", "f\n", "partial"] + [""] * 20
+    job = FakeJob(chunks, end_after_s=30)
+    assert cli_jobs.follow_log(job, None, sleep=job.sleep, clock=lambda: job.now) is JobState.COMPLETED
+    out = capsys.readouterr()
+    assert out.out == "a\nb\nc\nd\ne\nf\npartial"  # the last, unfinished line is printed once the job ended
+    assert "job 7 ended: COMPLETED" in out.err
+    assert job.reads == 16  # one read every 2 s: at 0, 2, ..., 30 s, the last after Slurm said it ended
+    assert job.state_calls == 4  # Slurm asked at 0, 10, 20, 30 s only
+
+
+def test_follow_with_lines_starts_from_the_last_n(capsys):
+    job = FakeJob(["a\nb\nc\nd\n", "e\n"] + [""] * 5, end_after_s=10)
+    job.reads = 1  # the log exists from the first read
+    cli_jobs.follow_log(job, 2, sleep=job.sleep, clock=lambda: job.now)
+    assert capsys.readouterr().out == "c\nd\ne\n"
+
+
+# -- on the lab -------------------------------------------------------------------------------------
+
+@dataclass
+class LabRepo:
+    root: Path  # a 0777 directory under /tmp
+    work: Path  # the clone roach submits from
+    submitted: list[int] = field(default_factory=list)
+
+    @property
+    def common(self) -> list[str]:
+        return ["--cluster", "lab", "--run-as", LAB_USER, "--repo-root", str(self.work),
+                "--log-root", str(self.root / "logs")]
+
+    def submit(self, target: str, *args: str, preset: str = "CPU"):
+        r = invoke("submit", target, "--resources", preset, *self.common, *args, "--json")
+        if r.stdout.strip().startswith("{"):
+            self.submitted.append(json.loads(r.stdout)["job_id"])
+        return r
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(cwd), *args],
+                   check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def repo(lab, user_slurm) -> LabRepo:
+    """A pushed git repository holding pkg.train, whose bare remote the lab's user may clone."""
+    root = Path(tempfile.mkdtemp(prefix="roach-cli-jobs-", dir="/tmp"))
+    os.chmod(root, 0o777)  # the lab user writes logs/ and runs/ beside each other here
+    remote, work = root / "remote.git", root / "it's a repo"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    (work / "pkg").mkdir(parents=True)
+    _git(work, "init", "-q", "-b", "main")
+    (work / "pkg" / "__init__.py").write_text("")
+    (work / "pkg" / "train.py").write_text(TRAIN_PY)
+    _git(work, "add", "-A")
+    _git(work, "commit", "-qm", "pkg.train")
+    _git(work, "remote", "add", "origin", str(remote))
+    _git(work, "push", "-qu", "origin", "main")
+    for d, _, files in os.walk(root):
+        os.chmod(d, 0o777 if Path(d) == root else 0o755)
+    subprocess.run(["chown", "-R", LAB_USER, str(remote)], check=True)  # else the user's git calls it dubious
+    lab_repo = LabRepo(root, work)
+    yield lab_repo
+    left = [q.raw_id for q in user_slurm.squeue(job_ids=lab_repo.submitted) if q.state.is_active] \
+        if lab_repo.submitted else []
+    user_slurm.scancel(left)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def done(repo: LabRepo) -> dict:
+    """The train job, submitted with --wait: its JSON."""
+    r = repo.submit("pkg.train:train", "--arg", "lr=0.5", "--arg", "steps=4", "--wait", preset="GPU1")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.mark.lab
+def test_submit_wait_json_completes(done):
+    assert done["state"] == "COMPLETED" and done["status"] == "completed" and done["exit_code"] == "0:0"
+    assert isinstance(done["job_id"], int) and done["run_id"].startswith("train-")
+    assert done["log"].endswith(f"/logs/{done['run_id']}_{done['job_id']}.out")
+
+
+@pytest.mark.lab
+def test_logs_show_what_the_function_logged(done):
+    r = invoke("logs", done["run_id"], "--run-as", LAB_USER)
+    assert r.exit_code == 0, r.output
+    assert "lr=0.5 steps=4" in r.stdout and "finished" in r.stdout
+    r = invoke("logs", str(done["job_id"]), "-n", "1", "--run-as", LAB_USER)
+    assert r.exit_code == 0 and r.stdout.count("\n") == 1 and "finished" in r.stdout
+
+
+@pytest.mark.lab
+def test_status_by_job_id_and_run_id(done):
+    r = invoke("status", str(done["job_id"]), "--json")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert (got["run_id"], got["state"], got["exit_code"]) == (done["run_id"], "COMPLETED", "0:0")
+    r = invoke("status", done["run_id"], "--cluster", "lab", "--run-as", LAB_USER)
+    assert r.exit_code == 0 and f"job {done['job_id']} (run {done['run_id']}) on lab: COMPLETED" in r.stdout
+
+
+@pytest.mark.lab
+def test_ls_lists_the_run_with_its_final_state(done):
+    r = invoke("ls", "--json", "--run-as", LAB_USER)
+    assert r.exit_code == 0, r.output
+    rows = {row["run_id"]: row for row in json.loads(r.stdout)}
+    assert rows[done["run_id"]]["state"] == "COMPLETED" and rows[done["run_id"]]["job_id"] == done["job_id"]
+    r = invoke("ls", "--cluster", "lab", "--run-as", LAB_USER)
+    assert r.exit_code == 0
+    line = next(ln for ln in r.stdout.splitlines() if done["run_id"] in ln)
+    assert str(done["job_id"]) in line and "COMPLETED" in line and done["log"] in line
+
+
+@pytest.mark.lab
+def test_ls_makes_one_squeue_and_at_most_one_sacct(repo, user_slurm, monkeypatch, store_path):
+    runs = []
+    for lr in ("0.25", "0.125"):  # two jobs that end without anyone waiting on them: not final in the store
+        r = repo.submit("pkg.train:train", "--arg", f"lr={lr}")
+        assert r.exit_code == 0, r.output
+        runs.append(json.loads(r.stdout))
+    ids = [j["job_id"] for j in runs]
+    wait_until("both jobs to leave the queue",
+               lambda: not [q for q in user_slurm.squeue(job_ids=ids) if q.state.is_active], timeout=120)
+
+    calls: list[str] = []
+    real_run = LocalTransport.run
+
+    def counting(self, argv, **kw):
+        calls.append(argv[0])
+        return real_run(self, argv, **kw)
+
+    monkeypatch.setattr(LocalTransport, "run", counting)
+    r = invoke("ls", "--json", "--run-as", LAB_USER)
+    assert r.exit_code == 0, r.output
+    rows = {row["job_id"]: row for row in json.loads(r.stdout)}
+    assert all(rows[i]["state"] == "COMPLETED" for i in ids), rows
+    assert calls == ["squeue", "sacct"], calls
+    with Store(store_path) as store:  # ls recorded the final states it learned
+        assert all(store.get("lab", i).status == "completed" for i in ids)
+
+    calls.clear()
+    r = invoke("ls", "--json", "--run-as", LAB_USER)
+    assert calls.count("squeue") == 1 and calls.count("sacct") <= 1, calls
+    assert all(row["state"] == "COMPLETED" for row in json.loads(r.stdout) if row["job_id"] in ids)
+
+
+@pytest.mark.lab
+def test_failed_job_with_wait_exits_6(repo):
+    r = repo.submit("pkg.train:boom", "--wait")
+    assert r.exit_code == cli_jobs.JOB_NOT_COMPLETED == 6, r.output
+    got = json.loads(r.stdout)
+    assert got["state"] == "FAILED" and got["status"] == "failed"
+    r = invoke("logs", got["run_id"], "--run-as", LAB_USER)
+    assert "ValueError: boom" in r.stdout
+
+
+@pytest.mark.lab
+def test_cancel_a_running_job(repo, user_slurm):
+    r = repo.submit("pkg.train:sleepy", "--arg", "seconds=300")
+    assert r.exit_code == 0, r.output
+    job = json.loads(r.stdout)
+    wait_until("the sleepy job to run", lambda: json.loads(
+        invoke("status", job["run_id"], "--run-as", LAB_USER, "--json").stdout)["state"] == "RUNNING")
+    r = invoke("cancel", job["run_id"], "--run-as", LAB_USER, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["cancelled"] is True
+    final = wait_until("the job to be CANCELLED", lambda: (s := json.loads(
+        invoke("status", str(job["job_id"]), "--run-as", LAB_USER, "--json").stdout))["state"] == "CANCELLED" and s)
+    assert final["status"] == "cancelled"
+    r = invoke("cancel", job["run_id"], "--run-as", LAB_USER)  # again: nothing left to cancel
+    assert r.exit_code == 0 and "already ended (CANCELLED)" in r.stdout
+
+
+@pytest.mark.lab
+def test_cancel_refuses_a_job_roach_did_not_submit(user_slurm, jobs):
+    other = user_slurm.sbatch(["--output=/dev/null"], "#!/bin/bash\nsleep 120\n")
+    jobs.append(other)
+    r = invoke("cancel", str(other), "--run-as", LAB_USER)
+    assert r.exit_code == 2 and "no job id or run id" in r.stderr
+    assert [q for q in user_slurm.squeue(job_ids=[other]) if q.state.is_active]  # untouched
+
+
+@pytest.mark.lab
+def test_logs_follow_prints_lines_as_they_come_then_exits(repo, monkeypatch):
+    monkeypatch.setattr(cli_jobs, "STATE_POLL_S", 3.0)
+    r = repo.submit("pkg.train:chatty", "--arg", "n=4")
+    assert r.exit_code == 0, r.output
+    job = json.loads(r.stdout)
+    r = invoke("logs", job["run_id"], "-f", "--run-as", LAB_USER)
+    assert r.exit_code == 0, r.output
+    ticks = [ln for ln in r.stdout.splitlines() if "tick" in ln]
+    assert [t.rsplit(" ", 1)[-1] for t in ticks] == ["0", "1", "2", "3"]
+    assert f"job {job['job_id']} ended: COMPLETED" in r.stderr
