@@ -1,20 +1,49 @@
-"""The ``Run`` object a job's function receives as its first parameter (if it asks for one)."""
+"""The ``Run`` object a job's function receives as its first parameter (if it asks for one).
+
+The contract for a resumable function::
+
+    def train(run, lr, steps):
+        state = run.resume(default=init_state())        # resume.pt if there; logs "resumed at step N"
+        for step in run.steps(run.start_step, steps):    # yields steps; logs progress
+            ...                                          # one training step
+            if run.should_checkpoint():                  # periodic, or a signal was caught
+                run.checkpoint(state)                    # atomic resume.pt (rank 0)
+        # after a signal, run.steps() checkpoints (if not done) and ends the job so it comes back
+
+A caught signal is acted on at a step boundary that every rank agrees on (one all-reduce per step when
+torch.distributed is initialized), so no rank leaves while another is still in the step.
+"""
 
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from roach.slurm import checkpoint as ckpt
+from roach.slurm.signals import SignalHandler
+
+
+class RunInterrupted(BaseException):
+    """Raised out of :meth:`Run.steps` when the run must leave to come back (not an ``Exception``,
+    so a user's ``except Exception`` does not swallow it)."""
+
+    def __init__(self, sig: signal.Signals, step: int, checkpointed: bool):
+        super().__init__(f"{sig.name} at step {step}")
+        self.signal, self.step, self.checkpointed = sig, step, checkpointed
 
 
 @dataclass
 class Run:
-    """Who this rank is and where the run keeps its files.
+    """Who this rank is, where the run keeps its files, and how it checkpoints and resumes.
 
-    ``run_dir`` is the run's own directory (shared by every job of the run id, so a resubmitted run
-    finds what the earlier job wrote). Progress lines go to the job's log through :meth:`log`.
+    ``run_dir`` is shared by every job of the run id, so a requeued or resubmitted job finds what an
+    earlier one wrote.
     """
 
     run_id: str
@@ -27,7 +56,18 @@ class Run:
     run_dir: Path
     restart_count: int = 0
     cluster: str = ""
+    checkpoint_every: int | None = None  # steps; None: only when a signal asks
+    checkpoint_every_s: float | None = None
+    log_every: int | None = None  # progress line every N steps (default: about 20 lines per run)
+    signals: SignalHandler | None = field(default=None, repr=False)
     logger: logging.Logger = field(default=None, repr=False)  # type: ignore[assignment]
+    step: int = 0  # the step in flight (or the next one, between steps)
+    start_step: int = 0  # where this attempt starts: 0, or the step resume.pt recorded
+    _state: Any = field(default=None, init=False, repr=False)
+    _last_checkpoint_step: int | None = field(default=None, init=False, repr=False)
+    _last_checkpoint_time: float = field(default_factory=time.monotonic, init=False, repr=False)
+    _agreed: tuple[int, bool, bool] | None = field(default=None, init=False, repr=False)
+    consulted: bool = field(default=False, init=False, repr=False)  # has the function used resume/steps/checkpoint?
 
     def __post_init__(self) -> None:
         if self.logger is None:
@@ -37,9 +77,131 @@ class Run:
     def is_main(self) -> bool:
         return self.rank == 0
 
+    @property
+    def resume_path(self) -> Path:
+        return self.run_dir / ckpt.RESUME_FILE
+
+    @property
+    def caught_signal(self) -> signal.Signals | None:
+        return self.signals.caught if self.signals else None
+
     def log(self, message: str, *args: object) -> None:
         """One progress line in the job's log (with time and rank), flushed at once."""
         self.logger.info(message, *args)
+
+    # -- resume and checkpoint -----------------------------------------------------------------------
+    def resume(self, default: Any = None) -> Any:
+        """The state saved in ``resume.pt`` (and :attr:`start_step` set from it), else ``default``."""
+        self.consulted = True
+        if self.resume_path.exists():
+            saved = ckpt.load(self.resume_path)
+            meta, state = saved["roach"], saved["state"]
+            self.start_step = self.step = int(meta["next_step"])
+            self._last_checkpoint_step = self.start_step
+            self.log("resumed at step %d (checkpoint of job %s; restart count %d)",
+                     self.start_step, meta.get("job_id"), self.restart_count)
+        else:
+            state = default
+            self.start_step = self.step = 0
+            if self.restart_count > 0:
+                self.log("no resume.pt in %s: starting from the top (restart count %d)", self.run_dir, self.restart_count)
+            else:
+                self.log("fresh start: no resume.pt in %s", self.run_dir)
+        self._state = state
+        return state
+
+    def checkpoint(self, state: Any = None, *, next_step: int | None = None) -> None:
+        """Save ``state`` atomically as ``resume.pt`` (rank 0 only); ``next_step`` defaults to the step after
+        the one in flight. Every rank must call it (ranks other than 0 only note that it happened)."""
+        if state is None:
+            state = self._state
+        self._state = state
+        nxt = self.step + 1 if next_step is None else next_step
+        if self.is_main:
+            ckpt.save(self.resume_path, {"roach": {"next_step": nxt, "run_id": self.run_id, "job_id": self.job_id,
+                                                    "time": time.time()}, "state": state})
+            why = f" after caught_signal {self.caught_signal.name.removeprefix('SIG')}" if self.caught_signal else ""
+            self.log("checkpoint at step %d%s: %s", nxt, why, self.resume_path)
+        self._last_checkpoint_step = nxt
+        self._last_checkpoint_time = time.monotonic()
+
+    def should_checkpoint(self) -> bool:
+        """True when a checkpoint is due now: a signal was caught (on any rank) or the period elapsed."""
+        self.consulted = True
+        _, stop, due = self._agree(self.step + 1)
+        return stop or due
+
+    # -- steps ---------------------------------------------------------------------------------------
+    def steps(self, start: int | None = None, stop: int | None = None) -> Iterator[int]:
+        """Yield step numbers from ``start`` (default :attr:`start_step`) to ``stop``; leave when a signal
+        was caught, after checkpointing the state :meth:`resume` returned if it was not saved at this step."""
+        self.consulted = True
+        begin = self.start_step if start is None else start
+        every = self.log_every or max(1, ((stop or begin + 100) - begin) // 20)
+        for step in range(begin, stop) if stop is not None else _count(begin):
+            self.step = step
+            if step > begin:
+                self._leave_if_asked(completed=step)
+            if self.signals:
+                rearmed = self.signals.rearm()
+                if rearmed and self.is_main:
+                    self.log("re-armed %s (another handler had replaced roach's)", ",".join(s.name for s in rearmed))
+            if self.is_main and (step - begin) % every == 0:
+                self.log("step %d%s", step, f"/{stop}" if stop is not None else "")
+            yield step
+        # A signal during the last step does not stop a run that has finished: it just ends.
+        self.step = stop if stop is not None else self.step
+
+    def _leave_if_asked(self, completed: int) -> None:
+        _, stop, _ = self._agree(completed)
+        if not stop:
+            return
+        sig = self.caught_signal or signal.SIGTERM
+        saved = self._last_checkpoint_step == completed
+        if not saved and self._state is not None:
+            self.checkpoint(self._state, next_step=completed)
+            saved = True
+        if not saved and self.is_main:
+            self.log("no checkpoint at step %d: the run will start from its last checkpoint, or the top", completed)
+        raise RunInterrupted(sig, completed, saved)
+
+    def _agree(self, boundary: int) -> tuple[int, bool, bool]:
+        """(boundary, stop, due) agreed by every rank at the boundary before step ``boundary``.
+
+        Computed once per boundary, whether :meth:`should_checkpoint` or :meth:`steps` asks first, so a
+        step costs at most one all-reduce and every rank stops at the same boundary.
+        """
+        if self._agreed is not None and self._agreed[0] == boundary:
+            return self._agreed
+        stop = self.caught_signal is not None
+        due = bool(
+            (self.checkpoint_every and boundary % self.checkpoint_every == 0)
+            or (self.checkpoint_every_s and time.monotonic() - self._last_checkpoint_time >= self.checkpoint_every_s)
+        )
+        stop, due = _all_ranks_max(stop, due)
+        self._agreed = (boundary, stop, due)
+        return self._agreed
+
+
+def _count(start: int) -> Iterator[int]:
+    while True:
+        yield start
+        start += 1
+
+
+def _all_ranks_max(*flags: bool) -> tuple[bool, ...]:
+    """The flags OR-ed over every rank, when torch.distributed is initialized; else as they are."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized() or dist.get_world_size() == 1:
+        return flags
+    import torch
+
+    device = torch.device("cpu")
+    if dist.get_backend() == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+    t = torch.tensor([1.0 if f else 0.0 for f in flags], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return tuple(bool(v) for v in t.tolist())
 
 
 def _make_logger(rank: int) -> logging.Logger:

@@ -13,6 +13,7 @@ import inspect
 import json
 import os
 import pickle
+import signal
 import socket
 import stat
 import sys
@@ -21,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from roach._fs import atomic_write
-from roach.slurm.context import Run
+from roach.slurm import attempts
+from roach.slurm.context import Run, RunInterrupted
+from roach.slurm.signals import SignalHandler
 
 
 class SpecError(Exception):
@@ -99,6 +102,16 @@ def write_result(run_dir: Path, value: Any) -> Path:
         return atomic_write(run_dir / "result.pkl", pickle.dumps(value))
 
 
+def _on_signal(run: Run, sig: signal.Signals) -> None:
+    """Log the signal; a function that never checkpoints is stopped at once on TERM (nothing to save, and
+    holding on would only delay the job that preempts it)."""
+    run.log("caught_signal %s at step %d", sig.name.removeprefix("SIG"), run.step)
+    if not run.consulted:
+        if sig == signal.SIGTERM:
+            raise RunInterrupted(sig, run.step, False)
+        run.log("the function does not checkpoint: it runs on until its wall clock")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m roach.slurm.run SPEC.json", file=sys.stderr)
@@ -114,8 +127,19 @@ def main(argv: list[str]) -> int:
         world_size=int(env["WORLD_SIZE"]), local_rank=int(env["LOCAL_RANK"]),
         local_world_size=int(env["LOCAL_WORLD_SIZE"]), node=os.environ.get("SLURMD_NODENAME", socket.gethostname()),
         run_dir=run_dir, restart_count=int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
-        cluster=spec.get("cluster", ""),
+        cluster=spec.get("cluster", ""), checkpoint_every=spec.get("checkpoint_every"),
+        checkpoint_every_s=spec.get("checkpoint_every_s"),
     )
+    # Installed first thing: a signal that arrives while the function imports is not lost.
+    run.signals = SignalHandler.for_names([spec.get("checkpoint_signal", "USR1"), "TERM"],
+                                          on_catch=lambda sig: _on_signal(run, sig))
+    run.signals.install()
+    done = attempts.done_marker(run_dir)
+    if done.exists():
+        if rank == 0:
+            run.log("run %s already completed (%s); not running it again. Submit a new run id to start over.",
+                    spec["run_id"], done.read_text().strip())
+        return 0
     try:
         os.environ.update(read_secrets(spec.get("secrets_dir")))
         clone = os.environ.get("ROACH_CLONE_DIR", "")
@@ -124,15 +148,24 @@ def main(argv: list[str]) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
         fn = load_function(spec["target"])
         if rank == 0:
-            run.log("starting %s in run %s (world size %d)", spec["target"], spec["run_id"], run.world_size)
+            run.log("starting %s in run %s (world size %d, restart count %d)", spec["target"], spec["run_id"],
+                    run.world_size, run.restart_count)
+            if run.restart_count > 0 and not run.resume_path.exists():
+                run.log("restart count %d and no resume.pt: this attempt starts from the top", run.restart_count)
         result = fn(run, **spec["args"]) if wants_run(fn) else fn(**spec["args"])
+    except RunInterrupted as stop:
+        return attempts.leave(run, stop, spec)
     except BaseException as exc:  # noqa: BLE001 - every failure must end the rank non-zero with its traceback
-        sys.stdout.flush()
-        traceback.print_exc()
-        print(f"roach rank {rank}: {spec['target']} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        return 1
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            result = None
+        else:
+            sys.stdout.flush()
+            traceback.print_exc()
+            print(f"roach rank {rank}: {spec['target']} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            return 1
     if rank == 0:
         path = write_result(run_dir, result)
+        attempts.mark_done(run_dir, run.job_id)
         run.log("finished; result in %s", path)
     return 0
 

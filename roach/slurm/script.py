@@ -31,7 +31,10 @@ class ScriptInputs:
 
 def render(i: ScriptInputs) -> str:
     q = shlex.quote
+    # append: a requeued job keeps its id and its log, and Slurm would truncate the log otherwise.
+    # No "B:" in --signal: the ranks get the signal directly, the batch shell does not.
     opts = [f"--job-name={i.name}", f"--output={i.log_root}/{i.run_id}_%j.out", "--open-mode=append",
+            "--requeue", f"--signal={i.cluster.checkpoint_signal}@{i.cluster.signal_lead_s}",
             *i.resources.sbatch_options(i.cluster.gpu_flag)]
     header = "\n".join(f"#SBATCH {o}" for o in opts)
     exports = {
@@ -52,7 +55,10 @@ export ROACH_BUNDLE={q(i.bundle_root)}/"$SLURM_JOB_ID"
 # --- end of site file ---
 
 source "$ROACH_BUNDLE/node.sh"
-echo "roach: job $SLURM_JOB_ID run $ROACH_RUN_ID on $SLURM_JOB_NODELIST (restart ${{SLURM_RESTART_COUNT:-0}})"
+echo "roach: attempt $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )) of run $ROACH_RUN_ID: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (restart count ${{SLURM_RESTART_COUNT:-0}}) at $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+# Preemption signals every process of the job: the batch shell must outlive the ranks' checkpoint.
+trap 'echo "roach: batch script caught SIGTERM; the ranks checkpoint and leave"' TERM
+trap 'echo "roach: batch script caught SIG{i.cluster.checkpoint_signal}"' {i.cluster.checkpoint_signal}
 srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \\
   bash "$ROACH_BUNDLE/node.sh" prepare
 clone="$(roach_clone_dir)"
@@ -66,5 +72,14 @@ export PYTHONPATH="$ROACH_ROACH_PATH:$clone${{PYTHONPATH:+:$PYTHONPATH}}"
 run_dir="$(roach_expand "$ROACH_RUN_DIR")"
 mkdir -p "$run_dir"
 cd "$run_dir"
-srun --kill-on-bad-exit=1 --wait={i.cluster.rank_exit_wait_s} --label "$py" -m roach.slurm.run "$ROACH_BUNDLE/spec.json"
+srun --kill-on-bad-exit=1 --wait={i.cluster.rank_exit_wait_s} --label "$py" -m roach.slurm.run "$ROACH_BUNDLE/spec.json" &
+ranks=$!
+while kill -0 "$ranks" 2>/dev/null; do wait "$ranks" || true; done
+wait "$ranks" && rc=0 || rc=$?
+if [ -e "$run_dir/.roach/left.$SLURM_JOB_ID.${{SLURM_RESTART_COUNT:-0}}" ]; then
+  echo "roach: the ranks left to come back (exit code $rc); ending this attempt cleanly"
+  exit 0
+fi
+echo "roach: ranks' step ended with exit code $rc"
+exit "$rc"
 """

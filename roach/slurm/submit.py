@@ -92,6 +92,7 @@ def submit(
     run_root: str | None = None,
     run_id: str | None = None,
     description: str = "",
+    checkpoint_every: int | None = None,
     inside: int | None = None,
     store: Store | None = None,
 ) -> Job:
@@ -113,13 +114,16 @@ def submit(
                          hint="use letters, digits and . _ - + = @ :")
     if run_id is not None and not _RUN_ID.match(run_id):
         raise UsageError(f"run id {run_id!r} is not valid", hint="letters, digits, . _ - (up to 128), starting with a letter or digit")
+    resuming = run_id is not None
     run_id = run_id or new_run_id(name)
     repo = inspect_repo(repo_root)
     check_target(repo, target)
     module_path = locate_module(repo, target)
     python_path = ["src"] if module_path.startswith("src/") else []
     log_root = log_root or f"~/roach/{repo.name}/slurm-logs"
-    run_root = run_root or _default_run_root(log_root)
+    store = store or Store()
+    earlier = store.latest_for_run(run_id) if resuming else None
+    run_root = run_root or (posixpath.dirname(earlier.run_dir) if earlier else _default_run_root(log_root))
     run_dir = posixpath.join(run_root, run_id)
     for label, p in (("log_root", log_root), ("clone_root", clone_root), ("run_root", run_root), ("secrets_dir", secrets_dir)):
         if p is not None and not (p.startswith("/") or p == "~" or p.startswith("~/")):
@@ -128,11 +132,16 @@ def submit(
     client = cluster.client()
     fs = ClusterFS(client.transport)
     abs_log_root = fs.expand(log_root)
+    if resuming and not fs.exists(fs.expand(run_dir)):
+        raise UsageError(
+            f"run {run_id} does not exist: no run directory at {run_dir} on {cluster.name}"
+            + ("" if earlier else " and no record of it in the store"),
+            hint="pass the run id of an earlier run (see `roach ls`), or omit run_id to start a new run",
+        )
     if secrets_dir is not None:
         loose = fs.secrets_readable_by_others(fs.expand(secrets_dir))
         if loose:
             raise UsageError(f"secrets files readable by others: {', '.join(loose)}", hint="chmod 600 each of them")
-    store = store or Store()
 
     bundle_root = posixpath.join(abs_log_root, "bundles")
     roach_dir = Path(roach.__file__).parent
@@ -149,7 +158,8 @@ def submit(
         spec = {
             "version": 1, "target": target, "args": args, "run_id": run_id, "name": name, "cluster": cluster.name,
             "run_dir": run_dir, "log_root": log_root, "clone_root": clone_root, "secrets_dir": secrets_dir,
-            "job_env": env, "python_path": python_path, "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
+            "job_env": env, "python_path": python_path, "checkpoint_every": checkpoint_every,
+            "checkpoint_signal": cluster.checkpoint_signal, "max_timeout_requeues": cluster.max_timeout_requeues, "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
         }
         submitted = utc_now()
         jj = JobJson(job_id=str(job_id), script=paths.script, description=description, submitted_at_utc=submitted,

@@ -1,0 +1,126 @@
+"""What a rank does when its run must leave, and the run's attempt bookkeeping in its run directory.
+
+Wall clock and preemption are told apart by what Slurm says, never by elapsed time: the signal that
+arrived, and whether the controller set the job's ``PreemptTime``. A wall-clock stop requeues the job
+itself (``scontrol requeue``: same job id, same run id) within a per-run limit; a preempted job is
+requeued by Slurm; a crash is not requeued at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from roach._fs import atomic_write
+from roach.slurm.context import Run, RunInterrupted
+
+EXIT_LEFT = 3  # the rank checkpointed (or could not) and left so the run comes back
+DEFAULT_MAX_TIMEOUT_REQUEUES = 3
+
+
+def state_dir(run_dir: Path) -> Path:
+    return run_dir / ".roach"
+
+
+def done_marker(run_dir: Path) -> Path:
+    return state_dir(run_dir) / "done"
+
+
+def mark_done(run_dir: Path, job_id: int) -> None:
+    atomic_write(done_marker(run_dir), f"completed by job {job_id}\n")
+
+
+def left_marker(run_dir: Path, job_id: str, restart: str) -> Path:
+    """Written by rank 0 when it left to come back; the batch script then exits 0, which Slurm needs in
+    order to requeue a preempted job that ended within its grace time (a failed one stays FAILED)."""
+    return state_dir(run_dir) / f"left.{job_id}.{restart}"
+
+
+def _counts_path(run_dir: Path) -> Path:
+    return state_dir(run_dir) / "requeues.json"
+
+
+def read_counts(run_dir: Path) -> dict[str, int]:
+    try:
+        return json.loads(_counts_path(run_dir).read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def _bump(run_dir: Path, kind: str) -> int:
+    counts = read_counts(run_dir)
+    counts[kind] = counts.get(kind, 0) + 1
+    atomic_write(_counts_path(run_dir), json.dumps(counts) + "\n")
+    return counts[kind]
+
+
+def preempted(job_id: str) -> bool:
+    """Has the controller marked this job for preemption (``PreemptTime`` set)?"""
+    try:
+        out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    for tok in out.split():
+        if tok.startswith("PreemptTime="):
+            return tok.split("=", 1)[1] not in ("None", "Unknown", "(null)", "")
+    return False
+
+
+def leave(run: Run, stop: RunInterrupted, spec: dict[str, Any]) -> int:
+    """Finish the attempt after a caught signal: rank 0 decides whether the job comes back; all ranks exit.
+
+    - preempted (the controller set PreemptTime): requeue now, so the preemptor need not wait out the
+      grace time and the job is not recorded as ended (a job that ends within its grace time is not
+      requeued by Slurm). Unlimited.
+    - the checkpoint signal without preemption: the wall clock is near; requeue within the run's limit.
+    - TERM without preemption: cancelled (or killed by an admin); the job does not come back.
+    """
+    sig = stop.signal
+    job = os.environ.get("SLURM_JOB_ID", "")
+    restart = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
+    if run.is_main:
+        saved = "checkpointed" if stop.checkpointed else "no checkpoint"
+        name = sig.name.removeprefix("SIG")
+        if preempted(job):
+            n = _bump(run.run_dir, "preempted")
+            run.log("preempted at step %d (%s, %s): requeueing job %s (preemption %d)", stop.step, saved, name, job, n)
+            _requeue(run, job, restart, f"{name} at step {stop.step}")
+        elif sig != signal.SIGTERM:
+            limit = int(spec.get("max_timeout_requeues", DEFAULT_MAX_TIMEOUT_REQUEUES))
+            used = read_counts(run.run_dir).get("timeout", 0)
+            if used >= limit:
+                run.log("wall clock at step %d (%s); the run has used its %d wall-clock requeues: not requeueing. "
+                        "Resubmit with run_id=%s to continue.", stop.step, saved, limit, run.run_id)
+                _barrier()
+                return 1
+            n = _bump(run.run_dir, "timeout")
+            run.log("wall clock at step %d (%s, %s): requeueing job %s (wall-clock requeue %d of %d)",
+                    stop.step, saved, name, job, n, limit)
+            _requeue(run, job, restart, f"{name} at step {stop.step}")
+        else:
+            run.log("TERM at step %d (%s) without preemption: cancelled; the job does not come back "
+                    "(resubmit with run_id=%s to continue)", stop.step, saved, run.run_id)
+    _barrier()
+    # Non-zero ranks exit 0 so that srun --kill-on-bad-exit cannot kill rank 0 mid-requeue.
+    return EXIT_LEFT if run.is_main else 0
+
+
+def _requeue(run: Run, job: str, restart: str, why: str) -> None:
+    # The marker first: the requeue ends this attempt at once.
+    atomic_write(left_marker(run.run_dir, job, restart), why + "\n")
+    r = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        left_marker(run.run_dir, job, restart).unlink(missing_ok=True)
+        run.log("scontrol requeue %s failed: %s", job, r.stderr.strip())
+
+
+def _barrier() -> None:
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.barrier()
