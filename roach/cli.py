@@ -43,7 +43,8 @@ def cli() -> None:
     """Run Python functions as resumable Slurm jobs, and watch them.
 
     Exit codes: 0 ok, 1 unexpected error, 2 usage error, 3 lab error or lab not up,
-    4 transport error, 5 Slurm error.
+    4 transport error, 5 Slurm error, 6 the job ran and did not complete, 7 doctor found a missing
+    prerequisite.
     """
 
 
@@ -62,6 +63,9 @@ def _register() -> None:
     cli.add_command(cli_jobs.logs)
     cli.add_command(cli_jobs.cancel)
     cli.add_command(cli_jobs.ls)
+    from roach.cli_remote import doctor
+
+    cli.add_command(doctor)
 
 
 _register()

@@ -93,9 +93,23 @@ def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_pat
 
 def test_up_with_other_settings_while_running_is_refused(private_lab):
     lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
-    with pytest.raises(LabError, match="running with other settings: min_job_age 60 -> 5"):
-        lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, min_job_age=5)
-    assert LabConfig.load(private_lab).min_job_age == 60
+    with pytest.raises(LabError, match="running with other settings: max_job_count 20000 -> 500"):
+        lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, max_job_count=500)
+    assert LabConfig.load(private_lab).max_job_count == 20000
+
+
+def test_live_settings_change_a_running_lab(private_lab):
+    cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
+    pids = {d.name: d.pid() for d in lablib.daemons(cfg)}
+    client = SlurmClient(LocalTransport(env=cfg.env()))
+    assert client.capabilities().preempt_send_user_signal is False
+    said = []
+    lablib.up(str(private_lab), log=said.append, preempt_send_user_signal=True, min_job_age=30)
+    assert said == [f"lab is up ({private_lab}); reconfigured live: min_job_age 30, preempt_send_user_signal True"]
+    caps = client.capabilities(refresh=True)
+    assert caps.preempt_send_user_signal is True and caps.min_job_age_s == 30
+    assert {d.name: d.pid() for d in lablib.daemons(cfg)} == pids  # no daemon restarted
+    assert LabConfig.load(private_lab).preempt_send_user_signal is True
 
 
 def test_not_root_is_refused_with_what_to_do(monkeypatch, tmp_path):

@@ -163,8 +163,15 @@ def _nodes_up(cfg: LabConfig) -> bool:
     return set(states) >= set(NODES) and all(states[n].rstrip("*~#!%$@^-") in {"idle", "mix", "alloc", "comp"} for n in NODES)
 
 
+# Settings a running lab takes with `scontrol reconfigure` (and sacctmgr for the tiers); others need a restart.
+LIVE = {"preempt_send_user_signal", "min_job_age", "max_array_size", "low_grace_time", "high_gpu_cap"}
+
+
 def resolve_config(state_dir: str | None = None, **options) -> LabConfig:
-    """The configuration to start: the saved one, updated with any option given; a conflict while running is an error."""
+    """The configuration to start: the saved one, updated with any option given.
+
+    While the lab runs, only :data:`LIVE` settings may change; any other difference is an error.
+    """
     state = Path(state_dir).absolute() if state_dir else default_state_dir()
     options = {k: v for k, v in options.items() if v is not None}
     try:
@@ -172,8 +179,8 @@ def resolve_config(state_dir: str | None = None, **options) -> LabConfig:
     except LabError:
         return LabConfig(state_dir=str(state), **options)
     wanted = replace(saved, **options)
-    if wanted != saved and any(d.alive() for d in daemons(saved)):
-        diff = {k: (v, asdict(wanted)[k]) for k, v in asdict(saved).items() if asdict(wanted)[k] != v}
+    diff = {k: (v, asdict(wanted)[k]) for k, v in asdict(saved).items() if asdict(wanted)[k] != v}
+    if set(diff) - LIVE and any(d.alive() for d in daemons(saved)):
         raise LabError(
             f"the lab in {state} is running with other settings: {', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())}",
             hint="`roach lab down` first, then `roach lab up` with the new settings",
@@ -192,7 +199,13 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     ds = _by_name(cfg)
     if all(d.alive() for d in ds.values()) and _nodes_up(cfg):
         _ensure_job_venv(cfg, job_packages)
-        log(f"lab is up ({cfg.state})")
+        saved = LabConfig.load(cfg.state)
+        if cfg != saved:
+            _reconfigure_live(cfg)
+            changed = ", ".join(f"{k} {v!r}" for k, v in asdict(cfg).items() if asdict(saved)[k] != v)
+            log(f"lab is up ({cfg.state}); reconfigured live: {changed}")
+        else:
+            log(f"lab is up ({cfg.state})")
         return cfg
     # Every port is checked before anything starts, so a taken port leaves no daemon behind.
     for d in ds.values():
@@ -219,6 +232,14 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
              timeout=90, logs=[ds["slurmctld"], *(ds[f"slurmd-{n}"] for n in NODES)])
     log(f"lab is up ({cfg.state}); run: eval \"$(roach lab env)\"")
     return cfg
+
+
+def _reconfigure_live(cfg: LabConfig) -> None:
+    cfg.render()
+    accounting.ensure_tiers_and_users(cfg)
+    if not _ok(["scontrol", "reconfigure"], cfg):
+        raise LabError("scontrol reconfigure failed", hint=f"read {cfg.log_dir / 'slurmctld.log'}")
+    cfg.save()
 
 
 def _resume_down_nodes(cfg: LabConfig) -> bool:

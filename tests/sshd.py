@@ -1,0 +1,199 @@
+"""A real OpenSSH server on 127.0.0.1 for tests: throwaway keys, a private client config with an alias.
+
+Import the fixture into a test module (``from tests.sshd import sshd``). The server runs as root (it must,
+to log in as another user) and lets only the lab's unprivileged user in, by public key. ``stop()`` kills
+the server *and* every session process it started, as a login host that goes away would;
+``accepted_connections()`` counts the logins in its log, which is how tests prove a connection was reused.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from roach.lab.config import LAB_USER
+
+SSHD = "/usr/sbin/sshd"
+ALIAS = "roach-test-alias"
+NOKEY_ALIAS = "roach-test-nokey"  # same server, a key it does not accept
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (read from /proc, children before the parent is gone)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+class SSHServer:
+    """One sshd on a free loopback port, its keys, its log and a client config naming it ``ALIAS``."""
+
+    def __init__(self, base: Path, user: str = LAB_USER):
+        self.base = base
+        self.user = user
+        self.port = _free_port()
+        self.log = base / "sshd.log"
+        self.config_path = base / "ssh_config"
+        self.alias = ALIAS
+        self.nokey_alias = NOKEY_ALIAS
+        self.control_dir = base / "cm"  # short: a socket path must stay under ~104 bytes
+        self._proc: subprocess.Popen | None = None
+        self._write_files()
+
+    def _write_files(self) -> None:
+        b = self.base
+        os.chmod(b, 0o755)  # the user's sshd child reads authorized_keys as that user
+        for key in ("host_key", "user_key", "other_key"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"roach-test-{key}", "-f",
+                            str(b / key)], check=True)
+        shutil.copy(b / "user_key.pub", b / "authorized_keys")
+        os.chmod(b / "authorized_keys", 0o644)
+        (b / "sshd_config").write_text(
+            f"Port {self.port}\n"
+            "ListenAddress 127.0.0.1\n"
+            f"HostKey {b / 'host_key'}\n"
+            f"PidFile {b / 'sshd.pid'}\n"
+            f"AuthorizedKeysFile {b / 'authorized_keys'}\n"
+            f"AllowUsers {self.user}\n"
+            "PubkeyAuthentication yes\n"
+            "PasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\n"
+            # The lab user's password is locked ("!"): without PAM, sshd refuses locked accounts even by key.
+            "UsePAM yes\n"
+            "StrictModes no\n"
+            "PermitRootLogin no\n"
+            "X11Forwarding no\n"
+            "PrintMotd no\n"
+            "MaxStartups 100\n"
+            "LogLevel VERBOSE\n"
+        )
+        common = (f"  Port {self.port}\n  User {self.user}\n  IdentitiesOnly yes\n  IdentityAgent none\n"
+                  f"  UserKnownHostsFile {b / 'known_hosts'}\n  StrictHostKeyChecking accept-new\n")
+        # The second alias names the host differently: ControlPath's %C hashes host, port and user, so the
+        # same name would ride on the first alias's shared connection and never present its own key.
+        self.config_path.write_text(
+            f"Host {self.alias}\n  HostName 127.0.0.1\n{common}  IdentityFile {b / 'user_key'}\n\n"
+            f"Host {self.nokey_alias}\n  HostName localhost\n  AddressFamily inet\n{common}"
+            f"  IdentityFile {b / 'other_key'}\n"
+        )
+        self.control_dir.mkdir(mode=0o700)
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self, timeout: float = 15.0) -> None:
+        if self.running:
+            return
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+        self._proc = subprocess.Popen([SSHD, "-D", "-f", str(self.base / "sshd_config"), "-E", str(self.log)],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
+                raise RuntimeError(f"sshd exited {self._proc.returncode}: {err}\n{self._log_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"sshd did not listen on port {self.port} within {timeout:.0f}s\n{self._log_text()}")
+
+    def stop(self) -> None:
+        """Kill sshd and every session it serves (the shared client connections drop with them)."""
+        if self._proc is None:
+            return
+        pids = _descendants(self._proc.pid)
+        for pid in [self._proc.pid, *pids]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._proc.wait(timeout=10)
+        if self._proc.stderr:
+            self._proc.stderr.close()
+        self._proc = None
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() and _alive(p) for p in pids):
+            time.sleep(0.05)
+
+    # -- observing ---------------------------------------------------------------------------------------
+    def _log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def accepted_connections(self) -> int:
+        """How many logins sshd has accepted so far (across restarts: its log is appended to)."""
+        return self._log_text().count("Accepted publickey")
+
+    def transport(self, **kwargs):
+        """An :class:`~roach.slurm.ssh.SSHTransport` to this server, with a control directory of its own."""
+        from roach.slurm.ssh import SSHTransport
+
+        kwargs.setdefault("control_dir", self.control_dir)
+        return SSHTransport(self.alias, config_file=self.config_path, **kwargs)
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie waiting for its (re-)parent to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def sshd_server() -> Iterator[SSHServer]:
+    """The server for a whole test module (root only); removed with its keys afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("a real sshd that logs in as the lab user needs root")
+    if not Path(SSHD).exists():
+        pytest.skip(f"{SSHD} is not installed (apt-get install openssh-server)")
+    base = Path(tempfile.mkdtemp(prefix="roach-sshd-", dir="/tmp"))
+    server = SSHServer(base)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def sshd(sshd_server: SSHServer) -> SSHServer:
+    """The module's server, running (a test that stopped it may leave it stopped; this restarts it)."""
+    sshd_server.start()
+    return sshd_server
