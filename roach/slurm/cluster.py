@@ -16,6 +16,7 @@ from importlib import resources as ilr
 from roach.errors import UsageError
 from roach.slurm.resources import GpuFlag, Resources
 from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.tiers import Tier
 from roach.slurm.transport import LocalTransport, Transport
 
 
@@ -25,6 +26,7 @@ class Cluster:
 
     name: str
     presets: Mapping[str, Resources] = field(default_factory=dict)
+    tiers: tuple[Tier, ...] = ()  # top down
     gpu_flag: GpuFlag = "gres"
     metered: bool = False
     signal_lead_s: int = 120  # the checkpoint signal this long before the wall clock (--signal=SIG@lead)

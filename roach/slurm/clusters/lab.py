@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from roach.slurm.cluster import Cluster
 from roach.slurm.resources import Resources
+from roach.slurm.tiers import Tier
 
 
 def _env() -> dict[str, str]:
@@ -22,6 +23,12 @@ LAB = Cluster(
     name="lab",
     presets={"CPU": CPU, "GPU1": GPU1, "GPU2": GPU2, "GPU4": GPU4, "NODES2_GPU2": NODES2_GPU2},
     gpu_flag="gres",
+    # The lab's QOS (roach/lab/accounting.py): high is capped per user and preempts low.
+    tiers=(
+        Tier("high", qos="high", gpu_cap=4),
+        Tier("normal", qos="normal"),
+        Tier("low", qos="low", preemptible=True),
+    ),
     signal_lead_s=60,
     env_factory=_env,
     description="roach's own single-host Slurm: nodes n1 n2, 4 fake GPUs each, QOS high/normal/low",
