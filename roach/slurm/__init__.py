@@ -10,10 +10,10 @@ from roach.slurm.job import Job
 from roach.slurm.resources import Resources
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.states import JobState, PendingReason
-from roach.slurm.submit import submit
+from roach.slurm.submit import resume, submit
 from roach.slurm.transport import LocalTransport, Result, Transport
 
 __all__ = [
     "Capabilities", "Cluster", "Job", "JobState", "LocalTransport", "PendingReason", "Resources", "Result", "Run",
-    "SlurmClient", "Transport", "get_cluster", "known_clusters", "submit",
+    "SlurmClient", "Transport", "get_cluster", "known_clusters", "resume", "submit",
 ]

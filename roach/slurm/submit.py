@@ -199,3 +199,36 @@ def _roll_back(client, fs: ClusterFS, job_id: int, paths: BundlePaths) -> None:
         client.scancel([job_id])
     finally:
         fs.remove_bundle(paths.bundle_dir)
+
+
+def resume(
+    run_id: str,
+    *,
+    resources: Resources | str | None = None,
+    cluster: Cluster | str | None = None,
+    repo_root: str | Path = ".",
+    store: Store | None = None,
+    **overrides: Any,
+) -> Job:
+    """Submit run ``run_id`` again (its last job's target, args and paths) so it continues from its
+    checkpoint, on other resources or another cluster that sees the same run directory.
+
+    The code is the repo's current pushed HEAD, like any submit. ``overrides`` go to :func:`submit`.
+    """
+    store = store or Store()
+    rec = store.latest_for_run(run_id)
+    if rec is None:
+        raise UsageError(f"no record of run {run_id} in the store", hint="`roach ls` lists the runs roach knows")
+    given = get_cluster(cluster) if cluster is not None else None
+    old = given if given is not None and given.name == rec.cluster else get_cluster(rec.cluster)
+    spec = json.loads(ClusterFS(old.client().transport).read(posixpath.join(rec.bundle_dir, "spec.json")))
+    if resources is None:
+        resources = Resources(**{k: tuple(v) if k == "extra" else v for k, v in rec.resources.items()})
+    kwargs: dict[str, Any] = dict(
+        name=rec.name, job_env=spec.get("job_env") or None, log_root=spec["log_root"],
+        clone_root=spec["clone_root"], secrets_dir=spec.get("secrets_dir"),
+        run_root=posixpath.dirname(spec["run_dir"]), checkpoint_every=spec.get("checkpoint_every"),
+    )
+    kwargs.update(overrides)
+    return submit(spec["target"], spec["args"], resources=resources, cluster=given or old, repo_root=repo_root,
+                  run_id=run_id, store=store, **kwargs)
