@@ -33,6 +33,7 @@ def ddp_train(run, steps=120, step_s=0.25):
         if run.should_checkpoint():
             run.checkpoint({"model": model.state_dict(), "opt": opt.state_dict()})
     digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+    del ddp  # DDP's destructor must run before its process group goes, or it can hang
     dist.destroy_process_group()
     return digest
 
