@@ -43,8 +43,8 @@ def cli() -> None:
     """Run Python functions as resumable Slurm jobs, and watch them.
 
     Exit codes: 0 ok, 1 unexpected error, 2 usage error, 3 lab error or lab not up,
-    4 transport error, 5 Slurm error, 6 the job ran and did not complete, 7 doctor found a missing
-    prerequisite.
+    4 transport error, 5 Slurm error, 6 the job ran and did not complete, 7 something required is
+    missing (doctor prerequisite, workspace file or remote root, job bundle, a required file).
     """
 
 
@@ -66,6 +66,10 @@ def _register() -> None:
     from roach.cli_remote import doctor
 
     cli.add_command(doctor)
+    from roach import cli_workspace
+
+    for command in cli_workspace.COMMANDS:
+        cli.add_command(command)
 
 
 _register()

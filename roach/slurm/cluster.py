@@ -32,6 +32,7 @@ class Cluster:
     signal_lead_s: int = 120  # the checkpoint signal this long before the wall clock (--signal=SIG@lead)
     checkpoint_signal: str = "USR1"  # another one where a library takes USR1 for itself
     max_timeout_requeues: int = 3  # wall-clock requeues per run (preemptions are not counted)
+    min_poll_s: float = 60.0  # the shortest pause between two looks at the queue (politeness to the controller)
     rank_exit_wait_s: int = 60  # srun --wait: how long other ranks may outlive the first to exit
     env_factory: Callable[[], Mapping[str, str]] | None = None  # env for Slurm commands (the lab: SLURM_CONF)
     run_as: str | None = None  # local only: run commands as this user (root driving the lab's user)

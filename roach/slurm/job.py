@@ -89,6 +89,7 @@ class Job:
         A requeued job is not ended: it is back in the queue. Records the final state in the store and
         in the bundle's ``job.json``.
         """
+        poll_s = max(poll_s, self.cluster.min_poll_s)  # never faster than the cluster allows
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             queued = [r for r in self.client.squeue(job_ids=[self.job_id]) if r.raw_id == self.job_id and r.state.is_active]

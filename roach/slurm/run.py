@@ -103,13 +103,12 @@ def write_result(run_dir: Path, value: Any) -> Path:
 
 
 def _on_signal(run: Run, sig: signal.Signals) -> None:
-    """Log the signal; a function that never checkpoints is stopped at once on TERM (nothing to save, and
-    holding on would only delay the job that preempts it)."""
+    """Log the signal. A function that has not yet used resume/steps/checkpoint is stopped at once on TERM:
+    it has nothing to save, and holding on would only delay the job that preempts it. The checkpoint signal
+    is kept for the function's next step boundary (it may arrive before the function first asks)."""
     run.log("caught_signal %s at step %d", sig.name.removeprefix("SIG"), run.step)
-    if not run.consulted:
-        if sig == signal.SIGTERM:
-            raise RunInterrupted(sig, run.step, False)
-        run.log("the function does not checkpoint: it runs on until its wall clock")
+    if not run.consulted and sig == signal.SIGTERM:
+        raise RunInterrupted(sig, run.step, False)
 
 
 def main(argv: list[str]) -> int:

@@ -189,6 +189,8 @@ class SSHTransport:
             "-o", f"ControlPersist={self.control_persist_s}",
             "-o", "LogLevel=ERROR",  # no banners or "Permanently added" warnings mixed into stderr
             "-o", "ClearAllForwardings=yes",
+            # A silently dead network must end a long-running call (a wait loop), not hang it.
+            "-o", "ServerAliveInterval=30", "-o", "ServerAliveCountMax=4",
             "-T", "-x", "-a",
         ]
 
@@ -290,6 +292,9 @@ class SSHTransport:
         if isinstance(out, bytes):
             out, err = out.decode(errors="replace"), err.decode(errors="replace")
         if proc.returncode == SSH_FAILED:
+            if not err.strip() and not self.master_running():
+                # The shared connection died under the command (LogLevel=ERROR keeps ssh quiet about it).
+                err = "Connection closed by remote host (the shared connection dropped)"
             self._raise_for_ssh(full, err)
         return Result(tuple(full), proc.returncode, out, err)
 

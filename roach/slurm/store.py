@@ -272,6 +272,48 @@ class Store:
         raise UsageError(f"no job id or run id {ref!r}{on} in the store {self.path}",
                          hint="`roach ls` lists recent jobs and their run ids")
 
+    # -- watch state (`roach watch`) ----------------------------------------------------------------
+    # Two tables added on first use (CREATE TABLE IF NOT EXISTS), so SCHEMA_VERSION and the jobs table are
+    # untouched and an older roach reading this file ignores them.
+    def _watch_db(self) -> sqlite3.Connection:
+        conn = self._db()
+        if not getattr(self, "_watch_ready", False):
+            with self._converted("creating the watch tables"), self._transaction(conn):
+                for stmt in _WATCH_SCHEMA:
+                    conn.execute(stmt)
+            self._watch_ready = True
+        return conn
+
+    def unfinished(self, cluster: str) -> list[JobRecord]:
+        """The jobs recorded on ``cluster`` whose final state is not recorded yet, oldest first."""
+        return self._query(f"{_SELECT} WHERE cluster=? AND status='submitted' ORDER BY seq", (cluster,))
+
+    def watch_load(self, cluster: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+        """What the watcher saved for ``cluster``: its view of each job (by squeue's job id), and the rest."""
+        conn = self._watch_db()
+        with self._converted("reading the watch state"):
+            jobs = conn.execute("SELECT key, data FROM watch_jobs WHERE cluster=?", (cluster,)).fetchall()
+            meta = conn.execute("SELECT key, value FROM watch_meta WHERE cluster=?", (cluster,)).fetchall()
+        return {k: json.loads(v) for k, v in jobs}, {k: json.loads(v) for k, v in meta}
+
+    def watch_save(self, cluster: str, jobs: dict[str, dict[str, Any]], meta: dict[str, Any],
+                   forget: tuple[str, ...] | list[str] = ()) -> None:
+        """Save one round in one transaction: upsert ``jobs`` and ``meta``, drop the jobs in ``forget``."""
+        conn = self._watch_db()
+        with self._converted("writing the watch state"), self._transaction(conn):
+            conn.executemany("INSERT OR REPLACE INTO watch_jobs (cluster, key, data) VALUES (?, ?, ?)",
+                             [(cluster, k, json.dumps(v)) for k, v in jobs.items()])
+            conn.executemany("INSERT OR REPLACE INTO watch_meta (cluster, key, value) VALUES (?, ?, ?)",
+                             [(cluster, k, json.dumps(v)) for k, v in meta.items()])
+            conn.executemany("DELETE FROM watch_jobs WHERE cluster=? AND key=?", [(cluster, k) for k in forget])
+
+    def watch_reset(self, cluster: str) -> None:
+        """Forget everything the watcher saved for ``cluster``."""
+        conn = self._watch_db()
+        with self._converted("resetting the watch state"), self._transaction(conn):
+            conn.execute("DELETE FROM watch_jobs WHERE cluster=?", (cluster,))
+            conn.execute("DELETE FROM watch_meta WHERE cluster=?", (cluster,))
+
 
 def _where(**conds: Any) -> tuple[str, tuple[Any, ...]]:
     """A WHERE clause over the conditions that are not None (column names are ours, never the caller's)."""
@@ -279,3 +321,18 @@ def _where(**conds: Any) -> tuple[str, tuple[Any, ...]]:
     if not used:
         return "", ()
     return "WHERE " + " AND ".join(f'"{k}"=?' for k in used), tuple(used.values())
+
+
+# The watcher's tables (see Store.watch_load): its view of each job, and its other state, as JSON.
+_WATCH_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS watch_jobs (
+        cluster TEXT NOT NULL,
+        key     TEXT NOT NULL,  -- the job as squeue names it: 123 or 123_4
+        data    TEXT NOT NULL,  -- JSON object
+        PRIMARY KEY (cluster, key))""",
+    """CREATE TABLE IF NOT EXISTS watch_meta (
+        cluster TEXT NOT NULL,
+        key     TEXT NOT NULL,
+        value   TEXT NOT NULL,  -- JSON
+        PRIMARY KEY (cluster, key))""",
+)

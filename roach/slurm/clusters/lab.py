@@ -30,6 +30,7 @@ LAB = Cluster(
         Tier("low", qos="low", preemptible=True),
     ),
     signal_lead_s=60,
+    min_poll_s=1.0,  # our own controller: tests and demos may look often
     env_factory=_env,
     description="roach's own single-host Slurm: nodes n1 n2, 4 fake GPUs each, QOS high/normal/low",
 )

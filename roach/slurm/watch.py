@@ -1,0 +1,419 @@
+"""``roach watch``: one persistent monitor of a user's jobs, their tiers and the cluster.
+
+A round makes a fixed number of calls whatever the number of jobs: one ``squeue`` (all of the user's
+jobs), at most one ``sacct`` (the watched jobs that left the queue and are not known to have ended), at most
+one command that looks at every running run's log (size, mtime, last lines of interest) and the log
+directories' disk use, at most one ``squeue`` for the pinned nodelists of jobs newly pending on
+ReqNodeNotAvail, and at most one ``sbatch --test-only`` per tier when the start probe is on. What it saw is
+kept in the store and each round compares with the previous one, never with zero.
+
+A failed ``squeue`` is an outage, said once and retried with backoff; it is never read as "the jobs
+ended": a job is done only when ``sacct`` says so.
+
+Watched jobs: every job in roach's store on this cluster whose end is not recorded yet, plus ``job_ids``
+(any job of the user's, e.g. plain sbatch jobs). The tier table counts all of the user's jobs, since they
+all count against the same per-user caps.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from roach.errors import RoachError, SlurmError, TransportError
+from roach.slurm import watch_logs
+from roach.slurm.bundle import status_from_state
+from roach.slurm.cluster import Cluster
+from roach.slurm.pending import PendingContext, explain
+from roach.slurm.rebalance import Candidate, Promotion, on_tier, plan_promotions, probe_start, promotable, \
+    record_resources
+from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.slurmparse import US, AcctRecord, QueueRecord
+from roach.slurm.states import PendingReason
+from roach.slurm.store import JobRecord, Store, utc_now
+from roach.slurm.tiers import Tier
+from roach.slurm.watch_events import Event, EventKind, TierRow, human_bytes, human_seconds, tier_table
+from roach.slurm.watch_jobs import Ctx, JobWatch, new_watch, on_accounting, on_left, on_log, on_queue
+from roach.slurm.watch_logs import DiskLook, Look, StallRule
+
+JOB_NOT_COMPLETED = 6  # `roach watch` exit code when a watched job ended other than COMPLETED
+FORGET_DONE_AFTER_S = 7 * 86400  # ended jobs drop out of the saved watch state after a week
+
+Promoter = Callable[[Promotion], int]  # makes a promotion; returns the new job's id
+
+
+@dataclass
+class Watcher:
+    """Watches one cluster for one user. ``round()`` is one look; ``run()`` loops until the queue empties."""
+
+    cluster: Cluster
+    client: SlurmClient
+    store: Store
+    clock: Callable[[], float] = time.time
+    interval_s: float = 60.0
+    heartbeat_s: float = 900.0
+    sleep: Callable[[float], None] = time.sleep
+    job_ids: tuple[str, ...] = ()  # more jobs to watch: ids of the user's jobs that are not in the store
+    rebalance: bool = False
+    promoter: Promoter | None = None  # how --rebalance promotes (default: nothing; the CLI passes one)
+    stall: StallRule = field(default_factory=StallRule)
+    lost_after_s: float = 600.0
+    max_backoff_s: float = 300.0
+    probe_window_s: float | None = None  # None: no start probe
+    disk_every_s: float = 300.0
+    log_dir_max_bytes: int | None = 10 * 2**30
+    free_min_fraction: float = 0.05
+    finished: bool = field(default=False, init=False)  # the queue went empty
+    failures: int = field(default=0, init=False)  # rounds in a row that could not reach Slurm
+    ended: dict[str, bool] = field(default_factory=dict, init=False)  # watched jobs that ended: COMPLETED?
+
+    # -- the loop ----------------------------------------------------------------------------------------
+    def run(self, emit: Callable[[Event], None], *, once: bool = False) -> int:
+        """Rounds until the watched queue is empty (or one round with ``once``); returns the exit status:
+        0, or :data:`JOB_NOT_COMPLETED` when a job ended other than COMPLETED."""
+        while True:
+            for event in self.round():
+                emit(event)
+            if once or self.finished:
+                return self.exit_status()
+            self.sleep(self.next_delay())
+
+    def next_delay(self) -> float:
+        """The interval, doubled for each round in a row that could not reach Slurm (up to max_backoff_s)."""
+        if not self.failures:
+            return self.interval_s
+        return min(self.interval_s * 2 ** min(self.failures, 16), max(self.max_backoff_s, self.interval_s))
+
+    def exit_status(self) -> int:
+        return JOB_NOT_COMPLETED if any(ok is False for ok in self.ended.values()) else 0
+
+    # -- one round -----------------------------------------------------------------------------------------
+    def round(self) -> list[Event]:
+        now = self.clock()
+        name = self.cluster.name
+        saved, meta = self.store.watch_load(name)
+        views = {k: JobWatch.from_json(v) for k, v in saved.items()}
+        records = {str(r.job_id): r for r in self.store.unfinished(name)}
+        events: list[Event] = []
+        try:
+            queue = self.client.squeue()
+        except (SlurmError, TransportError) as err:
+            self.failures += 1
+            events += self._outage(meta, "slurmctld" if isinstance(err, SlurmError) else "the cluster", err, now)
+            events += self._heartbeat(meta, now, views, None)
+            self.store.watch_save(name, {}, meta)
+            return events
+        self.failures = 0
+        events += self._recovered(meta, ("slurmctld", "the cluster"), now)
+        rows = tier_table(self.cluster.tiers, queue)
+        meta["tiers"] = [r.to_json() for r in rows]
+        active = {str(q.ref): q for q in queue if q.state.is_active}
+        first = self._adopt(views, records, active, now)
+        watched = [k for k, w in views.items() if not w.done]
+
+        # sacct for the watched jobs not in the queue (they may have ended; only sacct says so)
+        ask = [k for k in watched if k not in active]
+        acct: dict[str, AcctRecord] | None = {}
+        if ask:
+            # a task that never started is in sacct only as its array's pending range: ask the array too
+            arrays = sorted({k.split("_")[0] for k in ask if "_" in k} - set(ask))
+            try:
+                found = self.client.sacct([*ask, *arrays])
+            except (SlurmError, TransportError) as err:
+                acct = None
+                events += self._outage(meta, "slurmdbd", err, now)
+            else:
+                events += self._recovered(meta, ("slurmdbd",), now)
+                self._adopt_tasks(views, ask, found, now, watched)
+                acct = _match_acct(ask, found)
+        self._ask_req_nodes(views, active, watched)
+
+        # one look at the logs of the runs that run (or ran last round), and at the log directories
+        seen = self._look(views, watched, active, meta, now)
+        remote_now = seen.now if seen is not None and seen.now else now
+        ctx = Ctx(name, self.cluster.tiers, now, lambda rec: explain(rec, self._pending_context(rec, queue, views)))
+        for key in watched:
+            w = views[key]
+            q = active.get(key)
+            if seen is not None and w.log_path in seen.logs:
+                events += on_log(w, seen.logs[w.log_path], remote_now, self.stall, ctx,
+                                 running=q is not None and q.state.is_running)
+            if q is not None:
+                events += on_queue(w, q, ctx, first=key in first)
+            else:
+                on_left(w, now)
+                if acct is not None:
+                    done = on_accounting(w, acct.get(key), ctx, self.lost_after_s)
+                    events += done
+                    for e in done:
+                        if e.kind is EventKind.FINISHED:
+                            self.ended[key] = bool(e.data.get("ok")) or w.superseded_by is not None
+                            self._record_final(records.get(key), acct[key])
+        events += self._promotions(meta, rows, views, active, seen, now)
+        if seen is not None and seen.disks:
+            events += self._disk(meta, seen.disks, now)
+        events += self._heartbeat(meta, now, views, rows)
+        if not [w for w in views.values() if not w.done and "lost" not in w.reported] and not meta.get("outage_slurmdbd"):
+            n = len(self.ended)
+            ok = sum(self.ended.values())
+            said = f"all {n} watched job{'s' if n != 1 else ''} ended ({ok} completed)" if n else "no job to watch"
+            events.append(Event(EventKind.QUEUE_EMPTY, now, name, f"queue empty: {said}",
+                                data={"ended": n, "completed": ok}, tiers=rows))
+            self.finished = True
+        forget = [k for k, w in views.items() if w.done and now - (w.left_at or w.first_seen) > FORGET_DONE_AFTER_S]
+        self.store.watch_save(name, {k: w.to_json() for k, w in views.items() if k not in forget}, meta, forget)
+        return events
+
+    # -- which jobs -----------------------------------------------------------------------------------------
+    def _adopt(self, views: dict[str, JobWatch], records: dict[str, JobRecord], active: dict[str, QueueRecord],
+               now: float) -> set[str]:
+        """Start watching the store's unfinished jobs and the given ids; returns the keys new this round."""
+        first: set[str] = set()
+        for key, rec in records.items():
+            if key not in views:
+                earlier = len(self.store.jobs_for_run(rec.run_id)) > 1
+                views[key] = new_watch(key, active.get(key), now, run_id=rec.run_id, name=rec.name,
+                                       log_path=rec.log_path, job_id=rec.job_id, resubmitted=earlier)
+                first.add(key)
+        for jid in self.job_ids:
+            keys = [k for k, q in active.items() if str(q.ref.job) == jid or str(q.raw_id) == jid or k == jid]
+            known = [k for k in views if k == jid or k.split("_")[0] == jid]
+            for k in keys:
+                if k not in views:
+                    views[k] = new_watch(k, active[k], now)
+                    first.add(k)
+            if not keys and not known:  # not queued and never seen: ask sacct what became of it
+                views[jid] = new_watch(jid, None, now)
+                first.add(jid)
+        return first
+
+    def _adopt_tasks(self, views: dict[str, JobWatch], ask: list[str], found: list[AcctRecord], now: float,
+                     watched: list[str]) -> None:
+        """A given array id first seen in sacct: watch its tasks by their own ids instead."""
+        for key in list(ask):
+            w = views[key]
+            if "_" in key or w.state is not None or not key.isdigit():
+                continue
+            tasks = [r for r in found if r.step is None and str(r.ref.job) == key and str(r.ref) != key]
+            if not tasks:
+                continue
+            del views[key]
+            watched.remove(key)
+            ask.remove(key)
+            for r in tasks:
+                k = str(r.ref)
+                if k not in views:
+                    views[k] = new_watch(k, None, now, job_id=int(r.raw_id) if r.raw_id.isdigit() else r.ref.job)
+                    watched.append(k)
+                    ask.append(k)
+
+    def _ask_req_nodes(self, views: dict[str, JobWatch], active: dict[str, QueueRecord], watched: list[str]) -> None:
+        """One squeue for the pinned nodelists of jobs newly pending on ReqNodeNotAvail (asked once per job)."""
+        keys = [k for k in watched if k in active and views[k].req_nodes is None
+                and active[k].reason in (PendingReason.ReqNodeNotAvail, PendingReason.NodesDownDrained)]
+        if not keys:
+            return
+        try:
+            res = self.client.run(["squeue", "--noheader", "--jobs", ",".join(keys), "-O",
+                                   f"JobArrayID:{US},ReqNodes:\x1e"], ok_codes=(0, 1))
+        except (SlurmError, TransportError):
+            return
+        for chunk in res.stdout.split("\x1e"):
+            parts = chunk.strip("\n").split(US)
+            if len(parts) == 2 and parts[0].strip() in views:
+                nodes = parts[1].strip()
+                views[parts[0].strip()].req_nodes = "" if nodes in ("(null)", "N/A") else nodes
+
+    def _pending_context(self, rec: QueueRecord, queue: list[QueueRecord], views: dict[str, JobWatch]) -> PendingContext:
+        w = views.get(str(rec.ref))
+        return PendingContext(queue=queue, tiers=self.cluster.tiers, req_nodes=w.req_nodes if w else None)
+
+    def _record_final(self, rec: JobRecord | None, final: AcctRecord) -> None:
+        if rec is None:
+            return
+        status = status_from_state(final.state, final.state_text)
+        self.store.update_final(rec.cluster, rec.job_id, status, final.state_text,
+                                f"{final.exit_code}:{final.exit_signal}", utc_now())
+
+    # -- logs and disk ---------------------------------------------------------------------------------------
+    def _look(self, views: dict[str, JobWatch], watched: list[str], active: dict[str, QueueRecord],
+              meta: dict[str, Any], now: float) -> Look | None:
+        logs = sorted({views[k].log_path for k in watched if views[k].log_path and (
+            (k in active and active[k].state.is_running) or views[k].running)})
+        dirs: list[str] = []
+        if logs and now - (meta.get("disk_at") or 0) >= self.disk_every_s:
+            dirs = sorted({posixpath.dirname(p) for p in logs})
+            meta["disk_at"] = now
+        if not logs:
+            return None
+        try:
+            return watch_logs.look(self.client.transport, logs, dirs)
+        except (RoachError, TransportError):
+            return None  # the logs are looked at again next round; Slurm's view is what decides states
+
+    def _disk(self, meta: dict[str, Any], disks: dict[str, DiskLook], now: float) -> list[Event]:
+        events = []
+        flags = dict(meta.get("disk") or {})
+        for d, look in disks.items():
+            over = bool(self.log_dir_max_bytes and look.used is not None and look.used > self.log_dir_max_bytes)
+            low = bool(look.free_fraction is not None and look.free_fraction < self.free_min_fraction)
+            before = flags.get(d, {"over": False, "low": False})
+            if (over, low) != (before["over"], before["low"]):
+                said = []
+                if over != before["over"]:
+                    said.append(f"log directory {d} holds {human_bytes(look.used)}, "
+                                f"{'over' if over else 'back under'} {human_bytes(self.log_dir_max_bytes)}")
+                if low != before["low"]:
+                    frac = look.free_fraction or 0.0
+                    said.append(f"its file system has {human_bytes(look.fs_free)} free ({frac:.0%}), "
+                                f"{'under' if low else 'back over'} {self.free_min_fraction:.0%}")
+                events.append(Event(EventKind.DISK, now, self.cluster.name, "; ".join(said),
+                                    data={"dir": d, "used": look.used, "fs_free": look.fs_free,
+                                          "fs_size": look.fs_size, "over": over, "low_free": low}))
+            flags[d] = {"over": over, "low": low}
+        meta["disk"] = flags
+        meta["disk_summary"] = {d: [x.used, x.fs_free, x.fs_size] for d, x in disks.items()}
+        return events
+
+    # -- tiers -----------------------------------------------------------------------------------------------
+    def _promotions(self, meta: dict[str, Any], rows: tuple[TierRow, ...], views: dict[str, JobWatch],
+                    active: dict[str, QueueRecord], seen: Look | None, now: float) -> list[Event]:
+        cands = []
+        for key, w in views.items():
+            q = active.get(key)
+            # seen pending twice, with a reason: not a job the scheduler has not looked at yet
+            if q is None or not q.state.is_pending or w.pending_rounds < 2 or q.reason is PendingReason.NONE \
+                    or not w.run_id or w.superseded_by or w.tier is None or not promotable(q.reason):
+                continue
+            cands.append(Candidate(key, w.job_id, w.run_id, w.tier, w.gpus, w.left_to_do, w.submitted or 0.0,
+                                   w.checkpoints, w.preemptions.get(w.tier, 0)))
+        probe = self._probe(seen, now) if self.probe_window_s is not None else None
+        plans = plan_promotions(self.cluster.tiers, rows, cands, probe) if cands else []
+        before = set(meta.get("promotions") or [])
+        failed = set(meta.get("promote_failed") or [])
+        events = []
+        for p in plans:
+            tag = f"{p.key}>{p.to_tier}"
+            if self.rebalance and self.promoter is not None:
+                if tag not in failed:
+                    events.append(self._promote(p, views, rows, now))
+                    if events[-1].kind is EventKind.PROMOTE_FAILED:
+                        failed.add(tag)
+            elif tag not in before:
+                events.append(Event(EventKind.PROMOTION, now, self.cluster.name, p.line(), p.key, p.run_id,
+                                     views[p.key].name or None, data=_promotion_data(p), tiers=rows))
+        meta["promotions"] = sorted(f"{p.key}>{p.to_tier}" for p in plans)
+        meta["promote_failed"] = sorted(failed)
+        return events
+
+    def _promote(self, p: Promotion, views: dict[str, JobWatch], rows: tuple[TierRow, ...], now: float) -> Event:
+        w = views[p.key]
+        try:
+            new = self.promoter(p)  # type: ignore[misc]
+        except RoachError as err:
+            return Event(EventKind.PROMOTE_FAILED, now, self.cluster.name,
+                         f"could not promote job {p.key} (run {p.run_id}) to {p.to_tier}: {err.message}",
+                         p.key, p.run_id, w.name or None, data={**_promotion_data(p), "error": str(err)}, tiers=rows)
+        w.superseded_by = new
+        return Event(EventKind.PROMOTED, now, self.cluster.name,
+                     f"promoted job {p.key} (run {p.run_id}) from {p.from_tier} to {p.to_tier}: now job {new}",
+                     p.key, p.run_id, w.name or None, data={**_promotion_data(p), "new_job_id": new}, tiers=rows)
+
+    def _probe(self, seen: Look | None, now: float) -> Callable[[Tier, Candidate], bool]:
+        def probe(tier: Tier, cand: Candidate) -> bool:
+            rec = self.store.find(cand.key, cluster=self.cluster.name)
+            opts = on_tier(record_resources(rec), tier).sbatch_options(self.cluster.gpu_flag)
+            try:
+                start = probe_start(self.client, opts)
+            except (SlurmError, TransportError):
+                return False
+            if start is None:
+                return False
+            ref = datetime.fromisoformat(seen.local_now) if seen is not None and seen.local_now \
+                else datetime.fromtimestamp(now)
+            return (start - ref).total_seconds() <= (self.probe_window_s or 0)
+        return probe
+
+    # -- outages and heartbeat ---------------------------------------------------------------------------------
+    def _outage(self, meta: dict[str, Any], what: str, err: Exception, now: float) -> list[Event]:
+        key = f"outage_{what}"
+        if meta.get(key):
+            return []
+        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        meta[key] = {"since": now, "error": text}
+        return [Event(EventKind.OUTAGE, now, self.cluster.name,
+                      f"{what} unreachable: {text}; retrying with backoff; no job is marked ended meanwhile",
+                      data={"service": what, "error": str(err)})]
+
+    def _recovered(self, meta: dict[str, Any], whats: Iterable[str], now: float) -> list[Event]:
+        events = []
+        for what in whats:
+            was = meta.get(f"outage_{what}")
+            if was:
+                meta[f"outage_{what}"] = None
+                events.append(Event(EventKind.RECOVERED, now, self.cluster.name,
+                                    f"{what} reachable again after {human_seconds(now - was['since'])}",
+                                    data={"service": what, "down_s": round(now - was["since"], 1)}))
+        return events
+
+    def _heartbeat(self, meta: dict[str, Any], now: float, views: dict[str, JobWatch],
+                   rows: tuple[TierRow, ...] | None) -> list[Event]:
+        last = meta.get("heartbeat_at")
+        if last is not None and now - last < self.heartbeat_s:
+            return []
+        meta["heartbeat_at"] = now
+        if rows is None:
+            rows = tuple(TierRow(r["tier"], r["cap"], r["claimed"], r["running"], r["pending"], r["preemptible"])
+                         for r in meta.get("tiers") or [])
+        live = [w for w in views.values() if not w.done]
+        running = sum(w.running for w in live)
+        pending = sum(w.pending for w in live)
+        done = sum(w.done for w in views.values())
+        out = [f"outage: {k.removeprefix('outage_')} since {human_seconds(now - v['since'])} ago"
+               for k, v in meta.items() if k.startswith("outage_") and v]
+        disk = meta.get("disk_summary") or {}
+        disk_text = "; ".join(f"logs {human_bytes(u)} in {d}, {human_bytes(f)} free" for d, (u, f, _) in disk.items())
+        msg = f"watching {len(live)} job{'s' if len(live) != 1 else ''}: {running} running, {pending} pending, " \
+              f"{done} ended" + "".join(f"; {o}" for o in out) + (f"; {disk_text}" if disk_text else "")
+        return [Event(EventKind.HEARTBEAT, now, self.cluster.name, msg,
+                      data={"watching": len(live), "running": running, "pending": pending, "ended": done,
+                            "outages": out}, tiers=rows)]
+
+
+def _promotion_data(p: Promotion) -> dict[str, Any]:
+    return {"from_tier": p.from_tier, "to_tier": p.to_tier, "gpus": p.gpus, "room": p.room}
+
+
+def _match_acct(keys: list[str], found: list[AcctRecord]) -> dict[str, AcctRecord]:
+    """sacct's allocation record for each key: by id, by raw id, or a pending array range that holds it."""
+    allocs = [r for r in found if r.step is None]
+    by_ref = {str(r.ref): r for r in allocs}
+    by_raw = {r.raw_id: r for r in allocs}
+    out = {}
+    for key in keys:
+        hit = by_ref.get(key) or by_raw.get(key)
+        if hit is None and "_" in key:
+            job, task = key.split("_", 1)
+            for r in allocs:
+                if str(r.ref.job) == job and r.ref.tasks and task.isdigit() and int(task) in _task_ids(r.ref.tasks):
+                    hit = r
+                    break
+            # an array none of whose tasks started: sacct may list it under the array's own id for a while
+            hit = hit or by_ref.get(job)
+        if hit is not None:
+            out[key] = hit
+    return out
+
+
+def _task_ids(spec: str) -> set[int]:
+    """``0-9``, ``1,3,5-7``, ``0-299%4`` as task numbers."""
+    out: set[int] = set()
+    for part in spec.split("%")[0].split(","):
+        a, _, b = part.partition("-")
+        if a.isdigit() and (not b or b.isdigit()):
+            out.update(range(int(a), int(b or a) + 1))
+    return out

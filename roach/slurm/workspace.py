@@ -1,0 +1,277 @@
+"""The remote-workspace backend: a local folder mirrored to a remote root, plain sbatch scripts, bundles back.
+
+The way of working it serves: the local workspace is the source of truth; the cluster is compute. roach
+syncs the workspace up (:func:`sync`), submits a user's sbatch script so that its logs land in the job's
+bundle (:func:`sbatch_script`), watches it from one session (:func:`wait`), copies the bundle and the
+outputs back (:func:`pull`) and checks that what scoring needs is here (:func:`verify`).
+The guide is ``docs/remote-workspace.md``; the pieces live in ``workspace_base`` (workspace file, records,
+reaching the cluster), ``workspace_script`` (reading and amending a script) and ``workspace_wait``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import posixpath
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from roach.errors import RoachError, UsageError
+from roach.slurm.cluster import Cluster
+from roach.slurm.store import utc_now
+from roach.slurm.transport import Transport
+from roach.slurm.workspace_base import (
+    ALWAYS_EXCLUDED, DEFAULT_EXCLUDES, DEFAULT_OUTPUTS, Remote, Settings, Workspace, WorkspaceError,
+    WorkspaceJob, check_job_id, check_relative, connect, min_poll_interval, open_workspace, queued_states,
+    read_local, read_record, record_final, resolve_cluster, write_both, write_local,
+)
+from roach.slurm.workspace_script import ARTIFACTS_DIR, CHECKABLE as CHECKABLE_SKIPS, PreparedScript, ScriptRefused, prepare_script
+from roach.slurm.workspace_wait import WaitEvent, wait
+
+__all__ = [
+    "ARTIFACTS_DIR", "CHECKABLE_SKIPS", "DEFAULT_EXCLUDES", "DEFAULT_OUTPUTS", "INTERFACE_FILE", "PullResult", "ScriptRefused",
+    "Settings", "Submission", "SyncResult", "VerifyResult", "WaitEvent", "Workspace", "WorkspaceError",
+    "WorkspaceJob", "min_poll_interval", "pull", "sbatch_script", "sync", "verify", "wait",
+]
+
+INTERFACE_FILE = "scoring/interface.md"
+
+
+# -- sync ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SyncResult:
+    source: str
+    destination: str
+    excludes: tuple[str, ...]
+    changed: tuple[str, ...]  # files sent (or, dry run, that would be)
+    deleted: tuple[str, ...]  # remote files removed (only with delete=True)
+    dry_run: bool
+
+
+def sync(workspace: Workspace | str | os.PathLike[str], cluster: Cluster | str | None = None, *,
+         excludes: Sequence[str] | None = None, extra_excludes: Sequence[str] = (), delete: bool = False,
+         dry_run: bool = False, transport: Transport | None = None) -> SyncResult:
+    """Copy the workspace up to its remote root with rsync, over the cluster's one SSH connection.
+
+    ``excludes`` replaces the workspace's (``roach.toml``, else ``.venv/ .conda/ __pycache__/ .cache/
+    logs/``); ``extra_excludes`` adds to them. ``dsi-slurm-artifacts/`` is never sent. Remote files that
+    are not here are kept unless ``delete``.
+    """
+    ws = open_workspace(workspace)
+    remote = connect(resolve_cluster(ws, cluster), transport)
+    remote.open()
+    remote.check_root(ws)
+    dest = remote.rsync_root(ws)
+    ex = tuple(dict.fromkeys([*(ws.settings.exclude if excludes is None else excludes), *extra_excludes]))
+    args = ["-rlpt", "--out-format=%i %n"]  # one line per change: what changed (itemized) and the name
+    for pattern in (*ex, *ALWAYS_EXCLUDED):
+        args.append(f"--exclude={pattern}")
+    if delete:
+        args.append("--delete")
+    if dry_run:
+        args.append("--dry-run")
+    proc = remote.rsync([*args, f"{ws.root}/", dest], f"of {ws.root} to {dest}")
+    changed, deleted = [], []
+    for line in proc.stdout.splitlines():
+        flags, _, name = line.partition(" ")
+        if flags.startswith("*deleting"):
+            deleted.append(name.strip())
+        elif len(flags) >= 2 and flags[0] in "<>c" and flags[1] == "f":
+            changed.append(name)
+    return SyncResult(f"{ws.root}/", dest, ex, tuple(changed), tuple(deleted), dry_run)
+
+
+# -- sbatch -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Submission:
+    job_id: str
+    cluster: str
+    script: PreparedScript
+    record: WorkspaceJob
+    remote_bundle: str
+    local_bundle: Path
+
+
+def sbatch_script(workspace: Workspace | str | os.PathLike[str], cluster: Cluster | str | None,
+                  script: str | os.PathLike[str], description: str = "", *, preemptible: bool = False,
+                  skip_checks: Sequence[str] = (), transport: Transport | None = None) -> Submission:
+    """Submit a sbatch script of the workspace, from the remote root, with its logs in its bundle.
+
+    The script is read here and checked (:func:`~roach.slurm.workspace_script.prepare_script`; a missing
+    request refuses it, listing all); the amended text is submitted held, the bundle
+    ``dsi-slurm-artifacts/<JOB_ID>/`` is made on the cluster with job.json (``submitted``) and the script as
+    submitted, job.json is written here too, and only then is the job released. If anything between fails,
+    the held job is cancelled. The script file is never changed.
+    """
+    ws = open_workspace(workspace)
+    c = resolve_cluster(ws, cluster)
+    rel = ws.relative(script)
+    local = ws.root / rel
+    try:
+        text = local.read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read the script {local}: {exc.strerror or exc}") from None
+    prepared = prepare_script(text, rel, preemptible=preemptible, skip_checks=tuple(skip_checks))
+    remote = connect(c, transport)
+    remote.open()
+    remote.check_root(ws)
+    options = ["--hold"]
+    if prepared.job_name is None:
+        options.append(f"--job-name={Path(rel).name}")  # sent on stdin, the job would be named "sbatch"
+    client = remote.client(ws.remote_root)  # sbatch runs in the remote root: relative paths match here
+    job_id = str(client.sbatch(options, prepared.text))
+    rec = WorkspaceJob(job_id=job_id, script=rel, description=description, submitted_at_utc=utc_now(),
+                       cluster=c.name, array=prepared.array)
+    bundle = ws.remote_bundle(job_id)
+    try:
+        remote.fs.write(posixpath.join(bundle, f"submitted-{Path(rel).name}"), prepared.text)
+        write_both(ws, remote, rec)
+        remote.client().release(job_id)
+    except BaseException as exc:
+        _cancel_held(remote, job_id)
+        shutil.rmtree(ws.local_bundle(job_id), ignore_errors=True)
+        if isinstance(exc, RoachError):
+            raise
+        raise RoachError(f"submission of job {job_id} failed and the held job was cancelled: {exc}") from exc
+    return Submission(job_id, c.name, prepared, rec, bundle, ws.local_bundle(job_id))
+
+
+def _cancel_held(remote: Remote, job_id: str) -> None:
+    try:
+        remote.client().scancel([job_id])
+    except RoachError:
+        pass  # the original failure is what the caller must see
+
+
+# -- pull ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PullResult:
+    job_id: str
+    record: WorkspaceJob
+    bundle: Path
+    bundle_found: bool
+    copied: tuple[str, ...]  # outputs copied back (workspace-relative)
+    missing: tuple[str, ...]  # outputs that do not exist on the cluster
+    still_queued: tuple[str, ...]  # the job's states if it has not ended yet (job.json is then not final)
+
+
+_EXISTING = 'root=$1; shift; for p do if [ -e "$root/$p" ]; then printf "%s\\n" "$p"; fi; done'
+
+
+def pull(workspace: Workspace | str | os.PathLike[str], job_id: str | int, cluster: Cluster | str | None = None, *,
+         outputs: Sequence[str] | None = None, transport: Transport | None = None) -> PullResult:
+    """Copy the job's bundle back to ``dsi-slurm-artifacts/<JOB_ID>/`` and its outputs to the same relative
+    paths here (``outputs`` default: the workspace's, else ``metrics.json artifacts/ results/``).
+
+    If the job has ended but job.json does not say so yet (no ``wait`` ran), its final state is recorded
+    first. Outputs that do not exist are reported in ``missing``, not raised: after a failure, whatever
+    exists is brought back.
+    """
+    ws = open_workspace(workspace)
+    job_id = check_job_id(job_id)
+    remote = connect(resolve_cluster(ws, cluster, job_id), transport)
+    remote.open()
+    remote.check_root(ws)
+    outs = [check_relative(o, "output") for o in (ws.settings.outputs if outputs is None else outputs)]
+    rec = read_record(ws, remote, job_id)
+    still: list[str] = []
+    if not rec.is_final:
+        still = queued_states(remote, job_id)
+        if not still:
+            rec = record_final(ws, remote, job_id, rec)
+    bundle_rel = f"{ARTIFACTS_DIR}/{job_id}/"
+    probe = remote.transport.run(["sh", "-c", _EXISTING, "sh", ws.remote_root, bundle_rel, *outs])
+    if not probe.ok:
+        raise RoachError(f"could not look for job {job_id}'s files under {ws.remote_root} on {remote.where}: "
+                         f"{probe.stderr.strip()}")
+    found = probe.stdout.splitlines()
+    sources = [p for p in [bundle_rel, *outs] if p in found]
+    if sources:
+        root = remote.rsync_root(ws)  # rsync's -R keeps what follows /./ as the path here
+        srcs = [f"{root}./{p}" for p in sources]
+        remote.rsync(["-rlt", "--relative", *srcs, f"{ws.root}/"], f"of job {job_id}'s files back to {ws.root}",
+                     up=False)
+    if bundle_rel not in found and rec.is_final:
+        write_local(ws, rec)  # at least the record, even where the bundle is gone
+    local = read_local(ws, job_id) or rec
+    return PullResult(job_id, local, ws.local_bundle(job_id), bundle_rel in found,
+                      tuple(o for o in outs if o in found), tuple(o for o in outs if o not in found), tuple(still))
+
+
+# -- verify -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VerifyResult:
+    interface: Path
+    required: tuple[str, ...]
+    missing: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_SPAN = re.compile(r"`([^`\s]+)`")
+
+
+def required_files(text: str) -> list[str]:
+    """The paths ``scoring/interface.md`` requires: every backticked path (no spaces) under a heading that
+    says "Required files" (any level), up to the next heading of the same or a higher level."""
+    found: list[str] = []
+    level = None  # the level of the Required files heading we are under
+    fence = False
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+            continue
+        m = None if fence else _HEADING.match(line)
+        if m:
+            depth = len(m[1])
+            if level is not None and depth <= level:
+                level = None
+            if re.search(r"required\s+files", m[2], re.I):
+                level = depth
+            continue
+        if level is not None and not fence:
+            found += [s for s in _SPAN.findall(line) if s not in found]
+    return found
+
+
+def verify(workspace: Workspace | str | os.PathLike[str]) -> VerifyResult:
+    """Check that every file ``scoring/interface.md`` requires is in the workspace (see :func:`required_files`).
+
+    A path ending in ``/`` must be a directory; one with ``* ? [`` must match at least one path. Does not
+    need the workspace file or the cluster: it only looks here.
+    """
+    root = Path(workspace).resolve() if not isinstance(workspace, Workspace) else workspace.root
+    interface = root / INTERFACE_FILE
+    try:
+        text = interface.read_text()
+    except FileNotFoundError:
+        raise WorkspaceError(f"{interface} is missing: nothing says which files scoring needs",
+                             hint="the workspace's scoring/interface.md lists them under a 'Required files' "
+                                  "heading") from None
+    required = required_files(text)
+    if not required:
+        raise WorkspaceError(f"{interface} names no required files",
+                             hint="list them as `path` items under a heading 'Required files' "
+                                  "(see docs/remote-workspace.md)")
+    missing = []
+    for rel in required:
+        try:
+            check_relative(rel, "required file")
+        except UsageError:
+            missing.append(rel)
+            continue
+        if any(ch in rel for ch in "*?["):
+            ok = bool(glob.glob(rel, root_dir=root))
+        elif rel.endswith("/"):
+            ok = (root / rel).is_dir()
+        else:
+            ok = (root / rel).exists()
+        if not ok:
+            missing.append(rel)
+    return VerifyResult(interface, tuple(required), tuple(missing))

@@ -1,0 +1,108 @@
+"""``dsi-slurm-artifacts/<JOB_ID>/job.json`` of the remote-workspace backend, and how a job's end is read
+from sacct (pure: records in, record out)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from roach.errors import RoachError
+from roach.slurm.bundle import FINAL_STATUSES, status_from_state
+from roach.slurm.slurmparse import AcctRecord
+
+# Where an array's tasks disagree, the job's status is the first of these that any task has.
+_WORST_FIRST = ("failed", "timeout", "preempted", "cancelled", "unknown", "completed")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkspaceJob:
+    """``dsi-slurm-artifacts/<JOB_ID>/job.json``: the eight keys users write by hand, then roach's own."""
+
+    job_id: str
+    status: str = "submitted"  # FINAL_STATUSES once recorded; submitted/pending/running before
+    slurm_state: str | None = None  # raw sacct State, e.g. "COMPLETED"
+    exit_code: str | None = None  # raw sacct ExitCode, e.g. "0:0"
+    script: str = ""  # relative to the workspace
+    description: str = ""
+    submitted_at_utc: str | None = None
+    recorded_at_utc: str | None = None
+    # roach's own
+    cluster: str | None = None
+    array: str | None = None  # the --array value
+    tasks: dict[str, dict[str, str]] = field(default_factory=dict)  # array task -> status, slurm_state, exit_code
+    last_seen_utc: str | None = None  # when a wait last saw the job (set when a wait was cut off)
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "job.json") -> "WorkspaceJob":
+        """Read a job.json (also one written by hand: unknown keys are ignored, missing ones default)."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise RoachError(f"{where} is not JSON ({exc}): {text[:200]!r}") from None
+        if not isinstance(data, dict) or "job_id" not in data:
+            raise RoachError(f"{where} is not a job record (no job_id): {text[:200]!r}")
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["job_id"] = str(values["job_id"])
+        if not isinstance(values.get("tasks", {}), dict):
+            values.pop("tasks")
+        return cls(**values)
+
+
+def array_size(spec: str | None) -> int | None:
+    """How many tasks an ``--array`` value names (``0-99%10``: 100, ``1,3,8-10``: 5, ``0-9:3``: 4); None if unreadable."""
+    if not spec:
+        return None
+    total = 0
+    for part in spec.split("%", 1)[0].split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:-(\d+)(?::(\d+))?)?\s*", part)
+        if not m:
+            return None
+        lo, hi, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
+        if hi < lo or step < 1:
+            return None
+        total += len(range(lo, hi + 1, step))
+    return total
+
+
+def final_record(base: WorkspaceJob, accounting: Sequence[AcctRecord], now: str, *,
+                 partial: bool = False) -> WorkspaceJob | None:
+    """``base`` with the final state of its allocation(s) in ``accounting``; None while one is still active
+    (or, for an array, while sacct does not list every task yet, unless ``partial``).
+
+    No record at all gives ``unknown``. For an array the job's status is the worst of its tasks'
+    (failed, timeout, preempted, cancelled, unknown, completed), each task's kept in ``tasks``.
+    """
+    recs = [r for r in accounting if r.step is None and str(r.ref.job) == base.job_id]
+    if not recs:
+        return replace(base, status="unknown", slurm_state="UNKNOWN", exit_code="unknown", recorded_at_utc=now)
+    if any(r.state.is_active for r in recs):
+        return None
+    is_array = base.array is not None or any(r.ref.task is not None or r.ref.tasks for r in recs)
+    if is_array and not partial:
+        listed = sum(1 if r.ref.task is not None else (array_size(r.ref.tasks) or 1) if r.ref.tasks else 0
+                     for r in recs)
+        expected = array_size(base.array)
+        if listed == 0 or any(r.ref.task is None and not r.ref.tasks for r in recs) or (expected and listed < expected):
+            return None  # accounting has not caught up with every task yet
+    per = [(r, status_from_state(r.state, r.state_text)) for r in recs]
+    worst = min((s for _, s in per), key=_WORST_FIRST.index)
+    rep = next(r for r, s in per if s == worst)
+    tasks = {}
+    if is_array:
+        tasks = {str(r.ref).split("_", 1)[-1]: {"status": s, "slurm_state": r.state_text,
+                                                   "exit_code": f"{r.exit_code}:{r.exit_signal}"} for r, s in per}
+    submitted = base.submitted_at_utc
+    if not submitted and rep.submit_time is not None:
+        submitted = rep.submit_time.strftime("%Y-%m-%dT%H:%M:%SZ")  # sacct's time, for a job roach did not submit
+    return replace(base, status=worst, slurm_state=rep.state_text, exit_code=f"{rep.exit_code}:{rep.exit_signal}",
+                   recorded_at_utc=now, tasks=tasks, submitted_at_utc=submitted)
