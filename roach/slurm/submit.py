@@ -18,6 +18,7 @@ from typing import Any
 
 import roach
 from roach.errors import RoachError, UsageError
+from roach.slurm import guardrails
 from roach.slurm import script as batch
 from roach.slurm.bundle import BundlePaths, JobJson
 from roach.slurm.cluster import Cluster, get_cluster
@@ -93,6 +94,7 @@ def submit(
     run_id: str | None = None,
     description: str = "",
     checkpoint_every: int | None = None,
+    allow_metered: bool = False,
     inside: int | None = None,
     store: Store | None = None,
 ) -> Job:
@@ -105,6 +107,7 @@ def submit(
                          hint="submit without inside= for now")
     cluster = get_cluster(cluster)
     res = _resources(resources, cluster)
+    guardrails.check(cluster, res, allow_metered=allow_metered)
     parse_target(target)
     args = _check_args(args or {})
     env = _check_env(job_env)
