@@ -4,34 +4,42 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 
-def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644) -> Path:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part.
+@contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: int = 0o644) -> Iterator[BinaryIO]:
+    """A binary file that replaces ``path`` only once it is whole: readers see the old file or the new one.
 
-    Temp file in the same directory, fsync, chmod, rename, then fsync the directory.
+    Temp file in the same directory, fsync, chmod, rename, then fsync the directory. If the block raises
+    (or the process is killed), ``path`` is untouched and the temp file is removed (or left, named
+    ``.<name>.*.tmp``, for a killed process).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(raw)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        Path(tmp).unlink(missing_ok=True)
         raise
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dfd)
     finally:
         os.close(dfd)
-    return path
+
+
+def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644) -> Path:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_open`)."""
+    with atomic_open(path, mode) as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    return Path(path)

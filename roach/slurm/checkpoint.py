@@ -7,11 +7,11 @@ written to a temporary file in the same directory, fsynced, then renamed over it
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from roach._fs import atomic_open
 
 RESUME_FILE = "resume.pt"
 
@@ -25,26 +25,12 @@ def _torch():
 
 
 def save(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch = _torch()
-            if torch is not None:
-                torch.save(obj, f)
-            else:
-                pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    with atomic_open(path) as f:
+        torch = _torch()
+        if torch is not None:
+            torch.save(obj, f)
+        else:
+            pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def load(path: Path) -> Any:
