@@ -59,6 +59,7 @@ def _register() -> None:
 
     cli.add_command(lab)
     cli.add_command(cli_jobs.submit)
+    cli.add_command(cli_jobs.resume)
     cli.add_command(cli_jobs.status)
     cli.add_command(cli_jobs.logs)
     cli.add_command(cli_jobs.cancel)

@@ -28,6 +28,7 @@ from roach.slurm.job import Job
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
+from roach.slurm.submit import resume as resume_run
 from roach.slurm.submit import submit as submit_job
 
 JOB_NOT_COMPLETED = 6  # exit code: the job ran (or was cancelled) and did not end COMPLETED
@@ -218,6 +219,8 @@ _CLONE_ROOT = signature(submit_job).parameters["clone_root"].default
               help="Cluster directory for run directories. [default: runs/ beside the log root]")
 @click.option("--run-id", metavar="ID", default=None, help="The run's id. [default: <name>-<UTC time>-<random>]")
 @click.option("--description", default="", help="Free text kept in the job's job.json.")
+@click.option("--metered", "allow_metered", is_flag=True,
+              help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.")
 @run_as_option
 @click.option("--wait", is_flag=True,
               help=f"Wait for the job to end; exit 0 if it COMPLETED, {JOB_NOT_COMPLETED} if not.")
@@ -237,18 +240,52 @@ def submit(ctx: click.Context, target: str, cluster: str, preset: str, kwargs: d
     with Store() as store:
         job = submit_job(target, {**args_json, **kwargs}, resources=preset, cluster=_cluster(cluster, run_as),
                          job_env=job_env, store=store, **options)
-        view = JobView.of(job.record, None, job.record.status)
-        if not as_json:
-            Console(highlight=False).print(f"submitted job {job.job_id} (run {job.run_id}) on {job.cluster.name}\n"
-                                           f"  log {job.record.log_path}", soft_wrap=True)
-        if wait:
-            try:
-                acct = job.wait()
-            except KeyboardInterrupt:
-                click.echo(f"stopped waiting; job {job.job_id} goes on (`roach cancel {job.run_id}` stops it)",
-                           err=True)
-                raise click.Abort() from None
-            view = JobView.of(job.record, acct.state.value, job.record.status, None, job.record.exit_code)
+        _report_submitted(ctx, job, run_as, wait, as_json)
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--cluster", metavar="NAME", default=None,
+              help="Run it on this cluster (one that sees the same run directory). [default: where it last ran]")
+@click.option("--resources", "preset", metavar="PRESET", default=None,
+              help="A resources preset of that cluster. [default: what its last job asked for]")
+@click.option("--repo-root", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="The git repository whose pushed HEAD the job runs.")
+@click.option("--metered", "allow_metered", is_flag=True, help="Confirm that a metered cluster may be used.")
+@run_as_option
+@click.option("--wait", is_flag=True,
+              help=f"Wait for the job to end; exit 0 if it COMPLETED, {JOB_NOT_COMPLETED} if not.")
+@json_option
+@click.pass_context
+def resume(ctx: click.Context, run_id: str, cluster: str | None, preset: str | None, repo_root: str,
+           allow_metered: bool, run_as: str | None, wait: bool, as_json: bool) -> None:
+    """Submit RUN_ID again so it continues from its checkpoint (resume.pt), here or on another cluster.
+
+    A run id roach has no record of, or whose run directory is gone, is an error, never a fresh start.
+    """
+    with Store() as store:
+        rec = store.latest_for_run(run_id)
+        name = cluster or (rec.cluster if rec else None)
+        target_cluster = _cluster(name, run_as) if name else None
+        job = resume_run(run_id, resources=preset, cluster=target_cluster, repo_root=repo_root, store=store,
+                         allow_metered=allow_metered)
+        _report_submitted(ctx, job, run_as, wait, as_json)
+
+
+def _report_submitted(ctx: click.Context, job: Job, run_as: str | None, wait: bool, as_json: bool) -> None:
+    """Print what was submitted; with ``wait``, wait for it and exit 6 unless it completed."""
+    view = JobView.of(job.record, None, job.record.status)
+    if not as_json:
+        Console(highlight=False).print(f"submitted job {job.job_id} (run {job.run_id}) on {job.cluster.name}\n"
+                                       f"  log {job.record.log_path}", soft_wrap=True)
+    if wait:
+        try:
+            acct = job.wait()
+        except KeyboardInterrupt:
+            click.echo(f"stopped waiting; job {job.job_id} goes on (`roach cancel {job.run_id}` stops it)",
+                       err=True)
+            raise click.Abort() from None
+        view = JobView.of(job.record, acct.state.value, job.record.status, None, job.record.exit_code)
     if as_json:
         _echo_json(asdict(view))
     elif wait:

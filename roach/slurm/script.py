@@ -80,6 +80,6 @@ if [ -e "$run_dir/.roach/left.$SLURM_JOB_ID.${{SLURM_RESTART_COUNT:-0}}" ]; then
   echo "roach: the ranks left to come back (exit code $rc); ending this attempt cleanly"
   exit 0
 fi
-echo "roach: ranks' step ended with exit code $rc"
+[ "$rc" -eq 0 ] || echo "roach: the ranks' step ended with exit code $rc"
 exit "$rc"
 """

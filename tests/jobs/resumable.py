@@ -11,8 +11,12 @@ def ddp_train(run, steps=120, step_s=0.25):
 
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    model = torch.nn.Linear(8, 1)
+    # One parameter tensor: DDP rebuilds its gradient buckets after the first step of every process, and
+    # a different bucket layout sums the ranks' gradients in another order (the last bit can change).
+    # With one tensor the layout is the same in every attempt, so resumed == uninterrupted, bitwise.
+    model = torch.nn.Linear(8, 1, bias=False)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     state = run.resume(default=None)
