@@ -78,12 +78,13 @@ def _emitter(as_json: bool, exec_cmd: list[str] | None):
 @cluster_option
 @run_as_option
 @click.option("--interval", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="S",
-              help="Seconds between rounds (doubled per round while Slurm is unreachable, up to 300).")
+              help="Seconds between rounds, never under the cluster's floor (doubled per round while Slurm is "
+                   "unreachable, up to 300).")
 @click.option("--heartbeat", type=click.FloatRange(min=1), default=900.0, show_default=True, metavar="S",
               help="Seconds between heartbeat lines (the tier table, whatever happened).")
 @click.option("--job", "job_ids", multiple=True, metavar="ID",
               help="Also watch this job of yours (e.g. one roach did not submit). Repeatable.")
-@json_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per event, one a line.")
 @click.option("--exec", "exec_cmd", metavar="CMD",
               help="Run CMD for each event with the event's JSON on stdin and ROACH_EVENT set to its kind. CMD is "
                    "split into arguments like a shell would (shlex) but no shell runs it.")

@@ -102,7 +102,8 @@ class GitRepo:
         self.git("add", "-A")
         self.git("commit", "-q", "-m", message)
         if push:
-            self.git("push", "-q", "-u", "origin", "HEAD:main")
+            # The remote may belong to the lab user already (a second push): let receive-pack accept it.
+            self.git("push", "-q", "--receive-pack=git -c safe.directory=* receive-pack", "-u", "origin", "HEAD:main")
             # The lab user's git refuses a repository another user owns ("dubious ownership").
             subprocess.run(["chown", "-R", LAB_USER, str(self.remote)], check=True)
             subprocess.run(["chmod", "-R", "a+rX", str(self.base)], check=True)

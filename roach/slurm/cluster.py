@@ -40,6 +40,23 @@ class Cluster:
     ssh_config: str | None = None  # an ssh config file to use instead of ~/.ssh/config
     remote_setup: tuple[str, ...] = ()  # shell lines run before each remote command (e.g. "module load slurm")
     description: str = ""
+    # -- policy and site values. A module holds what is known of its site; values only the user has (accounts,
+    # exact partitions and QOS, caps, host names) come from clusters.toml (roach.slurm.userconfig.configured).
+    budget: str = ""  # what using it spends, in words (shown by `roach clusters show`)
+    default_account: str | None = None  # Resources.account when a submission leaves it unset
+    default_partition: str | None = None  # Resources.partition when a submission leaves it unset
+    partitions: tuple[str, ...] = ()  # partitions known to exist (a request naming another is refused)
+    max_gpus: int | None = None  # the user's cap: most GPUs one submission may ask for
+    max_gpu_hours: float | None = None  # the user's cap: most GPU-hours (GPUs x wall clock) per submission
+    gpu_hour_cost: float | None = None  # what one GPU-hour costs where metered in money
+    max_cost: float | None = None  # the user's cap in that money per submission
+    max_gpus_per_node: int | None = None  # the largest node's GPUs, where known (discovery or config)
+    submit_hosts: tuple[str, ...] = ()  # hostname patterns (fnmatch) roach may submit from; (): any host
+    refused_hosts: tuple[str, ...] = ()  # hostname patterns roach never submits from (a login host)
+    refused_host_reason: str = ""  # why those hosts are refused, said in the refusal
+    host_check: Callable[[], str | None] | None = None  # the reason this host must not submit, or None
+    node_scratch: tuple[str, ...] = ("/tmp",)  # node-local directories where a job keeps <run_id>* scratch
+    backend: str = "roach"  # "roach" (submit: the function runs from a clone) or "remote-workspace"
 
     def transport(self) -> Transport:
         env = dict(self.env_factory()) if self.env_factory else {}

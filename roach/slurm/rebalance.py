@@ -32,7 +32,7 @@ from roach.slurm.job import Job
 from roach.slurm.resources import Resources
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import QueueRecord, parse_time
-from roach.slurm.states import JobState, PendingReason
+from roach.slurm.states import PendingReason
 from roach.slurm.store import JobRecord, Store
 from roach.slurm.tiers import Tier, tier_named, tier_of
 from roach.slurm.watch_events import TierRow
@@ -325,6 +325,8 @@ def _verify(new: Job, step: int | None, wait_s: float, poll_s: float, sleep: Cal
             return at, step is not None and at == step
         if "fresh start: no resume.pt" in log or "from the top" in log:
             return None, step is None
+        if step is None and " roach rank 0: starting " in log:
+            return None, True  # nothing to resume from: it was to start over, and it has started
         if clock() >= deadline:
             return None, None
         try:

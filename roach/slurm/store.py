@@ -314,6 +314,38 @@ class Store:
             conn.execute("DELETE FROM watch_jobs WHERE cluster=?", (cluster,))
             conn.execute("DELETE FROM watch_meta WHERE cluster=?", (cluster,))
 
+    # -- experiments (`roach clean`) ------------------------------------------------------------------
+    # A table added on first use, like the watch tables: the experiment a job was submitted under, when
+    # it was named. Without a row a job's experiment is derived from its log path (roach.slurm.clean).
+    def _experiments_db(self) -> sqlite3.Connection:
+        conn = self._db()
+        if not getattr(self, "_experiments_ready", False):
+            with self._converted("creating the experiments table"), self._transaction(conn):
+                conn.execute(_EXPERIMENTS_SCHEMA)
+            self._experiments_ready = True
+        return conn
+
+    def set_experiment(self, cluster: str, job_id: int, experiment: str) -> None:
+        """Record that job ``job_id`` on ``cluster`` belongs to ``experiment``."""
+        if not experiment or "/" in experiment:
+            raise UsageError(f"experiment name {experiment!r} must be non-empty and have no '/'")
+        conn = self._experiments_db()
+        with self._converted("writing an experiment"), self._transaction(conn):
+            conn.execute("INSERT OR REPLACE INTO experiments (cluster, job_id, experiment) VALUES (?, ?, ?)",
+                         (cluster, job_id, experiment))
+
+    def experiment_names(self) -> dict[tuple[str, int], str]:
+        """Every recorded (cluster, job id) -> experiment name."""
+        conn = self._experiments_db()
+        with self._converted("reading the experiments"):
+            rows = conn.execute("SELECT cluster, job_id, experiment FROM experiments").fetchall()
+        return {(c, int(j)): e for c, j, e in rows}
+
+    def all_jobs(self, cluster: str | None = None) -> list[JobRecord]:
+        """Every recorded job (on ``cluster`` if given), oldest first."""
+        where, params = _where(cluster=cluster)
+        return self._query(f"{_SELECT} {where} ORDER BY seq", params)
+
 
 def _where(**conds: Any) -> tuple[str, tuple[Any, ...]]:
     """A WHERE clause over the conditions that are not None (column names are ours, never the caller's)."""
@@ -336,3 +368,9 @@ _WATCH_SCHEMA = (
         value   TEXT NOT NULL,  -- JSON
         PRIMARY KEY (cluster, key))""",
 )
+
+_EXPERIMENTS_SCHEMA = """CREATE TABLE IF NOT EXISTS experiments (
+    cluster    TEXT    NOT NULL,
+    job_id     INTEGER NOT NULL,
+    experiment TEXT    NOT NULL,
+    PRIMARY KEY (cluster, job_id))"""

@@ -96,15 +96,15 @@ def submit(
     checkpoint_every: int | None = None,
     allow_metered: bool = False,
     inside: int | None = None,
+    force: bool = False,
     store: Store | None = None,
 ) -> Job:
     """Submit ``pkg.module:function`` of the repo's pushed HEAD as a Slurm job; returns its :class:`Job`.
 
-    Paths may start with ``~``: the cluster user's home, expanded on the cluster.
+    Paths may start with ``~``: the cluster user's home, expanded on the cluster. ``inside=<holder job id>``
+    starts it now as steps of that running holder instead (an :class:`~roach.slurm.inside.InsideJob`; see
+    docs/hold.md); ``force`` then starts it even beside another attempt's running ranks.
     """
-    if inside is not None:
-        raise UsageError("submit(inside=...) runs in a held allocation, which this version does not do yet",
-                         hint="submit without inside= for now")
     cluster = get_cluster(cluster)
     res = _resources(resources, cluster)
     guardrails.check(cluster, res, allow_metered=allow_metered)
@@ -145,6 +145,15 @@ def submit(
         loose = fs.secrets_readable_by_others(fs.expand(secrets_dir))
         if loose:
             raise UsageError(f"secrets files readable by others: {', '.join(loose)}", hint="chmod 600 each of them")
+
+    if inside is not None:  # steps of a running holder, started now (roach/slurm/inside.py)
+        from roach.slurm.inside import submit_inside
+
+        return submit_inside(
+            holder=int(inside), cluster=cluster, resources=res, target=target, args=args, job_env=env, name=name,
+            run_id=run_id, repo=repo, python_path=python_path, log_root=log_root, abs_log_root=abs_log_root,
+            clone_root=clone_root, secrets_dir=secrets_dir, run_dir=run_dir, description=description,
+            checkpoint_every=checkpoint_every, store=store, client=client, fs=fs, force=force)
 
     bundle_root = posixpath.join(abs_log_root, "bundles")
     roach_dir = Path(roach.__file__).parent

@@ -37,7 +37,7 @@ from roach.slurm.states import PendingReason
 from roach.slurm.store import JobRecord, Store, utc_now
 from roach.slurm.tiers import Tier
 from roach.slurm.watch_events import Event, EventKind, TierRow, human_bytes, human_seconds, tier_table
-from roach.slurm.watch_jobs import Ctx, JobWatch, new_watch, on_accounting, on_left, on_log, on_queue
+from roach.slurm.watch_jobs import Ctx, JobWatch, match_acct, new_watch, on_accounting, on_left, on_log, on_queue
 from roach.slurm.watch_logs import DiskLook, Look, StallRule
 
 JOB_NOT_COMPLETED = 6  # `roach watch` exit code when a watched job ended other than COMPLETED
@@ -70,6 +70,7 @@ class Watcher:
     finished: bool = field(default=False, init=False)  # the queue went empty
     failures: int = field(default=0, init=False)  # rounds in a row that could not reach Slurm
     ended: dict[str, bool] = field(default_factory=dict, init=False)  # watched jobs that ended: COMPLETED?
+    beating: bool = field(default=False, init=False)  # this watcher has said its first heartbeat
 
     # -- the loop ----------------------------------------------------------------------------------------
     def run(self, emit: Callable[[Event], None], *, once: bool = False) -> int:
@@ -83,10 +84,12 @@ class Watcher:
             self.sleep(self.next_delay())
 
     def next_delay(self) -> float:
-        """The interval, doubled for each round in a row that could not reach Slurm (up to max_backoff_s)."""
+        """The interval (never under the cluster's ``min_poll_s``), doubled for each round in a row that could
+        not reach Slurm, up to max_backoff_s."""
+        interval = max(self.interval_s, float(getattr(self.cluster, "min_poll_s", 0.0)))
         if not self.failures:
-            return self.interval_s
-        return min(self.interval_s * 2 ** min(self.failures, 16), max(self.max_backoff_s, self.interval_s))
+            return interval
+        return min(interval * 2 ** min(self.failures, 16), max(self.max_backoff_s, interval))
 
     def exit_status(self) -> int:
         return JOB_NOT_COMPLETED if any(ok is False for ok in self.ended.values()) else 0
@@ -129,7 +132,7 @@ class Watcher:
             else:
                 events += self._recovered(meta, ("slurmdbd",), now)
                 self._adopt_tasks(views, ask, found, now, watched)
-                acct = _match_acct(ask, found)
+                acct = match_acct(ask, found)
         self._ask_req_nodes(views, active, watched)
 
         # one look at the logs of the runs that run (or ran last round), and at the log directories
@@ -363,9 +366,9 @@ class Watcher:
     def _heartbeat(self, meta: dict[str, Any], now: float, views: dict[str, JobWatch],
                    rows: tuple[TierRow, ...] | None) -> list[Event]:
         last = meta.get("heartbeat_at")
-        if last is not None and now - last < self.heartbeat_s:
+        if self.beating and last is not None and now - last < self.heartbeat_s:
             return []
-        meta["heartbeat_at"] = now
+        meta["heartbeat_at"], self.beating = now, True
         if rows is None:
             rows = tuple(TierRow(r["tier"], r["cap"], r["claimed"], r["running"], r["pending"], r["preemptible"])
                          for r in meta.get("tiers") or [])
@@ -387,33 +390,3 @@ class Watcher:
 def _promotion_data(p: Promotion) -> dict[str, Any]:
     return {"from_tier": p.from_tier, "to_tier": p.to_tier, "gpus": p.gpus, "room": p.room}
 
-
-def _match_acct(keys: list[str], found: list[AcctRecord]) -> dict[str, AcctRecord]:
-    """sacct's allocation record for each key: by id, by raw id, or a pending array range that holds it."""
-    allocs = [r for r in found if r.step is None]
-    by_ref = {str(r.ref): r for r in allocs}
-    by_raw = {r.raw_id: r for r in allocs}
-    out = {}
-    for key in keys:
-        hit = by_ref.get(key) or by_raw.get(key)
-        if hit is None and "_" in key:
-            job, task = key.split("_", 1)
-            for r in allocs:
-                if str(r.ref.job) == job and r.ref.tasks and task.isdigit() and int(task) in _task_ids(r.ref.tasks):
-                    hit = r
-                    break
-            # an array none of whose tasks started: sacct may list it under the array's own id for a while
-            hit = hit or by_ref.get(job)
-        if hit is not None:
-            out[key] = hit
-    return out
-
-
-def _task_ids(spec: str) -> set[int]:
-    """``0-9``, ``1,3,5-7``, ``0-299%4`` as task numbers."""
-    out: set[int] = set()
-    for part in spec.split("%")[0].split(","):
-        a, _, b = part.partition("-")
-        if a.isdigit() and (not b or b.isdigit()):
-            out.update(range(int(a), int(b or a) + 1))
-    return out

@@ -142,8 +142,7 @@ def on_queue(w: JobWatch, rec: QueueRecord, ctx: Ctx, first: bool) -> list[Event
             why.append(f"state {rec.state.value}")
     if why:
         events.append(_requeued(w, rec, tier, why, ctx))
-    started = rec.state.is_running and (was is None or not was.is_running or bool(why))
-    if started and not (first and "started" in w.reported and w.state == rec.state.value):
+    if rec.state.is_running and (was is None or not was.is_running or bool(why)):
         again = " again" if w.requeues else ""
         where = f" on {rec.nodelist}" if rec.nodelist else ""
         on_tier = f", tier {w.tier}" if w.tier else ""
@@ -265,3 +264,34 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
                                     limit_s=round(limit, 1), log=w.log_path, last=w.progress))
     w.log_size, w.log_mtime = seen.size, seen.mtime
     return events
+
+
+def match_acct(keys: list[str], found: list[AcctRecord]) -> dict[str, AcctRecord]:
+    """sacct's allocation record for each key: by id, by raw id, or a pending array range that holds it."""
+    allocs = [r for r in found if r.step is None]
+    by_ref = {str(r.ref): r for r in allocs}
+    by_raw = {r.raw_id: r for r in allocs}
+    out = {}
+    for key in keys:
+        hit = by_ref.get(key) or by_raw.get(key)
+        if hit is None and "_" in key:
+            job, task = key.split("_", 1)
+            for r in allocs:
+                if str(r.ref.job) == job and r.ref.tasks and task.isdigit() and int(task) in _task_ids(r.ref.tasks):
+                    hit = r
+                    break
+            # an array none of whose tasks started: sacct may list it under the array's own id for a while
+            hit = hit or by_ref.get(job)
+        if hit is not None:
+            out[key] = hit
+    return out
+
+
+def _task_ids(spec: str) -> set[int]:
+    """``0-9``, ``1,3,5-7``, ``0-299%4`` as task numbers."""
+    out: set[int] = set()
+    for part in spec.split("%")[0].split(","):
+        a, _, b = part.partition("-")
+        if a.isdigit() and (not b or b.isdigit()):
+            out.update(range(int(a), int(b or a) + 1))
+    return out

@@ -32,6 +32,7 @@ LAB = Cluster(
     signal_lead_s=60,
     min_poll_s=1.0,  # our own controller: tests and demos may look often
     env_factory=_env,
+    budget="none: roach's own test cluster on this machine",
     description="roach's own single-host Slurm: nodes n1 n2, 4 fake GPUs each, QOS high/normal/low",
 )
 CLUSTER = LAB

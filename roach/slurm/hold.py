@@ -1,0 +1,509 @@
+"""Hold an allocation: a job that takes the nodes and sleeps, so that attempts start at once as its steps.
+
+:func:`hold` queues the holder the way ``submit`` queues a job (``sbatch --hold``, bundle and record,
+``scontrol release``); :class:`Holder` is its handle. Attempts run inside it with ``submit(...,
+inside=<holder>)`` (:mod:`roach.slurm.inside`). The holder's batch shell sleeps; Slurm sends it
+``USR1`` ``lead`` seconds before its wall clock (``--signal=B:USR1@lead``), and it then stops the running
+attempts' ranks the way :meth:`Holder.signal` does, so their last checkpoint is fresh. The guide is
+docs/hold.md.
+"""
+
+from __future__ import annotations
+
+import enum
+import posixpath
+import re
+import shlex
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from roach.errors import RoachError, UsageError
+from roach.slurm import guardrails
+from roach.slurm.bundle import BundlePaths, JobJson
+from roach.slurm.cluster import Cluster, get_cluster
+from roach.slurm.clusterfs import ClusterFS
+from roach.slurm.resources import Resources
+from roach.slurm.signals import parse_signal
+from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.slurmparse import US, RS, parse_duration, parse_int
+from roach.slurm.states import JobState
+from roach.slurm.store import JobRecord, Store, utc_now
+
+HOLD_TARGET = "roach:hold"  # the target of a holder's record: it runs no function
+STEP_NODE, STEP_RANKS, STEP_SIGNAL = "roach-node", "roach-ranks", "roach-signal"  # step names; + ":<attempt>"
+_NAME = re.compile(r"[A-Za-z0-9._+=@:-]{1,128}")
+
+# Runs on each node as a step of the holder: sends a signal to the ranks of the holder's attempts (or of one
+# attempt) and to nothing else. A rank is a process of this user whose arguments include `roach.slurm.run`
+# and whose environment has ROACH_INSIDE_HOLDER=<holder> (and ROACH_ATTEMPT=<n>); a process whose parent is
+# a rank (a forked data loader) is left to its rank. Arguments: signal name, holder id, attempt or "".
+SIGNAL_PROGRAM = r"""set -u
+sig="$1" holder="$2" attempt="$3"
+declare -A hit=()
+for d in /proc/[0-9]*; do
+  [ -O "$d" ] || continue
+  pid="${d#/proc/}"
+  [ "$pid" = "$$" ] && continue
+  mapfile -d '' -t argv < "$d/cmdline" 2>/dev/null || continue
+  rank=0
+  for a in "${argv[@]}"; do [ "$a" = roach.slurm.run ] && rank=1 && break; done
+  [ "$rank" = 1 ] || continue
+  mapfile -d '' -t envs < "$d/environ" 2>/dev/null || continue
+  in_holder=0 in_attempt=0
+  for e in "${envs[@]}"; do
+    [ "$e" = "ROACH_INSIDE_HOLDER=$holder" ] && in_holder=1
+    [ "$e" = "ROACH_ATTEMPT=$attempt" ] && in_attempt=1
+  done
+  if [ "$in_holder" = 1 ] && { [ -z "$attempt" ] || [ "$in_attempt" = 1 ]; }; then hit[$pid]=1; fi
+done
+n=0
+for pid in "${!hit[@]}"; do
+  ppid="$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)"
+  [ -n "${hit[${ppid:-0}]:-}" ] && continue
+  kill -s "$sig" "$pid" 2>/dev/null && n=$((n + 1))
+done
+echo "roach: ${SLURMD_NODENAME:-$(hostname)}: sent SIG$sig to $n rank(s) of holder $holder${attempt:+ attempt $attempt}"
+"""
+_SENT = re.compile(r"^roach: (\S+): sent SIG\w+ to (\d+) rank\(s\)", re.M)
+
+
+# -- steps ------------------------------------------------------------------------------------------------
+class StepKind(enum.Enum):
+    """What a step of a holder is: told by roach's step names, else by its task count."""
+
+    RANKS = "ranks"  # one task per GPU: an attempt's ranks
+    NODE = "node"  # one task per node: an attempt's node.sh prepare
+    SIGNAL = "signal"  # roach signal's own step
+    BATCH = "batch"  # the holder's sleeping shell
+    EXTERN = "extern"
+    OTHER = "other"  # someone's own srun
+
+    @property
+    def is_attempt(self) -> bool:
+        """A step of an attempt: another attempt must not start beside it."""
+        return self in (StepKind.RANKS, StepKind.NODE)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One line of ``squeue -s`` for a holder."""
+
+    holder: int
+    step: str  # "3", "batch", "extern"
+    name: str
+    tasks: int
+    nodelist: str
+    elapsed_s: int
+    state: str  # RUNNING, COMPLETING, ...
+    kind: StepKind
+    attempt: int | None  # the attempt number in roach's step name
+
+    @property
+    def id(self) -> str:
+        return f"{self.holder}.{self.step}"
+
+    def describe(self) -> str:
+        what = {StepKind.RANKS: f"ranks' step ({self.tasks} tasks, one per GPU)",
+                StepKind.NODE: f"node step ({self.tasks} task(s), one per node)",
+                StepKind.SIGNAL: "roach signal's step", StepKind.BATCH: "the holder's sleeping shell",
+                StepKind.EXTERN: "extern step", StepKind.OTHER: f"not roach's ({self.tasks} tasks)"}[self.kind]
+        return what + (f" of attempt {self.attempt}" if self.attempt is not None else "")
+
+
+STEP_FIELDS = ("StepId", "StepName", "NumTasks", "TimeUsed", "StepState", "Nodes")
+
+
+def steps_format() -> str:
+    """The ``squeue -s -O`` argument matching :func:`parse_steps`: US after each field, RS ends a record."""
+    return ",".join(f"{f}:{US}" for f in STEP_FIELDS[:-1]) + f",{STEP_FIELDS[-1]}:{RS}"
+
+
+def classify_step(name: str, step: str, tasks: int, gpus: int, nodes: int) -> tuple[StepKind, int | None]:
+    """A step's kind and attempt: roach's names first (``roach-ranks:3``), then Slurm's own steps, then the
+    task count (a step with one task per GPU is a ranks' step; one per node, a node step)."""
+    base, _, attempt = name.partition(":")
+    n = int(attempt) if attempt.isdigit() else None
+    by_name = {STEP_RANKS: StepKind.RANKS, STEP_NODE: StepKind.NODE, STEP_SIGNAL: StepKind.SIGNAL}
+    if base in by_name:
+        return by_name[base], n
+    if step in ("batch", "extern"):
+        return StepKind(step), None
+    if gpus and tasks == gpus:
+        return StepKind.RANKS, None
+    if nodes and tasks == nodes:
+        return StepKind.NODE, None
+    return StepKind.OTHER, None
+
+
+def parse_steps(text: str, gpus: int = 0, nodes: int = 0) -> list[Step]:
+    """Output of ``squeue -s --noheader -O <steps_format()>``; ``gpus`` and ``nodes`` are the holder's totals."""
+    out = []
+    for chunk in text.split(RS):
+        chunk = chunk.strip("\n")
+        if not chunk.strip():
+            continue
+        f = chunk.split(US)
+        if len(f) != len(STEP_FIELDS):
+            raise RoachError(f"squeue -s: expected {len(STEP_FIELDS)} fields in {chunk!r}",
+                             hint="the cluster's Slurm prints a step format roach does not know; report it with this line")
+        sid, name, ntasks, used, state, nodelist = (x.strip() for x in f)
+        job, _, step = sid.partition(".")
+        tasks = parse_int(ntasks, "a task count")
+        kind, attempt = classify_step(name, step, tasks, gpus, nodes)
+        out.append(Step(holder=parse_int(job, "a job id"), step=step, name=name, tasks=tasks, nodelist=nodelist,
+                        elapsed_s=parse_duration(used) or 0, state=state, kind=kind, attempt=attempt))
+    return out
+
+
+def list_steps(client: SlurmClient, job_ids: Iterable[int], gpus: int = 0, nodes: int = 0) -> list[Step]:
+    """One ``squeue -s`` for the steps of the given jobs (none for a job that is not running)."""
+    ids = [str(j) for j in job_ids]
+    if not ids:
+        return []
+    argv = ["squeue", "--steps", "--noheader", "--jobs", ",".join(ids), "-O", steps_format()]
+    res = client.run(argv, ok_codes=(0, 1))
+    if res.returncode == 1:
+        if "Invalid job id" in res.stderr:
+            return []
+        client.run(argv)  # raises with the command and its stderr
+    return parse_steps(res.stdout, gpus, nodes)
+
+
+def idle_holders(client: SlurmClient, holder_ids: Iterable[int]) -> dict[int, bool]:
+    """For each running holder: True when no attempt's step runs in it (one ``squeue -s`` for all). Holders
+    that are not running are absent. For ``roach ls`` and ``roach watch``: an idle holder is charged for nothing."""
+    ids = list(holder_ids)
+    running = {j: True for j in ids}
+    seen: set[int] = set()
+    for s in list_steps(client, ids):
+        seen.add(s.holder)
+        if s.kind.is_attempt or s.kind is StepKind.OTHER:
+            running[s.holder] = False
+    return {j: v for j, v in running.items() if j in seen}
+
+
+# -- the holder --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HolderInfo:
+    """What Slurm says of a holder now."""
+
+    job_id: int
+    state: JobState
+    reason: str | None  # why it is pending
+    nodelist: str
+    nodes: int
+    gpus: int  # in all
+    held_s: int  # elapsed since it started: what it has been charged for
+    time_limit_s: int | None
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.gpus // self.nodes if self.nodes else 0
+
+    @property
+    def time_left_s(self) -> int | None:
+        return None if self.time_limit_s is None else max(0, self.time_limit_s - self.held_s)
+
+
+@dataclass(frozen=True)
+class SignalReport:
+    """What :meth:`Holder.signal` did: one line per node from the signalling step."""
+
+    holder: int
+    step: str  # the ranks' step signalled, e.g. "412.3"
+    attempt: int
+    signal: str
+    ranks: int  # processes signalled, summed over the nodes
+    lines: tuple[str, ...]
+
+
+@dataclass
+class Holder:
+    """A holder on a cluster. Every method asks the cluster afresh; ``record`` is its store record (None
+    for an allocation roach did not queue, which works too)."""
+
+    cluster: Cluster
+    job_id: int
+    record: JobRecord | None = None
+    store: Store | None = field(default=None, repr=False)
+    _client: SlurmClient | None = field(default=None, init=False, repr=False)
+
+    @property
+    def client(self) -> SlurmClient:
+        if self._client is None:
+            self._client = self.cluster.client()
+        return self._client
+
+    @property
+    def log_path(self) -> str | None:
+        return self.record.log_path if self.record else None
+
+    def __str__(self) -> str:
+        return f"holder {self.job_id} on {self.cluster.name}"
+
+    @classmethod
+    def from_ref(cls, ref: str | int, *, cluster: str | Cluster | None = None, store: Store | None = None) -> Holder:
+        """The holder a job id (or the holder's record's run id) names, from the store."""
+        store = store or Store()
+        cname = cluster.name if isinstance(cluster, Cluster) else cluster
+        rec = store.find(str(ref), cluster=cname)
+        if rec.target != HOLD_TARGET:
+            raise UsageError(f"job {rec.job_id} (run {rec.run_id}) is not a holder: it runs {rec.target}",
+                             hint="`roach ls` marks holders; `roach hold` makes one")
+        c = cluster if isinstance(cluster, Cluster) else get_cluster(rec.cluster)
+        return cls(c, rec.job_id, rec, store)
+
+    # -- state -----------------------------------------------------------------------------------------
+    def info(self) -> HolderInfo:
+        """One ``squeue`` (or, once it left the queue, one ``sacct``)."""
+        q = [r for r in self.client.squeue(job_ids=[self.job_id]) if r.raw_id == self.job_id]
+        if q:
+            r = q[0]
+            reason = r.reason_text if r.state.is_pending and r.reason_text not in ("", "None") else None
+            return HolderInfo(self.job_id, r.state, reason, r.nodelist, r.nodes, r.tres.gpus, r.elapsed_s,
+                              r.time_limit_s)
+        acct = [a for a in self.client.sacct([self.job_id]) if a.step is None and a.ref.job == self.job_id]
+        if not acct:
+            raise RoachError(f"{self} is neither in squeue nor in sacct",
+                             hint="the controller may have restarted without accounting; check `sacct -j`")
+        a = acct[-1]
+        self._record_final(a)
+        return HolderInfo(self.job_id, a.state, None, a.nodelist, a.nodes, a.tres.gpus, a.elapsed_s, a.time_limit_s)
+
+    def state(self) -> JobState:
+        return self.info().state
+
+    def wait_running(self, timeout: float | None = None, poll_s: float = 2.0) -> HolderInfo:
+        """Block until the holder runs; raise if it ends first or ``timeout`` passes."""
+        poll_s = max(poll_s, self.cluster.min_poll_s)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            info = self.info()
+            if info.state.is_running:
+                return info
+            if info.state.is_terminal:
+                raise RoachError(f"{self} ended ({info.state.value}) before it ran",
+                                 hint="read its log" + (f": {self.log_path}" if self.log_path else ""))
+            if deadline is not None and time.monotonic() > deadline:
+                raise RoachError(f"{self} did not start within {timeout:.0f}s (pending: {info.reason or '?'})",
+                                 hint="wait again, or `roach release` it and hold something that fits")
+            time.sleep(poll_s)
+
+    def steps(self, info: HolderInfo | None = None) -> list[Step]:
+        """The holder's steps (``squeue -s``), each told apart: ranks' step, node step, roach signal, ..."""
+        info = info or self.info()
+        return list_steps(self.client, [self.job_id], info.gpus, info.nodes)
+
+    def idle(self) -> bool:
+        """Running, and no attempt's step (nor anyone's own) runs in it: it is charged for nothing."""
+        info = self.info()
+        if not info.state.is_running:
+            return False
+        return not [s for s in self.steps(info) if s.kind.is_attempt or s.kind is StepKind.OTHER]
+
+    def lead_s(self) -> int | None:
+        """How long before its wall clock the holder stops its attempts (from its script; None if unknown)."""
+        if self.record is None:
+            return None
+        try:
+            text = ClusterFS(self.client.transport).read(posixpath.join(self.record.bundle_dir, "job.sh"))
+        except RoachError:
+            return None
+        m = re.search(r"^#SBATCH --signal=B:\w+@(\d+)$", text, re.M)
+        return int(m[1]) if m else None
+
+    # -- control ---------------------------------------------------------------------------------------
+    def signal(self, step: str | int | None = None, sig: str = "USR1") -> SignalReport:
+        """Stop an attempt cleanly: a step of its own on the ranks' nodes sends ``sig`` to that attempt's ranks
+        only. They log ``caught_signal``, checkpoint and exit at their next step. ``step`` is the ranks' step
+        (``3`` or ``412.3``); by default the one ranks' step running."""
+        name = parse_signal(sig).name.removeprefix("SIG")
+        info = self.info()
+        if not info.state.is_running:
+            raise UsageError(f"{self} is {info.state.value}: no step runs in it")
+        steps = self.steps(info)
+        ranks = [s for s in steps if s.kind is StepKind.RANKS]
+        if step is not None:
+            want = str(step).rpartition(".")[2]
+            hits = [s for s in steps if s.step == want]
+            if not hits:
+                raise UsageError(f"{self} has no step {want}", hint=_steps_hint(steps))
+            if hits[0].kind is not StepKind.RANKS:
+                raise UsageError(f"step {hits[0].id} is {hits[0].describe()}, not an attempt's ranks' step",
+                                 hint=_steps_hint(steps))
+            target = hits[0]
+        elif len(ranks) == 1:
+            target = ranks[0]
+        else:
+            raise UsageError(f"{self} runs {'no' if not ranks else len(ranks)} ranks' steps"
+                             + ("" if not ranks else ": say which with --step"), hint=_steps_hint(steps))
+        if target.attempt is None:
+            raise UsageError(f"step {target.id} ({target.name}) is not an attempt roach started",
+                             hint="roach signals only the ranks of its own attempts (`roach submit --inside`)")
+        self._note_stop(target, name)
+        n_nodes = len(self.client.run(["scontrol", "show", "hostnames", target.nodelist]).stdout.split())
+        argv = ["srun", f"--jobid={self.job_id}", "--overlap", f"--job-name={STEP_SIGNAL}",
+                f"--nodelist={target.nodelist}", f"--nodes={n_nodes}", f"--ntasks={n_nodes}", "--ntasks-per-node=1",
+                "bash", "-c", SIGNAL_PROGRAM, STEP_SIGNAL, name, str(self.job_id), str(target.attempt)]
+        out = self.client.run(argv, retry=False).stdout
+        lines = tuple(ln for ln in out.splitlines() if ln.strip())
+        return SignalReport(self.job_id, target.id, target.attempt, name,
+                            sum(int(m[2]) for m in _SENT.finditer(out)), lines)
+
+    def _note_stop(self, target: Step, sig: str) -> None:
+        """Mark the attempt as asked to stop (a new attempt then waits for it instead of refusing) and say so
+        in its log."""
+        if self.store is None:
+            return
+        from roach.slurm.inside import AttemptPaths, attempt_records
+
+        recs = [r for r in attempt_records(self.store, self.cluster.name, self.job_id)
+                if AttemptPaths.of(r).attempt == target.attempt]
+        if not recs:
+            return
+        p = AttemptPaths.of(recs[0])
+        line = f"roach: roach signal: SIG{sig} to the ranks of attempt {p.attempt} (step {target.id}) at {utc_now()}"
+        fs = ClusterFS(self.client.transport)
+        fs.write(p.stop, line + "\n")
+        self.client.transport.run(["sh", "-c", 'printf "%s\\n" "$2" >> "$1"', "sh", p.log, line])
+
+    def release(self, wait_s: float = 60.0) -> JobState:
+        """End the holder (``scancel``). Running attempts get SIGTERM (they checkpoint at their next step if
+        they can). Waits up to ``wait_s`` for it to leave the queue and records its final state."""
+        self.client.scancel([self.job_id])
+        deadline = time.monotonic() + wait_s
+        while True:
+            info = self.info()
+            if info.state.is_terminal or time.monotonic() > deadline:
+                return info.state
+            time.sleep(max(1.0, min(self.cluster.min_poll_s, 5.0)))
+
+    def submit(self, target: str, args=None, **kwargs):
+        """``submit(target, args, inside=<this holder>, ...)``; ``resources`` defaults to the holder's."""
+        from roach.slurm.submit import submit
+
+        if "resources" not in kwargs:
+            if self.record is None:
+                raise UsageError(f"{self} has no record to take resources from", hint="pass resources=")
+            kwargs["resources"] = Resources(**{k: tuple(v) if k == "extra" else v
+                                               for k, v in self.record.resources.items()})
+        kwargs.setdefault("store", self.store)
+        return submit(target, args, cluster=self.cluster, inside=self.job_id, **kwargs)
+
+    def _record_final(self, a) -> None:
+        if self.store is None or self.record is None or self.record.is_final or not a.state.is_terminal:
+            return
+        from roach.slurm.bundle import status_from_state
+
+        self.store.update_final(self.cluster.name, self.job_id, status_from_state(a.state, a.state_text),
+                                a.state_text, f"{a.exit_code}:{a.exit_signal}", utc_now())
+
+
+def _steps_hint(steps: list[Step]) -> str:
+    listed = "; ".join(f"{s.id} {s.name}: {s.describe()}" for s in steps if s.kind not in (StepKind.EXTERN,))
+    return f"its steps: {listed or '(none)'} (`roach steps` lists them)"
+
+
+# -- hold() ------------------------------------------------------------------------------------------------
+def render_holder(*, cluster: Cluster, resources: Resources, name: str, hold_id: str, log_root: str,
+                  lead_s: int) -> str:
+    """The holder's batch script: sleep; on ``USR1`` (``lead_s`` before the wall clock) stop the attempts."""
+    sig = cluster.checkpoint_signal
+    opts = [f"--job-name={name}", f"--output={log_root}/{hold_id}_%j.out", "--open-mode=append", "--no-requeue",
+            f"--signal=B:USR1@{lead_s}", *resources.sbatch_options(cluster.gpu_flag)]
+    header = "\n".join(f"#SBATCH {o}" for o in opts)
+    return f"""#!/bin/bash
+{header}
+# roach holder {hold_id}: takes the nodes and sleeps; submit(..., inside=<this job>) runs attempts as its
+# steps. Slurm sends this shell USR1 {lead_s} s before the wall clock; it then sends the attempts' ranks
+# SIG{sig} (checkpoint and leave). See docs/hold.md.
+set -u
+now() {{ date -u +%Y-%m-%dT%H:%M:%SZ; }}
+roach_signal_program={shlex.quote(SIGNAL_PROGRAM)}
+near_end() {{
+  echo "roach: holder $SLURM_JOB_ID: its wall clock is {lead_s} s away ($(now)): stopping the attempts' ranks (SIG{sig})"
+  srun --jobid="$SLURM_JOB_ID" --overlap --job-name={STEP_SIGNAL} --nodes="$SLURM_JOB_NUM_NODES" \\
+    --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \\
+    bash -c "$roach_signal_program" {STEP_SIGNAL} {sig} "$SLURM_JOB_ID" ""
+}}
+trap near_end USR1
+trap 'echo "roach: holder $SLURM_JOB_ID ends: SIGTERM at $(now)"; exit 0' TERM
+echo "roach: holder $SLURM_JOB_ID holds $SLURM_JOB_NODELIST ($SLURM_JOB_NUM_NODES node(s)) from $(now); \\
+attempts: submit(..., inside=$SLURM_JOB_ID); end it: roach release $SLURM_JOB_ID"
+while true; do
+  sleep 60 &
+  wait $! || true
+  kill $! 2>/dev/null || true
+done
+"""
+
+
+def hold(
+    resources: Resources | str,
+    *,
+    cluster: Cluster | str,
+    name: str = "hold",
+    log_root: str = "~/roach/holders",
+    time: str | None = None,
+    lead_s: int | None = None,
+    description: str = "",
+    allow_metered: bool = False,
+    store: Store | None = None,
+) -> Holder:
+    """Queue a holder: a job with ``resources`` (``time`` overrides theirs) that takes the nodes and sleeps.
+
+    It is charged while it sleeps: release it (:meth:`Holder.release`) once an attempt trains correctly.
+    ``lead_s`` (default: the cluster's ``signal_lead_s``) is how long before its wall clock it stops the
+    running attempt, so that the attempt's last checkpoint is fresh.
+    """
+    from roach.slurm.submit import _resources, new_run_id
+
+    cluster = get_cluster(cluster)
+    res = _resources(resources, cluster)
+    if time is not None:
+        res = res.replace(time=time)
+    guardrails.check(cluster, res, allow_metered=allow_metered)
+    if not _NAME.fullmatch(name):
+        raise UsageError(f"holder name {name!r} has characters Slurm logs and file names do not take",
+                         hint="use letters, digits and . _ - + = @ :")
+    lead = cluster.signal_lead_s if lead_s is None else lead_s
+    if not isinstance(lead, int) or lead < 1:
+        raise UsageError(f"lead_s={lead!r} must be a whole number of seconds >= 1")
+    if not (log_root.startswith("/") or log_root == "~" or log_root.startswith("~/")):
+        raise UsageError(f"log_root {log_root!r} must be absolute or start with ~/ (the cluster's home)")
+    store = store or Store()
+    client = cluster.client()
+    fs = ClusterFS(client.transport)
+    abs_log_root = fs.expand(log_root)
+    hold_id = new_run_id(f"hold-{name}")
+    text = render_holder(cluster=cluster, resources=res, name=name, hold_id=hold_id, log_root=abs_log_root, lead_s=lead)
+    job_id = client.sbatch(["--hold"], text)
+    paths = BundlePaths(abs_log_root, hold_id, job_id)
+    try:
+        submitted = utc_now()
+        fs.write(paths.script, text)
+        fs.write(paths.job_json, JobJson(
+            job_id=str(job_id), script=paths.script, description=description, submitted_at_utc=submitted,
+            cluster=cluster.name, run_id=hold_id, commit="", resources=res.to_json(), name=name,
+            target=HOLD_TARGET).to_json())
+        record = JobRecord(
+            cluster=cluster.name, job_id=job_id, run_id=hold_id, name=name, target=HOLD_TARGET, commit="", repo="",
+            log_path=paths.log, bundle_dir=paths.bundle_dir, run_dir="", submitted_at=submitted,
+            resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
+            holder=job_id)
+        store.add(record)
+        try:
+            client.release(job_id)
+        except BaseException:
+            store.delete(cluster.name, job_id)
+            raise
+    except BaseException as exc:
+        try:
+            client.scancel([job_id])
+        finally:
+            fs.remove_bundle(paths.bundle_dir)
+        if isinstance(exc, RoachError):
+            raise
+        raise RoachError(f"queueing holder {job_id} failed and was undone: {exc}") from exc
+    return Holder(cluster, job_id, record, store)

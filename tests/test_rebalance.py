@@ -1,0 +1,204 @@
+"""Rebalancing: which pending job a freed tier goes to (pure), and `roach promote` / `roach move` on the lab with
+real runs and real signals: a moved run resumes at the step it checkpointed at, on the new tier."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from roach.lab.config import LAB_USER
+from roach.slurm.clusters.lab import GPU1, LAB
+from roach.slurm.rebalance import Candidate, checkpoints, plan_promotions, promotable
+from roach.slurm.states import JobState, PendingReason as R
+from roach.slurm.store import Store
+from roach.slurm.watch_events import TierRow
+from tests.conftest import wait_until
+from tests.test_pending import roach
+
+TIERS = LAB.tiers  # high (cap 4), normal, low (preemptible)
+
+
+def rows(high_claimed: int = 0) -> list[TierRow]:
+    return [TierRow("high", 4, high_claimed, high_claimed, 0), TierRow("normal", None, 0, 0, 0),
+            TierRow("low", None, 0, 0, 0, True)]
+
+
+def cand(key: str, tier: str = "low", gpus: int = 1, left: float = 1.0, submitted: float = 0.0, **kw) -> Candidate:
+    return Candidate(key, int(key), f"run{key}", tier, gpus, left, submitted, **kw)
+
+
+# -- planning --------------------------------------------------------------------------------------------------
+def test_room_is_spent_top_down_without_overshooting_the_cap():
+    plans = plan_promotions(TIERS, rows(high_claimed=1), [cand("1", gpus=2), cand("2", gpus=2), cand("3", gpus=1)])
+    assert [(p.key, p.to_tier, p.room) for p in plans] == [("1", "high", 3), ("3", "high", 1)]
+
+
+def test_no_room_no_promotion_and_uncapped_tiers_need_the_probe():
+    assert plan_promotions(TIERS, rows(high_claimed=4), [cand("1")]) == []
+    asked = []
+
+    def probe(tier, c):
+        asked.append((tier.name, c.key))
+        return tier.name == "normal"
+
+    plans = plan_promotions(TIERS, rows(high_claimed=4), [cand("1"), cand("2")], probe)
+    assert [(p.key, p.to_tier, p.room) for p in plans] == [("1", "normal", None)]  # one a round on an uncapped tier
+    assert asked == [("normal", "1")]  # at most once per tier, whatever the number of jobs
+
+
+def test_most_left_to_do_first_then_youngest_then_urgent_before_all():
+    cands = [cand("1", left=0.2, submitted=10), cand("2", left=0.9, submitted=5), cand("3", left=0.9, submitted=7)]
+    assert [p.key for p in plan_promotions(TIERS, rows(high_claimed=2), cands)] == ["3", "2"]
+    cands.append(cand("4", left=0.1, checkpoints=False, preemptions=1))
+    assert [p.key for p in plan_promotions(TIERS, rows(high_claimed=2), cands)] == ["4", "3"]
+
+
+def test_a_job_on_the_top_tier_or_its_own_is_not_promoted():
+    assert plan_promotions(TIERS, rows(), [cand("1", tier="high")]) == []
+
+
+def test_promotable_reasons():
+    assert promotable(R.Resources) and promotable(R.Priority) and promotable(R.QOSMaxGRESPerUser)
+    assert not promotable(R.JobHeldUser) and not promotable(R.BeginTime) and not promotable(R.Dependency)
+
+
+def test_checkpointing_is_read_from_the_log_or_resume_pt():
+    assert checkpoints("0: x roach rank 0: fresh start: no resume.pt in /r", False)
+    assert checkpoints("0: x roach rank 0: checkpoint at step 4 after caught_signal TERM", False)
+    assert checkpoints("", True)
+    assert not checkpoints("0: x roach rank 0: plain step 10", False)
+
+
+# -- on the lab ----------------------------------------------------------------------------------------------------
+FUNCS = '''
+import time
+
+def train(run, steps=400, step_s=0.2):
+    state = run.resume(default={"x": 0})
+    for step in run.steps(run.start_step, steps):
+        state["x"] += 1
+        time.sleep(step_s)
+        if run.should_checkpoint():
+            run.checkpoint(state)
+    return state["x"]
+
+
+def plain(run, steps=400, step_s=0.2):
+    for step in range(steps):
+        if step % 10 == 0:
+            run.log("plain step %d", step)
+        time.sleep(step_s)
+'''
+CLUSTER = LAB.with_(run_as=LAB_USER)
+
+
+@pytest.fixture
+def repo(git_repo):
+    git_repo.commit({"pkg/__init__.py": "", "pkg/funcs.py": FUNCS}, "funcs")
+    return git_repo
+
+
+@pytest.fixture
+def store(monkeypatch):
+    d = Path(tempfile.mkdtemp(prefix="roach-rebalance-store-"))
+    monkeypatch.setenv("ROACH_STORE", str(d / "store.sqlite"))
+    with Store(d / "store.sqlite") as s:
+        yield s
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _submit(repo, store, target, **kw):
+    from roach.slurm import submit
+
+    return submit(target, cluster=CLUSTER, repo_root=repo.work, store=store, log_root=str(repo.base / "logs"),
+                  clone_root=str(repo.base / "clones"), **kw)
+
+
+def _cancel_run(store, client):
+    ids = [r.job_id for r in store.recent(100)]
+    if ids:
+        client.scancel(ids)
+
+
+def _common(repo):
+    return ["--run-as", LAB_USER, "--repo-root", str(repo.work)]
+
+
+@pytest.mark.lab
+def test_promote_a_pending_run_resubmits_its_run_id_on_the_tier(lab, repo, store, user_slurm):
+    later = GPU1.replace(qos="low", time="00:05:00", extra=("--begin=now+1hour",))
+    job = _submit(repo, store, "pkg.funcs:train", resources=later, name="later")
+    try:
+        wait_until("it to pend", lambda: job.state() is JobState.PENDING, timeout=30)
+        # GitRepo.commit gives the remote to the lab user; a second push as root needs it back first
+        subprocess.run(["chown", "-R", "root", str(repo.remote)], check=True)
+        repo.commit({"pkg/other.py": "X = 1\n"}, "a newer commit")
+        refused = roach("promote", job.run_id, "--to", "high", *_common(repo))
+        assert refused.exit_code == 2 and "would run other code" in refused.output
+        assert job.state() is JobState.PENDING  # nothing was touched
+        run = roach("promote", job.run_id, "--to", "high", *_common(repo), "--allow-new-commit", "--json")
+        assert run.exit_code == 0, run.output
+        data = json.loads(run.output)
+        new = store.get("lab", data["new_job"])
+        assert new.run_id == job.run_id and data["old_job"] == job.job_id and new.resources["qos"] == "high"
+        wait_until("the old job to be cancelled", lambda: job.state() is JobState.CANCELLED, timeout=30)
+        (q,) = wait_until("the new job's reason", lambda: [q for q in user_slurm.squeue(job_ids=[new.job_id])
+                                                           if q.reason is not R.NONE], timeout=30)
+        assert q.qos == "high" and q.state is JobState.PENDING and q.reason is R.BeginTime
+        why = roach("why", new.run_id, "--run-as", LAB_USER)
+        assert "pending on BeginTime" in why.output and "clears by itself" in why.output and "tier high" in why.output
+        again = roach("promote", new.run_id, "--to", "high", *_common(repo), "--allow-new-commit")
+        assert again.exit_code == 2 and "already pends on tier high" in again.output
+    finally:
+        _cancel_run(store, user_slurm)
+
+
+# The moves go from normal to low: on the shared lab, other sessions' jobs may preempt a job on low at any time,
+# and only the new job's first seconds (when it says where it resumed) need to be left alone.
+@pytest.mark.lab
+def test_move_a_running_run_resumes_at_its_step_on_the_new_tier(lab, repo, store, user_slurm):
+    job = _submit(repo, store, "pkg.funcs:train", resources=GPU1.replace(qos="normal", time="00:05:00"), name="mover")
+    try:
+        wait_until("progress", lambda: "step 20/400" in job.log(), timeout=60)
+        refused = roach("promote", job.run_id, "--to", "low", *_common(repo))
+        assert refused.exit_code == 2 and f"roach move {job.run_id} --to low" in refused.output
+        run = roach("move", job.run_id, "--to", "low", *_common(repo), "--wait", "120")
+        assert run.exit_code == 0, run.output
+        m = re.search(r"job (\d+) checkpointed at step (\d+); job (\d+) submitted", run.output)
+        assert m and int(m[1]) == job.job_id, run.output
+        step, new_id = int(m[2]), int(m[3])
+        assert step >= 20 and f"job {new_id} resumed at step {step}" in run.output
+        old_log = job.log()
+        assert f"checkpoint at step {step} after caught_signal TERM" in old_log
+        assert "without preemption: cancelled; the job does not come back" in old_log
+        new = store.get("lab", new_id)
+        assert new.run_id == job.run_id and new.resources["qos"] == "low"
+        assert f"resumed at step {step}" in Path(new.log_path).read_text()
+        assert {q.qos for q in user_slurm.squeue(job_ids=[new_id])} <= {"low"}
+        assert store.get("lab", job.job_id).status == "cancelled"
+    finally:
+        _cancel_run(store, user_slurm)
+
+
+@pytest.mark.lab
+def test_move_refuses_a_run_that_does_not_checkpoint_unless_forced(lab, repo, store, user_slurm):
+    job = _submit(repo, store, "pkg.funcs:plain", resources=GPU1.replace(qos="normal", time="00:05:00"), name="plain")
+    try:
+        wait_until("progress", lambda: "plain step 10" in job.log(), timeout=60)
+        refused = roach("move", job.run_id, "--to", "low", *_common(repo))
+        assert refused.exit_code == 2 and "does not checkpoint" in refused.output and "--force" in refused.output
+        assert job.state() is JobState.RUNNING
+        run = roach("move", job.run_id, "--to", "low", *_common(repo), "--force", "--json", "--wait", "60")
+        assert run.exit_code == 0, run.output
+        data = json.loads(run.output)
+        assert data["checkpoint_step"] is None and data["how"] == "moved"
+        assert data["verified"] is True and data["resumed_at"] is None  # started over, as announced
+        assert "plain step 0" in Path(store.get("lab", data["new_job"]).log_path).read_text()
+    finally:
+        _cancel_run(store, user_slurm)

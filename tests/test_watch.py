@@ -1,0 +1,909 @@
+"""`roach watch`: the event logic on scripted squeue/sacct/log output with an injected clock, then the real
+thing on the lab: a sweep, a constant number of Slurm calls per round, a stalled log, a job that never starts;
+and on a private lab of its own (so no other session's jobs change its tier counts): a preemption, a
+promotion and --rebalance, a node pin that never clears, and slurmctld/slurmdbd restarting mid-watch."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from roach.lab.config import LAB_USER
+from roach.slurm.clusters.lab import GPU1, LAB
+from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.slurmparse import RS, US
+from roach.slurm.store import JobRecord, Store
+from roach.slurm.transport import LocalTransport, Result
+from roach.slurm.watch import JOB_NOT_COMPLETED, Watcher
+from roach.slurm.watch_events import Event, EventKind, tier_table
+from roach.slurm.watch_logs import StallRule, parse_look, read_facts
+from tests.conftest import wait_until
+
+DATA = Path(__file__).parent / "data"
+T0 = 1_800_000_000.0
+
+
+def data(name: str) -> str:
+    return (DATA / name).read_bytes().decode()
+
+
+# -- fakes: squeue/sacct/log text in roach's own formats ----------------------------------------------------
+def sq(job: int | str, state: str = "RUNNING", *, reason: str = "None", qos: str = "normal", gpus: int = 1,
+       elapsed: str = "0:10", restarts: int = 0, name: str = "j", nodelist: str = "n1", task: int | None = None,
+       user: str = LAB_USER) -> str:
+    """One squeue record as `squeue -O <squeue_format()>` prints it."""
+    key = f"{job}_{task}" if task is not None else str(job)
+    tres = "cpu=1,mem=500M,node=1,billing=1" + (f",gres/gpu={gpus}" if gpus else "")
+    running = state not in ("PENDING",)
+    fields_ = [str(job), key, str(job), str(task) if task is not None else "N/A", name, user, "lab", "gpu", qos, state,
+               reason, elapsed if running else "0:00", "UNLIMITED", str(restarts), "1", nodelist if running else "",
+               tres, "2026-11-29T23:39:47", "2026-11-29T23:40:00" if running else "N/A"]
+    return US.join(fields_) + RS + "\n"
+
+
+def sa(job: int | str, state: str = "COMPLETED", *, exit_code: str = "0:0", elapsed: int = 5, qos: str = "normal") -> str:
+    """One sacct allocation line as `sacct -P --delimiter=US --format=<SACCT_FIELDS>` prints it."""
+    ended = state not in ("RUNNING", "PENDING")
+    fields_ = [str(job), str(job).split("_")[0], "j", LAB_USER, "lab", "gpu", qos, state, exit_code, str(elapsed),
+               "UNLIMITED", "2026-11-29T23:39:47", "2026-11-29T23:40:00", "2026-11-29T23:40:05" if ended else "Unknown",
+               "1", "n1", "billing=1,cpu=1,gres/gpu=1,mem=500M,node=1", "None"]
+    return US.join(fields_) + "\n"
+
+
+@dataclass
+class FakeLog:
+    size: int
+    mtime: float
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FakeCluster:
+    """A Transport answering squeue, sacct, sbatch --test-only and the log look from what a test sets."""
+
+    queue: list[str] = field(default_factory=list)
+    acct: list[str] = field(default_factory=list)
+    logs: dict[str, FakeLog] = field(default_factory=dict)
+    req_nodes: dict[str, str] = field(default_factory=dict)
+    remote_now: float = T0
+    down: dict[str, str] = field(default_factory=dict)  # command -> stderr it fails with
+    starts_at: str | None = None  # what sbatch --test-only says
+    calls: list[list[str]] = field(default_factory=list)
+
+    def run(self, argv, *, input=None, timeout=None) -> Result:
+        argv = list(argv)
+        self.calls.append(argv)
+        cmd = argv[0]
+        if cmd in self.down:
+            return Result(tuple(argv), 1, "", self.down[cmd])
+        if cmd == "squeue" and "ReqNodes" in " ".join(argv):
+            keys = argv[argv.index("--jobs") + 1].split(",")
+            out = "".join(f"{k}{US}{self.req_nodes.get(k, '(null)')}\x1e" for k in keys)
+            return Result(tuple(argv), 0, out, "")
+        if cmd == "squeue":
+            return Result(tuple(argv), 0, "".join(self.queue), "")
+        if cmd == "sacct":
+            return Result(tuple(argv), 0, "".join(self.acct), "")
+        if cmd == "sbatch" and "--test-only" in argv:
+            said = f"sbatch: Job 9 to start at {self.starts_at} using 1 processors on nodes n1 in partition gpu\n"
+            return Result(tuple(argv), 0, "", said if self.starts_at else "allocation failure\n")
+        if cmd == "sh":
+            n = int(argv[4])
+            paths = argv[5 + n:]
+            out = f"T{US}{int(self.remote_now)}{US}2027-01-15T08:00:00{RS}"
+            for d in argv[5:5 + n]:
+                out += f"D{US}{d}{US}1000{US}100000 50000{RS}"
+            for p in paths:
+                log = self.logs.get(p)
+                if log is None:
+                    out += f"M{US}{p}{RS}"
+                else:
+                    out += f"F{US}{p}{US}{log.size} {int(log.mtime)}{US}" + "".join(ln + "\n" for ln in log.lines) + RS
+            return Result(tuple(argv), 0, out, "")
+        raise AssertionError(f"unexpected command {argv}")
+
+    def slurm_calls(self) -> int:
+        return sum(1 for c in self.calls if c[0] in ("squeue", "sacct", "sbatch", "scontrol", "sh"))
+
+
+class Clock:
+    def __init__(self, t: float = T0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def tick(self, s: float) -> None:
+        self.t += s
+
+
+def record(job_id: int, run_id: str | None = None, *, qos: str = "normal", gpus: int = 1,
+           log_root: str = "/logs") -> JobRecord:
+    run_id = run_id or f"run{job_id}"
+    res = {"account": None, "partition": None, "qos": qos, "constraint": None, "nodes": 1, "gpus_per_node": gpus,
+           "cpus_per_gpu": 1, "cpus_per_task": None, "mem": None, "time": "00:30:00", "reservation": None,
+           "gpu_type": None, "extra": []}
+    return JobRecord("lab", job_id, run_id, f"n{job_id}", "pkg.m:f", "c" * 40, "work", f"{log_root}/{run_id}_{job_id}.out",
+                     f"{log_root}/bundles/{job_id}", f"/runs/{run_id}", "2026-11-29T23:39:47Z", res, "submitted",
+                     None, None, None)
+
+
+@pytest.fixture
+def fake() -> FakeCluster:
+    return FakeCluster()
+
+
+@pytest.fixture
+def store(tmp_path) -> Iterator[Store]:
+    with Store(tmp_path / "store.sqlite") as s:
+        yield s
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def watcher(fake, store, clock, **kw) -> Watcher:
+    client = SlurmClient(fake, retries=1, backoff_s=0.0, sleep=lambda s: None)
+    kw.setdefault("interval_s", 10.0)
+    kw.setdefault("heartbeat_s", 900.0)
+    return Watcher(LAB, client, store, clock=clock, sleep=lambda s: clock.tick(s), **kw)
+
+
+def kinds(events: list[Event]) -> list[str]:
+    return [e.kind.value for e in events]
+
+
+def only(events: list[Event], kind: EventKind) -> list[Event]:
+    return [e for e in events if e.kind is kind]
+
+
+# -- unit: the event logic -----------------------------------------------------------------------------------
+def test_tier_table_counts_claimed_pending_included_from_a_captured_queue():
+    from roach.slurm.slurmparse import parse_squeue
+
+    rows = {r.name: r for r in tier_table(LAB.tiers, parse_squeue(data("squeue_lab_22.05_mixed.txt")))}
+    assert (rows["high"].running, rows["high"].pending, rows["high"].claimed) == (4, 1, 5)
+    assert rows["high"].free == 0 and rows["high"].cap == 4
+    assert rows["normal"].cap is None and rows["normal"].free is None
+    assert "high 5/4 claimed, 0 free" in rows["high"].text()
+
+
+def test_started_and_finished_once_each_then_queue_empty(fake, store, clock):
+    store.add(record(11))
+    store.add(record(12))
+    fake.queue = [sq(11, "PENDING", reason="Priority"), sq(12, "PENDING", reason="Resources")]
+    w = watcher(fake, store, clock, heartbeat_s=30)
+    seen: list[Event] = []
+    first = w.round()
+    seen += first
+    assert kinds(first) == ["heartbeat"]
+    assert "high 0/4 claimed, 4 free" in first[0].line() and "normal 2 claimed" in first[0].line()
+    for step in range(6):
+        clock.tick(10)
+        if step == 1:
+            fake.queue = [sq(11), sq(12, "PENDING", reason="Resources")]
+        if step == 2:
+            fake.queue = [sq(11), sq(12)]
+        if step == 3:  # 11 left the queue: not done until sacct says so
+            fake.queue = [sq(12)]
+        if step == 4:
+            fake.acct = [sa(11), sa(12, "FAILED", exit_code="3:0")]
+            fake.queue = []
+        seen += w.round()
+        if w.finished:
+            break
+    assert [(e.kind.value, e.job_id) for e in seen if e.kind in (EventKind.STARTED, EventKind.FINISHED)] == [
+        ("started", "11"), ("started", "12"), ("finished", "11"), ("finished", "12")]
+    fin = {e.job_id: e for e in only(seen, EventKind.FINISHED)}
+    assert fin["11"].data["state"] == "COMPLETED" and fin["12"].data["exit_code"] == "3:0"
+    assert "FAILED, exit 3:0" in fin["12"].message
+    assert seen[-1].kind is EventKind.QUEUE_EMPTY and "all 2 watched jobs ended (1 completed)" in seen[-1].message
+    assert w.finished and w.exit_status() == JOB_NOT_COMPLETED
+    assert store.get("lab", 11).status == "completed" and store.get("lab", 12).status == "failed"
+    assert len(only(seen, EventKind.HEARTBEAT)) == 2  # at 0 s and at 30 s
+
+
+def test_a_left_job_is_not_finished_until_sacct_says_so(fake, store, clock):
+    store.add(record(21))
+    fake.queue = [sq(21)]
+    w = watcher(fake, store, clock)
+    w.round()
+    fake.queue = []
+    fake.acct = [sa(21, "RUNNING")]  # accounting lags the controller
+    clock.tick(10)
+    assert not only(w.round(), EventKind.FINISHED) and not w.finished
+    fake.acct = []  # nothing at all yet
+    clock.tick(10)
+    assert not only(w.round(), EventKind.FINISHED) and not w.finished
+    fake.acct = [sa(21, "COMPLETED")]
+    clock.tick(10)
+    assert kinds(w.round()) == ["finished", "queue_empty"]
+
+
+def test_outage_reported_once_retried_with_backoff_and_no_job_marked_ended(fake, store, clock):
+    store.add(record(31))
+    fake.queue = [sq(31)]
+    w = watcher(fake, store, clock, heartbeat_s=1e9)
+    w.round()
+    fake.down["squeue"] = data("squeue_lab_22.05_controller_down.stderr.txt")
+    seen = []
+    delays = []
+    for _ in range(3):
+        clock.tick(w.next_delay())
+        seen += w.round()
+        delays.append(w.next_delay())
+    assert kinds(seen) == ["outage"]
+    assert "slurmctld unreachable" in seen[0].message and "Unable to contact slurm controller" in seen[0].message
+    assert delays == [20.0, 40.0, 80.0]
+    # Back, with an empty queue and slurmdbd down: still nothing ends.
+    del fake.down["squeue"]
+    fake.queue = []
+    fake.down["sacct"] = data("sacct_lab_22.05_slurmdbd_down.stderr.txt")
+    clock.tick(w.next_delay())
+    back = w.round()
+    assert kinds(back) == ["recovered", "outage"] and "slurmdbd unreachable" in back[1].message
+    clock.tick(10)
+    assert w.round() == [] and not w.finished
+    del fake.down["sacct"]
+    fake.acct = [sa(31, "COMPLETED")]
+    clock.tick(10)
+    assert kinds(w.round()) == ["recovered", "finished", "queue_empty"]
+    assert w.next_delay() == 10.0
+
+
+def test_requeue_detected_by_restart_count_elapsed_and_state(fake, store, clock):
+    store.add(record(41, qos="low"))
+    store.add(record(42))
+    fake.queue = [sq(41, qos="low", elapsed="2:00"), sq(42, elapsed="1:00")]
+    w = watcher(fake, store, clock)
+    w.round()
+    # 41 preempted back to the queue; 42 requeued and already running again (elapsed went backwards)
+    fake.queue = [sq(41, "PENDING", qos="low", reason="BeginTime", restarts=1), sq(42, elapsed="0:03", restarts=1)]
+    clock.tick(10)
+    ev = w.round()
+    assert kinds(ev) == ["preempted", "requeued", "started"]
+    assert ev[0].job_id == "41" and "tier low" in ev[0].message and "restart count 0 -> 1" in ev[0].message
+    assert "elapsed went backwards (60s -> 3s)" in ev[1].message and "started again" in ev[2].message
+    clock.tick(10)
+    assert w.round() == []  # the same requeue is not said twice
+    fake.queue = [sq(41, qos="low", restarts=1), sq(42, elapsed="0:13", restarts=1)]
+    clock.tick(10)
+    assert kinds(w.round()) == ["started"]
+    fake.queue = [sq(41, "PENDING", qos="low", reason="BeginTime", restarts=2), sq(42, elapsed="0:23", restarts=1)]
+    clock.tick(10)
+    again = w.round()
+    assert kinds(again) == ["preempted"] and "preempted 2 times on tier low: a placement to change" in again[0].message
+
+
+def test_captured_requeued_run_after_running(fake, store, clock):
+    """The lab's own capture of a low job requeued by preemption and running again (restart count 1)."""
+    fake.queue = [sq(76, qos="low", gpus=4, elapsed="0:40", nodelist="n2")]
+    w = watcher(fake, store, clock, job_ids=("76",))
+    w.round()
+    fake.queue = [data("squeue_lab_22.05_requeued_running.txt")]
+    clock.tick(10)
+    ev = w.round()
+    assert kinds(ev) == ["preempted", "started"]
+    assert "elapsed went backwards (40s -> 0s)" in ev[0].message and "restart count 0 -> 1" in ev[0].message
+
+
+def test_never_starts_said_once_on_the_second_sighting_and_pinned_nodes_asked_once(fake, store, clock):
+    store.add(record(51))
+    store.add(record(52))
+    fake.queue = [sq(51, "PENDING", reason="ReqNodeNotAvail, UnavailableNodes:n2"),
+                  sq(52, "PENDING", reason="JobHeldUser")]
+    fake.req_nodes = {"51": "n2"}
+    w = watcher(fake, store, clock)
+    assert not only(w.round(), EventKind.NEVER_STARTS)  # a held job may be mid-submission: wait a round
+    clock.tick(10)
+    never = only(w.round(), EventKind.NEVER_STARTS)
+    assert [e.job_id for e in never] == ["51", "52"]
+    assert "pinned to n2" in never[0].message and never[0].data["outlook"] == "never"
+    assert "scontrol release 52" in never[1].message
+    clock.tick(10)
+    assert not only(w.round(), EventKind.NEVER_STARTS)
+    asked = [c for c in fake.calls if c[0] == "squeue" and "ReqNodes" in " ".join(c)]
+    assert len(asked) == 1
+
+
+def test_promotion_when_a_capped_tier_has_room_and_only_then(fake, store, clock):
+    store.add(record(61, qos="low"))
+    fake.queue = [sq(61, "PENDING", qos="low", reason="Resources"), sq(900, qos="high", gpus=4)]
+    w = watcher(fake, store, clock)
+    w.round()
+    clock.tick(10)
+    assert not only(w.round(), EventKind.PROMOTION)  # high is full: 4/4 claimed
+    fake.queue = [sq(61, "PENDING", qos="low", reason="Resources"), sq(900, qos="high", gpus=3)]
+    clock.tick(10)
+    promo = only(w.round(), EventKind.PROMOTION)
+    assert len(promo) == 1 and promo[0].data["to_tier"] == "high" and promo[0].data["room"] == 1
+    assert "roach promote run61 --to high" in promo[0].message and "high 3/4 claimed, 1 free" in promo[0].line()
+    clock.tick(10)
+    assert not only(w.round(), EventKind.PROMOTION)  # said once while it stays true
+
+
+def test_rebalance_promotes_through_the_promoter_and_follows_the_new_job(fake, store, clock):
+    store.add(record(71, qos="low"))
+    fake.queue = [sq(71, "PENDING", qos="low", reason="Priority")]
+    made = []
+
+    def promoter(p):
+        made.append(p)
+        store.add(record(72, "run71", qos="high"))
+        fake.queue = [sq(71, "PENDING", qos="low", reason="JobHeldUser"), sq(72, "PENDING", qos="high")]
+        return 72
+
+    w = watcher(fake, store, clock, rebalance=True, promoter=promoter)
+    w.round()
+    clock.tick(10)
+    ev = w.round()
+    assert kinds(ev) == ["promoted"] and ev[0].data["new_job_id"] == 72 and "now job 72" in ev[0].message
+    assert [(p.key, p.to_tier) for p in made] == [("71", "high")]
+    fake.queue = [sq(72, qos="high")]
+    fake.acct = [sa(71, "CANCELLED", exit_code="0:15", qos="low")]
+    clock.tick(10)
+    ev = w.round()
+    assert kinds(ev) == ["finished", "started"] and "(continued as job 72)" in ev[0].message
+    assert ev[1].job_id == "72" and ev[1].data["tier"] == "high"
+    assert len(made) == 1 and w.exit_status() == 0
+
+
+def test_start_probe_gates_promotions_and_runs_at_most_once_per_tier(fake, store, clock):
+    store.add(record(66, qos="low"))
+    store.add(record(67, qos="low"))
+    store.add(record(68, qos="high"))
+    fake.queue = [sq(66, "PENDING", qos="low", reason="Resources"), sq(67, "PENDING", qos="low", reason="Resources"),
+                  sq(68, qos="high", gpus=4)]
+    fake.logs["/logs/run68_68.out"] = FakeLog(1, T0, [])  # the look brings the cluster's clock: 08:00:00
+    fake.starts_at = "2027-01-15T09:00:00"  # an hour away: no slot now
+    w = watcher(fake, store, clock, probe_window_s=120)
+    w.round()
+    clock.tick(10)
+    assert not only(w.round(), EventKind.PROMOTION)
+    probes = [c for c in fake.calls if c[0] == "sbatch"]
+    assert len(probes) == 1 and "--test-only" in probes[0] and "--qos=normal" in probes[0]  # one for the tier
+    fake.starts_at = "2027-01-15T08:01:00"
+    clock.tick(10)
+    promo = only(w.round(), EventKind.PROMOTION)
+    assert [(e.job_id, e.data["to_tier"], e.data["room"]) for e in promo] == [("66", "normal", None)]  # one a round
+    assert "has a start now" in promo[0].message
+
+
+def test_stalled_when_the_log_stops_longer_than_its_usual_gap(fake, store, clock):
+    store.add(record(81))
+    log = "/logs/run81_81.out"
+    fake.queue = [sq(81)]
+    lines = [f"0: 2027-01-15T07:59:{s:02d}Z roach rank 0: step {s // 2}/100" for s in range(0, 20, 2)]
+    fake.logs[log] = FakeLog(100, T0, lines)
+    fake.remote_now = T0
+    w = watcher(fake, store, clock, stall=StallRule(factor=3, min_s=5))
+    w.round()
+    fake.logs[log] = FakeLog(120, T0 + 2, lines + ["0: 2027-01-15T07:59:20Z roach rank 0: step 10/100"])
+    fake.remote_now = T0 + 3
+    clock.tick(3)
+    assert not only(w.round(), EventKind.STALLED)
+    fake.remote_now = T0 + 6  # silent 4 s: usual gap 2 s, limit max(3 x 2, 5) = 6 s
+    clock.tick(3)
+    assert not only(w.round(), EventKind.STALLED)
+    fake.remote_now = T0 + 9
+    clock.tick(3)
+    stalled = only(w.round(), EventKind.STALLED)
+    assert len(stalled) == 1 and "not moved for 7s" in stalled[0].message and "usual gap 2s" in stalled[0].message
+    assert 'last line: "0: 2027-01-15T07:59:20Z roach rank 0: step 10/100"' in stalled[0].message
+    fake.remote_now = T0 + 30
+    clock.tick(3)
+    assert not only(w.round(), EventKind.STALLED)  # said once per stall
+
+
+def test_resumed_and_from_the_top_lines_from_the_log(fake, store, clock):
+    store.add(record(91))
+    log = "/logs/run91_91.out"
+    fake.queue = [sq(91)]
+    attempt1 = ["roach: attempt 1 of run run91: job 91 on n1 (restart count 0)",
+                "0: 2027-01-15T07:59:00Z roach rank 0: fresh start: no resume.pt in /runs/run91",
+                "0: 2027-01-15T07:59:01Z roach rank 0: step 0/100"]
+    fake.logs[log] = FakeLog(10, T0, attempt1)
+    w = watcher(fake, store, clock)
+    assert not only(w.round(), EventKind.RESUMED)
+    fake.logs[log] = FakeLog(20, T0 + 5, attempt1 + [
+        "0: 2027-01-15T07:59:05Z roach rank 0: preempted at step 7 (checkpointed, TERM): requeueing job 91",
+        "roach: attempt 2 of run run91: job 91 on n2 (restart count 1)",
+        "0: 2027-01-15T07:59:20Z roach rank 0: resumed at step 7 (checkpoint of job 91; restart count 1)"])
+    fake.queue = [sq(91, elapsed="0:01", restarts=1)]
+    clock.tick(10)
+    ev = w.round()
+    assert kinds(ev) == ["resumed", "preempted", "started"]
+    assert "resumed at step 7 (attempt 2)" in ev[0].message
+    assert ev[1].kind is EventKind.PREEMPTED  # the log says preempted, though normal is not preemptible
+    fake.logs[log] = FakeLog(30, T0 + 15, fake.logs[log].lines + [
+        "roach: attempt 3 of run run91: job 91 on n2 (restart count 2)",
+        "0: 2027-01-15T07:59:40Z roach rank 0: restart count 2 and no resume.pt: this attempt starts from the top"])
+    fake.queue = [sq(91, elapsed="0:01", restarts=2)]
+    clock.tick(10)
+    assert "from_the_top" in kinds(w.round())
+
+
+def test_call_count_per_round_is_constant_in_the_number_of_jobs(store, clock):
+    def count(n: int) -> list[int]:
+        fake = FakeCluster()
+        with Store(Path(tempfile.mkdtemp()) / "s.sqlite") as s:
+            for i in range(n):
+                s.add(record(1000 + i))
+            fake.queue = [sq(1000 + i) for i in range(n)]
+            for i in range(n):
+                fake.logs[f"/logs/run{1000 + i}_{1000 + i}.out"] = FakeLog(10, T0, ["step 1"])
+            w = watcher(fake, s, clock)
+            per = []
+            for r in range(3):
+                before = len(fake.calls)
+                if r == 2:  # half of them left the queue and ended
+                    fake.queue = fake.queue[: n // 2]
+                    fake.acct = [sa(1000 + i) for i in range(n)]
+                w.round()
+                per.append(len(fake.calls) - before)
+        return per
+
+    assert count(6) == count(300) == [2, 2, 3]  # squeue + one look at every log (+ one sacct)
+
+
+def test_disk_threshold_lines_on_crossing_and_back(fake, store, clock):
+    store.add(record(95))
+    fake.queue = [sq(95)]
+    fake.logs["/logs/run95_95.out"] = FakeLog(10, T0, [])
+    w = watcher(fake, store, clock, log_dir_max_bytes=500, disk_every_s=0)
+    ev = only(w.round(), EventKind.DISK)  # the fake says 1000 B used, 50% free
+    assert len(ev) == 1 and "/logs holds 1000 B, over 500 B" in ev[0].message
+    clock.tick(10)
+    assert not only(w.round(), EventKind.DISK)
+    w.log_dir_max_bytes = 5000
+    clock.tick(10)
+    ev = only(w.round(), EventKind.DISK)
+    assert len(ev) == 1 and "back under" in ev[0].message
+
+
+def test_state_is_kept_in_the_store_between_watcher_processes(fake, store, clock):
+    store.add(record(96))
+    fake.queue = [sq(96)]
+    assert "started" in kinds(watcher(fake, store, clock).round())
+    clock.tick(10)
+    again = watcher(fake, store, clock, heartbeat_s=5)  # a new process compares with the saved round
+    assert kinds(again.round()) == ["heartbeat"]
+    views, meta = store.watch_load("lab")
+    assert views["96"]["state"] == "RUNNING" and "started" in views["96"]["reported"]
+
+
+def test_nothing_to_watch_is_an_empty_queue_at_once(fake, store, clock):
+    w = watcher(fake, store, clock)
+    assert kinds(w.round()) == ["heartbeat", "queue_empty"] and w.finished and w.exit_status() == 0
+
+
+def test_given_array_id_is_watched_task_by_task(fake, store, clock):
+    fake.queue = [sq(500, "PENDING", reason="JobHeldUser", task=i, gpus=0) for i in range(3)]
+    w = watcher(fake, store, clock, job_ids=("500",))
+    w.round()
+    fake.queue = []
+    fake.acct = [sa("500_[0-2]", "CANCELLED", exit_code="0:0")]
+    clock.tick(10)
+    ev = w.round()
+    assert [e.job_id for e in only(ev, EventKind.FINISHED)] == ["500_0", "500_1", "500_2"]
+    assert ev[-1].kind is EventKind.QUEUE_EMPTY
+
+
+def test_look_output_and_log_facts():
+    out = (f"T{US}1800000000{US}2027-01-15T08:00:00{RS}D{US}/l{US}42{US}1000 250{RS}"
+           f"F{US}/l/a b'$(x).out{US}12 1799999990{US}roach: attempt 1 of run r\nstep 3/10\n{RS}M{US}/l/missing{RS}")
+    look = parse_look(out)
+    assert look.now == 1800000000 and look.disks["/l"].free_fraction == 0.25
+    assert look.logs["/l/a b'$(x).out"].size == 12 and not look.logs["/l/missing"].exists
+    facts = read_facts(["roach: attempt 2 of run r", "0: 2027-01-15T07:59:00Z roach rank 0: resumed at step 40",
+                        "0: 2027-01-15T07:59:01Z roach rank 0: step 40/120",
+                        "0: 2027-01-15T07:59:02Z roach rank 0: caught_signal TERM at step 41"])
+    assert (facts.attempt, facts.resumed_at, facts.step, facts.steps_total, facts.checkpoints) == (2, 40, 40, 120, True)
+    assert facts.progress.endswith("step 40/120")
+
+
+def test_the_look_is_one_command_and_takes_hostile_paths(tmp_path):
+    from roach.slurm import watch_logs
+
+    d = tmp_path / "lo gs'$(touch pwned)"
+    d.mkdir()
+    log = d / "run \"x\"\n_1.out"
+    log.write_text("roach: attempt 1 of run r\nnoise\n0: 2027-01-15T07:59:01Z roach rank 0: step 3/9\n\x1e junk \x1f\n")
+    transport = CountingTransport(LocalTransport())
+    seen = watch_logs.look(transport, [str(log), str(d / "missing.out")], [str(d)])
+    assert len(transport.calls) == 1 and not (Path.cwd() / "pwned").exists()
+    got = seen.logs[str(log)]
+    assert got.exists and got.size == log.stat().st_size and int(got.mtime) == int(log.stat().st_mtime)
+    assert got.lines == ("roach: attempt 1 of run r", "0: 2027-01-15T07:59:01Z roach rank 0: step 3/9")
+    assert not seen.logs[str(d / "missing.out")].exists
+    assert seen.disks[str(d)].used > 0 and seen.disks[str(d)].fs_free > 0 and abs(seen.now - time.time()) < 5
+
+
+def test_cli_json_and_exec_with_a_hostile_path(tmp_path, monkeypatch):
+    from roach import cli_watch
+
+    out = tmp_path / "we'ird $(dir) x"
+    out.mkdir()
+    script = out / "hook.py"
+    script.write_text("import os, sys\nopen(sys.argv[1], 'a').write(os.environ['ROACH_EVENT'] + ' ' + sys.stdin.read())\n")
+    sink = out / "events log.txt"
+    import shlex
+
+    emit = cli_watch._emitter(True, shlex.split(f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} "
+                                                f"{shlex.quote(str(sink))}"))
+    ev = Event(EventKind.STARTED, T0, "lab", "job 1 started", "1", "r1", data={"tier": "high"})
+    emit(ev)
+    kind, payload = sink.read_text().split(" ", 1)
+    assert kind == "started" and json.loads(payload)["tier"] == "high" and json.loads(payload)["event"] == "started"
+
+
+# -- on the lab ---------------------------------------------------------------------------------------------
+TRAIN = '''
+import time
+
+def train(run, steps=10, step_s=0.2, hang_at=None):
+    state = run.resume(default={"x": 0})
+    for step in run.steps(run.start_step, steps):
+        if step == hang_at:
+            time.sleep(600)
+        state["x"] += 1
+        time.sleep(step_s)
+        if run.should_checkpoint():
+            run.checkpoint(state)
+    return state["x"]
+'''
+
+CLUSTER = LAB.with_(run_as=LAB_USER)
+
+
+class CountingTransport:
+    """Counts every command a watcher runs on the cluster."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def run(self, argv, **kw):
+        self.calls.append(list(argv))
+        return self.inner.run(argv, **kw)
+
+
+@pytest.fixture
+def repo(git_repo):
+    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
+    return git_repo
+
+
+@pytest.fixture
+def lab_store(tmp_path):
+    with Store(tmp_path / "store.sqlite") as s:
+        yield s
+
+
+def _submit(repo, store, cluster=CLUSTER, **kw):
+    from roach.slurm import submit
+
+    kw.setdefault("resources", GPU1.replace(time="00:05:00"))
+    base = repo.base
+    return submit("pkg.train:train", cluster=cluster, repo_root=repo.work, store=store,
+                  log_root=str(base / "logs"), clone_root=str(base / "clones"), **kw)
+
+
+def _run(w: Watcher, events: list[Event], timeout: float) -> int:
+    """Watcher.run with a deadline: rounds every interval until the queue is empty."""
+    deadline = time.monotonic() + timeout
+    while not w.finished:
+        assert time.monotonic() < deadline, [e.line() for e in events]
+        events += w.round()
+        if not w.finished:
+            time.sleep(w.next_delay())
+    return w.exit_status()
+
+
+def _cancel_all(store, client):
+    ids = [r.job_id for r in store.recent(1000)]
+    if ids:
+        client.scancel(ids)
+
+
+@pytest.mark.lab
+def test_sweep_of_six_started_finished_once_heartbeat_and_exit(lab, repo, lab_store, user_slurm):
+    jobs = [_submit(repo, lab_store, args={"steps": 5 + i, "step_s": 0.2}, name=f"sweep{i}") for i in range(6)]
+    events: list[Event] = []
+    w = Watcher(CLUSTER, CLUSTER.client(), lab_store, interval_s=1.0, heartbeat_s=3.0)
+    try:
+        status = _run(w, events, timeout=120)
+    finally:
+        _cancel_all(lab_store, user_slurm)
+    ids = {str(j.job_id) for j in jobs}
+    started = [e.job_id for e in events if e.kind is EventKind.STARTED]
+    finished = [e.job_id for e in events if e.kind is EventKind.FINISHED]
+    assert sorted(started) == sorted(ids) and sorted(finished) == sorted(ids), [e.line() for e in events]
+    assert all(e.data["state"] == "COMPLETED" for e in events if e.kind is EventKind.FINISHED)
+    beats = [e for e in events if e.kind is EventKind.HEARTBEAT]
+    assert beats and all("high " in e.line() and "/4 claimed" in e.line() and "normal " in e.line() for e in beats)
+    assert events[-1].kind is EventKind.QUEUE_EMPTY and status == 0 and w.finished
+    assert all(lab_store.get("lab", int(j)).status == "completed" for j in ids)
+
+
+@pytest.mark.lab
+def test_slurm_calls_per_round_are_the_same_for_6_and_300_jobs(lab, user_slurm, jobs, lab_store):
+    held = ["--hold", "--time=1", "--output=/dev/null", "--job-name=watch-count"]
+    six = [user_slurm.sbatch(held, "#!/bin/bash\ntrue\n") for _ in range(6)]
+    jobs += six
+    transport = CountingTransport(CLUSTER.transport())
+    client = SlurmClient(transport)
+
+    def per_round(ids):
+        w = Watcher(CLUSTER, client, lab_store, job_ids=tuple(str(i) for i in ids), heartbeat_s=1e9)
+        counts = []
+        for _ in range(2):
+            before = len(transport.calls)
+            w.round()
+            counts.append(len(transport.calls) - before)
+        return counts, w
+
+    few, w6 = per_round(six)
+    array = user_slurm.sbatch([*held, "--array=0-299"], "#!/bin/bash\ntrue\n")
+    jobs.append(array)
+    wait_until("300 array tasks in the queue",
+               lambda: len([q for q in user_slurm.squeue(job_ids=[array])]) == 300, timeout=30)
+    lab_store.watch_reset("lab")
+    many, w300 = per_round([*six, array])
+    assert few == many == [1, 1], (few, many)  # one squeue a round, whatever the number of jobs
+    user_slurm.scancel([*six, array])
+    wait_until("the jobs to leave the queue", lambda: not user_slurm.squeue(job_ids=[*six, array]), timeout=60)
+    ev: list[Event] = []
+    deadline = time.monotonic() + 60
+    while not w300.finished and time.monotonic() < deadline:  # slurmdbd records the cancellations a bit later
+        before = len(transport.calls)
+        ev += w300.round()
+        assert len(transport.calls) - before == 2  # squeue, and one sacct for all that left
+        time.sleep(1)
+    assert len(only(ev, EventKind.FINISHED)) == 306 and ev[-1].kind is EventKind.QUEUE_EMPTY
+
+
+@pytest.mark.lab
+def test_a_run_whose_log_stops_is_reported_stalled(lab, repo, lab_store, user_slurm):
+    job = _submit(repo, lab_store, args={"steps": 100, "step_s": 0.3, "hang_at": 12}, name="hangs")
+    w = Watcher(CLUSTER, CLUSTER.client(), lab_store, interval_s=1.0, heartbeat_s=1e9,
+                stall=StallRule(factor=3.0, min_s=4.0))
+    events: list[Event] = []
+    try:
+        wait_until("a stalled line", lambda: [e for e in (events.extend(w.round()) or events)
+                                             if e.kind is EventKind.STALLED], timeout=60, every=1.0)
+    finally:
+        job.cancel()
+    stalled = only(events, EventKind.STALLED)
+    assert len(stalled) == 1 and stalled[0].job_id == str(job.job_id)
+    assert "step 1" in stalled[0].message and "usual gap" in stalled[0].message
+    assert "started" in kinds(events) and "finished" not in kinds(events)
+
+
+@pytest.mark.lab
+def test_a_job_bigger_than_its_tier_cap_is_reported_never_starting(lab, user_slurm, jobs, lab_store):
+    big = user_slurm.sbatch(["--qos=high", "--nodelist=n1", "--ntasks=2", "--gpus-per-task=4", "--time=1",
+                             "--output=/dev/null", "--job-name=never-big"], "#!/bin/bash\nsleep 30\n")
+    jobs.append(big)
+    w = Watcher(CLUSTER, CLUSTER.client(), lab_store, job_ids=(str(big),), heartbeat_s=1e9)
+    events: list[Event] = []
+    wait_until("a never-starts line", lambda: [e for e in (events.extend(w.round()) or events)
+                                               if e.kind is EventKind.NEVER_STARTS], timeout=30, every=1.0)
+    (never,) = only(events, EventKind.NEVER_STARTS)
+    assert never.data["reason"] == "QOSMaxGRESPerUser" and "asks for 8 GPUs" in never.message
+
+
+@pytest.mark.lab
+def test_roach_watch_cli_once_json_and_an_empty_queue(lab, user_slurm, jobs, tmp_path, monkeypatch):
+    from tests.test_pending import roach
+
+    monkeypatch.setenv("ROACH_STORE", str(tmp_path / "cli-store.sqlite"))
+    held = user_slurm.sbatch(["--hold", "--time=1", "--output=/dev/null", "--job-name=cli-held"], "#!/bin/bash\ntrue\n")
+    jobs.append(held)
+    run = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--job", str(held), "--once", "--json")
+    assert run.exit_code == 0, run.output
+    lines = [json.loads(ln) for ln in run.output.splitlines()]
+    assert [ln["event"] for ln in lines] == ["heartbeat"] and {t["tier"] for t in lines[0]["tiers"]} == {
+        "high", "normal", "low"}
+    user_slurm.scancel([held])
+    wait_until("the held job to be accounted", lambda: [a for a in user_slurm.sacct([held]) if a.state.is_terminal],
+               timeout=30)
+    run = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "0.5", "--job", str(held))
+    assert run.exit_code == JOB_NOT_COMPLETED, run.output  # it ended CANCELLED
+    assert "finished" in run.output and "CANCELLED" in run.output and "queue empty" in run.output
+    run = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once")
+    assert run.exit_code == 0 and "queue empty: no job to watch" in run.output
+    bad = roach("watch", "--job", "12x")
+    assert bad.exit_code == 2 and "not a Slurm job id" in bad.output
+
+
+# -- on a private lab: tier counts no other session changes, and daemons this test may restart -----------------
+PRIVATE_PORT_BASE = 18217  # away from the main lab (16817) and test_lab_lifecycle's (17917)
+
+
+@pytest.fixture(scope="module")
+def private():
+    """A second lab, this module's own, removed at the end."""
+    if os.geteuid() != 0:
+        pytest.skip("the lab cluster needs root")
+    from roach.lab import lab as lablib
+
+    state = Path(tempfile.mkdtemp(prefix="roach-watch-lab-", dir="/tmp"))
+    os.chmod(state, 0o755)  # the lab user's commands read its slurm.conf
+    cfg = lablib.up(str(state), log=lambda *_: None, port_base=PRIVATE_PORT_BASE)
+    yield cfg
+    lablib.down(str(state), log=lambda *_: None)
+    shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture
+def plab(private):
+    """The private lab as a roach cluster driven as the lab user, its root client, and a cleanup list."""
+    env = private.env()
+    cluster = LAB.with_(run_as=LAB_USER, env_factory=lambda: env)
+    root = SlurmClient(LocalTransport(env=env))
+    mine = SlurmClient(LocalTransport(env=env, user=LAB_USER))
+    ids: list[int] = []
+    yield cluster, root, mine, ids
+    everything = [q.raw_id for q in root.squeue(all_users=True)]
+    root.scancel(everything)
+    wait_until("the private lab's queue to empty", lambda: not root.squeue(all_users=True), timeout=60)
+
+
+def _rounds_until(w: Watcher, events: list[Event], what: str, pred, timeout: float = 60.0, every: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = w.round()
+        events.extend(new)
+        hit = [e for e in new if pred(e)]
+        if hit:
+            return hit
+        time.sleep(every)
+    pytest.fail(f"no {what} within {timeout:.0f}s: {[e.line() for e in events]}")
+
+
+def _view(store: Store, key) -> dict:
+    return store.watch_load("lab")[0].get(str(key), {})
+
+
+@pytest.mark.lab
+def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, lab_store):
+    cluster, root, _, _ = plab
+    job = _submit(repo, lab_store, cluster, args={"steps": 400, "step_s": 0.2}, name="preemptible",
+                  resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n1",)))
+    w = Watcher(cluster, cluster.client(), lab_store, interval_s=1.0, heartbeat_s=1e9)
+    events: list[Event] = []
+    _rounds_until(w, events, "the run to start", lambda e: e.kind is EventKind.STARTED)
+    wait_until("progress", lambda: "step 20" in job.log(), timeout=30)
+    w.round()
+    root.sbatch(["--qos=high", "--nodelist=n1", "--gres=gpu:4", "--time=1", "--output=/dev/null"],
+                "#!/bin/bash\nsleep 5\n")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        new = w.round()
+        events += new
+        view = _view(lab_store, job.job_id)
+        if view.get("restart_count", 0) > 0 or view.get("state") == "PENDING":
+            break  # the first round that sees the job back in the queue ...
+        time.sleep(1.0)
+    preempted = only(new, EventKind.PREEMPTED)  # ... says so in that very round
+    assert len(preempted) == 1, [e.line() for e in events]
+    assert "tier low" in preempted[0].message and preempted[0].job_id == str(job.job_id)
+    assert not only(events, EventKind.FINISHED)
+
+
+@pytest.mark.lab
+def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, repo, lab_store):
+    from roach.slurm.rebalance import promote
+
+    cluster, root, mine, _ = plab
+    opts = ["--time=5", "--output=/dev/null"]
+    high = [mine.sbatch(["--qos=high", "--gres=gpu:2", "--nodelist=n1", *opts], "#!/bin/bash\nsleep 300\n")
+            for _ in range(2)]
+    # under srun, so that preemption's TERM ends it at once instead of after the low tier's grace time
+    mine.sbatch(["--qos=low", "--gres=gpu:4", "--nodelist=n2", *opts], "#!/bin/bash\nsrun sleep 300\n")
+    wait_until("the fillers to run", lambda: len([q for q in mine.squeue() if q.state.is_running]) == 3, timeout=60)
+    job = _submit(repo, lab_store, cluster, args={"steps": 50, "step_s": 0.2}, name="wants-high",
+                  resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n2",)))
+    w = Watcher(cluster, cluster.client(), lab_store, interval_s=1.0, heartbeat_s=1e9)
+    events: list[Event] = []
+    for _ in range(3):
+        events += w.round()
+        time.sleep(1.0)
+    assert not only(events, EventKind.PROMOTION), [e.line() for e in events]  # high is full: 4/4
+    assert _view(lab_store, job.job_id)["state"] == "PENDING"
+    mine.scancel([high[0]])
+    wait_until("the high job to leave the queue", lambda: not [q for q in mine.squeue(job_ids=[high[0]])
+                                                                if q.state.is_active], timeout=30)
+    promo = only(w.round(), EventKind.PROMOTION)
+    assert len(promo) == 1 and promo[0].job_id == str(job.job_id), [e.line() for e in events]
+    assert promo[0].data["to_tier"] == "high" and promo[0].data["room"] == 2
+    assert "high 2/4 claimed, 2 free" in promo[0].line()
+
+    def promoter(p):
+        return promote(p.key, p.to_tier, cluster=cluster, store=lab_store, repo_root=repo.work).job_id
+
+    w.rebalance, w.promoter = True, promoter
+    moved = only(w.round(), EventKind.PROMOTED)
+    assert len(moved) == 1, [e.line() for e in events]
+    new_id = moved[0].data["new_job_id"]
+    started = _rounds_until(w, events, "the promoted job to start",
+                            lambda e: e.kind is EventKind.STARTED and e.job_id == str(new_id), timeout=90)
+    assert started[0].data["tier"] == "high"
+    assert lab_store.get("lab", new_id).run_id == job.run_id
+    fin = [e for e in events if e.kind is EventKind.FINISHED and e.job_id == str(job.job_id)] or \
+        _rounds_until(w, events, "the old job's end", lambda e: e.kind is EventKind.FINISHED
+                      and e.job_id == str(job.job_id), timeout=30)
+    assert fin[0].data["state"] == "CANCELLED" and f"continued as job {new_id}" in fin[0].message
+
+
+@pytest.mark.lab
+def test_a_job_pinned_to_a_drained_node_never_starts(plab, lab_store):
+    cluster, root, mine, _ = plab
+    root.run(["scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=roach-watch-test"], retry=False)
+    try:
+        pinned = mine.sbatch(["--nodelist=n2", "--time=1", "--output=/dev/null"], "#!/bin/bash\ntrue\n")
+        w = Watcher(cluster, cluster.client(), lab_store, job_ids=(str(pinned),), heartbeat_s=1e9)
+        events: list[Event] = []
+        (never,) = _rounds_until(w, events, "a never-starts line", lambda e: e.kind is EventKind.NEVER_STARTS,
+                                 timeout=30)
+    finally:
+        root.run(["scontrol", "update", "NodeName=n2", "State=RESUME"], retry=False)
+    assert never.data["reason"] == "ReqNodeNotAvail" and "pinned to n2" in never.message
+    assert "resubmit without --nodelist" in never.message
+
+
+@pytest.mark.lab
+def test_slurmctld_and_slurmdbd_restart_mid_watch(plab, private, lab_store):
+    import subprocess
+
+    from roach.lab import lab as lablib
+
+    cluster, root, mine, _ = plab
+    env = {**os.environ, **private.env()}
+    daemons = {d.name: d for d in lablib.daemons(private)}
+    long = mine.sbatch(["--time=2", "--output=/dev/null"], "#!/bin/bash\nsleep 90\n")
+    short = mine.sbatch(["--time=2", "--output=/dev/null"], "#!/bin/bash\nsleep 5\n")
+    client = SlurmClient(CLUSTER.with_(env_factory=lambda: private.env()).transport(), retries=0)
+    w = Watcher(cluster, client, lab_store, job_ids=(str(long), str(short)), interval_s=1.0, heartbeat_s=1e9)
+    events: list[Event] = []
+    wait_until("both to run", lambda: len([q for q in mine.squeue() if q.state.is_running]) == 2, timeout=30)
+    events += w.round()
+    daemons["slurmdbd"].stop()
+    daemons["slurmctld"].stop()
+    stopped = time.monotonic()
+    try:
+        outage = []
+        for _ in range(2):  # each takes squeue's own ~4 s of trying
+            outage += w.round()
+        assert kinds(outage) == ["outage"] and "slurmctld unreachable" in outage[0].message
+        assert w.next_delay() > w.interval_s  # backing off
+        time.sleep(max(0.0, 6 - (time.monotonic() - stopped)))  # the short job ends while the controller is away
+        daemons["slurmctld"].start(ready=lambda: subprocess.run(["scontrol", "ping"], env=env,
+                                                                capture_output=True).returncode == 0)
+        wait_until("the short job to leave the queue", lambda: not [
+            q for q in mine.squeue(job_ids=[short]) if q.state.is_active], timeout=60)
+        back = w.round()
+        events += outage + back
+        assert "recovered" in kinds(back) and "slurmdbd unreachable" in " ".join(e.message for e in back)
+        assert not only(back, EventKind.FINISHED)
+    finally:
+        daemons["slurmdbd"].start(ready=lambda: subprocess.run(["sacctmgr", "-n", "show", "cluster"], env=env,
+                                                               capture_output=True).returncode == 0)
+        daemons["slurmctld"].start(ready=lambda: subprocess.run(["scontrol", "ping"], env=env,
+                                                                capture_output=True).returncode == 0)
+    fin = _rounds_until(w, events, "the short job's end", lambda e: e.kind is EventKind.FINISHED, timeout=60)
+    assert [e.job_id for e in fin] == [str(short)] and fin[0].data["state"] == "COMPLETED"
+    assert len(only(events, EventKind.OUTAGE)) == 2  # slurmctld once, slurmdbd once
+    assert not [e for e in events if e.kind is EventKind.FINISHED and e.job_id == str(long)]
+    assert [q.state.value for q in mine.squeue(job_ids=[long])] == ["RUNNING"]
