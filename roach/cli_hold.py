@@ -137,12 +137,15 @@ def steps(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> N
         style = "bold" if s.kind is StepKind.RANKS else ""
         table.add_row(s.id, s.name, Text(r["what"], style=style), str(s.tasks), s.nodelist, _hms(s.elapsed_s),
                       r["run_id"] or "")
+    if not out.is_terminal:  # piped: whole values, one line per step, for grep and awk
+        out.width = 100_000
     out.print(table)
 
 
 @click.command("signal")
 @click.argument("ref", metavar="HOLDER")
-@click.option("--step", default=None, metavar="N", help="The ranks' step to stop (N or HOLDER.N). [default: the one running]")
+@click.option("--step", default=None, metavar="N",
+              help="The ranks' step to stop (N or HOLDER.N). [default: the one running]")
 @click.option("--sig", default="USR1", show_default=True, help="The signal: USR1 (checkpoint and leave), TERM, ...")
 @cluster_option
 @run_as_option

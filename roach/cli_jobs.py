@@ -166,7 +166,9 @@ def _job(ref: str, cluster: str | None, run_as: str | None, store: Store) -> Job
     if cluster is not None:
         get_cluster(cluster)  # an unknown name lists the known ones
     rec = store.find(ref, cluster=cluster)
-    return Job(_cluster(rec.cluster, run_as), rec, store)
+    from roach.slurm.inside import job_for  # an attempt inside a holder has its own handle
+
+    return job_for(_cluster(rec.cluster, run_as), rec, store)
 
 
 # -- rendering ------------------------------------------------------------------------------------------
@@ -221,6 +223,9 @@ _CLONE_ROOT = signature(submit_job).parameters["clone_root"].default
 @click.option("--description", default="", help="Free text kept in the job's job.json.")
 @click.option("--metered", "allow_metered", is_flag=True,
               help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.")
+@click.option("--inside", type=int, metavar="HOLDER", default=None,
+              help="Start now as steps of this running holder (roach hold) instead of queuing a job.")
+@click.option("--force", is_flag=True, help="With --inside: start even beside another attempt's running ranks.")
 @run_as_option
 @click.option("--wait", is_flag=True,
               help=f"Wait for the job to end; exit 0 if it COMPLETED, {JOB_NOT_COMPLETED} if not.")
@@ -276,7 +281,7 @@ def _report_submitted(ctx: click.Context, job: Job, run_as: str | None, wait: bo
     """Print what was submitted; with ``wait``, wait for it and exit 6 unless it completed."""
     view = JobView.of(job.record, None, job.record.status)
     if not as_json:
-        Console(highlight=False).print(f"submitted job {job.job_id} (run {job.run_id}) on {job.cluster.name}\n"
+        Console(highlight=False).print(f"submitted {job}\n"
                                        f"  log {job.record.log_path}", soft_wrap=True)
     if wait:
         try:

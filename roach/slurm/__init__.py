@@ -6,6 +6,7 @@ Reference for what a job does, the clone protocol and the read-only rule: ``roac
 from roach.slurm.capabilities import Capabilities
 from roach.slurm.cluster import Cluster, get_cluster, known_clusters
 from roach.slurm.context import Run
+from roach.slurm.hold import Holder, hold
 from roach.slurm.job import Job
 from roach.slurm.resources import Resources
 from roach.slurm.slurmcli import SlurmClient
@@ -14,6 +15,6 @@ from roach.slurm.submit import resume, submit
 from roach.slurm.transport import LocalTransport, Result, Transport
 
 __all__ = [
-    "Capabilities", "Cluster", "Job", "JobState", "LocalTransport", "PendingReason", "Resources", "Result", "Run",
-    "SlurmClient", "Transport", "get_cluster", "known_clusters", "resume", "submit",
+    "Capabilities", "Cluster", "Holder", "Job", "JobState", "LocalTransport", "PendingReason", "Resources", "Result", "Run",
+    "SlurmClient", "Transport", "get_cluster", "hold", "known_clusters", "resume", "submit",
 ]

@@ -78,14 +78,20 @@ def leave(run: Run, stop: RunInterrupted, spec: dict[str, Any]) -> int:
       requeued by Slurm). Unlimited.
     - the checkpoint signal without preemption: the wall clock is near; requeue within the run's limit.
     - TERM without preemption: cancelled (or killed by an admin); the job does not come back.
+    - inside a holder (``ROACH_INSIDE_HOLDER``, set by submit(inside=...)): whatever the signal, nothing is
+      requeued (the job is the holder; ``roach signal`` and the holder's near-end send USR1).
     """
     sig = stop.signal
     job = os.environ.get("SLURM_JOB_ID", "")
     restart = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
+    holder = os.environ.get("ROACH_INSIDE_HOLDER")  # a step of a holder (submit(inside=...)): never requeue it
     if run.is_main:
         saved = "checkpointed" if stop.checkpointed else "no checkpoint"
         name = sig.name.removeprefix("SIG")
-        if preempted(job):
+        if holder:
+            run.log("%s at step %d (%s) inside holder %s: a step is not requeued; submit again with run_id=%s "
+                    "to continue", name, stop.step, saved, holder, run.run_id)
+        elif preempted(job):
             n = _bump(run.run_dir, "preempted")
             run.log("preempted at step %d (%s, %s): requeueing job %s (preemption %d)", stop.step, saved, name, job, n)
             _requeue(run, job, restart, f"{name} at step {stop.step}")

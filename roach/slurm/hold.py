@@ -146,7 +146,8 @@ def parse_steps(text: str, gpus: int = 0, nodes: int = 0) -> list[Step]:
         f = chunk.split(US)
         if len(f) != len(STEP_FIELDS):
             raise RoachError(f"squeue -s: expected {len(STEP_FIELDS)} fields in {chunk!r}",
-                             hint="the cluster's Slurm prints a step format roach does not know; report it with this line")
+                             hint="the cluster's Slurm prints a step format roach does not know; "
+                                  "report it with this line")
         sid, name, ntasks, used, state, nodelist = (x.strip() for x in f)
         job, _, step = sid.partition(".")
         tasks = parse_int(ntasks, "a task count")
@@ -313,6 +314,11 @@ class Holder:
         m = re.search(r"^#SBATCH --signal=B:\w+@(\d+)$", text, re.M)
         return int(m[1]) if m else None
 
+    @property
+    def ending_path(self) -> str | None:
+        """Written by the holder when its wall clock is near: no attempt starts after it."""
+        return posixpath.join(self.record.bundle_dir, "ending") if self.record else None
+
     # -- control ---------------------------------------------------------------------------------------
     def signal(self, step: str | int | None = None, sig: str = "USR1") -> SignalReport:
         """Stop an attempt cleanly: a step of its own on the ranks' nodes sends ``sig`` to that attempt's ranks
@@ -408,7 +414,9 @@ def _steps_hint(steps: list[Step]) -> str:
 # -- hold() ------------------------------------------------------------------------------------------------
 def render_holder(*, cluster: Cluster, resources: Resources, name: str, hold_id: str, log_root: str,
                   lead_s: int) -> str:
-    """The holder's batch script: sleep; on ``USR1`` (``lead_s`` before the wall clock) stop the attempts."""
+    """The holder's batch script: sleep; on ``USR1`` (``lead_s`` before the wall clock, up to Slurm's 30 s
+    timer earlier) mark the holder as ending (so no attempt starts any more) and stop the attempts' ranks,
+    then once more 10 s later for ranks that were starting at that moment."""
     sig = cluster.checkpoint_signal
     opts = [f"--job-name={name}", f"--output={log_root}/{hold_id}_%j.out", "--open-mode=append", "--no-requeue",
             f"--signal=B:USR1@{lead_s}", *resources.sbatch_options(cluster.gpu_flag)]
@@ -420,21 +428,33 @@ def render_holder(*, cluster: Cluster, resources: Resources, name: str, hold_id:
 # SIG{sig} (checkpoint and leave). See docs/hold.md.
 set -u
 now() {{ date -u +%Y-%m-%dT%H:%M:%SZ; }}
+bundle={shlex.quote(log_root + "/bundles")}/"$SLURM_JOB_ID"
 roach_signal_program={shlex.quote(SIGNAL_PROGRAM)}
-near_end() {{
-  echo "roach: holder $SLURM_JOB_ID: its wall clock is {lead_s} s away ($(now)): stopping the attempts' ranks (SIG{sig})"
+stop_attempts() {{
   srun --jobid="$SLURM_JOB_ID" --overlap --job-name={STEP_SIGNAL} --nodes="$SLURM_JOB_NUM_NODES" \\
     --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \\
     bash -c "$roach_signal_program" {STEP_SIGNAL} {sig} "$SLURM_JOB_ID" ""
+}}
+again_at=
+near_end() {{
+  now > "$bundle/ending"
+  echo "roach: holder $SLURM_JOB_ID: its wall clock is {lead_s} s away ($(now)): \\
+stopping the attempts' ranks (SIG{sig})"
+  stop_attempts
+  again_at=$((SECONDS + 10))
 }}
 trap near_end USR1
 trap 'echo "roach: holder $SLURM_JOB_ID ends: SIGTERM at $(now)"; exit 0' TERM
 echo "roach: holder $SLURM_JOB_ID holds $SLURM_JOB_NODELIST ($SLURM_JOB_NUM_NODES node(s)) from $(now); \\
 attempts: submit(..., inside=$SLURM_JOB_ID); end it: roach release $SLURM_JOB_ID"
 while true; do
-  sleep 60 &
+  sleep 5 &
   wait $! || true
   kill $! 2>/dev/null || true
+  if [ -n "$again_at" ] && [ "$SECONDS" -ge "$again_at" ]; then
+    again_at=
+    stop_attempts
+  fi
 done
 """
 
@@ -472,6 +492,8 @@ def hold(
         raise UsageError(f"lead_s={lead!r} must be a whole number of seconds >= 1")
     if not (log_root.startswith("/") or log_root == "~" or log_root.startswith("~/")):
         raise UsageError(f"log_root {log_root!r} must be absolute or start with ~/ (the cluster's home)")
+    if any(c in log_root for c in "\n\r"):  # it becomes an #SBATCH line
+        raise UsageError(f"log_root {log_root!r} has a line break")
     store = store or Store()
     client = cluster.client()
     fs = ClusterFS(client.transport)

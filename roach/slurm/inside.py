@@ -27,9 +27,10 @@ from roach.errors import RoachError, UsageError
 from roach.slurm.bundle import JobJson
 from roach.slurm.cluster import Cluster
 from roach.slurm.clusterfs import ClusterFS, shipped_dir
-from roach.slurm.hold import STEP_NODE, STEP_RANKS, Holder, HolderInfo, Step
+from roach.slurm.hold import STEP_NODE, STEP_RANKS, Holder, HolderInfo, Step, StepKind
 from roach.slurm.job import Job
 from roach.slurm.resources import Resources
+from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
 
@@ -122,9 +123,11 @@ class AttemptStatus:
     driver_alive: bool | None  # None: the driver ran on another host than the one asked
 
 
-# One call for many attempts: per bundle dir, a line "<dir> US <exit json or -> US <stop 0/1> US <alive 1/0/?>".
+# One call for many attempts: per bundle dir, a line "<dir> US <exit json or -> US <stop 0/1> US <alive 1/0/?>"
+# (alive "?": the driver ran on another host than the one that answers).
 _READ = r"""me="$(hostname)"
 for d in "$@"; do
+  if [ ! -d "$d" ]; then printf '%s\037-\0370\0370\n' "$d"; continue; fi  # removed (roach clean): not running
   e=-; [ -r "$d/exit" ] && e="$(tr -d '\n' < "$d/exit")"
   s=0; [ -e "$d/stop" ] && s=1
   a=?; if [ -r "$d/driver.pid" ]; then read -r h p < "$d/driver.pid"
@@ -242,12 +245,18 @@ class InsideJob(Job):
         return [s for s in self._holder_handle().steps() if s.attempt == self.attempt and s.kind.is_attempt]
 
     def cancel(self) -> None:
-        """Stop this attempt at once: the driver starts no ranks' step, and its steps are cancelled (the
-        ranks get SIGTERM and checkpoint at their next step if they can). The holder goes on."""
+        """Stop this attempt; the holder goes on. The driver starts no ranks' step any more; running ranks get
+        SIGTERM the way ``roach signal`` sends it (they log it, checkpoint at their next step and exit). A
+        second cancel, or a node step, is ``scancel``-ed (killed at once)."""
+        again = self.fs.exists(self.paths.cancel)
         self.fs.write(self.paths.cancel, utc_now() + "\n")
-        ids = [s.id for s in self.steps()]
-        if ids:
-            self.client.scancel(ids)
+        steps = self.steps()
+        ranks = [s for s in steps if s.kind is StepKind.RANKS]
+        if ranks and not again:
+            self._holder_handle().signal(ranks[0].step, "TERM")
+            steps = [s for s in steps if s not in ranks]
+        if steps:
+            self.client.scancel([s.id for s in steps])
 
 
 def job_for(cluster: Cluster, record: JobRecord, store: Store | None = None) -> Job:
@@ -272,6 +281,7 @@ class AttemptInputs:
     commit: str
     clone_root: str
     run_dir: str
+    holder_ending: str | None = None  # the holder's "ending" marker: no ranks start once it exists
 
 
 def render_step(i: AttemptInputs) -> str:
@@ -318,7 +328,8 @@ def render_driver(i: AttemptInputs) -> str:
     per_task = [f"--cpus-per-task={cpus}"] if cpus else []
     gpus = []
     if res.gpus_per_node and res.gpus_per_node < i.gpus_per_node:  # a part of the holder's GPUs
-        gpus = [f"--gres=gpu:{res.gpus_per_node}" if i.cluster.gpu_flag == "gres" else f"--gpus-per-node={res.gpus_per_node}"]
+        gpus = [f"--gres=gpu:{res.gpus_per_node}" if i.cluster.gpu_flag == "gres"
+                else f"--gpus-per-node={res.gpus_per_node}"]
     node_step = " ".join(q(a) for a in ["srun", *common, f"--job-name={STEP_NODE}:{i.attempt}", f"--ntasks={n}",
                                          "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash", p.step_sh, "prepare"])
     ranks_step = " ".join(q(a) for a in [
@@ -326,6 +337,11 @@ def render_driver(i: AttemptInputs) -> str:
         f"--ntasks-per-node={res.tasks_per_node}", *per_task, *gpus, "--kill-on-bad-exit=1",
         f"--wait={i.cluster.rank_exit_wait_s}", "--label", "bash", p.step_sh, "rank"])
     port = 20000 + (i.holder + 1009 * i.attempt) % 20000
+    ending_check = "" if i.holder_ending is None else f"""if [ -e {q(i.holder_ending)} ]; then
+  echo "roach: holder {i.holder} is near its wall clock and stopped its attempts; the ranks did not start"
+  finish 130
+fi
+"""
     return f"""#!/bin/bash
 # roach attempt {i.attempt} of run {i.run_id} inside holder {i.holder}: started detached on the submit host by
 # submit(inside={i.holder}); its output is the run's log. It runs the node step, then the ranks' step, as steps
@@ -357,7 +373,7 @@ if [ -e "$ROACH_BUNDLE/cancel" ]; then
   echo "roach: attempt {i.attempt} was cancelled before its ranks started"
   finish 130
 fi
-{ranks_step}
+{ending_check}{ranks_step}
 rc=$?
 echo "roach: ranks' step ended with exit code $rc"
 finish "$rc"
@@ -383,7 +399,7 @@ def _wait_for_previous(h: Holder, info: HolderInfo, store: Store, fs: ClusterFS,
     deadline = time.monotonic() + settle_s
     while True:
         steps = [s for s in h.steps(info) if s.kind.is_attempt]
-        recs = [r for r in attempt_records(store, h.cluster.name, h.job_id)]
+        recs = attempt_records(store, h.cluster.name, h.job_id)
         status = read_attempts(fs, [AttemptPaths.of(r).bundle_dir for r in recs])
         by_n = {AttemptPaths.of(r).attempt: (r, status[AttemptPaths.of(r).bundle_dir]) for r in recs}
         busy: list[str] = []
@@ -400,7 +416,7 @@ def _wait_for_previous(h: Holder, info: HolderInfo, store: Store, fs: ClusterFS,
                 busy.append(f"attempt {n} (run {r.run_id})")
         strangers = [s for s in steps if s.attempt is None or s.attempt not in by_n]
         for s in strangers:
-            if s.kind.name == "RANKS":
+            if s.kind is StepKind.RANKS:
                 raise UsageError(f"holder {h.job_id} runs step {s.id} ({s.name}: {s.describe()}), which roach did "
                                  f"not start here; a second instance would run on the same GPUs",
                                  hint="end that step first, or pass force=True (--force)")
@@ -425,7 +441,7 @@ def submit_inside(
     *, holder: int, cluster: Cluster, resources: Resources, target: str, args: dict[str, Any],
     job_env: dict[str, str], name: str, run_id: str, repo: Any, python_path: list[str], log_root: str,
     abs_log_root: str, clone_root: str, secrets_dir: str | None, run_dir: str, description: str,
-    checkpoint_every: int | None, store: Store, client: Any, fs: ClusterFS, force: bool = False,
+    checkpoint_every: int | None, store: Store, client: SlurmClient, fs: ClusterFS, force: bool = False,
     settle_s: float = SETTLE_S,
 ) -> InsideJob:
     """Start an attempt now as steps of ``holder``; the values are submit()'s, validated there."""
@@ -439,9 +455,11 @@ def submit_inside(
                          else "hold again (`roach hold`)")
     _check_fits(resources, info, holder)
     lead = h.lead_s()
-    if not force and lead is not None and info.time_left_s is not None and info.time_left_s <= lead:
+    ending = h.ending_path is not None and fs.exists(h.ending_path)
+    if not force and (ending or lead is not None and info.time_left_s is not None and info.time_left_s <= lead):
         raise UsageError(f"holder {holder} ends in {info.time_left_s} s and already stopped its attempts "
-                         f"({lead} s before its end): this attempt would be killed without a checkpoint",
+                         f"({lead} s before its end, up to 30 s earlier): this attempt would be killed without a "
+                         f"checkpoint",
                          hint="release it and hold again (`roach release`, `roach hold`)")
     if not force:
         _wait_for_previous(h, info, store, fs, settle_s)
@@ -474,7 +492,8 @@ def submit_inside(
         inputs = AttemptInputs(
             cluster=cluster, resources=resources, holder=holder, attempt=n, run_id=run_id, paths=paths, nodes=nodes,
             gpus_per_node=info.gpus_per_node, roach_path=shipped_dir(roach_dir, bundle_root), repo_url=repo.url,
-            repo_name=repo.name, commit=repo.commit, clone_root=clone_root, run_dir=run_dir)
+            repo_name=repo.name, commit=repo.commit, clone_root=clone_root, run_dir=run_dir,
+            holder_ending=h.ending_path)
         spec = {
             "version": 1, "target": target, "args": args, "run_id": run_id, "name": name, "cluster": cluster.name,
             "run_dir": run_dir, "log_root": log_root, "clone_root": clone_root, "secrets_dir": secrets_dir,

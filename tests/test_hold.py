@@ -1,0 +1,375 @@
+"""Holding an allocation: holders, attempts as steps of them, roach steps/signal/release.
+
+Pure tests first (step parsing, the scripts, the signal program on real local processes); then the
+behaviour on the lab: three attempts in one holder, a clean stop and a resume, stacking refused, and a
+holder near its wall clock that stops its attempt first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from roach.cli import CONTEXT, RoachGroup
+from roach.cli_hold import COMMANDS
+from roach.errors import UsageError
+from roach.lab.config import LAB_USER
+from roach.slurm import submit
+from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
+from roach.slurm.hold import (
+    SIGNAL_PROGRAM, STEP_RANKS, StepKind, classify_step, hold, idle_holders, parse_steps, render_holder,
+    steps_format,
+)
+from roach.slurm.inside import (
+    EXIT_LEFT, AttemptExit, AttemptInputs, AttemptPaths, InsideJob, attempt_id, attempt_records, job_for,
+    read_attempts, render_driver, render_step, split_attempt_id,
+)
+from roach.slurm.slurmparse import RS, US
+from roach.slurm.states import JobState
+from roach.slurm.store import JobRecord, Store
+from roach.slurm.clusterfs import ClusterFS
+from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.transport import LocalTransport, Result
+from tests.conftest import GitRepo, wait_until
+
+CLUSTER = LAB.with_(run_as=LAB_USER)
+RESUMABLE = (Path(__file__).parent / "jobs" / "resumable.py").read_text()
+
+
+# -- pure ----------------------------------------------------------------------------------------------
+def _squeue_steps(*rows: tuple[str, ...]) -> str:
+    return "".join(US.join(r) + RS + "\n" for r in rows)
+
+
+def test_steps_format_and_parse_tell_the_ranks_step_from_node_steps():
+    assert steps_format() == f"StepId:{US},StepName:{US},NumTasks:{US},TimeUsed:{US},StepState:{US},Nodes:{RS}"
+    text = _squeue_steps(("412.3", "roach-ranks:2", "4", "1:02", "RUNNING", "n[1-2]"),
+                         ("412.4", "roach-signal", "2", "0:00", "RUNNING", "n[1-2]"),
+                         ("412.5", "python", "4", "10:00", "RUNNING", "n[1-2]"),
+                         ("412.6", "bash", "2", "0:03", "RUNNING", "n[1-2]"),
+                         ("412.7", "weird name", "3", "0:03", "RUNNING", "n1"),
+                         ("412.batch", "batch", "1", "1-02:03:04", "RUNNING", "n1"),
+                         ("412.extern", "extern", "2", "5:00", "RUNNING", "n[1-2]"))
+    steps = parse_steps(text, gpus=4, nodes=2)
+    assert [(s.id, s.kind, s.attempt) for s in steps] == [
+        ("412.3", StepKind.RANKS, 2), ("412.4", StepKind.SIGNAL, None), ("412.5", StepKind.RANKS, None),
+        ("412.6", StepKind.NODE, None), ("412.7", StepKind.OTHER, None), ("412.batch", StepKind.BATCH, None),
+        ("412.extern", StepKind.EXTERN, None)]
+    assert steps[0].elapsed_s == 62 and steps[5].elapsed_s == 93784 and steps[0].nodelist == "n[1-2]"
+    assert steps[0].describe() == "ranks' step (4 tasks, one per GPU) of attempt 2"
+    assert parse_steps("") == []
+    with pytest.raises(Exception, match="expected 6 fields"):
+        parse_steps("412.3" + US + "x" + RS)
+
+
+class _Canned:
+    def __init__(self, stdout: str):
+        self.stdout, self.calls = stdout, []
+
+    def run(self, argv, *, input=None, timeout=None):
+        self.calls.append(list(argv))
+        return Result(tuple(argv), 0, self.stdout, "")
+
+
+def test_idle_holders_asks_once_for_all_and_counts_only_attempts_and_strangers():
+    t = _Canned(_squeue_steps(("7.batch", "batch", "1", "9:00", "RUNNING", "n1"),
+                              ("7.4", "roach-signal", "1", "0:01", "RUNNING", "n1"),
+                              ("8.batch", "batch", "1", "9:00", "RUNNING", "n2"),
+                              ("8.2", "roach-ranks:1", "4", "1:00", "RUNNING", "n2"),
+                              ("9.batch", "batch", "1", "9:00", "RUNNING", "n3"),
+                              ("9.0", "python", "1", "1:00", "RUNNING", "n3")))
+    assert idle_holders(SlurmClient(t), [7, 8, 9, 10]) == {7: True, 8: False, 9: False}  # 10: not running
+    assert len(t.calls) == 1 and t.calls[0][:5] == ["squeue", "--steps", "--noheader", "--jobs", "7,8,9,10"]
+
+
+def test_roach_step_names_win_over_task_counts():
+    # one node, one GPU: the node step and the ranks' step both have one task; the names tell them apart
+    assert classify_step("roach-node:7", "1", 1, 1, 1) == (StepKind.NODE, 7)
+    assert classify_step("roach-ranks:7", "2", 1, 1, 1) == (StepKind.RANKS, 7)
+    assert classify_step("batch", "batch", 1, 1, 1) == (StepKind.BATCH, None)
+
+
+def test_attempt_ids_are_never_slurm_job_ids_and_round_trip():
+    assert attempt_id(412, 1) == (1 << 32) + 412 and attempt_id(412, 1) > 0xFFFFFFFF
+    assert split_attempt_id(attempt_id(4_000_000_000, 999)) == (4_000_000_000, 999)
+    assert split_attempt_id(412) is None
+    rec = _record(attempt_id(412, 3), holder=412, run_id="r1", log_path="/l/r1_412.out")
+    p = AttemptPaths.of(rec)
+    assert (p.bundle_dir, p.log, p.spec) == ("/l/bundles/412.3", "/l/r1_412.out", "/l/bundles/412.3/spec.json")
+    assert isinstance(job_for(LAB, rec), InsideJob)
+    assert not isinstance(job_for(LAB, _record(412, holder=412)), InsideJob)  # the holder itself
+
+
+def test_exit_codes_mean_completed_stopped_or_failed():
+    assert AttemptExit(0, "t").state is JobState.COMPLETED
+    assert AttemptExit(EXIT_LEFT, "t").status == "cancelled"
+    assert "left to come back" in AttemptExit(EXIT_LEFT, "t").state_text
+    assert AttemptExit(1, "t").status == "failed" and AttemptExit(137, "t").state is JobState.FAILED
+
+
+HOSTILE = "/tmp/we ird/$(touch pwned)/`id`/'q\"/\nrm -rf x"
+
+
+def _inputs(tmp: str = HOSTILE, **kw) -> AttemptInputs:
+    base = dict(cluster=LAB, resources=NODES2_GPU2, holder=412, attempt=2, run_id="r-1",
+                paths=AttemptPaths(tmp, "r-1", 412, 2), nodes=("n1", "n2"), gpus_per_node=2,
+                roach_path=f"{tmp}/bundles/roach-x", repo_url=f"file://{tmp}/remote.git", repo_name="work",
+                commit="c" * 40, clone_root=f"{tmp}/clones", run_dir=f"{tmp}/runs/r-1")
+    base.update(kw)
+    return AttemptInputs(**base)
+
+
+def test_driver_and_step_scripts_are_valid_bash_and_quote_hostile_paths(tmp_path):
+    i = _inputs()
+    values = [i.roach_path, i.repo_url, i.clone_root, i.run_dir, i.paths.bundle_dir, i.paths.step_sh, i.paths.spec,
+              i.paths.node_sh]
+    for text in (render_driver(i), render_step(i)):
+        f = tmp_path / "s.sh"
+        f.write_text(text)
+        subprocess.run(["bash", "-n", str(f)], check=True)
+        for v in sorted(values, key=len, reverse=True):
+            text = text.replace(shlex.quote(v), "<quoted>")
+        assert "pwned" not in text and "rm -rf" not in text  # every hostile value went through shlex.quote
+    driver = render_driver(_inputs())
+    assert "srun --jobid=412 --overlap --nodelist=n1,n2 --nodes=2 --job-name=roach-node:2 --ntasks=2" in driver
+    assert "--job-name=roach-ranks:2 --ntasks=4 --ntasks-per-node=2 --cpus-per-task=1 --kill-on-bad-exit=1" in driver
+    assert "--gres" not in driver  # the whole holder's GPUs: as in a batch job
+    assert "export ROACH_INSIDE_HOLDER=412\nexport ROACH_ATTEMPT=2" in driver
+    half = render_driver(_inputs(resources=NODES2_GPU2.replace(gpus_per_node=1), gpus_per_node=2))
+    assert "--gres=gpu:1" in half and "--ntasks=2 --ntasks-per-node=1" in half
+    assert "exec \"$py\" -m roach.slurm.run '/tmp/we ird/$(touch pwned)" in render_step(_inputs())
+
+
+def test_holder_script_does_not_requeue_and_stops_attempts_before_its_wall_clock(tmp_path):
+    text = render_holder(cluster=LAB, resources=GPU1, name="h", hold_id="hold-h-1", log_root=HOSTILE, lead_s=45)
+    assert "#SBATCH --no-requeue\n#SBATCH --signal=B:USR1@45\n" in text and "trap near_end USR1" in text
+    assert "bundle='/tmp/we ird/$(touch pwned)/`id`/'\"'\"'q\"/\nrm -rf x/bundles'/\"$SLURM_JOB_ID\"" in text
+    f = tmp_path / "h.sh"
+    f.write_text(text)
+    subprocess.run(["bash", "-n", str(f)], check=True)
+
+
+def _fake_rank(tmp: Path, name: str, env: dict[str, str], fork_child: bool = False) -> subprocess.Popen:
+    """A process that looks like a rank (an argument `roach.slurm.run`) and notes the signals it gets."""
+    code = (f"import os, signal, sys, time\n"
+            f"def note(s, f):\n open({str(tmp / name)!r} + '.' + str(os.getpid()), 'a').write(str(s))\n"
+            f"signal.signal(signal.SIGUSR1, note)\n"
+            + ("os.fork()\n" if fork_child else "")
+            + "open(" + repr(str(tmp / name)) + " + '.ready.' + str(os.getpid()), 'w')\n"
+            "time.sleep(30)\n")
+    return subprocess.Popen([sys.executable, "-c", code, "-m", "roach.slurm.run", "/b/spec.json"],
+                            env={**os.environ, **env}, start_new_session=True)
+
+
+def test_signal_program_reaches_the_attempts_ranks_only(tmp_path):
+    procs = [
+        _fake_rank(tmp_path, "mine", {"ROACH_INSIDE_HOLDER": "412", "ROACH_ATTEMPT": "2"}, fork_child=True),
+        _fake_rank(tmp_path, "other-attempt", {"ROACH_INSIDE_HOLDER": "412", "ROACH_ATTEMPT": "1"}),
+        _fake_rank(tmp_path, "other-holder", {"ROACH_INSIDE_HOLDER": "4120", "ROACH_ATTEMPT": "2"}),
+        _fake_rank(tmp_path, "batch-job", {}),
+    ]
+    try:
+        wait_until("the fake ranks", lambda: len(list(tmp_path.glob("*.ready.*"))) == 5, timeout=20, every=0.1)
+        out = subprocess.run(["bash", "-c", SIGNAL_PROGRAM, "roach-signal", "USR1", "412", "2"],
+                             capture_output=True, text=True, check=True).stdout
+        assert re.search(r"sent SIGUSR1 to 1 rank\(s\) of holder 412 attempt 2$", out.strip()), out
+        wait_until("the signal", lambda: list(tmp_path.glob("mine.[0-9]*")), timeout=10, every=0.1)
+        time.sleep(0.3)
+        got = sorted(p.name.split(".")[0] for p in tmp_path.iterdir() if ".ready." not in p.name)
+        assert got == ["mine"]  # its forked child, the other attempt, holder and the batch job: untouched
+        out = subprocess.run(["bash", "-c", SIGNAL_PROGRAM, "roach-signal", "USR1", "412", ""],
+                             capture_output=True, text=True, check=True).stdout
+        assert "sent SIGUSR1 to 2 rank(s) of holder 412\n" in out  # every attempt of the holder
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGKILL)
+
+
+def test_read_attempts_reads_exit_stop_and_driver_in_one_call(tmp_path):
+    a, b, c = (tmp_path / n for n in ("412.1", "412.2", "412.3"))
+    for d in (a, b, c):
+        d.mkdir()
+    (a / "exit").write_text('{"exit_code": 3, "ended_at_utc": "2026-01-01T00:00:00Z"}\n')
+    (b / "stop").write_text("x")
+    (b / "driver.pid").write_text(f"{os.uname().nodename} {os.getpid()}\n")
+    (c / "driver.pid").write_text(f"{os.uname().nodename} 999999999\n")
+    got = read_attempts(ClusterFS(LocalTransport()), [str(a), str(b), str(c), str(tmp_path / "none")])
+    assert got[str(a)].exit == AttemptExit(3, "2026-01-01T00:00:00Z") and not got[str(a)].stop_requested
+    assert got[str(b)].exit is None and got[str(b)].stop_requested and got[str(b)].driver_alive is True
+    assert got[str(c)].driver_alive is False and got[str(tmp_path / "none")].driver_alive is False
+    (c / "driver.pid").write_text("another-host 1\n")
+    assert read_attempts(ClusterFS(LocalTransport()), [str(c)])[str(c)].driver_alive is None
+
+
+def _record(job_id: int, **kw) -> JobRecord:
+    base = dict(cluster="lab", job_id=job_id, run_id="r", name="n", target="pkg.m:f", commit="c", repo="work",
+                log_path="/l/r_1.out", bundle_dir="/l/bundles/1", run_dir="/r/r", submitted_at="2026-01-01T00:00:00Z",
+                resources={}, status="submitted", slurm_state=None, exit_code=None, recorded_at=None)
+    base.update(kw)
+    return JobRecord(**base)
+
+
+# -- on the lab --------------------------------------------------------------------------------------------
+pytest_lab = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def repo():
+    base = Path(tempfile.mkdtemp(prefix="roach-hold-", dir="/tmp"))
+    os.chmod(base, 0o777)
+    r = GitRepo(base)
+    r.commit({"pkg/__init__.py": "", "pkg/resumable.py": RESUMABLE}, "resumable functions")
+    return r  # left in /tmp for a post-mortem of a failure; small
+
+
+@pytest.fixture(scope="module")
+def store(repo):
+    return Store(repo.base / "store.sqlite")
+
+
+@pytest.fixture(scope="module")
+def roots(repo):
+    return {"log_root": str(repo.base / "logs"), "clone_root": str(repo.base / "clones")}
+
+
+@pytest.fixture
+def cli(store, monkeypatch):
+    monkeypatch.setenv("ROACH_STORE", str(store.path))
+    group = RoachGroup(commands={c.name: c for c in COMMANDS}, context_settings=CONTEXT)
+
+    def invoke(*args: str):
+        r = CliRunner().invoke(group, [*args, "--run-as", LAB_USER], catch_exceptions=False)
+        return r
+
+    return invoke
+
+
+@pytest.fixture
+def holders(user_slurm):
+    ids: list[int] = []
+    yield ids
+    if ids:
+        user_slurm.scancel(ids)
+
+
+def _inside(repo, store, roots, holder, target, **kw):
+    kw.setdefault("resources", NODES2_GPU2)
+    return submit(target, cluster=CLUSTER, repo_root=repo.work, store=store, inside=holder, **roots, **kw)
+
+
+_SUBMIT_AND_EXIT = """
+import sys
+from roach.slurm import submit
+from roach.slurm.clusters.lab import LAB, NODES2_GPU2
+from roach.slurm.store import Store
+job = submit("pkg.resumable:plain_loop", {"steps": 12, "step_s": 0.25}, resources=NODES2_GPU2,
+             cluster=LAB.with_(run_as=sys.argv[1]), repo_root=sys.argv[2], store=Store(sys.argv[3]),
+             inside=int(sys.argv[4]), log_root=sys.argv[5], clone_root=sys.argv[6])
+print(job.job_id)
+"""
+
+
+@pytest_lab
+def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, roots, cli, holders, user_slurm):
+    r = cli("hold", "--cluster", "lab", "--resources", "NODES2_GPU2", "--time", "5", "--name", "dbg",
+            "--log-root", roots["log_root"], "--wait", "60", "--json")
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.output)
+    holder = info["job_id"]
+    holders.append(holder)
+    assert info["state"] == "RUNNING" and info["nodes"] == 2 and info["gpus"] == 4
+    started = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
+
+    # 1: submitted by a process that exits at once: the driver outlives it
+    out = subprocess.run([sys.executable, "-c", _SUBMIT_AND_EXIT, LAB_USER, str(repo.work), str(store.path),
+                          str(holder), roots["log_root"], roots["clone_root"]],
+                         capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent).stdout
+    first = job_for(CLUSTER, store.get("lab", int(out.split()[-1])), store)
+    assert isinstance(first, InsideJob) and first.record.holder == holder and first.attempt == 1
+    assert first.wait(timeout=90).state is JobState.COMPLETED, first.log()
+    assert store.get("lab", first.job_id).status == "completed"
+    assert "roach: ranks' step ended with exit code 0" in first.log()
+
+    # 2: a resumable run, stopped cleanly by `roach signal`
+    second = _inside(repo, store, roots, holder, "pkg.resumable:ddp_train", args={"steps": 300, "step_s": 0.1},
+                     name="held-ddp")
+    wait_until("progress", lambda: second.log().count("done loss") >= 10, timeout=90)
+    with pytest.raises(UsageError, match=rf"holder {holder} is running attempt 2 \(run {second.run_id}: {holder}\.\d+ "
+                                         r"ranks' step \(4 tasks, one per GPU\)"):
+        _inside(repo, store, roots, holder, "pkg.resumable:plain_loop", args={"steps": 3})
+    assert len(attempt_records(store, "lab", holder)) == 2  # the refused one left nothing
+
+    steps = json.loads(cli("steps", str(holder), "--json").output)
+    ranks = [s for s in steps["steps"] if s["kind"] == "ranks"]
+    assert len(ranks) == 1 and ranks[0]["tasks"] == 4 and ranks[0]["name"] == f"{STEP_RANKS}:2"
+    assert ranks[0]["run_id"] == second.run_id and steps["idle"] is False
+
+    r = cli("signal", str(holder))
+    assert r.exit_code == 0, r.output
+    assert f"sent SIGUSR1 to attempt 2 (step {ranks[0]['id']}), run {second.run_id}" in r.output
+
+    # 3: the same run id, submitted at once: it waits for attempt 2 to leave, then resumes where it stopped
+    third = _inside(repo, store, roots, holder, "pkg.resumable:ddp_train", args={"steps": 300, "step_s": 0.1},
+                    name="held-ddp", run_id=second.run_id)
+    ended = second.status().exit
+    assert ended is not None and ended.ended_at <= third.record.submitted_at
+    assert second.wait(timeout=5) == ended
+    log = second.log()
+    assert "caught_signal USR1" in log and "requeueing job" not in log, log[-3000:]
+    saved = int(re.findall(r"checkpoint at step (\d+) after caught_signal USR1", log)[-1])
+    # EXIT_LEFT once roach.slurm.attempts knows ROACH_INSIDE_HOLDER; 1 from its wall-clock branch before that
+    assert ended.exit_code == EXIT_LEFT and ended.state is not JobState.COMPLETED
+    assert third.wait(timeout=90).state is JobState.COMPLETED, third.log()[-3000:]
+    log = third.log()
+    assert re.search(rf"rank 0: resumed at step {saved} \(checkpoint of job {holder};", log)
+    assert "rank 0: finished; result in" in log
+
+    # no new job id: three attempts, all steps of the holder, each log <run_id>_<holder>.out
+    assert not [a for a in user_slurm.sacct(user=LAB_USER, since=started) if a.name == "held-ddp"]
+    for job in (first, second, third):
+        assert Path(job.record.log_path).name == f"{job.run_id}_{holder}.out" and job.record.holder == holder
+        assert Path(job.paths.bundle_dir).name == f"{holder}.{job.attempt}"
+    assert [j.attempt for j in (first, second, third)] == [1, 2, 3]
+    assert re.findall(rf"(?m)^roach: attempt (\d+) of run {second.run_id}: inside holder {holder} ", log) == ["2", "3"]
+
+    assert json.loads(cli("steps", str(holder), "--json").output)["idle"] is True
+    r = cli("release", str(holder), "--json")
+    assert json.loads(r.output)["state"] == "CANCELLED"
+    assert store.get("lab", holder).status == "cancelled"
+
+
+@pytest_lab
+@pytest.mark.slow
+def test_a_holder_near_its_wall_clock_stops_its_attempt_first(repo, store, roots, holders):
+    # USR1 to the holder's shell 20 s before a 1-minute limit: Slurm's 30 s timer sends it 10-40 s after the
+    # start. Should it come before the attempt's ranks run, the holder's second try 10 s later reaches them.
+    h = hold(GPU1, cluster=CLUSTER, name="short", time="1", lead_s=20, log_root=roots["log_root"], store=store)
+    holders.append(h.job_id)
+    h.wait_running(timeout=60)
+    job = _inside(repo, store, roots, h.job_id, "pkg.resumable:ddp_train", args={"steps": 3000, "step_s": 0.1},
+                  resources=GPU1, name="long")
+    ended = job.wait(timeout=75)
+    assert h.state() is JobState.RUNNING  # the attempt left, checkpointed, before the holder's end
+    resume = Path(job.record.run_dir) / "resume.pt"
+    assert resume.exists()
+    log = job.log()
+    holder_log = Path(h.log_path).read_text()
+    assert f"roach: holder {h.job_id}: its wall clock is 20 s away" in holder_log, holder_log
+    assert re.search(r"sent SIGUSR1 to 1 rank\(s\) of holder", holder_log)
+    assert "caught_signal USR1" in log and re.search(r"checkpoint at step \d+ after caught_signal USR1", log)
+    assert ended.state is not JobState.COMPLETED
+    # too late for another attempt: it would be killed without a checkpoint
+    with pytest.raises(UsageError, match="already stopped its attempts"):
+        _inside(repo, store, roots, h.job_id, "pkg.resumable:plain_loop", resources=GPU1, args={"steps": 3})
+    h.release()
