@@ -71,7 +71,10 @@ def _register() -> None:
 
     for command in cli_workspace.COMMANDS:
         cli.add_command(command)
-    from roach import cli_hold, cli_watch
+    from roach import cli_clusters, cli_hold, cli_watch
+
+    for command in cli_clusters.COMMANDS:
+        cli.add_command(command)
 
     for command in cli_hold.COMMANDS:
         cli.add_command(command)

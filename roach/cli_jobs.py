@@ -200,7 +200,10 @@ _CLONE_ROOT = signature(submit_job).parameters["clone_root"].default
 
 @click.command()
 @click.argument("target")
-@click.option("--cluster", required=True, metavar="NAME", help="The cluster to run on (e.g. lab).")
+@click.option("--cluster", default=None, metavar="NAME",
+              help="The cluster to run on (e.g. lab). [default: clusters.toml's default, else ilc]")
+@click.option("--experiment", default=None, metavar="NAME",
+              help="The experiment the run belongs to (what `roach clean` cleans). [default: the log root's parent]")
 @click.option("--resources", "preset", required=True, metavar="PRESET", help="A resources preset of the cluster (the lab: CPU, GPU1, GPU2, ...).")
 @click.option("--arg", "kwargs", multiple=True, metavar="KEY=VALUE", callback=_parse_args,
               help="A keyword argument of the function; VALUE is read as JSON when it parses (1e-3, 200, "
@@ -243,7 +246,8 @@ def submit(ctx: click.Context, target: str, cluster: str, preset: str, kwargs: d
         raise click.BadParameter(f"{', '.join(both)} also given in --args-json", param_hint="--arg")
     options = {k: v for k, v in paths.items() if v is not None}
     with Store() as store:
-        job = submit_job(target, {**args_json, **kwargs}, resources=preset, cluster=_cluster(cluster, run_as),
+        job = submit_job(target, {**args_json, **kwargs}, resources=preset,
+                         cluster=_cluster(cluster, run_as) if cluster else None,
                          job_env=job_env, store=store, **options)
         _report_submitted(ctx, job, run_as, wait, as_json)
 

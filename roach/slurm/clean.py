@@ -29,13 +29,14 @@ from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.store import JobRecord, Store
 
 # Fixed programs run on the login host or a node; paths and names are their arguments, never spliced in.
-_EXISTING = 'for p in "$@"; do if [ -e "$p" ]; then printf "%s\\n" "$p"; fi; done'
+# The login host's print NUL-terminated paths (a path may hold a newline).
+_EXISTING = 'for p in "$@"; do if [ -e "$p" ]; then printf "%s\\0" "$p"; fi; done'
 _REMOVE = ('for p in "$@"; do case "$p" in */bundles/*|*.out) if [ -e "$p" ]; then rm -rf -- "$p" && '
-           'printf "%s\\n" "$p"; fi;; *) echo "refusing $p" >&2; exit 2;; esac; done')
+           'printf "%s\\0" "$p"; fi;; *) echo "refusing $p" >&2; exit 2;; esac; done')
 # A log root is removed only when nothing but bundles/ with shipped roach copies is left in it.
 _TIDY = ('for d in "$@"; do [ -d "$d" ] || continue; other=$(find "$d" -mindepth 1 -maxdepth 1 ! -name bundles | head -n 1); '
          'left=$(find "$d/bundles" -mindepth 1 -maxdepth 1 ! -name "roach-*" 2>/dev/null | head -n 1); '
-         'if [ -z "$other" ] && [ -z "$left" ]; then rm -rf -- "$d" && printf "%s\\n" "$d"; fi; done')
+         'if [ -z "$other" ] && [ -z "$left" ]; then rm -rf -- "$d" && printf "%s\\0" "$d"; fi; done')
 # On a node: MODE(list|delete) DIR... -- RUN... -- EXCLUDE...: <dir>/<run>* (not <dir>/<excluded>*).
 _SCRATCH = r'''set -u
 mode=$1; shift; dirs=(); runs=(); excl=(); which=dirs
@@ -76,6 +77,10 @@ for d in "$root"/*; do
   printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${size:-0}" "$complete" "$used" "$action"
 done
 '''
+
+
+def _nul(text: str) -> list[str]:
+    return [p for p in text.split("\0") if p]
 
 
 def experiment_of(rec: JobRecord, named: dict[tuple[str, int], str] | None = None) -> str:
@@ -176,7 +181,8 @@ def _clean_cluster(experiment: str, c: Cluster, recs: list[JobRecord], store: St
 
     c = configured(c)
     client = c.client()
-    ids = {r.job_id for r in recs} | {r.holder for r in recs if r.holder is not None}
+    # Slurm's ids: each job's, and the holder of each attempt (an attempt's own id is roach's, above 32 bits)
+    ids = {i for i in {r.job_id for r in recs} | {r.holder for r in recs if r.holder is not None} if i >> 32 == 0}
     report = CleanReport(experiment, c.name, dry_run, sorted(r.job_id for r in recs))
     active = [q for q in client.squeue() if q.ref.job in ids and q.state.is_active]
     report.cancelled = [f"{q.job_id} {q.state.value}" for q in active]
@@ -208,16 +214,16 @@ def _clean_cluster(experiment: str, c: Cluster, recs: list[JobRecord], store: St
     paths = [p for r in recs for p in (r.log_path, r.bundle_dir) if "/bundles/" in r.bundle_dir]
     t = client.transport
     if dry_run:
-        report.logs = t.run(["sh", "-c", _EXISTING, "sh", *paths]).stdout.split()
+        report.logs = _nul(t.run(["sh", "-c", _EXISTING, "sh", *paths]).stdout)
     else:
         r = t.run(["sh", "-c", _REMOVE, "sh", *paths])
-        report.logs = r.stdout.split()
+        report.logs = _nul(r.stdout)
         if r.returncode != 0:
             report.failed.append(f"deleting logs: {r.stderr.strip()}")
         roots = sorted({posixpath.dirname(r.log_path) for r in recs})
-        report.logs += t.run(["sh", "-c", _TIDY, "sh", *roots]).stdout.split()
+        report.logs += _nul(t.run(["sh", "-c", _TIDY, "sh", *roots]).stdout)
     ckpts = sorted({posixpath.join(r.run_dir, RESUME_FILE) for r in recs if r.run_dir.startswith("/")})
-    report.checkpoints_kept = t.run(["sh", "-c", _EXISTING, "sh", *ckpts]).stdout.split() if ckpts else []
+    report.checkpoints_kept = _nul(t.run(["sh", "-c", _EXISTING, "sh", *ckpts]).stdout) if ckpts else []
     return report
 
 
@@ -245,9 +251,10 @@ def clones(cluster: Cluster | str, *, clone_root: str = "~/roach_clones", nodes:
     c = configured(get_cluster(cluster))
     store = store or Store()
     client = c.client()
-    recs = {r.job_id: r for r in store.all_jobs(cluster=c.name)}
+    recs = store.all_jobs(cluster=c.name)
     if not nodes:
-        acct = client.sacct(sorted(recs)[-500:]) if recs else []
+        ids = sorted({i for r in recs for i in (r.job_id, r.holder) if i is not None and i >> 32 == 0})[-500:]
+        acct = client.sacct(ids) if ids else []
         nodes = hostnames(client, [a.nodelist for a in acct if a.step is None])
     if not nodes:
         raise UsageError(f"no node to look at on {c.name}: the store has no job there that ran on one",
@@ -255,14 +262,15 @@ def clones(cluster: Cluster | str, *, clone_root: str = "~/roach_clones", nodes:
     queue = [q for q in client.squeue() if q.state.is_active]
     at: dict[tuple[str, str], list[int]] = {}
     keep: set[str] = set()
+    by_slurm_id: dict[int, list[JobRecord]] = {}
+    for r in recs:  # a job, or an attempt inside a holder (counted as the holder's)
+        by_slurm_id.setdefault(r.holder if r.holder is not None else r.job_id, []).append(r)
     for q in queue:
-        rec = recs.get(q.raw_id)
-        if rec is None:
-            continue
-        name = f"{rec.repo}-{rec.commit}"
-        keep.add(name)  # a queued job may start on any node at any moment: its commit's clones stay
-        for n in hostnames(client, [q.nodelist]) if q.state.is_running else ():
-            at.setdefault((n, name), []).append(q.raw_id)
+        names = {f"{r.repo}-{r.commit}" for r in by_slurm_id.get(q.raw_id, ()) if r.commit}
+        keep |= names  # a queued job may start on any node at any moment: its commit's clones stay
+        for n in hostnames(client, [q.nodelist]) if q.state.is_running and names else ():
+            for name in names:
+                at.setdefault((n, name), []).append(q.raw_id)
     results = on_nodes(c, client, list(nodes), _CLONES, ["prune" if prune else "list", clone_root, *sorted(keep)],
                        name="roach-clones", immediate_s=immediate_s)
     out: list[Clone] = []

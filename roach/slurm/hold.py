@@ -479,8 +479,10 @@ def hold(
     """
     from roach.slurm.submit import _resources, new_run_id
 
-    cluster = get_cluster(cluster)
-    res = _resources(resources, cluster)
+    from roach.slurm.userconfig import configured, fill_resources
+
+    cluster = configured(get_cluster(cluster))
+    res = fill_resources(cluster, _resources(resources, cluster))
     if time is not None:
         res = res.replace(time=time)
     guardrails.check(cluster, res, allow_metered=allow_metered)

@@ -83,7 +83,7 @@ def submit(
     args: Mapping[str, Any] | None = None,
     *,
     resources: Resources | str,
-    cluster: Cluster | str,
+    cluster: Cluster | str | None = None,
     name: str | None = None,
     job_env: Mapping[str, str] | None = None,
     repo_root: str | Path = ".",
@@ -94,6 +94,7 @@ def submit(
     run_id: str | None = None,
     description: str = "",
     checkpoint_every: int | None = None,
+    experiment: str | None = None,
     allow_metered: bool = False,
     inside: int | None = None,
     force: bool = False,
@@ -105,9 +106,14 @@ def submit(
     starts it now as steps of that running holder instead (an :class:`~roach.slurm.inside.InsideJob`; see
     docs/hold.md); ``force`` then starts it even beside another attempt's running ranks.
     """
-    cluster = get_cluster(cluster)
-    res = _resources(resources, cluster)
+    from roach.slurm.userconfig import configured, default_cluster_name, fill_resources
+
+    # No cluster named: the configured default (ilc out of the box), never a metered one.
+    cluster = configured(get_cluster(cluster if cluster is not None else default_cluster_name()))
+    res = fill_resources(cluster, _resources(resources, cluster))
     guardrails.check(cluster, res, allow_metered=allow_metered)
+    if experiment is not None and (not experiment or "/" in experiment or experiment.strip() != experiment):
+        raise UsageError(f"experiment name {experiment!r} must be non-empty, without '/' or surrounding spaces")
     parse_target(target)
     args = _check_args(args or {})
     env = _check_env(job_env)
@@ -155,6 +161,7 @@ def submit(
             clone_root=clone_root, secrets_dir=secrets_dir, run_dir=run_dir, description=description,
             checkpoint_every=checkpoint_every, store=store, client=client, fs=fs, force=force)
 
+    guardrails.check_live(cluster, res, client)
     bundle_root = posixpath.join(abs_log_root, "bundles")
     roach_dir = Path(roach.__file__).parent
     script_text = batch.render(batch.ScriptInputs(
@@ -187,6 +194,8 @@ def submit(
             resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
         )
         store.add(record)
+        if experiment:
+            store.set_experiment(cluster.name, job_id, experiment)
         try:
             client.release(job_id)
         except BaseException:

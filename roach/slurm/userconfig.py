@@ -53,6 +53,8 @@ _TIER_KEYS: dict[str, tuple[str, str]] = {
     "gpu_cap": ("int", "GPUs one user may claim here, running plus pending"),
     "preemptible": ("bool", "jobs here can be preempted"),
 }
+_KIND_TEXT = {"str": "a non-empty string", "int": "an integer >= 0", "float": "a number >= 0", "bool": "true or false",
+              "list[str]": "a list of non-empty strings", "list[table]": "a list of tables"}
 _TOP_KEYS = {"default": "the cluster used when none is named", "clusters": "[clusters.NAME] tables"}
 
 
@@ -104,8 +106,7 @@ def _typed(path: Path, where: str, kind: str, value: Any) -> Any:
         "list[table]": lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
     }[kind]
     if not ok(value):
-        raise _err(path, where, f"{value!r} is not a {kind.replace('list[table]', 'list of tables')}"
-                   + (" >= 0" if kind in ("int", "float") else "") + (" (non-empty)" if kind == "str" else ""))
+        raise _err(path, where, f"{value!r} is not {_KIND_TEXT[kind]}")
     return float(value) if kind == "float" else value
 
 

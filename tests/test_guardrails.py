@@ -1,0 +1,223 @@
+"""Guardrails: each refusal, and proof that nothing was submitted (the user's squeue and sacct before and
+after, the store, the log root). Lab-based fake clusters stand in for metered or capped ones."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import subprocess
+
+import pytest
+
+from roach.lab.config import LAB_USER
+from roach.slurm import Resources, guardrails, submit
+from roach.slurm.clusters import ilc
+from roach.slurm.clusters.lab import GPU1, GPU2, GPU4, LAB
+from roach.slurm.guardrails import Refused, check, check_live
+from roach.slurm.store import Store
+
+CLUSTER = LAB.with_(run_as=LAB_USER)
+PKG = {"pkg/__init__.py": "", "pkg/jobs.py": "def hello(run):\n    run.log('hello')\n    return 1\n"}
+
+
+@pytest.fixture(autouse=True)
+def config(tmp_path, monkeypatch):
+    path = tmp_path / "clusters.toml"
+    monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(path))
+    return path
+
+
+# -- the rules, offline ------------------------------------------------------------------------------------
+def test_metered_needs_the_confirmation():
+    with pytest.raises(Refused, match="cluster lab is metered") as e:
+        check(LAB.with_(metered=True, budget="a test budget"), GPU1)
+    assert e.value.rule == "metered" and "allow_metered=True" in e.value.hint and "a test budget" in e.value.message
+    check(LAB.with_(metered=True), GPU1, allow_metered=True)
+
+
+def test_the_shipped_metered_clusters_refuse_without_confirmation():
+    from roach.slurm.clusters.aws import AWS, H100 as AWS_H100
+    from roach.slurm.clusters.marlowe import H100, MARLOWE
+
+    for cluster, preset in ((MARLOWE, H100), (AWS, AWS_H100)):
+        with pytest.raises(Refused, match="metered"):
+            check(cluster, preset)
+
+
+def test_caps_in_gpus_gpu_hours_and_money(config):
+    with pytest.raises(Refused, match=r"4 GPUs \(1 node\(s\) x 4\) is more than the 2 GPUs per submission") as e:
+        check(LAB.with_(max_gpus=2), GPU4)
+    assert e.value.rule == "cap"
+    check(LAB.with_(max_gpus=4), GPU4)
+    config.write_text("[clusters.lab]\nmax_gpu_hours = 1.5\n")
+    with pytest.raises(Refused, match=r"2 GPU-hours \(4 GPUs x 0.5 h\) is more than the 1.5 GPU-hours"):
+        check(LAB, GPU4)  # GPU4 is 30 minutes
+    check(LAB, GPU2)
+    config.write_text("[clusters.lab]\ngpu_hour_cost = 3.0\nmax_cost = 2.5\n")
+    with pytest.raises(Refused, match=r"costs 3.00, more than the 2.5 per submission"):
+        check(LAB, GPU2)
+    check(LAB, GPU1)
+
+
+def test_submit_hosts_and_refused_hosts():
+    login = LAB.with_(refused_hosts=("ilc-login*",), refused_host_reason="its home is AFS")
+    with pytest.raises(Refused, match=r"ilc-login2.example.org is not a submit host for lab .*'ilc-login\*'\): its home is AFS") as e:
+        check(login, GPU1, hostname="ilc-login2.example.org")
+    assert e.value.rule == "host"
+    check(login, GPU1, hostname="ilc-node7")
+    only = LAB.with_(submit_hosts=("node*",))
+    with pytest.raises(Refused, match="submit_hosts are node"):
+        check(only, GPU1, hostname="laptop")
+    check(only, GPU1, hostname="node3.cluster")
+    with pytest.raises(Refused, match="not a submit host for lab: home on AFS"):
+        check(LAB.with_(host_check=lambda: "home on AFS"), GPU1)
+
+
+def test_ilc_refuses_its_login_host_by_name_and_by_afs_home(config, monkeypatch):
+    config.write_text('[clusters.ilc]\nrefused_hosts = ["ilc-login*"]\n')
+    with pytest.raises(Refused, match="the ILC login host is not a submit host: its home is AFS"):
+        check(ilc.ILC, ilc.AMPERE, hostname="ilc-login")
+    check(ilc.ILC, ilc.AMPERE, hostname="ilc-n12")
+    monkeypatch.setenv("HOME", "/afs/cs/u/me")
+    assert "is on AFS" in ilc.afs_home()
+    with pytest.raises(Refused, match="is on AFS"):
+        check(ilc.ILC, ilc.AMPERE)
+    monkeypatch.setenv("HOME", "/home/me")
+    assert ilc.afs_home() is None
+
+
+def test_requests_no_tier_can_satisfy_offline():
+    with pytest.raises(Refused, match="qos 'nosuch' is in no tier of lab") as e:
+        check(LAB, GPU1.replace(qos="nosuch"))
+    assert e.value.rule == "unsatisfiable" and "high (qos high)" in e.value.hint
+    with pytest.raises(Refused, match="partition 'nopart' is not a partition of lab"):
+        check(LAB.with_(partitions=("gpu",)), GPU1.replace(partition="nopart"))
+    with pytest.raises(Refused, match="8 GPUs per node is more than any node of lab has"):
+        check(LAB.with_(max_gpus_per_node=4), GPU1.replace(gpus_per_node=8))
+    from roach.slurm.clusters.dsi import DSI, GPU1 as DSI_GPU1
+    check(DSI, DSI_GPU1.replace(partition="interactive"))
+    with pytest.raises(Refused, match="partition 'gpu' is not a partition of dsi"):
+        check(DSI, DSI_GPU1.replace(partition="gpu"))
+
+
+# -- live: asking the lab ------------------------------------------------------------------------------------
+@pytest.mark.lab
+def test_check_live_asks_the_lab(lab):
+    check_live(CLUSTER, GPU2.replace(qos="high", account="lab", partition="gpu"))
+    with pytest.raises(Refused, match=r"1 node\(s\) with 5 GPUs, 5 CPUs each: 0 node\(s\) of lab partition gpu"):
+        check_live(CLUSTER, GPU1.replace(gpus_per_node=5))
+    with pytest.raises(Refused, match=r"3 node\(s\) with 1 GPUs"):
+        check_live(CLUSTER, GPU1.replace(nodes=3))
+    with pytest.raises(Refused, match="partition 'nopart' does not exist on lab"):
+        check_live(CLUSTER, GPU1.replace(partition="nopart"))
+    with pytest.raises(Refused, match="account 'nosuch' is not one of yours") as e:
+        check_live(CLUSTER, GPU1.replace(account="nosuch"))
+    assert "lab" in e.value.hint
+
+
+# -- submit refuses, and nothing is submitted ---------------------------------------------------------------
+@pytest.fixture
+def repo(git_repo):
+    git_repo.commit(PKG, "guardrail test package")
+    return git_repo
+
+
+def _refused(repo, shared_tmp, user_slurm, cluster, resources, rule, match, **kw):
+    name = f"guard-{uuid.uuid4().hex[:8]}"
+    since = (datetime.now() - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S")
+    before = {r.raw_id for r in user_slurm.squeue()}
+    store = Store(shared_tmp / "store.sqlite")
+    log_root = shared_tmp / "logs"
+    with pytest.raises(Refused) as e:
+        submit("pkg.jobs:hello", cluster=cluster, resources=resources, name=name, repo_root=repo.work, store=store,
+               log_root=str(log_root), clone_root=str(shared_tmp / "clones"), **kw)
+    assert e.value.rule == rule and match in str(e.value), str(e.value)
+    after = user_slurm.squeue()
+    assert not [r for r in after if r.raw_id not in before and r.name == name]  # nothing queued ...
+    assert not [r for r in user_slurm.sacct(user=LAB_USER, since=since) if r.name == name]  # ... not even held
+    assert store.all_jobs() == [] and not log_root.exists()  # nothing recorded or written
+    return e.value
+
+
+@pytest.mark.lab
+def test_submit_refuses_a_metered_cluster_without_confirmation_and_submits_with_it(repo, shared_tmp, user_slurm, jobs):
+    metered = CLUSTER.with_(metered=True, budget="pretend dollars")
+    _refused(repo, shared_tmp, user_slurm, metered, GPU1, "metered", "cluster lab is metered (pretend dollars)")
+    job = submit("pkg.jobs:hello", cluster=metered, resources=GPU1.replace(time="00:01:00"), allow_metered=True,
+                 repo_root=repo.work, store=Store(shared_tmp / "ok.sqlite"), log_root=str(shared_tmp / "ok-logs"),
+                 clone_root=str(shared_tmp / "clones"))
+    jobs.append(job.job_id)  # cancelled, and waited for, at the end
+    assert Path(job.paths.job_json).exists()
+
+
+@pytest.mark.lab
+def test_submit_refuses_a_cluster_marked_metered_in_clusters_toml(repo, shared_tmp, user_slurm, config):
+    config.write_text("[clusters.lab]\nmetered = true\n")
+    _refused(repo, shared_tmp, user_slurm, CLUSTER, GPU1, "metered", "cluster lab is metered")
+
+
+@pytest.mark.lab
+def test_submit_refuses_more_than_the_cap(repo, shared_tmp, user_slurm, config):
+    _refused(repo, shared_tmp, user_slurm, CLUSTER.with_(max_gpus=2), GPU4, "cap", "more than the 2 GPUs per submission")
+    config.write_text("[clusters.lab]\nmax_gpu_hours = 0.25\n")
+    _refused(repo, shared_tmp, user_slurm, CLUSTER, GPU1, "cap", "0.5 GPU-hours (1 GPUs x 0.5 h) is more than the 0.25")
+
+
+@pytest.mark.lab
+def test_submit_refuses_a_host_that_is_not_a_submit_host(repo, shared_tmp, user_slurm):
+    here = socket.gethostname()
+    login = CLUSTER.with_(refused_hosts=(here,), refused_host_reason="this stands in for a login host")
+    _refused(repo, shared_tmp, user_slurm, login, GPU1, "host", f"{here} is not a submit host for lab")
+    elsewhere = CLUSTER.with_(submit_hosts=("no-such-node-*",))
+    _refused(repo, shared_tmp, user_slurm, elsewhere, GPU1, "host", "submit_hosts are no-such-node-*")
+
+
+@pytest.mark.lab
+def test_submit_refuses_what_no_tier_can_satisfy(repo, shared_tmp, user_slurm):
+    _refused(repo, shared_tmp, user_slurm, CLUSTER, GPU1.replace(qos="nosuch"), "unsatisfiable",
+             "qos 'nosuch' is in no tier of lab")
+    sized = CLUSTER.with_(max_gpus_per_node=4)
+    _refused(repo, shared_tmp, user_slurm, sized, Resources(gpus_per_node=6, time="00:05:00"), "unsatisfiable",
+             "6 GPUs per node is more than any node of lab has (4)")
+
+
+def test_hours_and_gpu_hours_read_slurm_times():
+    assert guardrails.hours(Resources(time="90")) == 1.5  # minutes
+    assert guardrails.hours(Resources(time="1-00:00:00")) == 24
+    assert guardrails.gpu_hours(Resources(nodes=2, gpus_per_node=4, time="00:30:00")) == 4
+
+
+# -- the default cluster at submit ---------------------------------------------------------------------------
+def test_submit_without_a_cluster_goes_to_the_configured_default(tmp_path, monkeypatch, lab, git_repo, shared_tmp):
+    from roach.slurm import submit as submit_fn
+    from roach.slurm.states import JobState
+    from roach.slurm.store import Store
+
+    toml = tmp_path / "clusters.toml"
+    toml.write_text('default = "lab"\n')
+    monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(toml))
+    git_repo.commit({"pkg/__init__.py": "", "pkg/f.py": "def f():\n    return 7\n"})
+    subprocess.run(["chown", "-R", "root", str(git_repo.remote)], check=True)  # this job runs as root
+    job = submit_fn("pkg.f:f", resources="CPU", repo_root=git_repo.work, log_root=str(shared_tmp / "logs"),
+                    store=Store(tmp_path / "s.sqlite"))
+    assert job.cluster.name == "lab"
+    assert job.wait(timeout=120).state is JobState.COMPLETED
+
+
+def test_a_metered_default_cluster_is_refused_before_anything(tmp_path, monkeypatch, git_repo, shared_tmp):
+    from roach.errors import RoachError
+    from roach.slurm import submit as submit_fn
+    from roach.slurm.store import Store
+
+    toml = tmp_path / "clusters.toml"
+    toml.write_text('default = "marlowe"\n')
+    monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(toml))
+    git_repo.commit({"pkg/__init__.py": "", "pkg/f.py": "def f():\n    return 7\n"})
+    store = Store(tmp_path / "s.sqlite")
+    with pytest.raises(RoachError, match="metered"):
+        submit_fn("pkg.f:f", resources="H100", repo_root=git_repo.work, log_root=str(shared_tmp / "logs"),
+                  store=store)
+    assert store.recent() == [] and not (shared_tmp / "logs").exists()

@@ -1,0 +1,146 @@
+"""The resource plan: the choice itself on made-up tier tables, then `roach plan` on the lab: high while it has
+room, and another tier once the user's own jobs claim high's cap, saying why."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+import pytest
+from click.testing import CliRunner
+
+from roach.cli import CONTEXT, RoachGroup
+from roach.cli_clusters import COMMANDS
+from roach.errors import UsageError
+from roach.lab.config import LAB_USER
+from roach.slurm.clusters.lab import LAB
+from roach.slurm.guardrails import Refused
+from roach.slurm.plan import Plan, choose, plan
+from roach.slurm.resources import Resources
+from roach.slurm.watch_events import TierRow
+from tests.conftest import wait_until
+
+NOW = datetime(2026, 1, 1, 12, 0, 0)
+TIERS = LAB.tiers  # high (cap 4), normal, low (preemptible)
+REQ = Resources(gpus_per_node=2, time="02:00:00")
+
+
+@pytest.fixture(autouse=True)
+def config(tmp_path, monkeypatch):
+    path = tmp_path / "clusters.toml"
+    monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(path))
+    return path
+
+
+def rows(high=0, normal=0, low=0):
+    return [TierRow("high", 4, high, high, 0), TierRow("normal", None, normal, normal, 0),
+            TierRow("low", None, low, low, 0, True)]
+
+
+def probe_from(starts):
+    asked = []
+
+    def probe(tier, res):
+        asked.append(tier.name)
+        s = starts[tier.name]
+        return (None, None, s) if isinstance(s, str) else (NOW + timedelta(minutes=s), "n1", "ok")
+    return probe, asked
+
+
+# -- the choice (pure) ------------------------------------------------------------------------------------
+def test_high_while_it_has_room():
+    probe, asked = probe_from({"high": 0, "normal": 0, "low": 0})
+    placements, chosen, why = choose(TIERS, rows(high=2), REQ, NOW, probe)
+    assert chosen.tier == "high" and chosen.resources.qos == "high" and asked == ["high", "normal", "low"]
+    assert chosen.finish == NOW + timedelta(hours=2)
+    assert "normal, low would start as soon, and high is higher in the cluster's order and is not preemptible" in why[-1]
+
+
+def test_a_claimed_cap_is_skipped_without_asking_slurm():
+    probe, asked = probe_from({"high": 0, "normal": 30, "low": 0})
+    placements, chosen, why = choose(TIERS, rows(high=3), REQ, NOW, probe)
+    assert asked == ["normal", "low"] and chosen.tier == "low"
+    assert placements[0].why.startswith("cap 4 GPUs per user, you claim 3 (3 running, 0 pending): 1 free < 2 asked")
+    assert any(w.startswith("not high: cap 4") for w in why)
+    assert "later: normal (starts at 2026-01-01 12:30:00 (in 0h30m))" in why[-1]
+
+
+def test_the_soonest_start_wins_not_the_order():
+    probe, _ = probe_from({"high": 120, "normal": 45, "low": 45})
+    _, chosen, why = choose(TIERS, rows(), REQ, NOW, probe)
+    assert chosen.tier == "normal" and "low would start as soon" in why[-1] and "later: high" in why[-1]
+
+
+def test_nothing_possible_and_slurms_refusal_is_said():
+    probe, _ = probe_from({"high": 0, "normal": "sbatch: error: Job violates accounting/QOS policy", "low": "nope"})
+    placements, chosen, why = choose(TIERS, rows(high=4), REQ, NOW, probe)
+    assert chosen is None and "no tier can take it now" in why[-1]
+    assert placements[1].why == "Slurm would not take it: sbatch: error: Job violates accounting/QOS policy"
+
+
+def test_plan_writes_python_and_json(tmp_path):
+    probe, _ = probe_from({"high": 0, "normal": 0, "low": 0})
+    placements, chosen, why = choose(TIERS, rows(), REQ, NOW, probe)
+    p = Plan("lab", 2, 1, "02:00:00", NOW, tuple(rows()), tuple(placements), chosen, tuple(why))
+    ns: dict = {}
+    exec(p.write(tmp_path / "res.py").read_text(), ns)
+    assert ns["RESOURCES"] == chosen.resources
+    data = json.loads(p.write(tmp_path / "res.json").read_text())
+    assert Resources(**{k: tuple(v) if k == "extra" else v for k, v in data["resources"].items()}) == chosen.resources
+    assert "chosen: high (--nodes=1 --ntasks-per-node=2 --time=02:00:00 --gres=gpu:2 --qos=high)" in p.text()
+    with pytest.raises(UsageError, match="nothing to write"):
+        Plan("lab", 2, 1, "1", NOW, (), (), None).write(tmp_path / "x.py")
+
+
+def test_plan_refuses_before_reading_the_cluster():
+    with pytest.raises(UsageError, match="do not split evenly over 2 nodes"):
+        plan(LAB, 3, nodes=2)
+    with pytest.raises(Refused, match="more than the 1 GPUs per submission"):
+        plan(LAB.with_(max_gpus=1), 2)
+    with pytest.raises(UsageError, match="cluster ilc declares no tiers") as e:
+        plan("ilc", 1)
+    assert "roach clusters discover ilc" in e.value.hint
+
+
+# -- on the lab ---------------------------------------------------------------------------------------------
+CLUSTER = LAB.with_(run_as=LAB_USER)
+
+
+def cli(*args: str):
+    group = RoachGroup(commands={c.name: c for c in COMMANDS}, context_settings=CONTEXT)
+    return CliRunner().invoke(group, list(args), catch_exceptions=False)
+
+
+def _high_claim(user_slurm) -> int:
+    return sum(q.tres.gpus for q in user_slurm.squeue() if q.qos == "high" and q.state.is_active)
+
+
+@pytest.mark.lab
+def test_lab_plan_picks_high_when_it_has_room(user_slurm, tmp_path):
+    wait_until("room on high for the lab user", lambda: _high_claim(user_slurm) <= 2, timeout=120, every=2)
+    r = cli("plan", "--cluster", "lab", "--gpus", "2", "--time", "00:10:00", "--run-as", LAB_USER, "--json",
+            "--write", str(tmp_path / "res.py"))
+    p = json.loads(r.output)
+    assert r.exit_code == 0 and p["chosen"]["tier"] == "high", p["reasoning"]
+    assert p["chosen"]["resources"]["qos"] == "high" and p["reasoning"][-1].startswith("high: ")
+    assert "RESOURCES = Resources(qos='high'" in (tmp_path / "res.py").read_text()
+    text = cli("plan", "--cluster", "lab", "--gpus", "2", "--run-as", LAB_USER).output
+    assert "chosen: high" in text and "why:" in text
+
+
+@pytest.mark.lab
+def test_lab_plan_leaves_high_when_the_users_own_jobs_claim_its_cap(user_slurm, jobs, config):
+    for _ in range(2):  # 4 GPUs on high, running or pending: either way they claim the cap
+        jobs.append(user_slurm.sbatch(["--qos=high", "--gres=gpu:2", "--time=3", "--output=/dev/null",
+                                       "--job-name=plan-occupy"], "#!/bin/bash\nsleep 120\n"))
+    p = plan(CLUSTER, 2, time="00:10:00")
+    high = p.placements[0]
+    assert not high.possible and "cap 4 GPUs per user, you claim" in high.why and "skipped without asking" in high.why
+    assert p.chosen.tier == "normal", p.text()  # starts as soon as low, and is not preemptible
+    assert any(r.startswith("not high: cap 4 GPUs per user") for r in p.reasoning)
+    # A site whose tiers are high and a preemptible low (as clusters.toml declares them): low.
+    config.write_text('[[clusters.lab.tiers]]\nname = "high"\nqos = "high"\ngpu_cap = 4\n'
+                      '[[clusters.lab.tiers]]\nname = "low"\nqos = "low"\npreemptible = true\n')
+    p = plan(CLUSTER, 2, time="00:10:00")
+    assert [t.name for t in p.tiers] == ["high", "low"] and p.chosen.tier == "low", p.text()
+    assert p.reasoning[-1].startswith("low: ") and "not high: cap 4" in "\n".join(p.reasoning)
