@@ -246,3 +246,19 @@ def test_job_can_be_rebuilt_from_its_run_id_or_job_id(repo, store, roots):
     assert by_run.job_id == by_id.job_id == job.job_id
     assert by_run.state() is JobState.COMPLETED
     assert "hello world" in by_id.tail(5)
+
+
+def test_a_failure_between_hold_and_release_cancels_the_held_job_and_records_nothing(repo, store, roots, user_slurm):
+    # The lab user cannot write under /root: the bundle fails after `sbatch --hold` queued the job.
+    import secrets
+
+    name = f"rollback-{secrets.token_hex(3)}"
+    before = {r.raw_id for r in user_slurm.squeue()}
+    with pytest.raises(Exception) as err:
+        _submit(repo, store, {**roots, "log_root": "/root/roach-forbidden/logs"}, "pkg.jobs:hello", name=name)
+    assert "/root/roach-forbidden/logs" in str(err.value)
+    assert {r.raw_id for r in user_slurm.squeue()} == before  # nothing left queued
+    # A held job cancelled before its release never reaches accounting; the controller still knows it.
+    states = user_slurm.run(["squeue", "--noheader", "--states=all", f"--name={name}", "--format=%T"]).stdout.split()
+    assert states == ["CANCELLED"]  # it was queued held, then cancelled
+    assert store.recent() == []
