@@ -106,12 +106,14 @@ class JobView:
     exit_code: str | None  # sacct's "code:signal" once it ended
     submitted_at: str
     log: str
+    held_s: int | None = None  # a holder: how long it has been charged
+    idle: bool | None = None  # a running holder with no attempt in it: charged for nothing
 
     @classmethod
     def of(cls, rec: JobRecord, state: str | None, status: str, reason: str | None = None,
-           exit_code: str | None = None) -> "JobView":
+           exit_code: str | None = None, **extra: Any) -> "JobView":
         return cls(rec.run_id, rec.job_id, rec.cluster, rec.name, rec.target, state, status, reason, exit_code,
-                   rec.submitted_at, rec.log_path)
+                   rec.submitted_at, rec.log_path, **extra)
 
     @property
     def ok(self) -> bool:
@@ -133,26 +135,56 @@ def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, w
     store. Final states found are recorded in the store."""
     if not records:
         return []
-    queue = client.squeue() if whole_queue else client.squeue(job_ids=[r.job_id for r in records])
+    from roach.slurm.hold import HOLD_TARGET, idle_holders
+    from roach.slurm.inside import is_attempt
+
+    attempts = {r.job_id: r for r in records if is_attempt(r)}  # steps of a holder: Slurm has no job of theirs
+    records_of_jobs = [r for r in records if r.job_id not in attempts]
+    views = {r.job_id: v for r, v in zip(attempts.values(), _attempt_views(client, list(attempts.values()), store))}
+    queue = client.squeue() if whole_queue else client.squeue(job_ids=[r.job_id for r in records_of_jobs])
     queued = {q.raw_id: q for q in queue if q.state.is_active}
-    ask = [r.job_id for r in records if r.job_id not in queued and not r.is_final]
+    ask = [r.job_id for r in records_of_jobs if r.job_id not in queued and not r.is_final]
     acct = {a.ref.job: a for a in (client.sacct(ask) if ask else []) if a.step is None and a.ref.job in ask}
-    views = []
-    for rec in records:
+    holders = [r.job_id for r in records_of_jobs if r.target == HOLD_TARGET and r.job_id in queued
+               and queued[r.job_id].state.is_running]
+    idle = idle_holders(client, holders) if holders else {}
+    for rec in records_of_jobs:
         if rec.job_id in queued:
             q = queued[rec.job_id]
             reason = q.reason_text if q.state.is_pending and q.reason_text not in ("", "None") else None
-            views.append(JobView.of(rec, q.state.value, status_from_state(q.state), reason))
+            extra = {"held_s": q.elapsed_s, "idle": idle.get(rec.job_id)} if rec.target == HOLD_TARGET else {}
+            views[rec.job_id] = JobView.of(rec, q.state.value, status_from_state(q.state), reason, **extra)
         elif rec.job_id in acct:
             a = acct[rec.job_id]
             status, code = status_from_state(a.state, a.state_text), f"{a.exit_code}:{a.exit_signal}"
             if a.state.is_terminal:
                 store.update_final(rec.cluster, rec.job_id, status, a.state_text, code, utc_now())
-            views.append(JobView.of(rec, a.state.value, status, None, code if a.state.is_terminal else None))
+            views[rec.job_id] = JobView.of(rec, a.state.value, status, None, code if a.state.is_terminal else None)
+        elif rec.is_final:
+            views[rec.job_id] = JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code)
+        else:
+            views[rec.job_id] = JobView.of(rec, None, rec.status)
+    return [views[r.job_id] for r in records]
+
+
+def _attempt_views(client: SlurmClient, attempts: list[JobRecord], store: Store) -> list[JobView]:
+    """Attempts inside holders: their state from the exit file their driver writes (one command for all)."""
+    from roach.slurm.clusterfs import ClusterFS
+    from roach.slurm.inside import read_attempts
+
+    open_ = [r for r in attempts if not r.is_final]
+    found = read_attempts(ClusterFS(client.transport), [r.bundle_dir for r in open_]) if open_ else {}
+    views = []
+    for rec in attempts:
+        st = found.get(rec.bundle_dir)
+        if st is not None and st.exit is not None:
+            ex = st.exit
+            store.update_final(rec.cluster, rec.job_id, ex.status, ex.state_text, f"{ex.exit_code}:0", utc_now())
+            views.append(JobView.of(rec, ex.state.value, ex.status, None, f"{ex.exit_code}:0"))
         elif rec.is_final:
             views.append(JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code))
         else:
-            views.append(JobView.of(rec, None, rec.status))
+            views.append(JobView.of(rec, JobState.RUNNING.value, "running"))
     return views
 
 
@@ -179,7 +211,20 @@ def _state_text(v: JobView) -> Text:
     label = v.state or "?"
     if v.reason:
         label += f" ({v.reason})"
-    return Text(label, style=_STYLE.get(v.status, "red" if v.status != "submitted" else ""))
+    text = Text(label, style=_STYLE.get(v.status, "red" if v.status != "submitted" else ""))
+    if v.held_s is not None:
+        text.append(f" held {v.held_s // 3600}h{v.held_s // 60 % 60:02d}m")
+    if v.idle:
+        text.append(" IDLE: charged, no attempt runs", style="bold yellow")
+    return text
+
+
+def _job_label(job_id: int) -> str:
+    """A Slurm job id, or ``H/n`` for attempt n inside holder H."""
+    from roach.slurm.inside import split_attempt_id
+
+    split = split_attempt_id(job_id)
+    return f"{split[0]}/{split[1]}" if split else str(job_id)
 
 
 def _echo_json(data: Any) -> None:
@@ -423,7 +468,7 @@ def ls(cluster: str | None, limit: int, run_as: str | None, as_json: bool) -> No
     for header in ("run id", "job id", "cluster", "name", "state", "submitted", "log"):
         table.add_column(header, overflow="fold")
     for v in ordered:
-        table.add_row(v.run_id, str(v.job_id), v.cluster, v.name, _state_text(v), v.submitted_at, v.log)
+        table.add_row(v.run_id, _job_label(v.job_id), v.cluster, v.name, _state_text(v), v.submitted_at, v.log)
     console = Console(highlight=False)
     if not console.is_terminal:  # piped: whole values, one line per job, for grep and awk
         console.width = 100_000

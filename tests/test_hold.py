@@ -373,3 +373,22 @@ def test_a_holder_near_its_wall_clock_stops_its_attempt_first(repo, store, roots
     with pytest.raises(UsageError, match="already stopped its attempts"):
         _inside(repo, store, roots, h.job_id, "pkg.resumable:plain_loop", resources=GPU1, args={"steps": 3})
     h.release()
+
+
+def test_ls_shows_a_holders_held_time_and_that_it_sits_idle(tmp_path, monkeypatch, lab, shared_tmp):
+    from roach.cli_jobs import ls
+
+    monkeypatch.setenv("ROACH_STORE", str(tmp_path / "store.sqlite"))
+    h = hold(GPU1, cluster=LAB.with_(run_as=LAB_USER), name="idle-probe", time="5",
+             log_root=str(shared_tmp / "holders"), store=Store(tmp_path / "store.sqlite"))
+    try:
+        h.wait_running(timeout=60)
+        time.sleep(2)
+        out = CliRunner().invoke(ls, ["--json", "--run-as", LAB_USER])
+        assert out.exit_code == 0, out.output
+        row = next(v for v in json.loads(out.output) if v["job_id"] == h.job_id)
+        assert row["state"] == "RUNNING" and row["held_s"] >= 1 and row["idle"] is True
+        text = CliRunner().invoke(ls, ["--run-as", LAB_USER], terminal_width=300).output
+        assert "IDLE: charged, no attempt runs" in text
+    finally:
+        h.release()
