@@ -3,7 +3,8 @@
 
 Live states cost a fixed number of Slurm calls, never one per job: `ls` makes one ``squeue`` per cluster
 (the user's whole queue) and at most one ``sacct`` per cluster for the listed jobs that left the queue
-and whose final state the store does not hold yet; it records those final states in the store.
+and whose final state the store does not hold yet; it records those final states in the store (the views
+and their live states: :mod:`roach.cli_views`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from inspect import signature
 from typing import Any
 
@@ -21,13 +22,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from roach.cli_views import JobView, live_views
 from roach.errors import RoachError
-from roach.slurm.bundle import status_from_state
 from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.job import Job
-from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.states import JobState
-from roach.slurm.store import JobRecord, Store, utc_now
+from roach.slurm.store import JobRecord, Store
 from roach.slurm.submit import resume as resume_run
 from roach.slurm.submit import submit as submit_job
 
@@ -88,104 +88,6 @@ def _parse_args_json(ctx: click.Context, param: click.Parameter, value: str | No
 
 def _parse_env(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
     return dict(_pairs("--env", values, "NAME=VALUE (e.g. --env WANDB_MODE=offline)"))
-
-
-# -- live states ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class JobView:
-    """What the CLI shows of one job: its record and its live (or recorded final) state."""
-
-    run_id: str
-    job_id: int
-    cluster: str
-    name: str
-    target: str
-    state: str | None  # Slurm's state name (COMPLETED); None if neither Slurm nor the store knows it
-    status: str  # roach's status: pending, running, or a final status
-    reason: str | None  # why it is pending
-    exit_code: str | None  # sacct's "code:signal" once it ended
-    submitted_at: str
-    log: str
-    held_s: int | None = None  # a holder: how long it has been charged
-    idle: bool | None = None  # a running holder with no attempt in it: charged for nothing
-
-    @classmethod
-    def of(cls, rec: JobRecord, state: str | None, status: str, reason: str | None = None,
-           exit_code: str | None = None, **extra: Any) -> "JobView":
-        return cls(rec.run_id, rec.job_id, rec.cluster, rec.name, rec.target, state, status, reason, exit_code,
-                   rec.submitted_at, rec.log_path, **extra)
-
-    @property
-    def ok(self) -> bool:
-        return self.state == JobState.COMPLETED.value
-
-
-def _stored_state(rec: JobRecord) -> str | None:
-    if not rec.slurm_state:
-        return None
-    try:
-        return JobState.parse(rec.slurm_state).value
-    except RoachError:
-        return rec.slurm_state
-
-
-def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, whole_queue: bool) -> list[JobView]:
-    """The views of ``records`` (all of one cluster): one ``squeue`` (the user's queue if ``whole_queue``,
-    else just these ids) and at most one ``sacct`` for those that left the queue and are not final in the
-    store. Final states found are recorded in the store."""
-    if not records:
-        return []
-    from roach.slurm.hold import HOLD_TARGET, idle_holders
-    from roach.slurm.inside import is_attempt
-
-    attempts = {r.job_id: r for r in records if is_attempt(r)}  # steps of a holder: Slurm has no job of theirs
-    records_of_jobs = [r for r in records if r.job_id not in attempts]
-    views = {r.job_id: v for r, v in zip(attempts.values(), _attempt_views(client, list(attempts.values()), store))}
-    queue = client.squeue() if whole_queue else client.squeue(job_ids=[r.job_id for r in records_of_jobs])
-    queued = {q.raw_id: q for q in queue if q.state.is_active}
-    ask = [r.job_id for r in records_of_jobs if r.job_id not in queued and not r.is_final]
-    acct = {a.ref.job: a for a in (client.sacct(ask) if ask else []) if a.step is None and a.ref.job in ask}
-    holders = [r.job_id for r in records_of_jobs if r.target == HOLD_TARGET and r.job_id in queued
-               and queued[r.job_id].state.is_running]
-    idle = idle_holders(client, holders) if holders else {}
-    for rec in records_of_jobs:
-        if rec.job_id in queued:
-            q = queued[rec.job_id]
-            reason = q.reason_text if q.state.is_pending and q.reason_text not in ("", "None") else None
-            extra = {"held_s": q.elapsed_s, "idle": idle.get(rec.job_id)} if rec.target == HOLD_TARGET else {}
-            views[rec.job_id] = JobView.of(rec, q.state.value, status_from_state(q.state), reason, **extra)
-        elif rec.job_id in acct:
-            a = acct[rec.job_id]
-            status, code = status_from_state(a.state, a.state_text), f"{a.exit_code}:{a.exit_signal}"
-            if a.state.is_terminal:
-                store.update_final(rec.cluster, rec.job_id, status, a.state_text, code, utc_now())
-            views[rec.job_id] = JobView.of(rec, a.state.value, status, None, code if a.state.is_terminal else None)
-        elif rec.is_final:
-            views[rec.job_id] = JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code)
-        else:
-            views[rec.job_id] = JobView.of(rec, None, rec.status)
-    return [views[r.job_id] for r in records]
-
-
-def _attempt_views(client: SlurmClient, attempts: list[JobRecord], store: Store) -> list[JobView]:
-    """Attempts inside holders: their state from the exit file their driver writes (one command for all)."""
-    from roach.slurm.clusterfs import ClusterFS
-    from roach.slurm.inside import read_attempts
-
-    open_ = [r for r in attempts if not r.is_final]
-    found = read_attempts(ClusterFS(client.transport), [r.bundle_dir for r in open_]) if open_ else {}
-    views = []
-    for rec in attempts:
-        st = found.get(rec.bundle_dir)
-        if st is not None and st.exit is not None:
-            ex = st.exit
-            store.update_final(rec.cluster, rec.job_id, ex.status, ex.state_text, f"{ex.exit_code}:0", utc_now())
-            views.append(JobView.of(rec, ex.state.value, ex.status, None, f"{ex.exit_code}:0"))
-        elif rec.is_final:
-            views.append(JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code))
-        else:
-            views.append(JobView.of(rec, JobState.RUNNING.value, "running"))
-    return views
 
 
 def _cluster(name: str, run_as: str | None) -> Cluster:

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from roach.slurm.context import Run, RunInterrupted
 
 EXIT_LEFT = 3  # the rank checkpointed (or could not) and left so the run comes back
 DEFAULT_MAX_TIMEOUT_REQUEUES = 3
+LAST_EXIT_DELAY_S = 2.0
 
 
 def state_dir(run_dir: Path) -> Path:
@@ -111,7 +113,10 @@ def leave(run: Run, stop: RunInterrupted, spec: dict[str, Any]) -> int:
             run.log("TERM at step %d (%s) without preemption: cancelled; the job does not come back "
                     "(resubmit with run_id=%s to continue)", stop.step, saved, run.run_id)
     _barrier()
-    # Non-zero ranks exit 0 so that srun --kill-on-bad-exit cannot kill rank 0 mid-requeue.
+    # Non-zero ranks exit 0 so that srun --kill-on-bad-exit cannot kill rank 0 mid-requeue; rank 0 exits a
+    # moment after them, so srun does not kill them either (its exit status would then read 143, not 3).
+    if run.is_main and run.world_size > 1:
+        time.sleep(LAST_EXIT_DELAY_S)
     return EXIT_LEFT if run.is_main else 0
 
 
