@@ -169,5 +169,14 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _ignore_late_signals() -> None:
+    """The rank's work is over: a signal now (the wall clock's USR1 a second late) must not kill it while
+    Python shuts down, which restores the default action of handlers it installed (but keeps SIG_IGN)."""
+    for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    _ignore_late_signals()
+    sys.exit(code)
