@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # What the lab's jobs import: torch's CPU build for torch.distributed (gloo) in the demo and tests.
 JOB_PACKAGES ?= torch==2.13.0 numpy
 
-.PHONY: deps venv lab demo test clean
+.PHONY: deps venv lab demo test bench clean
 
 ## deps: install the Debian packages that are missing (needs root only when one is missing)
 deps:
@@ -51,6 +51,13 @@ demo: lab
 ## test: run the test suite on the lab (extra pytest arguments: make test PYTEST_ARGS='-k wheel')
 test: lab
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+BENCH_ARGS ?=
+
+## bench: roach vs sbatch vs submitit on the lab -> bench/results.md and plots (BENCH_ARGS='--smoke' or '--only 2,6')
+bench: lab
+	$(VENV)/bin/pip install -q matplotlib
+	$(VENV)/bin/python -m bench $(BENCH_ARGS)
 
 ## clean: remove build outputs (never the venv, never the lab)
 clean:

@@ -1,0 +1,145 @@
+"""``python -m bench``: run the benchmarks on the lab cluster and rewrite bench/results.md.
+
+Each benchmark runs roach beside its baselines in one run; timings are reported, never judged (no
+pass/fail). Needs root and a running lab (`make lab`); submitit is installed into bench/out/pylib on
+first use, and the benchmarks' own user (roachbench) is made if missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3}
+SMOKE = {"reps": 2, "sizes": [10, 50], "scale_sizes": [100, 1000], "ssh_jobs": 10, "sweep_runs": 10,
+         "preempt_modes": ["as-is"]}
+TITLES = {
+    1: "Submit latency",
+    2: "Controller load: Slurm RPCs per status round",
+    3: "SSH cost: a status round over SSH",
+    4: "Sweep submission",
+    5: "Preemption loss",
+    6: "Watch scale: CPU time of one status round",
+}
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="benchmarks: " + "; ".join(f"{n} {t}" for n, t in TITLES.items()))
+    ap.add_argument("--only", type=_ints, default=None, help="which benchmarks, e.g. 1,3 (default: all that can run)")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="repetitions for every benchmark (default per benchmark: "
+                         + ", ".join(f"{n}: {r}" for n, r in DEFAULT_REPS.items()) + ")")
+    ap.add_argument("--sizes", type=_ints, default=[10, 100, 1000], help="benchmark 2: jobs queued (default 10,100,1000)")
+    ap.add_argument("--scale-sizes", type=_ints, default=[100, 1000, 10000],
+                    help="benchmark 6: array tasks queued (default 100,1000,10000)")
+    ap.add_argument("--ssh-jobs", type=int, default=100, help="benchmark 3: held jobs in the queue (default 100)")
+    ap.add_argument("--sweep-runs", type=int, default=1000, help="benchmark 4: runs per sweep (default 1000)")
+    ap.add_argument("--preempt-modes", default="term,user-signal",
+                    help="benchmark 5: how the lab preempts, 'term', 'user-signal' (preempt_send_user_signal) or "
+                         "'as-is'; the lab is reconfigured live and restored after (default term,user-signal)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="small sizes for a quick check (2 reps, 10,50 jobs, 100,1000 tasks, lab's preemption as-is); "
+                         "results.md says so")
+    ap.add_argument("--results", type=Path, default=None, help="the Markdown file to write (default bench/results.md)")
+    a = ap.parse_args(argv)
+    a.preempt_modes = [m.strip() for m in a.preempt_modes.split(",") if m.strip()]
+    bad = [m for m in a.preempt_modes if m not in ("term", "user-signal", "as-is")]
+    if bad:
+        ap.error(f"--preempt-modes: unknown {', '.join(bad)} (valid: term, user-signal, as-is)")
+    if a.smoke:
+        def given(flag: str) -> bool:
+            return any(x == flag or x.startswith(flag + "=") for x in argv)
+
+        a.reps = a.reps if given("--reps") else SMOKE["reps"]
+        for key in ("sizes", "scale_sizes", "ssh_jobs", "sweep_runs", "preempt_modes"):
+            if not given(f"--{key.replace('_', '-')}"):
+                setattr(a, key, SMOKE[key])
+    unknown = [n for n in (a.only or []) if n not in TITLES]
+    if unknown:
+        ap.error(f"--only: no benchmark {unknown} (valid: {', '.join(map(str, TITLES))})")
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    from bench import b4_sweep
+    from bench.labenv import BENCH_DIR, BenchError, Jobs, Lab, ensure_bench_user, ensure_submitit
+    from bench.report import load_sections, write_results
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    def on_term(signum, frame):  # let `finally` cancel the jobs
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        lab = Lab.load()
+        ensure_bench_user(lab, log)
+        ensure_submitit(lab, log)
+    except BenchError as err:
+        print(f"bench: {err}", file=sys.stderr)
+        return 2
+    wanted = a.only or [n for n in TITLES if n != 4 or b4_sweep.have_sweep()]
+    reps = lambda n: a.reps or DEFAULT_REPS[n]  # noqa: E731
+    def mod(name: str):
+        return importlib.import_module(f"bench.{name}")
+
+    runners = {
+        1: lambda jobs: mod("b1_latency").run(lab, jobs, reps(1), log),
+        2: lambda jobs: mod("b2_load").run(lab, jobs, a.sizes, reps(2), log),
+        3: lambda jobs: mod("b3_ssh").run(lab, jobs, a.ssh_jobs, reps(3), log),
+        4: lambda jobs: b4_sweep.run(lab, jobs, a.sweep_runs, reps(4), log),
+        5: lambda jobs: mod("b5_preempt").run(lab, jobs, reps(5), a.preempt_modes, log=log),
+        6: lambda jobs: mod("b6_scale").run(lab, jobs, a.scale_sizes, reps(6), log),
+    }
+    failed = []
+    for n in wanted:
+        log(f"== benchmark {n}: {TITLES[n]}")
+        jobs = Jobs(lab)
+        t0 = time.monotonic()
+        try:
+            section = runners[n](jobs)
+        except KeyboardInterrupt:
+            log("bench: interrupted; cancelling this benchmark's jobs")
+            jobs.cancel_all()
+            raise
+        except Exception as exc:  # one benchmark failing must not lose the others' results
+            failed.append(n)
+            log(f"bench: benchmark {n} failed: {type(exc).__name__}: {exc}")
+            log(f"bench: its files are kept for a post-mortem: {', '.join(map(str, lab.made)) or '(none)'}")
+            lab.made.clear()
+            continue
+        finally:
+            jobs.cancel_all()
+        lab.remove_workdirs()
+        section.smoke = a.smoke
+        section.params["seconds"] = round(time.monotonic() - t0)
+        section.save()
+        log(f"== benchmark {n} done in {time.monotonic() - t0:.0f}s")
+    results = a.results or BENCH_DIR / "results.md"
+    pending = {4: (TITLES[4], "roach's `sweep` (roach.slurm.sweep, issue 9) does not exist yet; "
+                              "bench/b4_sweep.py measures it once it does")} if not b4_sweep.have_sweep() else {}
+    pending.update({n: (TITLES[n], "not run yet (`python -m bench --only N`)") for n in TITLES if n not in pending})
+    caps = lab.root_client().capabilities()
+    major, minor, micro = caps.version
+    write_results(results, load_sections(), pending, f"{major}.{minor:02d}.{micro}")
+    log(f"bench: wrote {results}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Benchmark 1, submit latency: from the submit call to the first line of the user's function.
+
+The function (bench/jobfns.py ``first_line``) writes ``time.time()`` to a file as its first line; the
+benchmark takes the time just before the submit call and polls for the file. Each repetition submits
+with every method in turn, so a busier moment of the cluster hits them alike:
+
+* roach: ``roach.slurm.submit`` of ``pkg.jobfns:first_line`` from a pushed git repo, as the bench user
+  (``LAB.with_(run_as=...)``); warm: one submission first, so the commit's clone on the cluster exists.
+* sbatch: ``sbatch --wrap "<python> -c 'from bench.jobfns import first_line; first_line(None, out)'"``.
+* submitit: ``AutoExecutor(folder).submit(first_line, None, out)``, in a process running as the bench
+  user (bench/submitit_driver.py; the time is taken in that process, before ``submit``).
+
+All three ask for 1 task, 1 CPU, no GPU, and run the lab job venv's python.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import time
+from pathlib import Path
+
+from roach.slurm import submit
+from roach.slurm.clusters.lab import LAB
+from roach.slurm.resources import Resources
+from roach.slurm.store import Store
+
+from bench.labenv import ROOT, BenchError, Jobs, Lab
+from bench.repo import make_repo
+from bench.report import Section
+from bench.stats import Row, comparison_table
+
+METHODS = ("roach", "sbatch", "submitit")
+ONE_CPU = Resources(gpus_per_node=0, cpus_per_task=1, time="00:05:00")
+
+
+def _wait_file(path: Path, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            time.sleep(0.01)
+    raise BenchError(f"the function's first line did not run within {timeout:.0f}s (no {path})")
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+class Methods:
+    def __init__(self, lab: Lab, jobs: Jobs, wd: Path):
+        self.lab, self.jobs, self.wd = lab, jobs, wd
+        self.work = make_repo(lab, wd / "repo")
+        self.store = Store(wd / "store.sqlite")
+        self.cluster = LAB.with_(run_as=lab.user)
+        self.n = 0
+
+    def _out(self, m: str) -> Path:
+        self.n += 1
+        return self.wd / "marks" / f"{m}-{self.n}.t"
+
+    def roach(self) -> tuple[float, float, Path]:
+        out = self._out("roach")
+        t0 = time.time()
+        job = submit("pkg.jobfns:first_line", {"out": str(out)}, resources=ONE_CPU, cluster=self.cluster,
+                     name="lat-roach", repo_root=self.work, store=self.store, log_root=str(self.wd / "logs"),
+                     clone_root=str(self.wd / "clones"), run_root=str(self.wd / "runs"))
+        t_ret = time.time()
+        self.jobs.add([job.job_id])
+        return t0, t_ret, out
+
+    def sbatch(self) -> tuple[float, float, Path]:
+        out = self._out("sbatch")
+        code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from bench.jobfns import first_line; first_line(None, {str(out)!r})"
+        argv = ["sbatch", "--parsable", "--job-name=lat-sbatch", f"--output={self.wd}/logs/sbatch-%j.out",
+                "--ntasks=1", "--cpus-per-task=1", "--time=5", f"--wrap={shlex.quote(self.lab.python)} -c {shlex.quote(code)}"]
+        client = self.lab.user_client()
+        t0 = time.time()
+        res = client.run(argv, retry=False)
+        t_ret = time.time()
+        self.jobs.add([res.stdout.strip().split(";")[0]])
+        return t0, t_ret, out
+
+    def submitit(self) -> tuple[float, float, Path]:
+        out = self._out("submitit")
+        proc = self.lab.as_user([self.lab.python, "-m", "bench.submitit_driver", "latency", "--folder",
+                                 str(self.wd / "submitit" / "%j"), "--out", str(out)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BenchError(f"submitit driver failed (exit {proc.returncode}): {proc.stderr[-1500:]}")
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        self.jobs.add([got["job_id"]])
+        return got["t0"], got["t_ret"], out
+
+
+def run(lab: Lab, jobs: Jobs, reps: int, log=print, timeout: float = 180) -> Section:
+    wd = lab.workdir("latency")
+    for sub in ("marks", "logs", "submitit"):
+        (wd / sub).mkdir()
+        shutil.chown(wd / sub, lab.user, lab.user)
+    ms = Methods(lab, jobs, wd)
+    keys = ("total", "call", "to_batch", "batch_to_process", "process_to_line", "own")
+    got = {k: {m: [] for m in METHODS} for k in keys}
+    for rep in range(reps + 1):  # repetition 0 warms every method (roach: the clone) and is not counted
+        for m in METHODS:
+            t0, t_ret, out = getattr(ms, m)()
+            mark = _wait_file(out, timeout)
+            parts = {"total": mark["t"] - t0, "call": t_ret - t0,
+                     "to_batch": _minus(mark.get("batch"), t0),
+                     "batch_to_process": _minus(mark.get("process"), mark.get("batch")),
+                     "process_to_line": _minus(mark["t"], mark.get("process"))}
+            parts["own"] = _minus(parts["total"], _minus(parts["to_batch"], parts["call"]))
+            if rep:
+                for k in keys:
+                    got[k][m].append(parts[k])
+            log(f"bench 1: {'warm-up' if not rep else f'rep {rep}'} {m:9s} submit call {parts['call']:6.3f}s, "
+                f"first line after {parts['total']:6.3f}s")
+    jobs.cancel(jobs.user_ids)  # they have ended or are ending; cancel whatever is left
+    rows = [Row("submit call to the function's first line", got["total"], "s"),
+            Row("... the submit call itself", got["call"], "s"),
+            Row("... submit call to the batch script's start (with the call)", got["to_batch"], "s"),
+            Row("... batch script's start to the python process's", got["batch_to_process"], "s"),
+            Row("... python process's start to the first line", got["process_to_line"], "s"),
+            Row("the tool's own part (all but Slurm's queue, scheduling and launch)", got["own"], "s")]
+    body = ["Seconds from the submit call to the first line of the same function (1 CPU, no GPU, the lab's "
+            "job python); roach warm (its clone of the commit exists). The split: Slurm's part (queue, "
+            "scheduling, launch: up to the batch script's start), the batch script's (roach: its node step "
+            "and `srun`; submitit: `srun`; sbatch: nothing), and the python process's (imports, unpickling, "
+            "roach's rank setup). Start times come from /proc (10 ms ticks). Slurm's part varies by up to a "
+            "second with where the submission falls in the scheduler's cycle, for every method alike; the last "
+            "row leaves it out.", "",
+            comparison_table(rows, METHODS)]
+    return Section(1, "Submit latency", "\n".join(body), {"reps": reps})

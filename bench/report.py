@@ -1,0 +1,115 @@
+"""bench/results.md: one section per benchmark, each kept as JSON in bench/out/results/ so that
+``--only 3`` rewrites section 3 and keeps the others from their last run; plots go beside results.md.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.labenv import OUT
+
+SECTIONS = OUT / "results"
+
+HEADER = """# roach benchmark results
+
+Written by `python -m bench` (`make bench`) on the lab cluster (`roach lab up`: one host, Slurm {slurm}, two
+nodes of 4 fake GPUs). Each benchmark runs roach and its baselines side by side, repetition by
+repetition; a cell is the median over the repetitions with (min–max); a ratio is baseline / roach per
+repetition, summarised the same way. Timings depend on the machine; the ratios and the RPC counts are what
+carry over. How each number is measured: bench/README.md.
+"""
+
+
+@dataclass
+class Section:
+    """One benchmark's result: its Markdown body, its parameters and the plot it drew (if any)."""
+
+    number: int
+    title: str
+    body: str
+    params: dict = field(default_factory=dict)
+    smoke: bool = False
+    plot: str | None = None  # file name beside results.md
+    when: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    host: str = field(default_factory=platform.node)
+
+    def save(self) -> Path:
+        SECTIONS.mkdir(parents=True, exist_ok=True)
+        path = SECTIONS / f"{self.number}.json"
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        return path
+
+    def render(self) -> str:
+        size = "**smoke sizes** (a quick check, not the issue's sizes)" if self.smoke else "full sizes"
+        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        out = [f"## {self.number}. {self.title}", "", f"_{self.when}, {size}; {params}_", "", self.body.rstrip(), ""]
+        if self.plot:
+            out += [f"![{self.title}]({self.plot})", ""]
+        return "\n".join(out)
+
+
+def load_sections() -> list[Section]:
+    out = []
+    for p in sorted(SECTIONS.glob("*.json"), key=lambda p: int(p.stem)) if SECTIONS.exists() else []:
+        out.append(Section(**json.loads(p.read_text())))
+    return out
+
+
+def write_results(path: Path, sections: list[Section], pending: dict[int, tuple[str, str]], slurm: str) -> None:
+    """results.md from the saved sections, with a line for each benchmark not measured (``pending``)."""
+    have = {s.number: s for s in sections}
+    parts = [HEADER.format(slurm=slurm)]
+    for n in sorted(set(have) | set(pending)):
+        if n in have:
+            parts.append(have[n].render())
+        else:
+            title, why = pending[n]
+            parts.append(f"## {n}. {title}\n\n_Not measured: {why}_\n")
+    path.write_text("\n".join(parts))
+
+
+def plot_lines(path: Path, title: str, xlabel: str, ylabel: str, panels: dict[str, dict[str, tuple[list, list]]],
+               logx: bool = True, logy: bool = True) -> str | None:
+    """One PNG with a panel per key of ``panels``, each a line per method (x values, y medians).
+
+    Returns the file name, or None when matplotlib is missing (the table still says everything)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.ticker
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), squeeze=False)
+    for ax, (panel, lines) in zip(axes[0], panels.items()):
+        ticks: set = set()
+        for i, (label, (xs, ys)) in enumerate(lines.items()):
+            pts = [(x, y) for x, y in zip(xs, ys) if y is not None and (y > 0 or not logy)]
+            if pts:
+                # distinct dashes and markers: lines that coincide (same counts) must both show
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="os^dv"[i % 5], linestyle=["-", "--", ":", "-."][i % 4],
+                        markersize=8 - 1.5 * i, label=label)
+                ticks.update(p[0] for p in pts)
+        if logx:
+            ax.set_xscale("log")
+        if ticks:
+            ax.set_xticks(sorted(ticks))
+            ax.set_xticklabels([str(t) for t in sorted(ticks)])
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        if logy:
+            ax.set_yscale("log")
+        ax.set_title(panel)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name

@@ -1,0 +1,168 @@
+"""The benchmark harness's pure parts: the RPC statistics parser and the tables it renders.
+
+No Slurm and no timing here: the benchmarks themselves run with `make bench` and never pass or fail on
+a number.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench import rpcstats
+from bench.__main__ import parse_args
+from bench.report import Section
+from bench.stats import Row, Summary, comparison_table, paired_ratios, render_ratio
+
+SDIAG = """\
+*******************************************************
+sdiag output at Mon Nov 30 00:26:39 2026 (1795998399)
+Data since      Mon Nov 30 00:00:00 2026 (1795996800)
+*******************************************************
+Server thread count:  3
+Agent queue size:     0
+
+Jobs submitted: 1751
+Jobs started:   200
+
+Main schedule statistics (microseconds):
+\tLast cycle:   10
+\tMax cycle:    1269
+
+Remote Procedure Call statistics by message type
+\tREQUEST_PARTITION_INFO                  ( 2009) count:2842   ave_time:187    total_time:532455
+\tREQUEST_FED_INFO                        ( 2049) count:2171   ave_time:194    total_time:421335
+\tREQUEST_JOB_USER_INFO                   ( 2039) count:224    ave_time:275    total_time:61627
+
+Remote Procedure Call statistics by user
+\troachlab        (    1001) count:9154   ave_time:292    total_time:2678072
+\troot            (       0) count:1839   ave_time:361    total_time:665318
+\troachbench      (    1002) count:6      ave_time:250    total_time:1500
+
+Pending RPC statistics
+\tREQUEST_TERMINATE_JOB                   ( 6011) count:1
+"""
+
+DBD = """\
+*******************************************************************
+sacctmgr show stats output at Mon Nov 30 00:26:49 2026 (1795998409)
+Data since                    Sun Nov 29 23:28:06 2026 (1795994886)
+All statistics are in microseconds
+*******************************************************************
+
+Internal DBD rollup last ran Mon Nov 30 00:00:00 2026 (1795996800)
+\tLast cycle:   5304
+
+Remote Procedure Call statistics by message type
+\tDBD_STEP_START           ( 1442) count:779    ave_time:1885   total_time:1468947
+\tDBD_GET_JOBS_COND        ( 1444) count:351    ave_time:1373   total_time:482113
+
+Remote Procedure Call statistics by user
+\troot                (         0) count:3325   ave_time:1960   total_time:6517283
+\troachlab            (      1001) count:1718   ave_time:684    total_time:1175924
+"""
+
+
+def _bump(text: str, old: str, new: str) -> str:
+    assert old in text
+    return text.replace(old, new)
+
+
+def test_sdiag_sections_by_type_and_by_user():
+    s = rpcstats.parse(SDIAG)
+    assert s.since == 1795996800
+    assert s.by_type == {"REQUEST_PARTITION_INFO": 2842, "REQUEST_FED_INFO": 2171, "REQUEST_JOB_USER_INFO": 224}
+    assert s.by_user == {"roachlab": 9154, "root": 1839, "roachbench": 6}
+    assert s.time_by_user["roachbench"] == 1500
+    assert "REQUEST_TERMINATE_JOB" not in s.by_type  # pending RPCs are not counts of served ones
+
+
+def test_sacctmgr_stats_parse_the_same_way():
+    s = rpcstats.parse(DBD)
+    assert s.since == 1795994886
+    assert s.by_type["DBD_GET_JOBS_COND"] == 351
+    assert s.user("roachlab") == 1718 and s.user("nobody") == 0
+
+
+def test_difference_of_two_snapshots():
+    after = _bump(_bump(SDIAG, "count:6      ave_time:250    total_time:1500", "count:9 ave_time:250 total_time:2400"),
+                  "count:224    ave_time:275", "count:227    ave_time:275")
+    d = rpcstats.parse(after).minus(rpcstats.parse(SDIAG))
+    assert d.by_user == {"roachbench": 3}
+    assert d.by_type == {"REQUEST_JOB_USER_INFO": 3}
+    assert d.time_by_user == {"roachbench": 900}
+
+
+@pytest.mark.parametrize("change", ["since", "counter"])
+def test_a_reset_between_snapshots_is_refused(change):
+    if change == "since":
+        after = _bump(SDIAG, "(1795996800)", "(1796083200)")
+    else:
+        after = _bump(SDIAG, "count:2842", "count:12")
+    with pytest.raises(rpcstats.StatsReset):
+        rpcstats.parse(after).minus(rpcstats.parse(SDIAG))
+
+
+@pytest.mark.parametrize("text", ["", "sdiag: error: Unable to contact slurm controller\n"])
+def test_output_without_rpc_sections_is_an_error(text):
+    with pytest.raises(rpcstats.StatsError, match="Remote Procedure Call"):
+        rpcstats.parse(text)
+
+
+def test_a_garbled_entry_names_the_line():
+    bad = SDIAG.replace("\tREQUEST_FED_INFO                        ( 2049) count:2171", "\tREQUEST_FED_INFO oops")
+    with pytest.raises(rpcstats.StatsError, match="REQUEST_FED_INFO oops"):
+        rpcstats.parse(bad)
+
+
+def test_summary_median_min_max():
+    s = Summary.of([3.0, 1.0, 2.0, 10.0])
+    assert (s.median, s.min, s.max, s.n) == (2.5, 1.0, 10.0, 4)
+    assert s.render("s") == "2.50 s (1–10)"
+    assert Summary.of([4, 4]).render() == "4"
+    with pytest.raises(ValueError):
+        Summary.of([])
+
+
+def test_ratios_are_paired_by_repetition():
+    assert paired_ratios([10, 20, 30], [1, 2, 5]) == [10, 10, 6]
+    assert paired_ratios([3, 0], [0, 0]) == [math.inf]  # 0/0 says nothing; x/0 is infinitely more
+    assert render_ratio([10, 10, 6]) == "10× (6×–10×)"
+    assert render_ratio([math.inf, math.inf]) == "∞ (roach: 0)"
+    assert render_ratio([]) == "–"
+
+
+def test_comparison_table():
+    rows = [Row("RPCs per round", {"roach": [3, 3], "loop": [30, 33]}),
+            Row("wall", {"roach": [0.5, 1.5], "loop": [2.0, 3.0]}, "s"),
+            Row("only a baseline", {"roach": [], "loop": [1, 1]})]
+    table = comparison_table(rows, ["roach", "loop"])
+    lines = table.splitlines()
+    assert lines[0] == "|  | roach | loop | loop / roach |"
+    assert lines[1] == "| --- | --- | --- | --- |"
+    assert lines[2] == "| RPCs per round | 3 | 31.5 (30–33) | 10.5× (10×–11×) |"
+    assert lines[3] == "| wall | 1 s (0.5–1.50) | 2.50 s (2–3) | 3× (2×–4×) |"
+    assert lines[4] == "| only a baseline | – | 1 | – |"
+
+
+def test_section_renders_its_sizes_and_plot():
+    sec = Section(2, "Controller load", "| a |\n", {"sizes": "10,50", "reps": 2}, smoke=True, plot="load.png",
+                  when="2026-11-30 00:00 UTC")
+    text = sec.render()
+    assert text.startswith("## 2. Controller load\n")
+    assert "**smoke sizes**" in text and "sizes=10,50, reps=2" in text
+    assert text.rstrip().endswith("![Controller load](load.png)")
+
+
+def test_command_line_defaults_and_smoke():
+    full = parse_args([])
+    assert full.sizes == [10, 100, 1000] and full.scale_sizes == [100, 1000, 10000]
+    assert full.preempt_modes == ["term", "user-signal"] and full.reps is None
+    smoke = parse_args(["--smoke", "--sizes=5", "--only", "2,6"])
+    assert smoke.sizes == [5] and smoke.scale_sizes == [100, 1000] and smoke.reps == 2
+    assert smoke.only == [2, 6] and smoke.preempt_modes == ["as-is"]
+    with pytest.raises(SystemExit):
+        parse_args(["--only", "7"])
+    with pytest.raises(SystemExit):
+        parse_args(["--preempt-modes", "sometimes"])
