@@ -8,8 +8,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from roach.errors import UsageError
-from roach.slurm.cluster import Cluster, get_cluster
+from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
 from roach.slurm.doctor import Check
 from roach.slurm.doctor import doctor as run_doctor
 
@@ -17,13 +16,7 @@ DOCTOR_FAILED = 7  # exit code: at least one prerequisite is missing (each is pr
 
 
 def _cluster(name: str, ssh_alias: str | None, ssh_config: str | None) -> Cluster:
-    c = get_cluster(name)
-    if ssh_config is not None and ssh_alias is None and c.ssh_alias is None:
-        raise UsageError(f"--ssh-config needs an ssh alias, and cluster {name} is reached locally",
-                         hint="add --ssh-alias ALIAS (a Host in that config file)")
-    if ssh_alias is not None or ssh_config is not None:
-        c = c.with_(ssh_alias=ssh_alias or c.ssh_alias, ssh_config=ssh_config or c.ssh_config)
-    return c
+    return with_ssh_override(get_cluster(name), ssh_alias, ssh_config)
 
 
 def _render(cluster: Cluster, checks: list[Check]) -> None:

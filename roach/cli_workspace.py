@@ -18,8 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from roach.cli_jobs import JOB_NOT_COMPLETED
-from roach.errors import UsageError
-from roach.slurm.cluster import Cluster
+from roach.slurm.cluster import Cluster, with_ssh_override
 from roach.slurm.workspace import (
     CHECKABLE_SKIPS, DEFAULT_EXCLUDES, WaitEvent, Workspace, pull as pull_job, sbatch_script, sync as sync_ws,
     verify as verify_ws, wait as wait_job,
@@ -44,13 +43,7 @@ def _console(err: bool = False) -> Console:
 
 
 def _cluster(ws: Workspace, name: str | None, alias: str | None, config: str | None, job_id: str | None = None) -> Cluster:
-    c = resolve_cluster(ws, name, job_id)
-    if config is not None and alias is None and c.ssh_alias is None:
-        raise UsageError(f"--ssh-config needs an ssh alias, and cluster {c.name} is reached locally",
-                         hint="add --ssh-alias ALIAS (a Host in that config file)")
-    if alias is not None or config is not None:
-        c = c.with_(ssh_alias=alias or c.ssh_alias, ssh_config=config or c.ssh_config)
-    return c
+    return with_ssh_override(resolve_cluster(ws, name, job_id), alias, config)
 
 
 def _echo_json(data: Any) -> None:

@@ -99,3 +99,13 @@ def get_cluster(name: str | Cluster) -> Cluster:
     if name not in known_clusters():
         raise UsageError(f"unknown cluster {name!r}", hint=f"known clusters: {', '.join(known_clusters())}")
     return importlib.import_module(f"roach.slurm.clusters.{name}").CLUSTER
+
+
+def with_ssh_override(cluster: Cluster, ssh_alias: str | None, ssh_config: str | None) -> Cluster:
+    """``cluster`` reached through another ssh alias and/or config file (the CLI's --ssh-alias/--ssh-config)."""
+    if ssh_config is not None and ssh_alias is None and cluster.ssh_alias is None:
+        raise UsageError(f"--ssh-config needs an ssh alias, and cluster {cluster.name} is reached locally",
+                         hint="add --ssh-alias ALIAS (a Host in that config file)")
+    if ssh_alias is not None or ssh_config is not None:
+        return cluster.with_(ssh_alias=ssh_alias or cluster.ssh_alias, ssh_config=ssh_config or cluster.ssh_config)
+    return cluster
