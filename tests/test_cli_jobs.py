@@ -341,3 +341,16 @@ def test_logs_follow_prints_lines_as_they_come_then_exits(repo, monkeypatch):
     ticks = [ln for ln in r.stdout.splitlines() if "tick" in ln]
     assert [t.rsplit(" ", 1)[-1] for t in ticks] == ["0", "1", "2", "3"]
     assert f"job {job['job_id']} ended: COMPLETED" in r.stderr
+
+
+@pytest.mark.lab
+def test_resume_resubmits_the_run_with_its_id_and_a_completed_run_does_not_run_again(done, repo):
+    r = invoke("resume", done["run_id"], "--repo-root", str(repo.work), "--run-as", LAB_USER, "--wait", "--json")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    repo.submitted.append(got["job_id"])
+    assert got["run_id"] == done["run_id"] and got["job_id"] != done["job_id"] and got["state"] == "COMPLETED"
+    log = invoke("logs", str(got["job_id"]), "--run-as", LAB_USER).stdout
+    assert "already completed" in log and "lr=0.5" not in log
+    r = invoke("resume", "no-such-run", "--repo-root", str(repo.work))
+    assert r.exit_code == 2 and "no record of run no-such-run" in r.output
