@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -262,3 +264,26 @@ def test_a_failure_between_hold_and_release_cancels_the_held_job_and_records_not
     states = user_slurm.run(["squeue", "--noheader", "--states=all", f"--name={name}", "--format=%T"]).stdout.split()
     assert states == ["CANCELLED"]  # it was queued held, then cancelled
     assert store.recent() == []
+
+
+def test_a_cluster_that_cannot_reach_the_git_remote_gets_the_commit_as_a_bundle(store, roots, tmp_path):
+    # The remote lives under /root: the lab user's jobs cannot read it, as a cluster behind a firewall.
+    from tests.conftest import GIT
+
+    base = Path(tempfile.mkdtemp(prefix="roach-unreachable-", dir="/root"))
+    try:
+        remote, work = base / "remote.git", base / "work"
+        subprocess.run([*GIT, "init", "-q", "--bare", str(remote)], check=True)
+        subprocess.run([*GIT, "clone", "-q", f"file://{remote}", str(work)], check=True, capture_output=True)
+        for rel, text in PKG.items():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).write_text(text)
+        for args in (["add", "-A"], ["commit", "-q", "-m", "pkg"], ["push", "-q", "-u", "origin", "HEAD:main"]):
+            subprocess.run([*GIT, "-C", str(work), *args], check=True, capture_output=True)
+        cluster = CLUSTER.with_(git_reachable=False)
+        job = submit("pkg.jobs:hello", args={"who": "mirror"}, resources=GPU1, cluster=cluster, repo_root=work,
+                     store=store, **roots)
+        assert job.wait(timeout=120).state is JobState.COMPLETED, job.log()
+        assert "hello mirror" in job.log() and f"{roots['log_root']}/bundles/git/work.git" in Path(job.paths.spec).read_text()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

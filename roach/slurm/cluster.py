@@ -37,6 +37,7 @@ class Cluster:
     env_factory: Callable[[], Mapping[str, str]] | None = None  # env for Slurm commands (the lab: SLURM_CONF)
     run_as: str | None = None  # local only: run commands as this user (root driving the lab's user)
     ssh_alias: str | None = None  # None: Slurm is on this machine; else `ssh <alias>` reaches its login host
+    git_reachable: bool = True  # False: jobs cannot reach the git remote; submit sends the commit as a git bundle
     ssh_config: str | None = None  # an ssh config file to use instead of ~/.ssh/config
     remote_setup: tuple[str, ...] = ()  # shell lines run before each remote command (e.g. "module load slurm")
     description: str = ""

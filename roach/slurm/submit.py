@@ -163,10 +163,14 @@ def submit(
 
     guardrails.check_live(cluster, res, client)
     bundle_root = posixpath.join(abs_log_root, "bundles")
+    # A cluster whose nodes cannot reach the git remote clones from a mirror on its shared storage that
+    # submit fills from here (a git bundle over the transport), after the job is queued held.
+    mirror_root = posixpath.join(bundle_root, "git")
+    repo_url = repo.url if cluster.git_reachable else posixpath.join(mirror_root, f"{Path(repo.root).name}.git")
     roach_dir = Path(roach.__file__).parent
     script_text = batch.render(batch.ScriptInputs(
         cluster=cluster, resources=res, name=name, run_id=run_id, log_root=abs_log_root, bundle_root=bundle_root,
-        roach_path=shipped_dir(roach_dir, bundle_root), repo_url=repo.url, repo_name=repo.name,
+        roach_path=shipped_dir(roach_dir, bundle_root), repo_url=repo_url, repo_name=repo.name,
         commit=repo.commit, clone_root=clone_root, run_dir=run_dir,
     ))
     job_id = client.sbatch(["--hold"], script_text)
@@ -174,11 +178,15 @@ def submit(
     try:
         fs.makedirs(abs_log_root)
         fs.ship_package(roach_dir, bundle_root)
+        if not cluster.git_reachable:
+            from roach.slurm.workspace_gitpush import push_commit
+
+            push_commit(cluster, repo.root, repo.commit, mirror_root=mirror_root, transport=client.transport)
         spec = {
             "version": 1, "target": target, "args": args, "run_id": run_id, "name": name, "cluster": cluster.name,
             "run_dir": run_dir, "log_root": log_root, "clone_root": clone_root, "secrets_dir": secrets_dir,
             "job_env": env, "python_path": python_path, "checkpoint_every": checkpoint_every,
-            "checkpoint_signal": cluster.checkpoint_signal, "max_timeout_requeues": cluster.max_timeout_requeues, "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
+            "checkpoint_signal": cluster.checkpoint_signal, "max_timeout_requeues": cluster.max_timeout_requeues, "repo": {"url": repo_url, "commit": repo.commit, "name": repo.name},
         }
         submitted = utc_now()
         jj = JobJson(job_id=str(job_id), script=paths.script, description=description, submitted_at_utc=submitted,
