@@ -42,11 +42,14 @@ class Resources:
     time: str = "01:00:00"
     reservation: str | None = None
     gpu_type: str | None = None
+    gres_extra: tuple[str, ...] = ()  # more GRES beside the GPUs, e.g. ("local:100G",) for node-local scratch
     extra: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if isinstance(self.extra, (list, str)):
-            object.__setattr__(self, "extra", (self.extra,) if isinstance(self.extra, str) else tuple(self.extra))
+        for name in ("extra", "gres_extra"):
+            v = getattr(self, name)
+            if isinstance(v, (list, str)):
+                object.__setattr__(self, name, (v,) if isinstance(v, str) else tuple(v))
         problems = []
         if not isinstance(self.nodes, int) or self.nodes < 1:
             problems.append(f"nodes={self.nodes!r} must be an integer >= 1")
@@ -70,6 +73,9 @@ class Resources:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, str) or not v or any(c.isspace() or c in "'\"$`;" for c in v)):
                 problems.append(f"{name}={v!r} is not a valid Slurm name (empty, or has spaces or quotes)")
+        for g in self.gres_extra:
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*(:[A-Za-z0-9_.-]+)+", str(g)) or str(g).startswith("gpu"):
+                problems.append(f"gres_extra {g!r} is not a GRES such as local:100G (GPUs go in gpus_per_node)")
         for opt in self.extra:
             key = str(opt).split("=", 1)[0]
             if not str(opt).startswith("-"):
@@ -108,12 +114,15 @@ class Resources:
     def sbatch_options(self, gpu_flag: GpuFlag = "gres") -> list[str]:
         """The sbatch options for this request (no job name, output or hold: submit adds those)."""
         opts = [f"--nodes={self.nodes}", f"--ntasks-per-node={self.tasks_per_node}", f"--time={self.time}"]
+        gres = list(self.gres_extra)
         if self.gpus_per_node:
             gpu = f"gpu:{self.gpu_type}:{self.gpus_per_node}" if self.gpu_type else f"gpu:{self.gpus_per_node}"
             if gpu_flag == "gres":
-                opts.append(f"--gres={gpu}")
+                gres.insert(0, gpu)
             else:
                 opts.append(f"--gpus-per-node={gpu.removeprefix('gpu:')}")
+        if gres:
+            opts.append(f"--gres={','.join(gres)}")
         if self.cpus_per_gpu is not None:
             opts.append(f"--cpus-per-task={self.cpus_per_gpu}")
         elif self.cpus_per_task is not None:
