@@ -329,7 +329,7 @@ def hold(
     ``lead_s`` (default: the cluster's ``signal_lead_s``) is how long before its wall clock it stops the
     running attempt, so that the attempt's last checkpoint is fresh.
     """
-    from roach.slurm.submit import _resources, new_run_id
+    from roach.slurm.submit import _resources, new_run_id, released_or_undone
 
     from roach.slurm.userconfig import configured, fill_resources
 
@@ -356,7 +356,8 @@ def hold(
     text = render_holder(cluster=cluster, resources=res, name=name, hold_id=hold_id, log_root=abs_log_root, lead_s=lead)
     job_id = client.sbatch(["--hold"], text)
     paths = BundlePaths(abs_log_root, hold_id, job_id)
-    try:
+    with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir,
+                            f"queueing holder {job_id}"):
         submitted = utc_now()
         fs.write(paths.script, text)
         fs.write(paths.job_json, JobJson(
@@ -369,17 +370,4 @@ def hold(
             resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
             holder=job_id)
         store.add(record)
-        try:
-            client.release(job_id)
-        except BaseException:
-            store.delete(cluster.name, job_id)
-            raise
-    except BaseException as exc:
-        try:
-            client.scancel([job_id])
-        finally:
-            fs.remove_bundle(paths.bundle_dir)
-        if isinstance(exc, RoachError):
-            raise
-        raise RoachError(f"queueing holder {job_id} failed and was undone: {exc}") from exc
     return Holder(cluster, job_id, record, store)

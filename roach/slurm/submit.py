@@ -11,7 +11,8 @@ import json
 import posixpath
 import re
 import secrets as _secrets
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -175,7 +176,8 @@ def submit(
     ))
     job_id = client.sbatch(["--hold"], script_text)
     paths = BundlePaths(abs_log_root, run_id, job_id)
-    try:
+    with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir,
+                            f"submission of job {job_id}"):
         fs.makedirs(abs_log_root)
         fs.ship_package(roach_dir, bundle_root)
         if not cluster.git_reachable:
@@ -204,16 +206,6 @@ def submit(
         store.add(record)
         if experiment:
             store.set_experiment(cluster.name, job_id, experiment)
-        try:
-            client.release(job_id)
-        except BaseException:
-            store.delete(cluster.name, job_id)
-            raise
-    except BaseException as exc:
-        _roll_back(client, fs, job_id, paths)
-        if isinstance(exc, RoachError):
-            raise
-        raise RoachError(f"submission of job {job_id} failed and was undone: {exc}") from exc
     return Job(cluster, record, store)
 
 
@@ -223,11 +215,24 @@ def _node_sh() -> str:
     return resources.files("roach.slurm").joinpath("node.sh").read_text()
 
 
-def _roll_back(client, fs: ClusterFS, job_id: int, paths: BundlePaths) -> None:
+@contextmanager
+def released_or_undone(client, fs: ClusterFS, store: Store, cluster: str, job_id: int, bundle_dir: str,
+                       what: str) -> Iterator[None]:
+    """The protocol of a held job: the block writes its bundle and its store record, then the job is
+    released. If anything fails, the held job is cancelled, its record deleted and its bundle removed:
+    never a job without a record, nor a record without a job."""
     try:
-        client.scancel([job_id])
-    finally:
-        fs.remove_bundle(paths.bundle_dir)
+        yield
+        client.release(job_id)
+    except BaseException as exc:
+        try:
+            client.scancel([job_id])
+        finally:
+            store.delete(cluster, job_id)
+            fs.remove_bundle(bundle_dir)
+        if isinstance(exc, RoachError):
+            raise
+        raise RoachError(f"{what} failed and was undone: {exc}") from exc
 
 
 def resume(
