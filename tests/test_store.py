@@ -183,7 +183,7 @@ def test_newer_schema_is_refused(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(RoachError, match="schema version 2; this roach reads up to 1"):
+    with pytest.raises(RoachError, match=f"schema version {SCHEMA_VERSION + 1}; this roach reads up to {SCHEMA_VERSION}"):
         Store(path).recent()
 
 
@@ -247,3 +247,58 @@ def test_concurrent_processes_on_a_fresh_file(tmp_path):
     with Store(path) as s:
         assert len(s.recent(limit=1000)) == 150
         assert all(s.get(f"c{n}", 0).status == "completed" for n in range(6))
+
+
+# The version 1 schema, as roach 0.1 wrote it: an older user's store must open and keep every row.
+_V1 = """
+CREATE TABLE jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, cluster TEXT NOT NULL, job_id INTEGER NOT NULL, run_id TEXT NOT NULL,
+    name TEXT NOT NULL, target TEXT NOT NULL, "commit" TEXT NOT NULL, repo TEXT NOT NULL, log_path TEXT NOT NULL,
+    bundle_dir TEXT NOT NULL, run_dir TEXT NOT NULL, submitted_at TEXT NOT NULL, resources TEXT NOT NULL,
+    status TEXT NOT NULL, slurm_state TEXT, exit_code TEXT, recorded_at TEXT, holder INTEGER,
+    UNIQUE (cluster, job_id));
+CREATE INDEX jobs_run ON jobs (run_id, seq);
+CREATE INDEX jobs_job ON jobs (job_id);
+INSERT INTO jobs VALUES (7, 'lab', 41, 'r-old', 'n', 'p.m:f', 'c0ffee', '/r', '/l/r-old_41.out', '/l/bundles/41',
+    '/runs/r-old', '2026-01-01T00:00:00Z', '{"gpus": 1}', 'completed', 'COMPLETED', '0:0', '2026-01-01T00:01:00Z', NULL);
+PRAGMA user_version=1;
+"""
+
+
+def test_a_version_1_store_is_upgraded_in_place_keeping_its_rows(tmp_path):
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(_V1)
+    conn.close()
+    s = Store(path)
+    old = s.find("41", cluster="lab")
+    assert (old.run_id, old.status, old.exit_code, old.task, old.via) == ("r-old", "completed", "0:0", None, None)
+    s.add(rec(41, cluster="lab", run_id="r-sweep-0", task=0))  # same array id, a task: no clash any more
+    assert [r.run_id for r in s.all_jobs("lab")] == ["r-old", "r-sweep-0"]  # order (seq) kept
+    s.close()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_array_tasks_are_rows_of_their_own(store):
+    store.add_many([rec(500, run_id=f"sw-{i}", task=i) for i in range(3)])
+    assert [r.slurm_id for r in store.array_tasks("ilc", 500)] == ["500_0", "500_1", "500_2"]
+    assert store.find("500_1").run_id == "sw-1"
+    assert store.find("sw-2").slurm_id == "500_2"
+    with pytest.raises(UsageError, match="job array of 3 tasks; name one task") as e:
+        store.find("500")
+    assert "500_0" in str(e.value.hint)
+    store.update_final("ilc", 500, "failed", "FAILED", "1:0", utc_now(), task=1)
+    assert [r.status for r in store.array_tasks("ilc", 500)] == ["submitted", "failed", "submitted"]
+    with pytest.raises(UsageError, match="job 500_1 on cluster 'ilc' is already in the store"):
+        store.add(rec(500, run_id="again", task=1))
+    with pytest.raises(UsageError, match="job 500_7 on cluster 'ilc' is not in the store"):
+        store.update_final("ilc", 500, "failed", "FAILED", "1:0", utc_now(), task=7)
+
+
+def test_add_many_is_all_or_nothing(store):
+    store.add(rec(600, run_id="x-1", task=1))
+    with pytest.raises(UsageError, match="600_1"):
+        store.add_many([rec(600, run_id=f"x-{i}", task=i) for i in range(3)])
+    assert [r.run_id for r in store.all_jobs()] == ["x-1"]
+    store.delete("ilc", 600)
+    assert store.all_jobs() == []

@@ -21,7 +21,7 @@ from typing import Any
 from roach.errors import RoachError, UsageError
 from roach.slurm.bundle import FINAL_STATUSES
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
@@ -44,11 +44,27 @@ CREATE TABLE jobs (
     exit_code    TEXT,
     recorded_at  TEXT,
     holder       INTEGER,
-    UNIQUE (cluster, job_id)
+    task         INTEGER,  -- the array task index of a sweep's run, NULL for a plain job
+    via          TEXT      -- the SSH alias it was submitted through when not the cluster's own, else NULL
 );
+CREATE UNIQUE INDEX jobs_key ON jobs (cluster, job_id, IFNULL(task, -1));
 CREATE INDEX jobs_run ON jobs (run_id, seq);
 CREATE INDEX jobs_job ON jobs (job_id);
 """
+
+# Version 1 had no task/via columns and UNIQUE(cluster, job_id) inline, which SQLite cannot alter: the
+# table is rebuilt in place (one transaction), keeping every row and its seq.
+_MIGRATE_1_TO_2 = (
+    "ALTER TABLE jobs RENAME TO jobs_v1",
+    "DROP INDEX IF EXISTS jobs_run",
+    "DROP INDEX IF EXISTS jobs_job",
+    *filter(str.strip, _SCHEMA.split(";")),
+    "INSERT INTO jobs (seq, cluster, job_id, run_id, name, target, \"commit\", repo, log_path, bundle_dir, run_dir,"
+    " submitted_at, resources, status, slurm_state, exit_code, recorded_at, holder)"
+    " SELECT seq, cluster, job_id, run_id, name, target, \"commit\", repo, log_path, bundle_dir, run_dir,"
+    " submitted_at, resources, status, slurm_state, exit_code, recorded_at, holder FROM jobs_v1",
+    "DROP TABLE jobs_v1",
+)
 
 
 def utc_now() -> str:
@@ -87,10 +103,17 @@ class JobRecord:
     exit_code: str | None  # raw sacct ExitCode, e.g. "0:0"
     recorded_at: str | None
     holder: int | None = None  # the holding allocation when run as a step of it
+    task: int | None = None  # the array task index when one run of a sweep (job_id is the array's id)
+    via: str | None = None  # the SSH alias it was submitted through, when not the cluster's own
 
     @property
     def is_final(self) -> bool:
         return self.status != "submitted"
+
+    @property
+    def slurm_id(self) -> str:
+        """The job as Slurm names it: ``123``, or ``123_4`` for an array task."""
+        return f"{self.job_id}_{self.task}" if self.task is not None else str(self.job_id)
 
 
 _COLUMNS = tuple(f.name for f in fields(JobRecord))
@@ -126,7 +149,7 @@ class Store:
         return self._conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        """Create the schema in a new file; refuse a file written by a newer roach."""
+        """Create the schema in a new file, upgrade an older one; refuse a file written by a newer roach."""
         # Read the version without a lock first, so opening never waits on another process's write.
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == 0:
@@ -139,6 +162,13 @@ class Store:
                     for stmt in filter(str.strip, _SCHEMA.split(";")):
                         conn.execute(stmt)
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        if version == 1:
+            with self._transaction(conn):
+                if conn.execute("PRAGMA user_version").fetchone()[0] == 1:  # not migrated by another process
+                    for stmt in _MIGRATE_1_TO_2:
+                        conn.execute(stmt)
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            version = SCHEMA_VERSION
         if version > SCHEMA_VERSION:
             raise RoachError(
                 f"the roach store {self.path} has schema version {version}; this roach reads up to "
@@ -196,43 +226,59 @@ class Store:
     # -- writes -------------------------------------------------------------------------------------
     def add(self, rec: JobRecord) -> None:
         """Record a new submission. Raises :class:`UsageError` if that cluster's job id is already recorded."""
-        row = astuple(rec)
-        row = tuple(json.dumps(v) if c == "resources" else v for c, v in zip(_COLUMNS, row))
+        self.add_many([rec])
+
+    def add_many(self, recs: list[JobRecord]) -> None:
+        """Record several submissions (a sweep's tasks) in one transaction: all of them or none."""
+        rows = [tuple(json.dumps(v) if c == "resources" else v for c, v in zip(_COLUMNS, astuple(r))) for r in recs]
         cols = ", ".join(f'"{c}"' for c in _COLUMNS)
         try:
             with self._write() as conn:
-                conn.execute(f"INSERT INTO jobs ({cols}) VALUES ({', '.join('?' * len(_COLUMNS))})", row)
+                conn.executemany(f"INSERT INTO jobs ({cols}) VALUES ({', '.join('?' * len(_COLUMNS))})", rows)
         except sqlite3.IntegrityError as e:
-            old = self.get(rec.cluster, rec.job_id)
-            if old is None:  # a NOT NULL column left None: a caller's bug, not a duplicate
-                raise UsageError(f"cannot record job {rec.job_id} on {rec.cluster!r}: {e}") from e
-            raise UsageError(
-                f"job {rec.job_id} on cluster {rec.cluster!r} is already in the store"
-                f" (run {old.run_id}, submitted {old.submitted_at})",
-                hint="Slurm reuses job ids only after a reset of its database; check the cluster") from None
+            for rec in recs:
+                old = self.get(rec.cluster, rec.job_id, rec.task)
+                if old is not None:
+                    raise UsageError(
+                        f"job {rec.slurm_id} on cluster {rec.cluster!r} is already in the store"
+                        f" (run {old.run_id}, submitted {old.submitted_at})",
+                        hint="Slurm reuses job ids only after a reset of its database; check the cluster") from None
+            # a NOT NULL column left None, or a duplicate within recs: a caller's bug
+            what = f"job {recs[0].slurm_id}" if len(recs) == 1 else f"{len(recs)} jobs"
+            raise UsageError(f"cannot record {what} on {recs[0].cluster!r}: {e}") from e
 
     def update_final(self, cluster: str, job_id: int, status: str, slurm_state: str | None,
-                     exit_code: str | None, recorded_at: str) -> None:
-        """Record a job's final state (what sacct said once it ended)."""
+                     exit_code: str | None, recorded_at: str, task: int | None = None) -> None:
+        """Record a job's (or an array task's) final state (what sacct said once it ended)."""
         if status not in FINAL_STATUSES:
             raise UsageError(f"{status!r} is not a final status; expected one of: {', '.join(FINAL_STATUSES)}")
         with self._write() as conn:
             cur = conn.execute(
-                "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=? WHERE cluster=? AND job_id=?",
-                (status, slurm_state, exit_code, recorded_at, cluster, job_id))
+                "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=?"
+                " WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=?",
+                (status, slurm_state, exit_code, recorded_at, cluster, job_id, _task_key(task)))
         if cur.rowcount == 0:
-            raise UsageError(f"job {job_id} on cluster {cluster!r} is not in the store {self.path}",
+            name = f"{job_id}_{task}" if task is not None else str(job_id)
+            raise UsageError(f"job {name} on cluster {cluster!r} is not in the store {self.path}",
                              hint="`roach ls` lists the recorded jobs")
 
     def delete(self, cluster: str, job_id: int) -> None:
-        """Forget a job. Only for rolling back a submission that failed after the record was added."""
+        """Forget a job, every task of it if an array. Only for rolling back a submission that failed
+        after the record was added."""
         with self._write() as conn:
             conn.execute("DELETE FROM jobs WHERE cluster=? AND job_id=?", (cluster, job_id))
 
     # -- reads --------------------------------------------------------------------------------------
-    def get(self, cluster: str, job_id: int) -> JobRecord | None:
-        hits = self._query(f"{_SELECT} WHERE cluster=? AND job_id=?", (cluster, job_id))
+    def get(self, cluster: str, job_id: int, task: int | None = None) -> JobRecord | None:
+        """The job (or array task ``task`` of array ``job_id``) recorded on ``cluster``."""
+        hits = self._query(f"{_SELECT} WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=?",
+                           (cluster, job_id, _task_key(task)))
         return hits[0] if hits else None
+
+    def array_tasks(self, cluster: str, job_id: int) -> list[JobRecord]:
+        """Every recorded task of array job ``job_id``, by task index."""
+        return self._query(f"{_SELECT} WHERE cluster=? AND job_id=? AND task IS NOT NULL ORDER BY task",
+                           (cluster, job_id))
 
     def jobs_for_run(self, run_id: str) -> list[JobRecord]:
         """Every submission of a run, oldest first (a run resubmitted after preemption has several)."""
@@ -250,21 +296,33 @@ class Store:
         return self._query(f"{_SELECT} {where} ORDER BY seq DESC LIMIT ?", (*params, limit))
 
     def find(self, ref: str, cluster: str | None = None) -> JobRecord:
-        """The job ``ref`` names: a Slurm job id (digits) or a run id (its latest submission).
+        """The job ``ref`` names: a Slurm job id (``123``, an array task ``123_4``) or a run id (its latest
+        submission).
 
         Raises :class:`UsageError` when nothing matches, or when a job id is recorded on several clusters
         and ``cluster`` does not say which.
         """
         ref = ref.strip()
-        if ref.isdigit():
+        job, _, task = ref.partition("_")
+        hits: list[JobRecord] = []
+        if job.isdigit() and task.isdigit():  # an array task as Slurm names it
+            where, params = _where(job_id=int(job), task=int(task), cluster=cluster)
+            hits = self._query(f"{_SELECT} {where} ORDER BY seq DESC", params)
+        elif ref.isdigit():
             where, params = _where(job_id=int(ref), cluster=cluster)
             hits = self._query(f"{_SELECT} {where} ORDER BY seq DESC", params)
-            if len(hits) > 1:
-                listed = "; ".join(f"{h.cluster}: job {h.job_id}, run {h.run_id}, {h.submitted_at}" for h in hits)
-                raise UsageError(f"job id {ref} is recorded on {len(hits)} clusters: {listed}",
-                                 hint=f"name the cluster, e.g. --cluster {hits[0].cluster}")
-            if hits:
-                return hits[0]
+            plain = [h for h in hits if h.task is None]
+            if hits and not plain:
+                first = min(hits, key=lambda h: h.task or 0)
+                raise UsageError(f"job {ref} is a sweep's job array of {len(hits)} tasks; name one task",
+                                 hint=f"e.g. {first.slurm_id} (its run id {first.run_id}); `roach ls` lists them")
+            hits = plain
+        if len(hits) > 1:
+            listed = "; ".join(f"{h.cluster}: job {h.slurm_id}, run {h.run_id}, {h.submitted_at}" for h in hits)
+            raise UsageError(f"job id {ref} is recorded on {len(hits)} clusters: {listed}",
+                             hint=f"name the cluster, e.g. --cluster {hits[0].cluster}")
+        if hits:
+            return hits[0]
         rec = self.latest_for_run(ref, cluster)  # a run id may be all digits too
         if rec is not None:
             return rec
@@ -345,6 +403,10 @@ class Store:
         """Every recorded job (on ``cluster`` if given), oldest first."""
         where, params = _where(cluster=cluster)
         return self._query(f"{_SELECT} {where} ORDER BY seq", params)
+
+
+def _task_key(task: int | None) -> int:
+    return -1 if task is None else task
 
 
 def _where(**conds: Any) -> tuple[str, tuple[Any, ...]]:
