@@ -17,6 +17,10 @@ from roach.errors import RoachError
 from roach.slurm.transport import Result, Transport
 
 _WRITE = 'set -e; umask 022; mkdir -p -- "$(dirname -- "$1")"; t="$1.tmp.$$"; cat > "$t"; chmod "$2" "$t"; mv -f -- "$t" "$1"'
+_WRITE_MANY = ('set -e; umask 022; r="$1"; mkdir -p -- "$r"; s="$(mktemp -d "$r/.roach-write.XXXXXX")"; '
+               'trap \'rm -rf -- "$s"\' EXIT; tar -xf - -C "$s"; cd "$s"; '
+               'find . -mindepth 1 -type d -print0 | (cd "$r" && xargs -0 -r mkdir -p --); '
+               'find . -type f -print0 | xargs -0 -r sh -c \'for f; do mv -f -- "$f" "$0/$f"; done\' "$r"')
 _UNTAR = ('set -e; umask 022; d="$1"; [ -e "$d/.complete" ] && exit 0; mkdir -p -- "$(dirname -- "$d")"; '
           't="$d.tmp.$$"; rm -rf -- "$t"; mkdir -p -- "$t"; tar -xf - -C "$t"; touch "$t/.complete"; '
           'mv -T -- "$t" "$d" 2>/dev/null || rm -rf -- "$t"')
@@ -52,6 +56,24 @@ class ClusterFS:
         """Write a whole file atomically (temp file, rename)."""
         self._sh(_WRITE, path, mode, input=data, what=f"writing {path}")
 
+    def write_many(self, files: dict[str, str], mode: str = "644") -> None:
+        """Write many small files in one remote call, each atomically: a tar stream unpacked into a
+        staging directory beside them (same filesystem), then each file renamed into place."""
+        if not files:
+            return
+        for path in files:
+            if not posixpath.isabs(path) or "\n" in path:
+                raise RoachError(f"cluster path {path!r} is relative or has a newline", hint="expand ~ on the cluster first")
+        root = posixpath.commonpath([posixpath.dirname(posixpath.normpath(p)) for p in files])
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path, data in files.items():
+                raw = data.encode()
+                info = tarfile.TarInfo(posixpath.relpath(posixpath.normpath(path), root))
+                info.size, info.mode = len(raw), int(mode, 8)
+                tar.addfile(info, io.BytesIO(raw))
+        self._sh(_WRITE_MANY, root, input=buf.getvalue(), what=f"writing {len(files)} files under {root}")
+
     def read(self, path: str) -> str:
         return self._sh('cat -- "$1"', path, what=f"reading {path}").stdout
 
@@ -66,9 +88,15 @@ class ClusterFS:
 
     def remove_bundle(self, path: str) -> None:
         """Roll back a bundle directory made by a submission that failed (never a run directory)."""
-        if "/bundles/" not in path:
-            raise RoachError(f"refusing to remove {path}: not a bundle directory")
-        self.transport.run(["rm", "-rf", "--", path])
+        self.remove_bundles([path])
+
+    def remove_bundles(self, paths: list[str]) -> None:
+        """Roll back the bundle directories of a failed submission in one call (never a run directory)."""
+        for path in paths:
+            if "/bundles/" not in path:
+                raise RoachError(f"refusing to remove {path}: not a bundle directory")
+        if paths:
+            self.transport.run(["rm", "-rf", "--", *paths])
 
     def rmdir_if_empty(self, path: str) -> None:
         self.transport.run(["rmdir", "--", path])

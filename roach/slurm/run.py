@@ -102,6 +102,20 @@ def write_result(run_dir: Path, value: Any) -> Path:
         return atomic_write(run_dir / "result.pkl", pickle.dumps(value))
 
 
+def task_spec(spec: dict[str, Any], task: int) -> dict[str, Any]:
+    """The spec of one run of a sweep: task ``task`` of the array whose spec lists every task's args.
+
+    A plain job's spec is returned as it is."""
+    sweep = spec.get("sweep")
+    if not sweep:
+        return spec
+    grid = spec["grid"]
+    if not 0 <= task < len(grid):
+        raise SpecError(f"array task {task} is outside this array's {len(grid)} runs")
+    run_id = f"{sweep['id']}-{sweep['offset'] + task}"  # as script.sweep_run_id and the batch script say
+    return {**spec, "run_id": run_id, "run_dir": f"{sweep['run_root'].rstrip('/')}/{run_id}", "args": grid[task]}
+
+
 def _on_signal(run: Run, sig: signal.Signals) -> None:
     """Log the signal. A function that has not yet used resume/steps/checkpoint is stopped at once on TERM:
     it has nothing to save, and holding on would only delay the job that preempts it. The checkpoint signal
@@ -116,6 +130,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m roach.slurm.run SPEC.json", file=sys.stderr)
         return 2
     spec = json.loads(Path(argv[0]).read_text())
+    if spec.get("sweep"):
+        spec = task_spec(spec, int(os.environ["SLURM_ARRAY_TASK_ID"]))
     env = rank_env(dict(os.environ))
     os.environ.update(env)
     os.environ.update({k: str(v) for k, v in spec.get("job_env", {}).items()})

@@ -14,6 +14,26 @@ from roach.slurm.resources import Resources
 
 
 @dataclass(frozen=True)
+class ArrayPart:
+    """One Slurm job array of a sweep: its tasks 0..count-1 are the sweep's runs offset..offset+count-1."""
+
+    sweep_id: str
+    count: int
+    offset: int
+    parallelism: int | None  # at most this many of its tasks run at once (--array=...%K)
+    run_root: str  # each task's run directory is <run_root>/<sweep_id>-<offset + task>
+    after: int | None = None  # the array before it, when parts must not run side by side (parallelism)
+
+    def run_id(self, task: int) -> str:
+        return sweep_run_id(self.sweep_id, self.offset + task)
+
+
+def sweep_run_id(sweep_id: str, index: int) -> str:
+    """The run id of run ``index`` of a sweep (the same in Python and in the batch script)."""
+    return f"{sweep_id}-{index}"
+
+
+@dataclass(frozen=True)
 class ScriptInputs:
     cluster: Cluster
     resources: Resources
@@ -26,29 +46,43 @@ class ScriptInputs:
     repo_name: str
     commit: str
     clone_root: str  # may start with ~ (expanded on the node)
-    run_dir: str  # may start with ~
+    run_dir: str  # may start with ~ (unused for an array: each task has its own)
+    array: ArrayPart | None = None
 
 
 def render(i: ScriptInputs) -> str:
     q = shlex.quote
     # append: a requeued job keeps its id and its log, and Slurm would truncate the log otherwise.
     # No "B:" in --signal: the ranks get the signal directly, the batch shell does not.
-    opts = [f"--job-name={i.name}", f"--output={i.log_root}/{i.run_id}_%j.out", "--open-mode=append",
+    a = i.array
+    log = f"{i.log_root}/{a.sweep_id}_%A_%a.out" if a else f"{i.log_root}/{i.run_id}_%j.out"
+    opts = [f"--job-name={i.name}", f"--output={log}", "--open-mode=append",
             "--requeue", f"--signal={i.cluster.checkpoint_signal}@{i.cluster.signal_lead_s}",
             *i.resources.sbatch_options(i.cluster.gpu_flag)]
+    if a:
+        opts.append(f"--array=0-{a.count - 1}" + (f"%{a.parallelism}" if a.parallelism else ""))
+        if a.after is not None:
+            opts.append(f"--dependency=afterany:{a.after}")
     header = "\n".join(f"#SBATCH {o}" for o in opts)
     exports = {
-        "ROACH_RUN_ID": i.run_id, "ROACH_REPO_URL": i.repo_url, "ROACH_REPO_NAME": i.repo_name,
+        "ROACH_REPO_URL": i.repo_url, "ROACH_REPO_NAME": i.repo_name,
         "ROACH_COMMIT": i.commit, "ROACH_CLONE_ROOT": i.clone_root, "ROACH_ROACH_PATH": i.roach_path,
-        "ROACH_RUN_DIR": i.run_dir,
     }
+    if not a:
+        exports |= {"ROACH_RUN_ID": i.run_id, "ROACH_RUN_DIR": i.run_dir}
     export_lines = "\n".join(f"export {k}={q(v)}" for k, v in exports.items())
+    if a:  # one script for every task: the task's run id and directory come from its index
+        export_lines += (f'\nexport ROACH_RUN_ID={q(a.sweep_id)}-$(( SLURM_ARRAY_TASK_ID + {a.offset} ))'
+                         f'\nexport ROACH_RUN_DIR={q(a.run_root.rstrip("/") or "/")}/"$ROACH_RUN_ID"')
+        bundle = f'{q(i.bundle_root)}/"$SLURM_ARRAY_JOB_ID"'
+    else:
+        bundle = f'{q(i.bundle_root)}/"$SLURM_JOB_ID"'
     return f"""#!/bin/bash
 {header}
 # roach job {i.run_id}: {i.commit[:12]} of {i.repo_name}. What a job does: roach/slurm/README.md.
 set -euo pipefail
 {export_lines}
-export ROACH_BUNDLE={q(i.bundle_root)}/"$SLURM_JOB_ID"
+export ROACH_BUNDLE={bundle}
 
 # --- site file of cluster {i.cluster.name} ---
 {i.cluster.site_file().rstrip()}

@@ -163,6 +163,18 @@ def parse_gres_gpus(text: str) -> int:
 
 
 # -- records ----------------------------------------------------------------------------------------
+def task_range(text: str) -> set[int]:
+    """The task indices of a pending range as squeue prints it: ``5-9%2``, ``1,3,5-7``, ``0-99:2``."""
+    out: set[int] = set()
+    for part in text.split("%", 1)[0].split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part.strip())
+        if not m:
+            raise ParseError(f"cannot read array task indices from {text!r}", hint="expected e.g. 5-9%2 or 1,3,5-7")
+        lo = int(m[1])
+        out.update(range(lo, int(m[2] or lo) + 1, int(m[3] or 1)))
+    return out
+
+
 @dataclass(frozen=True)
 class JobRef:
     """A job as Slurm names it: ``123``, an array task ``123_4``, or a pending range ``123_[5-9%2]``."""

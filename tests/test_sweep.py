@@ -1,0 +1,120 @@
+"""sweep() on the lab: job arrays, one run per grid entry, split at MaxArraySize, a handful of Slurm calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from roach.errors import UsageError
+from roach.lab.config import LAB_USER
+from roach.slurm.bundle import JobJson
+from roach.slurm.clusters.lab import CPU, LAB
+from roach.slurm.states import JobState
+from roach.slurm.store import Store
+from roach.slurm.sweep import read_grid, split, sweep
+
+CLUSTER = LAB.with_(run_as=LAB_USER)
+
+PKG = {
+    "pkg/__init__.py": "",
+    "pkg/grid.py": '''
+def square(run, x, tag="t"):
+    run.log("square of %s (%s) in run %s", x, tag, run.run_id)
+    return {"x": x, "sq": x * x, "tag": tag, "run_id": run.run_id}
+
+def fail_on(run, x, bad=-1):
+    if x == bad:
+        raise ValueError(f"x={x} fails on purpose")
+    return x
+''',
+}
+
+
+@pytest.fixture
+def repo(git_repo):
+    git_repo.commit(PKG, "the sweep package")
+    return git_repo
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store(tmp_path / "store.sqlite")
+
+
+@pytest.fixture
+def roots(shared_tmp):
+    return {"log_root": str(shared_tmp / "logs"), "clone_root": str(shared_tmp / "clones")}
+
+
+def test_split_keeps_task_indices_below_max_array_size():
+    assert split(5, 10) == [(0, 5)]
+    assert split(10, 4) == [(0, 4), (4, 4), (8, 2)]
+    with pytest.raises(UsageError):
+        split(0, 4)
+
+
+def test_grid_files(tmp_path):
+    (tmp_path / "g.json").write_text('[{"x": 1}, {"x": 2}]')
+    (tmp_path / "g.jsonl").write_text('{"x": 1}\n\n{"x": 2}\n')
+    assert read_grid(tmp_path / "g.json") == read_grid(tmp_path / "g.jsonl") == [{"x": 1}, {"x": 2}]
+    (tmp_path / "g.txt").write_text("x")
+    with pytest.raises(UsageError, match=r"must end in \.json"):
+        read_grid(tmp_path / "g.txt")
+    (tmp_path / "bad.json").write_text('{"x": 1}')
+    with pytest.raises(UsageError, match="JSON list of objects"):
+        read_grid(tmp_path / "bad.json")
+
+
+def test_a_sweep_split_over_arrays_runs_every_grid_entry_as_its_own_run(repo, store, roots, shared_tmp):
+    grid = [{"x": i, "tag": f"t{i}"} for i in range(7)]
+    sw = sweep("pkg.grid:square", grid, resources=CPU, cluster=CLUSTER, repo_root=repo.work, store=store,
+               parallelism=3, max_array_size=3, name="sq", **roots)
+    assert len(sw.array_ids) == 3 and len(sw) == 7  # 3 + 3 + 1
+    done = sw.wait(timeout=240, poll_s=2)
+    assert {r: a.state for r, a in done.items()} == {f"{sw.sweep_id}-{i}": JobState.COMPLETED for i in range(7)}
+    run_root = Path(roots["log_root"]).parent / "runs"
+    for i, job in enumerate(sw):
+        assert job.run_id == f"{sw.sweep_id}-{i}"
+        assert job.slurm_id == f"{sw.array_ids[i // 3]}_{i % 3}"
+        result = json.loads((run_root / job.run_id / "result.json").read_text())
+        assert result == {"x": i, "sq": i * i, "tag": f"t{i}", "run_id": job.run_id}
+        assert Path(job.record.log_path).name == f"{sw.sweep_id}_{job.slurm_id}.out"
+        assert f"square of {i} (t{i}) in run {job.run_id}" in job.log()
+        jj = JobJson.from_json(Path(job.paths.job_json).read_text())
+        assert (jj.job_id, jj.run_id, jj.status, jj.exit_code) == (job.slurm_id, job.run_id, "completed", "0:0")
+    recs = store.array_tasks("lab", sw.array_ids[1])
+    assert [(r.task, r.run_id, r.status) for r in recs] == [(t, f"{sw.sweep_id}-{3 + t}", "completed") for t in range(3)]
+    assert store.find(f"{sw.array_ids[2]}_0").run_id == f"{sw.sweep_id}-6"
+    # with parallelism, the arrays run one after the other: each later one depends on the one before
+    script = Path(roots["log_root"], "bundles", str(sw.array_ids[1]), "job.sh").read_text()
+    assert f"--dependency=afterany:{sw.array_ids[0]}" in script and "--array=0-2%3" in script
+
+
+def test_a_failed_run_is_that_run_only(repo, store, roots):
+    sw = sweep("pkg.grid:fail_on", [{"x": i, "bad": 1} for i in range(3)], resources=CPU, cluster=CLUSTER,
+               repo_root=repo.work, store=store, **roots)
+    assert len(sw.array_ids) == 1
+    done = sw.wait(timeout=180, poll_s=2)
+    assert [done[j.run_id].state for j in sw] == [JobState.COMPLETED, JobState.FAILED, JobState.COMPLETED]
+    assert "x=1 fails on purpose" in sw[1].log()
+    assert [r.status for r in store.array_tasks("lab", sw.array_ids[0])] == ["completed", "failed", "completed"]
+
+
+def test_bad_grids_are_refused_before_anything_is_queued(repo, store, roots):
+    def go(grid, **kw):
+        return sweep("pkg.grid:square", grid, resources=CPU, cluster=CLUSTER, repo_root=repo.work, store=store,
+                     **roots, **kw)
+    with pytest.raises(UsageError, match="grid is empty"):
+        go([])
+    with pytest.raises(UsageError, match="not JSON-serialisable"):
+        go([{"x": 1}, {"x": object()}])
+    with pytest.raises(UsageError, match="list of dicts"):
+        go("x=1")
+    with pytest.raises(UsageError, match="parallelism"):
+        go([{"x": 1}], parallelism=0)
+    with pytest.raises(UsageError, match="sweep id"):
+        go([{"x": 1}], sweep_id="no/slash")
+    assert store.all_jobs() == []
+    assert not Path(roots["log_root"], "bundles").exists()
