@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as err:
         print(f"bench: {err}", file=sys.stderr)
         return 2
-    wanted = a.only or [n for n in TITLES if n != 4 or b4_sweep.have_sweep()]
+    wanted = a.only or list(TITLES)
     reps = lambda n: a.reps or DEFAULT_REPS[n]  # noqa: E731
     def mod(name: str):
         return importlib.import_module(f"bench.{name}")
@@ -131,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         section.save()
         log(f"== benchmark {n} done in {time.monotonic() - t0:.0f}s")
     results = a.results or BENCH_DIR / "results.md"
-    pending = {4: (TITLES[4], "roach's `sweep` (roach.slurm.sweep, issue 9) does not exist yet; "
-                              "bench/b4_sweep.py measures it once it does")} if not b4_sweep.have_sweep() else {}
-    pending.update({n: (TITLES[n], "not run yet (`python -m bench --only N`)") for n in TITLES if n not in pending})
+    pending = {n: (TITLES[n], "not run yet (`python -m bench --only N`)") for n in TITLES}
     caps = lab.root_client().capabilities()
     major, minor, micro = caps.version
     write_results(results, load_sections(), pending, f"{major}.{minor:02d}.{micro}")

@@ -1,8 +1,7 @@
 """Benchmark 4, sweep submission: N runs submitted, wall time and Slurm RPCs of the submission.
 
 * roach: ``roach.slurm.sweep.sweep("pkg.jobfns:first_line", grid=[{"out": ...}, ...], ...)`` (one job
-  array per MaxArraySize), as the bench user. Needs ``roach.slurm.sweep`` (issue 9); until it exists the
-  benchmark runs only when asked for (``--only 4``) and measures the baselines alone.
+  array per MaxArraySize, submitted held, bundled, recorded, released), as the bench user.
 * submitit: ``AutoExecutor.map_array(first_line, ...)`` (one sbatch of an array), as the bench user.
 * sbatch loop: one ``sbatch`` per run (a shell loop).
 
@@ -11,7 +10,6 @@ Baselines submit held (``--hold``) and are cancelled at once: only submission is
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 
@@ -23,10 +21,6 @@ from bench.stats import Row, comparison_table
 METHODS = ("roach", "submitit map_array", "sbatch loop")
 
 
-def have_sweep() -> bool:
-    return importlib.util.find_spec("roach.slurm.sweep") is not None
-
-
 def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
     wd = lab.workdir("sweep")
     for sub in ("submitit", "marks", "logs"):
@@ -35,13 +29,9 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
     got: dict[str, list[rounds.Cost]] = {m: [] for m in METHODS}
     walls: list[float] = []  # submitit's own time for map_array (not its driver process's start)
     methods = {"submitit map_array": lambda: _submitit_map(lab, wd, n, walls),
-               "sbatch loop": lambda: submit_held(lab, n, "sweep-sbatch")}
-    if have_sweep():
-        methods["roach"] = _roach_sweep(lab, wd, n)
+               "sbatch loop": lambda: submit_held(lab, n, "sweep-sbatch"), "roach": _roach_sweep(lab, wd, n)}
     for rep in range(reps):
         for m in METHODS:
-            if m not in methods:
-                continue
             ids: list[str] = []
             try:
                 got[m].append(rounds.measure(lab, lambda: ids.extend(methods[m]())))
@@ -54,9 +44,8 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
                                                   for m in METHODS if got[m]))
     rows = [Row(f"{n} runs: wall time of the submission", {m: [c.wall_s for c in got[m]] for m in METHODS}, "s"),
             Row(f"{n} runs: RPCs (slurmctld + slurmdbd)", {m: [c.rpcs for c in got[m]] for m in METHODS})]
-    note = "" if "roach" in methods else ("\n_roach's `sweep` does not exist yet: the roach column is empty and the "
-                                         "ratios are missing until it lands._\n")
-    body = [f"Submitting {n} runs of a trivial function (baselines held, then cancelled).", note,
+    body = [f"Submitting {n} runs of a trivial function: the baselines held (then cancelled), roach's sweep "
+            "as it always submits (held, bundle and records written, released; then cancelled).",
             comparison_table(rows, METHODS)]
     return Section(4, "Sweep submission", "\n".join(body), {"runs": n, "reps": reps})
 
@@ -72,11 +61,11 @@ def _submitit_map(lab: Lab, wd, n: int, walls: list[float]) -> list[str]:
 
 
 def _roach_sweep(lab: Lab, wd, n: int):
-    """One roach sweep of ``n`` runs per call, returning its job ids (the API of issue 9: adjust here if the
-    landed one differs). Its tasks are cancelled by the caller after the submission is measured."""
+    """One roach sweep of ``n`` runs per call, returning its arrays' job ids. Its tasks are cancelled by the
+    caller after the submission is measured."""
     from roach.slurm.clusters.lab import LAB
     from roach.slurm.store import Store
-    from roach.slurm.sweep import sweep  # type: ignore[import-not-found]
+    from roach.slurm.sweep import sweep
 
     from bench.b1_latency import ONE_CPU
     from bench.repo import make_repo
@@ -91,6 +80,5 @@ def _roach_sweep(lab: Lab, wd, n: int):
         result = sweep("pkg.jobfns:first_line", grid=grid, resources=ONE_CPU, cluster=LAB.with_(run_as=lab.user),
                        name=f"sweep-roach-{count[0]}", parallelism=n, repo_root=work, store=store,
                        log_root=str(wd / "logs"), clone_root=str(wd / "clones"), run_root=str(wd / "runs"))
-        items = result if isinstance(result, (list, tuple)) else [result]
-        return sorted({str(getattr(j, "job_id", j)).split("_")[0] for j in items})
+        return [str(i) for i in result.array_ids]
     return once

@@ -78,6 +78,10 @@ def _register() -> None:
 
     for command in cli_hold.COMMANDS:
         cli.add_command(command)
+    from roach import cli_sweep
+
+    for command in cli_sweep.COMMANDS:
+        cli.add_command(command)
 
     for command in (cli_watch.watch, cli_watch.why, cli_watch.promote, cli_watch.move):
         cli.add_command(command)

@@ -14,12 +14,26 @@ from roach.slurm.clusters.lab import CPU, LAB
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
 from roach.slurm.sweep import read_grid, split, sweep
+from tests.conftest import wait_until
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 
 PKG = {
     "pkg/__init__.py": "",
     "pkg/grid.py": '''
+import time
+
+def counter(run, steps=40, step_s=0.25):
+    state = run.resume(default={"total": 0})
+    total = state["total"]
+    for step in run.steps(run.start_step, steps):
+        total += step
+        run.log("step %d done", step)
+        time.sleep(step_s)
+        if run.should_checkpoint():
+            run.checkpoint({"total": total})
+    return total
+
 def square(run, x, tag="t"):
     run.log("square of %s (%s) in run %s", x, tag, run.run_id)
     return {"x": x, "sq": x * x, "tag": tag, "run_id": run.run_id}
@@ -118,3 +132,69 @@ def test_bad_grids_are_refused_before_anything_is_queued(repo, store, roots):
         go([{"x": 1}], sweep_id="no/slash")
     assert store.all_jobs() == []
     assert not Path(roots["log_root"], "bundles").exists()
+
+
+def test_a_signalled_run_of_a_sweep_checkpoints_requeues_itself_and_resumes_at_its_step(repo, store, roots, slurm):
+    sw = sweep("pkg.grid:counter", [{"steps": 40}, {"steps": 5}], resources=CPU, cluster=CLUSTER,
+               repo_root=repo.work, store=store, **roots)
+    first = sw[0]
+    wait_until("run 0 reaching step 8", lambda: "step 8 done" in first.log(), timeout=120)
+    # what the wall clock's warning does: USR1 to the task's ranks (not its batch shell)
+    slurm.scancel([first.slurm_id], signal="USR1")
+    done = sw.wait(timeout=240, poll_s=2)
+    assert {a.state for a in done.values()} == {JobState.COMPLETED}
+    log = first.log()
+    assert "caught_signal USR1" in log and "requeueing job" in log, log
+    assert "resumed at step" in log, log
+    assert json.loads(Path(roots["log_root"]).parent.joinpath("runs", first.run_id, "result.json").read_text()) == sum(range(40))
+    assert (Path(roots["log_root"]).parent / "runs" / first.run_id / "resume.pt").exists()
+    assert "caught_signal" not in sw[1].log()  # the other run of the array was left alone
+
+
+def test_roach_sweep_from_a_grid_file_then_status_and_logs_of_one_run(repo, roots, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from roach.cli import cli
+
+    monkeypatch.setenv("ROACH_STORE", str(tmp_path / "cli-store.sqlite"))
+    grid = tmp_path / "grid.jsonl"
+    grid.write_text("".join(json.dumps({"x": i}) + "\n" for i in range(3)))
+
+    def roach(*args):
+        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+    r = roach("sweep", "pkg.grid:fail_on", "--grid", str(grid), "--cluster", "lab", "--resources", "CPU",
+              "--run-as", LAB_USER, "--repo-root", str(repo.work), "--log-root", roots["log_root"],
+              "--clone-root", roots["clone_root"], "--sweep-id", "cli-sweep", "--wait", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert (out["sweep_id"], out["runs"], out["states"], out["failed"]) == ("cli-sweep", 3, {"COMPLETED": 3}, [])
+    (array_id,) = out["array_ids"]
+    r = roach("status", f"{array_id}_2", "--run-as", LAB_USER, "--json")
+    assert r.exit_code == 0, r.output
+    view = json.loads(r.output)
+    assert (view["run_id"], view["status"]) == ("cli-sweep-2", "completed")
+    r = roach("logs", "cli-sweep-1", "--run-as", LAB_USER)
+    assert "finished; result in" in r.output and r.exit_code == 0
+    r = roach("status", str(array_id), "--run-as", LAB_USER)
+    assert r.exit_code == 2 and "job array of 3 tasks" in r.output
+    r = roach("sweep", "pkg.grid:fail_on", "--grid", str(grid), "--cluster", "lab", "--resources", "CPU",
+              "--run-as", LAB_USER, "--repo-root", str(repo.work), "--sweep-id", "cli-sweep")
+    assert r.exit_code == 2 and "sweep id cli-sweep is already used" in r.output
+
+
+def test_a_cancelled_run_of_a_sweep_is_resumed_alone_as_a_plain_job_with_its_args(repo, store, roots):
+    from roach.slurm.submit import resume
+
+    sw = sweep("pkg.grid:counter", [{"steps": 30}], resources=CPU, cluster=CLUSTER, repo_root=repo.work,
+               store=store, checkpoint_every=1, **roots)
+    run = sw[0]
+    wait_until("the run reaching step 6", lambda: "step 6 done" in run.log(), timeout=120)
+    run.cancel()
+    assert sw.wait(timeout=120, poll_s=2)[run.run_id].state is JobState.CANCELLED
+    again = resume(run.run_id, cluster=CLUSTER, repo_root=repo.work, store=store)
+    assert again.record.task is None and again.run_id == run.run_id
+    assert again.wait(timeout=180).state is JobState.COMPLETED, again.log()
+    assert "resumed at step" in again.log()
+    out = Path(roots["log_root"]).parent / "runs" / run.run_id / "result.json"
+    assert json.loads(out.read_text()) == sum(range(30))  # its args (steps=30), its checkpointed total

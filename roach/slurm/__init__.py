@@ -12,9 +12,10 @@ from roach.slurm.resources import Resources
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.states import JobState, PendingReason
 from roach.slurm.submit import resume, submit
+from roach.slurm.sweep import Sweep, sweep
 from roach.slurm.transport import LocalTransport, Result, Transport
 
 __all__ = [
     "Capabilities", "Cluster", "Holder", "Job", "JobState", "LocalTransport", "PendingReason", "Resources", "Result", "Run",
-    "SlurmClient", "Transport", "get_cluster", "hold", "known_clusters", "resume", "submit",
+    "SlurmClient", "Sweep", "Transport", "get_cluster", "hold", "known_clusters", "resume", "submit", "sweep",
 ]

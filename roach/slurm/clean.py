@@ -211,7 +211,9 @@ def _clean_cluster(experiment: str, c: Cluster, recs: list[JobRecord], store: St
             report.failed += [f"{node}:{ln.split(' ', 1)[1]}" for ln in out.splitlines() if ln.startswith("failed ")]
             if rc != 0:
                 report.failed.append(f"{node}: the cleaning step failed (exit {rc}): {err.strip()[-300:]}")
-    paths = [p for r in recs for p in (r.log_path, r.bundle_dir) if "/bundles/" in r.bundle_dir]
+    # a sweep's run has its own bundle (job.json) beside its array's shared one (script, spec)
+    shared = {posixpath.join(posixpath.dirname(r.bundle_dir), str(r.job_id)) for r in recs if r.task is not None}
+    paths = [p for r in recs for p in (r.log_path, r.bundle_dir) if "/bundles/" in r.bundle_dir] + sorted(shared)
     t = client.transport
     if dry_run:
         report.logs = _nul(t.run(["sh", "-c", _EXISTING, "sh", *paths]).stdout)

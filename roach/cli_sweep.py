@@ -1,0 +1,91 @@
+"""`roach sweep`: one function over a grid file as Slurm job arrays (the library: :mod:`roach.slurm.sweep`)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from inspect import signature
+from typing import Any
+
+import click
+from rich.console import Console
+
+from roach.cli_jobs import JOB_NOT_COMPLETED, _cluster, _parse_env, json_option, run_as_option
+from roach.slurm.store import Store
+from roach.slurm.sweep import read_grid
+from roach.slurm.sweep import sweep as sweep_runs
+
+_CLONE_ROOT = signature(sweep_runs).parameters["clone_root"].default
+
+
+@click.command()
+@click.argument("target")
+@click.option("--grid", "grid_file", required=True, metavar="FILE.json|FILE.jsonl",
+              help="The runs' keyword arguments: a JSON list of objects, or one JSON object per line.")
+@click.option("--cluster", default=None, metavar="NAME",
+              help="The cluster to run on (e.g. lab). [default: clusters.toml's default, else ilc]")
+@click.option("--resources", "preset", required=True, metavar="PRESET", help="A resources preset of the cluster.")
+@click.option("--parallelism", type=int, default=None, metavar="K", help="At most K runs at once (--array=...%K).")
+@click.option("--name", default=None, help="The jobs' name. [default: the function's name]")
+@click.option("--sweep-id", default=None, metavar="ID",
+              help="The sweep's id; run i is <ID>-<i>. [default: <name>-<UTC time>-<random>]")
+@click.option("--env", "job_env", multiple=True, metavar="NAME=VALUE", callback=_parse_env,
+              help="An environment variable for every run's ranks. Repeatable.")
+@click.option("--repo-root", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="The git repository whose pushed HEAD the runs use.")
+@click.option("--log-root", metavar="PATH", default=None,
+              help="Cluster directory for logs and bundles (absolute or ~/...). [default: ~/roach/<repo>/slurm-logs]")
+@click.option("--clone-root", metavar="PATH", default=None, help=f"Cluster directory for clones. [default: {_CLONE_ROOT}]")
+@click.option("--secrets-dir", metavar="PATH", default=None,
+              help="Cluster directory of secret files (one per variable, mode 600) exported to every run.")
+@click.option("--run-root", metavar="PATH", default=None,
+              help="Cluster directory for run directories. [default: runs/ beside the log root]")
+@click.option("--experiment", default=None, metavar="NAME", help="The experiment the runs belong to (roach clean).")
+@click.option("--description", default="", help="Free text kept in every run's job.json.")
+@click.option("--max-array-size", type=int, default=None, metavar="N",
+              help="Split into arrays of at most N tasks. [default and upper bound: the cluster's MaxArraySize - 1]")
+@click.option("--metered", "allow_metered", is_flag=True,
+              help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.")
+@run_as_option
+@click.option("--wait", is_flag=True,
+              help=f"Wait for every run to end; exit 0 if all COMPLETED, {JOB_NOT_COMPLETED} if not.")
+@json_option
+@click.pass_context
+def sweep(ctx: click.Context, target: str, grid_file: str, cluster: str | None, preset: str,
+          job_env: dict[str, str], run_as: str | None, wait: bool, as_json: bool, **options: Any) -> None:
+    """Run TARGET (package.module:function) once per entry of the grid file, as Slurm job arrays.
+
+    Prints the sweep id, its arrays and where the logs go; `roach ls` and `roach watch` show its runs.
+    """
+    grid = read_grid(grid_file)
+    options = {k: v for k, v in options.items() if v is not None}
+    with Store() as store:
+        sw = sweep_runs(target, grid, resources=preset, cluster=_cluster(cluster, run_as) if cluster else None,
+                        job_env=job_env, store=store, **options)
+        out: dict[str, Any] = {
+            "sweep_id": sw.sweep_id, "cluster": sw.cluster.name, "array_ids": sw.array_ids, "runs": len(sw),
+            "log_root": sw[0].record.log_path.rsplit("/", 1)[0],
+        }
+        if not as_json:
+            Console(highlight=False).print(
+                f"submitted {sw}\n  runs {sw[0].run_id} .. {sw[-1].run_id}\n  logs {out['log_root']}/"
+                f"{sw.sweep_id}_<array>_<task>.out", soft_wrap=True)
+        if wait:
+            try:
+                done = sw.wait()
+            except KeyboardInterrupt:
+                click.echo(f"stopped waiting; sweep {sw.sweep_id} goes on", err=True)
+                raise click.Abort() from None
+            out["states"] = dict(Counter(a.state.value for a in done.values()))
+            out["failed"] = sorted(r for r, a in done.items() if a.state.value != "COMPLETED")
+        if as_json:
+            click.echo(json.dumps(out, indent=2))
+        elif wait:
+            click.echo("ended: " + ", ".join(f"{n} {s}" for s, n in sorted(out["states"].items())))
+        if wait and out["failed"]:
+            if not as_json:
+                click.echo(f"{len(out['failed'])} runs did not complete, e.g. `roach logs {out['failed'][0]}`", err=True)
+            ctx.exit(JOB_NOT_COMPLETED)
+
+
+COMMANDS = (sweep,)
