@@ -302,3 +302,14 @@ def test_add_many_is_all_or_nothing(store):
     assert [r.run_id for r in store.all_jobs()] == ["x-1"]
     store.delete("ilc", 600)
     assert store.all_jobs() == []
+
+
+def test_update_final_many_records_every_run_in_one_go(store):
+    store.add_many([rec(700, run_id=f"s-{i}", task=i) for i in range(3)])
+    store.update_final_many("ilc", [(700, 0, "completed", "COMPLETED", "0:0"), (700, 2, "failed", "FAILED", "1:0")],
+                            "2026-01-01T00:00:00Z")
+    assert [(r.status, r.exit_code) for r in store.array_tasks("ilc", 700)] == [
+        ("completed", "0:0"), ("submitted", None), ("failed", "1:0")]
+    with pytest.raises(UsageError, match="not a final status"):
+        store.update_final_many("ilc", [(700, 1, "running", None, None)], "2026-01-01T00:00:00Z")
+    assert store.get("ilc", 700, 1).status == "submitted"

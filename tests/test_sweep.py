@@ -84,7 +84,7 @@ def test_grid_files(tmp_path):
 def test_a_sweep_split_over_arrays_runs_every_grid_entry_as_its_own_run(repo, store, roots, shared_tmp):
     grid = [{"x": i, "tag": f"t{i}"} for i in range(7)]
     sw = sweep("pkg.grid:square", grid, resources=CPU, cluster=CLUSTER, repo_root=repo.work, store=store,
-               parallelism=3, max_array_size=3, name="sq", **roots)
+               parallelism=3, max_array_size=3, name="sq", description="squares", **roots)
     assert len(sw.array_ids) == 3 and len(sw) == 7  # 3 + 3 + 1
     done = sw.wait(timeout=240, poll_s=2)
     assert {r: a.state for r, a in done.items()} == {f"{sw.sweep_id}-{i}": JobState.COMPLETED for i in range(7)}
@@ -98,6 +98,7 @@ def test_a_sweep_split_over_arrays_runs_every_grid_entry_as_its_own_run(repo, st
         assert f"square of {i} (t{i}) in run {job.run_id}" in job.log()
         jj = JobJson.from_json(Path(job.paths.job_json).read_text())
         assert (jj.job_id, jj.run_id, jj.status, jj.exit_code) == (job.slurm_id, job.run_id, "completed", "0:0")
+        assert jj.script.endswith(f"/bundles/{sw.array_ids[i // 3]}/job.sh") and jj.description == "squares"
     recs = store.array_tasks("lab", sw.array_ids[1])
     assert [(r.task, r.run_id, r.status) for r in recs] == [(t, f"{sw.sweep_id}-{3 + t}", "completed") for t in range(3)]
     assert store.find(f"{sw.array_ids[2]}_0").run_id == f"{sw.sweep_id}-6"

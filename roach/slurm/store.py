@@ -262,6 +262,19 @@ class Store:
             raise UsageError(f"job {name} on cluster {cluster!r} is not in the store {self.path}",
                              hint="`roach ls` lists the recorded jobs")
 
+    def update_final_many(self, cluster: str, finals: list[tuple[int, int | None, str, str | None, str | None]],
+                          recorded_at: str) -> None:
+        """Record many final states in one transaction: ``(job_id, task, status, slurm_state, exit_code)``
+        each (a sweep's runs). Rows not in the store are skipped."""
+        bad = sorted({f[2] for f in finals} - set(FINAL_STATUSES))
+        if bad:
+            raise UsageError(f"{', '.join(bad)} not a final status; expected one of: {', '.join(FINAL_STATUSES)}")
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=?"
+                " WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=?",
+                [(st, state, code, recorded_at, cluster, j, _task_key(t)) for j, t, st, state, code in finals])
+
     def delete(self, cluster: str, job_id: int) -> None:
         """Forget a job, every task of it if an array. Only for rolling back a submission that failed
         after the record was added."""

@@ -72,6 +72,7 @@ class Sweep:
     array_ids: list[int]
     jobs: list[Job]
     store: Store | None = field(default=None, repr=False)
+    description: str = ""
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -139,17 +140,20 @@ class Sweep:
     def _record_final(self, done: dict[str, AcctRecord]) -> None:
         now = utc_now()
         files: dict[str, str] = {}
+        finals = []
         for j in self.jobs:
             a = done[j.run_id]
-            base = JobJson(job_id=j.slurm_id, script="", submitted_at_utc=j.record.submitted_at,
+            script = posixpath.join(posixpath.dirname(j.record.bundle_dir), str(j.job_id), "job.sh")
+            base = JobJson(job_id=j.slurm_id, script=script, description=self.description,
+                           submitted_at_utc=j.record.submitted_at,
                            cluster=self.cluster.name, run_id=j.run_id, commit=j.record.commit,
                            resources=j.record.resources, name=j.name, target=j.record.target)
             files[j.paths.job_json] = final_job_json(base, a, now).to_json()
-            status = status_from_state(a.state, a.state_text)
-            code = f"{a.exit_code}:{a.exit_signal}"
-            if self.store is not None:
-                self.store.update_final(self.cluster.name, j.job_id, status, a.state_text, code, now, task=j.task)
+            status, code = status_from_state(a.state, a.state_text), f"{a.exit_code}:{a.exit_signal}"
+            finals.append((j.job_id, j.task, status, a.state_text, code))
             j.record = replace(j.record, status=status, slurm_state=a.state_text, exit_code=code, recorded_at=now)
+        if self.store is not None:
+            self.store.update_final_many(self.cluster.name, finals, now)
         self.jobs[0].fs.write_many(files)
 
     def cancel(self) -> None:
@@ -271,4 +275,4 @@ def sweep(
         if experiment:
             for i in ids:
                 store.set_experiment(cluster.name, i, experiment)
-    return Sweep(cluster, sweep_id, ids, [Job(cluster, r, store) for r in records], store)
+    return Sweep(cluster, sweep_id, ids, [Job(cluster, r, store) for r in records], store, description)
