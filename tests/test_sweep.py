@@ -199,3 +199,21 @@ def test_a_cancelled_run_of_a_sweep_is_resumed_alone_as_a_plain_job_with_its_arg
     assert "resumed at step" in again.log()
     out = Path(roots["log_root"]).parent / "runs" / run.run_id / "result.json"
     assert json.loads(out.read_text()) == sum(range(30))  # its args (steps=30), its checkpointed total
+
+
+def test_roach_clean_ends_a_sweep_and_removes_its_logs_and_bundles_keeping_checkpoints(repo, store, roots):
+    from roach.slurm.clean import clean
+
+    sw = sweep("pkg.grid:counter", [{"steps": 400} for _ in range(4)], resources=CPU, cluster=CLUSTER,
+               repo_root=repo.work, store=store, checkpoint_every=1, parallelism=2, experiment="sweepclean", **roots)
+    wait_until("two runs checkpointing", lambda: sum("step 3 done" in j.log() for j in sw) == 2, timeout=120)
+    (report,) = clean("sweepclean", store=store, cluster=CLUSTER)
+    assert len(report.cancelled) >= 2 and not report.failed
+    states = sw.states()
+    assert all(s is JobState.CANCELLED for s in states.values()), states
+    logs = Path(roots["log_root"])
+    assert not list(logs.glob(f"{sw.sweep_id}_*.out"))
+    assert not (logs / "bundles" / str(sw.array_ids[0])).exists()
+    assert not list((logs / "bundles").glob(f"{sw.array_ids[0]}_*"))
+    kept = sorted(Path(p).parent.name for p in report.checkpoints_kept)
+    assert kept == sorted(j.run_id for j in sw if j.task in (0, 1)) and all(Path(p).exists() for p in report.checkpoints_kept)
