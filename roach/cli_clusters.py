@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from roach.slurm.cluster import Cluster, get_cluster, known_clusters
+from roach.slurm.cluster import Cluster, get_cluster, known_clusters, module_cluster
 from roach.slurm.store import Store
 
 run_as_option = click.option(
@@ -35,9 +35,10 @@ def _echo_json(data: Any) -> None:
 
 
 def _configured(name: str | None, run_as: str | None = None) -> Cluster:
-    from roach.slurm.userconfig import configured, default_cluster_name
+    """The cluster named (else the default cluster) with clusters.toml applied, acting as ``run_as``."""
+    from roach.slurm.userconfig import default_cluster_name
 
-    c = configured(get_cluster(name or default_cluster_name()))
+    c = get_cluster(name or default_cluster_name())
     return c.with_(run_as=run_as) if run_as else c
 
 
@@ -76,8 +77,8 @@ def _print_cluster(d: dict[str, Any]) -> None:
     console.print(Text(f"{d['name']}: {d['description']}", style="bold"), soft_wrap=True)
     metered = Text("metered", style="bold red") if d["metered"] else Text("not metered", style="green")
     console.print(Text.assemble("  budget: ", metered, f" ({d['budget'] or '?'})"), soft_wrap=True)
-    for key in ("reached", "backend", "gpu_flag", "default_account", "default_partition", "partitions", "max_gpus",
-                "max_gpu_hours", "gpu_hour_cost", "max_cost", "max_gpus_per_node", "submit_hosts", "refused_hosts",
+    for key in ("reached", "backend", "gpu_flag", "default_account", "default_partition", "partitions", "qos_names",
+                "max_gpus", "max_gpu_hours", "gpu_hour_cost", "max_cost", "max_gpus_per_node", "submit_hosts", "refused_hosts",
                 "refused_host_reason", "host_check", "node_scratch", "min_poll_s", "signal_lead_s",
                 "checkpoint_signal", "ssh_config", "remote_setup", "page", "module", "site_file"):
         v = d.get(key)
@@ -110,7 +111,7 @@ def clusters(ctx: click.Context, as_json: bool) -> None:
     cfg = load()
     rows = []
     for name in known_clusters():
-        c = configured(get_cluster(name), cfg)
+        c = configured(module_cluster(name), cfg)  # the file read once for all of them
         rows.append({"name": name, "metered": c.metered, "reached": f"ssh {c.ssh_alias}" if c.ssh_alias else "local",
                      "default": (cfg.default or "ilc") == name, "configured": name in cfg.clusters,
                      "tiers": [t.name for t in c.tiers], "description": c.description})
@@ -149,8 +150,7 @@ def discover_cmd(name: str, save: bool, run_as: str | None, as_json: bool) -> No
     from roach.slurm.discover import discover
     from roach.slurm.userconfig import save_block
 
-    c = get_cluster(name)
-    d = discover(c.with_(run_as=run_as) if run_as else c)
+    d = discover(_configured(name, run_as))  # reached as clusters.toml says (its ssh alias, setup lines)
     saved = save_block(name, d.toml()) if save else None
     if as_json:
         _echo_json({**d.to_json(), "saved": str(saved) if saved else None})

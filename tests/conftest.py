@@ -19,6 +19,10 @@ from roach.slurm.transport import LocalTransport
 
 T = TypeVar("T")
 
+# Every cluster lookup reads the user's clusters.toml: the tests must not see the developer's own file.
+# A test that needs one sets $ROACH_CLUSTERS_TOML itself (monkeypatch), over this missing file.
+os.environ["ROACH_CLUSTERS_TOML"] = os.path.join(tempfile.mkdtemp(prefix="roach-tests-"), "no-clusters.toml")
+
 
 def wait_until(what: str, check: Callable[[], T], timeout: float = 60.0, every: float = 0.5) -> T:
     """Poll ``check`` until it returns something truthy; fail the test naming ``what`` on timeout."""

@@ -23,6 +23,8 @@ from roach.slurm.tiers import Tier
 from roach.slurm.userconfig import (
     ConfigError, configured, default_cluster_name, fill_resources, load, save_block,
 )
+from tests.conftest import wait_until
+from tests.sshd import sshd, sshd_server  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ("aws", "dsi", "ilc", "lab", "marlowe")
@@ -212,13 +214,23 @@ def test_propose_reads_the_labs_tiers_from_captured_text():
     d = propose("lab", partitions=[parse_key_values(LAB_PARTITION)], qos=parse_sacctmgr(LAB_QOS, QOS_FIELDS),
                 assocs=parse_sacctmgr(LAB_ASSOC, ASSOC_FIELDS), nodes=[_node("n1", 4, ("gpu",)), _node("n2", 4, ("gpu",))],
                 config={"PreemptType": "preempt/qos", "PreemptMode": "REQUEUE"}, user="roachlab")
-    assert tuple(p.tier for p in d.tiers) == LAB.tiers
+    assert_the_labs_tiers(d)
     low = d.tiers[-1]
     assert (low.grace_time_s, low.preempt_mode, low.priority_tier) == (20, "REQUEUE", 1)
     assert d.tiers[0].cap_from == "QOS high MaxTRESPerUser gres/gpu=4"
     assert d.accounts == ("lab",) and d.max_gpus_per_node == 4 and d.default_partition == "gpu"
     text = d.toml()
-    assert "GraceTime 20s" in text and 'account = "lab"' in text
+    assert "GraceTime 20s" in text and 'account = "lab"' in text and 'qos_names = ["high", "low", "normal"]' in text
+    assert "QOS priority 100, PreemptMode REQUEUE, GraceTime 0s, no per-user GPU cap, your default QOS" in text
+
+
+def assert_the_labs_tiers(d):
+    """Discovery proposes every QOS the lab lets its user use, top down: the module's two tiers as declared (high
+    capped at 4, low preemptible), and between them normal, uncapped, not preemptible: the default QOS, which
+    the module keeps as a QOS (qos_names) and not as a tier (docs/clusters/lab.md)."""
+    assert [p.tier for p in d.tiers] == [LAB.tiers[0], Tier("normal", qos="normal"), LAB.tiers[1]]
+    assert [p.default_qos for p in d.tiers] == [False, True, False]
+    assert sorted(d.qos_names) == sorted(LAB.qos_names)
 
 
 def test_propose_with_partition_priority_preemption():
@@ -242,7 +254,7 @@ def test_propose_with_partition_priority_preemption():
 @pytest.mark.lab
 def test_discovery_on_the_lab_proposes_its_real_tiers(lab):
     d = discover(LAB.with_(run_as=LAB_USER))
-    assert tuple(p.tier for p in d.tiers) == LAB.tiers  # caps and preemptibility as the lab is configured
+    assert_the_labs_tiers(d)  # caps and preemptibility as the lab is configured
     assert d.user == LAB_USER and d.accounts == ("lab",)
 
 
@@ -253,7 +265,9 @@ def test_discover_cli_saves_once_and_the_saved_file_reads_back(lab, toml):
     assert r.exit_code == 0 and "[[clusters.lab.tiers]]" in r.output and "not saved" in r.output
     r = cli("clusters", "discover", "lab", "--run-as", LAB_USER, "--save")
     assert r.exit_code == 0 and f"saved in {path}" in r.output
-    assert configured("lab").tiers == LAB.tiers and load().default == "ilc"
+    saved = configured("lab")  # what the user saved is what is used: all three, normal included
+    assert [t.name for t in saved.tiers] == ["high", "normal", "low"] and saved.tiers[0] == LAB.tiers[0]
+    assert saved.tiers[2] == LAB.tiers[1] and load().default == "ilc"
     r = cli("clusters", "discover", "lab", "--run-as", LAB_USER, "--save")
     assert r.exit_code == 2 and "already has [clusters.lab]" in r.output
 
@@ -271,3 +285,60 @@ def test_presets_need_no_site_values_to_render():
     for name in SHIPPED:
         for preset in get_cluster(name).presets.values():
             assert isinstance(preset, Resources) and preset.sbatch_options(get_cluster(name).gpu_flag)
+
+
+# -- every command gets a cluster by name with clusters.toml applied ----------------------------------------
+def test_get_cluster_applies_clusters_toml_to_a_name_and_takes_an_object_as_given(toml):
+    from roach.slurm.cluster import module_cluster
+    from roach.slurm.clusters.dsi import DSI
+
+    toml('[clusters.dsi]\nssh_alias = "dsi-mine"\naccount = "grp"\n[clusters.lab]\nmax_gpus = 3\n')
+    assert (get_cluster("dsi").ssh_alias, get_cluster("dsi").default_account) == ("dsi-mine", "grp")
+    assert get_cluster("lab").max_gpus == 3 and get_cluster("lab").tiers == LAB.tiers
+    assert module_cluster("dsi") is DSI and get_cluster(DSI) is DSI  # the module as declared; an object as given
+    assert configured(get_cluster("dsi")) == get_cluster("dsi")  # applying the file again changes nothing
+    toml('[clusters.dsi]\nssh_alias = ""\n')  # a broken file is an error for every lookup, naming file and key
+    with pytest.raises(ConfigError, match=r"\[clusters.dsi\] ssh_alias: '' is not a non-empty string"):
+        get_cluster("dsi")
+    with pytest.raises(UsageError, match="unknown cluster 'nosuch'"):
+        module_cluster("nosuch")
+
+
+@pytest.mark.lab
+def test_job_commands_reach_a_cluster_the_way_clusters_toml_says(lab, sshd, user_slurm, jobs, toml, tmp_path,
+                                                                  monkeypatch):
+    """dsi is reached as clusters.toml says: its ssh alias and setup lines lead to the lab's Slurm through a real
+    sshd. `roach clusters show`, `ls`, `status` and `cancel` (none of which submits) all see it; the module's own
+    alias (login.ds) reaches nothing here, so a command that ignored the file would fail."""
+    from roach.cli import cli as roach_cli
+    from roach.slurm.store import JobRecord, Store, utc_now
+
+    toml(f'[clusters.dsi]\nssh_alias = "{sshd.alias}"\nssh_config = "{sshd.config_path}"\n'
+         f'remote_setup = ["export SLURM_CONF={lab.slurm_conf}"]\naccount = "lab"\n')
+    shown = json.loads(cli("clusters", "show", "dsi", "--json").output)
+    assert shown["reached"] == f"ssh {sshd.alias}" and shown["default_account"] == "lab"
+    assert shown["config"]["configured"] and shown["remote_setup"] == [f"export SLURM_CONF={lab.slurm_conf}"]
+    held = user_slurm.sbatch(["--hold", "--time=1", "--output=/dev/null", "--job-name=cfg-alias"],
+                             "#!/bin/bash\ntrue\n")
+    jobs.append(held)
+    monkeypatch.setenv("ROACH_STORE", str(tmp_path / "store.sqlite"))
+    run_id = f"cfg-alias-{held}"
+    with Store() as store:
+        store.add(JobRecord(cluster="dsi", job_id=held, run_id=run_id, name="cfg-alias", target="pkg.m:f",
+                            commit="0" * 40, repo="file:///nowhere", log_path="/dev/null", bundle_dir="/nowhere",
+                            run_dir="/nowhere", submitted_at=utc_now(), resources={}, status="submitted",
+                            slurm_state=None, exit_code=None, recorded_at=None))
+
+    def roach(*args: str):
+        return CliRunner().invoke(roach_cli, list(args), catch_exceptions=False)
+
+    r = roach("ls", "--cluster", "dsi", "--json")
+    assert r.exit_code == 0, r.output
+    (view,) = json.loads(r.output)
+    assert (view["job_id"], view["state"], view["status"]) == (held, "PENDING", "pending"), view
+    r = roach("status", run_id, "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["state"] == "PENDING", r.output
+    r = roach("cancel", run_id)
+    assert r.exit_code == 0 and f"cancelled job {held} (run {run_id}) on dsi" in r.output, r.output
+    wait_until("the cancelled job to leave the queue",
+               lambda: not [q for q in user_slurm.squeue(job_ids=[held]) if q.state.is_active], timeout=30)

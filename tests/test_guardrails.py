@@ -90,9 +90,14 @@ def test_ilc_refuses_its_login_host_by_name_and_by_afs_home(config, monkeypatch)
 
 
 def test_requests_no_tier_can_satisfy_offline():
-    with pytest.raises(Refused, match="qos 'nosuch' is in no tier of lab") as e:
+    with pytest.raises(Refused, match="qos 'nosuch' is not a QOS of lab") as e:
         check(LAB, GPU1.replace(qos="nosuch"))
-    assert e.value.rule == "unsatisfiable" and "high (qos high)" in e.value.hint
+    assert e.value.rule == "unsatisfiable" and "its QOS: high, normal, low" in e.value.hint
+    assert "tiers, top down: high (qos high); low (qos low)" in e.value.hint
+    check(LAB, GPU1.replace(qos="normal", partition="gpu"))  # the lab's default QOS: a QOS, though no tier
+    with pytest.raises(Refused, match="qos 'normal' is in no tier of lab") as e:  # where only the tiers are known
+        check(LAB.with_(qos_names=()), GPU1.replace(qos="normal"))
+    assert "high (qos high); low (qos low)" in e.value.hint
     with pytest.raises(Refused, match="partition 'nopart' is not a partition of lab"):
         check(LAB.with_(partitions=("gpu",)), GPU1.replace(partition="nopart"))
     with pytest.raises(Refused, match="8 GPUs per node is more than any node of lab has"):
@@ -178,7 +183,7 @@ def test_submit_refuses_a_host_that_is_not_a_submit_host(repo, shared_tmp, user_
 @pytest.mark.lab
 def test_submit_refuses_what_no_tier_can_satisfy(repo, shared_tmp, user_slurm):
     _refused(repo, shared_tmp, user_slurm, CLUSTER, GPU1.replace(qos="nosuch"), "unsatisfiable",
-             "qos 'nosuch' is in no tier of lab")
+             "qos 'nosuch' is not a QOS of lab")
     sized = CLUSTER.with_(max_gpus_per_node=4)
     _refused(repo, shared_tmp, user_slurm, sized, Resources(gpus_per_node=6, time="00:05:00"), "unsatisfiable",
              "6 GPUs per node is more than any node of lab has (4)")

@@ -92,7 +92,7 @@ def test_qos_cap_never_clears_for_a_job_bigger_than_the_cap():
     exp = explain(big, PendingContext(queue=queue, tiers=LAB.tiers))
     assert exp.outlook is Outlook.NEVER and exp.never
     assert "asks for 8 GPUs" in exp.detail and "at most 4" in exp.detail
-    assert "roach promote 63 --to normal" in exp.action
+    assert "roach promote 63 --to low" in exp.action  # the lab's other tier
 
 
 def test_qos_cap_with_nothing_of_yours_running_should_start_soon():

@@ -1,9 +1,10 @@
-"""The resource plan: the choice itself on made-up tier tables, then `roach plan` on the lab: high while it has
-room, and another tier once the user's own jobs claim high's cap, saying why."""
+"""The resource plan: the choice itself on made-up tier tables, then `roach plan` on the lab (tiers high, capped,
+and low, preemptible): high while it has room, and low once the user's own jobs claim high's cap, saying why."""
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta
 
 import pytest
@@ -17,11 +18,12 @@ from roach.slurm.clusters.lab import LAB
 from roach.slurm.guardrails import Refused
 from roach.slurm.plan import Plan, choose, plan
 from roach.slurm.resources import Resources
+from roach.slurm.tiers import Tier
 from roach.slurm.watch_events import TierRow
 from tests.conftest import wait_until
 
 NOW = datetime(2026, 1, 1, 12, 0, 0)
-TIERS = LAB.tiers  # high (cap 4), normal, low (preemptible)
+TIERS = (Tier("high", qos="high", gpu_cap=4), Tier("normal", qos="normal"), Tier("low", qos="low", preemptible=True))
 REQ = Resources(gpus_per_node=2, time="02:00:00")
 
 
@@ -63,12 +65,22 @@ def test_a_claimed_cap_is_skipped_without_asking_slurm():
     assert placements[0].why.startswith("cap 4 GPUs per user, you claim 3 (3 running, 0 pending): 1 free < 2 asked")
     assert any(w.startswith("not high: cap 4") for w in why)
     assert "later: normal (starts at 2026-01-01 12:30:00 (in 0h30m))" in why[-1]
+    assert why[-1].endswith("; not high, though higher in the cluster's order: its cap is claimed by your own jobs "
+                            "(3/4 GPUs: 3 running, 0 pending; 1 free < 2 asked)")
 
 
 def test_the_soonest_start_wins_not_the_order():
     probe, _ = probe_from({"high": 120, "normal": 45, "low": 45})
     _, chosen, why = choose(TIERS, rows(), REQ, NOW, probe)
     assert chosen.tier == "normal" and "low would start as soon" in why[-1] and "later: high" in why[-1]
+    assert "not high" not in why[-1]  # high was possible, only later
+
+
+def test_a_tier_slurm_refuses_above_the_choice_is_said_too():
+    probe, _ = probe_from({"high": "sbatch: error: Batch job submission failed", "normal": 0, "low": 0})
+    _, chosen, why = choose(TIERS, rows(), REQ, NOW, probe)
+    assert chosen.tier == "normal" and why[-1].endswith("; not high, though higher in the cluster's order: Slurm "
+                                                        "would not take it")
 
 
 def test_nothing_possible_and_slurms_refusal_is_said():
@@ -123,24 +135,41 @@ def test_lab_plan_picks_high_when_it_has_room(user_slurm, tmp_path):
     p = json.loads(r.output)
     assert r.exit_code == 0 and p["chosen"]["tier"] == "high", p["reasoning"]
     assert p["chosen"]["resources"]["qos"] == "high" and p["reasoning"][-1].startswith("high: ")
+    assert [t["tier"] for t in p["tiers"]] == ["high", "low"] and not p["chosen"]["preemptible"]
+    assert "low" in p["reasoning"][-1] and "not high" not in p["reasoning"][-1]  # low: as soon, or later
     assert "RESOURCES = Resources(qos='high'" in (tmp_path / "res.py").read_text()
     text = cli("plan", "--cluster", "lab", "--gpus", "2", "--run-as", LAB_USER).output
     assert "chosen: high" in text and "why:" in text
 
 
 @pytest.mark.lab
-def test_lab_plan_leaves_high_when_the_users_own_jobs_claim_its_cap(user_slurm, jobs, config):
+def test_lab_plan_picks_low_when_the_users_own_jobs_claim_highs_cap(user_slurm, jobs):
     for _ in range(2):  # 4 GPUs on high, running or pending: either way they claim the cap
         jobs.append(user_slurm.sbatch(["--qos=high", "--gres=gpu:2", "--time=3", "--output=/dev/null",
                                        "--job-name=plan-occupy"], "#!/bin/bash\nsleep 120\n"))
-    p = plan(CLUSTER, 2, time="00:10:00")
-    high = p.placements[0]
-    assert not high.possible and "cap 4 GPUs per user, you claim" in high.why and "skipped without asking" in high.why
-    assert p.chosen.tier == "normal", p.text()  # starts as soon as low, and is not preemptible
-    assert any(r.startswith("not high: cap 4 GPUs per user") for r in p.reasoning)
-    # A site whose tiers are high and a preemptible low (as clusters.toml declares them): low.
-    config.write_text('[[clusters.lab.tiers]]\nname = "high"\nqos = "high"\ngpu_cap = 4\n'
-                      '[[clusters.lab.tiers]]\nname = "low"\nqos = "low"\npreemptible = true\n')
-    p = plan(CLUSTER, 2, time="00:10:00")
-    assert [t.name for t in p.tiers] == ["high", "low"] and p.chosen.tier == "low", p.text()
-    assert p.reasoning[-1].startswith("low: ") and "not high: cap 4" in "\n".join(p.reasoning)
+    r = cli("plan", "--cluster", "lab", "--gpus", "2", "--time", "00:10:00", "--run-as", LAB_USER, "--json")
+    p = json.loads(r.output)
+    assert r.exit_code == 0 and [t["tier"] for t in p["tiers"]] == ["high", "low"], r.output
+    high = p["placements"][0]
+    assert not high["possible"] and "cap 4 GPUs per user, you claim" in high["why"] and "skipped without asking" in high["why"]
+    assert p["chosen"]["tier"] == "low" and p["chosen"]["resources"]["qos"] == "low", p["reasoning"]
+    assert p["chosen"]["preemptible"] and p["reasoning"][-1].startswith("low: ")
+    # why low: high, higher in the order, has its cap claimed by the user's own jobs (N/4, N >= 4)
+    claimed = re.search(r"; not high, though higher in the cluster's order: its cap is claimed by your own jobs "
+                        r"\((\d+)/4 GPUs: \d+ running, \d+ pending; \d+ free < 2 asked\)$", p["reasoning"][-1])
+    assert claimed and int(claimed[1]) >= 4, p["reasoning"]
+    text = cli("plan", "--cluster", "lab", "--gpus", "2", "--time", "00:10:00", "--run-as", LAB_USER).output
+    assert "chosen: low (" in text and "its cap is claimed by your own jobs" in text and "--qos=low" in text
+
+
+@pytest.mark.lab
+def test_lab_plan_sees_the_account_clusters_toml_gives(user_slurm, config):
+    """`roach plan` gets the lab by name with clusters.toml applied: the account given there is the plan's."""
+    config.write_text('[clusters.lab]\naccount = "lab"\n')
+    p = json.loads(cli("plan", "--cluster", "lab", "--gpus", "1", "--time", "00:05:00", "--run-as", LAB_USER,
+                       "--json").output)
+    assert p["chosen"]["resources"]["account"] == "lab" and all(pl["resources"]["account"] == "lab"
+                                                                for pl in p["placements"])
+    config.write_text('[clusters.lab]\naccount = "not-an-account-of-yours"\n')
+    r = cli("plan", "--cluster", "lab", "--gpus", "1", "--run-as", LAB_USER)
+    assert r.exit_code == 2 and "account 'not-an-account-of-yours' is not one of yours on lab" in r.output

@@ -17,11 +17,13 @@ from roach.slurm.clusters.lab import GPU1, LAB
 from roach.slurm.rebalance import Candidate, checkpoints, plan_promotions, promotable
 from roach.slurm.states import JobState, PendingReason as R
 from roach.slurm.store import Store
+from roach.slurm.tiers import Tier
 from roach.slurm.watch_events import TierRow
 from tests.conftest import wait_until
 from tests.test_pending import roach
 
-TIERS = LAB.tiers  # high (cap 4), normal, low (preemptible)
+# made-up: the lab's tiers (high, capped; low, preemptible) with an uncapped, non-preemptible tier between them
+TIERS = (Tier("high", qos="high", gpu_cap=4), Tier("normal", qos="normal"), Tier("low", qos="low", preemptible=True))
 
 
 def rows(high_claimed: int = 0) -> list[TierRow]:

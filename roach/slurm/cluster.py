@@ -47,6 +47,7 @@ class Cluster:
     default_account: str | None = None  # Resources.account when a submission leaves it unset
     default_partition: str | None = None  # Resources.partition when a submission leaves it unset
     partitions: tuple[str, ...] = ()  # partitions known to exist (a request naming another is refused)
+    qos_names: tuple[str, ...] = ()  # QOS known to exist, tiers' or not (another is refused); (): the tiers' only
     max_gpus: int | None = None  # the user's cap: most GPUs one submission may ask for
     max_gpu_hours: float | None = None  # the user's cap: most GPU-hours (GPUs x wall clock) per submission
     gpu_hour_cost: float | None = None  # what one GPU-hour costs where metered in money
@@ -93,13 +94,30 @@ def known_clusters() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
 
 
-def get_cluster(name: str | Cluster) -> Cluster:
-    """The cluster named ``name``; an unknown name is an error that lists the known ones."""
-    if isinstance(name, Cluster):
-        return name
-    if name not in known_clusters():
+def module_cluster(name: str) -> Cluster:
+    """The cluster exactly as its module ``roach.slurm.clusters.<name>`` declares it, before clusters.toml.
+
+    Only :func:`roach.slurm.userconfig.configured` (which applies the file to it) and listings that read the
+    file once for every cluster want this; everything else gets a cluster by name with :func:`get_cluster`.
+    """
+    if not isinstance(name, str) or name not in known_clusters():
         raise UsageError(f"unknown cluster {name!r}", hint=f"known clusters: {', '.join(known_clusters())}")
     return importlib.import_module(f"roach.slurm.clusters.{name}").CLUSTER
+
+
+def get_cluster(name: str | Cluster) -> Cluster:
+    """The cluster named ``name`` as this user has it: its module with clusters.toml applied.
+
+    The one way every command and library call gets a cluster by name, so an account, an ssh alias or a tier
+    table the user configured is seen by all of them alike. An unknown name is an error that lists the known
+    ones; a broken clusters.toml is an error naming the file and key. A :class:`Cluster` object is taken as
+    given (whoever made it chose its values; ``configured()`` applies the file to one).
+    """
+    if isinstance(name, Cluster):
+        return name
+    from roach.slurm.userconfig import configured  # userconfig imports this module
+
+    return configured(module_cluster(name))
 
 
 def with_ssh_override(cluster: Cluster, ssh_alias: str | None, ssh_config: str | None) -> Cluster:

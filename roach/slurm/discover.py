@@ -5,7 +5,9 @@
 the user may use on a GPU partition: its per-user GPU cap (MaxTRESPerUser gres/gpu of the QOS or of the
 partition's QOS), whether it can be preempted (by the QOS or partition-priority preemption the site runs),
 and, as comments, its PriorityTier, PreemptMode and GraceTime. Top down: higher PriorityTier first, then
-higher QOS priority. Nothing is saved unless asked (``--save``), and never over what the user wrote.
+higher QOS priority; the user's default QOS is marked, and every QOS the user may use is listed (``qos_names``),
+so a tier the user drops stays a QOS they may ask for. Nothing is saved unless asked (``--save``), and never over
+what the user wrote.
 
 :func:`propose` is pure (tested on captured text); :func:`discover` does the five reads.
 """
@@ -32,6 +34,7 @@ class ProposedTier:
     grace_time_s: int | None
     max_wall: str | None
     cap_from: str  # where the cap was read, e.g. "QOS high MaxTRESPerUser gres/gpu=4"
+    default_qos: bool = False  # the user's DefaultQOS: where a job that names no QOS lands
 
     def note(self) -> str:
         bits = [f"PriorityTier {self.priority_tier}", f"QOS priority {self.qos_priority}",
@@ -39,6 +42,8 @@ class ProposedTier:
         if self.max_wall:
             bits.append(f"MaxWall {self.max_wall}")
         bits.append(f"cap: {self.cap_from}" if self.cap_from else "no per-user GPU cap")
+        if self.default_qos:
+            bits.append("your default QOS (a job that names none lands here)")
         return ", ".join(bits)
 
     def to_json(self) -> dict[str, Any]:
@@ -46,7 +51,8 @@ class ProposedTier:
         return {"name": t.name, "partition": t.partition, "qos": t.qos, "constraint": t.constraint,
                 "gpu_cap": t.gpu_cap, "preemptible": t.preemptible, "priority_tier": self.priority_tier,
                 "qos_priority": self.qos_priority, "preempt_mode": self.preempt_mode,
-                "grace_time_s": self.grace_time_s, "max_wall": self.max_wall, "cap_from": self.cap_from}
+                "grace_time_s": self.grace_time_s, "max_wall": self.max_wall, "cap_from": self.cap_from,
+                "default_qos": self.default_qos}
 
 
 @dataclass(frozen=True)
@@ -60,11 +66,13 @@ class Discovery:
     max_gpus_per_node: int | None
     preempt_type: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    qos_names: tuple[str, ...] = ()  # every QOS the user may use
 
     def values(self) -> dict[str, Any]:
         """The clusters.toml keys proposed besides the tiers."""
         return {"account": self.accounts[0] if len(self.accounts) == 1 else None,
-                "partitions": list(self.partitions), "max_gpus_per_node": self.max_gpus_per_node}
+                "partitions": list(self.partitions), "qos_names": list(self.qos_names),
+                "max_gpus_per_node": self.max_gpus_per_node}
 
     def toml(self) -> str:
         comments = [f"proposed by `roach clusters discover {self.cluster}` for user {self.user or '?'} "
@@ -76,7 +84,7 @@ class Discovery:
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "user": self.user, "preempt_type": self.preempt_type,
-                "accounts": list(self.accounts), "partitions": list(self.partitions),
+                "accounts": list(self.accounts), "partitions": list(self.partitions), "qos_names": list(self.qos_names),
                 "default_partition": self.default_partition, "max_gpus_per_node": self.max_gpus_per_node,
                 "tiers": [p.to_json() for p in self.tiers], "notes": list(self.notes), "toml": self.toml()}
 
@@ -133,6 +141,7 @@ def propose(name: str, *, partitions: Sequence[Mapping[str, str]], qos: Sequence
         if user_assocs or not assocs:
             notes.append("no QOS list in your associations: every QOS is proposed; drop the ones you may not use")
     assoc_parts = {a.get("Partition") for a in user_assocs}
+    default_qos = {a.get("DefaultQOS") for a in user_assocs if a.get("DefaultQOS")}
     preempted_by: dict[str, set[str]] = {}
     for q in qos:
         for victim in (q.get("Preempt") or "").split(","):
@@ -177,11 +186,12 @@ def propose(name: str, *, partitions: Sequence[Mapping[str, str]], qos: Sequence
             proposals.append(ProposedTier(
                 Tier(tname, partition=tier_part, qos=tier_qos, gpu_cap=cap, preemptible=preemptible),
                 priority_tier=_int(p.get("PriorityTier"), 1), qos_priority=_int(q.get("Priority")),
-                preempt_mode=mode, grace_time_s=grace, max_wall=wall or None, cap_from=cap_from))
+                preempt_mode=mode, grace_time_s=grace, max_wall=wall or None, cap_from=cap_from,
+                default_qos=bool(tier_qos) and qname in default_qos))
     proposals.sort(key=lambda t: (-t.priority_tier, -t.qos_priority, t.tier.preemptible, t.tier.name))
     max_gpn = max((n.gpus_total for n in nodes if set(n.partitions) & {p["PartitionName"] for p in gpu_parts}), default=0)
     return Discovery(name, user, tuple(proposals), accounts, tuple(p["PartitionName"] for p in parts), default_part,
-                     max_gpn or None, preempt_type, tuple(notes))
+                     max_gpn or None, preempt_type, tuple(notes), tuple(q for q in user_qos if q))
 
 
 def discover(cluster: Cluster, client: SlurmClient | None = None) -> Discovery:

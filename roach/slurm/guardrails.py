@@ -108,11 +108,16 @@ def _tiers_text(c: Cluster) -> str:
 
 
 def check_satisfiable(c: Cluster, res: Resources) -> None:
-    """Offline: a QOS or partition that no tier (or no known partition) of ``c`` has; more GPUs per node than
-    its largest node."""
-    if res.qos is not None and c.tiers and not any(t.qos in (None, res.qos) for t in c.tiers):
+    """Offline: a QOS that is not one of ``c``'s (its ``qos_names``, else its tiers'), a partition that no tier (or
+    no known partition) of ``c`` has; more GPUs per node than its largest node."""
+    if res.qos is not None and c.qos_names and res.qos not in c.qos_names:
+        raise Refused("unsatisfiable", f"qos {res.qos!r} is not a QOS of {c.name}",
+                      hint=f"its QOS: {', '.join(c.qos_names)}; tiers, top down: {_tiers_text(c)}")
+    if res.qos is not None and not c.qos_names and c.tiers and not any(t.qos in (None, res.qos) for t in c.tiers):
         raise Refused("unsatisfiable", f"qos {res.qos!r} is in no tier of {c.name}",
                       hint=f"tiers, top down: {_tiers_text(c)}")
+    # a known QOS outside the tiers (the lab's default, normal) fits any partition as far as roach can tell offline
+    tier_qos = not c.qos_names or any(t.qos == res.qos for t in c.tiers)
     if res.partition is not None:
         if c.partitions and res.partition not in c.partitions:
             raise Refused("unsatisfiable", f"partition {res.partition!r} is not a partition of {c.name}",
@@ -120,7 +125,7 @@ def check_satisfiable(c: Cluster, res: Resources) -> None:
         if not c.partitions and c.tiers and not any(t.partition in (None, res.partition) for t in c.tiers):
             raise Refused("unsatisfiable", f"partition {res.partition!r} is in no tier of {c.name}",
                           hint=f"tiers, top down: {_tiers_text(c)}")
-    if res.qos is not None and res.partition is not None and c.tiers and not any(
+    if tier_qos and res.qos is not None and res.partition is not None and c.tiers and not any(
             t.matches(res.partition, res.qos) for t in c.tiers) and not c.partitions:
         raise Refused("unsatisfiable", f"partition {res.partition!r} with qos {res.qos!r} is no tier of {c.name}",
                       hint=f"tiers, top down: {_tiers_text(c)}")

@@ -6,7 +6,8 @@ budget (the guardrails), skips every tier whose per-user cap the user has claime
 ``sbatch --test-only`` once per remaining tier when such a job would start (it ignores per-user caps,
 which the tier table accounts for). The placement chosen finishes soonest: the earliest start (every
 tier runs the same wall clock; no tier is assumed faster); on a tie, the tier higher in the cluster's
-order, which is not preemptible before one that is. Each step says why in ``Plan.reasoning``.
+order, which is not preemptible before one that is. Each step says why in ``Plan.reasoning``, and the last line
+says why each tier above the chosen one was passed over (its cap claimed by the user's own jobs, N/cap).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from roach.errors import UsageError
 from roach.slurm import guardrails
-from roach.slurm.cluster import Cluster, get_cluster
+from roach.slurm.cluster import Cluster
 from roach.slurm.resources import Resources
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import parse_duration, parse_time
@@ -179,6 +180,15 @@ def choose(tiers: Sequence[Tier], rows: Sequence[TierRow], res: Resources, now: 
             because += " and is not preemptible"
     if later:
         because += f"; later: {', '.join(later)}"
+    for p, row in list(zip(placements, rows))[:placements.index(chosen)]:  # the tiers above the choice: why not
+        if p.possible:
+            continue
+        if row.free is not None and row.free < gpus:
+            because += (f"; not {p.tier}, though higher in the cluster's order: its cap is claimed by your own jobs "
+                        f"({row.claimed}/{row.cap} GPUs: {row.running} running, {row.pending} pending; {row.free} free < "
+                        f"{gpus} asked)")
+        else:
+            because += f"; not {p.tier}, though higher in the cluster's order: Slurm would not take it"
     reasoning.append(because)
     return placements, chosen, reasoning
 
@@ -194,7 +204,7 @@ def plan(cluster: Cluster | str, gpus: int, nodes: int = 1, time: str = "01:00:0
     """
     from roach.slurm.userconfig import configured, fill_resources
 
-    c = configured(get_cluster(cluster))
+    c = configured(cluster)  # a name: get_cluster's lookup; an object: the file applied to it likewise
     if not isinstance(gpus, int) or gpus < 1 or not isinstance(nodes, int) or nodes < 1:
         raise UsageError(f"gpus={gpus!r} and nodes={nodes!r} must be integers >= 1")
     if gpus % nodes:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from roach.errors import UsageError
-from roach.slurm.cluster import Cluster, get_cluster, known_clusters
+from roach.slurm.cluster import Cluster, known_clusters, module_cluster
 from roach.slurm.resources import Resources
 from roach.slurm.tiers import Tier
 
@@ -31,6 +31,7 @@ _CLUSTER_KEYS: dict[str, tuple[str, str]] = {
     "account": ("str", "Resources.account when a submission leaves it unset"),
     "partition": ("str", "Resources.partition when a submission leaves it unset"),
     "partitions": ("list[str]", "the partitions that exist (a request naming another is refused)"),
+    "qos_names": ("list[str]", "the QOS that exist, tiers' or not (a request naming another is refused)"),
     "max_gpus": ("int", "most GPUs one submission may ask for"),
     "max_gpu_hours": ("float", "most GPU-hours (GPUs x wall clock) one submission may ask for"),
     "gpu_hour_cost": ("float", "what one GPU-hour costs, where metered in money"),
@@ -180,7 +181,7 @@ def default_cluster_name(config: UserConfig | None = None) -> str:
     """
     cfg = config if config is not None else load()
     name = cfg.default or BUILTIN_DEFAULT
-    cluster = configured(get_cluster(name), cfg)
+    cluster = configured(module_cluster(name), cfg)
     if cluster.metered:
         raise ConfigError(
             f"{cfg.path}: default = {name!r} is a metered cluster; a metered cluster is never a default",
@@ -193,8 +194,9 @@ def configured(cluster: Cluster | str, config: UserConfig | None = None) -> Clus
     """The cluster with what clusters.toml says of it applied (the same object if it says nothing).
 
     Idempotent. A module's ``metered=True`` stays: the file may mark a cluster metered, never unmark it.
+    Commands get a cluster by name with :func:`roach.slurm.cluster.get_cluster`, which calls this.
     """
-    c = get_cluster(cluster)
+    c = cluster if isinstance(cluster, Cluster) else module_cluster(cluster)
     cfg = config if config is not None else load()
     s = cfg.clusters.get(c.name)
     if s is None:
@@ -209,7 +211,7 @@ def configured(cluster: Cluster | str, config: UserConfig | None = None) -> Clus
     for key, attr in simple.items():
         if key in v:
             changes[attr] = v[key]
-    for key in ("partitions", "submit_hosts", "refused_hosts", "remote_setup", "node_scratch"):
+    for key in ("partitions", "qos_names", "submit_hosts", "refused_hosts", "remote_setup", "node_scratch"):
         if key in v:
             changes[key] = tuple(v[key])
     if "metered" in v:

@@ -23,16 +23,19 @@ LAB = Cluster(
     name="lab",
     presets={"CPU": CPU, "GPU1": GPU1, "GPU2": GPU2, "GPU4": GPU4, "NODES2_GPU2": NODES2_GPU2},
     gpu_flag="gres",
-    # The lab's QOS (roach/lab/accounting.py): high is capped per user and preempts low.
+    # The lab's QOS (roach/lab/accounting.py). It models a site of two tiers: high, capped per user and never
+    # preempted, and low, uncapped and preemptible. normal is the QOS a job gets when it names none
+    # (DefaultQOS): not a tier (the plan and the rebalancer place no job there), but a QOS that exists
+    # (qos_names), so asking for it is no guardrail refusal. docs/clusters/lab.md says the same.
     tiers=(
         Tier("high", qos="high", gpu_cap=4),
-        Tier("normal", qos="normal"),
         Tier("low", qos="low", preemptible=True),
     ),
+    qos_names=("high", "normal", "low"),
     signal_lead_s=60,
     min_poll_s=1.0,  # our own controller: tests and demos may look often
     env_factory=_env,
     budget="none: roach's own test cluster on this machine",
-    description="roach's own single-host Slurm: nodes n1 n2, 4 fake GPUs each, QOS high/normal/low",
+    description="roach's own single-host Slurm: nodes n1 n2, 4 fake GPUs each, tiers high/low (QOS normal: the default)",
 )
 CLUSTER = LAB
