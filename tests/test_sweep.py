@@ -217,3 +217,32 @@ def test_roach_clean_ends_a_sweep_and_removes_its_logs_and_bundles_keeping_check
     assert not list((logs / "bundles").glob(f"{sw.array_ids[0]}_*"))
     kept = sorted(Path(p).parent.name for p in report.checkpoints_kept)
     assert kept == sorted(j.run_id for j in sw if j.task in (0, 1)) and all(Path(p).exists() for p in report.checkpoints_kept)
+
+
+def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, roots, monkeypatch):
+    from roach.slurm.slurmcli import SlurmClient
+    from roach.slurm.transport import LocalTransport
+
+    calls: list[str] = []
+    slurm_run, transport_run = SlurmClient.run, LocalTransport.run
+
+    def counting_slurm(self, argv, **kw):
+        calls.append(argv[0])
+        return slurm_run(self, argv, **kw)
+
+    def counting_transport(self, argv, **kw):
+        calls.append(f"remote:{argv[0]}")
+        return transport_run(self, argv, **kw)
+
+    monkeypatch.setattr(SlurmClient, "run", counting_slurm)
+    monkeypatch.setattr(LocalTransport, "run", counting_transport)
+    per_size = {}
+    for n in (3, 60):
+        calls.clear()
+        sw = sweep("pkg.grid:square", [{"x": i} for i in range(n)], resources=CPU, cluster=CLUSTER,
+                   repo_root=repo.work, store=store, **roots)
+        per_size[n] = sorted(c for c in calls if not c.startswith("remote:")), sum(c.startswith("remote:") for c in calls)
+        sw.cancel()
+    assert per_size[3] == per_size[60], per_size  # the same Slurm commands, the same number of remote calls
+    slurm_calls, _ = per_size[60]
+    assert slurm_calls.count("sbatch") == 1 and slurm_calls.count("scontrol") <= 3 and len(slurm_calls) <= 8, slurm_calls
