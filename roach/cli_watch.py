@@ -20,6 +20,7 @@ from roach.slurm.store import JobRecord, Store
 from roach.slurm.tiers import tier_of
 from roach.slurm.watch import Watcher
 from roach.slurm.watch_events import Event
+from roach.slurm.watch_lock import WatchLock
 from roach.slurm.watch_logs import StallRule
 
 EXEC_TIMEOUT_S = 60.0
@@ -105,7 +106,8 @@ def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: f
     promotion lines on change, a heartbeat with the tier table every --heartbeat seconds.
 
     Watches the jobs in roach's store on the cluster that have not ended, and every --job. Exits 0 when the
-    queue is empty and every job COMPLETED, 6 when one ended otherwise.
+    queue is empty and every job COMPLETED, 6 when one ended otherwise, 9 when another `roach watch` already
+    watches this cluster with this store.
     """
     argv = shlex.split(exec_cmd) if exec_cmd else None
     if exec_cmd is not None and not argv:
@@ -126,7 +128,8 @@ def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: f
                     rebalance=rebalance, promoter=promoter if rebalance else None,
                     stall=StallRule(min_s=stall_after), probe_window_s=probe_window)
         try:
-            status = w.run(_emitter(as_json, argv), once=once)
+            with WatchLock(store.path, c.name):  # one watcher per store and cluster (exit 9 if another runs)
+                status = w.run(_emitter(as_json, argv), once=once)
         except KeyboardInterrupt:
             click.echo("stopped watching; the jobs go on (`roach watch` picks up where this one left)", err=True)
             sys.exit(130)

@@ -392,3 +392,38 @@ def test_ls_shows_a_holders_held_time_and_that_it_sits_idle(tmp_path, monkeypatc
         assert "IDLE: charged, no attempt runs" in text
     finally:
         h.release()
+
+
+@pytest_lab
+def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, roots, holders, user_slurm):
+    h = hold(GPU1, cluster=CLUSTER, name="cancel", time="5", log_root=roots["log_root"], store=store)
+    holders.append(h.job_id)
+    h.wait_running(timeout=60)
+
+    # cancel(): the attempt's ranks get TERM, checkpoint and leave; its steps go; the holder stays
+    first = _inside(repo, store, roots, h.job_id, "pkg.resumable:ddp_train", args={"steps": 3000, "step_s": 0.1},
+                    resources=GPU1, name="to-cancel")
+    wait_until("attempt 1 to make progress", lambda: first.log().count("done loss") >= 5, timeout=90)
+    assert [s.kind for s in first.steps()] == [StepKind.RANKS]
+    first.cancel()
+    ended = first.wait(timeout=60)
+    assert ended.exit_code == EXIT_LEFT and ended.status == "cancelled", first.log()[-2000:]
+    assert store.get("lab", first.job_id).status == "cancelled"
+    assert json.loads(Path(first.paths.job_json).read_text())["status"] == "cancelled"
+    assert "caught_signal TERM" in first.log()
+    wait_until("attempt 1's steps to leave squeue -s", lambda: not first.steps(), timeout=30)
+    (q,) = user_slurm.squeue(job_ids=[h.job_id])
+    assert q.state is JobState.RUNNING and h.idle()
+    assert not [a for a in user_slurm.sacct([h.job_id]) if a.step is None and a.state.is_terminal]
+
+    # release(): the holder ends, and with it a running attempt, whose end is recorded too
+    second = _inside(repo, store, roots, h.job_id, "pkg.resumable:plain_loop", args={"steps": 3000, "step_s": 0.1},
+                     resources=GPU1, name="to-release")
+    wait_until("attempt 2 to run", lambda: "plain step 10" in second.log(), timeout=90)
+    assert h.release() is JobState.CANCELLED
+    assert not [r for r in user_slurm.squeue(job_ids=[h.job_id]) if r.state.is_active]
+    assert [a.state for a in user_slurm.sacct([h.job_id]) if a.step is None] == [JobState.CANCELLED]
+    assert store.get("lab", h.job_id).status == "cancelled"
+    gone = second.wait(timeout=90)
+    assert gone.state is not JobState.COMPLETED and store.get("lab", second.job_id).status == gone.status
+    assert json.loads(Path(second.paths.job_json).read_text())["status"] == gone.status

@@ -18,11 +18,14 @@ from pathlib import Path
 import pytest
 
 from roach.lab.config import LAB_USER
+from roach.slurm.bundle import JobJson
 from roach.slurm.clusters.lab import GPU1, LAB
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import RS, US
 from roach.slurm.store import JobRecord, Store
+from roach.slurm.tiers import Tier
 from roach.slurm.transport import LocalTransport, Result
+from roach.slurm import watch_final
 from roach.slurm.watch import JOB_NOT_COMPLETED, Watcher
 from roach.slurm.watch_events import Event, EventKind, tier_table
 from roach.slurm.watch_logs import StallRule, parse_look, read_facts
@@ -30,6 +33,9 @@ from tests.conftest import wait_until
 
 DATA = Path(__file__).parent / "data"
 T0 = 1_800_000_000.0
+# The unit tests' own tier table (capped, uncapped, preemptible), whatever the lab declares.
+TIERED = LAB.with_(tiers=(Tier("high", qos="high", gpu_cap=4), Tier("normal", qos="normal"),
+                          Tier("low", qos="low", preemptible=True)))
 
 
 def data(name: str) -> str:
@@ -43,7 +49,7 @@ def sq(job: int | str, state: str = "RUNNING", *, reason: str = "None", qos: str
     """One squeue record as `squeue -O <squeue_format()>` prints it."""
     key = f"{job}_{task}" if task is not None else str(job)
     tres = "cpu=1,mem=500M,node=1,billing=1" + (f",gres/gpu={gpus}" if gpus else "")
-    running = state not in ("PENDING",)
+    running = state not in ("PENDING", "RESV_DEL_HOLD")
     fields_ = [str(job), key, str(job), str(task) if task is not None else "N/A", name, user, "lab", "gpu", qos, state,
                reason, elapsed if running else "0:00", "UNLIMITED", str(restarts), "1", nodelist if running else "",
                tres, "2026-11-29T23:39:47", "2026-11-29T23:40:00" if running else "N/A"]
@@ -77,7 +83,11 @@ class FakeCluster:
     remote_now: float = T0
     down: dict[str, str] = field(default_factory=dict)  # command -> stderr it fails with
     starts_at: str | None = None  # what sbatch --test-only says
+    resv_of: dict[str, str] = field(default_factory=dict)  # job key -> the reservation it asks for (squeue %v)
+    reservations: dict[str, str] = field(default_factory=dict)  # name -> StartTime (scontrol show reservation)
     calls: list[list[str]] = field(default_factory=list)
+    finals: dict[str, list[str]] = field(default_factory=dict)  # job.json path -> the values written there
+    steps: list[str] = field(default_factory=list)  # `squeue --steps` records
 
     def run(self, argv, *, input=None, timeout=None) -> Result:
         argv = list(argv)
@@ -85,17 +95,33 @@ class FakeCluster:
         cmd = argv[0]
         if cmd in self.down:
             return Result(tuple(argv), 1, "", self.down[cmd])
+        if cmd == "squeue" and "--steps" in argv:
+            return Result(tuple(argv), 0, "".join(self.steps), "")
         if cmd == "squeue" and "ReqNodes" in " ".join(argv):
             keys = argv[argv.index("--jobs") + 1].split(",")
             out = "".join(f"{k}{US}{self.req_nodes.get(k, '(null)')}\x1e" for k in keys)
             return Result(tuple(argv), 0, out, "")
         if cmd == "squeue":
-            return Result(tuple(argv), 0, "".join(self.queue), "")
+            queue = self.queue
+            if "Reservation:" in argv[argv.index("-O") + 1]:  # one field more, before each record's end
+                queue = [q.replace(RS, US + self.resv_of.get(q.split(US)[1], "(null)") + RS) for q in queue]
+            return Result(tuple(argv), 0, "".join(queue), "")
+        if argv[:3] == ["scontrol", "show", "reservation"]:
+            out = "".join(f"ReservationName={n} StartTime={t} EndTime=2027-01-16T00:00:00 Duration=1-00:00:00 "
+                          f"Nodes=n1 NodeCnt=1 Users={LAB_USER} State=INACTIVE\n" for n, t in self.reservations.items())
+            return Result(tuple(argv), 0, out or "No reservations in the system\n", "")
         if cmd == "sacct":
             return Result(tuple(argv), 0, "".join(self.acct), "")
         if cmd == "sbatch" and "--test-only" in argv:
             said = f"sbatch: Job 9 to start at {self.starts_at} using 1 processors on nodes n1 in partition gpu\n"
             return Result(tuple(argv), 0, "", said if self.starts_at else "allocation failure\n")
+        if cmd == "sh" and argv[2] == watch_final._PROGRAM:  # the round's final states into job.json files
+            args = argv[5:]
+            out = ""
+            for i in range(0, len(args), 5):
+                self.finals[args[i]] = [json.loads(v) for v in args[i + 1:i + 5]]
+                out += f"W{US}{args[i]}{RS}"
+            return Result(tuple(argv), 0, out, "")
         if cmd == "sh":
             n = int(argv[4])
             paths = argv[5 + n:]
@@ -157,7 +183,7 @@ def watcher(fake, store, clock, **kw) -> Watcher:
     client = SlurmClient(fake, retries=1, backoff_s=0.0, sleep=lambda s: None)
     kw.setdefault("interval_s", 10.0)
     kw.setdefault("heartbeat_s", 900.0)
-    return Watcher(LAB, client, store, clock=clock, sleep=lambda s: clock.tick(s), **kw)
+    return Watcher(TIERED, client, store, clock=clock, sleep=lambda s: clock.tick(s), **kw)
 
 
 def kinds(events: list[Event]) -> list[str]:
@@ -172,7 +198,7 @@ def only(events: list[Event], kind: EventKind) -> list[Event]:
 def test_tier_table_counts_claimed_pending_included_from_a_captured_queue():
     from roach.slurm.slurmparse import parse_squeue
 
-    rows = {r.name: r for r in tier_table(LAB.tiers, parse_squeue(data("squeue_lab_22.05_mixed.txt")))}
+    rows = {r.name: r for r in tier_table(TIERED.tiers, parse_squeue(data("squeue_lab_22.05_mixed.txt")))}
     assert (rows["high"].running, rows["high"].pending, rows["high"].claimed) == (4, 1, 5)
     assert rows["high"].free == 0 and rows["high"].cap == 4
     assert rows["normal"].cap is None and rows["normal"].free is None
@@ -454,7 +480,8 @@ def test_call_count_per_round_is_constant_in_the_number_of_jobs(store, clock):
                 per.append(len(fake.calls) - before)
         return per
 
-    assert count(6) == count(300) == [2, 2, 3]  # squeue + one look at every log (+ one sacct)
+    # squeue + one look at every log (+ one sacct, and one command writing every ended job's job.json)
+    assert count(6) == count(300) == [2, 2, 4]
 
 
 def test_disk_threshold_lines_on_crossing_and_back(fake, store, clock):
@@ -631,9 +658,11 @@ def test_sweep_of_six_started_finished_once_heartbeat_and_exit(lab, repo, lab_st
     assert sorted(started) == sorted(ids) and sorted(finished) == sorted(ids), [e.line() for e in events]
     assert all(e.data["state"] == "COMPLETED" for e in events if e.kind is EventKind.FINISHED)
     beats = [e for e in events if e.kind is EventKind.HEARTBEAT]
-    assert beats and all("high " in e.line() and "/4 claimed" in e.line() and "normal " in e.line() for e in beats)
+    assert beats and all("high " in e.line() and "/4 claimed" in e.line() and "low " in e.line() for e in beats)
     assert events[-1].kind is EventKind.QUEUE_EMPTY and status == 0 and w.finished
     assert all(lab_store.get("lab", int(j)).status == "completed" for j in ids)
+    # and each one's job.json on the cluster, as Job.wait() writes it
+    assert [JobJson.from_json(Path(j.paths.job_json).read_text()).status for j in jobs] == ["completed"] * 6
 
 
 @pytest.mark.lab
@@ -714,7 +743,7 @@ def test_roach_watch_cli_once_json_and_an_empty_queue(lab, user_slurm, jobs, tmp
     assert run.exit_code == 0, run.output
     lines = [json.loads(ln) for ln in run.output.splitlines()]
     assert [ln["event"] for ln in lines] == ["heartbeat"] and {t["tier"] for t in lines[0]["tiers"]} == {
-        "high", "normal", "low"}
+        "high", "low"}
     user_slurm.scancel([held])
     wait_until("the held job to be accounted", lambda: [a for a in user_slurm.sacct([held]) if a.state.is_terminal],
                timeout=30)
@@ -861,6 +890,48 @@ def test_a_job_pinned_to_a_drained_node_never_starts(plab, lab_store):
         root.run(["scontrol", "update", "NodeName=n2", "State=RESUME"], retry=False)
     assert never.data["reason"] == "ReqNodeNotAvail" and "pinned to n2" in never.message
     assert "resubmit without --nodelist" in never.message
+
+
+@pytest.mark.lab
+def test_a_reservation_that_moves_then_vanishes_is_said_once_each(plab, lab_store):
+    cluster, root, mine, _ = plab
+    resv = "roach-watch-resv"
+    root.run(["scontrol", "create", "reservation", f"ReservationName={resv}", "StartTime=now+3600", "Duration=10",
+              "Nodes=n1", f"Users={LAB_USER}"], retry=False)
+    job = None
+    try:
+        # held, so that it cannot start in the reservation when it begins
+        job = mine.sbatch(["--hold", f"--reservation={resv}", "--time=1", "--output=/dev/null"], "#!/bin/bash\ntrue\n")
+        w = Watcher(cluster, cluster.client(), lab_store, job_ids=(str(job),), interval_s=1.0, heartbeat_s=1e9)
+        events: list[Event] = []
+        for _ in range(2):
+            events += w.round()
+        assert not only(events, EventKind.RESERVATION), [e.line() for e in events]
+        was = _view(lab_store, job)["resv_start"]
+        root.run(["scontrol", "update", f"ReservationName={resv}", "StartTime=now+7200"], retry=False)
+        new = w.round()
+        events += new
+        (moved,) = only(new, EventKind.RESERVATION)
+        assert moved.data["change"] == "moved" and moved.data["was_start"] == was and moved.job_id == str(job)
+        assert f"its reservation {resv} moved: it starts at {moved.data['start']} (was {was})" in moved.message
+        events += w.round()
+        # it starts now and ends 2 s later (a round may see that move too); Slurm then deletes it, and the job
+        # pending on it loses it (RESV_DEL_HOLD)
+        root.run(["scontrol", "update", f"ReservationName={resv}", "StartTime=now", "EndTime=now+2"], retry=False)
+        (gone,) = _rounds_until(w, events, "the vanished line", lambda e: e.kind is EventKind.RESERVATION
+                                and e.data["change"] == "vanished", timeout=60)
+        assert f"reservation {resv}, which no longer exists" in gone.message and gone.job_id == str(job)
+        for _ in range(2):
+            events += w.round()
+        said = only(events, EventKind.RESERVATION)
+        assert [e.data["change"] for e in said][-1] == "vanished" and len(said) <= 3, [e.line() for e in said]
+        starts = [e.data["start"] for e in said if e.data["change"] == "moved"]
+        assert len(set(starts)) == len(starts)  # each move said once
+        assert [q.state.value for q in mine.squeue(job_ids=[job])] == ["RESV_DEL_HOLD"]
+    finally:
+        if job is not None:
+            mine.scancel([job])
+        root.run(["scontrol", "delete", f"ReservationName={resv}"], retry=False, ok_codes=(0, 1))
 
 
 @pytest.mark.lab

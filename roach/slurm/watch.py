@@ -1,11 +1,14 @@
 """``roach watch``: one persistent monitor of a user's jobs, their tiers and the cluster.
 
 A round makes a fixed number of calls whatever the number of jobs: one ``squeue`` (all of the user's
-jobs), at most one ``sacct`` (the watched jobs that left the queue and are not known to have ended), at most
-one command that looks at every running run's log (size, mtime, last lines of interest) and the log
-directories' disk use, at most one ``squeue`` for the pinned nodelists of jobs newly pending on
-ReqNodeNotAvail, and at most one ``sbatch --test-only`` per tier when the start probe is on. What it saw is
-kept in the store and each round compares with the previous one, never with zero.
+jobs, with the reservation each asks for), at most one ``sacct`` (the watched jobs that left the queue and
+are not known to have ended), at most one command that looks at every running run's log (size, mtime, last
+lines of interest) and the log directories' disk use, at most one ``squeue`` for the pinned nodelists of jobs
+newly pending on ReqNodeNotAvail, at most one ``sbatch --test-only`` per tier when the start probe is on, at
+most one ``scontrol show reservation`` (only while a watched pending job asks for a reservation), at most one
+command writing the final states of the jobs that ended into their ``job.json`` files, and in a heartbeat's
+round at most one ``squeue -s`` for the running holders. What it saw is kept in the store and each round
+compares with the previous one, never with zero.
 
 A failed ``squeue`` is an outage, said once and retried with backoff; it is never read as "the jobs
 ended": a job is done only when ``sacct`` says so.
@@ -19,15 +22,17 @@ from __future__ import annotations
 
 import posixpath
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from roach.errors import RoachError, SlurmError, TransportError
 from roach.slurm import watch_logs
-from roach.slurm.bundle import status_from_state
 from roach.slurm.cluster import Cluster
+from roach.slurm.hold import HOLD_TARGET
+from roach.slurm.hold_steps import idle_holders
+from roach.slurm.inside_job import is_attempt
 from roach.slurm.pending import PendingContext, explain
 from roach.slurm.rebalance import Candidate, Promotion, on_tier, plan_promotions, probe_start, promotable, \
     record_resources
@@ -36,9 +41,13 @@ from roach.slurm.slurmparse import US, AcctRecord, QueueRecord
 from roach.slurm.states import PendingReason
 from roach.slurm.store import JobRecord, Store, utc_now
 from roach.slurm.tiers import Tier
-from roach.slurm.watch_events import Event, EventKind, TierRow, human_bytes, human_seconds, tier_table
+from roach.slurm.watch_events import Event, EventKind, TierRow, tier_table
+from roach.slurm.watch_final import Final, record_finals
 from roach.slurm.watch_jobs import Ctx, JobWatch, match_acct, new_watch, on_accounting, on_left, on_log, on_queue
-from roach.slurm.watch_logs import DiskLook, Look, StallRule
+from roach.slurm.watch_logs import Look, StallRule
+from roach.slurm.watch_resv import asked as reservations_asked, on_reservation, show_reservations, \
+    squeue_with_reservations
+from roach.slurm.watch_status import disk_events, heartbeat_event, outage_events, recovered_events
 
 JOB_NOT_COMPLETED = 6  # `roach watch` exit code when a watched job ended other than COMPLETED
 FORGET_DONE_AFTER_S = 7 * 86400  # ended jobs drop out of the saved watch state after a week
@@ -100,18 +109,20 @@ class Watcher:
         name = self.cluster.name
         saved, meta = self.store.watch_load(name)
         views = {k: JobWatch.from_json(v) for k, v in saved.items()}
-        records = {str(r.job_id): r for r in self.store.unfinished(name)}
+        # an attempt inside a holder is no Slurm job: it is watched through its holder
+        records = {r.slurm_id: r for r in self.store.unfinished(name) if not is_attempt(r)}
         events: list[Event] = []
         try:
-            queue = self.client.squeue()
+            queue, resv_of = squeue_with_reservations(self.client)
         except (SlurmError, TransportError) as err:
             self.failures += 1
-            events += self._outage(meta, "slurmctld" if isinstance(err, SlurmError) else "the cluster", err, now)
-            events += self._heartbeat(meta, now, views, None)
+            events += outage_events(name, meta, "slurmctld" if isinstance(err, SlurmError) else "the cluster", err,
+                                    now)
+            events += self._heartbeat(meta, now, views, None, {})
             self.store.watch_save(name, {}, meta)
             return events
         self.failures = 0
-        events += self._recovered(meta, ("slurmctld", "the cluster"), now)
+        events += recovered_events(name, meta, ("slurmctld", "the cluster"), now)
         rows = tier_table(self.cluster.tiers, queue)
         meta["tiers"] = [r.to_json() for r in rows]
         active = {str(q.ref): q for q in queue if q.state.is_active}
@@ -128,9 +139,9 @@ class Watcher:
                 found = self.client.sacct([*ask, *arrays])
             except (SlurmError, TransportError) as err:
                 acct = None
-                events += self._outage(meta, "slurmdbd", err, now)
+                events += outage_events(name, meta, "slurmdbd", err, now)
             else:
-                events += self._recovered(meta, ("slurmdbd",), now)
+                events += recovered_events(name, meta, ("slurmdbd",), now)
                 self._adopt_tasks(views, ask, found, now, watched)
                 acct = match_acct(ask, found)
         self._ask_req_nodes(views, active, watched)
@@ -139,6 +150,7 @@ class Watcher:
         seen = self._look(views, watched, active, meta, now)
         remote_now = seen.now if seen is not None and seen.now else now
         ctx = Ctx(name, self.cluster.tiers, now, lambda rec: explain(rec, self._pending_context(rec, queue, views)))
+        finals: list[tuple[JobRecord, AcctRecord]] = []
         for key in watched:
             w = views[key]
             q = active.get(key)
@@ -155,11 +167,14 @@ class Watcher:
                     for e in done:
                         if e.kind is EventKind.FINISHED:
                             self.ended[key] = bool(e.data.get("ok")) or w.superseded_by is not None
-                            self._record_final(records.get(key), acct[key])
+                            if key in records:
+                                finals.append((records[key], acct[key]))
+        self._record_finals(finals)
+        events += self._reservations(views, active, resv_of, watched, ctx)
         events += self._promotions(meta, rows, views, active, seen, now)
         if seen is not None and seen.disks:
-            events += self._disk(meta, seen.disks, now)
-        events += self._heartbeat(meta, now, views, rows)
+            events += disk_events(name, meta, seen.disks, now, self.log_dir_max_bytes, self.free_min_fraction)
+        events += self._heartbeat(meta, now, views, rows, active)
         if not [w for w in views.values() if not w.done and "lost" not in w.reported] and not meta.get("outage_slurmdbd"):
             n = len(self.ended)
             ok = sum(self.ended.values())
@@ -182,6 +197,7 @@ class Watcher:
                 views[key] = new_watch(key, active.get(key), now, run_id=rec.run_id, name=rec.name,
                                        log_path=rec.log_path, job_id=rec.job_id, resubmitted=earlier)
                 first.add(key)
+            views[key].holder = rec.target == HOLD_TARGET
         for jid in self.job_ids:
             keys = [k for k, q in active.items() if str(q.ref.job) == jid or str(q.raw_id) == jid or k == jid]
             known = [k for k in views if k == jid or k.split("_")[0] == jid]
@@ -235,12 +251,31 @@ class Watcher:
         w = views.get(str(rec.ref))
         return PendingContext(queue=queue, tiers=self.cluster.tiers, req_nodes=w.req_nodes if w else None)
 
-    def _record_final(self, rec: JobRecord | None, final: AcctRecord) -> None:
-        if rec is None:
+    def _record_finals(self, finals: list[tuple[JobRecord, AcctRecord]]) -> None:
+        """The final states this round saw: into the store, and into each job's job.json on the cluster, all
+        of them in one command (a file that cannot be written is left; the store has the state)."""
+        if not finals:
             return
-        status = status_from_state(final.state, final.state_text)
-        self.store.update_final(rec.cluster, rec.job_id, status, final.state_text,
-                                f"{final.exit_code}:{final.exit_signal}", utc_now())
+        at = utc_now()
+        made = [(rec, Final.of(posixpath.join(rec.bundle_dir, "job.json"), final, at)) for rec, final in finals]
+        for rec, f in made:
+            self.store.update_final(rec.cluster, rec.job_id, f.status, f.slurm_state, f.exit_code, at, task=rec.task)
+        try:
+            record_finals(self.client.transport, [f for _, f in made])
+        except RoachError:
+            pass
+
+    def _reservations(self, views: dict[str, JobWatch], active: dict[str, QueueRecord], resv_of: dict[str, str],
+                      watched: list[str], ctx: Ctx) -> list[Event]:
+        """Only when a watched pending job asks for a reservation: one ``scontrol show reservation`` for all."""
+        wanted = reservations_asked(watched, views, active, resv_of)
+        if not wanted:
+            return []
+        try:
+            found = show_reservations(self.client)
+        except RoachError:
+            return []  # asked again next round; a failed look is never read as "it vanished"
+        return [e for key, resv in wanted.items() for e in on_reservation(views[key], resv, found, ctx)]
 
     # -- logs and disk ---------------------------------------------------------------------------------------
     def _look(self, views: dict[str, JobWatch], watched: list[str], active: dict[str, QueueRecord],
@@ -257,30 +292,6 @@ class Watcher:
             return watch_logs.look(self.client.transport, logs, dirs)
         except (RoachError, TransportError):
             return None  # the logs are looked at again next round; Slurm's view is what decides states
-
-    def _disk(self, meta: dict[str, Any], disks: dict[str, DiskLook], now: float) -> list[Event]:
-        events = []
-        flags = dict(meta.get("disk") or {})
-        for d, look in disks.items():
-            over = bool(self.log_dir_max_bytes and look.used is not None and look.used > self.log_dir_max_bytes)
-            low = bool(look.free_fraction is not None and look.free_fraction < self.free_min_fraction)
-            before = flags.get(d, {"over": False, "low": False})
-            if (over, low) != (before["over"], before["low"]):
-                said = []
-                if over != before["over"]:
-                    said.append(f"log directory {d} holds {human_bytes(look.used)}, "
-                                f"{'over' if over else 'back under'} {human_bytes(self.log_dir_max_bytes)}")
-                if low != before["low"]:
-                    frac = look.free_fraction or 0.0
-                    said.append(f"its file system has {human_bytes(look.fs_free)} free ({frac:.0%}), "
-                                f"{'under' if low else 'back over'} {self.free_min_fraction:.0%}")
-                events.append(Event(EventKind.DISK, now, self.cluster.name, "; ".join(said),
-                                    data={"dir": d, "used": look.used, "fs_free": look.fs_free,
-                                          "fs_size": look.fs_size, "over": over, "low_free": low}))
-            flags[d] = {"over": over, "low": low}
-        meta["disk"] = flags
-        meta["disk_summary"] = {d: [x.used, x.fs_free, x.fs_size] for d, x in disks.items()}
-        return events
 
     # -- tiers -----------------------------------------------------------------------------------------------
     def _promotions(self, meta: dict[str, Any], rows: tuple[TierRow, ...], views: dict[str, JobWatch],
@@ -341,50 +352,28 @@ class Watcher:
             return (start - ref).total_seconds() <= (self.probe_window_s or 0)
         return probe
 
-    # -- outages and heartbeat ---------------------------------------------------------------------------------
-    def _outage(self, meta: dict[str, Any], what: str, err: Exception, now: float) -> list[Event]:
-        key = f"outage_{what}"
-        if meta.get(key):
-            return []
-        text = str(err).splitlines()[0] if str(err) else type(err).__name__
-        meta[key] = {"since": now, "error": text}
-        return [Event(EventKind.OUTAGE, now, self.cluster.name,
-                      f"{what} unreachable: {text}; retrying with backoff; no job is marked ended meanwhile",
-                      data={"service": what, "error": str(err)})]
-
-    def _recovered(self, meta: dict[str, Any], whats: Iterable[str], now: float) -> list[Event]:
-        events = []
-        for what in whats:
-            was = meta.get(f"outage_{what}")
-            if was:
-                meta[f"outage_{what}"] = None
-                events.append(Event(EventKind.RECOVERED, now, self.cluster.name,
-                                    f"{what} reachable again after {human_seconds(now - was['since'])}",
-                                    data={"service": what, "down_s": round(now - was["since"], 1)}))
-        return events
-
+    # -- heartbeat ---------------------------------------------------------------------------------------------
     def _heartbeat(self, meta: dict[str, Any], now: float, views: dict[str, JobWatch],
-                   rows: tuple[TierRow, ...] | None) -> list[Event]:
+                   rows: tuple[TierRow, ...] | None, active: dict[str, QueueRecord]) -> list[Event]:
         last = meta.get("heartbeat_at")
         if self.beating and last is not None and now - last < self.heartbeat_s:
             return []
         meta["heartbeat_at"], self.beating = now, True
-        if rows is None:
-            rows = tuple(TierRow(r["tier"], r["cap"], r["claimed"], r["running"], r["pending"], r["preemptible"])
-                         for r in meta.get("tiers") or [])
-        live = [w for w in views.values() if not w.done]
-        running = sum(w.running for w in live)
-        pending = sum(w.pending for w in live)
-        done = sum(w.done for w in views.values())
-        out = [f"outage: {k.removeprefix('outage_')} since {human_seconds(now - v['since'])} ago"
-               for k, v in meta.items() if k.startswith("outage_") and v]
-        disk = meta.get("disk_summary") or {}
-        disk_text = "; ".join(f"logs {human_bytes(u)} in {d}, {human_bytes(f)} free" for d, (u, f, _) in disk.items())
-        msg = f"watching {len(live)} job{'s' if len(live) != 1 else ''}: {running} running, {pending} pending, " \
-              f"{done} ended" + "".join(f"; {o}" for o in out) + (f"; {disk_text}" if disk_text else "")
-        return [Event(EventKind.HEARTBEAT, now, self.cluster.name, msg,
-                      data={"watching": len(live), "running": running, "pending": pending, "ended": done,
-                            "outages": out}, tiers=rows)]
+        return [heartbeat_event(self.cluster.name, meta, now, views, rows, self._holders(views, active))]
+
+    def _holders(self, views: dict[str, JobWatch], active: dict[str, QueueRecord]) -> list[dict[str, Any]]:
+        """The watched holders that run, which are charged: held time, time limit and whether one is idle (no
+        attempt runs in it), asked with one ``squeue -s`` for all, only in a heartbeat's round."""
+        held = {k: active[k] for k, w in views.items() if w.holder and not w.done and k in active
+                and active[k].state.is_running}
+        if not held:
+            return []
+        try:
+            idle = idle_holders(self.client, [q.raw_id for q in held.values()])
+        except RoachError:
+            idle = {}  # not known this time; the next heartbeat asks again
+        return [{"job_id": k, "run_id": views[k].run_id, "name": views[k].name or None, "held_s": q.elapsed_s,
+                 "time_limit_s": q.time_limit_s, "idle": idle.get(q.raw_id)} for k, q in held.items()]
 
 
 def _promotion_data(p: Promotion) -> dict[str, Any]:

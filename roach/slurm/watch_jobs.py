@@ -54,6 +54,11 @@ class JobWatch:
     requeues: int = 0
     preemptions: dict[str, int] = field(default_factory=dict)  # per tier
     superseded_by: int | None = None  # promoted or moved: the job that continues the run
+    holder: bool = False  # a holder (`roach hold`): charged while it runs, attempt or not
+    # the reservation it asks for (squeue's %v), remembered: a reservation that ends leaves its jobs without one
+    reservation: str | None = None
+    resv_start: str | None = None
+    resv_gone: bool = False
     # its log
     log_size: int | None = None
     log_mtime: float | None = None

@@ -1,0 +1,241 @@
+"""`roach watch`, more of what it says and does: final states written into each job's job.json (one command
+a round, with real sh and awk), reservations that move or vanish, holders' held time and idle holders in the
+heartbeat, and one watcher per store and cluster (real processes holding the lock). The fakes are
+tests/test_watch.py's; a holder's heartbeat and the lock are also checked on the lab."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from roach.lab.config import LAB_USER
+from roach.slurm.bundle import JobJson, final_job_json
+from roach.slurm.clusters.lab import GPU1, LAB
+from roach.slurm.hold import HOLD_TARGET, hold
+from roach.slurm.inside_job import attempt_id
+from roach.slurm.slurmparse import RS, US, parse_sacct
+from roach.slurm.store import Store
+from roach.slurm.transport import LocalTransport
+from roach.slurm.watch import Watcher
+from roach.slurm.watch_events import EventKind
+from roach.slurm.watch_final import Final, record_finals
+from roach.slurm.watch_lock import WATCH_BUSY, lock_path
+from roach.slurm.watch_resv import Reservation, parse_queue, parse_reservations, queue_format
+from tests.test_pending import roach
+from tests.test_watch import (  # noqa: F401  (fixtures)
+    CountingTransport, clock, fake, kinds, only, record, sa, sq, store, watcher,
+)
+
+REPO = Path(__file__).parent.parent
+AT = "2026-11-30T00:00:00Z"
+
+
+# -- final states into job.json ----------------------------------------------------------------------------
+def _job_json(job_id: str, path: Path) -> JobJson:
+    base = JobJson(job_id=job_id, script=str(path.parent / "job.sh"), description='say "hi" \\ $(x) `id`\nline 2 ü',
+                   submitted_at_utc="2026-11-29T23:39:47Z", cluster="lab", run_id=f"r-{job_id}", commit="c" * 40,
+                   resources={"status": "nested, not touched", "qos": "low", "extra": ['--x="y"']},
+                   name='n "q" \\', target="pkg.m:f")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(base.to_json())
+    return base
+
+
+def test_final_states_rewrite_only_the_four_final_keys_of_many_job_json_in_one_command(tmp_path):
+    d = tmp_path / "lo gs'$(touch pwned)" / "bundles"
+    a, b = d / "41" / "job.json", d / "42" / "job.json"
+    base_a, base_b = _job_json("41", a), _job_json("42", b)
+    bad = d / "43" / "job.json"
+    bad.parent.mkdir()
+    bad.write_text('{"job_id": "43"}\n')
+    (acct_a,) = parse_sacct(sa(41, "CANCELLED by 1001", exit_code="0:15"))
+    (acct_b,) = parse_sacct(sa(42, "COMPLETED"))
+    transport = CountingTransport(LocalTransport())
+    out = record_finals(transport, [Final.of(str(a), acct_a, AT), Final.of(str(b), acct_b, AT),
+                                    Final.of(str(d / "44" / "job.json"), acct_b, AT), Final.of(str(bad), acct_b, AT)])
+    assert len(transport.calls) == 1 and not (Path.cwd() / "pwned").exists()
+    assert out == {str(a): "written", str(b): "written", str(d / "44" / "job.json"): "missing",
+                   str(bad): "not roach's job.json"}
+    # byte for byte what Job.wait() writes, through JobJson
+    assert a.read_text() == final_job_json(base_a, acct_a, AT).to_json()
+    assert b.read_text() == final_job_json(base_b, acct_b, AT).to_json()
+    got = JobJson.from_json(a.read_text())
+    assert (got.status, got.slurm_state, got.exit_code) == ("cancelled", "CANCELLED by 1001", "0:15")
+    assert got.resources["status"] == "nested, not touched" and got.description == base_a.description
+    assert bad.read_text() == '{"job_id": "43"}\n'  # not roach's: left as it was
+    assert sorted(p.name for p in d.rglob("*") if p.is_file()) == ["job.json"] * 3  # no temp file left
+
+
+def test_jobs_ending_in_one_round_get_their_job_json_in_one_command(fake, store, clock):
+    for j in (45, 46, 47):
+        store.add(record(j))
+    fake.queue = [sq(45), sq(46), sq(47)]
+    w = watcher(fake, store, clock)
+    w.round()
+    fake.queue = [sq(47)]
+    fake.acct = [sa(45), sa(46, "FAILED", exit_code="2:0")]
+    clock.tick(10)
+    before = len(fake.calls)
+    assert kinds(w.round()) == ["finished", "finished"]
+    writes = [c for c in fake.calls[before:] if c[0] == "sh" and "recorded_at_utc" in c[4]]
+    assert len(writes) == 1
+    assert fake.finals == {"/logs/bundles/45/job.json": ["completed", "COMPLETED", "0:0", store.get("lab", 45).recorded_at],
+                           "/logs/bundles/46/job.json": ["failed", "FAILED", "2:0", store.get("lab", 46).recorded_at]}
+    clock.tick(10)
+    before = len(fake.calls)
+    w.round()  # nothing ended: no write
+    assert not [c for c in fake.calls[before:] if c[0] == "sh" and "recorded_at_utc" in c[4]]
+
+
+# -- reservations ------------------------------------------------------------------------------------------
+SHOW_RESV = ("ReservationName=r1 StartTime=2026-11-30T02:10:57 EndTime=2026-11-30T02:15:57 Duration=00:05:00 Nodes=n1 "
+             "NodeCnt=1 CoreCnt=8 Features=(null) PartitionName=(null) Flags=SPEC_NODES TRES=cpu=8 Users=roachlab "
+             "Groups=(null) Accounts=(null) Licenses=(null) State=INACTIVE BurstBuffer=(null) Watts=n/a "
+             "MaxStartDelay=(null)\n")  # scontrol show reservation -o, Slurm 22.05.8
+
+
+def test_reservations_and_the_queue_with_them_are_read_from_slurms_output():
+    assert parse_reservations(SHOW_RESV) == {"r1": Reservation("r1", "2026-11-30T02:10:57", "2026-11-30T02:15:57",
+                                                                "INACTIVE")}
+    assert parse_reservations("No reservations in the system\n") == {}
+    assert queue_format().endswith(f"StartTime:{US},Reservation:{RS}")
+    text = sq(5, "PENDING", reason="Reservation").replace(RS, f"{US}r1{RS}") + sq(6).replace(RS, f"{US}(null){RS}")
+    recs, resv = parse_queue(text)
+    assert [str(r.ref) for r in recs] == ["5", "6"] and resv == {"5": "r1"}
+    with pytest.raises(Exception, match="expected 19 fields"):
+        parse_queue(sq(5))  # without the reservation field: one field short
+
+
+def test_a_reservation_that_moves_then_vanishes_is_said_once_each(fake, store, clock):
+    store.add(record(81))
+    store.add(record(82))
+    fake.queue = [sq(81, "PENDING", reason="Reservation"), sq(82, "PENDING", reason="Priority")]
+    fake.resv_of = {"81": "maint"}
+    fake.reservations = {"maint": "2027-01-15T10:00:00"}
+    w = watcher(fake, store, clock)
+
+    def look():
+        clock.tick(10)
+        before = len(fake.calls)
+        ev = only(w.round(), EventKind.RESERVATION)
+        return ev, len([c for c in fake.calls[before:] if c[:3] == ["scontrol", "show", "reservation"]])
+
+    assert look() == ([], 1) and look() == ([], 1)  # a baseline, then no change: nothing said, one call a round
+    fake.reservations = {"maint": "2027-01-15T12:00:00"}
+    (moved,), _ = look()
+    assert moved.job_id == "81" and moved.data["change"] == "moved" and moved.data["reservation"] == "maint"
+    assert "its reservation maint moved: it starts at 2027-01-15T12:00:00 (was 2027-01-15T10:00:00)" in moved.message
+    assert look() == ([], 1)
+    # it ended: Slurm deletes it, and the job pending on it loses it and waits held
+    fake.reservations, fake.resv_of = {}, {}
+    fake.queue = [sq(81, "RESV_DEL_HOLD", reason="Reservation maint was deleted"), sq(82, "PENDING", reason="Priority")]
+    (gone,), _ = look()
+    assert gone.data["change"] == "vanished" and "reservation maint, which no longer exists" in gone.message
+    assert "`scontrol update JobId=81 Reservation=`" in gone.message
+    assert look() == ([], 0)  # said once; no job asks for a reservation any more: no call
+    fake.queue = [sq(82)]
+    assert look() == ([], 0)
+
+
+def test_a_failed_reservation_look_is_not_read_as_vanished(fake, store, clock):
+    store.add(record(83))
+    fake.queue = [sq(83, "PENDING", reason="Reservation")]
+    fake.resv_of = {"83": "maint"}
+    fake.reservations = {"maint": "2027-01-15T10:00:00"}
+    w = watcher(fake, store, clock)
+    w.round()
+    fake.down["scontrol"] = "scontrol: error: Unable to contact slurm controller (connect failure)"
+    clock.tick(10)
+    assert not only(w.round(), EventKind.RESERVATION)
+
+
+# -- holders in the heartbeat --------------------------------------------------------------------------------
+def _step(*fields: str) -> str:
+    return US.join(fields) + RS + "\n"
+
+
+def test_heartbeat_shows_holders_held_time_and_flags_an_idle_one(fake, store, clock):
+    store.add(replace(record(90, "hold-dbg"), target=HOLD_TARGET, holder=90, name="dbg"))
+    store.add(replace(record(attempt_id(90, 1), "r-in", log_root="/logs"), holder=90))  # an attempt: not a Slurm job
+    store.add(record(91))
+    fake.queue = [sq(90, elapsed="12:03", name="dbg", gpus=2), sq(91)]
+    fake.steps = [_step("90.batch", "batch", "1", "12:03", "RUNNING", "n1")]
+    w = watcher(fake, store, clock, heartbeat_s=30)
+
+    def round_():
+        before = len(fake.calls)
+        beats = only(w.round(), EventKind.HEARTBEAT)
+        return beats, len([c for c in fake.calls[before:] if "--steps" in c])
+
+    (beat,), asked = round_()
+    assert asked == 1 and beat.data["watching"] == 2  # the holder and job 91; the attempt is the holder's
+    assert beat.data["holders"] == [{"job_id": "90", "run_id": "hold-dbg", "name": "dbg", "held_s": 723,
+                                     "time_limit_s": None, "idle": True}]
+    assert "holder 90 (dbg) held 12m03s: IDLE: charged, no attempt runs" in beat.line()
+    assert not [c for c in fake.calls if c[0] == "sacct"]  # the attempt's id is never asked of Slurm
+    clock.tick(10)
+    assert round_() == ([], 0)  # no heartbeat due: no squeue -s
+    fake.queue = [sq(90, elapsed="12:33", name="dbg", gpus=2), sq(91)]
+    fake.steps.append(_step("90.3", "roach-ranks:1", "2", "0:20", "RUNNING", "n1"))
+    clock.tick(20)
+    (beat,), asked = round_()
+    assert asked == 1 and beat.data["holders"][0]["idle"] is False and beat.data["holders"][0]["held_s"] == 753
+    assert "holder 90 (dbg) held 12m33s: an attempt runs" in beat.line()
+    assert json.loads(json.dumps(beat.to_json()))["holders"][0]["idle"] is False
+
+
+@pytest.mark.lab
+def test_watch_heartbeat_on_the_lab_flags_an_idle_holder(lab, tmp_path, shared_tmp):
+    cluster = LAB.with_(run_as=LAB_USER)
+    with Store(tmp_path / "store.sqlite") as store:
+        h = hold(GPU1, cluster=cluster, name="idle-watch", time="5", log_root=str(shared_tmp / "holders"), store=store)
+        try:
+            h.wait_running(timeout=60)
+            w = Watcher(cluster, cluster.client(), store, heartbeat_s=1e9)
+            (beat,) = only(w.round(), EventKind.HEARTBEAT)
+        finally:
+            h.release()
+    (row,) = beat.data["holders"]
+    assert row["job_id"] == str(h.job_id) and row["idle"] is True and row["held_s"] >= 0
+    assert row["time_limit_s"] == 300 and f"holder {h.job_id} (idle-watch) held" in beat.message
+    assert "IDLE: charged, no attempt runs" in beat.message
+
+
+# -- one watcher per store and cluster ------------------------------------------------------------------------
+HOLD_LOCK = """import sys, time
+from pathlib import Path
+from roach.slurm.watch_lock import WatchLock
+WatchLock(Path(sys.argv[1]), sys.argv[2]).acquire()
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.lab
+def test_a_second_watch_on_one_store_and_cluster_exits_9_and_a_dead_ones_lock_is_taken_over(lab, tmp_path,
+                                                                                           monkeypatch):
+    store = tmp_path / "store.sqlite"
+    first = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(store), "lab"], stdout=subprocess.PIPE, text=True,
+                             cwd=REPO)
+    try:
+        assert first.stdout.readline().strip() == "locked"
+        monkeypatch.setenv("ROACH_STORE", str(store))
+        r = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once")
+        assert r.exit_code == WATCH_BUSY == 9, r.output
+        assert f"another `roach watch` (pid {first.pid}) is already watching cluster lab with the store {store}" \
+            in r.output and f"kill {first.pid}" in r.output
+        monkeypatch.setenv("ROACH_STORE", str(tmp_path / "other.sqlite"))  # another store: not blocked
+        r = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once")
+        assert r.exit_code == 0, r.output
+    finally:
+        first.kill()
+        first.wait()
+    assert lock_path(store, "lab").read_text().strip() == str(first.pid)  # left behind by a dead process
+    monkeypatch.setenv("ROACH_STORE", str(store))
+    r = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once")
+    assert r.exit_code == 0 and "queue empty: no job to watch" in r.output, r.output

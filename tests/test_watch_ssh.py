@@ -1,0 +1,62 @@
+"""`roach watch` over SSH: the watcher's rounds through a real sshd on 127.0.0.1 as the lab's user, on one
+multiplexed connection. The remote commands are counted by sshd itself (one session per command)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from roach.slurm import submit
+from roach.slurm.bundle import JobJson
+from roach.slurm.clusters.lab import GPU1, LAB
+from roach.slurm.store import Store
+from roach.slurm.watch import Watcher
+from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.test_watch import TRAIN, kinds
+
+pytestmark = pytest.mark.lab
+
+
+def _sessions(server: SSHServer) -> int:
+    """Remote commands sshd has run so far: each is a session of its own on a connection."""
+    return server.log.read_text(errors="replace").count("Starting session: command")
+
+
+def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection(git_repo, shared_tmp: Path,
+                                                                                   tmp_path, lab, sshd: SSHServer):
+    env = lab.env()
+    cluster = LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
+    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
+    store = Store(tmp_path / "store.sqlite")
+    job = submit("pkg.train:train", {"steps": 15, "step_s": 0.3}, resources=GPU1.replace(time="00:05:00"),
+                 cluster=cluster, repo_root=git_repo.work, store=store, log_root=str(shared_tmp / "logs"),
+                 clone_root=str(shared_tmp / "clones"))
+    w = Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9)
+    connections = sshd.accepted_connections()
+    rounds: list[tuple[int, list[str]]] = []  # remote commands, and what the round said
+    deadline = time.monotonic() + 120
+    try:
+        while not w.finished:
+            assert time.monotonic() < deadline, rounds
+            before = _sessions(sshd)
+            said = w.round()
+            rounds.append((_sessions(sshd) - before, kinds(said)))
+            time.sleep(1.0)
+    finally:
+        if not w.finished:
+            job.cancel()
+    said = [k for _, ks in rounds for k in ks]
+    assert said.count("started") == 1 and said.count("finished") == 1 and said[-1] == "queue_empty", rounds
+    assert sshd.accepted_connections() <= connections + 1  # every round on the one shared connection
+    # a round is one squeue, and one look at the running run's log; the round that sees it end adds one sacct
+    # and one command writing its job.json
+    assert all(n <= 2 for n, ks in rounds if "finished" not in ks), rounds
+    assert [n for n, ks in rounds if "finished" in ks] == [4], rounds
+    assert any(n == 2 for n, ks in rounds if "finished" not in ks), rounds  # the look ran while it ran
+    rec = store.get("lab", job.job_id)
+    assert rec.status == "completed"
+    on_cluster = JobJson.from_json(Path(job.paths.job_json).read_text())
+    assert (on_cluster.status, on_cluster.exit_code, on_cluster.recorded_at_utc) == ("completed", "0:0", rec.recorded_at)
+    assert "outage" not in said
