@@ -65,6 +65,15 @@ def test_a_job_on_the_top_tier_or_its_own_is_not_promoted():
     assert plan_promotions(TIERS, rows(), [cand("1", tier="high")]) == []
 
 
+def test_a_job_on_a_qos_outside_the_tiers_goes_up_to_a_safe_tier_never_onto_a_preemptible_one():
+    lab_tiers = (Tier("high", qos="high", gpu_cap=4), Tier("low", qos="low", preemptible=True))
+    lab_rows = [TierRow("high", 4, 0, 0, 0), TierRow("low", None, 0, 0, 0, True)]
+    plans = plan_promotions(lab_tiers, lab_rows, [cand("1", tier="normal")])
+    assert [(p.key, p.from_tier, p.to_tier) for p in plans] == [("1", "normal", "high")]
+    full = [TierRow("high", 4, 4, 4, 0), TierRow("low", None, 0, 0, 0, True)]
+    assert plan_promotions(lab_tiers, full, [cand("1", tier="normal")], lambda t, c: True) == []
+
+
 def test_promotable_reasons():
     assert promotable(R.Resources) and promotable(R.Priority) and promotable(R.QOSMaxGRESPerUser)
     assert not promotable(R.JobHeldUser) and not promotable(R.BeginTime) and not promotable(R.Dependency)

@@ -115,7 +115,10 @@ def plan_promotions(tiers: Sequence[Tier], rows: Sequence[TierRow], candidates: 
             continue
         if tier.gpu_cap is not None and not room:
             continue
-        lower = sorted((c for c in candidates if order.get(c.tier, -1) > i and c.key not in taken), key=_rank)
+        # a job on a QOS outside the tier table (a plain default QOS) ranks below every tier, but is never
+        # moved onto a preemptible one: that would trade a safe slot for one that can be taken away
+        lower = sorted((c for c in candidates if order.get(c.tier, len(tiers)) > i and c.key not in taken
+                        and not (tier.preemptible and c.tier not in order)), key=_rank)
         probed = False
         for c in lower:
             if tier.gpu_cap is not None and c.gpus > (room or 0):
