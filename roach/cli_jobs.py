@@ -2,17 +2,17 @@
 :mod:`roach.slurm`).
 
 Live states cost a fixed number of Slurm calls, never one per job: `ls` makes one ``squeue`` per cluster
-(the user's whole queue) and at most one ``sacct`` per cluster for the listed jobs that left the queue
-and whose final state the store does not hold yet; it records those final states in the store (the views
-and their live states: :mod:`roach.cli_views`).
+and ssh alias (the user's whole queue) and at most one ``sacct`` per cluster and alias for the listed jobs
+that left the queue and whose final state the store does not hold yet; it records those final states in the
+store (the views and their live states: :mod:`roach.cli_views`). A job submitted through another ssh alias
+than its cluster's own is read through that alias again (the store's ``via``); ``--ssh-alias`` overrides it.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from inspect import signature
 from typing import Any
@@ -20,20 +20,19 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
-from roach.cli_views import JobView, live_views
-from roach.errors import RoachError
-from roach.slurm.cluster import Cluster, get_cluster
+from roach.cli_views import (  # noqa: F401 - follow_log and live_views: importable from here, as before
+    JobView, follow_log, grouped_views, job_label, live_views, print_view, reach, state_text,
+)
+from roach.errors import TransportError, UsageError
+from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
 from roach.slurm.job import Job
-from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store
 from roach.slurm.submit import resume as resume_run
 from roach.slurm.submit import submit as submit_job
+from roach.slurm.workspace_record import is_workspace_record
 
 JOB_NOT_COMPLETED = 6  # exit code: the job ran (or was cancelled) and did not end COMPLETED
-FOLLOW_POLL_S = 2.0  # `logs -f`: how often the log is read for new lines
-STATE_POLL_S = 10.0  # `logs -f`: how often Slurm is asked whether the job ended
 
 cluster_option = click.option("--cluster", metavar="NAME", default=None,
                               help="Only look on this cluster (needed when a job id is recorded on several).")
@@ -41,6 +40,12 @@ run_as_option = click.option(
     "--run-as", metavar="USER", default=None,
     help="Run Slurm's commands as this local user (needs root); the lab's user is roachlab.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+ssh_alias_option = click.option(
+    "--ssh-alias", metavar="ALIAS", default=None,
+    help="Reach the cluster by `ssh ALIAS` [default: the alias the job was submitted through, else the "
+         "cluster's own way].")
+ssh_config_option = click.option("--ssh-config", metavar="FILE", default=None,
+                                 help="The ssh config file that defines the alias (default: ~/.ssh/config).")
 
 
 # -- parsing --------------------------------------------------------------------------------------------
@@ -95,50 +100,33 @@ def _cluster(name: str, run_as: str | None) -> Cluster:
     return c.with_(run_as=run_as) if run_as else c
 
 
-def _job(ref: str, cluster: str | None, run_as: str | None, store: Store) -> Job:
-    """The recorded job ``ref`` names (run id or job id); roach only acts on jobs in its store."""
+def _job(ref: str, cluster: str | None, run_as: str | None, store: Store, ssh_alias: str | None = None,
+         ssh_config: str | None = None) -> Job:
+    """The recorded job ``ref`` names (run id or job id), reached the way it was submitted unless ``ssh_alias``
+    says otherwise; roach only acts on jobs in its store."""
     if cluster is not None:
         get_cluster(cluster)  # an unknown name lists the known ones
     rec = store.find(ref, cluster=cluster)
     from roach.slurm.inside import job_for  # an attempt inside a holder has its own handle
 
-    return job_for(_cluster(rec.cluster, run_as), rec, store)
+    return job_for(reach(rec, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config), rec, store)
 
 
-# -- rendering ------------------------------------------------------------------------------------------
-_STYLE = {"completed": "green", "running": "cyan", "pending": "yellow"}
-
-
-def _state_text(v: JobView) -> Text:
-    label = v.state or "?"
-    if v.reason:
-        label += f" ({v.reason})"
-    text = Text(label, style=_STYLE.get(v.status, "red" if v.status != "submitted" else ""))
-    if v.held_s is not None:
-        text.append(f" held {v.held_s // 3600}h{v.held_s // 60 % 60:02d}m")
-    if v.idle:
-        text.append(" IDLE: charged, no attempt runs", style="bold yellow")
-    return text
-
-
-def _job_label(job_id: int) -> str:
-    """A Slurm job id, or ``H/n`` for attempt n inside holder H."""
-    from roach.slurm.inside import split_attempt_id
-
-    split = split_attempt_id(job_id)
-    return f"{split[0]}/{split[1]}" if split else str(job_id)
+@contextmanager
+def _explained(rec: JobRecord, ssh_alias: str | None) -> Iterator[None]:
+    """An ssh failure on the alias the store recorded (not one given now) says where that alias came from."""
+    try:
+        yield
+    except TransportError as err:
+        if rec.via and not ssh_alias:
+            err.hint = (f"{err.hint + '; ' if err.hint else ''}job {rec.slurm_id} was submitted through ssh alias "
+                        f"{rec.via!r}, so roach reads it that way: pass --ssh-config FILE if that alias is defined in "
+                        "another file, or --ssh-alias ALIAS to reach the cluster another way")
+        raise
 
 
 def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2))
-
-
-def _print_view(v: JobView) -> None:
-    console = Console(highlight=False)
-    console.print(Text.assemble(f"job {v.job_id} (run {v.run_id}) on {v.cluster}: ", _state_text(v),
-                                f"  exit {v.exit_code}" if v.exit_code else ""), soft_wrap=True)
-    console.print(f"  name {v.name}  target {v.target}  submitted {v.submitted_at}", soft_wrap=True)
-    console.print(f"  log {v.log}", soft_wrap=True)
 
 
 # -- commands -------------------------------------------------------------------------------------------
@@ -177,13 +165,17 @@ _CLONE_ROOT = signature(submit_job).parameters["clone_root"].default
               help="Start now as steps of this running holder (roach hold) instead of queuing a job.")
 @click.option("--force", is_flag=True, help="With --inside: start even beside another attempt's running ranks.")
 @run_as_option
+@click.option("--ssh-alias", metavar="ALIAS", default=None,
+              help="Reach the cluster by `ssh ALIAS` instead of its own way; recorded, so later commands read the "
+                   "job the same way.")
+@ssh_config_option
 @click.option("--wait", is_flag=True,
               help=f"Wait for the job to end; exit 0 if it COMPLETED, {JOB_NOT_COMPLETED} if not.")
 @json_option
 @click.pass_context
 def submit(ctx: click.Context, target: str, cluster: str, preset: str, kwargs: dict[str, Any],
-           args_json: dict[str, Any], job_env: dict[str, str], run_as: str | None, wait: bool, as_json: bool,
-           **paths: Any) -> None:
+           args_json: dict[str, Any], job_env: dict[str, str], run_as: str | None, ssh_alias: str | None,
+           ssh_config: str | None, wait: bool, as_json: bool, **paths: Any) -> None:
     """Run TARGET (package.module:function) of the repository's pushed HEAD as a Slurm job.
 
     Prints the job id, run id and log path.
@@ -192,9 +184,13 @@ def submit(ctx: click.Context, target: str, cluster: str, preset: str, kwargs: d
     if both:
         raise click.BadParameter(f"{', '.join(both)} also given in --args-json", param_hint="--arg")
     options = {k: v for k, v in paths.items() if v is not None}
+    if cluster is None and (ssh_alias or ssh_config):
+        from roach.slurm.userconfig import default_cluster_name
+
+        cluster = default_cluster_name()
+    target_cluster = with_ssh_override(_cluster(cluster, run_as), ssh_alias, ssh_config) if cluster else None
     with Store() as store:
-        job = submit_job(target, {**args_json, **kwargs}, resources=preset,
-                         cluster=_cluster(cluster, run_as) if cluster else None,
+        job = submit_job(target, {**args_json, **kwargs}, resources=preset, cluster=target_cluster,
                          job_env=job_env, store=store, **options)
         _report_submitted(ctx, job, run_as, wait, as_json)
 
@@ -209,20 +205,29 @@ def submit(ctx: click.Context, target: str, cluster: str, preset: str, kwargs: d
               help="The git repository whose pushed HEAD the job runs.")
 @click.option("--metered", "allow_metered", is_flag=True, help="Confirm that a metered cluster may be used.")
 @run_as_option
+@ssh_alias_option
+@ssh_config_option
 @click.option("--wait", is_flag=True,
               help=f"Wait for the job to end; exit 0 if it COMPLETED, {JOB_NOT_COMPLETED} if not.")
 @json_option
 @click.pass_context
 def resume(ctx: click.Context, run_id: str, cluster: str | None, preset: str | None, repo_root: str,
-           allow_metered: bool, run_as: str | None, wait: bool, as_json: bool) -> None:
+           allow_metered: bool, run_as: str | None, ssh_alias: str | None, ssh_config: str | None, wait: bool,
+           as_json: bool) -> None:
     """Submit RUN_ID again so it continues from its checkpoint (resume.pt), here or on another cluster.
 
     A run id roach has no record of, or whose run directory is gone, is an error, never a fresh start.
     """
     with Store() as store:
         rec = store.latest_for_run(run_id)
+        if rec is not None and is_workspace_record(rec):
+            raise UsageError(f"{run_id} is a sbatch job of a remote workspace ({rec.target}), not a roach run",
+                             hint=f"submit its script again: roach sbatch {rec.target}")
         name = cluster or (rec.cluster if rec else None)
-        target_cluster = _cluster(name, run_as) if name else None
+        if rec is not None and name == rec.cluster:  # where it ran: the way it was submitted, unless told
+            target_cluster = reach(rec, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config)
+        else:
+            target_cluster = with_ssh_override(_cluster(name, run_as), ssh_alias, ssh_config) if name else None
         job = resume_run(run_id, resources=preset, cluster=target_cluster, repo_root=repo_root, store=store,
                          allow_metered=allow_metered)
         _report_submitted(ctx, job, run_as, wait, as_json)
@@ -245,7 +250,7 @@ def _report_submitted(ctx: click.Context, job: Job, run_as: str | None, wait: bo
     if as_json:
         _echo_json(asdict(view))
     elif wait:
-        _print_view(view)
+        print_view(view)
     if wait and not view.ok:
         if not as_json:
             click.echo(f"job {view.job_id} did not complete; read its log: roach logs {view.run_id}"
@@ -257,16 +262,20 @@ def _report_submitted(ctx: click.Context, job: Job, run_as: str | None, wait: bo
 @click.argument("ref", metavar="RUN_OR_JOB")
 @cluster_option
 @run_as_option
+@ssh_alias_option
+@ssh_config_option
 @json_option
-def status(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> None:
+def status(ref: str, cluster: str | None, run_as: str | None, ssh_alias: str | None, ssh_config: str | None,
+           as_json: bool) -> None:
     """Show the state of one job (a run id names its latest job)."""
     with Store() as store:
-        job = _job(ref, cluster, run_as, store)
-        (view,) = live_views(job.client, [job.record], store, whole_queue=False)
+        job = _job(ref, cluster, run_as, store, ssh_alias, ssh_config)
+        with _explained(job.record, ssh_alias):
+            (view,) = live_views(job.client, [job.record], store, whole_queue=False)
     if as_json:
         _echo_json(asdict(view))
     else:
-        _print_view(view)
+        print_view(view)
 
 
 @click.command()
@@ -275,61 +284,43 @@ def status(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> 
 @click.option("-n", "--lines", type=click.IntRange(min=1), default=None, help="Print only the last N lines.")
 @cluster_option
 @run_as_option
-def logs(ref: str, follow: bool, lines: int | None, cluster: str | None, run_as: str | None) -> None:
+@ssh_alias_option
+@ssh_config_option
+def logs(ref: str, follow: bool, lines: int | None, cluster: str | None, run_as: str | None, ssh_alias: str | None,
+         ssh_config: str | None) -> None:
     """Print a job's log (a run id names its latest job)."""
     with Store() as store:
-        job = _job(ref, cluster, run_as, store)
+        job = _job(ref, cluster, run_as, store, ssh_alias, ssh_config)
     path = job.paths.log
-    if follow:
-        follow_log(job, lines)
-        return
-    if not job.fs.exists(path):
-        click.echo(f"{path} does not exist yet: the job has not started (`roach status {ref}`)", err=True)
-        return
-    click.echo(job.fs.tail(path, lines) if lines else job.fs.read(path), nl=False)
-
-
-def follow_log(job: Job, lines: int | None, *, sleep=time.sleep, clock=time.monotonic) -> JobState:
-    """Print the log as it grows until the job ends: read it every ``FOLLOW_POLL_S`` (only lines not yet
-    printed, through the cluster's ``tail``), ask Slurm every ``STATE_POLL_S``. Returns the final state."""
-    path, transport = job.paths.log, job.fs.transport
-    done = 0  # complete lines printed (or skipped, with -n)
-    first, next_state, state = True, 0.0, None
-    while True:
-        ended = False
-        if clock() >= next_state:  # checked before the read, so the last read sees the whole log
-            state = job.state()
-            ended, next_state = state.is_terminal, clock() + STATE_POLL_S
-        res = transport.run(["tail", "-n", f"+{done + 1}", "--", path])
-        if res.returncode != 0 and job.fs.exists(path):
-            raise RoachError(f"reading {path} failed: {res.stderr.strip()}",
-                             hint="check that the submitting user may read the log")
-        new = res.stdout.splitlines(keepends=True) if res.returncode == 0 else []
-        if new and not ended and not new[-1].endswith("\n"):
-            new = new[:-1]  # a line still being written: print it once it is whole
-        if first and lines is not None:
-            done += max(0, len(new) - lines)
-            new = new[-lines:]
-        first = False
-        sys.stdout.write("".join(new))
-        sys.stdout.flush()
-        done += len(new)
-        if ended:
-            click.echo(f"job {job.job_id} ended: {state.value}", err=True)
-            return state
-        sleep(FOLLOW_POLL_S)
+    if is_workspace_record(job.record):  # a sbatch script's log: where its --output said
+        path = job.record.log_path
+        if job.record.resources.get("array") is not None:
+            raise UsageError(f"job {job.job_id} is an array: each task writes its own log ({path})",
+                             hint=f"`roach pull {job.job_id}` brings them all back to dsi-slurm-artifacts/{job.job_id}/")
+    with _explained(job.record, ssh_alias):
+        if follow:
+            follow_log(job, lines, path=path)
+            return
+        if not job.fs.exists(path):
+            click.echo(f"{path} does not exist yet: the job has not started (`roach status {ref}`)", err=True)
+            return
+        click.echo(job.fs.tail(path, lines) if lines else job.fs.read(path), nl=False)
 
 
 @click.command()
 @click.argument("ref", metavar="RUN_OR_JOB")
 @cluster_option
 @run_as_option
+@ssh_alias_option
+@ssh_config_option
 @json_option
-def cancel(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> None:
+def cancel(ref: str, cluster: str | None, run_as: str | None, ssh_alias: str | None, ssh_config: str | None,
+           as_json: bool) -> None:
     """Cancel one job that roach submitted (a run id names its latest job)."""
     with Store() as store:
-        job = _job(ref, cluster, run_as, store)
-        (view,) = live_views(job.client, [job.record], store, whole_queue=False)
+        job = _job(ref, cluster, run_as, store, ssh_alias, ssh_config)
+        with _explained(job.record, ssh_alias):
+            (view,) = live_views(job.client, [job.record], store, whole_queue=False)
     queued = view.status in ("pending", "running")
     if queued:
         job.cancel()
@@ -345,21 +336,22 @@ def cancel(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> 
 @cluster_option
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many jobs to list.")
 @run_as_option
+@click.option("--ssh-alias", metavar="ALIAS", default=None,
+              help="With --cluster: reach it by `ssh ALIAS` [default: each job the way it was submitted].")
+@click.option("--ssh-config", metavar="FILE", default=None,
+              help="The ssh config file that defines the aliases jobs are reached through (default: ~/.ssh/config).")
 @json_option
-def ls(cluster: str | None, limit: int, run_as: str | None, as_json: bool) -> None:
+def ls(cluster: str | None, limit: int, run_as: str | None, ssh_alias: str | None, ssh_config: str | None,
+       as_json: bool) -> None:
     """List recent jobs from the store, newest first, with their live states."""
     if cluster is not None:
         get_cluster(cluster)
+    elif ssh_alias is not None:
+        raise UsageError("--ssh-alias reaches one cluster, and the store may list several",
+                         hint="name it: roach ls --cluster NAME --ssh-alias ALIAS")
     with Store() as store:
         records = store.recent(limit, cluster)
-        by_cluster: dict[str, list[JobRecord]] = {}
-        for rec in records:
-            by_cluster.setdefault(rec.cluster, []).append(rec)
-        views = {}
-        for name, recs in by_cluster.items():
-            for v in live_views(_cluster(name, run_as).client(), recs, store, whole_queue=True):
-                views[(v.cluster, v.job_id)] = v
-    ordered = [views[(r.cluster, r.job_id)] for r in records]
+        ordered = grouped_views(records, store, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config)
     if as_json:
         _echo_json([asdict(v) for v in ordered])
         return
@@ -370,7 +362,8 @@ def ls(cluster: str | None, limit: int, run_as: str | None, as_json: bool) -> No
     for header in ("run id", "job id", "cluster", "name", "state", "submitted", "log"):
         table.add_column(header, overflow="fold")
     for v in ordered:
-        table.add_row(v.run_id, _job_label(v.job_id), v.cluster, v.name, _state_text(v), v.submitted_at, v.log)
+        where = f"{v.cluster} via {v.via}" if v.via else v.cluster
+        table.add_row(v.run_id, job_label(v.job_id), where, v.name, state_text(v), v.submitted_at, v.log)
     console = Console(highlight=False)
     if not console.is_terminal:  # piped: whole values, one line per job, for grep and awk
         console.width = 100_000

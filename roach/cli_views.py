@@ -1,18 +1,32 @@
 """What the CLI shows of jobs: :class:`JobView`, and :func:`live_views`, which finds their live states in a
 fixed number of Slurm calls (for ``roach status``, ``cancel`` and ``ls``; the commands are :mod:`roach.cli_jobs`).
-Attempts inside holders are read from their bundles, in one command for all.
+Attempts inside holders are read from their bundles, in one command for all. Also how a view is printed,
+and ``logs -f``'s loop (:func:`follow_log`).
+
+A job is read the way it was submitted: through the ssh alias the store records as its ``via`` when it went
+through another alias than its cluster's own (:func:`reach`); ``ls`` makes one ``squeue`` per (cluster, alias).
 """
 
 from __future__ import annotations
 
+import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
+import click
+from rich.console import Console
+from rich.text import Text
+
 from roach.errors import RoachError
 from roach.slurm.bundle import status_from_state
+from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
+from roach.slurm.job import Job
 from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.slurmparse import AcctRecord, QueueRecord
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
+from roach.slurm.workspace_record import WorkspaceJob, final_record, in_array, is_workspace_record
 
 
 @dataclass(frozen=True)
@@ -32,63 +46,145 @@ class JobView:
     log: str
     held_s: int | None = None  # a holder: how long it has been charged
     idle: bool | None = None  # a running holder with no attempt in it: charged for nothing
+    via: str | None = None  # the ssh alias it was submitted (and is read) through, when not its cluster's own
 
     @classmethod
     def of(cls, rec: JobRecord, state: str | None, status: str, reason: str | None = None,
            exit_code: str | None = None, **extra: Any) -> "JobView":
         return cls(rec.run_id, rec.job_id, rec.cluster, rec.name, rec.target, state, status, reason, exit_code,
-                   rec.submitted_at, rec.log_path, **extra)
+                   rec.submitted_at, rec.log_path, via=rec.via, **extra)
 
     @property
     def ok(self) -> bool:
         return self.state == JobState.COMPLETED.value
 
 
-def _stored_state(rec: JobRecord) -> str | None:
-    if not rec.slurm_state:
+def _state_name(text: str | None) -> str | None:
+    """Slurm's state name in a raw state text (``CANCELLED by 0``: CANCELLED); the text if unreadable."""
+    if not text:
         return None
     try:
-        return JobState.parse(rec.slurm_state).value
+        return JobState.parse(text).value
     except RoachError:
-        return rec.slurm_state
+        return text
+
+
+def _stored_state(rec: JobRecord) -> str | None:
+    return _state_name(rec.slurm_state)
+
+
+def reach(rec: JobRecord, *, run_as: str | None = None, ssh_alias: str | None = None,
+          ssh_config: str | None = None) -> Cluster:
+    """The cluster as a command reaches ``rec``'s job: through ``ssh_alias`` (``--ssh-alias``) if given, else
+    the alias it was submitted through (the store's ``via``), else the cluster's own way. ``ssh_config`` names
+    the config file that defines the alias; ``run_as`` applies when the cluster is reached locally."""
+    from roach.slurm.userconfig import configured
+
+    c = configured(get_cluster(rec.cluster))
+    if run_as:
+        c = c.with_(run_as=run_as)
+    return with_ssh_override(c, ssh_alias or rec.via, ssh_config)
+
+
+def grouped_views(records: list[JobRecord], store: Store, *, run_as: str | None = None,
+                  ssh_alias: str | None = None, ssh_config: str | None = None) -> list[JobView]:
+    """The views of ``records`` (any clusters), in their order: one :func:`live_views` (one ``squeue`` of the
+    user's queue, at most one ``sacct``) per cluster and the alias it is reached through. ``ssh_config``
+    applies to the groups reached over SSH only."""
+    groups: dict[tuple[str, str | None], list[int]] = {}
+    for i, rec in enumerate(records):
+        groups.setdefault((rec.cluster, ssh_alias or rec.via), []).append(i)
+    out: list[JobView | None] = [None] * len(records)
+    for (_, alias), idx in groups.items():
+        first = records[idx[0]]
+        c = reach(first, run_as=run_as, ssh_alias=alias)
+        if ssh_config is not None and c.ssh_alias is not None:
+            c = with_ssh_override(c, None, ssh_config)
+        for i, view in zip(idx, live_views(c.client(), [records[i] for i in idx], store, whole_queue=True)):
+            out[i] = view
+    return [v for v in out if v is not None]
+
+
+def _key(rec: JobRecord) -> tuple[int, int | None]:
+    return rec.job_id, rec.task
+
+
+def _entries(rec: JobRecord, by_job: dict[int, list[Any]]) -> list[Any]:
+    """The queue entries (or accounting rows) of ``rec``: the job's own, every task of an array recorded as one
+    job (a remote-workspace array), or just task ``rec.task`` of a sweep's array."""
+    found = by_job.get(rec.job_id, [])
+    if rec.task is None:
+        return found
+    return [e for e in found if e.ref.task == rec.task or (e.ref.task is None and in_array(e.ref.tasks, rec.task))]
+
+
+def _queued_view(rec: JobRecord, entries: list[QueueRecord], idle: dict[int, bool]) -> JobView:
+    from roach.slurm.hold import HOLD_TARGET
+
+    q = next((e for e in entries if e.state.is_running), entries[0])  # an array runs while any task runs
+    reason = q.reason_text if q.state.is_pending and q.reason_text not in ("", "None") else None
+    extra = {"held_s": q.elapsed_s, "idle": idle.get(rec.job_id)} if rec.target == HOLD_TARGET else {}
+    return JobView.of(rec, q.state.value, status_from_state(q.state), reason, **extra)
+
+
+def _accounted_view(rec: JobRecord, rows: list[AcctRecord], store: Store) -> JobView:
+    """From sacct's rows of the job. An array recorded as one job (a remote-workspace array) has a row per task:
+    it ended once accounting lists every task ended, as the worst of them."""
+    active = [a for a in rows if not a.state.is_terminal]
+    if active:
+        a = active[0]
+        return JobView.of(rec, a.state.value, status_from_state(a.state, a.state_text))
+    array = rec.resources.get("array") if is_workspace_record(rec) else None
+    if rec.task is None and (array is not None or any(a.ref.task is not None or a.ref.tasks for a in rows)):
+        final = final_record(WorkspaceJob(job_id=str(rec.job_id), array=array), rows, utc_now())
+        if final is None or final.slurm_state is None:  # accounting has not caught up with every task yet
+            return JobView.of(rec, None, rec.status)
+        store.update_final(rec.cluster, rec.job_id, final.status, final.slurm_state, final.exit_code, utc_now())
+        return JobView.of(rec, _state_name(final.slurm_state), final.status, None, final.exit_code)
+    a = rows[-1]
+    status, code = status_from_state(a.state, a.state_text), f"{a.exit_code}:{a.exit_signal}"
+    store.update_final(rec.cluster, rec.job_id, status, a.state_text, code, utc_now(), task=rec.task)
+    return JobView.of(rec, a.state.value, status, None, code)
 
 
 def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, whole_queue: bool) -> list[JobView]:
-    """The views of ``records`` (all of one cluster): one ``squeue`` (the user's queue if ``whole_queue``,
-    else just these ids) and at most one ``sacct`` for those that left the queue and are not final in the
-    store. Final states found are recorded in the store."""
+    """The views of ``records`` (all reached through ``client``): one ``squeue`` (the user's queue if
+    ``whole_queue``, else just these ids) and at most one ``sacct`` for those that left the queue and are not
+    final in the store. Final states found are recorded in the store."""
     if not records:
         return []
     from roach.slurm.hold import HOLD_TARGET, idle_holders
     from roach.slurm.inside import is_attempt
 
-    attempts = {r.job_id: r for r in records if is_attempt(r)}  # steps of a holder: Slurm has no job of theirs
-    records_of_jobs = [r for r in records if r.job_id not in attempts]
-    views = {r.job_id: v for r, v in zip(attempts.values(), _attempt_views(client, list(attempts.values()), store))}
-    queue = client.squeue() if whole_queue else client.squeue(job_ids=[r.job_id for r in records_of_jobs])
-    queued = {q.raw_id: q for q in queue if q.state.is_active}
-    ask = [r.job_id for r in records_of_jobs if r.job_id not in queued and not r.is_final]
-    acct = {a.ref.job: a for a in (client.sacct(ask) if ask else []) if a.step is None and a.ref.job in ask}
-    holders = [r.job_id for r in records_of_jobs if r.target == HOLD_TARGET and r.job_id in queued
-               and queued[r.job_id].state.is_running]
+    attempts = [r for r in records if is_attempt(r)]  # steps of a holder: Slurm has no job of theirs
+    jobs = [r for r in records if not is_attempt(r)]
+    views = {_key(r): v for r, v in zip(attempts, _attempt_views(client, attempts, store))}
+    ids = sorted({r.job_id for r in jobs})
+    queue = client.squeue() if whole_queue else (client.squeue(job_ids=ids) if ids else [])
+    by_job: dict[int, list[QueueRecord]] = {}
+    for q in queue:
+        if q.state.is_active:
+            by_job.setdefault(q.ref.job, []).append(q)
+    queued = {_key(r): _entries(r, by_job) for r in jobs}
+    ask = sorted({r.slurm_id for r in jobs if not queued[_key(r)] and not r.is_final})
+    rows: dict[int, list[AcctRecord]] = {}
+    for a in client.sacct(ask) if ask else []:
+        if a.step is None:
+            rows.setdefault(a.ref.job, []).append(a)
+    holders = [r.job_id for r in jobs if r.target == HOLD_TARGET and any(q.state.is_running for q in queued[_key(r)])]
     idle = idle_holders(client, holders) if holders else {}
-    for rec in records_of_jobs:
-        if rec.job_id in queued:
-            q = queued[rec.job_id]
-            reason = q.reason_text if q.state.is_pending and q.reason_text not in ("", "None") else None
-            extra = {"held_s": q.elapsed_s, "idle": idle.get(rec.job_id)} if rec.target == HOLD_TARGET else {}
-            views[rec.job_id] = JobView.of(rec, q.state.value, status_from_state(q.state), reason, **extra)
-        elif rec.job_id in acct:
-            a = acct[rec.job_id]
-            status, code = status_from_state(a.state, a.state_text), f"{a.exit_code}:{a.exit_signal}"
-            if a.state.is_terminal:
-                store.update_final(rec.cluster, rec.job_id, status, a.state_text, code, utc_now())
-            views[rec.job_id] = JobView.of(rec, a.state.value, status, None, code if a.state.is_terminal else None)
+    for rec in jobs:
+        entries = queued[_key(rec)]
+        accounted = _entries(rec, rows) if rec.slurm_id in ask else []
+        if entries:
+            views[_key(rec)] = _queued_view(rec, entries, idle)
+        elif accounted:
+            views[_key(rec)] = _accounted_view(rec, accounted, store)
         elif rec.is_final:
-            views[rec.job_id] = JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code)
+            views[_key(rec)] = JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code)
         else:
-            views[rec.job_id] = JobView.of(rec, None, rec.status)
-    return [views[r.job_id] for r in records]
+            views[_key(rec)] = JobView.of(rec, None, rec.status)
+    return [views[_key(r)] for r in records]
 
 
 def _attempt_views(client: SlurmClient, attempts: list[JobRecord], store: Store) -> list[JobView]:
@@ -110,3 +206,74 @@ def _attempt_views(client: SlurmClient, attempts: list[JobRecord], store: Store)
         else:
             views.append(JobView.of(rec, JobState.RUNNING.value, "running"))
     return views
+
+
+# -- rendering ------------------------------------------------------------------------------------------
+_STYLE = {"completed": "green", "running": "cyan", "pending": "yellow"}
+
+
+def state_text(v: JobView) -> Text:
+    label = v.state or "?"
+    if v.reason:
+        label += f" ({v.reason})"
+    text = Text(label, style=_STYLE.get(v.status, "red" if v.status != "submitted" else ""))
+    if v.held_s is not None:
+        text.append(f" held {v.held_s // 3600}h{v.held_s // 60 % 60:02d}m")
+    if v.idle:
+        text.append(" IDLE: charged, no attempt runs", style="bold yellow")
+    return text
+
+
+def job_label(job_id: int) -> str:
+    """A Slurm job id, or ``H/n`` for attempt n inside holder H."""
+    from roach.slurm.inside import split_attempt_id
+
+    split = split_attempt_id(job_id)
+    return f"{split[0]}/{split[1]}" if split else str(job_id)
+
+
+def print_view(v: JobView) -> None:
+    console = Console(highlight=False)
+    where = f"{v.cluster} (via ssh {v.via})" if v.via else v.cluster
+    console.print(Text.assemble(f"job {v.job_id} (run {v.run_id}) on {where}: ", state_text(v),
+                                f"  exit {v.exit_code}" if v.exit_code else ""), soft_wrap=True)
+    console.print(f"  name {v.name}  target {v.target}  submitted {v.submitted_at}", soft_wrap=True)
+    console.print(f"  log {v.log}", soft_wrap=True)
+
+
+# -- following a log --------------------------------------------------------------------------------------
+FOLLOW_POLL_S = 2.0  # `logs -f`: how often the log is read for new lines
+STATE_POLL_S = 10.0  # `logs -f`: how often Slurm is asked whether the job ended
+
+
+def follow_log(job: Job, lines: int | None, *, path: str | None = None, sleep=time.sleep,
+               clock=time.monotonic) -> JobState:
+    """Print the log (``path``, default the job's) as it grows until the job ends: read it every
+    ``FOLLOW_POLL_S`` (only lines not yet printed, through the cluster's ``tail``), ask Slurm every
+    ``STATE_POLL_S``. Returns the final state."""
+    path, transport = path or job.paths.log, job.fs.transport
+    done = 0  # complete lines printed (or skipped, with -n)
+    first, next_state, state = True, 0.0, None
+    while True:
+        ended = False
+        if clock() >= next_state:  # checked before the read, so the last read sees the whole log
+            state = job.state()
+            ended, next_state = state.is_terminal, clock() + STATE_POLL_S
+        res = transport.run(["tail", "-n", f"+{done + 1}", "--", path])
+        if res.returncode != 0 and job.fs.exists(path):
+            raise RoachError(f"reading {path} failed: {res.stderr.strip()}",
+                             hint="check that the submitting user may read the log")
+        new = res.stdout.splitlines(keepends=True) if res.returncode == 0 else []
+        if new and not ended and not new[-1].endswith("\n"):
+            new = new[:-1]  # a line still being written: print it once it is whole
+        if first and lines is not None:
+            done += max(0, len(new) - lines)
+            new = new[-lines:]
+        first = False
+        sys.stdout.write("".join(new))
+        sys.stdout.flush()
+        done += len(new)
+        if ended:
+            click.echo(f"job {job.job_id} ended: {state.value}", err=True)
+            return state
+        sleep(FOLLOW_POLL_S)

@@ -24,6 +24,7 @@ from roach.slurm.workspace import (
     verify as verify_ws, wait as wait_job,
 )
 from roach.slurm.workspace_base import resolve_cluster
+from roach.slurm.workspace_record import run_id_of
 
 MISSING_REQUIRED = 7  # exit code: something required is missing (same code as `roach doctor`)
 
@@ -104,7 +105,8 @@ def sbatch(script: str, workspace_dir: str, cluster_name: str | None, descriptio
 
     The script must ask for an account, partition, time, memory and CPUs (and GPUs if it uses them);
     missing --output/--error lines are added (dsi-slurm-artifacts/%j/slurm_%j.out|.err), and said.
-    The script file is not changed. Submitted held; released once its bundle exists.
+    The script file is not changed. Submitted held; released once its bundle exists and it is recorded in
+    roach's store (run sbatch-JOB: `roach ls`, `status`, `logs` see it).
     """
     ws = Workspace.load(workspace_dir)
     cluster = _cluster(ws, cluster_name, ssh_alias, ssh_config)
@@ -113,8 +115,8 @@ def sbatch(script: str, workspace_dir: str, cluster_name: str | None, descriptio
     skip = set(skips) | ({"account"} if no_check_account else set())
     sub = sbatch_script(ws, cluster, script, description, preemptible=preemptible, skip_checks=tuple(sorted(skip)))
     if as_json:
-        _echo_json({"job_id": sub.job_id, "cluster": sub.cluster, "script": sub.script.path,
-                    "added": list(sub.script.added), "notes": list(sub.script.notes),
+        _echo_json({"job_id": sub.job_id, "run_id": run_id_of(sub.job_id), "cluster": sub.cluster,
+                    "script": sub.script.path, "added": list(sub.script.added), "notes": list(sub.script.notes),
                     "remote_bundle": sub.remote_bundle, "local_bundle": str(sub.local_bundle)})
         return
     con = _console()
@@ -123,7 +125,7 @@ def sbatch(script: str, workspace_dir: str, cluster_name: str | None, descriptio
         con.print(Text(f"  added: {line}", style="cyan"))
     for note in sub.script.notes:
         con.print(Text(f"  note: {note}", style="yellow"))
-    con.print(f"  next: roach wait {sub.job_id}")
+    con.print(f"  next: roach wait {sub.job_id}  (roach ls and roach status {sub.job_id} show it too)")
 
 
 @click.command()

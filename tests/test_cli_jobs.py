@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from roach import cli_jobs
+from roach import cli_jobs, cli_views
 from roach.cli import cli
 from roach.lab.config import LAB_USER
 from roach.slurm.states import JobState
@@ -332,7 +332,7 @@ def test_cancel_refuses_a_job_roach_did_not_submit(user_slurm, jobs):
 
 @pytest.mark.lab
 def test_logs_follow_prints_lines_as_they_come_then_exits(repo, monkeypatch):
-    monkeypatch.setattr(cli_jobs, "STATE_POLL_S", 3.0)
+    monkeypatch.setattr(cli_views, "STATE_POLL_S", 3.0)
     r = repo.submit("pkg.train:chatty", "--arg", "n=4")
     assert r.exit_code == 0, r.output
     job = json.loads(r.stdout)

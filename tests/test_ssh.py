@@ -309,3 +309,21 @@ def test_rsync_args_ride_on_the_shared_connection(fresh, sshd: SSHServer, tmp_pa
     finally:
         t.run(["rm", "-rf", remote])
     assert sshd.accepted_connections() == before
+
+
+# -- which alias a submission records (the store's via) ----------------------------------------------------------
+def test_only_an_alias_other_than_the_clusters_own_is_recorded(tmp_path, monkeypatch):
+    from roach.slurm.cluster import get_cluster
+    from roach.slurm.clusters.lab import LAB
+    from roach.slurm.ssh import submitted_via
+
+    monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(tmp_path / "clusters.toml"))
+    dsi = get_cluster("dsi")
+    assert submitted_via(LAB) is None  # reached on this machine
+    assert submitted_via(LAB.with_(ssh_alias="login-lab")) == "login-lab"
+    assert submitted_via(dsi) is None  # its own alias
+    assert submitted_via(dsi.with_(ssh_alias="other-login")) == "other-login"
+    # clusters.toml's alias is the cluster's own too
+    (tmp_path / "clusters.toml").write_text('[clusters.dsi]\nssh_alias = "my-dsi"\n')
+    assert submitted_via(dsi.with_(ssh_alias="my-dsi")) is None
+    assert submitted_via(dsi) == dsi.ssh_alias  # the module's alias, now overridden by the file

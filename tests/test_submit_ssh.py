@@ -3,18 +3,25 @@ changed in submit: the bundle, the shipped roach and the clone all go through th
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from roach.cli import cli
 from roach.cli_jobs import follow_log, logs
+from roach.errors import TransportError
 from roach.lab.config import LAB_USER
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB
+from roach.slurm.job import Job
+from roach.slurm.ssh import SSHTransport
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
+from roach.slurm.transport import LocalTransport
+from tests.conftest import wait_until
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.lab
@@ -27,6 +34,11 @@ import getpass
 def hello(run, who="world"):
     run.log("hello %s from %s as %s", who, run.node, getpass.getuser())
     return {"who": who}
+
+
+def nap(seconds):
+    import time
+    time.sleep(seconds)
 ''',
 }
 
@@ -62,9 +74,12 @@ def test_a_function_submitted_over_ssh_runs_and_its_log_reads_back(git_repo, sha
     assert follow_log(job, None) is JobState.COMPLETED
     assert "hello ssh from" in capsys.readouterr().out
 
-    # `roach logs RUN` (the store records the cluster by name; see the report on --ssh-alias for `logs`)
+    # `roach logs RUN` reads through the alias the job was submitted through (the store's via), given the
+    # config file that defines it
+    assert store.find(job.run_id).via == sshd.alias
+    assert Job.from_ref(job.run_id, store=store).cluster.ssh_alias == sshd.alias  # rebuilt: the same way in
     monkeypatch.setenv("ROACH_STORE", str(store.path))
-    res = CliRunner().invoke(logs, [job.run_id, "--run-as", LAB_USER])
+    res = CliRunner().invoke(logs, [job.run_id, "--ssh-config", str(sshd.config_path)])
     assert res.exit_code == 0, res.output
     assert "hello ssh from" in res.output
     assert os.path.exists(job.paths.job_json)
@@ -98,3 +113,151 @@ def test_a_commit_reaches_a_cluster_without_the_remote_as_an_incremental_git_bun
     assert "SECOND = 2" in clone_at(second, str(shared_tmp / "c2"))
     assert push_commit(cluster, git_repo.work, mirror_root=mirrors, transport=t).sent_bytes == 0  # had it
     assert sshd.accepted_connections() <= before + 1
+
+
+# -- the CLI reads a job back the way it was submitted ------------------------------------------------------
+def roach(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture
+def no_local_slurm(monkeypatch):
+    """Call it to make every command roach runs on this machine (the lab's own way in) fail, and be noted:
+    what still works went through ssh."""
+    used: list[list[str]] = []
+
+    def refuse(self, argv, **kw):
+        used.append(list(argv))
+        raise TransportError(f"the test forbids local commands here: {argv[0]}", argv)
+
+    def off() -> list[list[str]]:
+        monkeypatch.setattr(LocalTransport, "run", refuse)
+        return used
+
+    return off
+
+
+@pytest.fixture
+def alias_cli(lab, sshd: SSHServer, git_repo, shared_tmp: Path, tmp_path, monkeypatch):
+    """`roach` with a store of its own and a pushed package; the shared connection the CLI uses (in the
+    default control directory) is closed before and after."""
+    git_repo.commit(PKG, "the test package")
+    monkeypatch.setenv("ROACH_STORE", str(tmp_path / "store.sqlite"))
+    run = LocalTransport.run  # the real one, for the clean-up: a test may forbid local commands
+    master = SSHTransport(sshd.alias, config_file=sshd.config_path)
+    master.close()
+    ns = type("AliasCLI", (), {})()
+    ns.master, ns.jobs, ns.cfg, ns.work = master, [], str(sshd.config_path), str(git_repo.work)
+    ns.common = ["--cluster", "lab", "--resources", "CPU", "--repo-root", str(git_repo.work),
+                 "--log-root", str(shared_tmp / "logs"), "--clone-root", str(shared_tmp / "clones"), "--json"]
+    yield ns
+    if ns.jobs:
+        run(LocalTransport(env=lab.env(), user=LAB_USER), ["scancel", *map(str, ns.jobs)])
+    master.close()
+
+
+def test_a_job_submitted_through_an_alias_is_read_back_and_listed_through_it(alias_cli, sshd: SSHServer,
+                                                                              no_local_slurm):
+    cfg = alias_cli.cfg
+    r = roach("submit", "pkg.jobs:hello", *alias_cli.common, "--arg", "who=alias", "--ssh-alias", sshd.alias,
+              "--ssh-config", cfg, "--wait")
+    assert r.exit_code == 0, r.output
+    job = json.loads(r.stdout)
+    alias_cli.jobs.append(job["job_id"])
+    assert (job["state"], job["via"]) == ("COMPLETED", sshd.alias)
+    with Store() as store:
+        assert store.get("lab", job["job_id"]).via == sshd.alias
+
+    used = no_local_slurm()  # from here on, the lab's own way in (this machine) is closed
+    before = sshd.accepted_connections()
+    r = roach("logs", job["run_id"], "--ssh-config", cfg)
+    assert r.exit_code == 0, r.output
+    assert f"hello alias from n1 as {LAB_USER}" in r.stdout or f"hello alias from n2 as {LAB_USER}" in r.stdout
+    r = roach("logs", str(job["job_id"]), "-n", "1", "--ssh-config", cfg)
+    assert r.exit_code == 0 and r.stdout.count("\n") == 1, r.output
+    r = roach("status", str(job["job_id"]), "--json", "--ssh-config", cfg)
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert (got["state"], got["exit_code"], got["via"]) == ("COMPLETED", "0:0", sshd.alias)
+    r = roach("status", job["run_id"], "--ssh-config", cfg)
+    assert f"on lab (via ssh {sshd.alias}): COMPLETED" in r.stdout
+    r = roach("ls", "--json", "--ssh-config", cfg)
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(r.stdout)
+    assert (row["job_id"], row["state"], row["via"]) == (job["job_id"], "COMPLETED", sshd.alias)
+    r = roach("cancel", job["run_id"], "--ssh-config", cfg, "--json")  # already ended: nothing to cancel
+    assert r.exit_code == 0 and json.loads(r.stdout)["cancelled"] is False
+    assert used == []  # nothing ran on this machine's Slurm
+    assert alias_cli.master.master_running()  # every read rode on the one shared connection
+    assert sshd.accepted_connections() == before
+
+    # The alias is recorded, not the file that defines it: without it, the error says where the alias came from.
+    r = roach("logs", job["run_id"])
+    assert r.exit_code == 4, r.output
+    assert "cannot connect" in r.stderr and f"submitted through ssh alias {sshd.alias!r}" in r.stderr
+    assert "--ssh-config FILE" in r.stderr
+
+    # `roach resume` submits the run again the way it went (the completed run does not run again)
+    r = roach("resume", job["run_id"], "--repo-root", alias_cli.work, "--ssh-config", cfg, "--wait", "--json")
+    assert r.exit_code == 0, r.output
+    again = json.loads(r.stdout)
+    alias_cli.jobs.append(again["job_id"])
+    assert (again["run_id"], again["state"], again["via"]) == (job["run_id"], "COMPLETED", sshd.alias)
+    assert again["job_id"] != job["job_id"] and used == []
+
+
+def test_cancel_and_ls_go_per_cluster_and_alias_and_an_explicit_alias_overrides(alias_cli, sshd: SSHServer,
+                                                                                user_slurm, monkeypatch):
+    cfg = alias_cli.cfg
+    submitted = {}
+    for how, extra in (("alias", ["--ssh-alias", sshd.alias, "--ssh-config", cfg]), ("local", ["--run-as", LAB_USER])):
+        r = roach("submit", "pkg.jobs:nap", *alias_cli.common, "--arg", "seconds=120", "--name", f"nap-{how}", *extra)
+        assert r.exit_code == 0, r.output
+        submitted[how] = json.loads(r.stdout)
+        alias_cli.jobs.append(submitted[how]["job_id"])
+    assert (submitted["alias"]["via"], submitted["local"]["via"]) == (sshd.alias, None)
+    ids = [j["job_id"] for j in submitted.values()]
+    wait_until("both naps to run", lambda: len([q for q in user_slurm.squeue(job_ids=ids) if q.state.is_running]) == 2,
+               timeout=120)
+
+    calls: list[tuple[str, str]] = []
+    real_local, real_ssh = LocalTransport.run, SSHTransport.run
+
+    def local(self, argv, **kw):
+        calls.append(("local", argv[0]))
+        return real_local(self, argv, **kw)
+
+    def ssh(self, argv, **kw):
+        calls.append(("ssh", argv[0]))
+        return real_ssh(self, argv, **kw)
+
+    monkeypatch.setattr(LocalTransport, "run", local)
+    monkeypatch.setattr(SSHTransport, "run", ssh)
+    r = roach("ls", "--json", "--run-as", LAB_USER, "--ssh-config", cfg)
+    assert r.exit_code == 0, r.output
+    rows = {row["job_id"]: row for row in json.loads(r.stdout)}
+    assert {rows[i]["state"] for i in ids} == {"RUNNING"}
+    assert sorted(calls) == [("local", "squeue"), ("ssh", "squeue")], calls  # one squeue per (cluster, alias)
+
+    # An explicit --ssh-alias reaches a job another way than it was submitted: the local job, through ssh.
+    calls.clear()
+    r = roach("status", str(submitted["local"]["job_id"]), "--ssh-alias", sshd.alias, "--ssh-config", cfg, "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["state"] == "RUNNING", r.output
+    assert calls == [("ssh", "squeue")]
+
+    calls.clear()
+    r = roach("cancel", submitted["alias"]["run_id"], "--ssh-config", cfg, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["cancelled"] is True
+    assert [c for c in calls if c[0] == "local"] == [] and ("ssh", "scancel") in calls
+    r = roach("cancel", submitted["local"]["run_id"], "--run-as", LAB_USER, "--json")
+    assert json.loads(r.stdout)["cancelled"] is True and ("local", "scancel") in calls
+    wait_until("both naps to leave the queue",
+               lambda: not [q for q in user_slurm.squeue(job_ids=ids) if q.state.is_active])
+    r = roach("status", submitted["alias"]["run_id"], "--ssh-config", cfg, "--json")
+    assert json.loads(r.stdout)["state"] == "CANCELLED", r.output
+
+    r = roach("ls", "--ssh-alias", sshd.alias)
+    assert r.exit_code == 2 and "--cluster" in r.stderr
+    r = roach("status", submitted["local"]["run_id"], "--ssh-config", cfg)
+    assert r.exit_code == 2 and "--ssh-config needs an ssh alias" in r.stderr

@@ -246,3 +246,27 @@ def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, 
     assert per_size[3] == per_size[60], per_size  # the same Slurm commands, the same number of remote calls
     slurm_calls, _ = per_size[60]
     assert slurm_calls.count("sbatch") == 1 and slurm_calls.count("scontrol") <= 3 and len(slurm_calls) <= 8, slurm_calls
+
+
+def test_roach_watch_reports_every_run_of_a_sweep_and_records_each_job_json(repo, roots, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from roach.cli import cli
+
+    monkeypatch.setenv("ROACH_STORE", str(tmp_path / "watch-store.sqlite"))
+    n = 12
+    sw = sweep("pkg.grid:fail_on", [{"x": i, "bad": 5} for i in range(n)], resources=CPU, cluster=CLUSTER,
+               repo_root=repo.work, store=Store(tmp_path / "watch-store.sqlite"), max_array_size=8, **roots)
+    run = CliRunner().invoke(cli, ["watch", "--cluster", "lab", "--run-as", LAB_USER, "--json", "--interval", "1",
+                                   "--heartbeat", "3600"], catch_exceptions=False)
+    events = [json.loads(line) for line in run.output.splitlines() if line.startswith("{")]
+    ours = {j.slurm_id for j in sw}
+    started = [e["job_id"] for e in events if e["event"] == "started" and e["job_id"] in ours]
+    finished = {e["job_id"]: e for e in events if e["event"] == "finished" and e["job_id"] in ours}
+    assert sorted(set(started)) == sorted(ours) and sorted(finished) == sorted(ours), run.output
+    assert finished[sw[5].slurm_id]["run_id"] == sw[5].run_id
+    assert run.exit_code == 6, run.output  # one run failed
+    assert events[-1]["event"] == "queue_empty"
+    for j in sw:
+        jj = JobJson.from_json(Path(j.paths.job_json).read_text())
+        assert jj.status == ("failed" if j.run_id.endswith("-5") else "completed"), (j.run_id, jj)

@@ -20,11 +20,14 @@ from click.testing import CliRunner
 
 from roach.cli import RoachGroup
 from roach.cli_workspace import COMMANDS, MISSING_REQUIRED
-from roach.errors import UsageError
+from roach.errors import SlurmError, TransportError, UsageError
 from roach.lab.config import LAB_USER
 from roach.slurm.clusters.lab import LAB
+from roach.slurm.bundle import FINAL_STATUSES
 from roach.slurm.doctor import WORKSPACE_FILE
 from roach.slurm.slurmparse import US, parse_sacct
+from roach.slurm.store import Store
+from roach.slurm.transport import LocalTransport, Result
 from roach.slurm.workspace import (
     ScriptRefused, Workspace, WorkspaceError, WorkspaceJob, pull, required_files, sbatch_script, sync, verify, wait,
 )
@@ -46,6 +49,16 @@ for _cmd in COMMANDS:
 
 def _cli(*args: str):
     return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def store_path() -> Path:
+    """Every test of this module records its sbatch jobs into a store of its own, never the user's."""
+    d = Path(tempfile.mkdtemp(prefix="roach-ws-store-"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROACH_STORE", str(d / "store.sqlite"))
+        yield d / "store.sqlite"
+    shutil.rmtree(d, ignore_errors=True)
 
 
 HEAD = "#!/bin/bash\n#SBATCH --account=lab\n#SBATCH --partition=gpu\n#SBATCH --time=00:05:00\n" \
@@ -445,6 +458,7 @@ def test_cli_refuses_a_script_lacking_time_and_mem_and_reports_added_lines(ws, c
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     cancel_after.append(out["job_id"])
+    assert out["run_id"] == f"sbatch-{out['job_id']}"
     assert out["added"] == ["#SBATCH --output=dsi-slurm-artifacts/%j/slurm_%j.out",
                             "#SBATCH --error=dsi-slurm-artifacts/%j/slurm_%j.err",
                             "#SBATCH --requeue", "#SBATCH --signal=B:USR1@300"]
@@ -470,6 +484,15 @@ def test_cli_says_a_missing_workspace_file_is_the_blocker(tmp_path):
     assert res.exit_code == 7
     assert f"{tmp_path / WORKSPACE_FILE} is missing" in res.output.replace("\n", "")
     assert "remote_root" in res.output
+
+
+def test_the_stores_log_path_fills_the_ids_and_name_and_keeps_an_arrays_task():
+    from roach.slurm.workspace_record import in_array, log_path
+
+    assert log_path("dsi-slurm-artifacts/%j/slurm_%j.out", "12", "t", "/w") == "/w/dsi-slurm-artifacts/12/slurm_12.out"
+    assert log_path("/logs/%x-%A_%a.%%.out", "12", "train", "/w") == "/logs/train-12_%a.%.out"
+    assert [in_array("5-9%2", t) for t in (4, 5, 9, 10)] == [False, True, True, False]
+    assert in_array("1,3,8-10:2", 10) and not in_array("1,3,8-10:2", 9) and not in_array(None, 0)
 
 
 def test_array_sizes_and_an_array_accounting_has_not_caught_up_with():
@@ -561,3 +584,121 @@ def test_hostile_names_arrive_verbatim(ws, cluster, sshd: SSHServer, shared_tmp:
     assert res.copied == ("results/",)
     assert not list(Path(ws.remote_root).rglob("pwned")) and not list(ws.root.rglob("pwned"))
     assert not Path("pwned").exists() and not Path("/home/roachlab/pwned").exists()
+
+
+# -- in roach's store: `roach ls`, `status`, `logs` see sbatch jobs -------------------------------------------------
+def _roach(*args: str):
+    from roach.cli import cli
+
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture
+def own_store(tmp_path, monkeypatch) -> Store:
+    monkeypatch.setenv("ROACH_STORE", str(tmp_path / "store.sqlite"))
+    return Store()
+
+
+@pytest.fixture
+def ssh_only():
+    """Call it to make every command roach runs on this machine fail (noted): what works then went through ssh.
+    Undone before the fixtures set up ahead of it clean up."""
+    used: list[list[str]] = []
+
+    def refuse(self, argv, **kw):
+        used.append(list(argv))
+        raise TransportError(f"the test forbids local commands here: {argv[0]}", argv)
+
+    mp = pytest.MonkeyPatch()
+
+    def off() -> list[list[str]]:
+        mp.setattr(LocalTransport, "run", refuse)
+        return used
+
+    yield off
+    mp.undo()
+
+
+@pytest.mark.lab
+def test_a_submitted_script_is_in_the_store_and_ls_status_logs_wait_read_it_through_its_alias(
+        ws, cluster, sshd: SSHServer, own_store, cancel_after, ssh_only):
+    rel = _script(ws, "scripts/hello.sbatch", 'echo "hello from the workspace"\nsleep 2\n')
+    sub = sbatch_script(ws, cluster, rel, "seen by roach ls")
+    cancel_after.append(sub.job_id)
+    rec = own_store.get("lab", int(sub.job_id))
+    assert (rec.run_id, rec.target, rec.name, rec.via, rec.status) == (
+        f"sbatch-{sub.job_id}", "scripts/hello.sbatch", "hello.sbatch", sshd.alias, "submitted")
+    assert rec.log_path == f"{ws.remote_root}/dsi-slurm-artifacts/{sub.job_id}/slurm_{sub.job_id}.out"
+    assert (rec.bundle_dir, rec.run_dir, rec.commit) == (sub.remote_bundle, ws.remote_root, "")
+    assert rec.resources["backend"] == "remote-workspace" and rec.resources["time"] == "00:05:00"
+
+    used = ssh_only()
+    cfg = str(sshd.config_path)
+    r = _roach("ls", "--json", "--ssh-config", cfg)
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(r.stdout)
+    assert (row["job_id"], row["run_id"], row["target"], row["via"]) == (int(sub.job_id), rec.run_id, rel, sshd.alias)
+    assert row["state"] in ("PENDING", "RUNNING", "COMPLETED")
+
+    def status() -> dict:
+        r = _roach("status", sub.job_id, "--json", "--ssh-config", cfg)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    got = wait_until("roach status to see the job end", lambda: (s := status())["status"] == "completed" and s)
+    assert (got["state"], got["exit_code"], got["via"]) == ("COMPLETED", "0:0", sshd.alias)
+    assert own_store.get("lab", int(sub.job_id)).status == "completed"  # what status learned, it recorded
+    r = _roach("logs", rec.run_id, "--ssh-config", cfg)
+    assert r.exit_code == 0 and r.stdout == "hello from the workspace\n", r.output
+
+    # `roach wait` without --cluster or --ssh-alias: the cluster from job.json, the alias from the store
+    r = _roach("wait", sub.job_id, "--workspace", str(ws.root), "--ssh-config", cfg, "--interval", "1", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["status"] == "completed"
+    assert used == []
+
+
+@pytest.mark.lab
+def test_a_script_array_is_one_store_job_as_bad_as_its_worst_task(ws, cluster, sshd: SSHServer, own_store,
+                                                                   user_slurm, cancel_after):
+    body = 'echo "task $SLURM_ARRAY_TASK_ID"\nif [ "$SLURM_ARRAY_TASK_ID" = 1 ]; then exit 3; fi\n'
+    sub = sbatch_script(ws, cluster, _script(ws, "three.sbatch", body, head=HEAD + "#SBATCH --array=0-2\n"), "")
+    cancel_after.append(sub.job_id)
+    assert own_store.get("lab", int(sub.job_id)).log_path.endswith(f"/{sub.job_id}/slurm_{sub.job_id}_%a.out")
+    wait_until("the array to leave the queue", lambda: not [q for q in user_slurm.squeue(job_ids=[sub.job_id])
+                                                            if q.state.is_active], timeout=120)
+    cfg = str(sshd.config_path)
+    got = wait_until("accounting to have all three tasks ended",
+                     lambda: (s := json.loads(_roach("status", sub.job_id, "--json", "--ssh-config", cfg).stdout))
+                     ["status"] in FINAL_STATUSES and s)
+    assert (got["status"], got["state"], got["exit_code"]) == ("failed", "FAILED", "3:0")
+    assert own_store.get("lab", int(sub.job_id)).status == "failed"
+    r = _roach("logs", sub.job_id, "--ssh-config", cfg)
+    assert r.exit_code == 2 and "is an array: each task writes its own log" in r.stderr and "roach pull" in r.stderr
+    rec = wait(ws, sub.job_id, cluster, interval_s=1)  # job.json agrees with the store
+    assert rec.status == "failed" and own_store.get("lab", int(sub.job_id)).status == "failed"
+
+
+class _RefusesRelease:
+    """The cluster's own transport, except that `scontrol release` fails as a controller that refused it would."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def run(self, argv, *, input=None, timeout=None) -> Result:
+        if list(argv[:2]) == ["scontrol", "release"]:
+            return Result(tuple(argv), 1, "", "scontrol: error: Access/permission denied for job (the test)")
+        return self.inner.run(argv, input=input, timeout=timeout)
+
+
+@pytest.mark.lab
+def test_a_failure_after_the_record_is_added_cancels_the_held_job_and_removes_the_record(ws, cluster, own_store,
+                                                                                         user_slurm):
+    name = f"rollback-{os.getpid()}-{time.monotonic_ns()}"
+    rel = _script(ws, "held.sbatch", "true\n", head=HEAD + f"#SBATCH --job-name={name}\n")
+    with pytest.raises(SlurmError, match="Access/permission denied"):
+        sbatch_script(ws, cluster, rel, "never released", transport=_RefusesRelease(cluster.transport()))
+    assert own_store.recent() == []  # the record was added (the release came after it), then removed
+    states = user_slurm.run(["squeue", "--noheader", "--states=all", f"--name={name}", "--format=%T"]).stdout.split()
+    assert states == ["CANCELLED"]  # queued held, never released, cancelled
+    assert not (ws.root / "dsi-slurm-artifacts").exists() or not any((ws.root / "dsi-slurm-artifacts").iterdir())

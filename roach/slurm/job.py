@@ -10,7 +10,7 @@ from roach.slurm.bundle import BundlePaths, JobJson, final_job_json
 from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.slurmparse import AcctRecord
+from roach.slurm.slurmparse import AcctRecord, task_range
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
 
@@ -39,9 +39,27 @@ class Job:
         return self.record.name
 
     @property
+    def task(self) -> int | None:
+        """The array task index when this is one run of a sweep."""
+        return self.record.task
+
+    @property
+    def slurm_id(self) -> str:
+        """The job as Slurm names it: ``123``, or ``123_4`` for a sweep's run."""
+        return self.record.slurm_id
+
+    @property
     def paths(self) -> BundlePaths:
         log_root = self.record.log_path.rsplit("/", 1)[0]
-        return BundlePaths(log_root, self.run_id, self.job_id)
+        return BundlePaths(log_root, self.run_id, self.slurm_id)
+
+    def _is_me(self, ref) -> bool:
+        """Whether a squeue/sacct line (its JobRef) is this job, or this task of its array."""
+        if ref.job != self.job_id:
+            return False
+        if self.task is None:
+            return ref.task is None and ref.tasks is None
+        return ref.task == self.task or (ref.tasks is not None and self.task in task_range(ref.tasks))
 
     @property
     def client(self) -> SlurmClient:
@@ -62,15 +80,17 @@ class Job:
         cname = cluster.name if isinstance(cluster, Cluster) else cluster
         rec = store.find(str(ref), cluster=cname)
         c = cluster if isinstance(cluster, Cluster) else get_cluster(rec.cluster)
+        if rec.via and not isinstance(cluster, Cluster):  # submitted through another ssh alias: read it that way
+            c = c.with_(ssh_alias=rec.via)
         return cls(c, rec, store)
 
     def __str__(self) -> str:
-        return f"job {self.job_id} (run {self.run_id}) on {self.cluster.name}"
+        return f"job {self.slurm_id} (run {self.run_id}) on {self.cluster.name}"
 
     # -- state ---------------------------------------------------------------------------------------
     def state(self) -> JobState:
         """Live state: squeue while the job is in the queue, else sacct's final record."""
-        recs = [r for r in self.client.squeue(job_ids=[self.job_id]) if r.raw_id == self.job_id]
+        recs = [r for r in self.client.squeue(job_ids=[self.slurm_id]) if self._is_me(r.ref)]
         if recs:
             return recs[0].state
         final = self._accounting()
@@ -80,7 +100,7 @@ class Job:
         return final.state
 
     def _accounting(self) -> AcctRecord | None:
-        recs = [r for r in self.client.sacct([self.job_id]) if r.step is None and r.ref.job == self.job_id]
+        recs = [r for r in self.client.sacct([self.slurm_id]) if r.step is None and self._is_me(r.ref)]
         return recs[-1] if recs else None
 
     def wait(self, timeout: float | None = None, poll_s: float = 2.0) -> AcctRecord:
@@ -92,7 +112,7 @@ class Job:
         poll_s = max(poll_s, self.cluster.min_poll_s)  # never faster than the cluster allows
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            queued = [r for r in self.client.squeue(job_ids=[self.job_id]) if r.raw_id == self.job_id and r.state.is_active]
+            queued = [r for r in self.client.squeue(job_ids=[self.slurm_id]) if self._is_me(r.ref) and r.state.is_active]
             if not queued:
                 rec = self._accounting()
                 if rec is not None and rec.state.is_terminal:
@@ -117,20 +137,23 @@ class Job:
 
             status = status_from_state(rec.state, rec.state_text)
             self.store.update_final(self.cluster.name, self.job_id, status, rec.state_text,
-                                    f"{rec.exit_code}:{rec.exit_signal}", now)
+                                    f"{rec.exit_code}:{rec.exit_signal}", now, task=self.task)
             self.record = replace(self.record, status=status, slurm_state=rec.state_text,
                                   exit_code=f"{rec.exit_code}:{rec.exit_signal}", recorded_at=now)
 
     # -- logs and control ----------------------------------------------------------------------------
     def log(self) -> str:
-        """The job's whole log (``<log_root>/<run_id>_<job_id>.out``); empty before the job starts."""
-        return self.fs.read(self.paths.log) if self.fs.exists(self.paths.log) else ""
+        """The job's whole log (``<log_root>/<run_id>_<job_id>.out``, a sweep's run
+        ``<log_root>/<sweep_id>_<array>_<task>.out``); empty before the job starts."""
+        path = self.record.log_path
+        return self.fs.read(path) if self.fs.exists(path) else ""
 
     def tail(self, lines: int = 20) -> str:
-        return self.fs.tail(self.paths.log, lines) if self.fs.exists(self.paths.log) else ""
+        path = self.record.log_path
+        return self.fs.tail(path, lines) if self.fs.exists(path) else ""
 
     def cancel(self) -> None:
         """Cancel this job (only ever a job roach submitted and recorded)."""
         if self.record.job_id != self.job_id:
             raise UsageError("job handle and record disagree")
-        self.client.scancel([self.job_id])
+        self.client.scancel([self.slurm_id])

@@ -325,3 +325,16 @@ class SSHTransport:
             raise TransportError(f"{where}: ssh configuration error: {line}", full,
                                  hint="fix the ssh config file named in the message")
         # Otherwise the remote command itself exited 255: a normal result for the caller to judge.
+
+
+def submitted_via(cluster) -> str | None:
+    """The ssh alias a submission to ``cluster`` goes through when it is not the cluster's own (an override
+    such as ``--ssh-alias``), else None: what the store's ``via`` records, so that later reads of the job go
+    the same way."""
+    if cluster.ssh_alias is None:
+        return None
+    from roach.slurm.cluster import get_cluster, known_clusters
+    from roach.slurm.userconfig import configured
+
+    own = configured(get_cluster(cluster.name)).ssh_alias if cluster.name in known_clusters() else None
+    return cluster.ssh_alias if cluster.ssh_alias != own else None

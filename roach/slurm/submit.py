@@ -13,6 +13,7 @@ import re
 import secrets as _secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from roach.slurm.clusterfs import ClusterFS, shipped_dir
 from roach.slurm.job import Job
 from roach.slurm.repo import check_target, inspect_repo, locate_module, parse_target
 from roach.slurm.resources import Resources
+from roach.slurm.ssh import submitted_via
 from roach.slurm.store import JobRecord, Store, utc_now
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -79,6 +81,64 @@ def _default_run_root(log_root: str) -> str:
     return posixpath.join(parent, "runs")
 
 
+def _check_cluster_path(label: str, p: str | None) -> None:
+    if p is not None and not (p.startswith("/") or p == "~" or p.startswith("~/")):
+        raise UsageError(f"{label} {p!r} must be absolute or start with ~/ (the cluster's home)")
+
+
+@dataclass
+class Prepared:
+    """What every submission (a job, a sweep) has checked before it writes or queues anything."""
+
+    cluster: Cluster
+    resources: Resources
+    env: dict[str, str]
+    name: str
+    repo: Any  # repo.RepoState
+    python_path: list[str]
+    log_root: str
+    abs_log_root: str
+    store: Store
+    client: Any  # SlurmClient
+    fs: ClusterFS
+
+
+def prepare(target: str, *, resources: Resources | str, cluster: Cluster | str | None, name: str | None,
+            job_env: Mapping[str, str] | None, repo_root: str | Path, log_root: str | None, clone_root: str,
+            secrets_dir: str | None, allow_metered: bool, experiment: str | None, store: Store | None) -> Prepared:
+    """The checks that can refuse a submission, in order, before anything is written or queued."""
+    from roach.slurm.userconfig import configured, default_cluster_name, fill_resources
+
+    # No cluster named: the configured default (ilc out of the box), never a metered one.
+    cluster = configured(get_cluster(cluster if cluster is not None else default_cluster_name()))
+    res = fill_resources(cluster, _resources(resources, cluster))
+    guardrails.check(cluster, res, allow_metered=allow_metered)
+    if experiment is not None and (not experiment or "/" in experiment or experiment.strip() != experiment):
+        raise UsageError(f"experiment name {experiment!r} must be non-empty, without '/' or surrounding spaces")
+    parse_target(target)
+    env = _check_env(job_env)
+    name = name or target.rsplit(":", 1)[-1]
+    if not re.fullmatch(r"[A-Za-z0-9._+=@:-]{1,128}", name):
+        raise UsageError(f"job name {name!r} has characters Slurm logs and file names do not take",
+                         hint="use letters, digits and . _ - + = @ :")
+    repo = inspect_repo(repo_root)
+    check_target(repo, target)
+    module_path = locate_module(repo, target)
+    python_path = ["src"] if module_path.startswith("src/") else []
+    log_root = log_root or f"~/roach/{repo.name}/slurm-logs"
+    for label, path in (("log_root", log_root), ("clone_root", clone_root), ("secrets_dir", secrets_dir)):
+        _check_cluster_path(label, path)
+    store = store or Store()
+    client = cluster.client()
+    fs = ClusterFS(client.transport)
+    abs_log_root = fs.expand(log_root)
+    if secrets_dir is not None:
+        loose = fs.secrets_readable_by_others(fs.expand(secrets_dir))
+        if loose:
+            raise UsageError(f"secrets files readable by others: {', '.join(loose)}", hint="chmod 600 each of them")
+    return Prepared(cluster, res, env, name, repo, python_path, log_root, abs_log_root, store, client, fs)
+
+
 def submit(
     target: str,
     args: Mapping[str, Any] | None = None,
@@ -107,51 +167,26 @@ def submit(
     starts it now as steps of that running holder instead (an :class:`~roach.slurm.inside.InsideJob`; see
     docs/hold.md); ``force`` then starts it even beside another attempt's running ranks.
     """
-    from roach.slurm.userconfig import configured, default_cluster_name, fill_resources
-
-    # No cluster named: the configured default (ilc out of the box), never a metered one.
-    cluster = configured(get_cluster(cluster if cluster is not None else default_cluster_name()))
-    res = fill_resources(cluster, _resources(resources, cluster))
-    guardrails.check(cluster, res, allow_metered=allow_metered)
-    if experiment is not None and (not experiment or "/" in experiment or experiment.strip() != experiment):
-        raise UsageError(f"experiment name {experiment!r} must be non-empty, without '/' or surrounding spaces")
-    parse_target(target)
-    args = _check_args(args or {})
-    env = _check_env(job_env)
-    name = name or target.rsplit(":", 1)[-1]
-    if not re.fullmatch(r"[A-Za-z0-9._+=@:-]{1,128}", name):
-        raise UsageError(f"job name {name!r} has characters Slurm logs and file names do not take",
-                         hint="use letters, digits and . _ - + = @ :")
     if run_id is not None and not _RUN_ID.match(run_id):
         raise UsageError(f"run id {run_id!r} is not valid", hint="letters, digits, . _ - (up to 128), starting with a letter or digit")
+    args = _check_args(args or {})
+    p = prepare(target, resources=resources, cluster=cluster, name=name, job_env=job_env, repo_root=repo_root,
+                log_root=log_root, clone_root=clone_root, secrets_dir=secrets_dir, allow_metered=allow_metered,
+                experiment=experiment, store=store)
+    cluster, res, env, name, repo, store = p.cluster, p.resources, p.env, p.name, p.repo, p.store
+    python_path, log_root, abs_log_root, client, fs = p.python_path, p.log_root, p.abs_log_root, p.client, p.fs
     resuming = run_id is not None
     run_id = run_id or new_run_id(name)
-    repo = inspect_repo(repo_root)
-    check_target(repo, target)
-    module_path = locate_module(repo, target)
-    python_path = ["src"] if module_path.startswith("src/") else []
-    log_root = log_root or f"~/roach/{repo.name}/slurm-logs"
-    store = store or Store()
     earlier = store.latest_for_run(run_id) if resuming else None
     run_root = run_root or (posixpath.dirname(earlier.run_dir) if earlier else _default_run_root(log_root))
+    _check_cluster_path("run_root", run_root)
     run_dir = posixpath.join(run_root, run_id)
-    for label, p in (("log_root", log_root), ("clone_root", clone_root), ("run_root", run_root), ("secrets_dir", secrets_dir)):
-        if p is not None and not (p.startswith("/") or p == "~" or p.startswith("~/")):
-            raise UsageError(f"{label} {p!r} must be absolute or start with ~/ (the cluster's home)")
-
-    client = cluster.client()
-    fs = ClusterFS(client.transport)
-    abs_log_root = fs.expand(log_root)
     if resuming and not fs.exists(fs.expand(run_dir)):
         raise UsageError(
             f"run {run_id} does not exist: no run directory at {run_dir} on {cluster.name}"
             + ("" if earlier else " and no record of it in the store"),
             hint="pass the run id of an earlier run (see `roach ls`), or omit run_id to start a new run",
         )
-    if secrets_dir is not None:
-        loose = fs.secrets_readable_by_others(fs.expand(secrets_dir))
-        if loose:
-            raise UsageError(f"secrets files readable by others: {', '.join(loose)}", hint="chmod 600 each of them")
 
     if inside is not None:  # steps of a running holder, started now (roach/slurm/inside.py)
         from roach.slurm.inside import submit_inside
@@ -202,6 +237,7 @@ def submit(
             cluster=cluster.name, job_id=job_id, run_id=run_id, name=name, target=target, commit=repo.commit,
             repo=repo.name, log_path=paths.log, bundle_dir=paths.bundle_dir, run_dir=run_dir, submitted_at=submitted,
             resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
+            via=submitted_via(cluster),
         )
         store.add(record)
         if experiment:
@@ -216,20 +252,24 @@ def _node_sh() -> str:
 
 
 @contextmanager
-def released_or_undone(client, fs: ClusterFS, store: Store, cluster: str, job_id: int, bundle_dir: str,
-                       what: str) -> Iterator[None]:
-    """The protocol of a held job: the block writes its bundle and its store record, then the job is
-    released. If anything fails, the held job is cancelled, its record deleted and its bundle removed:
-    never a job without a record, nor a record without a job."""
+def released_or_undone(client, fs: ClusterFS, store: Store, cluster: str, job_id: int | list[int],
+                       bundle_dir: str | list[str], what: str) -> Iterator[None]:
+    """The protocol of a held job (or several: a sweep's arrays): the block writes the bundles and the
+    store records, then the jobs are released in one call. If anything fails, the held jobs are cancelled,
+    their records deleted and their bundles removed: never a job without a record, nor a record without
+    a job."""
+    ids = [job_id] if isinstance(job_id, int) else list(job_id)
+    dirs = [bundle_dir] if isinstance(bundle_dir, str) else list(bundle_dir)
     try:
         yield
-        client.release(job_id)
+        client.release(",".join(map(str, ids)))
     except BaseException as exc:
         try:
-            client.scancel([job_id])
+            client.scancel(ids)
         finally:
-            store.delete(cluster, job_id)
-            fs.remove_bundle(bundle_dir)
+            for j in ids:
+                store.delete(cluster, j)
+            fs.remove_bundles(dirs)
         if isinstance(exc, RoachError):
             raise
         raise RoachError(f"{what} failed and was undone: {exc}") from exc
@@ -255,7 +295,16 @@ def resume(
         raise UsageError(f"no record of run {run_id} in the store", hint="`roach ls` lists the runs roach knows")
     given = get_cluster(cluster) if cluster is not None else None
     old = given if given is not None and given.name == rec.cluster else get_cluster(rec.cluster)
-    spec = json.loads(ClusterFS(old.client().transport).read(posixpath.join(rec.bundle_dir, "spec.json")))
+    if rec.via and given is None:  # submitted through another ssh alias: read and resubmit the same way
+        old = old.with_(ssh_alias=rec.via)
+    spec_dir = rec.bundle_dir
+    if rec.task is not None:  # a sweep's run: its array's spec lists every run's args
+        spec_dir = posixpath.join(posixpath.dirname(rec.bundle_dir), str(rec.job_id))
+    spec = json.loads(ClusterFS(old.client().transport).read(posixpath.join(spec_dir, "spec.json")))
+    if rec.task is not None:
+        from roach.slurm.run import task_spec
+
+        spec = task_spec(spec, rec.task)
     if resources is None:
         resources = Resources(**{k: tuple(v) if k == "extra" else v for k, v in rec.resources.items()})
     kwargs: dict[str, Any] = dict(

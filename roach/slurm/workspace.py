@@ -21,14 +21,19 @@ from pathlib import Path
 
 from roach.errors import RoachError, UsageError
 from roach.slurm.cluster import Cluster
-from roach.slurm.store import utc_now
+from roach.slurm.ssh import submitted_via
+from roach.slurm.store import Store, utc_now
 from roach.slurm.transport import Transport
 from roach.slurm.workspace_base import (
     ALWAYS_EXCLUDED, DEFAULT_EXCLUDES, DEFAULT_OUTPUTS, Remote, Settings, Workspace, WorkspaceError,
     WorkspaceJob, check_job_id, check_relative, connect, min_poll_interval, open_workspace, queued_states,
     read_local, read_record, record_final, resolve_cluster, write_both, write_local,
 )
-from roach.slurm.workspace_script import ARTIFACTS_DIR, CHECKABLE as CHECKABLE_SKIPS, PreparedScript, ScriptRefused, prepare_script
+from roach.slurm.workspace_record import log_path, store_record
+from roach.slurm.workspace_script import (
+    ARRAY_OUTPUT, ARTIFACTS_DIR, CHECKABLE as CHECKABLE_SKIPS, OUTPUT, REQUIREMENTS, PreparedScript, ScriptRefused,
+    prepare_script,
+)
 from roach.slurm.workspace_wait import WaitEvent, wait
 
 __all__ = [
@@ -97,14 +102,17 @@ class Submission:
 
 def sbatch_script(workspace: Workspace | str | os.PathLike[str], cluster: Cluster | str | None,
                   script: str | os.PathLike[str], description: str = "", *, preemptible: bool = False,
-                  skip_checks: Sequence[str] = (), transport: Transport | None = None) -> Submission:
+                  skip_checks: Sequence[str] = (), transport: Transport | None = None,
+                  store: Store | None = None) -> Submission:
     """Submit a sbatch script of the workspace, from the remote root, with its logs in its bundle.
 
     The script is read here and checked (:func:`~roach.slurm.workspace_script.prepare_script`; a missing
     request refuses it, listing all); the amended text is submitted held, the bundle
     ``dsi-slurm-artifacts/<JOB_ID>/`` is made on the cluster with job.json (``submitted``) and the script as
-    submitted, job.json is written here too, and only then is the job released. If anything between fails,
-    the held job is cancelled. The script file is never changed.
+    submitted, job.json is written here too, the job is recorded in roach's store (``store``, default
+    :class:`~roach.slurm.store.Store`; with the ssh alias it went through when not the cluster's own), and
+    only then is it released. If anything between fails, the held job is cancelled and its record removed.
+    The script file is never changed.
     """
     ws = open_workspace(workspace)
     c = resolve_cluster(ws, cluster)
@@ -126,17 +134,33 @@ def sbatch_script(workspace: Workspace | str | os.PathLike[str], cluster: Cluste
     rec = WorkspaceJob(job_id=job_id, script=rel, description=description, submitted_at_utc=utc_now(),
                        cluster=c.name, array=prepared.array)
     bundle = ws.remote_bundle(job_id)
+    store = store if store is not None else Store()
+    recorded = False
     try:
         remote.fs.write(posixpath.join(bundle, f"submitted-{Path(rel).name}"), prepared.text)
         write_both(ws, remote, rec)
+        store.add(_store_record(ws, rec, prepared, submitted_via(c)))
+        recorded = True
         remote.client().release(job_id)
     except BaseException as exc:
         _cancel_held(remote, job_id)
+        if recorded:  # never a record without a job (a refused add leaves an older job's record alone)
+            store.delete(c.name, int(job_id))
         shutil.rmtree(ws.local_bundle(job_id), ignore_errors=True)
         if isinstance(exc, RoachError):
             raise
         raise RoachError(f"submission of job {job_id} failed and the held job was cancelled: {exc}") from exc
     return Submission(job_id, c.name, prepared, rec, bundle, ws.local_bundle(job_id))
+
+
+def _store_record(ws: Workspace, rec: WorkspaceJob, prepared: PreparedScript, via: str | None):
+    name = prepared.job_name or Path(prepared.path).name
+    outputs = [d.value for d in prepared.directives if d.key == "output" and d.value]
+    output = outputs[-1] if outputs else (ARRAY_OUTPUT if prepared.is_array else OUTPUT)
+    requests = {d.key: d.value for d in prepared.directives if d.key in REQUIREMENTS and d.value}
+    return store_record(rec, name=name, log=log_path(output, rec.job_id, name, ws.remote_root),
+                        bundle=ws.remote_bundle(rec.job_id), remote_root=ws.remote_root, workspace=str(ws.root),
+                        requests=requests, via=via)
 
 
 def _cancel_held(remote: Remote, job_id: str) -> None:
@@ -162,7 +186,8 @@ _EXISTING = 'root=$1; shift; for p do if [ -e "$root/$p" ]; then printf "%s\\n" 
 
 
 def pull(workspace: Workspace | str | os.PathLike[str], job_id: str | int, cluster: Cluster | str | None = None, *,
-         outputs: Sequence[str] | None = None, transport: Transport | None = None) -> PullResult:
+         outputs: Sequence[str] | None = None, transport: Transport | None = None,
+         store: Store | None = None) -> PullResult:
     """Copy the job's bundle back to ``dsi-slurm-artifacts/<JOB_ID>/`` and its outputs to the same relative
     paths here (``outputs`` default: the workspace's, else ``metrics.json artifacts/ results/``).
 
@@ -172,7 +197,7 @@ def pull(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
     """
     ws = open_workspace(workspace)
     job_id = check_job_id(job_id)
-    remote = connect(resolve_cluster(ws, cluster, job_id), transport)
+    remote = connect(resolve_cluster(ws, cluster, job_id, store), transport)
     remote.open()
     remote.check_root(ws)
     outs = [check_relative(o, "output") for o in (ws.settings.outputs if outputs is None else outputs)]
@@ -181,7 +206,7 @@ def pull(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
     if not rec.is_final:
         still = queued_states(remote, job_id)
         if not still:
-            rec = record_final(ws, remote, job_id, rec)
+            rec = record_final(ws, remote, job_id, rec, store=store)
     bundle_rel = f"{ARTIFACTS_DIR}/{job_id}/"
     probe = remote.transport.run(["sh", "-c", _EXISTING, "sh", ws.remote_root, bundle_rel, *outs])
     if not probe.ok:

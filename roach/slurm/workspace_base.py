@@ -28,7 +28,7 @@ from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.doctor import WORKSPACE_FILE, check_workspace
 from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.store import utc_now
+from roach.slurm.store import Store, utc_now
 from roach.slurm.transport import Result, Transport
 from roach.slurm.workspace_record import WorkspaceJob, final_record
 from roach.slurm.workspace_script import ARTIFACTS_DIR
@@ -270,8 +270,21 @@ def min_poll_interval(cluster: Cluster) -> float:
     return float(cluster.min_poll_s)
 
 
-def resolve_cluster(ws: Workspace, cluster: Cluster | str | None, job_id: str | None = None) -> Cluster:
-    """The cluster given, else the one the job's local record names, else the workspace setting."""
+def resolve_cluster(ws: Workspace, cluster: Cluster | str | None, job_id: str | None = None,
+                    store: Store | None = None) -> Cluster:
+    """The cluster given, else the one the job's local record names, else the workspace setting.
+
+    Unless ``cluster`` is a :class:`Cluster` (used as given), a job submitted through another ssh alias than
+    the cluster's own is reached through that alias again (the store's ``via``)."""
+    c = _named(ws, cluster, job_id)
+    if job_id is not None and not isinstance(cluster, Cluster) and job_id.isdigit():
+        rec = (store if store is not None else Store()).get(c.name, int(job_id))
+        if rec is not None and rec.via:
+            c = c.with_(ssh_alias=rec.via)
+    return c
+
+
+def _named(ws: Workspace, cluster: Cluster | str | None, job_id: str | None) -> Cluster:
     if cluster is not None:
         return get_cluster(cluster)
     if job_id is not None:
@@ -324,9 +337,11 @@ def queued_states(remote: Remote, job_id: str) -> list[str]:
 
 
 def record_final(ws: Workspace, remote: Remote, job_id: str, base: WorkspaceJob | None = None, *,
-                 delays: Sequence[float] = SETTLE_DELAYS, sleep: Callable[[float], None] = time.sleep) -> WorkspaceJob:
+                 delays: Sequence[float] = SETTLE_DELAYS, sleep: Callable[[float], None] = time.sleep,
+                 store: Store | None = None) -> WorkspaceJob:
     """Read the job's end from sacct (asking again briefly while accounting catches up) and write job.json
-    on both sides. Call it once the job has left the queue."""
+    on both sides, and into roach's store if the job is recorded there. Call it once the job has left the
+    queue."""
     base = base or read_record(ws, remote, job_id)
     client = remote.client()
     rec = None
@@ -338,4 +353,8 @@ def record_final(ws: Workspace, remote: Remote, job_id: str, base: WorkspaceJob 
     if rec is None:
         rec = replace(base, status="unknown", slurm_state="UNKNOWN", exit_code="unknown", recorded_at_utc=utc_now())
     write_both(ws, remote, rec)
+    store = store if store is not None else Store()
+    if store.get(remote.cluster.name, int(job_id)) is not None:
+        store.update_final(remote.cluster.name, int(job_id), rec.status, rec.slurm_state, rec.exit_code,
+                           rec.recorded_at_utc or utc_now())
     return rec

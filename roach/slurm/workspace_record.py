@@ -1,9 +1,10 @@
-"""``dsi-slurm-artifacts/<JOB_ID>/job.json`` of the remote-workspace backend, and how a job's end is read
-from sacct (pure: records in, record out)."""
+"""``dsi-slurm-artifacts/<JOB_ID>/job.json`` of the remote-workspace backend, how a job's end is read from
+sacct, and the job's row in roach's store (pure: records in, record out)."""
 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -11,6 +12,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from roach.errors import RoachError
 from roach.slurm.bundle import FINAL_STATUSES, status_from_state
 from roach.slurm.slurmparse import AcctRecord
+from roach.slurm.store import JobRecord
+
+# The store's rows of sbatch jobs say so in their resources (a roach run's are a Resources' fields).
+WORKSPACE_BACKEND = "remote-workspace"
 
 # Where an array's tasks disagree, the job's status is the first of these that any task has.
 _WORST_FIRST = ("failed", "timeout", "preempted", "cancelled", "unknown", "completed")
@@ -58,11 +63,10 @@ class WorkspaceJob:
         return cls(**values)
 
 
-def array_size(spec: str | None) -> int | None:
-    """How many tasks an ``--array`` value names (``0-99%10``: 100, ``1,3,8-10``: 5, ``0-9:3``: 4); None if unreadable."""
+def _array_ranges(spec: str | None) -> list[range] | None:
     if not spec:
         return None
-    total = 0
+    ranges = []
     for part in spec.split("%", 1)[0].split(","):
         m = re.fullmatch(r"\s*(\d+)(?:-(\d+)(?::(\d+))?)?\s*", part)
         if not m:
@@ -70,8 +74,25 @@ def array_size(spec: str | None) -> int | None:
         lo, hi, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
         if hi < lo or step < 1:
             return None
-        total += len(range(lo, hi + 1, step))
-    return total
+        ranges.append(range(lo, hi + 1, step))
+    return ranges
+
+
+def array_size(spec: str | None) -> int | None:
+    """How many tasks an ``--array`` value names (``0-99%10``: 100, ``1,3,8-10``: 5, ``0-9:3``: 4); None if unreadable."""
+    ranges = _array_ranges(spec)
+    return None if ranges is None else sum(len(r) for r in ranges)
+
+
+def in_array(spec: str | None, task: int) -> bool:
+    """Whether task index ``task`` is one an ``--array`` value (or squeue's pending range) names."""
+    return any(task in r for r in _array_ranges(spec) or ())
+
+
+def worst_status(statuses: Sequence[str]) -> str:
+    """The status of an array whose tasks ended with ``statuses``: the worst of them (failed, timeout, preempted,
+    cancelled, unknown, completed)."""
+    return min(statuses, key=lambda s: _WORST_FIRST.index(s) if s in _WORST_FIRST else 0)
 
 
 def final_record(base: WorkspaceJob, accounting: Sequence[AcctRecord], now: str, *,
@@ -95,7 +116,7 @@ def final_record(base: WorkspaceJob, accounting: Sequence[AcctRecord], now: str,
         if listed == 0 or any(r.ref.task is None and not r.ref.tasks for r in recs) or (expected and listed < expected):
             return None  # accounting has not caught up with every task yet
     per = [(r, status_from_state(r.state, r.state_text)) for r in recs]
-    worst = min((s for _, s in per), key=_WORST_FIRST.index)
+    worst = worst_status([s for _, s in per])
     rep = next(r for r, s in per if s == worst)
     tasks = {}
     if is_array:
@@ -106,3 +127,32 @@ def final_record(base: WorkspaceJob, accounting: Sequence[AcctRecord], now: str,
         submitted = rep.submit_time.strftime("%Y-%m-%dT%H:%M:%SZ")  # sacct's time, for a job roach did not submit
     return replace(base, status=worst, slurm_state=rep.state_text, exit_code=f"{rep.exit_code}:{rep.exit_signal}",
                    recorded_at_utc=now, tasks=tasks, submitted_at_utc=submitted)
+
+
+def run_id_of(job_id: str | int) -> str:
+    """The run id a sbatch job has in roach's store: ``sbatch-<JOB_ID>``."""
+    return f"sbatch-{job_id}"
+
+
+def is_workspace_record(rec: JobRecord) -> bool:
+    """Whether a store row is a remote-workspace sbatch job (not a roach run: no commit, no spec to resubmit)."""
+    return isinstance(rec.resources, dict) and rec.resources.get("backend") == WORKSPACE_BACKEND
+
+
+def log_path(output: str, job_id: str, job_name: str, remote_root: str) -> str:
+    """Where a script's ``--output`` pattern puts the log of job ``job_id``, absolute on the cluster: ``%j``/``%A``
+    are the job id, ``%x`` the name, ``%%`` a percent sign; an array's ``%a`` (and other patterns) stay."""
+    out = re.sub(r"%(%|j|A|x)", lambda m: {"%": "%", "j": job_id, "A": job_id, "x": job_name}[m[1]], output)
+    return out if out.startswith("/") else posixpath.join(remote_root, out)
+
+
+def store_record(rec: WorkspaceJob, *, name: str, log: str, bundle: str, remote_root: str, workspace: str,
+                 requests: dict[str, str], via: str | None) -> JobRecord:
+    """The store's row of a submitted sbatch job, so that ``roach ls``/``status``/``logs`` see it: its run id is
+    ``sbatch-<JOB_ID>``, its target the script (workspace-relative), its run directory the remote root."""
+    return JobRecord(
+        cluster=rec.cluster or "", job_id=int(rec.job_id), run_id=run_id_of(rec.job_id), name=name,
+        target=rec.script, commit="", repo=posixpath.basename(workspace.rstrip("/")), log_path=log,
+        bundle_dir=bundle, run_dir=remote_root, submitted_at=rec.submitted_at_utc or "",
+        resources={"backend": WORKSPACE_BACKEND, "workspace": workspace, "array": rec.array, **requests},
+        status="submitted", slurm_state=None, exit_code=None, recorded_at=None, via=via)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from roach.errors import RoachError, TransportError, UsageError
 from roach.slurm.cluster import Cluster
-from roach.slurm.store import utc_now
+from roach.slurm.store import Store, utc_now
 from roach.slurm.transport import PINNED_ENV, LocalTransport, Transport
 from roach.slurm.workspace_base import (
     Remote, Workspace, WorkspaceJob, check_job_id, connect, min_poll_interval, open_workspace, read_record,
@@ -167,16 +167,18 @@ def watch(remote: Remote, job_id: str, interval_s: float, on_event: Callable[[Wa
 
 def wait(workspace: Workspace | str | os.PathLike[str], job_id: str | int, cluster: Cluster | str | None = None, *,
          interval_s: float | None = None, on_event: Callable[[WaitEvent], None] = lambda e: None,
-         transport: Transport | None = None, sleep: Callable[[float], None] = time.sleep) -> WorkspaceJob:
+         transport: Transport | None = None, sleep: Callable[[float], None] = time.sleep,
+         store: Store | None = None) -> WorkspaceJob:
     """Wait until the job (or array) leaves the queue, then record its final state; returns the record.
 
     ``interval_s`` (default: the cluster's minimum, 60 s on a shared cluster) may not be shorter than
     :func:`~roach.slurm.workspace_base.min_poll_interval` allows. ``cluster`` defaults to the one the job's
-    local record names.
+    local record names (reached through the ssh alias it was submitted through, per ``store``); the final
+    state is also recorded in ``store`` (default: roach's) when the job is there.
     """
     ws = open_workspace(workspace)
     job_id = check_job_id(job_id)
-    c = resolve_cluster(ws, cluster, job_id)
+    c = resolve_cluster(ws, cluster, job_id, store)
     floor = min_poll_interval(c)
     interval = floor if interval_s is None else float(interval_s)
     if interval < floor:
@@ -213,4 +215,4 @@ def wait(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
             on_event(WaitEvent("note", utc_now(), f"connection lost ({err.message}); last known state recorded; "
                                                   f"trying once more in {delay:.0f}s"))
             sleep(delay)
-    return record_final(ws, remote, job_id, base)
+    return record_final(ws, remote, job_id, base, store=store)
