@@ -253,7 +253,7 @@ def _report_submitted(ctx: click.Context, job: Job, run_as: str | None, wait: bo
         print_view(view)
     if wait and not view.ok:
         if not as_json:
-            click.echo(f"job {view.job_id} did not complete; read its log: roach logs {view.run_id}"
+            click.echo(f"job {view.slurm_id} did not complete; read its log: roach logs {view.run_id}"
                        + (f" --run-as {run_as}" if run_as else ""), err=True)
         ctx.exit(JOB_NOT_COMPLETED)
 
@@ -291,9 +291,8 @@ def logs(ref: str, follow: bool, lines: int | None, cluster: str | None, run_as:
     """Print a job's log (a run id names its latest job)."""
     with Store() as store:
         job = _job(ref, cluster, run_as, store, ssh_alias, ssh_config)
-    path = job.paths.log
+    path = job.record.log_path  # where the job writes it (a sweep's run: <sweep_id>_<array>_<task>.out)
     if is_workspace_record(job.record):  # a sbatch script's log: where its --output said
-        path = job.record.log_path
         if job.record.resources.get("array") is not None:
             raise UsageError(f"job {job.job_id} is an array: each task writes its own log ({path})",
                              hint=f"`roach pull {job.job_id}` brings them all back to dsi-slurm-artifacts/{job.job_id}/")
@@ -363,7 +362,7 @@ def ls(cluster: str | None, limit: int, run_as: str | None, ssh_alias: str | Non
         table.add_column(header, overflow="fold")
     for v in ordered:
         where = f"{v.cluster} via {v.via}" if v.via else v.cluster
-        table.add_row(v.run_id, job_label(v.job_id), where, v.name, state_text(v), v.submitted_at, v.log)
+        table.add_row(v.run_id, v.slurm_id if v.task is not None else job_label(v.job_id), where, v.name, state_text(v), v.submitted_at, v.log)
     console = Console(highlight=False)
     if not console.is_terminal:  # piped: whole values, one line per job, for grep and awk
         console.width = 100_000

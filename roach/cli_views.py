@@ -47,12 +47,18 @@ class JobView:
     held_s: int | None = None  # a holder: how long it has been charged
     idle: bool | None = None  # a running holder with no attempt in it: charged for nothing
     via: str | None = None  # the ssh alias it was submitted (and is read) through, when not its cluster's own
+    task: int | None = None  # a sweep's run: its task in array job_id
+
+    @property
+    def slurm_id(self) -> str:
+        """The job as Slurm names it: ``123``, ``123_4`` for a sweep's run."""
+        return f"{self.job_id}_{self.task}" if self.task is not None else str(self.job_id)
 
     @classmethod
     def of(cls, rec: JobRecord, state: str | None, status: str, reason: str | None = None,
            exit_code: str | None = None, **extra: Any) -> "JobView":
         return cls(rec.run_id, rec.job_id, rec.cluster, rec.name, rec.target, state, status, reason, exit_code,
-                   rec.submitted_at, rec.log_path, via=rec.via, **extra)
+                   rec.submitted_at, rec.log_path, via=rec.via, task=rec.task, **extra)
 
     @property
     def ok(self) -> bool:
@@ -235,7 +241,7 @@ def job_label(job_id: int) -> str:
 def print_view(v: JobView) -> None:
     console = Console(highlight=False)
     where = f"{v.cluster} (via ssh {v.via})" if v.via else v.cluster
-    console.print(Text.assemble(f"job {v.job_id} (run {v.run_id}) on {where}: ", state_text(v),
+    console.print(Text.assemble(f"job {v.slurm_id} (run {v.run_id}) on {where}: ", state_text(v),
                                 f"  exit {v.exit_code}" if v.exit_code else ""), soft_wrap=True)
     console.print(f"  name {v.name}  target {v.target}  submitted {v.submitted_at}", soft_wrap=True)
     console.print(f"  log {v.log}", soft_wrap=True)
@@ -251,7 +257,7 @@ def follow_log(job: Job, lines: int | None, *, path: str | None = None, sleep=ti
     """Print the log (``path``, default the job's) as it grows until the job ends: read it every
     ``FOLLOW_POLL_S`` (only lines not yet printed, through the cluster's ``tail``), ask Slurm every
     ``STATE_POLL_S``. Returns the final state."""
-    path, transport = path or job.paths.log, job.fs.transport
+    path, transport = path or job.record.log_path, job.fs.transport
     done = 0  # complete lines printed (or skipped, with -n)
     first, next_state, state = True, 0.0, None
     while True:

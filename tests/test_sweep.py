@@ -177,6 +177,12 @@ def test_roach_sweep_from_a_grid_file_then_status_and_logs_of_one_run(repo, root
     assert (view["run_id"], view["status"]) == ("cli-sweep-2", "completed")
     r = roach("logs", "cli-sweep-1", "--run-as", LAB_USER)
     assert "finished; result in" in r.output and r.exit_code == 0
+    r = roach("ls", "--cluster", "lab", "--run-as", LAB_USER, "--json")
+    rows = {v["run_id"]: v for v in json.loads(r.output)}
+    assert {(rows[f"cli-sweep-{t}"]["job_id"], rows[f"cli-sweep-{t}"]["task"], rows[f"cli-sweep-{t}"]["status"])
+            for t in range(3)} == {(array_id, t, "completed") for t in range(3)}
+    r = roach("ls", "--cluster", "lab", "--run-as", LAB_USER)
+    assert f"{array_id}_2" in r.output and "cli-sweep-2" in r.output
     r = roach("status", str(array_id), "--run-as", LAB_USER)
     assert r.exit_code == 2 and "job array of 3 tasks" in r.output
     r = roach("sweep", "pkg.grid:fail_on", "--grid", str(grid), "--cluster", "lab", "--resources", "CPU",
