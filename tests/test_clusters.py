@@ -342,3 +342,15 @@ def test_job_commands_reach_a_cluster_the_way_clusters_toml_says(lab, sshd, user
     assert r.exit_code == 0 and f"cancelled job {held} (run {run_id}) on dsi" in r.output, r.output
     wait_until("the cancelled job to leave the queue",
                lambda: not [q for q in user_slurm.squeue(job_ids=[held]) if q.state.is_active], timeout=30)
+
+
+def test_an_ssh_alias_the_caller_chose_is_not_replaced_by_clusters_toml(tmp_path, monkeypatch):
+    from roach.slurm.cluster import get_cluster, module_cluster
+    from roach.slurm.userconfig import configured
+
+    toml = tmp_path / "clusters.toml"
+    toml.write_text('[clusters.dsi]\nssh_alias = "from-toml"\naccount = "acct1"\n')
+    monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(toml))
+    assert get_cluster("dsi").ssh_alias == "from-toml"
+    chosen = configured(module_cluster("dsi").with_(ssh_alias="chosen"))
+    assert (chosen.ssh_alias, chosen.default_account) == ("chosen", "acct1")  # the rest of the file still applies

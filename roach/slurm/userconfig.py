@@ -224,6 +224,11 @@ def configured(cluster: Cluster | str, config: UserConfig | None = None) -> Clus
             raise _err(cfg.path, f"[clusters.{c.name}] ssh_alias", f"{c.name} is driven from its own nodes, not over ssh",
                        hint="remove the line")
         changes["ssh_alias"] = v["ssh_alias"]
+    own = module_cluster(c.name) if c.name in known_clusters() else None
+    if own is not None and (c.ssh_alias, c.ssh_config) != (own.ssh_alias, own.ssh_config):
+        # the caller already chose how to reach it (--ssh-alias, a recorded alias): that choice wins
+        changes.pop("ssh_alias", None)
+        changes.pop("ssh_config", None)
     return c.with_(**changes) if changes else c
 
 
