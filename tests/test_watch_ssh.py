@@ -60,3 +60,52 @@ def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection
     on_cluster = JobJson.from_json(Path(job.paths.job_json).read_text())
     assert (on_cluster.status, on_cluster.exit_code, on_cluster.recorded_at_utc) == ("completed", "0:0", rec.recorded_at)
     assert "outage" not in said
+
+
+def test_killing_sshd_mid_watch_is_one_outage_a_backoff_then_recovery_and_no_job_marked_ended(
+        git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer):
+    from roach.slurm.slurmcli import SlurmClient
+
+    env = lab.env()
+    cluster = LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
+    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
+    store = Store(tmp_path / "store.sqlite")
+    job = submit("pkg.train:train", {"steps": 40, "step_s": 0.3}, resources=GPU1.replace(time="00:05:00"),
+                 cluster=cluster, repo_root=git_repo.work, store=store, log_root=str(shared_tmp / "logs"),
+                 clone_root=str(shared_tmp / "clones"))
+    transport = sshd.transport(env=env, backoff_s=4.0, min_interval_s=0.2)
+    w = Watcher(cluster, SlurmClient(transport), store, interval_s=1.0, heartbeat_s=1e9)
+    said: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while "started" not in said:
+            assert time.monotonic() < deadline, said
+            said += kinds(w.round())
+            time.sleep(1.0)
+        sshd.stop()
+        transport.close()  # the master went with the server's sessions
+        down_at = time.monotonic()
+        during = []
+        while time.monotonic() - down_at < 3.0:  # within the backoff: no new connection is even tried
+            during += kinds(w.round())
+            time.sleep(0.3)
+        assert during.count("outage") == 1 and "finished" not in during, during
+        sshd.start()
+        tried = sshd.accepted_connections()
+        during = kinds(w.round())
+        assert during == [] and sshd.accepted_connections() == tried, during  # still backing off, silently
+        time.sleep(4.5)
+        deadline = time.monotonic() + 90
+        after: list[str] = []
+        while not w.finished:
+            assert time.monotonic() < deadline, after
+            after += kinds(w.round())
+            time.sleep(1.0)
+        assert after[0] == "recovered" and after.count("finished") == 1 and after[-1] == "queue_empty", after
+        assert "outage" not in after
+    finally:
+        if not w.finished:
+            job.cancel()
+        if not sshd.running:
+            sshd.start()
+    assert store.get("lab", job.job_id).status == "completed"
