@@ -6,12 +6,21 @@
 * sbatch loop: one ``sbatch`` per run (a shell loop).
 
 Baselines submit held (``--hold``) and are cancelled at once: only submission is measured, nothing runs.
+
+Then one roach sweep of N runs runs to completion with ``roach watch --json`` (as root, ``--run-as`` the
+bench user) watching it: the time to the last run's end, what the watch reported, and the runs' job.json.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
 
 from bench import rounds
 from bench.labenv import BenchError, Jobs, Lab, submit_held
@@ -47,7 +56,53 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
     body = [f"Submitting {n} runs of a trivial function: the baselines held (then cancelled), roach's sweep "
             "as it always submits (held, bundle and records written, released; then cancelled).",
             comparison_table(rows, METHODS)]
+    body.append(_completion(lab, wd, n, jobs, log))
     return Section(4, "Sweep submission", "\n".join(body), {"runs": n, "reps": reps})
+
+
+def _completion(lab: Lab, wd: Path, n: int, jobs: Jobs, log=print) -> str:
+    """One sweep of ``n`` runs to the end, watched by ``roach watch``; a Markdown paragraph of the outcome."""
+    from roach.slurm.bundle import JobJson
+    from roach.slurm.clusters.lab import LAB
+    from roach.slurm.store import Store
+    from roach.slurm.sweep import sweep
+
+    from bench.b1_latency import ONE_CPU
+    from bench.repo import make_repo
+
+    work = make_repo(lab, wd / "repo-run")
+    store_path = wd / "run-store.sqlite"
+    grid = [{"out": str(wd / "marks" / f"run-{i}.t")} for i in range(n)]
+    t0 = time.monotonic()
+    sw = sweep("pkg.jobfns:first_line", grid=grid, resources=ONE_CPU, cluster=LAB.with_(run_as=lab.user),
+               name="sweep-run", repo_root=work, store=Store(store_path), log_root=str(wd / "logs"),
+               clone_root=str(wd / "clones"), run_root=str(wd / "runs"), experiment="bench-sweep")
+    submitted_s = time.monotonic() - t0
+    jobs.add([str(i) for i in sw.array_ids])
+    env = {**os.environ, **lab.env, "ROACH_STORE": str(store_path)}
+    watch = subprocess.run([sys.executable, "-m", "roach", "watch", "--cluster", "lab", "--run-as", lab.user,
+                            "--json", "--interval", "5", "--heartbeat", "60"],
+                           env=env, capture_output=True, text=True, timeout=3600)
+    took = time.monotonic() - t0
+    events = [json.loads(line) for line in watch.stdout.splitlines() if line.startswith("{")]
+    kinds = Counter(e.get("event") for e in events)
+    started = {e.get("job_id") for e in events if e.get("event") == "started"}
+    finished = {e.get("job_id") for e in events if e.get("event") == "finished"}
+    jj = [JobJson.from_json(Path(j.paths.job_json).read_text()) for j in sw if Path(j.paths.job_json).exists()]
+    statuses = Counter(j.status for j in jj)
+    log(f"bench 4: {n} runs completed in {took:.0f}s; watch exit {watch.returncode}, {dict(kinds)}; job.json {dict(statuses)}")
+    ours = {j.slurm_id for j in sw}
+    return "\n".join([
+        "", f"**A sweep of {n} runs to the end** (the trivial function, 1 CPU each, no parallelism limit), watched "
+        "by `roach watch --json` from the submission on:", "",
+        "| measure | value |", "| --- | --- |",
+        f"| submission (sbatch --hold per array, bundle, records, release) | {submitted_s:.1f} s, {len(sw.array_ids)} array(s) |",
+        f"| submission to the watch's exit (queue empty) | {took:.0f} s |",
+        f"| watch exit code (0: every watched job COMPLETED) | {watch.returncode} |",
+        f"| runs the watch reported started / finished | {len(started & ours)} / {len(finished & ours)} of {n} |",
+        f"| watch events by kind | {', '.join(f'{k} {v}' for k, v in sorted(kinds.items(), key=lambda kv: str(kv[0])))} |",
+        f"| runs' job.json files / by status | {len(jj)} of {n} / {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))} |",
+        ""])
 
 
 def _submitit_map(lab: Lab, wd, n: int, walls: list[float]) -> list[str]:

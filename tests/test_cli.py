@@ -167,3 +167,13 @@ def test_up_on_a_running_lab_is_a_no_op(lab):
     assert r.returncode == 0, r.stderr
     assert "lab is up" in r.stdout
     assert _pids(str(lab.state)) == before
+
+
+def test_python_dash_m_roach_is_the_roach_command():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "roach", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and "roach" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "roach", "no-such-command"], capture_output=True, text=True)
+    assert bad.returncode == 2
