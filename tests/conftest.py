@@ -67,6 +67,15 @@ def shared_tmp() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
+def private_store(prefix: str) -> Iterator[Path]:
+    """For a module fixture: $ROACH_STORE at a store of its own while the module's tests run, never the user's."""
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROACH_STORE", str(d / "store.sqlite"))
+        yield d / "store.sqlite"
+    shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.fixture
 def jobs(user_slurm: SlurmClient) -> Iterator[list[int]]:
     """Job ids a test submits as the lab user; whatever is left of them is cancelled afterwards."""

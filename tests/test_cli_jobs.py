@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,7 +22,7 @@ from roach.lab.config import LAB_USER
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
 from roach.slurm.transport import LocalTransport, Result
-from tests.conftest import wait_until
+from tests.conftest import private_store, wait_until
 
 TRAIN_PY = '''\
 def train(run, lr, steps=3):
@@ -47,13 +48,9 @@ def chatty(run, n):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def store_path() -> Path:
+def store_path() -> Iterator[Path]:
     """Every test of this module records into its own store, never the user's."""
-    d = Path(tempfile.mkdtemp(prefix="roach-cli-jobs-store-"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ROACH_STORE", str(d / "store.sqlite"))
-        yield d / "store.sqlite"
-    shutil.rmtree(d, ignore_errors=True)
+    yield from private_store("roach-cli-jobs-store-")
 
 
 def invoke(*args: str):

@@ -15,6 +15,7 @@ from roach.slurm.states import JobState
 from roach.slurm.store import Store
 from roach.slurm.sweep import read_grid, split, sweep
 from tests.conftest import wait_until
+from tests.test_submit import roots, store  # noqa: F401  (fixtures: a store of the test's own, shared roots)
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 
@@ -50,16 +51,6 @@ def fail_on(run, x, bad=-1):
 def repo(git_repo):
     git_repo.commit(PKG, "the sweep package")
     return git_repo
-
-
-@pytest.fixture
-def store(tmp_path):
-    return Store(tmp_path / "store.sqlite")
-
-
-@pytest.fixture
-def roots(shared_tmp):
-    return {"log_root": str(shared_tmp / "logs"), "clone_root": str(shared_tmp / "clones")}
 
 
 def test_split_keeps_task_indices_below_max_array_size():

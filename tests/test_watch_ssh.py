@@ -24,15 +24,21 @@ def _sessions(server: SSHServer) -> int:
     return server.log.read_text(errors="replace").count("Starting session: command")
 
 
-def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection(git_repo, shared_tmp: Path,
-                                                                                   tmp_path, lab, sshd: SSHServer):
+def _submitted_over_ssh(git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer, steps: int):
+    """A training run submitted to the lab through the test sshd: (lab env, cluster, store, job)."""
     env = lab.env()
     cluster = LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
     git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
     store = Store(tmp_path / "store.sqlite")
-    job = submit("pkg.train:train", {"steps": 15, "step_s": 0.3}, resources=GPU1.replace(time="00:05:00"),
+    job = submit("pkg.train:train", {"steps": steps, "step_s": 0.3}, resources=GPU1.replace(time="00:05:00"),
                  cluster=cluster, repo_root=git_repo.work, store=store, log_root=str(shared_tmp / "logs"),
                  clone_root=str(shared_tmp / "clones"))
+    return env, cluster, store, job
+
+
+def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection(git_repo, shared_tmp: Path,
+                                                                                   tmp_path, lab, sshd: SSHServer):
+    env, cluster, store, job = _submitted_over_ssh(git_repo, shared_tmp, tmp_path, lab, sshd, steps=15)
     w = Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9)
     connections = sshd.accepted_connections()
     rounds: list[tuple[int, list[str]]] = []  # remote commands, and what the round said
@@ -66,13 +72,7 @@ def test_killing_sshd_mid_watch_is_one_outage_a_backoff_then_recovery_and_no_job
         git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer):
     from roach.slurm.slurmcli import SlurmClient
 
-    env = lab.env()
-    cluster = LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
-    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
-    store = Store(tmp_path / "store.sqlite")
-    job = submit("pkg.train:train", {"steps": 40, "step_s": 0.3}, resources=GPU1.replace(time="00:05:00"),
-                 cluster=cluster, repo_root=git_repo.work, store=store, log_root=str(shared_tmp / "logs"),
-                 clone_root=str(shared_tmp / "clones"))
+    env, cluster, store, job = _submitted_over_ssh(git_repo, shared_tmp, tmp_path, lab, sshd, steps=40)
     transport = sshd.transport(env=env, backoff_s=4.0, min_interval_s=0.2)
     w = Watcher(cluster, SlurmClient(transport), store, interval_s=1.0, heartbeat_s=1e9)
     said: list[str] = []

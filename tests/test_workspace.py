@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ from roach.slurm.workspace import (
 from roach.slurm.workspace_base import Settings, min_poll_interval
 from roach.slurm.workspace_record import final_record
 from roach.slurm.workspace_script import ADDED_MARK, prepare_script, read_directives
-from tests.conftest import wait_until
+from tests.conftest import private_store, wait_until
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
 
@@ -52,13 +53,9 @@ def _cli(*args: str):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def store_path() -> Path:
+def store_path() -> Iterator[Path]:
     """Every test of this module records its sbatch jobs into a store of its own, never the user's."""
-    d = Path(tempfile.mkdtemp(prefix="roach-ws-store-"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ROACH_STORE", str(d / "store.sqlite"))
-        yield d / "store.sqlite"
-    shutil.rmtree(d, ignore_errors=True)
+    yield from private_store("roach-ws-store-")
 
 
 HEAD = "#!/bin/bash\n#SBATCH --account=lab\n#SBATCH --partition=gpu\n#SBATCH --time=00:05:00\n" \
