@@ -120,7 +120,7 @@ class FakeJob:
     reads: int = 0
     state_calls: int = 0
     job_id: int = 7
-    paths: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(log="/logs/r_7.out"))
+    record: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(log_path="/logs/r_7.out"))
 
     @property
     def fs(self):

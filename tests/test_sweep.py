@@ -262,8 +262,8 @@ def test_roach_watch_reports_every_run_of_a_sweep_and_records_each_job_json(repo
     finished = {e["job_id"]: e for e in events if e["event"] == "finished" and e["job_id"] in ours}
     assert sorted(set(started)) == sorted(ours) and sorted(finished) == sorted(ours), run.output
     assert finished[sw[5].slurm_id]["run_id"] == sw[5].run_id
-    assert run.exit_code == 6, run.output  # one run failed
+    assert run.exit_code == 6, (run.output, sw[5].log())  # one run failed
     assert events[-1]["event"] == "queue_empty"
     for j in sw:
         jj = JobJson.from_json(Path(j.paths.job_json).read_text())
-        assert jj.status == ("failed" if j.run_id.endswith("-5") else "completed"), (j.run_id, jj)
+        assert jj.status == ("failed" if j.run_id.endswith("-5") else "completed"), (j.run_id, jj, j.log())
