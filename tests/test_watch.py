@@ -56,12 +56,15 @@ def sq(job: int | str, state: str = "RUNNING", *, reason: str = "None", qos: str
     return US.join(fields_) + RS + "\n"
 
 
-def sa(job: int | str, state: str = "COMPLETED", *, exit_code: str = "0:0", elapsed: int = 5, qos: str = "normal") -> str:
-    """One sacct allocation line as `sacct -P --delimiter=US --format=<SACCT_FIELDS>` prints it."""
+def sa(job: int | str, state: str = "COMPLETED", *, exit_code: str = "0:0", elapsed: int = 5, qos: str = "normal",
+       started: bool = True) -> str:
+    """One sacct allocation line as `sacct -P --delimiter=US --format=<SACCT_FIELDS>` prints it (``started=False``:
+    a job that ended before it started, as sacct shows one cancelled while pending)."""
     ended = state not in ("RUNNING", "PENDING")
     fields_ = [str(job), str(job).split("_")[0], "j", LAB_USER, "lab", "gpu", qos, state, exit_code, str(elapsed),
-               "UNLIMITED", "2026-11-29T23:39:47", "2026-11-29T23:40:00", "2026-11-29T23:40:05" if ended else "Unknown",
-               "1", "n1", "billing=1,cpu=1,gres/gpu=1,mem=500M,node=1", "None"]
+               "UNLIMITED", "2026-11-29T23:39:47", "2026-11-29T23:40:00" if started else "None",
+               "2026-11-29T23:40:05" if ended else "Unknown", "1", "n1" if started else "None assigned",
+               "billing=1,cpu=1,gres/gpu=1,mem=500M,node=1" if started else "", "None"]
     return US.join(fields_) + "\n"
 
 
@@ -377,7 +380,7 @@ def test_rebalance_promotes_through_the_promoter_and_follows_the_new_job(fake, s
     assert kinds(ev) == ["promoted"] and ev[0].data["new_job_id"] == 72 and "now job 72" in ev[0].message
     assert [(p.key, p.to_tier) for p in made] == [("71", "high")]
     fake.queue = [sq(72, qos="high")]
-    fake.acct = [sa(71, "CANCELLED", exit_code="0:15", qos="low")]
+    fake.acct = [sa(71, "CANCELLED", exit_code="0:15", qos="low", started=False)]
     clock.tick(10)
     ev = w.round()
     assert kinds(ev) == ["finished", "started"] and "(continued as job 72)" in ev[0].message

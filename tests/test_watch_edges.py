@@ -239,3 +239,22 @@ def test_a_second_watch_on_one_store_and_cluster_exits_9_and_a_dead_ones_lock_is
     monkeypatch.setenv("ROACH_STORE", str(store))
     r = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once")
     assert r.exit_code == 0 and "queue empty: no job to watch" in r.output, r.output
+
+
+def test_a_job_that_started_and_ended_between_two_rounds_gets_its_started_line_then_finished():
+    from roach.slurm.watch_jobs import Ctx, JobWatch, on_accounting
+    from tests.test_watch import sa
+
+    ctx = Ctx("lab", LAB.tiers, 100.0, lambda rec: None)
+    quick = JobWatch("90_3", 90, run_id="sw-3", state="PENDING", in_queue=False, left_at=99.0)
+    (rec,) = parse_sacct(sa("90_3", "COMPLETED"))
+    events = on_accounting(quick, rec, ctx, lost_after_s=600)
+    assert [e.kind for e in events] == [EventKind.STARTED, EventKind.FINISHED]
+    assert "started on n1 (seen once it had ended)" in events[0].message and quick.reported == ["started"]
+    # one that never started (cancelled while pending) only finishes, and a started one is not said twice
+    never = JobWatch("91", 91, state="PENDING", in_queue=False, left_at=99.0)
+    (rec,) = parse_sacct(sa(91, "CANCELLED", started=False))
+    assert [e.kind for e in on_accounting(never, rec, ctx, lost_after_s=600)] == [EventKind.FINISHED]
+    seen = JobWatch("92", 92, state="RUNNING", in_queue=False, left_at=99.0, reported=["started"])
+    (rec,) = parse_sacct(sa(92))
+    assert [e.kind for e in on_accounting(seen, rec, ctx, lost_after_s=600)] == [EventKind.FINISHED]

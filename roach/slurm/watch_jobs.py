@@ -223,13 +223,21 @@ def on_accounting(w: JobWatch, rec: AcctRecord | None, ctx: Ctx, lost_after_s: f
             return [ctx.event(EventKind.LOST, w, f"{w.label()} left the queue {human_seconds(ctx.now - w.left_at)} "
                               "ago and accounting has no record of it: check `sacct -j " + w.key + "`")]
         return []
+    events: list[Event] = []
+    if "started" not in w.reported and rec.start_time is not None and rec.nodelist not in ("", "None assigned"):
+        # it started and ended between two rounds: say that it started, once, before it finished
+        w.reported.append("started")
+        events.append(ctx.event(EventKind.STARTED, w, f"{w.label()} started on {rec.nodelist} (seen once it had "
+                                f"ended)", state=JobState.RUNNING.value, nodes=rec.nodelist, tier=w.tier,
+                                gpus=w.gpus, restart_count=0))
     w.final_state, w.exit_code, w.done, w.in_queue = rec.state.value, f"{rec.exit_code}:{rec.exit_signal}", True, False
     w.state = rec.state.value
     ran = f", ran {human_seconds(rec.elapsed_s)}" if rec.elapsed_s else ""
     moved = f" (continued as job {w.superseded_by})" if w.superseded_by else ""
-    return [ctx.event(EventKind.FINISHED, w, f"{w.label()} finished: {rec.state_text}, exit {w.exit_code}{ran}{moved}",
-                      state=rec.state.value, state_text=rec.state_text, exit_code=w.exit_code,
-                      elapsed_s=rec.elapsed_s, ok=rec.state.is_success, superseded_by=w.superseded_by)]
+    return events + [ctx.event(EventKind.FINISHED, w, f"{w.label()} finished: {rec.state_text}, exit {w.exit_code}"
+                               f"{ran}{moved}", state=rec.state.value, state_text=rec.state_text,
+                               exit_code=w.exit_code, elapsed_s=rec.elapsed_s, ok=rec.state.is_success,
+                               superseded_by=w.superseded_by)]
 
 
 def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: Ctx, running: bool) -> list[Event]:
