@@ -258,3 +258,17 @@ def test_a_job_that_started_and_ended_between_two_rounds_gets_its_started_line_t
     seen = JobWatch("92", 92, state="RUNNING", in_queue=False, left_at=99.0, reported=["started"])
     (rec,) = parse_sacct(sa(92))
     assert [e.kind for e in on_accounting(seen, rec, ctx, lost_after_s=600)] == [EventKind.FINISHED]
+
+
+def test_a_task_missing_from_sacct_never_takes_the_state_of_a_task_listed_under_the_bare_array_id():
+    from roach.slurm.watch_jobs import match_acct
+    from tests.test_watch import sa
+
+    # just after an array ended, slurmdbd may list its last task under the bare id before its task id,
+    # and not list a failed task at all yet: that task must wait for the next round, not be COMPLETED
+    found = parse_sacct(sa("2301", "COMPLETED") + sa("2301_0", "COMPLETED"))
+    got = match_acct(["2301_0", "2301_5"], found)
+    assert sorted(got) == ["2301_0"]
+    # an array cancelled before any task started: the bare id's record is every task's fate
+    found = parse_sacct(sa("2401", "CANCELLED", started=False))
+    assert match_acct(["2401_3"], found)["2401_3"].state.value == "CANCELLED"

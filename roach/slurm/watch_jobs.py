@@ -300,8 +300,12 @@ def match_acct(keys: list[str], found: list[AcctRecord]) -> dict[str, AcctRecord
                 if str(r.ref.job) == job and r.ref.tasks and task.isdigit() and int(task) in _task_ids(r.ref.tasks):
                     hit = r
                     break
-            # an array none of whose tasks started: sacct may list it under the array's own id for a while
-            hit = hit or by_ref.get(job)
+            # an array none of whose tasks started: sacct may list it under the array's own id for a while.
+            # Only then: a record under the bare id that ran is one task whose task id slurmdbd has not been
+            # told yet (just after the array ended), never the fate of the others.
+            bare = by_ref.get(job)
+            if hit is None and bare is not None and bare.start_time is None:
+                hit = bare
         if hit is not None:
             out[key] = hit
     return out
