@@ -33,9 +33,9 @@ run_as_option = click.option(
     help="Run Slurm's commands (and read the logs) as this local user (needs root); the lab's user is roachlab.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 repo_option = click.option("--repo-root", default=".", show_default=True, type=click.Path(file_okay=False),
-                           help="The repository the run was submitted from; its HEAD must be the run's commit.")
+                           help="The repository the run was submitted from (it must have the run's commit, pushed).")
 new_commit_option = click.option("--allow-new-commit", is_flag=True,
-                                 help="Resubmit at the repository's HEAD even when it is not the run's commit.")
+                                 help="Resubmit at the repository's HEAD instead of the run's own commit.")
 
 
 def _cluster(name: str, run_as: str | None) -> Cluster:

@@ -150,14 +150,14 @@ def test_promote_a_pending_run_resubmits_its_run_id_on_the_tier(lab, repo, store
         # GitRepo.commit gives the remote to the lab user; a second push as root needs it back first
         subprocess.run(["chown", "-R", "root", str(repo.remote)], check=True)
         repo.commit({"pkg/other.py": "X = 1\n"}, "a newer commit")
-        refused = roach("promote", job.run_id, "--to", "high", *_common(repo))
-        assert refused.exit_code == 2 and "would run other code" in refused.output
-        assert job.state() is JobState.PENDING  # nothing was touched
-        run = roach("promote", job.run_id, "--to", "high", *_common(repo), "--allow-new-commit", "--json")
+        (repo.work / "notes.txt").write_text("not committed\n")  # the working tree's state does not matter
+        run = roach("promote", job.run_id, "--to", "high", *_common(repo), "--json")
         assert run.exit_code == 0, run.output
         data = json.loads(run.output)
         new = store.get("lab", data["new_job"])
         assert new.run_id == job.run_id and data["old_job"] == job.job_id and new.resources["qos"] == "high"
+        # resubmitted at the run's own commit, not at the newer HEAD
+        assert new.commit == job.record.commit != repo.git("rev-parse", "HEAD").strip()
         wait_until("the old job to be cancelled", lambda: job.state() is JobState.CANCELLED, timeout=30)
         (q,) = wait_until("the new job's reason", lambda: [q for q in user_slurm.squeue(job_ids=[new.job_id])
                                                            if q.reason is not R.NONE], timeout=30)

@@ -464,3 +464,20 @@ def test_every_refusal_is_a_roach_error(repo: Path) -> None:
     assert issubclass(UsageError, RoachError)
     with pytest.raises(RoachError):
         check_target(inspect_repo(repo), "nope")
+
+
+def test_a_pinned_commit_must_be_pushed_and_the_working_tree_does_not_matter(repo: Path):
+    first = git(repo, "rev-parse", "HEAD")
+    pushed = commit(repo, "pushed", **{"pkg/more.py": "X = 1\n"})
+    git(repo, "push", "-q")
+    local = commit(repo, "not pushed", **{"pkg/local.py": "Y = 2\n"})
+    (repo / "pkg" / "train.py").write_text("dirty\n")
+    assert inspect_repo(repo, first).commit == first  # HEAD unpushed and a dirty tree: not the pinned commit's business
+    assert inspect_repo(repo, pushed[:10]).commit == pushed
+    with pytest.raises(UsageError, match=r"is not on origin/main") as e:
+        inspect_repo(repo, local)
+    assert "push it" in e.value.hint
+    with pytest.raises(UsageError, match="is not in the repository"):
+        inspect_repo(repo, "0" * 40)
+    with pytest.raises(UsageError, match="uncommitted change"):
+        inspect_repo(repo)  # HEAD itself is still refused

@@ -164,16 +164,12 @@ def _queued(client: SlurmClient, job_id: int) -> QueueRecord | None:
     return recs[0] if recs else None
 
 
-def _check_commit(rec: JobRecord, repo_root: str | Path, allow_new_commit: bool) -> None:
+def _commit(rec: JobRecord, repo_root: str | Path, allow_new_commit: bool) -> str | None:
+    """The commit the moved run is resubmitted at: its own (None: the repository's HEAD, with
+    ``allow_new_commit``). Checked before anything is touched: it must be pushed, HEAD clean and pushed."""
     from roach.slurm.repo import inspect_repo
 
-    head = inspect_repo(repo_root).commit
-    if head != rec.commit and not allow_new_commit:
-        raise UsageError(
-            f"run {rec.run_id} was submitted at commit {rec.commit[:12]} and the repository at {repo_root} is at "
-            f"{head[:12]}: moving it would run other code",
-            hint=f"check out {rec.commit[:12]} there (or pass --repo-root to a checkout of it), or allow it with "
-                 "--allow-new-commit")
+    return inspect_repo(repo_root, None if allow_new_commit else rec.commit).commit
 
 
 def _resolve(cluster: Cluster, tier: Tier | str) -> Tier:
@@ -201,7 +197,7 @@ def promote(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store,
                          hint=f"a running run moves with `roach move {rec.run_id} --to {target.name}`")
     if tier_of(cluster.tiers, q.partition, q.qos) == target:
         raise UsageError(f"job {rec.job_id} (run {rec.run_id}) already pends on tier {target.name}")
-    _check_commit(rec, repo_root, allow_new_commit)
+    commit = _commit(rec, repo_root, allow_new_commit)
     fs = ClusterFS(client.transport)
     fs.makedirs(fs.expand(rec.run_dir))  # resume() wants the run's directory; a job that never ran made none
     try:
@@ -211,7 +207,7 @@ def promote(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store,
                          hint=f"`roach status {rec.run_id}`; a running run moves with `roach move`") from None
     try:
         new = resume(rec.run_id, resources=on_tier(record_resources(rec), target), cluster=cluster,
-                     repo_root=repo_root, store=store)
+                     repo_root=repo_root, store=store, commit=commit)
     except BaseException:
         client.release(rec.job_id)
         raise
@@ -286,7 +282,7 @@ def move(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store, re
                          hint=f"to continue the run elsewhere: roach.slurm.resume({rec.run_id!r}, resources=...)")
     if tier_of(cluster.tiers, q.partition, q.qos) == target:
         raise UsageError(f"job {rec.job_id} (run {rec.run_id}) already runs on tier {target.name}")
-    _check_commit(rec, repo_root, allow_new_commit)
+    commit = _commit(rec, repo_root, allow_new_commit)
     run_dir = fs.expand(rec.run_dir)
     resume_pt = f"{run_dir.rstrip('/')}/{RESUME_FILE}"
     log_text = fs.tail(rec.log_path, 5000) if fs.exists(rec.log_path) else ""
@@ -304,7 +300,7 @@ def move(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store, re
     steps = [int(n) for n in _CKPT.findall(after)]
     step = steps[-1] if steps and mtime is not None else None
     new = resume(rec.run_id, resources=on_tier(record_resources(rec), target), cluster=cluster, repo_root=repo_root,
-                 store=store)
+                 store=store, commit=commit)
     resumed_at, verified = _verify(new, step, wait_s, poll_s, sleep, clock)
     result = MoveResult(rec.run_id, rec.job_id, new.job_id, target.name, "moved", step, fresh, resumed_at, verified,
                         new.record.log_path)

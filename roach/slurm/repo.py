@@ -163,8 +163,11 @@ def _dirty(root: Path) -> list[str]:
     return entries
 
 
-def inspect_repo(repo_root: str | os.PathLike[str] = ".") -> RepoInfo:
+def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = None) -> RepoInfo:
     """Check that the repository at ``repo_root`` is clean and pushed, and describe what a job clones.
+
+    ``commit`` pins an earlier commit instead of HEAD (promote and move resubmit a run's own code): it must
+    be on the upstream; the working tree's state does not matter then, since the job does not see it.
 
     Raises :class:`UsageError` for: not a git repository, no commit yet, detached HEAD, a branch with
     no upstream (or an upstream that is a local branch or was never fetched), uncommitted changes or
@@ -195,6 +198,8 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".") -> RepoInfo:
                          "or deleted on the remote)",
                          hint=f"push it: git push -u {remote} {branch}")
     url = _git(root, "remote", "get-url", remote).stdout.strip()
+    if commit is not None:
+        return _pinned(root, commit, branch, upstream, upstream_ref, remote, url)
 
     dirty = _dirty(root)
     if dirty:
@@ -215,6 +220,18 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".") -> RepoInfo:
                          f"{_listing(ahead)}", hint=hint)
 
     return RepoInfo(root=root, name=sanitize_name(root.name), commit=head, branch=branch,
+                    upstream=upstream, remote=remote, url=url)
+
+
+def _pinned(root: Path, commit: str, branch: str, upstream: str, upstream_ref: str, remote: str, url: str) -> RepoInfo:
+    full = _git(root, "rev-parse", "--verify", "-q", f"{commit}^{{commit}}", ok=(0, 1)).stdout.strip()
+    if not full:
+        raise UsageError(f"commit {commit[:12]} is not in the repository {str(root)!r}",
+                         hint="fetch it (`git fetch`), or pass --repo-root to a clone that has it")
+    if _git(root, "merge-base", "--is-ancestor", full, upstream_ref, ok=(0, 1)).returncode != 0:
+        raise UsageError(f"commit {short_sha(root, full)} is not on {upstream} (as last fetched): the job clones "
+                         f"from {url} and might not find it", hint=f"push it, or `git fetch {remote}` if it is there")
+    return RepoInfo(root=root, name=sanitize_name(root.name), commit=full, branch=branch,
                     upstream=upstream, remote=remote, url=url)
 
 

@@ -105,7 +105,8 @@ class Prepared:
 
 def prepare(target: str, *, resources: Resources | str, cluster: Cluster | str | None, name: str | None,
             job_env: Mapping[str, str] | None, repo_root: str | Path, log_root: str | None, clone_root: str,
-            secrets_dir: str | None, allow_metered: bool, experiment: str | None, store: Store | None) -> Prepared:
+            secrets_dir: str | None, allow_metered: bool, experiment: str | None, store: Store | None,
+            commit: str | None = None) -> Prepared:
     """The checks that can refuse a submission, in order, before anything is written or queued."""
     from roach.slurm.userconfig import configured, default_cluster_name, fill_resources
 
@@ -121,7 +122,7 @@ def prepare(target: str, *, resources: Resources | str, cluster: Cluster | str |
     if not re.fullmatch(r"[A-Za-z0-9._+=@:-]{1,128}", name):
         raise UsageError(f"job name {name!r} has characters Slurm logs and file names do not take",
                          hint="use letters, digits and . _ - + = @ :")
-    repo = inspect_repo(repo_root)
+    repo = inspect_repo(repo_root, commit)
     check_target(repo, target)
     module_path = locate_module(repo, target)
     python_path = ["src"] if module_path.startswith("src/") else []
@@ -159,20 +160,22 @@ def submit(
     allow_metered: bool = False,
     inside: int | None = None,
     force: bool = False,
+    commit: str | None = None,
     store: Store | None = None,
 ) -> Job:
     """Submit ``pkg.module:function`` of the repo's pushed HEAD as a Slurm job; returns its :class:`Job`.
 
     Paths may start with ``~``: the cluster user's home, expanded on the cluster. ``inside=<holder job id>``
     starts it now as steps of that running holder instead (an :class:`~roach.slurm.inside.InsideJob`; see
-    docs/hold.md); ``force`` then starts it even beside another attempt's running ranks.
+    docs/hold.md); ``force`` then starts it even beside another attempt's running ranks. ``commit`` submits
+    that pushed commit instead of HEAD (what promote and move use to resubmit a run's own code).
     """
     if run_id is not None and not _RUN_ID.match(run_id):
         raise UsageError(f"run id {run_id!r} is not valid", hint="letters, digits, . _ - (up to 128), starting with a letter or digit")
     args = _check_args(args or {})
     p = prepare(target, resources=resources, cluster=cluster, name=name, job_env=job_env, repo_root=repo_root,
                 log_root=log_root, clone_root=clone_root, secrets_dir=secrets_dir, allow_metered=allow_metered,
-                experiment=experiment, store=store)
+                experiment=experiment, store=store, commit=commit)
     cluster, res, env, name, repo, store = p.cluster, p.resources, p.env, p.name, p.repo, p.store
     python_path, log_root, abs_log_root, client, fs = p.python_path, p.log_root, p.abs_log_root, p.client, p.fs
     resuming = run_id is not None
