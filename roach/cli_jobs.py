@@ -100,6 +100,17 @@ def _cluster(name: str, run_as: str | None) -> Cluster:
     return c.with_(run_as=run_as) if run_as else c
 
 
+def submit_cluster(cluster: str | None, run_as: str | None, ssh_alias: str | None,
+                   ssh_config: str | None) -> Cluster | None:
+    """The cluster a submission goes to, reached through ``ssh_alias``/``ssh_config`` when given (None: the
+    configured default, chosen by submit itself)."""
+    if cluster is None and (ssh_alias or ssh_config):
+        from roach.slurm.userconfig import default_cluster_name
+
+        cluster = default_cluster_name()
+    return with_ssh_override(_cluster(cluster, run_as), ssh_alias, ssh_config) if cluster else None
+
+
 def _job(ref: str, cluster: str | None, run_as: str | None, store: Store, ssh_alias: str | None = None,
          ssh_config: str | None = None) -> Job:
     """The recorded job ``ref`` names (run id or job id), reached the way it was submitted unless ``ssh_alias``
@@ -184,11 +195,7 @@ def submit(ctx: click.Context, target: str, cluster: str, preset: str, kwargs: d
     if both:
         raise click.BadParameter(f"{', '.join(both)} also given in --args-json", param_hint="--arg")
     options = {k: v for k, v in paths.items() if v is not None}
-    if cluster is None and (ssh_alias or ssh_config):
-        from roach.slurm.userconfig import default_cluster_name
-
-        cluster = default_cluster_name()
-    target_cluster = with_ssh_override(_cluster(cluster, run_as), ssh_alias, ssh_config) if cluster else None
+    target_cluster = submit_cluster(cluster, run_as, ssh_alias, ssh_config)
     with Store() as store:
         job = submit_job(target, {**args_json, **kwargs}, resources=preset, cluster=target_cluster,
                          job_env=job_env, store=store, **options)

@@ -10,7 +10,8 @@ from typing import Any
 import click
 from rich.console import Console
 
-from roach.cli_jobs import JOB_NOT_COMPLETED, _cluster, _parse_env, json_option, run_as_option
+from roach.cli_jobs import (JOB_NOT_COMPLETED, _parse_env, json_option, run_as_option, ssh_alias_option,
+                            ssh_config_option, submit_cluster)
 from roach.slurm.store import Store
 from roach.slurm.sweep import read_grid
 from roach.slurm.sweep import sweep as sweep_runs
@@ -47,12 +48,15 @@ _CLONE_ROOT = signature(sweep_runs).parameters["clone_root"].default
 @click.option("--metered", "allow_metered", is_flag=True,
               help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.")
 @run_as_option
+@ssh_alias_option
+@ssh_config_option
 @click.option("--wait", is_flag=True,
               help=f"Wait for every run to end; exit 0 if all COMPLETED, {JOB_NOT_COMPLETED} if not.")
 @json_option
 @click.pass_context
 def sweep(ctx: click.Context, target: str, grid_file: str, cluster: str | None, preset: str,
-          job_env: dict[str, str], run_as: str | None, wait: bool, as_json: bool, **options: Any) -> None:
+          job_env: dict[str, str], run_as: str | None, ssh_alias: str | None, ssh_config: str | None, wait: bool,
+          as_json: bool, **options: Any) -> None:
     """Run TARGET (package.module:function) once per entry of the grid file, as Slurm job arrays.
 
     Prints the sweep id, its arrays and where the logs go; `roach ls` and `roach watch` show its runs.
@@ -60,7 +64,7 @@ def sweep(ctx: click.Context, target: str, grid_file: str, cluster: str | None, 
     grid = read_grid(grid_file)
     options = {k: v for k, v in options.items() if v is not None}
     with Store() as store:
-        sw = sweep_runs(target, grid, resources=preset, cluster=_cluster(cluster, run_as) if cluster else None,
+        sw = sweep_runs(target, grid, resources=preset, cluster=submit_cluster(cluster, run_as, ssh_alias, ssh_config),
                         job_env=job_env, store=store, **options)
         out: dict[str, Any] = {
             "sweep_id": sw.sweep_id, "cluster": sw.cluster.name, "array_ids": sw.array_ids, "runs": len(sw),

@@ -12,7 +12,8 @@ import sys
 import click
 
 from roach.errors import UsageError
-from roach.slurm.cluster import Cluster, get_cluster
+from roach.cli_jobs import ssh_alias_option, ssh_config_option
+from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
 from roach.slurm.pending import PendingContext, explain
 from roach.slurm.rebalance import move as move_run, promote as promote_job
 from roach.slurm.slurmparse import QueueRecord
@@ -99,9 +100,11 @@ def _emitter(as_json: bool, exec_cmd: list[str] | None):
 @click.option("--stall-after", type=click.FloatRange(min=1), default=60.0, show_default=True, metavar="S",
               help="The least silence before a log counts as stalled (else 3x the run's usual gap).")
 @click.option("--once", is_flag=True, help="One round, then exit.")
+@ssh_alias_option
+@ssh_config_option
 def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: float, job_ids: tuple[str, ...],
           as_json: bool, exec_cmd: str | None, rebalance: bool, repo_root: str, probe_window: float | None,
-          stall_after: float, once: bool) -> None:
+          stall_after: float, once: bool, ssh_alias: str | None, ssh_config: str | None) -> None:
     """Watch your jobs until every one has ended: started, finished, preempted, stalled, never-starts and
     promotion lines on change, a heartbeat with the tier table every --heartbeat seconds.
 
@@ -120,6 +123,7 @@ def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: f
         if name is None:
             raise UsageError("--job needs --cluster", hint="e.g. --cluster lab")
         c = _cluster(_pick_cluster(name, store), run_as)
+        c = with_ssh_override(c, ssh_alias or _recorded_alias(store, c), ssh_config)
 
         def promoter(p) -> int:
             return promote_job(p.key, p.to_tier, cluster=c, store=store, repo_root=repo_root).job_id
@@ -135,6 +139,15 @@ def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: f
             sys.exit(130)
     if status:
         sys.exit(status)
+
+
+def _recorded_alias(store: Store, c: Cluster) -> str | None:
+    """The ssh alias the unfinished jobs on ``c`` were submitted through, when they name one (and only one)."""
+    aliases = sorted({r.via for r in store.unfinished(c.name) if r.via})
+    if len(aliases) > 1:
+        raise UsageError(f"the unfinished jobs on {c.name} were submitted through several ssh aliases: "
+                         f"{', '.join(aliases)}", hint=f"watch through one of them: --ssh-alias {aliases[0]}")
+    return aliases[0] if aliases else None
 
 
 # -- why --------------------------------------------------------------------------------------------------

@@ -261,3 +261,21 @@ def test_cancel_and_ls_go_per_cluster_and_alias_and_an_explicit_alias_overrides(
     assert r.exit_code == 2 and "--cluster" in r.stderr
     r = roach("status", submitted["local"]["run_id"], "--ssh-config", cfg)
     assert r.exit_code == 2 and "--ssh-config needs an ssh alias" in r.stderr
+
+
+def test_roach_watch_reaches_a_sweep_through_the_alias_it_was_submitted_through(alias_cli, sshd: SSHServer,
+                                                                                 no_local_slurm, tmp_path):
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps([{"who": f"w{i}"} for i in range(3)]))
+    r = roach("sweep", "pkg.jobs:hello", "--grid", str(grid), *alias_cli.common, "--ssh-alias", sshd.alias,
+              "--ssh-config", alias_cli.cfg)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    alias_cli.jobs += out["array_ids"]
+    used = no_local_slurm()  # the watch must go through the recorded alias, not this machine's Slurm
+    r = roach("watch", "--cluster", "lab", "--json", "--interval", "1", "--ssh-config", alias_cli.cfg)
+    assert r.exit_code == 0, r.output
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    finished = sorted(e["run_id"] for e in events if e["event"] == "finished")
+    assert finished == [f"{out['sweep_id']}-{i}" for i in range(3)] and events[-1]["event"] == "queue_empty"
+    assert used == []
