@@ -131,8 +131,9 @@ def _explained(rec: JobRecord, ssh_alias: str | None) -> Iterator[None]:
     except TransportError as err:
         if rec.via and not ssh_alias:
             err.hint = (f"{err.hint + '; ' if err.hint else ''}job {rec.slurm_id} was submitted through ssh alias "
-                        f"{rec.via!r}, so roach reads it that way: pass --ssh-config FILE if that alias is defined in "
-                        "another file, or --ssh-alias ALIAS to reach the cluster another way")
+                        f"{rec.via!r}" + (f" (from {rec.via_config})" if rec.via_config else "") + ", so roach reads "
+                        "it that way: pass --ssh-config FILE if that alias is now defined in another file, or "
+                        "--ssh-alias ALIAS to reach the cluster another way")
         raise
 
 

@@ -89,7 +89,9 @@ def reach(rec: JobRecord, *, run_as: str | None = None, ssh_alias: str | None = 
     c = configured(get_cluster(rec.cluster))
     if run_as:
         c = c.with_(run_as=run_as)
-    return with_ssh_override(c, ssh_alias or rec.via, ssh_config)
+    if ssh_alias is None and rec.via:  # the way it was submitted: the recorded alias and its config file
+        return with_ssh_override(c, rec.via, ssh_config or rec.via_config)
+    return with_ssh_override(c, ssh_alias, ssh_config)
 
 
 def grouped_views(records: list[JobRecord], store: Store, *, run_as: str | None = None,
@@ -97,13 +99,13 @@ def grouped_views(records: list[JobRecord], store: Store, *, run_as: str | None 
     """The views of ``records`` (any clusters), in their order: one :func:`live_views` (one ``squeue`` of the
     user's queue, at most one ``sacct``) per cluster and the alias it is reached through. ``ssh_config``
     applies to the groups reached over SSH only."""
-    groups: dict[tuple[str, str | None], list[int]] = {}
+    groups: dict[tuple[str, str | None, str | None], list[int]] = {}
     for i, rec in enumerate(records):
-        groups.setdefault((rec.cluster, ssh_alias or rec.via), []).append(i)
+        way = (ssh_alias, None) if ssh_alias else (rec.via, rec.via_config)
+        groups.setdefault((rec.cluster, *way), []).append(i)
     out: list[JobView | None] = [None] * len(records)
-    for (_, alias), idx in groups.items():
-        first = records[idx[0]]
-        c = reach(first, run_as=run_as, ssh_alias=alias)
+    for idx in groups.values():
+        c = reach(records[idx[0]], run_as=run_as, ssh_alias=ssh_alias)
         if ssh_config is not None and c.ssh_alias is not None:
             c = with_ssh_override(c, None, ssh_config)
         for i, view in zip(idx, live_views(c.client(), [records[i] for i in idx], store, whole_queue=True)):

@@ -123,7 +123,7 @@ def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: f
         if name is None:
             raise UsageError("--job needs --cluster", hint="e.g. --cluster lab")
         c = _cluster(_pick_cluster(name, store), run_as)
-        c = with_ssh_override(c, ssh_alias or _recorded_alias(store, c), ssh_config)
+        c = with_ssh_override(c, *((ssh_alias, ssh_config) if ssh_alias else _recorded_way(store, c, ssh_config)))
 
         def promoter(p) -> int:
             return promote_job(p.key, p.to_tier, cluster=c, store=store, repo_root=repo_root).job_id
@@ -141,13 +141,17 @@ def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: f
         sys.exit(status)
 
 
-def _recorded_alias(store: Store, c: Cluster) -> str | None:
-    """The ssh alias the unfinished jobs on ``c`` were submitted through, when they name one (and only one)."""
-    aliases = sorted({r.via for r in store.unfinished(c.name) if r.via})
-    if len(aliases) > 1:
+def _recorded_way(store: Store, c: Cluster, ssh_config: str | None) -> tuple[str | None, str | None]:
+    """The ssh alias (and its config file) the unfinished jobs on ``c`` were submitted through, when they
+    name one (and only one); ``ssh_config`` given wins over the recorded file."""
+    ways = sorted({(r.via, r.via_config or "") for r in store.unfinished(c.name) if r.via})
+    if len({alias for alias, _ in ways}) > 1:
         raise UsageError(f"the unfinished jobs on {c.name} were submitted through several ssh aliases: "
-                         f"{', '.join(aliases)}", hint=f"watch through one of them: --ssh-alias {aliases[0]}")
-    return aliases[0] if aliases else None
+                         f"{', '.join(sorted({a for a, _ in ways}))}",
+                         hint=f"watch through one of them: --ssh-alias {ways[0][0]}")
+    if not ways:
+        return None, ssh_config
+    return ways[0][0], ssh_config or ways[0][1] or None
 
 
 # -- why --------------------------------------------------------------------------------------------------

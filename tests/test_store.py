@@ -313,3 +313,25 @@ def test_update_final_many_records_every_run_in_one_go(store):
     with pytest.raises(UsageError, match="not a final status"):
         store.update_final_many("ilc", [(700, 1, "running", None, None)], "2026-01-01T00:00:00Z")
     assert store.get("ilc", 700, 1).status == "submitted"
+
+
+def test_a_version_2_store_gets_the_via_config_column(tmp_path):
+    from roach.slurm.store import _SCHEMA
+
+    path = tmp_path / "v2.sqlite"
+    conn = sqlite3.connect(path)
+    v2 = _SCHEMA.replace("    via          TEXT,", "    via          TEXT").split("    via_config")[0] + ");" \
+        + _SCHEMA.split(");", 1)[1]
+    conn.executescript(v2 + "PRAGMA user_version=2;")
+    conn.execute("INSERT INTO jobs (cluster, job_id, run_id, name, target, \"commit\", repo, log_path, bundle_dir, run_dir,"
+                 " submitted_at, resources, status, via) VALUES ('dsi', 5, 'r5', 'n', 'p.m:f', 'c', 'r', '/l', '/b',"
+                 " '/r', '2026-01-01T00:00:00Z', '{}', 'submitted', 'other')")
+    conn.commit()
+    conn.close()
+    s = Store(path)
+    old = s.get("dsi", 5)
+    assert (old.via, old.via_config) == ("other", None)
+    s.add(rec(6, cluster="dsi", via="other", via_config="/home/u/.ssh/cfg"))
+    assert s.get("dsi", 6).via_config == "/home/u/.ssh/cfg"
+    s.close()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3

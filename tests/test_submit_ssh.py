@@ -191,11 +191,15 @@ def test_a_job_submitted_through_an_alias_is_read_back_and_listed_through_it(ali
     assert alias_cli.master.master_running()  # every read rode on the one shared connection
     assert sshd.accepted_connections() == before
 
-    # The alias is recorded, not the file that defines it: without it, the error says where the alias came from.
+    # The alias and the file that defines it are both recorded: no --ssh-config needed later; a way that
+    # does not work says which way the job was submitted.
+    with Store() as store:
+        assert store.get("lab", job["job_id"]).via_config == cfg
     r = roach("logs", job["run_id"])
+    assert r.exit_code == 0 and "hello alias" in r.stdout, r.output
+    r = roach("logs", job["run_id"], "--ssh-config", str(Path(cfg).parent / "missing_config"))
     assert r.exit_code == 4, r.output
-    assert "cannot connect" in r.stderr and f"submitted through ssh alias {sshd.alias!r}" in r.stderr
-    assert "--ssh-config FILE" in r.stderr
+    assert f"submitted through ssh alias {sshd.alias!r} (from {cfg})" in r.stderr and "--ssh-config FILE" in r.stderr
 
     # `roach resume` submits the run again the way it went (the completed run does not run again)
     r = roach("resume", job["run_id"], "--repo-root", alias_cli.work, "--ssh-config", cfg, "--wait", "--json")

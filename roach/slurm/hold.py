@@ -29,7 +29,7 @@ from roach.slurm.hold_steps import (  # noqa: F401 - importable from here, as be
 from roach.slurm.resources import Resources
 from roach.slurm.signals import parse_signal
 from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.ssh import submitted_via
+from roach.slurm.ssh import as_recorded, submitted_route
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
 
@@ -107,7 +107,7 @@ class Holder:
                              hint="`roach ls` marks holders; `roach hold` makes one")
         c = cluster if isinstance(cluster, Cluster) else get_cluster(rec.cluster)
         if rec.via and not isinstance(cluster, Cluster):  # queued through another ssh alias: reach it that way
-            c = c.with_(ssh_alias=rec.via)
+            c = as_recorded(c, rec)
         return cls(c, rec.job_id, rec, store)
 
     # -- state -----------------------------------------------------------------------------------------
@@ -371,6 +371,6 @@ def hold(
             cluster=cluster.name, job_id=job_id, run_id=hold_id, name=name, target=HOLD_TARGET, commit="", repo="",
             log_path=paths.log, bundle_dir=paths.bundle_dir, run_dir="", submitted_at=submitted,
             resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
-            holder=job_id, via=submitted_via(cluster))
+            holder=job_id, **submitted_route(cluster))
         store.add(record)
     return Holder(cluster, job_id, record, store)

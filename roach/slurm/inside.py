@@ -39,7 +39,7 @@ from roach.slurm.inside_job import (  # noqa: F401 - importable from here, as be
 from roach.slurm.inside_script import AttemptInputs, render_driver, render_step
 from roach.slurm.resources import Resources
 from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.ssh import submitted_via
+from roach.slurm.ssh import submitted_route
 from roach.slurm.store import JobRecord, Store, utc_now
 
 SETTLE_S = 120.0  # how long a new attempt waits for a stopped one's steps to leave squeue -s
@@ -142,7 +142,7 @@ def submit_inside(
             cluster=cluster.name, job_id=attempt_id(holder, n), run_id=run_id, name=name, target=target,
             commit=repo.commit, repo=repo.name, log_path=paths.log, bundle_dir=paths.bundle_dir, run_dir=run_dir,
             submitted_at=utc_now(), resources=resources.to_json(), status="submitted", slurm_state=None,
-            exit_code=None, recorded_at=None, holder=holder, via=submitted_via(cluster))
+            exit_code=None, recorded_at=None, holder=holder, **submitted_route(cluster))
         try:
             store.add(record)
         except UsageError:

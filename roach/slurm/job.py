@@ -81,7 +81,9 @@ class Job:
         rec = store.find(str(ref), cluster=cname)
         c = cluster if isinstance(cluster, Cluster) else get_cluster(rec.cluster)
         if rec.via and not isinstance(cluster, Cluster):  # submitted through another ssh alias: read it that way
-            c = c.with_(ssh_alias=rec.via)
+            from roach.slurm.ssh import as_recorded
+
+            c = as_recorded(c, rec)
         return cls(c, rec, store)
 
     def __str__(self) -> str:

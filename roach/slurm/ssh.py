@@ -327,6 +327,18 @@ class SSHTransport:
         # Otherwise the remote command itself exited 255: a normal result for the caller to judge.
 
 
+def submitted_route(cluster) -> dict[str, str | None]:
+    """What a job record keeps of how a submission reached ``cluster``: ``via`` (see :func:`submitted_via`)
+    and ``via_config``, the ssh config file that alias came from (None: ssh's default)."""
+    via = submitted_via(cluster)
+    return {"via": via, "via_config": cluster.ssh_config if via else None}
+
+
+def as_recorded(cluster, rec):
+    """``cluster`` reached the way ``rec``'s job was submitted: its recorded alias and config file, if any."""
+    return cluster.with_(ssh_alias=rec.via, ssh_config=rec.via_config) if rec.via else cluster
+
+
 def submitted_via(cluster) -> str | None:
     """The ssh alias a submission to ``cluster`` goes through when it is not the cluster's own (an override
     such as ``--ssh-alias``), else None: what the store's ``via`` records, so that later reads of the job go

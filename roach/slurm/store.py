@@ -21,7 +21,7 @@ from typing import Any
 from roach.errors import RoachError, UsageError
 from roach.slurm.bundle import FINAL_STATUSES
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
@@ -45,7 +45,8 @@ CREATE TABLE jobs (
     recorded_at  TEXT,
     holder       INTEGER,
     task         INTEGER,  -- the array task index of a sweep's run, NULL for a plain job
-    via          TEXT      -- the SSH alias it was submitted through when not the cluster's own, else NULL
+    via          TEXT,     -- the SSH alias it was submitted through when not the cluster's own, else NULL
+    via_config   TEXT      -- the ssh config file that alias was taken from (NULL: ssh's default)
 );
 CREATE UNIQUE INDEX jobs_key ON jobs (cluster, job_id, IFNULL(task, -1));
 CREATE INDEX jobs_run ON jobs (run_id, seq);
@@ -53,7 +54,7 @@ CREATE INDEX jobs_job ON jobs (job_id);
 """
 
 # Version 1 had no task/via columns and UNIQUE(cluster, job_id) inline, which SQLite cannot alter: the
-# table is rebuilt in place (one transaction), keeping every row and its seq.
+# table is rebuilt in place (one transaction), keeping every row and its seq. Version 2 lacked via_config.
 _MIGRATE_1_TO_2 = (
     "ALTER TABLE jobs RENAME TO jobs_v1",
     "DROP INDEX IF EXISTS jobs_run",
@@ -65,6 +66,7 @@ _MIGRATE_1_TO_2 = (
     " submitted_at, resources, status, slurm_state, exit_code, recorded_at, holder FROM jobs_v1",
     "DROP TABLE jobs_v1",
 )
+_MIGRATE_2_TO_3 = ("ALTER TABLE jobs ADD COLUMN via_config TEXT",)
 
 
 def utc_now() -> str:
@@ -105,6 +107,7 @@ class JobRecord:
     holder: int | None = None  # the holding allocation when run as a step of it
     task: int | None = None  # the array task index when one run of a sweep (job_id is the array's id)
     via: str | None = None  # the SSH alias it was submitted through, when not the cluster's own
+    via_config: str | None = None  # the ssh config file that alias came from (None: ssh's default)
 
     @property
     def is_final(self) -> bool:
@@ -162,12 +165,12 @@ class Store:
                     for stmt in filter(str.strip, _SCHEMA.split(";")):
                         conn.execute(stmt)
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        if version == 1:
+        if version in (1, 2):
             with self._transaction(conn):
-                if conn.execute("PRAGMA user_version").fetchone()[0] == 1:  # not migrated by another process
-                    for stmt in _MIGRATE_1_TO_2:
-                        conn.execute(stmt)
-                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                found = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have done it
+                for stmt in (_MIGRATE_1_TO_2 if found == 1 else _MIGRATE_2_TO_3 if found == 2 else ()):
+                    conn.execute(stmt)
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             version = SCHEMA_VERSION
         if version > SCHEMA_VERSION:
             raise RoachError(

@@ -28,7 +28,7 @@ from roach.slurm.clusterfs import ClusterFS, shipped_dir
 from roach.slurm.job import Job
 from roach.slurm.repo import check_target, inspect_repo, locate_module, parse_target
 from roach.slurm.resources import Resources
-from roach.slurm.ssh import submitted_via
+from roach.slurm.ssh import as_recorded, submitted_route
 from roach.slurm.store import JobRecord, Store, utc_now
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -240,7 +240,7 @@ def submit(
             cluster=cluster.name, job_id=job_id, run_id=run_id, name=name, target=target, commit=repo.commit,
             repo=repo.name, log_path=paths.log, bundle_dir=paths.bundle_dir, run_dir=run_dir, submitted_at=submitted,
             resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
-            via=submitted_via(cluster),
+            **submitted_route(cluster),
         )
         store.add(record)
         if experiment:
@@ -299,7 +299,7 @@ def resume(
     given = get_cluster(cluster) if cluster is not None else None
     old = given if given is not None and given.name == rec.cluster else get_cluster(rec.cluster)
     if rec.via and given is None:  # submitted through another ssh alias: read and resubmit the same way
-        old = old.with_(ssh_alias=rec.via)
+        old = as_recorded(old, rec)
     spec_dir = rec.bundle_dir
     if rec.task is not None:  # a sweep's run: its array's spec lists every run's args
         spec_dir = posixpath.join(posixpath.dirname(rec.bundle_dir), str(rec.job_id))

@@ -27,7 +27,7 @@ from roach.slurm.clusterfs import shipped_dir
 from roach.slurm.job import Job
 from roach.slurm.resources import Resources
 from roach.slurm.slurmparse import AcctRecord, task_range
-from roach.slurm.ssh import submitted_via
+from roach.slurm.ssh import submitted_route
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
 from roach.slurm.submit import (_RUN_ID, _check_args, _check_cluster_path, _default_run_root, _node_sh, new_run_id,
@@ -267,7 +267,7 @@ def sweep(
                 commit=repo.commit, repo=repo.name, log_path=f"{p.abs_log_root}/{sweep_id}_{array_id}_{t}.out",
                 bundle_dir=paths.bundle_dir, run_dir=posixpath.join(run_root, run_id), submitted_at=submitted,
                 resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
-                task=t, via=submitted_via(cluster)))
+                task=t, **submitted_route(cluster)))
     dirs = [BundlePaths(p.abs_log_root, sweep_id, i).bundle_dir for i in ids] + [r.bundle_dir for r in records]
     with released_or_undone(client, fs, store, cluster.name, ids, dirs, f"submission of sweep {sweep_id}"):
         fs.ship_package(roach_dir, bundle_root)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from roach.errors import RoachError, UsageError
 from roach.slurm.cluster import Cluster
-from roach.slurm.ssh import submitted_via
+from roach.slurm.ssh import submitted_route
 from roach.slurm.store import Store, utc_now
 from roach.slurm.transport import Transport
 from roach.slurm.workspace_base import (
@@ -139,7 +139,7 @@ def sbatch_script(workspace: Workspace | str | os.PathLike[str], cluster: Cluste
     try:
         remote.fs.write(posixpath.join(bundle, f"submitted-{Path(rel).name}"), prepared.text)
         write_both(ws, remote, rec)
-        store.add(_store_record(ws, rec, prepared, submitted_via(c)))
+        store.add(_store_record(ws, rec, prepared, **submitted_route(c)))
         recorded = True
         remote.client().release(job_id)
     except BaseException as exc:
@@ -153,14 +153,15 @@ def sbatch_script(workspace: Workspace | str | os.PathLike[str], cluster: Cluste
     return Submission(job_id, c.name, prepared, rec, bundle, ws.local_bundle(job_id))
 
 
-def _store_record(ws: Workspace, rec: WorkspaceJob, prepared: PreparedScript, via: str | None):
+def _store_record(ws: Workspace, rec: WorkspaceJob, prepared: PreparedScript, via: str | None,
+                  via_config: str | None):
     name = prepared.job_name or Path(prepared.path).name
     outputs = [d.value for d in prepared.directives if d.key == "output" and d.value]
     output = outputs[-1] if outputs else (ARRAY_OUTPUT if prepared.is_array else OUTPUT)
     requests = {d.key: d.value for d in prepared.directives if d.key in REQUIREMENTS and d.value}
     return store_record(rec, name=name, log=log_path(output, rec.job_id, name, ws.remote_root),
                         bundle=ws.remote_bundle(rec.job_id), remote_root=ws.remote_root, workspace=str(ws.root),
-                        requests=requests, via=via)
+                        requests=requests, via=via, via_config=via_config)
 
 
 def _cancel_held(remote: Remote, job_id: str) -> None:

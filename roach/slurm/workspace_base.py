@@ -280,7 +280,9 @@ def resolve_cluster(ws: Workspace, cluster: Cluster | str | None, job_id: str | 
     if job_id is not None and not isinstance(cluster, Cluster) and job_id.isdigit():
         rec = (store if store is not None else Store()).get(c.name, int(job_id))
         if rec is not None and rec.via:
-            c = c.with_(ssh_alias=rec.via)
+            from roach.slurm.ssh import as_recorded
+
+            c = as_recorded(c, rec)
     return c
 
 

@@ -147,7 +147,7 @@ def log_path(output: str, job_id: str, job_name: str, remote_root: str) -> str:
 
 
 def store_record(rec: WorkspaceJob, *, name: str, log: str, bundle: str, remote_root: str, workspace: str,
-                 requests: dict[str, str], via: str | None) -> JobRecord:
+                 requests: dict[str, str], via: str | None, via_config: str | None = None) -> JobRecord:
     """The store's row of a submitted sbatch job, so that ``roach ls``/``status``/``logs`` see it: its run id is
     ``sbatch-<JOB_ID>``, its target the script (workspace-relative), its run directory the remote root."""
     return JobRecord(
@@ -155,4 +155,4 @@ def store_record(rec: WorkspaceJob, *, name: str, log: str, bundle: str, remote_
         target=rec.script, commit="", repo=posixpath.basename(workspace.rstrip("/")), log_path=log,
         bundle_dir=bundle, run_dir=remote_root, submitted_at=rec.submitted_at_utc or "",
         resources={"backend": WORKSPACE_BACKEND, "workspace": workspace, "array": rec.array, **requests},
-        status="submitted", slurm_state=None, exit_code=None, recorded_at=None, via=via)
+        status="submitted", slurm_state=None, exit_code=None, recorded_at=None, via=via, via_config=via_config)
