@@ -143,6 +143,25 @@ def _echo_json(data: Any) -> None:
 
 # -- commands -------------------------------------------------------------------------------------------
 _CLONE_ROOT = signature(submit_job).parameters["clone_root"].default
+_WHERE_OPTIONS = (
+    click.option("--repo-root", default=".", show_default=True, type=click.Path(file_okay=False),
+                 help="The git repository whose pushed HEAD runs."),
+    click.option("--log-root", metavar="PATH", default=None,
+                 help="Cluster directory for logs and bundles (absolute or ~/...). [default: ~/roach/<repo>/slurm-logs]"),
+    click.option("--clone-root", metavar="PATH", default=None, help=f"Cluster directory for clones. [default: {_CLONE_ROOT}]"),
+    click.option("--secrets-dir", metavar="PATH", default=None,
+                 help="Cluster directory of secret files (one per variable, mode 600) exported to the ranks."),
+    click.option("--run-root", metavar="PATH", default=None,
+                 help="Cluster directory for run directories. [default: runs/ beside the log root]"),
+)
+
+
+def where_options(command):
+    """--repo-root, --log-root, --clone-root, --secrets-dir, --run-root: what a submission runs and where its
+    files go (`roach submit`, `roach sweep`)."""
+    for option in reversed(_WHERE_OPTIONS):
+        command = option(command)
+    return command
 
 
 @click.command()
@@ -160,15 +179,7 @@ _CLONE_ROOT = signature(submit_job).parameters["clone_root"].default
 @click.option("--name", default=None, help="The job's name. [default: the function's name]")
 @click.option("--env", "job_env", multiple=True, metavar="NAME=VALUE", callback=_parse_env,
               help="An environment variable for the job's ranks. Repeatable.")
-@click.option("--repo-root", default=".", show_default=True, type=click.Path(file_okay=False),
-              help="The git repository whose pushed HEAD the job runs.")
-@click.option("--log-root", metavar="PATH", default=None,
-              help="Cluster directory for logs and bundles (absolute or ~/...). [default: ~/roach/<repo>/slurm-logs]")
-@click.option("--clone-root", metavar="PATH", default=None, help=f"Cluster directory for clones. [default: {_CLONE_ROOT}]")
-@click.option("--secrets-dir", metavar="PATH", default=None,
-              help="Cluster directory of secret files (one per variable, mode 600) exported to the job.")
-@click.option("--run-root", metavar="PATH", default=None,
-              help="Cluster directory for run directories. [default: runs/ beside the log root]")
+@where_options
 @click.option("--run-id", metavar="ID", default=None, help="The run's id. [default: <name>-<UTC time>-<random>]")
 @click.option("--description", default="", help="Free text kept in the job's job.json.")
 @click.option("--metered", "allow_metered", is_flag=True,

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from inspect import signature
 from typing import Any
 
 import click
 from rich.console import Console
 
 from roach.cli_jobs import (JOB_NOT_COMPLETED, _parse_env, json_option, run_as_option, ssh_alias_option,
-                            ssh_config_option, submit_cluster)
+                            ssh_config_option, submit_cluster, where_options)
 from roach.slurm.store import Store
 from roach.slurm.sweep import read_grid
 from roach.slurm.sweep import sweep as sweep_runs
-
-_CLONE_ROOT = signature(sweep_runs).parameters["clone_root"].default
 
 
 @click.command()
@@ -32,15 +29,7 @@ _CLONE_ROOT = signature(sweep_runs).parameters["clone_root"].default
               help="The sweep's id; run i is <ID>-<i>. [default: <name>-<UTC time>-<random>]")
 @click.option("--env", "job_env", multiple=True, metavar="NAME=VALUE", callback=_parse_env,
               help="An environment variable for every run's ranks. Repeatable.")
-@click.option("--repo-root", default=".", show_default=True, type=click.Path(file_okay=False),
-              help="The git repository whose pushed HEAD the runs use.")
-@click.option("--log-root", metavar="PATH", default=None,
-              help="Cluster directory for logs and bundles (absolute or ~/...). [default: ~/roach/<repo>/slurm-logs]")
-@click.option("--clone-root", metavar="PATH", default=None, help=f"Cluster directory for clones. [default: {_CLONE_ROOT}]")
-@click.option("--secrets-dir", metavar="PATH", default=None,
-              help="Cluster directory of secret files (one per variable, mode 600) exported to every run.")
-@click.option("--run-root", metavar="PATH", default=None,
-              help="Cluster directory for run directories. [default: runs/ beside the log root]")
+@where_options
 @click.option("--experiment", default=None, metavar="NAME", help="The experiment the runs belong to (roach clean).")
 @click.option("--description", default="", help="Free text kept in every run's job.json.")
 @click.option("--max-array-size", type=int, default=None, metavar="N",
