@@ -33,7 +33,7 @@ from roach.slurm.sweep import sweep as sweep_runs
 @click.option("--experiment", default=None, metavar="NAME", help="The experiment the runs belong to (roach clean).")
 @click.option("--description", default="", help="Free text kept in every run's job.json.")
 @click.option("--max-array-size", type=int, default=None, metavar="N",
-              help="Split into arrays of at most N tasks. [default and upper bound: the cluster's MaxArraySize - 1]")
+              help="Split into arrays of at most N tasks. [default and upper bound: the cluster's MaxArraySize]")
 @click.option("--metered", "allow_metered", is_flag=True,
               help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.")
 @run_as_option

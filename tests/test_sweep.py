@@ -267,3 +267,19 @@ def test_roach_watch_reports_every_run_of_a_sweep_and_records_each_job_json(repo
     for j in sw:
         jj = JobJson.from_json(Path(j.paths.job_json).read_text())
         assert jj.status == ("failed" if j.run_id.endswith("-5") else "completed"), (j.run_id, jj, j.log())
+
+
+def test_a_grid_larger_than_the_clusters_max_array_size_is_split_transparently(repo, store, roots, lab):
+    from roach.lab import lab as lablib
+
+    lablib.up(log=lambda *_: None, max_array_size=4)  # task indices 0..3: four tasks an array
+    try:
+        sw = sweep("pkg.grid:square", [{"x": i} for i in range(9)], resources=CPU, cluster=CLUSTER,
+                   repo_root=repo.work, store=store, **roots)
+    finally:
+        lablib.up(log=lambda *_: None, max_array_size=lab.max_array_size)
+    assert [len(store.array_tasks("lab", a)) for a in sw.array_ids] == [4, 4, 1]
+    done = sw.wait(timeout=240, poll_s=2)
+    assert {a.state for a in done.values()} == {JobState.COMPLETED}
+    runs = Path(roots["log_root"]).parent / "runs"
+    assert [json.loads((runs / j.run_id / "result.json").read_text())["sq"] for j in sw] == [i * i for i in range(9)]

@@ -215,7 +215,7 @@ def sweep(
     run_root = run_root or _default_run_root(p.log_root)
     _check_cluster_path("run_root", run_root)
     guardrails.check_live(cluster, res, client)
-    limit = client.capabilities().max_array_size - 1  # task indices stay below MaxArraySize
+    limit = client.capabilities().max_array_size  # task indices 0 .. MaxArraySize-1: that many tasks an array
     parts = split(len(grid), min(limit, max_array_size or limit))
 
     bundle_root = posixpath.join(p.abs_log_root, "bundles")
