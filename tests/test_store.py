@@ -335,3 +335,12 @@ def test_a_version_2_store_gets_the_via_config_column(tmp_path):
     assert s.get("dsi", 6).via_config == "/home/u/.ssh/cfg"
     s.close()
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+
+
+def test_a_sweeps_runs_are_found_by_its_id_and_nothing_else(store):
+    store.add_many([rec(800, run_id=f"sw_a-{i}", task=i) for i in range(11)])
+    store.add(rec(801, run_id="swXa-0", task=0))  # "_" is not a wildcard
+    store.add(rec(802, run_id="sw_a-3"))  # run 3 resubmitted later as a plain job: the sweep's is its task
+    store.add(rec(803, run_id="sw_a-extra-1", task=1))
+    assert [r.run_id for r in store.sweep_runs("sw_a")] == [f"sw_a-{i}" for i in range(11)]
+    assert store.sweep_runs("sw") == []

@@ -13,7 +13,7 @@ from roach.slurm.bundle import JobJson
 from roach.slurm.clusters.lab import CPU, LAB
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
-from roach.slurm.sweep import read_grid, split, sweep
+from roach.slurm.sweep import Sweep, read_grid, split, sweep
 from tests.conftest import wait_until
 from tests.test_submit import roots, store  # noqa: F401  (fixtures: a store of the test's own, shared roots)
 
@@ -102,7 +102,9 @@ def test_a_failed_run_is_that_run_only(repo, store, roots):
     sw = sweep("pkg.grid:fail_on", [{"x": i, "bad": 1} for i in range(3)], resources=CPU, cluster=CLUSTER,
                repo_root=repo.work, store=store, **roots)
     assert len(sw.array_ids) == 1
-    done = sw.wait(timeout=180, poll_s=2)
+    later = Sweep.load(sw.sweep_id, store=store)  # as another process would, from the store
+    assert ([j.slurm_id for j in later], later.array_ids) == ([j.slurm_id for j in sw], sw.array_ids)
+    done = later.wait(timeout=180, poll_s=2)
     assert [done[j.run_id].state for j in sw] == [JobState.COMPLETED, JobState.FAILED, JobState.COMPLETED]
     assert "x=1 fails on purpose" in sw[1].log()
     assert [r.status for r in store.array_tasks("lab", sw.array_ids[0])] == ["completed", "failed", "completed"]
@@ -122,6 +124,8 @@ def test_bad_grids_are_refused_before_anything_is_queued(repo, store, roots):
         go([{"x": 1}], parallelism=0)
     with pytest.raises(UsageError, match="sweep id"):
         go([{"x": 1}], sweep_id="no/slash")
+    with pytest.raises(UsageError, match="no sweep 'nope'"):
+        Sweep.load("nope", store=store)
     assert store.all_jobs() == []
     assert not Path(roots["log_root"], "bundles").exists()
 

@@ -291,6 +291,17 @@ class Store:
                            (cluster, job_id, _task_key(task)))
         return hits[0] if hits else None
 
+    def sweep_runs(self, sweep_id: str) -> list[JobRecord]:
+        """The first submission of every run of sweep ``sweep_id`` (its array tasks), in run order."""
+        pattern = sweep_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "-%"
+        recs = self._query(f"{_SELECT} WHERE run_id LIKE ? ESCAPE '\\' AND task IS NOT NULL ORDER BY seq",
+                           (pattern,))
+        first: dict[str, JobRecord] = {}
+        for r in recs:
+            if r.run_id[len(sweep_id) + 1:].isdigit():
+                first.setdefault(r.run_id, r)
+        return sorted(first.values(), key=lambda r: int(r.run_id[len(sweep_id) + 1:]))
+
     def array_tasks(self, cluster: str, job_id: int) -> list[JobRecord]:
         """Every recorded task of array job ``job_id``, by task index."""
         return self._query(f"{_SELECT} WHERE cluster=? AND job_id=? AND task IS NOT NULL ORDER BY task",
