@@ -287,3 +287,26 @@ def test_a_grid_larger_than_the_clusters_max_array_size_is_split_transparently(r
     assert {a.state for a in done.values()} == {JobState.COMPLETED}
     runs = Path(roots["log_root"]).parent / "runs"
     assert [json.loads((runs / j.run_id / "result.json").read_text())["sq"] for j in sw] == [i * i for i in range(9)]
+
+
+def test_the_caps_per_submission_hold_for_a_sweep_as_a_whole(repo, store, roots, tmp_path, monkeypatch):
+    from roach.slurm.clusters.lab import GPU1
+    from roach.slurm.guardrails import Refused
+
+    toml = tmp_path / "clusters.toml"
+    toml.write_text("[clusters.lab]\nmax_gpus = 2\nmax_gpu_hours = 2\n")
+    monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(toml))
+
+    def go(n, **kw):
+        return sweep("pkg.grid:square", [{"x": i} for i in range(n)], resources=GPU1.replace(time="00:30:00"),
+                     cluster=CLUSTER, repo_root=repo.work, store=store, **roots, **kw)
+
+    with pytest.raises(Refused, match="may hold 3 GPUs at once") as e:
+        go(3)  # each run is within the caps; three at once are not
+    assert "parallelism" in e.value.hint
+    with pytest.raises(Refused, match="asks for 2.5 GPU-hours"):
+        go(5, parallelism=2)  # two at a time, but 5 x 0.5 GPU-hours in all
+    assert store.all_jobs() == [] and not Path(roots["log_root"], "bundles").exists()
+    sw = go(4, parallelism=2)  # 2 at once, 2 GPU-hours: within both
+    sw.cancel()
+    assert len(sw) == 4

@@ -99,6 +99,29 @@ def check_caps(c: Cluster, res: Resources) -> None:
                              f"more than the {c.max_cost:g} per submission allowed on {c.name}", hint=hint)
 
 
+def check_sweep_caps(cluster: Cluster, res: Resources, runs: int, parallelism: int | None) -> None:
+    """The caps per submission applied to a sweep as a whole: the GPUs its runs may hold at once (all of
+    them, or ``parallelism``), and the GPU-hours and cost of every run together."""
+    from roach.slurm.userconfig import configured
+
+    c = configured(cluster)
+    at_once = min(runs, parallelism or runs)
+    hint = (f"let fewer run at once (parallelism / --parallelism), ask for fewer runs or less time, or raise the "
+            f"cap in [clusters.{c.name}] of clusters.toml if the person whose budget it is said so")
+    if c.max_gpus is not None and at_once * res.total_gpus > c.max_gpus:
+        raise Refused("cap", f"a sweep of {runs} runs of {res.total_gpus} GPUs may hold {at_once * res.total_gpus} GPUs "
+                             f"at once ({at_once} runs), more than the {c.max_gpus} GPUs per submission allowed on "
+                             f"{c.name}", hint=hint)
+    gh = runs * gpu_hours(res)
+    if c.max_gpu_hours is not None and gh > c.max_gpu_hours:
+        raise Refused("cap", f"a sweep of {runs} runs of {gpu_hours(res):g} GPU-hours asks for {gh:g} GPU-hours, more "
+                             f"than the {c.max_gpu_hours:g} GPU-hours per submission allowed on {c.name}", hint=hint)
+    if c.max_cost is not None and c.gpu_hour_cost is not None and gh * c.gpu_hour_cost > c.max_cost:
+        raise Refused("cap", f"a sweep of {runs} runs ({gh:g} GPU-hours at {c.gpu_hour_cost:g}) costs "
+                             f"{gh * c.gpu_hour_cost:.2f}, more than the {c.max_cost:g} per submission allowed on "
+                             f"{c.name}", hint=hint)
+
+
 def _tiers_text(c: Cluster) -> str:
     parts = []
     for t in c.tiers:

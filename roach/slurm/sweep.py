@@ -222,6 +222,7 @@ def sweep(
                 log_root=log_root, clone_root=clone_root, secrets_dir=secrets_dir, allow_metered=allow_metered,
                 experiment=experiment, store=store)
     cluster, res, client, fs, store, repo = p.cluster, p.resources, p.client, p.fs, p.store, p.repo
+    guardrails.check_sweep_caps(cluster, res, len(grid), parallelism)
     sweep_id = sweep_id or new_run_id(p.name)
     taken = [r for r in (store.latest_for_run(batch.sweep_run_id(sweep_id, i)) for i in (0, len(grid) - 1)) if r]
     if taken:
