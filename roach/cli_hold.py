@@ -16,7 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from roach.errors import UsageError
-from roach.slurm.cluster import get_cluster
+from roach.cli_jobs import ssh_alias_option, ssh_config_option
+from roach.slurm.cluster import get_cluster, with_ssh_override
 from roach.slurm.hold import Holder, HolderInfo, Step, StepKind, hold as hold_allocation
 from roach.slurm.inside import AttemptPaths, attempt_records
 from roach.slurm.store import Store
@@ -82,16 +83,19 @@ def _info_line(h: Holder, info: HolderInfo, idle: bool | None) -> Text:
 @click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
               help="Wait up to SECONDS for the holder to run, and print its nodes.")
 @run_as_option
+@ssh_alias_option
+@ssh_config_option
 @json_option
 def hold(cluster: str, preset: str, time: str | None, name: str, log_root: str, lead_s: int | None,
-         allow_metered: bool, wait_s: float | None, run_as: str | None, as_json: bool) -> None:
+         allow_metered: bool, wait_s: float | None, run_as: str | None, ssh_alias: str | None,
+         ssh_config: str | None, as_json: bool) -> None:
     """Queue a holder: a job that takes the nodes and sleeps, so that attempts start at once inside it.
 
     It is charged while it sleeps: `roach release` it once an attempt trains correctly, and submit the real
     run as a job of its own.
     """
     c = get_cluster(cluster)
-    c = c.with_(run_as=run_as) if run_as else c
+    c = with_ssh_override(c.with_(run_as=run_as) if run_as else c, ssh_alias, ssh_config)
     with Store() as store:
         h = hold_allocation(preset, cluster=c, name=name, log_root=log_root, time=time, lead_s=lead_s,
                             allow_metered=allow_metered, store=store)

@@ -283,3 +283,26 @@ def test_roach_watch_reaches_a_sweep_through_the_alias_it_was_submitted_through(
     finished = sorted(e["run_id"] for e in events if e["event"] == "finished")
     assert finished == [f"{out['sweep_id']}-{i}" for i in range(3)] and events[-1]["event"] == "queue_empty"
     assert used == []
+
+
+def test_an_attempt_inside_a_holder_reached_over_ssh_runs_and_its_driver_outlives_the_call(alias_cli, sshd: SSHServer,
+                                                                                          no_local_slurm):
+    common = ["--cluster", "lab", "--ssh-alias", sshd.alias, "--ssh-config", alias_cli.cfg]
+    r = roach("hold", *common, "--resources", "GPU1", "--time", "5", "--log-root",
+              alias_cli.common[alias_cli.common.index("--log-root") + 1], "--wait", "60", "--json")
+    assert r.exit_code == 0, r.output
+    holder = json.loads(r.stdout)["job_id"]
+    alias_cli.jobs.append(holder)
+    used = no_local_slurm()  # the attempt's node step, ranks' step and driver all go through ssh
+    r = roach("submit", "pkg.jobs:hello", *alias_cli.common[:-1], "--resources", "GPU1", "--arg", "who=inside",
+              "--inside", str(holder), "--ssh-alias", sshd.alias, "--ssh-config", alias_cli.cfg, "--json")
+    assert r.exit_code == 0, r.output
+    run_id = json.loads(r.stdout)["run_id"]
+    # the submitting call has returned: the driver runs on detached on the login host
+    wait_until("the attempt to complete", lambda: json.loads(roach("status", run_id, "--json").stdout)["state"]
+               == "COMPLETED", timeout=90)
+    log = roach("logs", run_id).stdout
+    assert "hello inside from n" in log and f"_{holder}.out" in json.loads(roach("status", run_id, "--json").stdout)["log"]
+    assert used == []
+    r = roach("release", str(holder), "--json")  # through the alias the holder was queued through
+    assert r.exit_code == 0, r.output
