@@ -23,10 +23,10 @@ from roach.slurm.bundle import status_from_state
 from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
 from roach.slurm.job import Job
 from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.slurmparse import AcctRecord, QueueRecord
+from roach.slurm.slurmparse import AcctRecord, QueueRecord, in_array
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
-from roach.slurm.workspace_record import WorkspaceJob, final_record, in_array, is_workspace_record
+from roach.slurm.workspace_record import WorkspaceJob, final_record, is_workspace_record
 
 
 @dataclass(frozen=True)

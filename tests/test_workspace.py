@@ -484,7 +484,8 @@ def test_cli_says_a_missing_workspace_file_is_the_blocker(tmp_path):
 
 
 def test_the_stores_log_path_fills_the_ids_and_name_and_keeps_an_arrays_task():
-    from roach.slurm.workspace_record import in_array, log_path
+    from roach.slurm.slurmparse import in_array
+    from roach.slurm.workspace_record import log_path
 
     assert log_path("dsi-slurm-artifacts/%j/slurm_%j.out", "12", "t", "/w") == "/w/dsi-slurm-artifacts/12/slurm_12.out"
     assert log_path("/logs/%x-%A_%a.%%.out", "12", "train", "/w") == "/logs/train-12_%a.%.out"

@@ -10,7 +10,7 @@ from roach.slurm.bundle import BundlePaths, JobJson, final_job_json
 from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.slurmparse import AcctRecord, task_range
+from roach.slurm.slurmparse import AcctRecord, in_array
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
 
@@ -59,7 +59,7 @@ class Job:
             return False
         if self.task is None:
             return ref.task is None and ref.tasks is None
-        return ref.task == self.task or (ref.tasks is not None and self.task in task_range(ref.tasks))
+        return ref.task == self.task or in_array(ref.tasks, self.task)
 
     @property
     def client(self) -> SlurmClient:

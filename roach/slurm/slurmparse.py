@@ -163,16 +163,26 @@ def parse_gres_gpus(text: str) -> int:
 
 
 # -- records ----------------------------------------------------------------------------------------
-def task_range(text: str) -> set[int]:
-    """The task indices of a pending range as squeue prints it: ``5-9%2``, ``1,3,5-7``, ``0-99:2``."""
-    out: set[int] = set()
-    for part in text.split("%", 1)[0].split(","):
-        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part.strip())
+def array_ranges(spec: str | None) -> list[range] | None:
+    """The task indices an ``--array`` value or squeue's pending range names (``0-99%10``, ``1,3,8-10:2``),
+    as ranges; None if there is none or it cannot be read."""
+    if not spec:
+        return None
+    ranges = []
+    for part in spec.split("%", 1)[0].split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:-(\d+)(?::(\d+))?)?\s*", part)
         if not m:
-            raise ParseError(f"cannot read array task indices from {text!r}", hint="expected e.g. 5-9%2 or 1,3,5-7")
-        lo = int(m[1])
-        out.update(range(lo, int(m[2] or lo) + 1, int(m[3] or 1)))
-    return out
+            return None
+        lo, hi, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
+        if hi < lo or step < 1:
+            return None
+        ranges.append(range(lo, hi + 1, step))
+    return ranges
+
+
+def in_array(spec: str | None, task: int) -> bool:
+    """Whether task index ``task`` is one an ``--array`` value (or squeue's pending range) names."""
+    return any(task in r for r in array_ranges(spec) or ())
 
 
 @dataclass(frozen=True)

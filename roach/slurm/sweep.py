@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import posixpath
 import time
+from itertools import chain
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from roach.slurm.cluster import Cluster
 from roach.slurm.clusterfs import shipped_dir
 from roach.slurm.job import Job
 from roach.slurm.resources import Resources
-from roach.slurm.slurmparse import AcctRecord, task_range
+from roach.slurm.slurmparse import AcctRecord, array_ranges
 from roach.slurm.ssh import submitted_route
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
@@ -115,8 +116,8 @@ class Sweep:
         by_ref = self._by_ref()
         out: dict[str, JobState] = {}
         for r in self.client.squeue(job_ids=self.array_ids):
-            tasks = [r.ref.task] if r.ref.task is not None else sorted(task_range(r.ref.tasks)) if r.ref.tasks else []
-            for t in tasks:
+            indices = [[r.ref.task]] if r.ref.task is not None else array_ranges(r.ref.tasks) or []
+            for t in chain.from_iterable(indices):
                 if (r.ref.job, t) in by_ref:
                     out[by_ref[r.ref.job, t].run_id] = r.state
         gone = [j for j in self.jobs if j.run_id not in out]

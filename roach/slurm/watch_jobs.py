@@ -12,7 +12,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from roach.slurm.pending import Explanation
-from roach.slurm.slurmparse import AcctRecord, QueueRecord
+from roach.slurm.slurmparse import AcctRecord, QueueRecord, in_array
 from roach.slurm.states import JobState
 from roach.slurm.tiers import Tier, tier_of
 from roach.slurm.watch_events import Event, EventKind, human_seconds, job_label
@@ -297,7 +297,7 @@ def match_acct(keys: list[str], found: list[AcctRecord]) -> dict[str, AcctRecord
         if hit is None and "_" in key:
             job, task = key.split("_", 1)
             for r in allocs:
-                if str(r.ref.job) == job and r.ref.tasks and task.isdigit() and int(task) in _task_ids(r.ref.tasks):
+                if str(r.ref.job) == job and task.isdigit() and in_array(r.ref.tasks, int(task)):
                     hit = r
                     break
             # an array none of whose tasks started: sacct may list it under the array's own id for a while.
@@ -308,14 +308,4 @@ def match_acct(keys: list[str], found: list[AcctRecord]) -> dict[str, AcctRecord
                 hit = bare
         if hit is not None:
             out[key] = hit
-    return out
-
-
-def _task_ids(spec: str) -> set[int]:
-    """``0-9``, ``1,3,5-7``, ``0-299%4`` as task numbers."""
-    out: set[int] = set()
-    for part in spec.split("%")[0].split(","):
-        a, _, b = part.partition("-")
-        if a.isdigit() and (not b or b.isdigit()):
-            out.update(range(int(a), int(b or a) + 1))
     return out

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from roach.errors import RoachError
 from roach.slurm.bundle import FINAL_STATUSES, status_from_state
-from roach.slurm.slurmparse import AcctRecord
+from roach.slurm.slurmparse import AcctRecord, array_ranges
 from roach.slurm.store import JobRecord
 
 # The store's rows of sbatch jobs say so in their resources (a roach run's are a Resources' fields).
@@ -63,30 +63,10 @@ class WorkspaceJob:
         return cls(**values)
 
 
-def _array_ranges(spec: str | None) -> list[range] | None:
-    if not spec:
-        return None
-    ranges = []
-    for part in spec.split("%", 1)[0].split(","):
-        m = re.fullmatch(r"\s*(\d+)(?:-(\d+)(?::(\d+))?)?\s*", part)
-        if not m:
-            return None
-        lo, hi, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
-        if hi < lo or step < 1:
-            return None
-        ranges.append(range(lo, hi + 1, step))
-    return ranges
-
-
 def array_size(spec: str | None) -> int | None:
     """How many tasks an ``--array`` value names (``0-99%10``: 100, ``1,3,8-10``: 5, ``0-9:3``: 4); None if unreadable."""
-    ranges = _array_ranges(spec)
+    ranges = array_ranges(spec)
     return None if ranges is None else sum(len(r) for r in ranges)
-
-
-def in_array(spec: str | None, task: int) -> bool:
-    """Whether task index ``task`` is one an ``--array`` value (or squeue's pending range) names."""
-    return any(task in r for r in _array_ranges(spec) or ())
 
 
 def worst_status(statuses: Sequence[str]) -> str:
