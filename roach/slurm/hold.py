@@ -29,7 +29,7 @@ from roach.slurm.hold_steps import (  # noqa: F401 - importable from here, as be
 from roach.slurm.resources import Resources
 from roach.slurm.signals import parse_signal
 from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.ssh import as_recorded, submitted_route
+from roach.slurm.ssh import reaching, submitted_route
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
 
@@ -105,10 +105,7 @@ class Holder:
         if rec.target != HOLD_TARGET:
             raise UsageError(f"job {rec.job_id} (run {rec.run_id}) is not a holder: it runs {rec.target}",
                              hint="`roach ls` marks holders; `roach hold` makes one")
-        c = cluster if isinstance(cluster, Cluster) else get_cluster(rec.cluster)
-        if rec.via and not isinstance(cluster, Cluster):  # queued through another ssh alias: reach it that way
-            c = as_recorded(c, rec)
-        return cls(c, rec.job_id, rec, store)
+        return cls(reaching(rec, cluster), rec.job_id, rec, store)
 
     # -- state -----------------------------------------------------------------------------------------
     def info(self) -> HolderInfo:

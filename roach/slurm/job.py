@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from roach.errors import RoachError, UsageError
 from roach.slurm.bundle import BundlePaths, JobJson, final_job_json
-from roach.slurm.cluster import Cluster, get_cluster
+from roach.slurm.cluster import Cluster
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import AcctRecord, in_array
@@ -79,12 +79,9 @@ class Job:
         store = store or Store()
         cname = cluster.name if isinstance(cluster, Cluster) else cluster
         rec = store.find(str(ref), cluster=cname)
-        c = cluster if isinstance(cluster, Cluster) else get_cluster(rec.cluster)
-        if rec.via and not isinstance(cluster, Cluster):  # submitted through another ssh alias: read it that way
-            from roach.slurm.ssh import as_recorded
+        from roach.slurm.ssh import reaching
 
-            c = as_recorded(c, rec)
-        return cls(c, rec, store)
+        return cls(reaching(rec, cluster), rec, store)
 
     def __str__(self) -> str:
         return f"job {self.slurm_id} (run {self.run_id}) on {self.cluster.name}"

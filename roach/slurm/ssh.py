@@ -339,6 +339,14 @@ def as_recorded(cluster, rec):
     return cluster.with_(ssh_alias=rec.via, ssh_config=rec.via_config) if rec.via else cluster
 
 
+def reaching(rec, cluster=None):
+    """The cluster that reaches ``rec``'s job: ``cluster`` as given when it is a Cluster object, else the
+    record's cluster (clusters.toml applied) reached the way the job was submitted."""
+    from roach.slurm.cluster import Cluster, get_cluster
+
+    return cluster if isinstance(cluster, Cluster) else as_recorded(get_cluster(rec.cluster), rec)
+
+
 def submitted_via(cluster) -> str | None:
     """The ssh alias a submission to ``cluster`` goes through when it is not the cluster's own (an override
     such as ``--ssh-alias``), else None: what the store's ``via`` records, so that later reads of the job go
