@@ -253,30 +253,25 @@ class Store:
     def update_final(self, cluster: str, job_id: int, status: str, slurm_state: str | None,
                      exit_code: str | None, recorded_at: str, task: int | None = None) -> None:
         """Record a job's (or an array task's) final state (what sacct said once it ended)."""
-        if status not in FINAL_STATUSES:
-            raise UsageError(f"{status!r} is not a final status; expected one of: {', '.join(FINAL_STATUSES)}")
-        with self._write() as conn:
-            cur = conn.execute(
-                "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=?"
-                " WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=?",
-                (status, slurm_state, exit_code, recorded_at, cluster, job_id, _task_key(task)))
-        if cur.rowcount == 0:
+        if not self.update_final_many(cluster, [(job_id, task, status, slurm_state, exit_code)], recorded_at):
             name = f"{job_id}_{task}" if task is not None else str(job_id)
             raise UsageError(f"job {name} on cluster {cluster!r} is not in the store {self.path}",
                              hint="`roach ls` lists the recorded jobs")
 
     def update_final_many(self, cluster: str, finals: list[tuple[int, int | None, str, str | None, str | None]],
-                          recorded_at: str) -> None:
+                          recorded_at: str) -> int:
         """Record many final states in one transaction: ``(job_id, task, status, slurm_state, exit_code)``
-        each (a sweep's runs). Rows not in the store are skipped."""
+        each (a sweep's runs). Rows not in the store are skipped; returns how many were recorded."""
         bad = sorted({f[2] for f in finals} - set(FINAL_STATUSES))
         if bad:
-            raise UsageError(f"{', '.join(bad)} not a final status; expected one of: {', '.join(FINAL_STATUSES)}")
+            raise UsageError(f"{', '.join(map(repr, bad))} {'is' if len(bad) == 1 else 'are'} not a final status; "
+                             f"expected one of: {', '.join(FINAL_STATUSES)}")
         with self._write() as conn:
-            conn.executemany(
+            cur = conn.executemany(
                 "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=?"
                 " WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=?",
                 [(st, state, code, recorded_at, cluster, j, _task_key(t)) for j, t, st, state, code in finals])
+        return cur.rowcount
 
     def delete(self, cluster: str, job_id: int) -> None:
         """Forget a job, every task of it if an array. Only for rolling back a submission that failed
