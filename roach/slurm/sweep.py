@@ -22,7 +22,7 @@ import roach
 from roach.errors import RoachError, UsageError
 from roach.slurm import guardrails
 from roach.slurm import script as batch
-from roach.slurm.bundle import BundlePaths, JobJson, final_job_json, status_from_state
+from roach.slurm.bundle import BundlePaths, JobJson
 from roach.slurm.cluster import Cluster
 from roach.slurm.clusterfs import shipped_dir
 from roach.slurm.job import Job
@@ -33,6 +33,7 @@ from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
 from roach.slurm.submit import (_RUN_ID, _check_args, _check_cluster_path, _default_run_root, _node_sh, new_run_id,
                                 prepare, released_or_undone)
+from roach.slurm.watch_final import Final, record_finals
 
 
 def split(n: int, max_array_size: int) -> list[tuple[int, int]]:
@@ -74,7 +75,6 @@ class Sweep:
     array_ids: list[int]
     jobs: list[Job]
     store: Store | None = field(default=None, repr=False)
-    description: str = ""
 
     @classmethod
     def load(cls, sweep_id: str, *, store: Store | None = None, cluster: Cluster | None = None) -> "Sweep":
@@ -133,7 +133,7 @@ class Sweep:
 
     def wait(self, timeout: float | None = None, poll_s: float = 5.0) -> dict[str, AcctRecord]:
         """Block until every run ended (sacct says so, never an empty squeue); record each final state in
-        the store and in its job.json (one write for all); return sacct's record of each run, by run id.
+        the store and in its job.json (one command for all); return sacct's record of each run, by run id.
         A round is one squeue plus one sacct, whatever the number of runs."""
         poll_s = max(poll_s, self.cluster.min_poll_s)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -155,23 +155,17 @@ class Sweep:
             time.sleep(poll_s)
 
     def _record_final(self, done: dict[str, AcctRecord]) -> None:
+        """Each run's final state into the store (one transaction) and its job.json (one command, as the
+        watch records them)."""
         now = utc_now()
-        files: dict[str, str] = {}
-        finals = []
-        for j in self.jobs:
-            a = done[j.run_id]
-            script = posixpath.join(posixpath.dirname(j.record.bundle_dir), str(j.job_id), "job.sh")
-            base = JobJson(job_id=j.slurm_id, script=script, description=self.description,
-                           submitted_at_utc=j.record.submitted_at,
-                           cluster=self.cluster.name, run_id=j.run_id, commit=j.record.commit,
-                           resources=j.record.resources, name=j.name, target=j.record.target)
-            files[j.paths.job_json] = final_job_json(base, a, now).to_json()
-            status, code = status_from_state(a.state, a.state_text), f"{a.exit_code}:{a.exit_signal}"
-            finals.append((j.job_id, j.task, status, a.state_text, code))
-            j.record = replace(j.record, status=status, slurm_state=a.state_text, exit_code=code, recorded_at=now)
+        finals = [Final.of(j.paths.job_json, done[j.run_id], now) for j in self.jobs]
+        for j, f in zip(self.jobs, finals):
+            j.record = replace(j.record, status=f.status, slurm_state=f.slurm_state, exit_code=f.exit_code,
+                               recorded_at=now)
         if self.store is not None:
-            self.store.update_final_many(self.cluster.name, finals, now)
-        self.jobs[0].fs.write_many(files)
+            self.store.update_final_many(self.cluster.name, [(j.job_id, j.task, f.status, f.slurm_state, f.exit_code)
+                                                             for j, f in zip(self.jobs, finals)], now)
+        record_finals(self.client.transport, finals)
 
     def cancel(self) -> None:
         """Cancel every run of the sweep (its arrays: one scancel)."""
@@ -293,4 +287,4 @@ def sweep(
         if experiment:
             for i in ids:
                 store.set_experiment(cluster.name, i, experiment)
-    return Sweep(cluster, sweep_id, ids, [Job(cluster, r, store) for r in records], store, description)
+    return Sweep(cluster, sweep_id, ids, [Job(cluster, r, store) for r in records], store)
