@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from roach.errors import RoachError
-from roach.slurm.bundle import JobJson
 from roach.slurm.cluster import Cluster
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.hold import Holder
@@ -21,6 +20,7 @@ from roach.slurm.hold_steps import Step, StepKind
 from roach.slurm.job import Job
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
+from roach.slurm.watch_final import Final, record_finals
 
 EXIT_LEFT = 3  # rank 0's exit code when the ranks checkpointed and left (roach.slurm.attempts)
 _LOST_GRACE_S = 30.0  # after the holder ended, how long a driver may take to write its exit status
@@ -210,23 +210,14 @@ class InsideJob(Job):
             time.sleep(poll_s)
 
     def record_final(self, ex: AttemptExit, text: str | None = None) -> None:  # type: ignore[override]
+        """The attempt's exit into its job.json (its four final keys, one command) and the store."""
         now = utc_now()
-        text = text or ex.state_text
-        code = f"{ex.exit_code}:0"
-        try:
-            base = JobJson.from_json(self.fs.read(self.paths.job_json))
-        except RoachError:
-            base = None
-        if base is not None:
-            from dataclasses import replace as _replace
-
-            self.fs.write(self.paths.job_json, _replace(base, status=ex.status, slurm_state=text, exit_code=code,
-                                                        recorded_at_utc=now).to_json())
+        f = Final(self.paths.job_json, ex.status, text or ex.state_text, f"{ex.exit_code}:0", now)
+        record_finals(self.fs.transport, [f])  # a missing job.json is left missing
         if self.store is not None:
-            from dataclasses import replace as _replace
-
-            self.store.update_final(self.cluster.name, self.job_id, ex.status, text, code, now)
-            self.record = _replace(self.record, status=ex.status, slurm_state=text, exit_code=code, recorded_at=now)
+            self.store.update_final(self.cluster.name, self.job_id, f.status, f.slurm_state, f.exit_code, now)
+            self.record = replace(self.record, status=f.status, slurm_state=f.slurm_state, exit_code=f.exit_code,
+                                  recorded_at=now)
 
     def steps(self) -> list[Step]:
         return [s for s in self._holder_handle().steps() if s.attempt == self.attempt and s.kind.is_attempt]

@@ -6,13 +6,14 @@ import time
 from dataclasses import dataclass, field, replace
 
 from roach.errors import RoachError, UsageError
-from roach.slurm.bundle import BundlePaths, JobJson, final_job_json
+from roach.slurm.bundle import BundlePaths
 from roach.slurm.cluster import Cluster
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import AcctRecord, in_array
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
+from roach.slurm.watch_final import Final, record_finals
 
 
 @dataclass
@@ -124,21 +125,15 @@ class Job:
             time.sleep(poll_s)
 
     def record_final(self, rec: AcctRecord) -> None:
+        """sacct's final record of the job into its job.json (its four final keys, one command) and the store."""
         now = utc_now()
-        try:
-            base = JobJson.from_json(self.fs.read(self.paths.job_json))
-        except RoachError:
-            base = None
-        if base is not None:
-            self.fs.write(self.paths.job_json, final_job_json(base, rec, now).to_json())
+        f = Final.of(self.paths.job_json, rec, now)
+        record_finals(self.fs.transport, [f])  # a missing job.json is left missing
         if self.store is not None:
-            from roach.slurm.bundle import status_from_state
-
-            status = status_from_state(rec.state, rec.state_text)
-            self.store.update_final(self.cluster.name, self.job_id, status, rec.state_text,
-                                    f"{rec.exit_code}:{rec.exit_signal}", now, task=self.task)
-            self.record = replace(self.record, status=status, slurm_state=rec.state_text,
-                                  exit_code=f"{rec.exit_code}:{rec.exit_signal}", recorded_at=now)
+            self.store.update_final(self.cluster.name, self.job_id, f.status, f.slurm_state, f.exit_code, now,
+                                    task=self.task)
+            self.record = replace(self.record, status=f.status, slurm_state=f.slurm_state, exit_code=f.exit_code,
+                                  recorded_at=now)
 
     # -- logs and control ----------------------------------------------------------------------------
     def log(self) -> str:
