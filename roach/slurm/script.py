@@ -33,6 +33,11 @@ def sweep_run_id(sweep_id: str, index: int) -> str:
     return f"{sweep_id}-{index}"
 
 
+def sweep_log(log_root: str, sweep_id: str, array_id: int | str, task: int | str) -> str:
+    """The log of task ``task`` of a sweep's array (``%A``, ``%a``: the pattern Slurm fills in)."""
+    return f"{log_root}/{sweep_id}_{array_id}_{task}.out"
+
+
 @dataclass(frozen=True)
 class ScriptInputs:
     cluster: Cluster
@@ -55,7 +60,7 @@ def render(i: ScriptInputs) -> str:
     # append: a requeued job keeps its id and its log, and Slurm would truncate the log otherwise.
     # No "B:" in --signal: the ranks get the signal directly, the batch shell does not.
     a = i.array
-    log = f"{i.log_root}/{a.sweep_id}_%A_%a.out" if a else f"{i.log_root}/{i.run_id}_%j.out"
+    log = sweep_log(i.log_root, a.sweep_id, "%A", "%a") if a else f"{i.log_root}/{i.run_id}_%j.out"
     opts = [f"--job-name={i.name}", f"--output={log}", "--open-mode=append",
             "--requeue", f"--signal={i.cluster.checkpoint_signal}@{i.cluster.signal_lead_s}",
             *i.resources.sbatch_options(i.cluster.gpu_flag)]

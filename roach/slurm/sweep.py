@@ -225,6 +225,9 @@ def sweep(
                          hint="omit sweep_id for a new one, or resume its runs one by one with `roach resume RUN`")
     run_root = run_root or _default_run_root(p.log_root)
     _check_cluster_path("run_root", run_root)
+    if not cluster.git_reachable:
+        raise UsageError(f"cluster {cluster.name} cannot reach the git remote: sweeps there are not supported yet",
+                         hint="submit the runs one by one with submit(), which ships the commit as a git bundle")
     guardrails.check_live(cluster, res, client)
     limit = client.capabilities().max_array_size  # task indices 0 .. MaxArraySize-1: that many tasks an array
     parts = split(len(grid), min(limit, max_array_size or limit))
@@ -234,9 +237,6 @@ def sweep(
     inputs = dict(cluster=cluster, resources=res, name=p.name, run_id=sweep_id, log_root=p.abs_log_root,
                   bundle_root=bundle_root, roach_path=shipped_dir(roach_dir, bundle_root), repo_url=repo.url,
                   repo_name=repo.name, commit=repo.commit, clone_root=clone_root, run_dir=run_root)
-    if not cluster.git_reachable:
-        raise UsageError(f"cluster {cluster.name} cannot reach the git remote: sweeps there are not supported yet",
-                         hint="submit the runs one by one with submit(), which ships the commit as a git bundle")
     arrays: list[tuple[batch.ArrayPart, int, str]] = []
     try:
         for offset, count in parts:
@@ -252,8 +252,11 @@ def sweep(
     submitted = utc_now()
     files: dict[str, str] = {}
     records: list[JobRecord] = []
+    dirs: list[str] = []  # every bundle directory, for the roll-back
+    resources_json, route = res.to_json(), submitted_route(cluster)  # the same for every run
     for part, array_id, text in arrays:
         shared = BundlePaths(p.abs_log_root, sweep_id, array_id)
+        dirs.append(shared.bundle_dir)
         spec = {
             "version": 1, "target": target, "sweep": {"id": sweep_id, "offset": part.offset, "run_root": run_root},
             "grid": grid[part.offset:part.offset + part.count], "args": {}, "run_id": sweep_id, "name": p.name,
@@ -271,15 +274,15 @@ def sweep(
             paths = BundlePaths(p.abs_log_root, run_id, f"{array_id}_{t}")
             jj = JobJson(job_id=f"{array_id}_{t}", script=shared.script, description=description,
                          submitted_at_utc=submitted, cluster=cluster.name, run_id=run_id, commit=repo.commit,
-                         resources=res.to_json(), name=p.name, target=target)
+                         resources=resources_json, name=p.name, target=target)
             files[paths.job_json] = jj.to_json()
+            dirs.append(paths.bundle_dir)
             records.append(JobRecord(
                 cluster=cluster.name, job_id=array_id, run_id=run_id, name=p.name, target=target,
-                commit=repo.commit, repo=repo.name, log_path=f"{p.abs_log_root}/{sweep_id}_{array_id}_{t}.out",
+                commit=repo.commit, repo=repo.name, log_path=batch.sweep_log(p.abs_log_root, sweep_id, array_id, t),
                 bundle_dir=paths.bundle_dir, run_dir=posixpath.join(run_root, run_id), submitted_at=submitted,
-                resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
-                task=t, **submitted_route(cluster)))
-    dirs = [BundlePaths(p.abs_log_root, sweep_id, i).bundle_dir for i in ids] + [r.bundle_dir for r in records]
+                resources=resources_json, status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
+                task=t, **route))
     with released_or_undone(client, fs, store, cluster.name, ids, dirs, f"submission of sweep {sweep_id}"):
         fs.ship_package(roach_dir, bundle_root)
         fs.write_many(files)
