@@ -344,3 +344,9 @@ def test_a_sweeps_runs_are_found_by_its_id_and_nothing_else(store):
     store.add(rec(803, run_id="sw_a-extra-1", task=1))
     assert [r.run_id for r in store.sweep_runs("sw_a")] == [f"sw_a-{i}" for i in range(11)]
     assert store.sweep_runs("sw") == []
+
+
+def test_submission_counts_per_run(store):
+    store.add_many([rec(900 + i, run_id=f"r{i % 3}") for i in range(7)])
+    assert store.submission_counts([f"r{i}" for i in range(3)] + ["nope"] + [f"x{i}" for i in range(600)]) == {
+        "r0": 3, "r1": 2, "r2": 2}

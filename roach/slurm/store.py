@@ -306,6 +306,18 @@ class Store:
         """Every submission of a run, oldest first (a run resubmitted after preemption has several)."""
         return self._query(f"{_SELECT} WHERE run_id=? ORDER BY seq", (run_id,))
 
+    def submission_counts(self, run_ids: list[str]) -> dict[str, int]:
+        """How many jobs each of ``run_ids`` was submitted as (a few queries, not one a run)."""
+        conn = self._db()
+        out: dict[str, int] = {}
+        ids = sorted(set(run_ids))
+        with self._converted("reading"):
+            for i in range(0, len(ids), 500):  # under SQLite's bound on parameters, whatever its version
+                chunk = ids[i:i + 500]
+                out.update(conn.execute(f"SELECT run_id, COUNT(*) FROM jobs WHERE run_id IN "
+                                        f"({', '.join('?' * len(chunk))}) GROUP BY run_id", chunk).fetchall())
+        return out
+
     def latest_for_run(self, run_id: str, cluster: str | None = None) -> JobRecord | None:
         """The most recent submission of ``run_id`` (on ``cluster`` if given)."""
         where, params = _where(run_id=run_id, cluster=cluster)

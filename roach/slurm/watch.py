@@ -191,11 +191,12 @@ class Watcher:
                now: float) -> set[str]:
         """Start watching the store's unfinished jobs and the given ids; returns the keys new this round."""
         first: set[str] = set()
+        counts = self.store.submission_counts([r.run_id for k, r in records.items() if k not in views])
         for key, rec in records.items():
             if key not in views:
-                earlier = len(self.store.jobs_for_run(rec.run_id)) > 1
                 views[key] = new_watch(key, active.get(key), now, run_id=rec.run_id, name=rec.name,
-                                       log_path=rec.log_path, job_id=rec.job_id, resubmitted=earlier)
+                                       log_path=rec.log_path, job_id=rec.job_id,
+                                       resubmitted=counts.get(rec.run_id, 0) > 1)
                 first.add(key)
             views[key].holder = rec.target == HOLD_TARGET
         for jid in self.job_ids:
