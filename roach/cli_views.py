@@ -40,7 +40,7 @@ class JobView:
     target: str
     state: str | None  # Slurm's state name (COMPLETED); None if neither Slurm nor the store knows it
     status: str  # roach's status: pending, running, or a final status
-    reason: str | None  # why it is pending
+    reason: str | None  # why it is pending, or why its state is not known yet
     exit_code: str | None  # sacct's "code:signal" once it ended
     submitted_at: str
     log: str
@@ -135,13 +135,16 @@ def _queued_view(rec: JobRecord, entries: list[QueueRecord], idle: dict[int, boo
     return JobView.of(rec, q.state.value, status_from_state(q.state), reason, **extra)
 
 
+LEFT_QUEUE_UNACCOUNTED = "left the queue; accounting has not recorded its end yet"
+
+
 def _accounted_view(rec: JobRecord, rows: list[AcctRecord], store: Store) -> JobView:
     """From sacct's rows of the job. An array recorded as one job (a remote-workspace array) has a row per task:
     it ended once accounting lists every task ended, as the worst of them."""
-    active = [a for a in rows if not a.state.is_terminal]
-    if active:
-        a = active[0]
-        return JobView.of(rec, a.state.value, status_from_state(a.state, a.state_text))
+    if any(not a.state.is_terminal for a in rows):
+        # Gone from squeue, so no longer RUNNING or PENDING whatever accounting says: slurmdbd records a job's
+        # end a moment after slurmctld lets it go (or never, when slurmctld lost the job).
+        return JobView.of(rec, None, rec.status, LEFT_QUEUE_UNACCOUNTED)
     array = rec.resources.get("array") if is_workspace_record(rec) else None
     if rec.task is None and (array is not None or any(a.ref.task is not None or a.ref.tasks for a in rows)):
         final = final_record(WorkspaceJob(job_id=str(rec.job_id), array=array), rows, utc_now())

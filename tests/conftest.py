@@ -24,16 +24,32 @@ T = TypeVar("T")
 os.environ["ROACH_CLUSTERS_TOML"] = os.path.join(tempfile.mkdtemp(prefix="roach-tests-"), "no-clusters.toml")
 
 
-def wait_until(what: str, check: Callable[[], T], timeout: float = 60.0, every: float = 0.5) -> T:
-    """Poll ``check`` until it returns something truthy; fail the test naming ``what`` on timeout."""
-    deadline = time.monotonic() + timeout
+# Each wait's timeout is what the wait needs on an idle 2-core machine; a CI machine shared with other work can
+# be slower, and a wait that times out only costs time when the test is failing anyway.
+WAIT_SLACK = float(os.environ.get("ROACH_TEST_WAIT_SLACK", "2"))
+
+
+def wait_until(what: str, check: Callable[[], T], timeout: float = 60.0, every: float = 0.5,
+               explain: Callable[[], str] | None = None) -> T:
+    """Poll ``check`` until it returns something truthy; fail the test naming ``what`` on timeout, with
+    what ``explain`` says of the state then (the queue, a log's tail) where one is given."""
+    deadline = time.monotonic() + timeout * WAIT_SLACK
     last = None
     while time.monotonic() < deadline:
         last = check()
         if last:
             return last
         time.sleep(every)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+    extra = f"\n{explain()}" if explain is not None else ""
+    pytest.fail(f"timed out after {timeout * WAIT_SLACK:.0f}s waiting for {what} (last: {last!r}){extra}")
+
+
+def lab_queue(slurm: SlurmClient) -> str:
+    """The whole lab queue and its nodes, one line each: what a timed-out wait on the lab fails with."""
+    jobs = [f"  {r.job_id} {r.name} {r.user} {r.state.value} {r.reason_text or ''} on {r.nodelist or '-'}"
+            for r in slurm.squeue(all_users=True)]
+    nodes = [f"  {n.name} {n.state} gpus {n.gpus_used}/{n.gpus_total}" for n in slurm.nodes()]
+    return "queue:\n" + ("\n".join(jobs) or "  (empty)") + "\nnodes:\n" + "\n".join(nodes)
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +72,38 @@ def slurm(lab: LabConfig) -> SlurmClient:
 def user_slurm(lab: LabConfig) -> SlurmClient:
     """A Slurm client acting as the lab's unprivileged user (root hides permission bugs)."""
     return SlurmClient(LocalTransport(env=lab.env(), user=LAB_USER))
+
+
+def _lab_module(request: pytest.FixtureRequest) -> bool:
+    marks = getattr(request.module, "pytestmark", [])
+    return any(m.name == "lab" for m in (marks if isinstance(marks, list) else [marks]))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lab_left_idle(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a lab module: no job of its own left queued or running, no node left drained by a test.
+
+    A job that outlives its module holds the lab's few GPUs and makes a later module's timing wait fail for a
+    reason of its own; what is found is cancelled and named in the run's output, so the leak is seen."""
+    if not _lab_module(request):
+        yield
+        return
+    slurm = request.getfixturevalue("slurm")
+    yield
+    left = [r for r in slurm.squeue(all_users=True) if r.state.is_active]
+    nodes = [n.name for n in slurm.nodes() if not n.available]
+    if left or nodes:
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        what = ", ".join(f"{r.job_id} {r.name} {r.state.value}" for r in left)
+        if reporter is not None:
+            reporter.write_line(f"\n{request.module.__name__} left behind: jobs [{what}] drained nodes {nodes}; cleaned",
+                                yellow=True)
+    if left:
+        slurm.scancel(sorted({r.job_id.split("_")[0] for r in left}))
+        wait_until("leftover jobs to leave the queue",
+                   lambda: not [r for r in slurm.squeue(all_users=True) if r.state.is_active], timeout=90)
+    for n in nodes:
+        slurm.run(["scontrol", "update", f"NodeName={n}", "State=RESUME"], retry=False, ok_codes=(0, 1))
 
 
 @pytest.fixture

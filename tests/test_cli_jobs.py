@@ -268,6 +268,10 @@ def test_ls_makes_one_squeue_and_at_most_one_sacct(repo, user_slurm, monkeypatch
     ids = [j["job_id"] for j in runs]
     wait_until("both jobs to leave the queue",
                lambda: not [q for q in user_slurm.squeue(job_ids=ids) if q.state.is_active], timeout=120)
+    # slurmdbd records an end a moment after the queue lets the job go (until then ls shows no state)
+    wait_until("accounting to record both ends",
+               lambda: len([a for a in user_slurm.sacct(ids) if a.step is None and a.state.is_terminal]) == 2,
+               timeout=60)
 
     calls: list[str] = []
     real_run = LocalTransport.run

@@ -17,7 +17,7 @@ from roach.slurm import resume, submit
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
-from tests.conftest import wait_until
+from tests.conftest import lab_queue, wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -202,8 +202,11 @@ def test_a_completed_run_does_not_run_again_when_requeued(repo, store, roots, sl
 def test_node_failure_requeues_onto_the_other_node_which_resumes(repo, store, roots, slurm):
     job = _submit(repo, store, roots, "pkg.resumable:ddp_train", args={"steps": 200, "step_s": 0.1},
                   resources=GPU1.replace(time="00:05:00"), name="nodefail", checkpoint_every=10)
-    rec = wait_until("checkpoints", lambda: job.log().count("checkpoint at step") >= 2
-                     and [r for r in slurm.squeue(job_ids=[job.job_id]) if r.state.is_running], timeout=120)
+    # Waiting to start is its own wait: the lab's GPUs may still be held by the tests before this one.
+    rec = wait_until("the job to start", lambda: [r for r in slurm.squeue(job_ids=[job.job_id]) if r.state.is_running],
+                     timeout=300, explain=lambda: lab_queue(slurm))
+    wait_until("two checkpoints", lambda: job.log().count("checkpoint at step") >= 2, timeout=120,
+               explain=lambda: lab_queue(slurm) + "\nlog:\n" + job.log()[-3000:])
     node, other = rec[0].nodelist, ({"n1", "n2"} - {rec[0].nodelist}).pop()
     try:
         # DOWN fails the job on it (NODE_FAIL, requeued); DRAIN keeps the lab's slurmd from taking it back.

@@ -258,8 +258,9 @@ def test_cancel_and_ls_go_per_cluster_and_alias_and_an_explicit_alias_overrides(
     assert json.loads(r.stdout)["cancelled"] is True and ("local", "scancel") in calls
     wait_until("both naps to leave the queue",
                lambda: not [q for q in user_slurm.squeue(job_ids=ids) if q.state.is_active])
-    r = roach("status", submitted["alias"]["run_id"], "--ssh-config", cfg, "--json")
-    assert json.loads(r.stdout)["state"] == "CANCELLED", r.output
+    # accounting records the cancellation a moment after the queue lets the job go
+    wait_until("status to say CANCELLED", lambda: json.loads(
+        roach("status", submitted["alias"]["run_id"], "--ssh-config", cfg, "--json").stdout)["state"] == "CANCELLED")
 
     r = roach("ls", "--ssh-alias", sshd.alias)
     assert r.exit_code == 2 and "--cluster" in r.stderr

@@ -1,0 +1,46 @@
+"""live_views on recorded sacct output: a job that left the queue is never shown with a stale active state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roach.cli_views import LEFT_QUEUE_UNACCOUNTED, live_views, state_text
+from roach.slurm.slurmparse import parse_sacct
+from roach.slurm.store import Store
+from tests.test_watch import record
+
+DATA = Path(__file__).parent / "data"
+
+
+class Recorded:
+    """A client whose queue is empty and whose accounting is one recorded ``sacct -X`` output."""
+
+    def __init__(self, name: str):
+        self.rows = parse_sacct((DATA / name).read_text())
+        self.calls: list[str] = []
+
+    def squeue(self, **_):
+        self.calls.append("squeue")
+        return []
+
+    def sacct(self, ids):
+        self.calls.append("sacct")
+        return [r for r in self.rows if r.job_id in set(ids)]
+
+
+def test_gone_from_the_queue_while_accounting_says_running_is_no_state_with_the_reason(tmp_path):
+    # sacct_X_lab_22.05_mixed.txt: 57 RUNNING, 63 PENDING, 60 FAILED
+    with Store(tmp_path / "s.sqlite") as store:
+        recs = [record(57), record(63), record(60)]
+        store.add_many(recs)
+        client = Recorded("sacct_X_lab_22.05_mixed.txt")
+        views = live_views(client, recs, store, whole_queue=True)
+        assert client.calls == ["squeue", "sacct"]
+        lag = {v.job_id: v for v in views if v.job_id in (57, 63)}
+        for v in lag.values():
+            assert (v.state, v.status, v.reason) == (None, "submitted", LEFT_QUEUE_UNACCOUNTED)
+            assert state_text(v).plain == f"? ({LEFT_QUEUE_UNACCOUNTED})"
+        failed = next(v for v in views if v.job_id == 60)
+        assert (failed.state, failed.status) == ("FAILED", "failed")
+        # only the ended job's final state is recorded; the two others stay open for the next look
+        assert [store.get("lab", j).status for j in (57, 63, 60)] == ["submitted", "submitted", "failed"]
