@@ -513,6 +513,30 @@ def test_state_is_kept_in_the_store_between_watcher_processes(fake, store, clock
     assert views["96"]["state"] == "RUNNING" and "started" in views["96"]["reported"]
 
 
+def test_a_round_writes_only_the_views_that_changed(fake, store, clock, monkeypatch):
+    store.add_many([record(i) for i in range(200, 250)])
+    fake.queue = [sq(i, "PENDING", reason="Priority") for i in range(200, 250)]
+    written: list[list[str]] = []
+    real = Store.watch_save
+
+    def counting(self, cluster, jobs, meta, forget=()):
+        written.append(sorted(jobs))
+        return real(self, cluster, jobs, meta, forget)
+
+    monkeypatch.setattr(Store, "watch_save", counting)
+    w = watcher(fake, store, clock)
+    for _ in range(4):  # new, then pending once and twice (what promotion waits for): every view changes
+        w.round()
+        clock.tick(10)
+    assert [len(j) for j in written] == [50, 50, 0, 0]
+    fake.queue[7] = sq(207)  # one starts: that one view is written, and a new process sees it
+    w.round()
+    assert written[-1] == ["207"]
+    assert store.watch_load("lab")[0]["207"]["state"] == "RUNNING"
+    clock.tick(10)
+    assert "started" not in kinds(watcher(fake, store, clock).round())
+
+
 def test_nothing_to_watch_is_an_empty_queue_at_once(fake, store, clock):
     w = watcher(fake, store, clock)
     assert kinds(w.round()) == ["heartbeat", "queue_empty"] and w.finished and w.exit_status() == 0

@@ -7,6 +7,7 @@ offending line in ``repr`` form, never a silent default.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ def squeue_format() -> str:
 _NULLS = {"", "(null)", "N/A", "None", "Unknown", "NONE", "n/a"}
 
 
+@functools.lru_cache(maxsize=4096)  # immutable results; a queue repeats the same texts
 def parse_duration(text: str) -> int | None:
     """Slurm's ``[D-]HH:MM:SS``, ``MM:SS``, ``M`` (minutes) to seconds; ``UNLIMITED`` and nulls to None."""
     t = text.strip()
@@ -68,6 +70,7 @@ def parse_minutes(text: str) -> int | None:
     return int(t) * 60
 
 
+@functools.lru_cache(maxsize=4096)  # immutable results; a queue repeats the same texts
 def parse_time(text: str) -> datetime | None:
     t = text.strip()
     if t in _NULLS:
@@ -122,6 +125,7 @@ class Tres:
         return by[""] if "" in by else sum(by.values())
 
 
+@functools.lru_cache(maxsize=4096)  # immutable results; a queue repeats the same texts
 def parse_tres(text: str) -> Tres:
     """A TRES string such as ``cpu=2,mem=1000M,node=2,billing=2,gres/gpu=8,gres/gpu:a100=8``."""
     t = text.strip()

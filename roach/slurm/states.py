@@ -11,6 +11,7 @@ Pure: no I/O, nothing runs at import but building the lookup tables.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 
 from roach.errors import ParseError
@@ -82,6 +83,10 @@ class JobState(enum.Enum):
 
         Raises :class:`ParseError` for anything else: an unknown state is a bug to report, not to guess.
         """
+        return _parse_state(text)
+
+    @classmethod
+    def _parse(cls, text: str) -> JobState:
         s = text.strip()
         cut = s.endswith("+")  # sacct marks a value cut to the column width with a trailing '+'
         s = s.rstrip("+").strip()
@@ -399,6 +404,10 @@ class PendingReason(enum.Enum):
         (squeue ``%R``) is unwrapped; empty, ``(null)`` and ``None`` are ``NONE``; the rest is ``UNKNOWN``,
         because each Slurm release adds reasons and a monitor must not crash on one.
         """
+        return _parse_reason(text)
+
+    @classmethod
+    def _parse(cls, text: str) -> PendingReason:
         s = text.strip()
         if s.startswith("(") and s.endswith(")") and s != "(null)":
             s = s[1:-1].strip()
@@ -535,3 +544,9 @@ def _classify(reason: PendingReason) -> tuple[str, bool, str]:
 
 
 _REASON_INFO: dict[PendingReason, tuple[str, bool, str]] = {r: _classify(r) for r in PendingReason}
+
+
+# A round parses the same few state and reason texts once per job: a queue of 1,000 array tasks holds a
+# handful of distinct ones. The results are enum members, so a cache is safe.
+_parse_state = functools.lru_cache(maxsize=1024)(JobState._parse)
+_parse_reason = functools.lru_cache(maxsize=1024)(PendingReason._parse)

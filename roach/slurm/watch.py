@@ -43,7 +43,7 @@ from roach.slurm.store import JobRecord, Store, utc_now
 from roach.slurm.tiers import Tier
 from roach.slurm.watch_events import Event, EventKind, TierRow, tier_table
 from roach.slurm.watch_final import Final, record_finals
-from roach.slurm.watch_jobs import Ctx, JobWatch, match_acct, new_watch, on_accounting, on_left, on_log, on_queue
+from roach.slurm.watch_jobs import PENDING_ROUNDS_TO_PROMOTE, Ctx, JobWatch, match_acct, new_watch, on_accounting, on_left, on_log, on_queue
 from roach.slurm.watch_logs import Look, StallRule
 from roach.slurm.watch_resv import asked as reservations_asked, on_reservation, show_reservations, \
     squeue_with_reservations
@@ -183,7 +183,9 @@ class Watcher:
                                 data={"ended": n, "completed": ok}, tiers=rows))
             self.finished = True
         forget = [k for k, w in views.items() if w.done and now - (w.left_at or w.first_seen) > FORGET_DONE_AFTER_S]
-        self.store.watch_save(name, {k: w.to_json() for k, w in views.items() if k not in forget}, meta, forget)
+        # only the views this round changed are written: most of a long queue's jobs change nothing in a round
+        changed = {k: j for k, w in views.items() if k not in forget and (j := w.to_json()) != saved.get(k)}
+        self.store.watch_save(name, changed, meta, forget)
         return events
 
     # -- which jobs -----------------------------------------------------------------------------------------
@@ -301,7 +303,7 @@ class Watcher:
         for key, w in views.items():
             q = active.get(key)
             # seen pending twice, with a reason: not a job the scheduler has not looked at yet
-            if q is None or not q.state.is_pending or w.pending_rounds < 2 or q.reason is PendingReason.NONE \
+            if q is None or not q.state.is_pending or w.pending_rounds < PENDING_ROUNDS_TO_PROMOTE or q.reason is PendingReason.NONE \
                     or not w.run_id or w.superseded_by or w.tier is None or not promotable(q.reason):
                 continue
             cands.append(Candidate(key, w.job_id, w.run_id, w.tier, w.gpus, w.left_to_do, w.submitted or 0.0,

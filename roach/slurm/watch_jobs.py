@@ -47,7 +47,7 @@ class JobWatch:
     done: bool = False
     # edges already reported
     reported: list[str] = field(default_factory=list)
-    pending_rounds: int = 0  # rounds in a row it was seen pending
+    pending_rounds: int = 0  # rounds in a row it was seen pending, up to PENDING_ROUNDS_TO_PROMOTE
     never_pending: str | None = None  # a never-reason seen last round: reported if seen again
     req_nodes: str | None = None  # its --nodelist, asked once when its reason is ReqNodeNotAvail
     restarts_reported: int = 0
@@ -81,7 +81,8 @@ class JobWatch:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "JobWatch":
-        return cls(**{k: v for k, v in data.items() if k in _FIELDS})
+        # a round loads every watched job: skip the filtering copy when the keys are this version's own
+        return cls(**data) if data.keys() <= _FIELDS else cls(**{k: v for k, v in data.items() if k in _FIELDS})
 
     @property
     def jobstate(self) -> JobState | None:
@@ -121,6 +122,7 @@ class Ctx:
         return Event(kind, self.now, self.cluster, message, w.key, w.run_id, w.name or None, data)
 
 
+PENDING_ROUNDS_TO_PROMOTE = 2  # seen pending this many rounds in a row, with a reason: the scheduler looked at it
 _FIELDS = frozenset(f.name for f in fields(JobWatch))
 _MUTABLE = tuple(f.name for f in fields(JobWatch) if f.default_factory is not MISSING)  # lists and dicts
 
@@ -177,7 +179,8 @@ def on_queue(w: JobWatch, rec: QueueRecord, ctx: Ctx, first: bool) -> list[Event
             w.never_pending = rec.reason.name
         else:
             w.never_pending = None
-    w.pending_rounds = w.pending_rounds + 1 if rec.state.is_pending else 0
+    # counted up to what promotion asks, no further: a view that does not change is not written again
+    w.pending_rounds = min(w.pending_rounds + 1, PENDING_ROUNDS_TO_PROMOTE) if rec.state.is_pending else 0
     w.state, w.reason, w.elapsed_s = rec.state.value, rec.reason_text, rec.elapsed_s
     w.restart_count, w.in_queue, w.left_at = rec.restart_count, True, None
     return events
