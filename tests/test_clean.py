@@ -67,6 +67,22 @@ def test_the_experiment_is_the_name_given_else_the_log_roots_parent(tmp_path):
         store.set_experiment("lab", 1, "a/b")
 
 
+def test_a_workspaces_sbatch_jobs_are_in_no_experiment_and_clean_refuses_them(tmp_path):
+    from roach.slurm.workspace_record import WorkspaceJob, store_record
+
+    store = Store(tmp_path / "s.sqlite")
+    store.add(record(1))
+    root = "/home/me/ws"
+    store.add(store_record(WorkspaceJob(job_id="77", cluster="lab", script="train.sbatch"), name="train",
+                           log=f"{root}/dsi-slurm-artifacts/77/slurm_77.out", bundle=f"{root}/dsi-slurm-artifacts/77",
+                           remote_root=root, workspace="/local/ws", requests={}, via=None))
+    assert {k: [r.job_id for r in v] for k, v in experiments(store).items()} == {"expA": [1]}
+    with pytest.raises(UsageError, match="remote workspace's `roach sbatch` jobs, not an experiment") as e:
+        clean("dsi-slurm-artifacts", store=store, dry_run=True)
+    assert "roach cancel sbatch-<JOB_ID>" in e.value.hint and "experiments: expA" in e.value.hint
+    assert store.get("lab", 77).status == "submitted"
+
+
 def test_the_node_program_deletes_only_the_experiments_runs(tmp_path):
     for name in ("r1", "r1_scratch", "r1.data", "r10_other", "r2", "unrelated"):
         (tmp_path / name).mkdir()

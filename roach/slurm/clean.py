@@ -92,11 +92,23 @@ def experiment_of(rec: JobRecord, named: dict[tuple[str, int], str] | None = Non
 
 
 def experiments(store: Store) -> dict[str, list[JobRecord]]:
+    """The store's jobs by experiment. A remote workspace's ``roach sbatch`` jobs are in none: their logs sit
+    in their bundles (``dsi-slurm-artifacts/<JOB_ID>/``), which are the workspace's record to keep."""
+    from roach.slurm.workspace_record import is_workspace_record
+
     named = store.experiment_names()
     out: dict[str, list[JobRecord]] = {}
     for rec in store.all_jobs():
-        out.setdefault(experiment_of(rec, named), []).append(rec)
+        if not is_workspace_record(rec):
+            out.setdefault(experiment_of(rec, named), []).append(rec)
     return out
+
+
+def _workspace_experiment(store: Store, name: str) -> bool:
+    """Whether ``name`` is what a workspace job's log path would make its experiment (``dsi-slurm-artifacts``)."""
+    from roach.slurm.workspace_record import is_workspace_record
+
+    return any(is_workspace_record(r) and experiment_of(r) == name for r in store.all_jobs())
 
 
 def hostnames(client: SlurmClient, lists: Iterable[str]) -> list[str]:
@@ -157,6 +169,11 @@ def clean(experiment: str, *, store: Store | None = None, cluster: Cluster | str
     checkpoints. ``cluster`` limits it to one cluster (and is the object used to reach it)."""
     store = store or Store()
     by_exp = experiments(store)
+    if experiment not in by_exp and _workspace_experiment(store, experiment):
+        raise UsageError(f"{experiment!r} holds a remote workspace's `roach sbatch` jobs, not an experiment: "
+                         "clean does not touch them (their bundles and logs are the workspace's record)",
+                         hint="cancel one with `roach cancel sbatch-<JOB_ID>`; "
+                              f"experiments: {', '.join(sorted(by_exp)) or '(none)'}")
     if experiment not in by_exp:
         raise UsageError(f"no experiment {experiment!r} in the store {store.path}",
                          hint=f"experiments: {', '.join(sorted(by_exp)) or '(none)'}")
