@@ -29,6 +29,11 @@ os.environ["ROACH_CLUSTERS_TOML"] = os.path.join(tempfile.mkdtemp(prefix="roach-
 WAIT_SLACK = float(os.environ.get("ROACH_TEST_WAIT_SLACK", "2"))
 
 
+def slack(seconds: float) -> float:
+    """A timeout a test gives roach's own waits (``Job.wait``), with the same slack as :func:`wait_until`."""
+    return seconds * WAIT_SLACK
+
+
 def wait_until(what: str, check: Callable[[], T], timeout: float = 60.0, every: float = 0.5,
                explain: Callable[[], str] | None = None) -> T:
     """Poll ``check`` until it returns something truthy; fail the test naming ``what`` on timeout, with

@@ -18,6 +18,7 @@ from roach.slurm.clusters import ilc
 from roach.slurm.clusters.lab import GPU1, GPU2, GPU4, LAB
 from roach.slurm.guardrails import Refused, check, check_live
 from roach.slurm.store import Store
+from tests.conftest import slack
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 PKG = {"pkg/__init__.py": "", "pkg/jobs.py": "def hello(run):\n    run.log('hello')\n    return 1\n"}
@@ -209,7 +210,7 @@ def test_submit_without_a_cluster_goes_to_the_configured_default(tmp_path, monke
     job = submit_fn("pkg.f:f", resources="CPU", repo_root=git_repo.work, log_root=str(shared_tmp / "logs"),
                     store=Store(tmp_path / "s.sqlite"))
     assert job.cluster.name == "lab"
-    assert job.wait(timeout=120).state is JobState.COMPLETED
+    assert job.wait(timeout=slack(120)).state is JobState.COMPLETED
 
 
 def test_a_metered_default_cluster_is_refused_before_anything(tmp_path, monkeypatch, git_repo, shared_tmp):

@@ -41,7 +41,7 @@ from roach.slurm.store import JobRecord, Store
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.transport import LocalTransport, Result
-from tests.conftest import GitRepo, wait_until
+from tests.conftest import GitRepo, slack, wait_until
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 RESUMABLE = (Path(__file__).parent / "jobs" / "resumable.py").read_text()
@@ -297,7 +297,7 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
                          capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent).stdout
     first = job_for(CLUSTER, store.get("lab", int(out.split()[-1])), store)
     assert isinstance(first, InsideJob) and first.record.holder == holder and first.attempt == 1
-    assert first.wait(timeout=90).state is JobState.COMPLETED, first.log()
+    assert first.wait(timeout=slack(90)).state is JobState.COMPLETED, first.log()
     assert store.get("lab", first.job_id).status == "completed"
     assert "roach: ranks' step ended with exit code 0" in first.log()
 
@@ -324,13 +324,13 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
                     name="held-ddp", run_id=second.run_id)
     ended = second.status().exit
     assert ended is not None and ended.ended_at <= third.record.submitted_at
-    assert second.wait(timeout=5) == ended
+    assert second.wait(timeout=slack(5)) == ended
     log = second.log()
     assert "caught_signal USR1" in log and "requeueing job" not in log, log[-3000:]
     saved = int(re.findall(r"checkpoint at step (\d+) after caught_signal USR1", log)[-1])
     # EXIT_LEFT once roach.slurm.attempts knows ROACH_INSIDE_HOLDER; 1 from its wall-clock branch before that
     assert ended.exit_code == EXIT_LEFT and ended.state is not JobState.COMPLETED
-    assert third.wait(timeout=90).state is JobState.COMPLETED, third.log()[-3000:]
+    assert third.wait(timeout=slack(90)).state is JobState.COMPLETED, third.log()[-3000:]
     log = third.log()
     assert re.search(rf"rank 0: resumed at step {saved} \(checkpoint of job {holder};", log)
     assert "rank 0: finished; result in" in log
@@ -359,7 +359,7 @@ def test_a_holder_near_its_wall_clock_stops_its_attempt_first(repo, store, roots
     h.wait_running(timeout=60)
     job = _inside(repo, store, roots, h.job_id, "pkg.resumable:ddp_train", args={"steps": 3000, "step_s": 0.1},
                   resources=GPU1, name="long")
-    ended = job.wait(timeout=75)
+    ended = job.wait(timeout=slack(75))
     assert h.state() is JobState.RUNNING  # the attempt left, checkpointed, before the holder's end
     resume = Path(job.record.run_dir) / "resume.pt"
     assert resume.exists()
@@ -406,7 +406,7 @@ def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, 
     wait_until("attempt 1 to make progress", lambda: first.log().count("done loss") >= 5, timeout=90)
     assert [s.kind for s in first.steps()] == [StepKind.RANKS]
     first.cancel()
-    ended = first.wait(timeout=60)
+    ended = first.wait(timeout=slack(60))
     assert ended.exit_code == EXIT_LEFT and ended.status == "cancelled", first.log()[-2000:]
     assert store.get("lab", first.job_id).status == "cancelled"
     assert json.loads(Path(first.paths.job_json).read_text())["status"] == "cancelled"
@@ -424,6 +424,6 @@ def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, 
     assert not [r for r in user_slurm.squeue(job_ids=[h.job_id]) if r.state.is_active]
     assert [a.state for a in user_slurm.sacct([h.job_id]) if a.step is None] == [JobState.CANCELLED]
     assert store.get("lab", h.job_id).status == "cancelled"
-    gone = second.wait(timeout=90)
+    gone = second.wait(timeout=slack(90))
     assert gone.state is not JobState.COMPLETED and store.get("lab", second.job_id).status == gone.status
     assert json.loads(Path(second.paths.job_json).read_text())["status"] == gone.status

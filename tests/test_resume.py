@@ -17,7 +17,7 @@ from roach.slurm import resume, submit
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
-from tests.conftest import lab_queue, wait_until
+from tests.conftest import lab_queue, slack, wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -117,7 +117,7 @@ def reference(repo, store, roots):
 
 
 def _digest(job) -> str:
-    rec = job.wait(timeout=300)
+    rec = job.wait(timeout=slack(300))
     assert rec.state is JobState.COMPLETED, job.log()[-3000:]
     return json.loads((Path(job.record.run_dir) / "result.json").read_text())
 
@@ -154,7 +154,7 @@ def test_cancelled_while_pending_and_resubmitted_on_another_tier_resumes(repo, s
                   resources=NODES2_GPU2.replace(time="00:05:00"), name="moved")
     wait_until("some progress", lambda: job.log().count("done loss") >= 10, timeout=120)
     job.cancel()  # TERM: the ranks checkpoint at their step and the job does not come back
-    rec = job.wait(timeout=120)
+    rec = job.wait(timeout=slack(120))
     assert rec.state is JobState.CANCELLED
     saved_at = int(re.findall(r"checkpoint at step (\d+)", job.log())[-1])
     # A pending job (held on purpose) is cancelled and moved to the low tier with its run id.
@@ -164,7 +164,7 @@ def test_cancelled_while_pending_and_resubmitted_on_another_tier_resumes(repo, s
     held.cancel()
     moved = resume(job.run_id, resources=NODES2_GPU2.replace(qos="low", time="00:05:00"), cluster=CLUSTER,
                    repo_root=repo.work, store=store)
-    assert moved.wait(timeout=180).state is JobState.COMPLETED, moved.log()[-3000:]
+    assert moved.wait(timeout=slack(180)).state is JobState.COMPLETED, moved.log()[-3000:]
     assert f"resumed at step {saved_at}" in moved.log()
     assert moved.job_id != job.job_id and moved.run_id == job.run_id
 
@@ -181,7 +181,7 @@ def test_non_checkpointing_function_restarts_from_the_top_and_says_so(repo, stor
                   resources=NODES2_GPU2.replace(qos="low", time="00:05:00"), name="plain")
     wait_until("the first attempt to run", lambda: "plain step 10" in job.log(), timeout=120)
     _preempt(slurm)
-    rec = job.wait(timeout=240)
+    rec = job.wait(timeout=slack(240))
     assert rec.state is JobState.COMPLETED
     log = job.log()
     assert "caught_signal TERM" in log and "preempted at step" in log
@@ -192,7 +192,7 @@ def test_non_checkpointing_function_restarts_from_the_top_and_says_so(repo, stor
 def test_a_completed_run_does_not_run_again_when_requeued(repo, store, roots, slurm):
     job = _submit(repo, store, roots, "pkg.resumable:plain_loop", args={"steps": 3, "step_s": 0.1},
                   resources=GPU1, name="once")
-    assert job.wait(timeout=120).state is JobState.COMPLETED
+    assert job.wait(timeout=slack(120)).state is JobState.COMPLETED
     slurm.requeue(job.job_id)
     wait_until("the requeued job to run again and end",
                lambda: "already completed" in job.log() and job.state().is_terminal, timeout=120)
@@ -216,7 +216,7 @@ def test_node_failure_requeues_onto_the_other_node_which_resumes(repo, store, ro
                    lambda: f"on {other} (restart count 1)" in job.log() and "resumed at step" in job.log(), timeout=150)
     finally:
         slurm.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], retry=False, ok_codes=(0, 1))
-    assert job.wait(timeout=180).state is JobState.COMPLETED, job.log()[-3000:]
+    assert job.wait(timeout=slack(180)).state is JobState.COMPLETED, job.log()[-3000:]
     runs = [r for r in slurm.sacct([job.job_id], duplicates=True) if r.step is None]
     assert runs[0].state is JobState.NODE_FAIL and runs[-1].nodelist == other
     steps = [int(n) for n in re.findall(r"0: \S+ roach rank 0: resumed at step (\d+)", job.log())]

@@ -18,7 +18,7 @@ from roach.slurm.bundle import JobJson
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
-from tests.conftest import wait_until
+from tests.conftest import slack, wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -101,7 +101,7 @@ def _cleanup(jobs):
 
 def test_four_ranks_on_two_nodes_all_reduce(repo, store, roots):
     job = _submit(repo, store, roots, "pkg.dist:allreduce", resources=NODES2_GPU2, name="allreduce")
-    rec = job.wait(timeout=180)
+    rec = job.wait(timeout=slack(180))
     assert rec.state is JobState.COMPLETED, job.log()
     run_dir = Path(roots["log_root"]).parent / "runs" / job.run_id
     infos = [json.loads((run_dir / f"rank{r}.json").read_text()) for r in range(4)]
@@ -123,7 +123,7 @@ def test_four_ranks_on_two_nodes_all_reduce(repo, store, roots):
 
 def test_job_json_store_and_bundle_after_success(repo, store, roots):
     job = _submit(repo, store, roots, "pkg.jobs:hello", args={"who": "lab"}, description="hello probe")
-    rec = job.wait(timeout=120)
+    rec = job.wait(timeout=slack(120))
     assert rec.state is JobState.COMPLETED
     jj = JobJson.from_json(Path(job.paths.job_json).read_text())
     assert (jj.job_id, jj.status, jj.slurm_state, jj.exit_code) == (str(job.job_id), "completed", "COMPLETED", "0:0")
@@ -139,7 +139,7 @@ def test_clone_is_shared_read_only_at_the_commit_and_made_once_under_concurrency
     on_n1 = GPU1.replace(extra=("--nodelist=n1",))
     jobs = [_submit(repo, store, roots, "pkg.jobs:try_write_clone", resources=on_n1, name=f"c{i}") for i in range(3)]
     try:
-        recs = [j.wait(timeout=180) for j in jobs]
+        recs = [j.wait(timeout=slack(180)) for j in jobs]
     finally:
         _cleanup(jobs)
     assert all(r.state is JobState.COMPLETED for r in recs), [j.log() for j in jobs]
@@ -161,7 +161,7 @@ def test_half_made_clone_is_rebuilt_not_used(repo, store, roots):
     (half / "partial").write_text("a killed clone")
     subprocess.run(["chown", "-R", LAB_USER, roots["clone_root"]], check=True)
     job = _submit(repo, store, roots, "pkg.jobs:hello")
-    assert job.wait(timeout=120).state is JobState.COMPLETED, job.log()
+    assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()
     assert "removing half-made clone" in job.log()
     assert not (half / "partial").exists() and (half / "pkg" / "jobs.py").exists()
 
@@ -169,7 +169,7 @@ def test_half_made_clone_is_rebuilt_not_used(repo, store, roots):
 def test_failing_rank_fails_the_job_and_stops_the_others(repo, store, roots):
     job = _submit(repo, store, roots, "pkg.jobs:boom", resources=NODES2_GPU2)
     try:
-        rec = job.wait(timeout=180)
+        rec = job.wait(timeout=slack(180))
     finally:
         _cleanup([job])
     assert rec.state is JobState.FAILED and rec.exit_code != 0
@@ -189,7 +189,7 @@ def test_secrets_reach_the_function_and_no_file_roach_wrote(repo, store, roots, 
     os.chmod(sdir / "API_TOKEN", 0o600)
     subprocess.run(["chown", "-R", LAB_USER, str(sdir)], check=True)
     job = _submit(repo, store, roots, "pkg.jobs:uses_secret", secrets_dir=str(sdir), job_env={"MODE": "offline"})
-    assert job.wait(timeout=120).state is JobState.COMPLETED, job.log()
+    assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()
     assert "token present: True (31 chars)" in job.log()
     leaks = subprocess.run(["grep", "-rl", "--", secret, roots["log_root"], str(Path(roots["log_root"]).parent / "runs"),
                             str(store.path.parent)], capture_output=True, text=True).stdout
@@ -242,7 +242,7 @@ def test_job_can_be_rebuilt_from_its_run_id_or_job_id(repo, store, roots):
     from roach.slurm.job import Job
 
     job = _submit(repo, store, roots, "pkg.jobs:hello")
-    job.wait(timeout=120)
+    job.wait(timeout=slack(120))
     by_run = Job.from_ref(job.run_id, cluster=CLUSTER, store=store)
     by_id = Job.from_ref(str(job.job_id), cluster=CLUSTER, store=store)
     assert by_run.job_id == by_id.job_id == job.job_id
@@ -283,7 +283,7 @@ def test_a_cluster_that_cannot_reach_the_git_remote_gets_the_commit_as_a_bundle(
         cluster = CLUSTER.with_(git_reachable=False)
         job = submit("pkg.jobs:hello", args={"who": "mirror"}, resources=GPU1, cluster=cluster, repo_root=work,
                      store=store, **roots)
-        assert job.wait(timeout=120).state is JobState.COMPLETED, job.log()
+        assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()
         assert "hello mirror" in job.log() and f"{roots['log_root']}/bundles/git/work.git" in Path(job.paths.spec).read_text()
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -21,7 +21,7 @@ from roach.slurm.ssh import SSHTransport
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
 from roach.slurm.transport import LocalTransport
-from tests.conftest import wait_until
+from tests.conftest import slack, wait_until
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.lab
@@ -58,7 +58,7 @@ def test_a_function_submitted_over_ssh_runs_and_its_log_reads_back(git_repo, sha
     job = submit("pkg.jobs:hello", {"who": "ssh"}, resources="CPU", cluster=cluster, repo_root=git_repo.work,
                  store=store, description="over ssh", **roots)
     try:
-        rec = job.wait(timeout=120)
+        rec = job.wait(timeout=slack(120))
     finally:
         if not job.record.is_final:
             job.cancel()

@@ -14,7 +14,7 @@ from roach.slurm.clusters.lab import CPU, LAB
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
 from roach.slurm.sweep import Sweep, read_grid, split, sweep
-from tests.conftest import wait_until
+from tests.conftest import slack, wait_until
 from tests.test_submit import roots, store  # noqa: F401  (fixtures: a store of the test's own, shared roots)
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
@@ -77,7 +77,7 @@ def test_a_sweep_split_over_arrays_runs_every_grid_entry_as_its_own_run(repo, st
     sw = sweep("pkg.grid:square", grid, resources=CPU, cluster=CLUSTER, repo_root=repo.work, store=store,
                parallelism=3, max_array_size=3, name="sq", description="squares", **roots)
     assert len(sw.array_ids) == 3 and len(sw) == 7  # 3 + 3 + 1
-    done = sw.wait(timeout=240, poll_s=2)
+    done = sw.wait(timeout=slack(240), poll_s=2)
     assert {r: a.state for r, a in done.items()} == {f"{sw.sweep_id}-{i}": JobState.COMPLETED for i in range(7)}
     run_root = Path(roots["log_root"]).parent / "runs"
     for i, job in enumerate(sw):
@@ -104,7 +104,7 @@ def test_a_failed_run_is_that_run_only(repo, store, roots):
     assert len(sw.array_ids) == 1
     later = Sweep.load(sw.sweep_id, store=store)  # as another process would, from the store
     assert ([j.slurm_id for j in later], later.array_ids) == ([j.slurm_id for j in sw], sw.array_ids)
-    done = later.wait(timeout=180, poll_s=2)
+    done = later.wait(timeout=slack(180), poll_s=2)
     assert [done[j.run_id].state for j in sw] == [JobState.COMPLETED, JobState.FAILED, JobState.COMPLETED]
     assert "x=1 fails on purpose" in sw[1].log()
     assert [r.status for r in store.array_tasks("lab", sw.array_ids[0])] == ["completed", "failed", "completed"]
@@ -137,7 +137,7 @@ def test_a_signalled_run_of_a_sweep_checkpoints_requeues_itself_and_resumes_at_i
     wait_until("run 0 reaching step 8", lambda: "step 8 done" in first.log(), timeout=120)
     # what the wall clock's warning does: USR1 to the task's ranks (not its batch shell)
     slurm.scancel([first.slurm_id], signal="USR1")
-    done = sw.wait(timeout=240, poll_s=2)
+    done = sw.wait(timeout=slack(240), poll_s=2)
     assert {a.state for a in done.values()} == {JobState.COMPLETED}
     log = first.log()
     assert "caught_signal USR1" in log and "requeueing job" in log, log
@@ -193,10 +193,10 @@ def test_a_cancelled_run_of_a_sweep_is_resumed_alone_as_a_plain_job_with_its_arg
     run = sw[0]
     wait_until("the run reaching step 6", lambda: "step 6 done" in run.log(), timeout=120)
     run.cancel()
-    assert sw.wait(timeout=120, poll_s=2)[run.run_id].state is JobState.CANCELLED
+    assert sw.wait(timeout=slack(120), poll_s=2)[run.run_id].state is JobState.CANCELLED
     again = resume(run.run_id, cluster=CLUSTER, repo_root=repo.work, store=store)
     assert again.record.task is None and again.run_id == run.run_id
-    assert again.wait(timeout=180).state is JobState.COMPLETED, again.log()
+    assert again.wait(timeout=slack(180)).state is JobState.COMPLETED, again.log()
     assert "resumed at step" in again.log()
     out = Path(roots["log_root"]).parent / "runs" / run.run_id / "result.json"
     assert json.loads(out.read_text()) == sum(range(30))  # its args (steps=30), its checkpointed total
@@ -283,7 +283,7 @@ def test_a_grid_larger_than_the_clusters_max_array_size_is_split_transparently(r
     finally:
         lablib.up(log=lambda *_: None, max_array_size=lab.max_array_size)
     assert [len(store.array_tasks("lab", a)) for a in sw.array_ids] == [4, 4, 1]
-    done = sw.wait(timeout=240, poll_s=2)
+    done = sw.wait(timeout=slack(240), poll_s=2)
     assert {a.state for a in done.values()} == {JobState.COMPLETED}
     runs = Path(roots["log_root"]).parent / "runs"
     assert [json.loads((runs / j.run_id / "result.json").read_text())["sq"] for j in sw] == [i * i for i in range(9)]
