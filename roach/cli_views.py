@@ -48,6 +48,8 @@ class JobView:
     idle: bool | None = None  # a running holder with no attempt in it: charged for nothing
     via: str | None = None  # the ssh alias it was submitted (and is read) through, when not its cluster's own
     task: int | None = None  # a sweep's run: its task in array job_id
+    holder: int | None = None  # an attempt inside a holder: the holder's job id (job_id is then roach's own)
+    attempt: int | None = None  # ... and its number there (1, 2, ...)
 
     @property
     def slurm_id(self) -> str:
@@ -57,8 +59,12 @@ class JobView:
     @classmethod
     def of(cls, rec: JobRecord, state: str | None, status: str, reason: str | None = None,
            exit_code: str | None = None, **extra: Any) -> "JobView":
+        from roach.slurm.inside_job import split_attempt_id
+
+        holder, attempt = split_attempt_id(rec.job_id) or (None, None)
         return cls(rec.run_id, rec.job_id, rec.cluster, rec.name, rec.target, state, status, reason, exit_code,
-                   rec.submitted_at, rec.log_path, via=rec.via, task=rec.task, **extra)
+                   rec.submitted_at, rec.log_path, via=rec.via, task=rec.task, holder=holder, attempt=attempt,
+                   **extra)
 
     @property
     def ok(self) -> bool:

@@ -303,7 +303,11 @@ def test_an_attempt_inside_a_holder_reached_over_ssh_runs_and_its_driver_outlive
     wait_until("the attempt to complete", lambda: json.loads(roach("status", run_id, "--json").stdout)["state"]
                == "COMPLETED", timeout=90)
     log = roach("logs", run_id).stdout
-    assert "hello inside from n" in log and f"_{holder}.out" in json.loads(roach("status", run_id, "--json").stdout)["log"]
+    got = json.loads(roach("status", run_id, "--json").stdout)
+    assert "hello inside from n" in log and f"_{holder}.out" in got["log"]
+    assert (got["holder"], got["attempt"]) == (holder, 1)  # what a script reads, not roach's own job id
+    row = next(v for v in json.loads(roach("ls", "--json").stdout) if v["run_id"] == run_id)
+    assert (row["holder"], row["attempt"], row["job_id"] != holder) == (holder, 1, True)
     assert used == []
     r = roach("release", str(holder), "--json")  # through the alias the holder was queued through
     assert r.exit_code == 0, r.output
