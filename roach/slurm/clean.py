@@ -27,6 +27,7 @@ from roach.slurm.checkpoint import RESUME_FILE
 from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.store import JobRecord, Store
+from roach.slurm.workspace_record import is_workspace_record
 
 # Fixed programs run on the login host or a node; paths and names are their arguments, never spliced in.
 # The login host's print NUL-terminated paths (a path may hold a newline).
@@ -94,8 +95,6 @@ def experiment_of(rec: JobRecord, named: dict[tuple[str, int], str] | None = Non
 def experiments(store: Store) -> dict[str, list[JobRecord]]:
     """The store's jobs by experiment. A remote workspace's ``roach sbatch`` jobs are in none: their logs sit
     in their bundles (``dsi-slurm-artifacts/<JOB_ID>/``), which are the workspace's record to keep."""
-    from roach.slurm.workspace_record import is_workspace_record
-
     named = store.experiment_names()
     out: dict[str, list[JobRecord]] = {}
     for rec in store.all_jobs():
@@ -106,8 +105,6 @@ def experiments(store: Store) -> dict[str, list[JobRecord]]:
 
 def _workspace_experiment(store: Store, name: str) -> bool:
     """Whether ``name`` is what a workspace job's log path would make its experiment (``dsi-slurm-artifacts``)."""
-    from roach.slurm.workspace_record import is_workspace_record
-
     return any(is_workspace_record(r) and experiment_of(r) == name for r in store.all_jobs())
 
 

@@ -79,15 +79,14 @@ class Sweep:
     @classmethod
     def load(cls, sweep_id: str, *, store: Store | None = None, cluster: Cluster | None = None) -> "Sweep":
         """The sweep ``sweep_id`` as the store recorded it (from another process, later)."""
-        from roach.slurm.cluster import get_cluster
-        from roach.slurm.ssh import as_recorded
+        from roach.slurm.ssh import reaching
 
         store = store or Store()
         recs = store.sweep_runs(sweep_id)
         if not recs:
             raise UsageError(f"no sweep {sweep_id!r} in the store {store.path}",
                              hint="`roach ls` lists the runs roach knows; a sweep's runs are <sweep_id>-<i>")
-        c = cluster if cluster is not None else as_recorded(get_cluster(recs[0].cluster), recs[0])
+        c = reaching(recs[0], cluster)
         ids = sorted({r.job_id for r in recs})
         return cls(c, sweep_id, ids, [Job(c, r, store) for r in recs], store)
 

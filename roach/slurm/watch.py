@@ -43,7 +43,8 @@ from roach.slurm.store import JobRecord, Store, utc_now
 from roach.slurm.tiers import Tier
 from roach.slurm.watch_events import Event, EventKind, TierRow, tier_table
 from roach.slurm.watch_final import Final, record_finals
-from roach.slurm.watch_jobs import PENDING_ROUNDS_TO_PROMOTE, Ctx, JobWatch, match_acct, new_watch, on_accounting, on_left, on_log, on_queue
+from roach.slurm.watch_jobs import (PENDING_ROUNDS_TO_PROMOTE, Ctx, JobWatch, match_acct, new_watch, on_accounting,
+                                    on_left, on_log, on_queue)
 from roach.slurm.watch_logs import Look, StallRule
 from roach.slurm.watch_resv import asked as reservations_asked, on_reservation, show_reservations, \
     squeue_with_reservations
@@ -303,8 +304,9 @@ class Watcher:
         for key, w in views.items():
             q = active.get(key)
             # seen pending twice, with a reason: not a job the scheduler has not looked at yet
-            if q is None or not q.state.is_pending or w.pending_rounds < PENDING_ROUNDS_TO_PROMOTE or q.reason is PendingReason.NONE \
-                    or not w.run_id or w.superseded_by or w.tier is None or not promotable(q.reason):
+            if q is None or not q.state.is_pending or w.pending_rounds < PENDING_ROUNDS_TO_PROMOTE \
+                    or q.reason is PendingReason.NONE or not w.run_id or w.superseded_by or w.tier is None \
+                    or not promotable(q.reason):
                 continue
             cands.append(Candidate(key, w.job_id, w.run_id, w.tier, w.gpus, w.left_to_do, w.submitted or 0.0,
                                    w.checkpoints, w.preemptions.get(w.tier, 0)))

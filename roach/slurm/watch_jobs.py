@@ -73,7 +73,8 @@ class JobWatch:
     last_leave: str | None = None  # how the run's last attempt left, by its log: "preempted" or "wall clock"
 
     def to_json(self) -> dict[str, Any]:
-        # a round saves every watched job: dataclasses.asdict's deep copy cost most of a 1,000-job round
+        # a round serializes every watched job (to compare and save): dataclasses.asdict's deep copy cost most of
+        # a 1,000-job round
         out = dict(self.__dict__)
         for k in _MUTABLE:
             out[k] = type(out[k])(out[k])  # their items are plain values: a shallow copy is a copy
