@@ -16,18 +16,11 @@ from rich.table import Table
 from rich.text import Text
 
 from roach.errors import UsageError
-from roach.cli_jobs import ssh_alias_option, ssh_config_option
+from roach.cli_jobs import cluster_option, json_option, run_as_option, ssh_alias_option, ssh_config_option
 from roach.slurm.cluster import get_cluster, with_ssh_override
 from roach.slurm.hold import Holder, HolderInfo, Step, StepKind, hold as hold_allocation
 from roach.slurm.inside import AttemptPaths, attempt_records
 from roach.slurm.store import Store
-
-run_as_option = click.option(
-    "--run-as", metavar="USER", default=None,
-    help="Run Slurm's commands as this local user (needs root); the lab's user is roachlab.")
-cluster_option = click.option("--cluster", metavar="NAME", default=None,
-                              help="Only look on this cluster (needed when a job id is recorded on several).")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
 def _console() -> Console:

@@ -12,7 +12,7 @@ import sys
 import click
 
 from roach.errors import UsageError
-from roach.cli_jobs import ssh_alias_option, ssh_config_option
+from roach.cli_jobs import _cluster, json_option, ssh_alias_option, ssh_config_option
 from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
 from roach.slurm.pending import PendingContext, explain
 from roach.slurm.rebalance import move as move_run, promote as promote_job
@@ -32,16 +32,10 @@ cluster_option = click.option("--cluster", metavar="NAME", default=None,
 run_as_option = click.option(
     "--run-as", metavar="USER", default=None,
     help="Run Slurm's commands (and read the logs) as this local user (needs root); the lab's user is roachlab.")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 repo_option = click.option("--repo-root", default=".", show_default=True, type=click.Path(file_okay=False),
                            help="The repository the run was submitted from (it must have the run's commit, pushed).")
 new_commit_option = click.option("--allow-new-commit", is_flag=True,
                                  help="Resubmit at the repository's HEAD instead of the run's own commit.")
-
-
-def _cluster(name: str, run_as: str | None) -> Cluster:
-    c = get_cluster(name)
-    return c.with_(run_as=run_as) if run_as else c
 
 
 def _pick_cluster(name: str | None, store: Store) -> str:
