@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import re
 import sqlite3
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -225,6 +226,24 @@ def test_context_manager_closes(tmp_path):
         s.add(rec())
     assert s._conn is None
     assert Store(tmp_path / "s.sqlite").get("ilc", 100) == rec()
+
+
+def test_opening_a_fresh_file_waits_for_another_process_s_lock(tmp_path):
+    """SQLite fails the switch to WAL at once, without its busy handler, while another connection holds a
+    lock: opening waits for that lock, as every other store call does, instead of failing."""
+    path = tmp_path / "s.sqlite"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # a writer that has not yet created the schema (rollback journal)
+    released = threading.Timer(0.5, lambda: other.execute("ROLLBACK"))
+    released.start()
+    try:
+        with Store(path) as s:
+            s.add(rec())
+            assert s.get("ilc", 100) == rec()
+    finally:
+        released.join()
+        other.close()
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def _add_many(path: str, cluster: str) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass, fields
@@ -156,7 +158,7 @@ class Store:
         # Read the version without a lock first, so opening never waits on another process's write.
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == 0:
-            conn.execute("PRAGMA journal_mode=WAL")  # persistent in the file; cannot change inside a transaction
+            self._set_wal(conn)
             with self._transaction(conn):
                 # Two processes may create it at once: the one that waited finds it done.
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -176,6 +178,23 @@ class Store:
             raise RoachError(
                 f"the roach store {self.path} has schema version {version}; this roach reads up to "
                 f"{SCHEMA_VERSION}", hint="upgrade roach, or point $ROACH_STORE at another file")
+
+    @staticmethod
+    def _set_wal(conn: sqlite3.Connection) -> None:
+        """Put the file in WAL mode (persistent in the file; cannot change inside a transaction).
+
+        Switching takes an exclusive lock for which SQLite does not call its busy handler, so while another
+        process is creating the schema the switch fails at once with "database is locked": try again, with
+        a short jittered pause, until the busy timeout, as a busy handler would."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
+                    raise
+            time.sleep(random.uniform(0.005, 0.05))
 
     @staticmethod
     @contextmanager
