@@ -63,6 +63,23 @@ def test_caps_in_gpus_gpu_hours_and_money(config):
     check(LAB, GPU1)
 
 
+def test_a_sweep_is_one_submission_for_the_caps():
+    """Every run is within the caps; the runs held at once, or all of them together, may not be."""
+    capped = LAB.with_(max_gpus=3, max_gpu_hours=4, gpu_hour_cost=1.5, max_cost=5.0)  # GPU2: 1 GPU-hour a run
+    guardrails.check_caps(capped, GPU2, runs=3, parallelism=1)  # 2 GPUs at once, 3 GPU-hours, 4.50
+    with pytest.raises(Refused, match=r"a sweep of 2 runs of 2 GPUs may hold 4 GPUs at once \(2 runs\), more than "
+                                      r"the 3 GPUs per submission allowed on lab") as e:
+        guardrails.check_caps(capped, GPU2, runs=2)
+    assert e.value.rule == "cap" and "parallelism" in e.value.hint
+    with pytest.raises(Refused, match=r"a sweep of 5 runs of 1 GPU-hours asks for 5 GPU-hours, more than the 4 "):
+        guardrails.check_caps(capped.with_(max_cost=None), GPU2, runs=5, parallelism=1)
+    with pytest.raises(Refused, match=r"a sweep of 4 runs \(4 GPU-hours at 1.5\) costs 6.00, more than the 5 per"):
+        guardrails.check_caps(capped, GPU2, runs=4, parallelism=1)
+    with pytest.raises(Refused, match=r"^4 GPUs \(1 node\(s\) x 4\) is more than the 3 GPUs") as e:
+        guardrails.check_caps(capped, GPU4)  # not a sweep: one job's own wording
+    assert "parallelism" not in e.value.hint
+
+
 def test_submit_hosts_and_refused_hosts():
     login = LAB.with_(refused_hosts=("ilc-login*",), refused_host_reason="its home is AFS")
     with pytest.raises(Refused, match=r"ilc-login2.example.org is not a submit host for lab .*'ilc-login\*'\): its home is AFS") as e:

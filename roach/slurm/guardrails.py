@@ -83,43 +83,33 @@ def check_host(c: Cluster, hostname: str | None = None, host_check: Callable[[],
                           hint="submit from one of the cluster's nodes")
 
 
-def check_caps(c: Cluster, res: Resources) -> None:
-    """The user's caps per submission: GPUs, GPU-hours, money."""
+def check_caps(c: Cluster, res: Resources, *, runs: int | None = None, parallelism: int | None = None) -> None:
+    """The user's caps per submission (GPUs, GPU-hours, money) on ``c`` as configured. A sweep of ``runs`` runs
+    is one submission: the GPUs its runs may hold at once (all of them, or ``parallelism``), and the GPU-hours
+    and cost of every run together."""
+    at_once = 1 if runs is None else min(runs, parallelism or runs)
+    gpus, gh = at_once * res.total_gpus, (runs or 1) * gpu_hours(res)
+    cost = gh * c.gpu_hour_cost if c.gpu_hour_cost is not None else None
     where = "clusters.toml" if c.max_gpus is not None or c.max_gpu_hours is not None or c.max_cost is not None else ""
-    hint = f"ask for less, or raise the cap in [clusters.{c.name}] of {where or 'clusters.toml'} if the person whose budget it is said so"
-    if c.max_gpus is not None and res.total_gpus > c.max_gpus:
-        raise Refused("cap", f"{res.total_gpus} GPUs ({res.nodes} node(s) x {res.gpus_per_node}) is more than the "
-                             f"{c.max_gpus} GPUs per submission allowed on {c.name}", hint=hint)
-    gh = gpu_hours(res)
+    cap = f"raise the cap in [clusters.{c.name}] of {where or 'clusters.toml'} if the person whose budget it is said so"
+    if runs is None:
+        asked = (f"{res.total_gpus} GPUs ({res.nodes} node(s) x {res.gpus_per_node}) is",
+                 f"{gh:g} GPU-hours ({res.total_gpus} GPUs x {hours(res):g} h) is",
+                 f"{gh:g} GPU-hours at {c.gpu_hour_cost:g} per GPU-hour costs {cost:.2f}," if cost is not None else "")
+        hint = f"ask for less, or {cap}"
+    else:
+        asked = (f"a sweep of {runs} runs of {res.total_gpus} GPUs may hold {gpus} GPUs at once ({at_once} runs),",
+                 f"a sweep of {runs} runs of {gpu_hours(res):g} GPU-hours asks for {gh:g} GPU-hours,",
+                 f"a sweep of {runs} runs ({gh:g} GPU-hours at {c.gpu_hour_cost:g}) costs {cost:.2f},"
+                 if cost is not None else "")
+        hint = f"let fewer run at once (parallelism / --parallelism), ask for fewer runs or less time, or {cap}"
+    if c.max_gpus is not None and gpus > c.max_gpus:
+        raise Refused("cap", f"{asked[0]} more than the {c.max_gpus} GPUs per submission allowed on {c.name}", hint=hint)
     if c.max_gpu_hours is not None and gh > c.max_gpu_hours:
-        raise Refused("cap", f"{gh:g} GPU-hours ({res.total_gpus} GPUs x {hours(res):g} h) is more than the "
-                             f"{c.max_gpu_hours:g} GPU-hours per submission allowed on {c.name}", hint=hint)
-    if c.max_cost is not None and c.gpu_hour_cost is not None and gh * c.gpu_hour_cost > c.max_cost:
-        raise Refused("cap", f"{gh:g} GPU-hours at {c.gpu_hour_cost:g} per GPU-hour costs {gh * c.gpu_hour_cost:.2f}, "
-                             f"more than the {c.max_cost:g} per submission allowed on {c.name}", hint=hint)
-
-
-def check_sweep_caps(cluster: Cluster, res: Resources, runs: int, parallelism: int | None) -> None:
-    """The caps per submission applied to a sweep as a whole: the GPUs its runs may hold at once (all of
-    them, or ``parallelism``), and the GPU-hours and cost of every run together."""
-    from roach.slurm.userconfig import configured
-
-    c = configured(cluster)
-    at_once = min(runs, parallelism or runs)
-    hint = (f"let fewer run at once (parallelism / --parallelism), ask for fewer runs or less time, or raise the "
-            f"cap in [clusters.{c.name}] of clusters.toml if the person whose budget it is said so")
-    if c.max_gpus is not None and at_once * res.total_gpus > c.max_gpus:
-        raise Refused("cap", f"a sweep of {runs} runs of {res.total_gpus} GPUs may hold {at_once * res.total_gpus} GPUs "
-                             f"at once ({at_once} runs), more than the {c.max_gpus} GPUs per submission allowed on "
+        raise Refused("cap", f"{asked[1]} more than the {c.max_gpu_hours:g} GPU-hours per submission allowed on "
                              f"{c.name}", hint=hint)
-    gh = runs * gpu_hours(res)
-    if c.max_gpu_hours is not None and gh > c.max_gpu_hours:
-        raise Refused("cap", f"a sweep of {runs} runs of {gpu_hours(res):g} GPU-hours asks for {gh:g} GPU-hours, more "
-                             f"than the {c.max_gpu_hours:g} GPU-hours per submission allowed on {c.name}", hint=hint)
-    if c.max_cost is not None and c.gpu_hour_cost is not None and gh * c.gpu_hour_cost > c.max_cost:
-        raise Refused("cap", f"a sweep of {runs} runs ({gh:g} GPU-hours at {c.gpu_hour_cost:g}) costs "
-                             f"{gh * c.gpu_hour_cost:.2f}, more than the {c.max_cost:g} per submission allowed on "
-                             f"{c.name}", hint=hint)
+    if c.max_cost is not None and cost is not None and cost > c.max_cost:
+        raise Refused("cap", f"{asked[2]} more than the {c.max_cost:g} per submission allowed on {c.name}", hint=hint)
 
 
 def _tiers_text(c: Cluster) -> str:

@@ -31,6 +31,7 @@ from roach.slurm.slurmparse import AcctRecord, array_ranges
 from roach.slurm.ssh import submitted_route
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
+from roach.slurm.userconfig import configured
 from roach.slurm.submit import (_RUN_ID, _check_args, _check_cluster_path, _default_run_root, _node_sh, new_run_id,
                                 prepare, released_or_undone)
 from roach.slurm.watch_final import Final, record_finals
@@ -216,7 +217,7 @@ def sweep(
                 log_root=log_root, clone_root=clone_root, secrets_dir=secrets_dir, allow_metered=allow_metered,
                 experiment=experiment, store=store)
     cluster, res, client, fs, store, repo = p.cluster, p.resources, p.client, p.fs, p.store, p.repo
-    guardrails.check_sweep_caps(cluster, res, len(grid), parallelism)
+    guardrails.check_caps(configured(cluster), res, runs=len(grid), parallelism=parallelism)
     sweep_id = sweep_id or new_run_id(p.name)
     taken = [r for r in (store.latest_for_run(batch.sweep_run_id(sweep_id, i)) for i in (0, len(grid) - 1)) if r]
     if taken:
