@@ -5,7 +5,6 @@ clusters, the resource plan and cleaning up (the library: :mod:`roach.slurm.user
 
 from __future__ import annotations
 
-import json
 from dataclasses import fields
 from typing import Any
 
@@ -14,13 +13,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from roach.cli_common import echo_json as _echo_json, json_option, run_as_option
 from roach.slurm.cluster import Cluster, get_cluster, known_clusters, module_cluster
 from roach.slurm.store import Store
 
-run_as_option = click.option(
-    "--run-as", metavar="USER", default=None,
-    help="Run Slurm's commands as this local user (needs root); the lab's user is roachlab.")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
 def _console() -> Console:
@@ -28,10 +24,6 @@ def _console() -> Console:
     if not console.is_terminal:
         console.width = 100_000
     return console
-
-
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
 
 
 def _configured(name: str | None, run_as: str | None = None) -> Cluster:

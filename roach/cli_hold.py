@@ -6,7 +6,6 @@ Attempts themselves start with ``roach submit ... --inside HOLDER``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Any
 
@@ -16,7 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from roach.errors import UsageError
-from roach.cli_jobs import cluster_option, json_option, run_as_option, ssh_alias_option, ssh_config_option
+from roach.cli_common import echo_json as _echo_json, json_option, run_as_option, ssh_config_option
+from roach.cli_jobs import cluster_option, ssh_alias_option
 from roach.slurm.cluster import get_cluster, with_ssh_override
 from roach.slurm.hold import Holder, HolderInfo, Step, StepKind, hold as hold_allocation
 from roach.slurm.inside import AttemptPaths, attempt_records
@@ -25,10 +25,6 @@ from roach.slurm.store import Store
 
 def _console() -> Console:
     return Console(highlight=False, soft_wrap=True)
-
-
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
 
 
 def _hms(seconds: int | None) -> str:

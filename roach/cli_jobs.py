@@ -21,6 +21,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from roach.cli_common import echo_json as _echo_json, json_option, run_as_option, ssh_config_option
 from roach.cli_views import (  # noqa: F401 - follow_log and live_views: importable from here, as before
     JobView, follow_log, grouped_views, job_label, live_views, print_view, reach, state_text,
 )
@@ -36,16 +37,10 @@ JOB_NOT_COMPLETED = 6  # exit code: the job ran (or was cancelled) and did not e
 
 cluster_option = click.option("--cluster", metavar="NAME", default=None,
                               help="Only look on this cluster (needed when a job id is recorded on several).")
-run_as_option = click.option(
-    "--run-as", metavar="USER", default=None,
-    help="Run Slurm's commands as this local user (needs root); the lab's user is roachlab.")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 ssh_alias_option = click.option(
     "--ssh-alias", metavar="ALIAS", default=None,
     help="Reach the cluster by `ssh ALIAS` [default: the alias the job was submitted through, else the "
          "cluster's own way].")
-ssh_config_option = click.option("--ssh-config", metavar="FILE", default=None,
-                                 help="The ssh config file that defines the alias (default: ~/.ssh/config).")
 
 
 # -- parsing --------------------------------------------------------------------------------------------
@@ -135,10 +130,6 @@ def _explained(rec: JobRecord, ssh_alias: str | None) -> Iterator[None]:
                         "it that way: pass --ssh-config FILE if that alias is now defined in another file, or "
                         "--ssh-alias ALIAS to reach the cluster another way")
         raise
-
-
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2))
 
 
 # -- commands -------------------------------------------------------------------------------------------

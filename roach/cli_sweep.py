@@ -9,8 +9,8 @@ from typing import Any
 import click
 from rich.console import Console
 
-from roach.cli_jobs import (JOB_NOT_COMPLETED, _parse_env, json_option, run_as_option, ssh_alias_option,
-                            ssh_config_option, submit_cluster, where_options)
+from roach.cli_common import json_option, run_as_option, ssh_config_option
+from roach.cli_jobs import JOB_NOT_COMPLETED, _parse_env, ssh_alias_option, submit_cluster, where_options
 from roach.slurm.store import Store
 from roach.slurm.sweep import read_grid
 from roach.slurm.sweep import sweep as sweep_runs

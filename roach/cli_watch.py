@@ -12,7 +12,8 @@ import sys
 import click
 
 from roach.errors import UsageError
-from roach.cli_jobs import _cluster, json_option, ssh_alias_option, ssh_config_option
+from roach.cli_common import json_option, ssh_config_option
+from roach.cli_jobs import _cluster, ssh_alias_option
 from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
 from roach.slurm.pending import PendingContext, explain
 from roach.slurm.rebalance import move as move_run, promote as promote_job

@@ -8,15 +8,14 @@ Exit codes: 0 ok; 2 a usage error (a script that lacks a request is one: the lis
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
 from rich.text import Text
 
+from roach.cli_common import echo_json as _echo_json, json_option, ssh_config_option as config_option
 from roach.cli_jobs import JOB_NOT_COMPLETED
 from roach.slurm.cluster import Cluster, with_ssh_override
 from roach.slurm.workspace import (
@@ -34,9 +33,6 @@ cluster_option = click.option("--cluster", "cluster_name", metavar="NAME", defau
                               help="The cluster (default: the job's record, else roach.toml [workspace] cluster).")
 alias_option = click.option("--ssh-alias", metavar="ALIAS", default=None,
                             help="Reach the cluster by `ssh ALIAS` instead of its own setting.")
-config_option = click.option("--ssh-config", metavar="FILE", default=None,
-                             help="The ssh config file that defines the alias (default: ~/.ssh/config).")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
 def _console(err: bool = False) -> Console:
@@ -45,10 +41,6 @@ def _console(err: bool = False) -> Console:
 
 def _cluster(ws: Workspace, name: str | None, alias: str | None, config: str | None, job_id: str | None = None) -> Cluster:
     return with_ssh_override(resolve_cluster(ws, name, job_id), alias, config)
-
-
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
 
 
 def _record_line(rec) -> Text:
