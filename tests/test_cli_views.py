@@ -25,7 +25,7 @@ class Recorded:
 
     def sacct(self, ids):
         self.calls.append("sacct")
-        return [r for r in self.rows if r.job_id in set(ids)]
+        return [r for r in self.rows if str(r.job_id) in {str(i) for i in ids}]
 
 
 def test_gone_from_the_queue_while_accounting_says_running_is_no_state_with_the_reason(tmp_path):
@@ -44,3 +44,22 @@ def test_gone_from_the_queue_while_accounting_says_running_is_no_state_with_the_
         assert (failed.state, failed.status) == ("FAILED", "failed")
         # only the ended job's final state is recorded; the two others stay open for the next look
         assert [store.get("lab", j).status for j in (57, 63, 60)] == ["submitted", "submitted", "failed"]
+
+
+def test_the_api_calls_a_job_gone_from_the_queue_but_not_accounted_completing(tmp_path):
+    """Job.state() and Holder.info(): never sacct's stale RUNNING/PENDING for a job squeue no longer has."""
+    from roach.slurm.clusters.lab import LAB
+    from roach.slurm.hold import Holder
+    from roach.slurm.job import Job
+    from roach.slurm.states import JobState
+
+    client = Recorded("sacct_X_lab_22.05_mixed.txt")  # 57 RUNNING, 63 PENDING, 60 FAILED
+    with Store(tmp_path / "s.sqlite") as store:
+        for job_id, state in ((57, JobState.COMPLETING), (63, JobState.COMPLETING), (60, JobState.FAILED)):
+            job = Job(LAB, record(job_id), store)
+            job._client = client
+            assert job.state() is state, job_id
+            holder = Holder(LAB, job_id, None, None)
+            holder._client = client
+            assert holder.info().state is state, job_id
+    assert not JobState.COMPLETING.is_terminal and JobState.COMPLETING.is_ending

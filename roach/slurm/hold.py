@@ -122,7 +122,8 @@ class Holder:
                              hint="the controller may have restarted without accounting; check `sacct -j`")
         a = acct[-1]
         self._record_final(a)
-        return HolderInfo(self.job_id, a.state, None, a.nodelist, a.nodes, a.tres.gpus, a.elapsed_s, a.time_limit_s)
+        return HolderInfo(self.job_id, a.state.after_queue(), None, a.nodelist, a.nodes, a.tres.gpus, a.elapsed_s,
+                          a.time_limit_s)
 
     def state(self) -> JobState:
         return self.info().state
@@ -133,7 +134,7 @@ class Holder:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             info = self.info()
-            if info.state.is_running:
+            if info.state.is_running and not info.state.is_ending:
                 return info
             if info.state.is_terminal:
                 raise RoachError(f"{self} ended ({info.state.value}) before it ran",

@@ -89,7 +89,8 @@ class Job:
 
     # -- state ---------------------------------------------------------------------------------------
     def state(self) -> JobState:
-        """Live state: squeue while the job is in the queue, else sacct's final record."""
+        """Live state: squeue while the job is in the queue, else sacct's final record (``COMPLETING`` in the
+        moment between leaving the queue and accounting recording the end)."""
         recs = [r for r in self.client.squeue(job_ids=[self.slurm_id]) if self._is_me(r.ref)]
         if recs:
             return recs[0].state
@@ -97,7 +98,7 @@ class Job:
         if final is None:
             raise RoachError(f"{self} is neither in squeue nor in sacct",
                              hint="the controller may have restarted without accounting; check `sacct -j`")
-        return final.state
+        return final.state.after_queue()
 
     def _accounting(self) -> AcctRecord | None:
         recs = [r for r in self.client.sacct([self.slurm_id]) if r.step is None and self._is_me(r.ref)]

@@ -136,6 +136,17 @@ class JobState(enum.Enum):
         """Requeued into a hold: it waits for ``scontrol release`` and never starts by itself."""
         return self in (JobState.REQUEUE_HOLD, JobState.SPECIAL_EXIT, JobState.RESV_DEL_HOLD)
 
+    @property
+    def is_ending(self) -> bool:
+        """Its program ended and the allocation is being let go; the final state is not known yet."""
+        return self in (JobState.COMPLETING, JobState.STAGE_OUT, JobState.EXPEDITING)
+
+    def after_queue(self) -> JobState:
+        """This state as sacct recorded it, for a job no longer in squeue. slurmdbd records a job's end a
+        moment after slurmctld lets it go, so an active state there means the end is not accounted yet:
+        ``COMPLETING``, never the ``RUNNING`` or ``PENDING`` the job has left."""
+        return self if self.is_terminal else JobState.COMPLETING
+
 
 # Long names and compact codes, upper case (Slurm's own lookup, job_state_num, ignores case too).
 _STATE_BY_NAME: dict[str, JobState] = {
