@@ -23,7 +23,7 @@ from rich.table import Table
 
 from roach.cli_common import echo_json as _echo_json, json_option, run_as_option, ssh_config_option
 from roach.cli_views import (  # noqa: F401 - follow_log and live_views: importable from here, as before
-    JobView, follow_log, grouped_views, job_label, live_views, print_view, reach, state_text,
+    JobView, follow_log, grouped_views, live_views, print_view, reach, state_text,
 )
 from roach.errors import TransportError, UsageError
 from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
@@ -372,7 +372,7 @@ def ls(cluster: str | None, limit: int, run_as: str | None, ssh_alias: str | Non
         table.add_column(header, overflow="fold")
     for v in ordered:
         where = f"{v.cluster} via {v.via}" if v.via else v.cluster
-        table.add_row(v.run_id, v.slurm_id if v.task is not None else job_label(v.job_id), where, v.name, state_text(v), v.submitted_at, v.log)
+        table.add_row(v.run_id, v.slurm_id, where, v.name, state_text(v), v.submitted_at, v.log)
     console = Console(highlight=False)
     if not console.is_terminal:  # piped: whole values, one line per job, for grep and awk
         console.width = 100_000

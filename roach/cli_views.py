@@ -53,7 +53,10 @@ class JobView:
 
     @property
     def slurm_id(self) -> str:
-        """The job as Slurm names it: ``123``, ``123_4`` for a sweep's run."""
+        """The job as Slurm names it: ``123``, ``123_4`` for a sweep's run; ``H/n`` for attempt n inside
+        holder H (roach's own name: Slurm sees only the holder)."""
+        if self.holder is not None:
+            return f"{self.holder}/{self.attempt}"
         return f"{self.job_id}_{self.task}" if self.task is not None else str(self.job_id)
 
     @classmethod
@@ -239,14 +242,6 @@ def state_text(v: JobView) -> Text:
     if v.idle:
         text.append(" IDLE: charged, no attempt runs", style="bold yellow")
     return text
-
-
-def job_label(job_id: int) -> str:
-    """A Slurm job id, or ``H/n`` for attempt n inside holder H."""
-    from roach.slurm.inside import split_attempt_id
-
-    split = split_attempt_id(job_id)
-    return f"{split[0]}/{split[1]}" if split else str(job_id)
 
 
 def print_view(v: JobView) -> None:

@@ -63,3 +63,12 @@ def test_the_api_calls_a_job_gone_from_the_queue_but_not_accounted_completing(tm
             holder._client = client
             assert holder.info().state is state, job_id
     assert not JobState.COMPLETING.is_terminal and JobState.COMPLETING.is_ending
+
+
+def test_an_attempt_is_named_by_its_holder_and_number_not_roachs_packed_id():
+    from roach.cli_views import JobView
+    from roach.slurm.inside_job import attempt_id
+
+    v = JobView.of(record(attempt_id(412, 3)), "COMPLETED", "completed")
+    assert (v.slurm_id, v.holder, v.attempt, v.job_id) == ("412/3", 412, 3, attempt_id(412, 3))
+    assert JobView.of(record(412), "RUNNING", "submitted").slurm_id == "412"

@@ -4,6 +4,7 @@ changed in submit: the bundle, the shipped roach and the clone all go through th
 from __future__ import annotations
 
 import json
+import re
 import os
 from pathlib import Path
 
@@ -308,6 +309,8 @@ def test_an_attempt_inside_a_holder_reached_over_ssh_runs_and_its_driver_outlive
     assert (got["holder"], got["attempt"]) == (holder, 1)  # what a script reads, not roach's own job id
     row = next(v for v in json.loads(roach("ls", "--json").stdout) if v["run_id"] == run_id)
     assert (row["holder"], row["attempt"], row["job_id"] != holder) == (holder, 1, True)
+    assert f"job {holder}/1 (run {run_id})" in roach("status", run_id).stdout  # the text names it by its holder
+    assert re.search(rf"{run_id}\s+{holder}/1\s", roach("ls").stdout)
     assert used == []
     r = roach("release", str(holder), "--json")  # through the alias the holder was queued through
     assert r.exit_code == 0, r.output
