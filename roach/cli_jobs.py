@@ -240,6 +240,9 @@ def resume(ctx: click.Context, run_id: str, cluster: str | None, preset: str | N
             target_cluster = with_ssh_override(_cluster(name, run_as), ssh_alias, ssh_config) if name else None
         job = resume_run(run_id, resources=preset, cluster=target_cluster, repo_root=repo_root, store=store,
                          allow_metered=allow_metered)
+        if rec is not None and job.record.commit != rec.commit and not as_json:
+            click.echo(f"code: commit {job.record.commit[:12]}, the repository's HEAD; its last job ran "
+                       f"{rec.commit[:12]} (the checkpoint must load in the new code)")
         _report_submitted(ctx, job, run_as, wait, as_json)
 
 

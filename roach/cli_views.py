@@ -50,6 +50,7 @@ class JobView:
     task: int | None = None  # a sweep's run: its task in array job_id
     holder: int | None = None  # an attempt inside a holder: the holder's job id (job_id is then roach's own)
     attempt: int | None = None  # ... and its number there (1, 2, ...)
+    commit: str | None = None  # the git commit it runs
 
     @property
     def slurm_id(self) -> str:
@@ -67,7 +68,7 @@ class JobView:
         holder, attempt = split_attempt_id(rec.job_id) or (None, None)
         return cls(rec.run_id, rec.job_id, rec.cluster, rec.name, rec.target, state, status, reason, exit_code,
                    rec.submitted_at, rec.log_path, via=rec.via, task=rec.task, holder=holder, attempt=attempt,
-                   **extra)
+                   commit=rec.commit, **extra)
 
     @property
     def ok(self) -> bool:

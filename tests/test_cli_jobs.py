@@ -355,3 +355,13 @@ def test_resume_resubmits_the_run_with_its_id_and_a_completed_run_does_not_run_a
     assert "already completed" in log and "lr=0.5" not in log
     r = invoke("resume", "no-such-run", "--repo-root", str(repo.work))
     assert r.exit_code == 2 and "no record of run no-such-run" in r.output
+    # the repository moved on: the run continues at its new HEAD, and the text says so
+    (repo.work / "NOTES.md").write_text("a later commit\n")
+    _git(repo.work, "add", "NOTES.md")
+    _git(repo.work, "commit", "-qm", "notes")
+    _git(repo.work, "push", "-q", "--receive-pack=git -c safe.directory=* receive-pack", "origin", "main")
+    head = subprocess.run(["git", "-C", str(repo.work), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    r = invoke("resume", done["run_id"], "--repo-root", str(repo.work), "--run-as", LAB_USER, "--wait")
+    assert r.exit_code == 0, r.output
+    assert f"code: commit {head[:12]}, the repository's HEAD; its last job ran {got['commit'][:12]}" in r.stdout
+    assert got["commit"] == done["commit"] != head
