@@ -356,7 +356,7 @@ def test_a_holder_near_its_wall_clock_stops_its_attempt_first(repo, store, roots
     # start. Should it come before the attempt's ranks run, the holder's second try 10 s later reaches them.
     h = hold(GPU1, cluster=CLUSTER, name="short", time="1", lead_s=20, log_root=roots["log_root"], store=store)
     holders.append(h.job_id)
-    h.wait_running(timeout=60)
+    h.wait_running(timeout=slack(60))
     job = _inside(repo, store, roots, h.job_id, "pkg.resumable:ddp_train", args={"steps": 3000, "step_s": 0.1},
                   resources=GPU1, name="long")
     ended = job.wait(timeout=slack(75))
@@ -382,7 +382,7 @@ def test_ls_shows_a_holders_held_time_and_that_it_sits_idle(tmp_path, monkeypatc
     h = hold(GPU1, cluster=LAB.with_(run_as=LAB_USER), name="idle-probe", time="5",
              log_root=str(shared_tmp / "holders"), store=Store(tmp_path / "store.sqlite"))
     try:
-        h.wait_running(timeout=60)
+        h.wait_running(timeout=slack(60))
         time.sleep(2)
         out = CliRunner().invoke(ls, ["--json", "--run-as", LAB_USER])
         assert out.exit_code == 0, out.output
@@ -398,7 +398,7 @@ def test_ls_shows_a_holders_held_time_and_that_it_sits_idle(tmp_path, monkeypatc
 def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, roots, holders, user_slurm):
     h = hold(GPU1, cluster=CLUSTER, name="cancel", time="5", log_root=roots["log_root"], store=store)
     holders.append(h.job_id)
-    h.wait_running(timeout=60)
+    h.wait_running(timeout=slack(60))
 
     # cancel(): the attempt's ranks get TERM, checkpoint and leave; its steps go; the holder stays
     first = _inside(repo, store, roots, h.job_id, "pkg.resumable:ddp_train", args={"steps": 3000, "step_s": 0.1},

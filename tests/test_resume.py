@@ -77,7 +77,7 @@ def _attempts(log: str) -> list[str]:
 def _drive(job, slurm, preemptions: int, timeout: float = 420):
     """Preempt each new attempt soon after it makes progress, until ``preemptions`` happened; then let the
     run meet its wall clock and finish. Returns the final sacct record."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slack(timeout)
     done = 0
     while done < preemptions:
         assert time.monotonic() < deadline, job.log()[-3000:]

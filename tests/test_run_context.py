@@ -15,6 +15,7 @@ import pytest
 from roach.slurm import checkpoint as ckpt
 from roach.slurm.context import Run, RunInterrupted
 from roach.slurm.signals import SignalHandler, parse_signal
+from tests.conftest import slack
 
 
 def _run(tmp_path, **kw) -> Run:
@@ -119,7 +120,7 @@ def test_kill_during_checkpoint_leaves_the_previous_resume_pt_loadable(tmp_path)
         run.checkpoint({{"big": b"x" * (400 * 1024 * 1024)}})  # slow enough to be killed in the middle
     """)
     proc = subprocess.Popen([sys.executable, "-c", code])
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + slack(60)
     while not ckpt.stale_temporaries(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert ckpt.stale_temporaries(tmp_path), "the save never started"

@@ -29,7 +29,7 @@ from roach.slurm import watch_final
 from roach.slurm.watch import JOB_NOT_COMPLETED, Watcher
 from roach.slurm.watch_events import Event, EventKind, tier_table
 from roach.slurm.watch_logs import StallRule, parse_look, read_facts
-from tests.conftest import wait_until
+from tests.conftest import slack, wait_until
 
 DATA = Path(__file__).parent / "data"
 T0 = 1_800_000_000.0
@@ -655,7 +655,7 @@ def _submit(repo, store, cluster=CLUSTER, **kw):
 
 def _run(w: Watcher, events: list[Event], timeout: float) -> int:
     """Watcher.run with a deadline: rounds every interval until the queue is empty."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slack(timeout)
     while not w.finished:
         assert time.monotonic() < deadline, [e.line() for e in events]
         events += w.round()
@@ -720,7 +720,7 @@ def test_slurm_calls_per_round_are_the_same_for_6_and_300_jobs(lab, user_slurm, 
     user_slurm.scancel([*six, array])
     wait_until("the jobs to leave the queue", lambda: not user_slurm.squeue(job_ids=[*six, array]), timeout=60)
     ev: list[Event] = []
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + slack(60)
     while not w300.finished and time.monotonic() < deadline:  # slurmdbd records the cancellations a bit later
         before = len(transport.calls)
         ev += w300.round()
@@ -817,7 +817,7 @@ def plab(private):
 
 
 def _rounds_until(w: Watcher, events: list[Event], what: str, pred, timeout: float = 60.0, every: float = 1.0):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slack(timeout)
     while time.monotonic() < deadline:
         new = w.round()
         events.extend(new)
@@ -844,7 +844,7 @@ def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, lab_st
     w.round()
     root.sbatch(["--qos=high", "--nodelist=n1", "--gres=gpu:4", "--time=1", "--output=/dev/null"],
                 "#!/bin/bash\nsleep 5\n")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + slack(60)
     while time.monotonic() < deadline:
         new = w.round()
         events += new

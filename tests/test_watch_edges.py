@@ -26,6 +26,7 @@ from roach.slurm.watch_events import EventKind
 from roach.slurm.watch_final import Final, record_finals
 from roach.slurm.watch_lock import WATCH_BUSY, lock_path
 from roach.slurm.watch_resv import Reservation, parse_queue, parse_reservations, queue_format
+from tests.conftest import slack
 from tests.test_pending import roach
 from tests.test_watch import (  # noqa: F401  (fixtures)
     CountingTransport, clock, fake, kinds, only, record, sa, sq, store, watcher,
@@ -195,7 +196,7 @@ def test_watch_heartbeat_on_the_lab_flags_an_idle_holder(lab, tmp_path, shared_t
     with Store(tmp_path / "store.sqlite") as store:
         h = hold(GPU1, cluster=cluster, name="idle-watch", time="5", log_root=str(shared_tmp / "holders"), store=store)
         try:
-            h.wait_running(timeout=60)
+            h.wait_running(timeout=slack(60))
             w = Watcher(cluster, cluster.client(), store, heartbeat_s=1e9)
             (beat,) = only(w.round(), EventKind.HEARTBEAT)
         finally:

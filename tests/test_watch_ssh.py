@@ -13,6 +13,7 @@ from roach.slurm.bundle import JobJson
 from roach.slurm.clusters.lab import GPU1, LAB
 from roach.slurm.store import Store
 from roach.slurm.watch import Watcher
+from tests.conftest import slack
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 from tests.test_watch import TRAIN, kinds
 
@@ -42,7 +43,7 @@ def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection
     w = Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9)
     connections = sshd.accepted_connections()
     rounds: list[tuple[int, list[str]]] = []  # remote commands, and what the round said
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + slack(120)
     try:
         while not w.finished:
             assert time.monotonic() < deadline, rounds
@@ -77,7 +78,7 @@ def test_killing_sshd_mid_watch_is_one_outage_a_backoff_then_recovery_and_no_job
     w = Watcher(cluster, SlurmClient(transport), store, interval_s=1.0, heartbeat_s=1e9)
     said: list[str] = []
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + slack(60)
         while "started" not in said:
             assert time.monotonic() < deadline, said
             said += kinds(w.round())
@@ -95,7 +96,7 @@ def test_killing_sshd_mid_watch_is_one_outage_a_backoff_then_recovery_and_no_job
         during = kinds(w.round())
         assert during == [] and sshd.accepted_connections() == tried, during  # still backing off, silently
         time.sleep(4.5)
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + slack(90)
         after: list[str] = []
         while not w.finished:
             assert time.monotonic() < deadline, after
