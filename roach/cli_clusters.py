@@ -18,7 +18,6 @@ from roach.slurm.cluster import Cluster, get_cluster, known_clusters, module_clu
 from roach.slurm.store import Store
 
 
-
 def _console() -> Console:
     console = Console(highlight=False)
     if not console.is_terminal:
