@@ -246,6 +246,25 @@ def test_opening_a_fresh_file_waits_for_another_process_s_lock(tmp_path):
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_version_changes_with_every_commit_of_any_connection_and_only_then(tmp_path):
+    with Store(tmp_path / "s.sqlite") as a, Store(tmp_path / "s.sqlite") as b:
+        a.add(rec())
+        a.watch_load("ilc")  # the first look at the watch state makes its tables: a commit
+        v = a.version()
+        a.get("ilc", 100), a.recent(), a.watch_load("ilc")  # reads change nothing
+        b.get("ilc", 100)
+        assert a.version() == v
+        b.update_final("ilc", 100, "completed", "COMPLETED", "0:0", utc_now())  # another connection commits
+        assert a.version() != v
+        v = a.version()
+        a.watch_save("ilc", {}, {"seen": 1})  # this one commits
+        assert a.version() != v
+        v = a.version()
+        with pytest.raises(UsageError):
+            a.add(rec())  # refused: rolled back, nothing committed
+        assert a.version() == v
+
+
 def _add_many(path: str, cluster: str) -> None:
     with Store(path) as s:
         for i in range(25):

@@ -22,7 +22,7 @@ from roach.slurm.bundle import JobJson
 from roach.slurm.clusters.lab import GPU1, LAB
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import RS, US
-from roach.slurm.store import JobRecord, Store
+from roach.slurm.store import JobRecord, Store, utc_now
 from roach.slurm.tiers import Tier
 from roach.slurm.transport import LocalTransport, Result
 from roach.slurm import watch_final
@@ -535,6 +535,47 @@ def test_a_round_writes_only_the_views_that_changed(fake, store, clock, monkeypa
     assert store.watch_load("lab")[0]["207"]["state"] == "RUNNING"
     clock.tick(10)
     assert "started" not in kinds(watcher(fake, store, clock).round())
+
+
+def test_a_round_starts_from_the_last_rounds_state_until_anything_else_writes_the_store(fake, store, clock):
+    """Reading and parsing every saved view is most of a long queue's round: it is skipped while the store
+    holds exactly what the last round saved, and done again after any other write, this process's or not."""
+    store.add_many([record(31), record(32)])
+    fake.queue = [sq(31, "PENDING", reason="Priority"), sq(32, "PENDING", reason="Priority")]
+    loads: list[str] = []
+    real_load, real_unfinished = store.watch_load, store.unfinished
+    store.watch_load = lambda c: loads.append("views") or real_load(c)
+    store.unfinished = lambda c: loads.append("records") or real_unfinished(c)
+    w = watcher(fake, store, clock)
+
+    def look() -> tuple[list[str], list[Event]]:
+        loads.clear()
+        clock.tick(10)
+        said = w.round()
+        return list(loads), said
+
+    look()
+    look()  # the first round also made the watch tables: this one is where the store holds only rounds' writes
+    assert look()[0] == []
+    assert real_load("lab")[0] == {k: v.to_json() for k, v in w._memo.views.items()}  # what a new watcher reads
+    fake.queue[0] = sq(31)  # it starts: its view changes, and the round's own save keeps the memo
+    read, said = look()
+    assert read == [] and [(e.kind.value, e.job_id) for e in said] == [("started", "31")]
+    store.add(record(33))  # this process submits: the next round reads the store and adopts the new job
+    fake.queue.append(sq(33))
+    read, said = look()
+    assert read == ["views", "records"] and ("started", "33") in [(e.kind.value, e.job_id) for e in said]
+    assert look()[0] == []
+    with Store(store.path) as other:  # another process records 32's end (`roach ls` does)
+        other.update_final("lab", 32, "cancelled", "CANCELLED by 0", "0:15", utc_now())
+    fake.queue = [sq(31), sq(33)]
+    read, said = look()
+    assert read == ["views", "records"] and "32" not in {r for r in w._memo.records}
+    fake.queue, fake.acct = [sq(33)], [sa(31)]  # 31 ends: its final state is the round's own write
+    read, said = look()
+    assert read == [] and ("finished", "31") in [(e.kind.value, e.job_id) for e in said]
+    assert "31" not in w._memo.records and store.get("lab", 31).status == "completed"
+    assert look()[0] == []
 
 
 def test_nothing_to_watch_is_an_empty_queue_at_once(fake, store, clock):

@@ -137,6 +137,7 @@ class Store:
     def __init__(self, path: str | os.PathLike[str] | None = None):
         self.path = Path(path).expanduser() if path is not None else default_store_path()
         self._conn: sqlite3.Connection | None = None
+        self._commits = 0  # write transactions this object committed (see version())
 
     # -- connection ---------------------------------------------------------------------------------
     def _db(self) -> sqlite3.Connection:
@@ -196,9 +197,8 @@ class Store:
                     raise
             time.sleep(random.uniform(0.005, 0.05))
 
-    @staticmethod
     @contextmanager
-    def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("BEGIN IMMEDIATE")  # take the write lock now, not at the first write (no upgrade deadlock)
         try:
             yield
@@ -207,6 +207,15 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+        self._commits += 1
+
+    def version(self) -> tuple[int, int]:
+        """A token that changes whenever the file's contents may have: another connection (any process)
+        committed (SQLite's ``data_version``, which ignores this connection's own commits), or this object
+        committed. Equal tokens: what was read in between is still what the file holds."""
+        conn = self._db()
+        with self._converted("reading"):
+            return conn.execute("PRAGMA data_version").fetchone()[0], self._commits
 
     @contextmanager
     def _converted(self, doing: str) -> Iterator[None]:

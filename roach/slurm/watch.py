@@ -57,6 +57,17 @@ Promoter = Callable[[Promotion], int]  # makes a promotion; returns the new job'
 
 
 @dataclass
+class _Memo:
+    """One round's watch state as it saved it, and the store's version just after."""
+
+    version: tuple[int, int]
+    saved: dict[str, dict[str, Any]]  # each view's JSON as the store has it
+    meta: dict[str, Any]
+    views: dict[str, JobWatch]
+    records: dict[str, JobRecord]  # the unfinished ones
+
+
+@dataclass
 class Watcher:
     """Watches one cluster for one user. ``round()`` is one look; ``run()`` loops until the queue empties."""
 
@@ -81,6 +92,8 @@ class Watcher:
     failures: int = field(default=0, init=False)  # rounds in a row that could not reach Slurm
     ended: dict[str, bool] = field(default_factory=dict, init=False)  # watched jobs that ended: COMPLETED?
     beating: bool = field(default=False, init=False)  # this watcher has said its first heartbeat
+    # what the last round left in the store, kept while nothing else wrote to it (see _load)
+    _memo: _Memo | None = field(default=None, init=False, repr=False)
 
     # -- the loop ----------------------------------------------------------------------------------------
     def run(self, emit: Callable[[Event], None], *, once: bool = False) -> int:
@@ -108,10 +121,8 @@ class Watcher:
     def round(self) -> list[Event]:
         now = self.clock()
         name = self.cluster.name
-        saved, meta = self.store.watch_load(name)
-        views = {k: JobWatch.from_json(v) for k, v in saved.items()}
-        # an attempt inside a holder is no Slurm job: it is watched through its holder
-        records = {r.slurm_id: r for r in self.store.unfinished(name) if not is_attempt(r)}
+        start, saved, meta, views, records = self._load()
+        own = 0  # commits of this round's own writes, below
         events: list[Event] = []
         try:
             queue, resv_of = squeue_with_reservations(self.client)
@@ -121,7 +132,7 @@ class Watcher:
                                     now)
             events += self._heartbeat(meta, now, views, None, {})
             self.store.watch_save(name, {}, meta)
-            return events
+            return events  # no memo: the next round reads the store
         self.failures = 0
         events += recovered_events(name, meta, ("slurmctld", "the cluster"), now)
         rows = tier_table(self.cluster.tiers, queue)
@@ -170,7 +181,9 @@ class Watcher:
                             self.ended[key] = bool(e.data.get("ok")) or w.superseded_by is not None
                             if key in records:
                                 finals.append((records[key], acct[key]))
+        before = self.store.version()[1]
         self._record_finals(finals)
+        own += self.store.version()[1] - before
         events += self._reservations(views, active, resv_of, watched, ctx)
         events += self._promotions(meta, rows, views, active, seen, now)
         if seen is not None and seen.disks:
@@ -187,7 +200,32 @@ class Watcher:
         # only the views this round changed are written: most of a long queue's jobs change nothing in a round
         changed = {k: j for k, w in views.items() if k not in forget and (j := w.to_json()) != saved.get(k)}
         self.store.watch_save(name, changed, meta, forget)
+        end = self.store.version()
+        if end == (start[0], start[1] + own + 1):  # nothing but this round wrote: next round may start from here
+            for k in forget:
+                saved.pop(k, None)
+                views.pop(k, None)
+            saved.update(changed)
+            for rec, _ in finals:
+                records.pop(rec.slurm_id, None)
+            self._memo = _Memo(end, saved, meta, views, records)
         return events
+
+    def _load(self) -> tuple[tuple[int, int], dict[str, dict[str, Any]], dict[str, Any], dict[str, JobWatch],
+                             dict[str, JobRecord]]:
+        """The saved watch state and the unfinished records: the last round's own, when the store has not
+        changed since it saved them (reading and parsing them again is most of a long queue's round), else
+        read from the store. The version is taken before reading, so a write that races the read is seen as
+        a change at the end of the round."""
+        memo, self._memo = self._memo, None  # a round that fails half-way leaves no memo behind
+        version = self.store.version()
+        if memo is not None and memo.version == version:
+            return version, memo.saved, memo.meta, memo.views, memo.records
+        saved, meta = self.store.watch_load(self.cluster.name)
+        views = {k: JobWatch.from_json(v) for k, v in saved.items()}
+        # an attempt inside a holder is no Slurm job: it is watched through its holder
+        records = {r.slurm_id: r for r in self.store.unfinished(self.cluster.name) if not is_attempt(r)}
+        return version, saved, meta, views, records
 
     # -- which jobs -----------------------------------------------------------------------------------------
     def _adopt(self, views: dict[str, JobWatch], records: dict[str, JobRecord], active: dict[str, QueueRecord],
