@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -128,3 +129,49 @@ def test_kill_during_checkpoint_leaves_the_previous_resume_pt_loadable(tmp_path)
     proc.wait()
     saved = ckpt.load(tmp_path / "resume.pt")
     assert saved == {"roach": {"next_step": 3}, "state": "good"}
+
+
+_TWO_RANKS = textwrap.dedent("""
+    import json, os, signal, sys
+    from pathlib import Path
+    import torch.distributed as dist
+    from roach.slurm.context import Run, RunInterrupted
+    from roach.slurm.signals import SignalHandler
+
+    rank, init, run_dir = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    run = Run(run_id="r1", job_id=7, rank=rank, world_size=2, local_rank=rank, local_world_size=2, node="n1",
+              run_dir=run_dir)
+    run.signals = SignalHandler(on_catch=lambda sig: None)
+    run.signals.install()
+    state = run.resume(default={"w": 0})
+    try:
+        for step in run.steps(0, 1000):
+            state["w"] += 1
+            if rank == 1 and step == 5:
+                os.kill(os.getpid(), signal.SIGUSR1)  # rank 0's own USR1 is late: it never comes here
+            if run.should_checkpoint():
+                run.checkpoint(state)
+    except RunInterrupted as stop:
+        print(json.dumps({"rank": rank, "signal": stop.signal.name, "step": stop.step, "saved": stop.checkpointed}))
+    dist.destroy_process_group()
+""")
+
+
+@pytest.mark.lab
+def test_a_rank_that_has_not_caught_the_signal_yet_stops_for_the_one_another_rank_caught(tmp_path, lab):
+    """Slurm signals the ranks one by one. Rank 0, which decides whether the job comes back, must stop for the
+    USR1 another rank caught (the wall clock: requeue), never read its own silence as a TERM (cancelled)."""
+    python = lab.state / "pyenv" / "bin" / "python"  # the lab's job venv, which has torch (gloo)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    procs = [subprocess.Popen([str(python), "-c", _TWO_RANKS, str(rank), f"file://{tmp_path}/init", str(run_dir)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) for rank in (0, 1)]
+    outs = [p.communicate(timeout=slack(120))[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    said = [json.loads(ln) for out in outs for ln in out.splitlines() if ln.startswith("{")]
+    assert said == [{"rank": 0, "signal": "SIGUSR1", "step": 6, "saved": True},
+                    {"rank": 1, "signal": "SIGUSR1", "step": 6, "saved": True}], outs
+    assert "checkpoint at step 6 after caught_signal USR1" in outs[0], outs[0]
+    assert (run_dir / "resume.pt").exists()  # torch.save's: it loads where torch is

@@ -67,6 +67,7 @@ class Run:
     _last_checkpoint_step: int | None = field(default=None, init=False, repr=False)
     _last_checkpoint_time: float = field(default_factory=time.monotonic, init=False, repr=False)
     _agreed: tuple[int, bool, bool] | None = field(default=None, init=False, repr=False)
+    _agreed_signal: signal.Signals | None = field(default=None, init=False, repr=False)
     consulted: bool = field(default=False, init=False, repr=False)  # has the function used resume/steps/checkpoint?
 
     def __post_init__(self) -> None:
@@ -84,6 +85,15 @@ class Run:
     @property
     def caught_signal(self) -> signal.Signals | None:
         return self.signals.caught if self.signals else None
+
+    @property
+    def stop_signal(self) -> signal.Signals | None:
+        """The signal the ranks agreed to stop for (the highest any rank caught), else this rank's own.
+
+        Slurm signals the ranks one by one: at a step boundary rank 0 may not have seen its own USR1 yet
+        while another rank has. Rank 0 decides whether the job comes back from this, never from its own
+        handler alone, so a wall-clock USR1 is never read as a TERM (cancelled, not requeued)."""
+        return self._agreed_signal or self.caught_signal
 
     def log(self, message: str, *args: object) -> None:
         """One progress line in the job's log (with time and rank), flushed at once."""
@@ -120,7 +130,8 @@ class Run:
         if self.is_main:
             ckpt.save(self.resume_path, {"roach": {"next_step": nxt, "run_id": self.run_id, "job_id": self.job_id,
                                                     "time": time.time()}, "state": state})
-            why = f" after caught_signal {self.caught_signal.name.removeprefix('SIG')}" if self.caught_signal else ""
+            sig = self.stop_signal
+            why = f" after caught_signal {sig.name.removeprefix('SIG')}" if sig else ""
             self.log("checkpoint at step %d%s: %s", nxt, why, self.resume_path)
         self._last_checkpoint_step = nxt
         self._last_checkpoint_time = time.monotonic()
@@ -156,7 +167,7 @@ class Run:
         _, stop, _ = self._agree(completed)
         if not stop:
             return
-        sig = self.caught_signal or signal.SIGTERM
+        sig = self.stop_signal or signal.SIGTERM
         saved = self._last_checkpoint_step == completed
         if not saved and self._state is not None:
             self.checkpoint(self._state, next_step=completed)
@@ -173,13 +184,14 @@ class Run:
         """
         if self._agreed is not None and self._agreed[0] == boundary:
             return self._agreed
-        stop = self.caught_signal is not None
         due = bool(
             (self.checkpoint_every and boundary % self.checkpoint_every == 0)
             or (self.checkpoint_every_s and time.monotonic() - self._last_checkpoint_time >= self.checkpoint_every_s)
         )
-        stop, due = _all_ranks_max(stop, due)
-        self._agreed = (boundary, stop, due)
+        caught, agreed_due = _all_ranks_max(int(self.caught_signal or 0), int(due))
+        if caught:
+            self._agreed_signal = signal.Signals(int(caught))
+        self._agreed = (boundary, bool(caught), bool(agreed_due))
         return self._agreed
 
 
@@ -189,19 +201,19 @@ def _count(start: int) -> Iterator[int]:
         start += 1
 
 
-def _all_ranks_max(*flags: bool) -> tuple[bool, ...]:
-    """The flags OR-ed over every rank, when torch.distributed is initialized; else as they are."""
+def _all_ranks_max(*values: int) -> tuple[int, ...]:
+    """Each value's maximum over every rank, when torch.distributed is initialized; else as they are."""
     dist = sys.modules.get("torch.distributed")
     if dist is None or not dist.is_available() or not dist.is_initialized() or dist.get_world_size() == 1:
-        return flags
+        return values
     import torch
 
     device = torch.device("cpu")
     if dist.get_backend() == "nccl":
         device = torch.device("cuda", torch.cuda.current_device())
-    t = torch.tensor([1.0 if f else 0.0 for f in flags], device=device)
+    t = torch.tensor([float(v) for v in values], device=device)  # small integers: exact as floats
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return tuple(bool(v) for v in t.tolist())
+    return tuple(int(v) for v in t.tolist())
 
 
 def _make_logger(rank: int) -> logging.Logger:
