@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from roach.errors import RoachError, SlurmError, TransportError
+from roach.errors import RoachError, SlurmError, TransportError, UsageError
 from roach.slurm import watch_logs
 from roach.slurm.cluster import Cluster
 from roach.slurm.hold import HOLD_TARGET
@@ -122,7 +122,6 @@ class Watcher:
         now = self.clock()
         name = self.cluster.name
         start, saved, meta, views, records = self._load()
-        own = 0  # commits of this round's own writes, below
         events: list[Event] = []
         try:
             queue, resv_of = squeue_with_reservations(self.client)
@@ -181,9 +180,7 @@ class Watcher:
                             self.ended[key] = bool(e.data.get("ok")) or w.superseded_by is not None
                             if key in records:
                                 finals.append((records[key], acct[key]))
-        before = self.store.version()[1]
         self._record_finals(finals)
-        own += self.store.version()[1] - before
         events += self._reservations(views, active, resv_of, watched, ctx)
         events += self._promotions(meta, rows, views, active, seen, now)
         if seen is not None and seen.disks:
@@ -201,7 +198,8 @@ class Watcher:
         changed = {k: j for k, w in views.items() if k not in forget and (j := w.to_json()) != saved.get(k)}
         self.store.watch_save(name, changed, meta, forget)
         end = self.store.version()
-        if end == (start[0], start[1] + own + 1):  # nothing but this round wrote: next round may start from here
+        own = 1 + bool(finals)  # this round's commits: its saved view, and its final states in one transaction
+        if end == (start[0], start[1] + own):  # nothing but this round wrote: next round may start from here
             for k in forget:
                 saved.pop(k, None)
                 views.pop(k, None)
@@ -300,8 +298,12 @@ class Watcher:
             return
         at = utc_now()
         made = [(rec, Final.of(posixpath.join(rec.bundle_dir, "job.json"), final, at)) for rec, final in finals]
-        for rec, f in made:
-            self.store.update_final(rec.cluster, rec.job_id, f.status, f.slurm_state, f.exit_code, at, task=rec.task)
+        recorded = self.store.update_final_many(
+            self.cluster.name, [(rec.job_id, rec.task, f.status, f.slurm_state, f.exit_code) for rec, f in made], at)
+        if recorded != len(made):
+            missing = [rec.slurm_id for rec, _ in made if self.store.get(rec.cluster, rec.job_id, rec.task) is None]
+            raise UsageError(f"job {', '.join(missing)} on cluster {self.cluster.name!r} is not in the store "
+                             f"{self.store.path}", hint="`roach ls` lists the recorded jobs")
         try:
             record_finals(self.client.transport, [f for _, f in made])
         except RoachError:
