@@ -32,8 +32,30 @@ def done_marker(run_dir: Path) -> Path:
     return state_dir(run_dir) / "done"
 
 
-def mark_done(run_dir: Path, job_id: int) -> None:
-    atomic_write(done_marker(run_dir), f"completed by job {job_id}\n")
+def attempt_key(env: dict[str, str] | None = None) -> str:
+    """This attempt of the run, the same for all its ranks: the job, Slurm's restart count and the ranks' step.
+
+    A requeue (restart count), a new job (``roach resume``) and another step inside a holder each make a new
+    key, so a run that completed is not run again by a later attempt, while no rank of the attempt that
+    completed it is turned away by rank 0's marker, whatever order the ranks start and end in."""
+    e = os.environ if env is None else env
+    step = e.get("SLURM_STEP_ID", e.get("SLURM_STEPID", "0"))
+    return f"{e.get('SLURM_JOB_ID', '0')}.{e.get('SLURM_RESTART_COUNT', '0') or '0'}.{step}"
+
+
+def mark_done(run_dir: Path, job_id: int, key: str) -> None:
+    atomic_write(done_marker(run_dir), f"completed by job {job_id} (attempt {key})\n")
+
+
+def completed_before(run_dir: Path, key: str) -> str | None:
+    """What the done marker says when an attempt other than ``key`` completed the run; None otherwise.
+
+    A marker without an attempt key (written by an older roach) is another attempt's."""
+    try:
+        text = done_marker(run_dir).read_text().strip()
+    except FileNotFoundError:
+        return None
+    return None if text.endswith(f"(attempt {key})") else text
 
 
 def left_marker(run_dir: Path, job_id: str, restart: str) -> Path:

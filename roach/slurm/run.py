@@ -149,11 +149,12 @@ def main(argv: list[str]) -> int:
     run.signals = SignalHandler.for_names([spec.get("checkpoint_signal", "USR1"), "TERM"],
                                           on_catch=lambda sig: _on_signal(run, sig))
     run.signals.install()
-    done = attempts.done_marker(run_dir)
-    if done.exists():
+    attempt = attempts.attempt_key()
+    done = attempts.completed_before(run_dir, attempt)
+    if done is not None:
         if rank == 0:
             run.log("run %s already completed (%s); not running it again. Submit a new run id to start over.",
-                    spec["run_id"], done.read_text().strip())
+                    spec["run_id"], done)
         return 0
     try:
         os.environ.update(read_secrets(spec.get("secrets_dir")))
@@ -180,7 +181,7 @@ def main(argv: list[str]) -> int:
             return 1
     if rank == 0:
         path = write_result(run_dir, result)
-        attempts.mark_done(run_dir, run.job_id)
+        attempts.mark_done(run_dir, run.job_id, attempt)
         run.log("finished; result in %s", path)
     return 0
 
