@@ -461,6 +461,33 @@ def test_show_config_and_capabilities_of_the_lab():
     assert caps.preemption_requeues and caps.to_json()["version"] == (22, 5, 8)
 
 
+def test_capabilities_of_a_25_11_config_which_has_preempt_parameters():
+    config = P.parse_show_config(data("scontrol_show_config_25.11.txt"))
+    assert config["PreemptParameters"] == "(null)" and config["SLURM_VERSION"] == "25.11.4"
+    caps = from_config(config, json=False)
+    assert caps.version == (25, 11, 4) and caps.preempt_send_user_signal is False
+    assert caps.preempt_type == "(null)" and not caps.preemption_requeues
+
+
+@pytest.mark.parametrize("version", ["22.05", "25.11"])
+@pytest.mark.parametrize("key, value, sends", [
+    ("PreemptParameters", "send_user_signal", True),  # 23.02+
+    ("PreemptParameters", "reclaim_licenses,send_user_signal,min_exempt_priority=100", True),
+    ("PreemptParameters", "reclaim_licenses", False),
+    ("SlurmctldParameters", "enable_configless,preempt_send_user_signal", True),  # the old name, an alias since 23.02
+    ("SlurmctldParameters", "enable_configless", False),
+])
+def test_capabilities_read_either_preemption_signal_setting(version, key, value, sends):
+    text = data(f"scontrol_show_config_{version}.txt")
+    line = f"{key:<23} = {value}"
+    if f"\n{key} " in text:
+        text = re.sub(rf"^{key} +=.*$", line, text, flags=re.M)
+    else:  # 22.05 prints no PreemptParameters line when it is unset
+        text = text.replace("PreemptMode ", f"{line}\nPreemptMode ", 1)
+    assert P.parse_show_config(text)[key] == value
+    assert from_config(P.parse_show_config(text), json=False).preempt_send_user_signal is sends
+
+
 def test_capabilities_see_preempt_send_user_signal_among_other_parameters():
     text = data("scontrol_show_config_22.05.txt").replace(
         "SlurmctldParameters     = (null)", "SlurmctldParameters     = enable_configless,preempt_send_user_signal")

@@ -52,9 +52,15 @@ def _seconds(text: str) -> int:
     return int(t) if t.isdigit() else (parse_duration(t) or 0)
 
 
+def _flags(value: str) -> set[str]:
+    """The names in a comma-separated parameter list (``a,b=1`` -> a, b); ``(null)`` is none."""
+    return {p.strip().split("=")[0] for p in value.split(",")} - {"", "(null)"}
+
+
 def from_config(config: dict[str, str], json: bool) -> Capabilities:
     """Capabilities from ``scontrol show config`` as parsed by :func:`parse_show_config`."""
-    params = {p.strip().split("=")[0] for p in config.get("SlurmctldParameters", "").split(",")}
+    ctld = _flags(config.get("SlurmctldParameters", ""))
+    preempt = _flags(config.get("PreemptParameters", ""))
     return Capabilities(
         version=parse_version(config["SLURM_VERSION"]),
         cluster_name=config.get("ClusterName", ""),
@@ -62,7 +68,8 @@ def from_config(config: dict[str, str], json: bool) -> Capabilities:
         min_job_age_s=_seconds(config.get("MinJobAge", "300")),
         preempt_type=config.get("PreemptType", "preempt/none"),
         preempt_mode=config.get("PreemptMode", "OFF"),
-        preempt_send_user_signal="preempt_send_user_signal" in params,
+        # Slurm 23.02 moved the setting to PreemptParameters; the old name stays a hidden alias.
+        preempt_send_user_signal="send_user_signal" in preempt or "preempt_send_user_signal" in ctld,
         kill_wait_s=_seconds(config.get("KillWait", "30")),
         max_array_size=int(config.get("MaxArraySize", "1001")),
         max_job_count=int(config.get("MaxJobCount", "10000")),

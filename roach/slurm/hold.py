@@ -21,6 +21,7 @@ from roach.errors import RoachError, UsageError
 from roach.slurm import guardrails
 from roach.slurm.bundle import BundlePaths, JobJson
 from roach.slurm.cluster import Cluster, get_cluster
+from roach.slurm.cluster_paths import check_cluster_path
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.hold_steps import _SENT, SIGNAL_PROGRAM, STEP_SIGNAL, Step, StepKind, list_steps
 from roach.slurm.hold_steps import (  # noqa: F401 - importable from here, as before the split
@@ -345,8 +346,7 @@ def hold(
     lead = cluster.signal_lead_s if lead_s is None else lead_s
     if not isinstance(lead, int) or lead < 1:
         raise UsageError(f"lead_s={lead!r} must be a whole number of seconds >= 1")
-    if not (log_root.startswith("/") or log_root == "~" or log_root.startswith("~/")):
-        raise UsageError(f"log_root {log_root!r} must be absolute or start with ~/ (the cluster's home)")
+    check_cluster_path("log_root", log_root)
     if any(c in log_root for c in "\n\r"):  # it becomes an #SBATCH line
         raise UsageError(f"log_root {log_root!r} has a line break")
     store = store or Store()

@@ -48,7 +48,13 @@ set -euo pipefail
 
 source {shlex.quote(i.paths.node_sh)}
 case "${{1:-}}" in
-  prepare) roach_prepare ;;
+  prepare)
+    roach_prepare
+    # The first node picks the rendezvous port, free there now, for the driver to give every rank.
+    if [ "${{SLURMD_NODENAME:-$(hostname -s)}}" = "$ROACH_MASTER_NODE" ]; then
+      roach_free_port "$(roach_python "$(roach_clone_dir)")" "$ROACH_MASTER_PORT_FROM" > "$ROACH_BUNDLE/master_port.tmp"
+      mv -f "$ROACH_BUNDLE/master_port.tmp" "$ROACH_BUNDLE/master_port"
+    fi ;;
   rank)
     clone="$(roach_clone_dir)"
     export ROACH_CLONE_DIR="$clone"
@@ -70,7 +76,8 @@ def render_driver(i: AttemptInputs) -> str:
         "ROACH_RUN_ID": i.run_id, "ROACH_REPO_URL": i.repo_url, "ROACH_REPO_NAME": i.repo_name,
         "ROACH_COMMIT": i.commit, "ROACH_CLONE_ROOT": i.clone_root, "ROACH_ROACH_PATH": i.roach_path,
         "ROACH_RUN_DIR": i.run_dir, "ROACH_BUNDLE": p.bundle_dir, "ROACH_INSIDE_HOLDER": str(i.holder),
-        "ROACH_ATTEMPT": str(i.attempt),
+        "ROACH_ATTEMPT": str(i.attempt), "ROACH_MASTER_NODE": i.nodes[0],
+        "ROACH_MASTER_PORT_FROM": str(20000 + (i.holder + 1009 * i.attempt) % 20000),
     }
     export_lines = "\n".join(f"export {k}={q(v)}" for k, v in exports.items())
     n = len(i.nodes)
@@ -87,7 +94,6 @@ def render_driver(i: AttemptInputs) -> str:
         "srun", *common, f"--job-name={STEP_RANKS}:{i.attempt}", f"--ntasks={n * res.tasks_per_node}",
         f"--ntasks-per-node={res.tasks_per_node}", *per_task, *gpus, "--kill-on-bad-exit=1",
         f"--wait={i.cluster.rank_exit_wait_s}", "--label", "bash", p.step_sh, "rank"])
-    port = 20000 + (i.holder + 1009 * i.attempt) % 20000
     ending_check = "" if i.holder_ending is None else f"""if [ -e {q(i.holder_ending)} ]; then
   echo "roach: holder {i.holder} is near its wall clock and stopped its attempts; the ranks did not start"
   finish 130
@@ -113,13 +119,20 @@ echo "roach: attempt {i.attempt} of run $ROACH_RUN_ID: inside holder {i.holder} 
 first={q(i.nodes[0])}
 MASTER_ADDR="$(scontrol show node "$first" | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p' | head -n 1)"
 export MASTER_ADDR="${{MASTER_ADDR:-$first}}"
-export MASTER_PORT={port}
+rm -f "$ROACH_BUNDLE/master_port"
 {node_step}
 rc=$?
 if [ "$rc" -ne 0 ]; then
   echo "roach: the node step failed (exit code $rc); the ranks did not start"
   finish "$rc"
 fi
+MASTER_PORT="$(cat "$ROACH_BUNDLE/master_port" 2>/dev/null || true)"
+if [ -z "$MASTER_PORT" ]; then
+  echo "roach: the node step on $first did not pick a rendezvous port; the ranks did not start"
+  finish 1
+fi
+export MASTER_PORT
+echo "roach: rendezvous at $MASTER_ADDR:$MASTER_PORT (a port free on $first when this attempt started)"
 if [ -e "$ROACH_BUNDLE/cancel" ]; then
   echo "roach: attempt {i.attempt} was cancelled before its ranks started"
   finish 130

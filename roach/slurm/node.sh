@@ -76,6 +76,28 @@ roach_prepare() {
   exec 9>&-
 }
 
+roach_free_port() {  # $1: a python; $2: the first port to try. Prints a TCP port free on this node now.
+  # Free now, not derived from the job id alone: two jobs on a node whose ids differ by 20000, or a port
+  # another program holds, would make the rendezvous fail. Tried from $2 upwards in 20000-39999.
+  "$1" -c '
+import socket, sys
+first = int(sys.argv[1])
+for i in range(20000):
+    port = 20000 + (first - 20000 + i) % 20000
+    s = socket.socket()
+    try:
+        s.bind(("", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    sys.exit("roach: no free TCP port in 20000-39999 on " + socket.gethostname())
+' "$2"
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   case "${1:-}" in
     prepare) roach_prepare ;;

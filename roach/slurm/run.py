@@ -39,8 +39,8 @@ def expand(path: str) -> str:
 def rank_env(env: dict[str, str]) -> dict[str, str]:
     """torch.distributed's variables from Slurm's, for ``init_process_group()`` with no arguments.
 
-    MASTER_ADDR and MASTER_PORT come from the batch script (first node of the allocation, a port
-    derived from the job id). Each rank sees only the GPU of its local rank.
+    MASTER_ADDR and MASTER_PORT come from the batch script (first node of the allocation, a port free
+    there when the attempt started). Each rank sees only the GPU of its local rank.
     """
     local_rank = int(env.get("SLURM_LOCALID", "0"))
     ntasks = int(env.get("SLURM_NTASKS", "1"))

@@ -106,7 +106,9 @@ py="$(roach_python "$clone")"
 first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
 MASTER_ADDR="$(scontrol show node "$first" | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p' | head -n 1)"
 export MASTER_ADDR="${{MASTER_ADDR:-$first}}"
-export MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))
+# The batch script runs on the allocation's first node, where rank 0 listens.
+export MASTER_PORT="$(roach_free_port "$py" $(( 20000 + SLURM_JOB_ID % 20000 )))"
+echo "roach: rendezvous at $MASTER_ADDR:$MASTER_PORT (a port free on $first when this attempt started)"
 export PYTHONPATH="$ROACH_ROACH_PATH:$clone${{PYTHONPATH:+:$PYTHONPATH}}"
 run_dir="$(roach_expand "$ROACH_RUN_DIR")"
 mkdir -p "$run_dir"

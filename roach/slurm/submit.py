@@ -24,6 +24,7 @@ from roach.slurm import guardrails
 from roach.slurm import script as batch
 from roach.slurm.bundle import BundlePaths, JobJson
 from roach.slurm.cluster import Cluster, get_cluster
+from roach.slurm.cluster_paths import check_cluster_path
 from roach.slurm.clusterfs import ClusterFS, shipped_dir
 from roach.slurm.job import Job
 from roach.slurm.repo import check_target, inspect_repo, locate_module, parse_target
@@ -81,11 +82,6 @@ def _default_run_root(log_root: str) -> str:
     return posixpath.join(parent, "runs")
 
 
-def _check_cluster_path(label: str, p: str | None) -> None:
-    if p is not None and not (p.startswith("/") or p == "~" or p.startswith("~/")):
-        raise UsageError(f"{label} {p!r} must be absolute or start with ~/ (the cluster's home)")
-
-
 @dataclass
 class Prepared:
     """What every submission (a job, a sweep) has checked before it writes or queues anything."""
@@ -128,7 +124,7 @@ def prepare(target: str, *, resources: Resources | str, cluster: Cluster | str |
     python_path = ["src"] if module_path.startswith("src/") else []
     log_root = log_root or f"~/roach/{repo.name}/slurm-logs"
     for label, path in (("log_root", log_root), ("clone_root", clone_root), ("secrets_dir", secrets_dir)):
-        _check_cluster_path(label, path)
+        check_cluster_path(label, path)
     store = store or Store()
     client = cluster.client()
     fs = ClusterFS(client.transport)
@@ -182,7 +178,7 @@ def submit(
     run_id = run_id or new_run_id(name)
     earlier = store.latest_for_run(run_id) if resuming else None
     run_root = run_root or (posixpath.dirname(earlier.run_dir) if earlier else _default_run_root(log_root))
-    _check_cluster_path("run_root", run_root)
+    check_cluster_path("run_root", run_root)
     run_dir = posixpath.join(run_root, run_id)
     if resuming and not fs.exists(fs.expand(run_dir)):
         raise UsageError(

@@ -24,6 +24,7 @@ from roach.slurm import guardrails
 from roach.slurm import script as batch
 from roach.slurm.bundle import BundlePaths, JobJson
 from roach.slurm.cluster import Cluster
+from roach.slurm.cluster_paths import check_cluster_path
 from roach.slurm.clusterfs import shipped_dir
 from roach.slurm.job import Job
 from roach.slurm.resources import Resources
@@ -32,7 +33,7 @@ from roach.slurm.ssh import submitted_route
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
 from roach.slurm.userconfig import configured
-from roach.slurm.submit import (_RUN_ID, _check_args, _check_cluster_path, _default_run_root, _node_sh, new_run_id,
+from roach.slurm.submit import (_RUN_ID, _check_args, _default_run_root, _node_sh, new_run_id,
                                 prepare, released_or_undone)
 from roach.slurm.watch_final import Final, record_finals
 
@@ -224,7 +225,7 @@ def sweep(
         raise UsageError(f"sweep id {sweep_id} is already used (run {taken[0].run_id}, job {taken[0].slurm_id})",
                          hint="omit sweep_id for a new one, or resume its runs one by one with `roach resume RUN`")
     run_root = run_root or _default_run_root(p.log_root)
-    _check_cluster_path("run_root", run_root)
+    check_cluster_path("run_root", run_root)
     if not cluster.git_reachable:
         raise UsageError(f"cluster {cluster.name} cannot reach the git remote: sweeps there are not supported yet",
                          hint="submit the runs one by one with submit(), which ships the commit as a git bundle")

@@ -1,0 +1,73 @@
+"""MASTER_PORT is a port free on the first node when the attempt starts, not only a function of the job id."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from roach.lab.config import LAB_USER
+from roach.slurm import submit
+from roach.slurm.clusters.lab import LAB, NODES2_GPU2
+from roach.slurm.states import JobState
+from roach.slurm.store import Store
+from tests.conftest import slack
+
+pytestmark = pytest.mark.lab
+
+CLUSTER = LAB.with_(run_as=LAB_USER)
+AHEAD = 40  # job ids the next submit may get: other ids can be taken between the probe and the submit
+
+PKG = {
+    "pkg/__init__.py": "",
+    "pkg/dist.py": '''
+def allreduce(run):
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    t = torch.tensor([float(run.rank + 1)])
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+    return t.item()
+''',
+}
+
+
+def _next_job_id(lab) -> int:
+    """The id Slurm gives next, from a held job submitted and cancelled at once."""
+    env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", **lab.env()}
+    out = subprocess.run(["sbatch", "--parsable", "--hold", "--wrap", "true"], capture_output=True, text=True,
+                         env=env, check=True).stdout.strip()
+    subprocess.run(["scancel", out], env=env, check=True)
+    return int(out.split(";")[0]) + 1
+
+
+def test_a_taken_port_is_not_the_rendezvous(lab, git_repo, shared_tmp, tmp_path):
+    git_repo.commit(PKG, "all_reduce")
+    first = _next_job_id(lab)
+    held = []
+    try:
+        for job_id in range(first, first + AHEAD):  # what 20000 + job_id % 20000 would pick
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port a past test's rendezvous left in TIME_WAIT
+            s.bind(("", 20000 + job_id % 20000))
+            s.listen()
+            held.append(s)
+        job = submit("pkg.dist:allreduce", cluster=CLUSTER, repo_root=git_repo.work, store=Store(tmp_path / "s.db"),
+                     resources=NODES2_GPU2, name="port", log_root=str(shared_tmp / "logs"),
+                     clone_root=str(shared_tmp / "clones"))
+        assert first <= job.job_id < first + AHEAD, "the lab gave an id outside the ports held"
+        rec = job.wait(timeout=slack(180))
+        assert rec.state is JobState.COMPLETED, job.log()
+    finally:
+        for s in held:
+            s.close()
+    run_dir = Path(shared_tmp / "runs" / job.run_id)
+    assert json.loads((run_dir / "result.json").read_text()) == 10.0  # 1+2+3+4 through gloo
+    said = re.search(r"roach: rendezvous at (\S+):(\d+) ", job.log())
+    assert said, job.log()
+    assert int(said.group(2)) != 20000 + job.job_id % 20000
