@@ -11,12 +11,14 @@ import sys
 
 import click
 
-from roach.errors import UsageError
+from roach.errors import SlurmError, TransportError, UsageError
 from roach.cli_common import json_option, ssh_config_option
 from roach.cli_jobs import _cluster, ssh_alias_option
+from roach.slurm.capabilities import RateLimit
 from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
 from roach.slurm.pending import PendingContext, explain
 from roach.slurm.rebalance import move as move_run, promote as promote_job
+from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import QueueRecord
 from roach.slurm.store import JobRecord, Store
 from roach.slurm.tiers import tier_of
@@ -123,9 +125,11 @@ def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: f
         def promoter(p) -> int:
             return promote_job(p.key, p.to_tier, cluster=c, store=store, repo_root=repo_root).job_id
 
-        w = Watcher(c, c.client(), store, interval_s=interval, heartbeat_s=heartbeat, job_ids=tuple(job_ids),
+        w_client = c.client()
+        w = Watcher(c, w_client, store, interval_s=interval, heartbeat_s=heartbeat, job_ids=tuple(job_ids),
                     rebalance=rebalance, promoter=promoter if rebalance else None,
-                    stall=StallRule(min_s=stall_after), probe_window_s=probe_window)
+                    stall=StallRule(min_s=stall_after), probe_window_s=probe_window,
+                    rate_limit=None if once else _rate_limit(w_client))
         try:
             with WatchLock(store.path, c.name):  # one watcher per store and cluster (exit 9 if another runs)
                 status = w.run(_emitter(as_json, argv), once=once)
@@ -134,6 +138,14 @@ def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: f
             sys.exit(130)
     if status:
         sys.exit(status)
+
+
+def _rate_limit(client: SlurmClient) -> RateLimit | None:
+    """The site's RPC rate limit, read once when the watch starts; a controller down then costs only the floor."""
+    try:
+        return client.capabilities().rate_limit
+    except (SlurmError, TransportError):
+        return None
 
 
 def _recorded_way(store: Store, c: Cluster, ssh_config: str | None) -> tuple[str | None, str | None]:

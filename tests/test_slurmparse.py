@@ -16,7 +16,7 @@ import pytest
 
 from roach.errors import ParseError
 from roach.slurm import slurmparse as P
-from roach.slurm.capabilities import Capabilities, from_config, parse_version
+from roach.slurm.capabilities import Capabilities, RateLimit, from_config, parse_version
 from roach.slurm.states import JobState, PendingReason
 
 DATA = Path(__file__).parent / "data"
@@ -736,3 +736,19 @@ def test_parse_key_values_of_other_versions():
 def test_parse_key_values_refuses_text_that_does_not_start_with_a_key():
     with pytest.raises(ParseError):
         P.parse_key_values("No jobs in the system")
+
+
+@pytest.mark.parametrize("version", ["22.05", "25.11"])
+def test_capabilities_read_the_rpc_rate_limit(version):
+    text = data(f"scontrol_show_config_{version}.txt")
+    assert from_config(P.parse_show_config(text), json=False).rate_limit is None
+    on = re.sub(r"^SlurmctldParameters +=.*$", "SlurmctldParameters     = enable_configless,rl_enable", text, flags=re.M)
+    caps = from_config(P.parse_show_config(on), json=False)
+    assert caps.rate_limit == RateLimit(bucket_size=30, refill_rate=2, refill_period_s=1)  # Slurm's defaults
+    assert caps.min_round_interval_s(3) == 1.5
+    tuned = re.sub(r"^SlurmctldParameters +=.*$",
+                   "SlurmctldParameters     = rl_enable,rl_bucket_size=50,rl_refill_rate=1,rl_refill_period=5,rl_log_freq=0",
+                   text, flags=re.M)
+    caps = from_config(P.parse_show_config(tuned), json=False)
+    assert caps.rate_limit == RateLimit(bucket_size=50, refill_rate=1, refill_period_s=5)
+    assert caps.min_round_interval_s(3) == 15.0

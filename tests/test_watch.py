@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from roach.lab.config import LAB_USER
+from roach.slurm.capabilities import RateLimit
 from roach.slurm.bundle import JobJson
 from roach.slurm.clusters.lab import GPU1, LAB
 from roach.slurm.slurmcli import SlurmClient
@@ -289,6 +290,8 @@ def test_outage_reported_once_retried_with_backoff_and_no_job_marked_ended(fake,
     clock.tick(10)
     assert kinds(w.round()) == ["recovered", "finished", "queue_empty"]
     assert w.next_delay() == 10.0
+    w.rate_limit = RateLimit(bucket_size=10, refill_rate=1, refill_period_s=5)  # 3 RPCs refill in 15 s
+    assert w.next_delay() == 15.0
 
 
 def test_requeue_detected_by_restart_count_elapsed_and_state(fake, store, clock):

@@ -18,6 +18,22 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class RateLimit:
+    """slurmctld's per-user RPC token bucket (``SlurmctldParameters=rl_enable``, Slurm 23.02+).
+
+    Each RPC takes a token; ``refill_rate`` tokens come back every ``refill_period_s``, up to ``bucket_size``.
+    """
+
+    bucket_size: int = 30
+    refill_rate: int = 2
+    refill_period_s: int = 1
+
+    def min_interval_s(self, rpcs: int) -> float:
+        """The shortest interval between rounds of ``rpcs`` RPCs that the refill keeps up with."""
+        return rpcs * self.refill_period_s / max(self.refill_rate, 1)
+
+
+@dataclass(frozen=True)
 class Capabilities:
     version: tuple[int, int, int]
     cluster_name: str
@@ -30,6 +46,11 @@ class Capabilities:
     max_array_size: int
     max_job_count: int
     json: bool  # squeue/sacct accept --json
+    rate_limit: RateLimit | None = None  # slurmctld limits each user's RPC rate (rl_enable)
+
+    def min_round_interval_s(self, rpcs: int) -> float:
+        """The shortest interval between polling rounds of ``rpcs`` controller RPCs the site allows."""
+        return self.rate_limit.min_interval_s(rpcs) if self.rate_limit else 0.0
 
     @property
     def preemption_requeues(self) -> bool:
@@ -57,6 +78,23 @@ def _flags(value: str) -> set[str]:
     return {p.strip().split("=")[0] for p in value.split(",")} - {"", "(null)"}
 
 
+def _settings(value: str) -> dict[str, str]:
+    """The ``name=value`` items of a comma-separated parameter list."""
+    return dict(p.strip().split("=", 1) for p in value.split(",") if "=" in p)
+
+
+def _rate_limit(ctld_params: str) -> RateLimit | None:
+    if "rl_enable" not in _flags(ctld_params):
+        return None
+    got, default = _settings(ctld_params), RateLimit()
+    try:
+        return RateLimit(bucket_size=int(got.get("rl_bucket_size", default.bucket_size)),
+                         refill_rate=int(got.get("rl_refill_rate", default.refill_rate)),
+                         refill_period_s=int(got.get("rl_refill_period", default.refill_period_s)))
+    except ValueError:
+        raise ParseError(f"cannot read the RPC rate limit from SlurmctldParameters={ctld_params!r}") from None
+
+
 def from_config(config: dict[str, str], json: bool) -> Capabilities:
     """Capabilities from ``scontrol show config`` as parsed by :func:`parse_show_config`."""
     ctld = _flags(config.get("SlurmctldParameters", ""))
@@ -74,6 +112,7 @@ def from_config(config: dict[str, str], json: bool) -> Capabilities:
         max_array_size=int(config.get("MaxArraySize", "1001")),
         max_job_count=int(config.get("MaxJobCount", "10000")),
         json=json,
+        rate_limit=_rate_limit(config.get("SlurmctldParameters", "")),
     )
 
 

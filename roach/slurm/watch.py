@@ -29,6 +29,7 @@ from typing import Any
 
 from roach.errors import RoachError, SlurmError, TransportError, UsageError
 from roach.slurm import watch_logs
+from roach.slurm.capabilities import RateLimit
 from roach.slurm.cluster import Cluster
 from roach.slurm.hold import HOLD_TARGET
 from roach.slurm.hold_steps import idle_holders
@@ -50,6 +51,7 @@ from roach.slurm.watch_resv import asked as reservations_asked, on_reservation, 
     squeue_with_reservations
 from roach.slurm.watch_status import disk_events, heartbeat_event, outage_events, recovered_events
 
+ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
 JOB_NOT_COMPLETED = 6  # `roach watch` exit code when a watched job ended other than COMPLETED
 FORGET_DONE_AFTER_S = 7 * 86400  # ended jobs drop out of the saved watch state after a week
 
@@ -88,6 +90,7 @@ class Watcher:
     disk_every_s: float = 300.0
     log_dir_max_bytes: int | None = 10 * 2**30
     free_min_fraction: float = 0.05
+    rate_limit: RateLimit | None = None  # the site's RPC token bucket: rounds never come faster than it refills
     finished: bool = field(default=False, init=False)  # the queue went empty
     failures: int = field(default=0, init=False)  # rounds in a row that could not reach Slurm
     ended: dict[str, bool] = field(default_factory=dict, init=False)  # watched jobs that ended: COMPLETED?
@@ -107,9 +110,11 @@ class Watcher:
             self.sleep(self.next_delay())
 
     def next_delay(self) -> float:
-        """The interval (never under the cluster's ``min_poll_s``), doubled for each round in a row that could
+        """The interval (never under the cluster's ``min_poll_s``, nor faster than its RPC rate limit refills),
+        doubled for each round in a row that could
         not reach Slurm, up to max_backoff_s."""
-        interval = max(self.interval_s, float(getattr(self.cluster, "min_poll_s", 0.0)))
+        interval = max(self.interval_s, float(getattr(self.cluster, "min_poll_s", 0.0)),
+                       self.rate_limit.min_interval_s(ROUND_RPCS) if self.rate_limit else 0.0)
         if not self.failures:
             return interval
         return min(interval * 2 ** min(self.failures, 16), max(self.max_backoff_s, interval))
