@@ -21,6 +21,8 @@ from rich.text import Text
 from roach.errors import RoachError
 from roach.slurm.bundle import status_from_state
 from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
+from roach.slurm.finals import End, record_ends, repairs
+from roach.slurm.inside_job import attempt_end
 from roach.slurm.job import Job
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import AcctRecord, QueueRecord, in_array
@@ -148,30 +150,30 @@ def _queued_view(rec: JobRecord, entries: list[QueueRecord], idle: dict[int, boo
 LEFT_QUEUE_UNACCOUNTED = "left the queue; accounting has not recorded its end yet"
 
 
-def _accounted_view(rec: JobRecord, rows: list[AcctRecord], store: Store) -> JobView:
-    """From sacct's rows of the job. An array recorded as one job (a remote-workspace array) has a row per task:
-    it ended once accounting lists every task ended, as the worst of them."""
+def _accounted_view(rec: JobRecord, rows: list[AcctRecord]) -> tuple[JobView, End | None]:
+    """From sacct's rows of the job, and its end if they show one. An array recorded as one job (a
+    remote-workspace array) has a row per task: it ended once accounting lists every task ended, as the worst
+    of them."""
     if any(not a.state.is_terminal for a in rows):
         # Gone from squeue, so no longer RUNNING or PENDING whatever accounting says: slurmdbd records a job's
         # end a moment after slurmctld lets it go (or never, when slurmctld lost the job).
-        return JobView.of(rec, None, rec.status, LEFT_QUEUE_UNACCOUNTED)
+        return JobView.of(rec, None, rec.status, LEFT_QUEUE_UNACCOUNTED), None
     array = rec.resources.get("array") if is_workspace_record(rec) else None
     if rec.task is None and (array is not None or any(a.ref.task is not None or a.ref.tasks for a in rows)):
         final = final_record(WorkspaceJob(job_id=str(rec.job_id), array=array), rows, utc_now())
         if final is None or final.slurm_state is None:  # accounting has not caught up with every task yet
-            return JobView.of(rec, None, rec.status)
-        store.update_final(rec.cluster, rec.job_id, final.status, final.slurm_state, final.exit_code, utc_now())
-        return JobView.of(rec, _state_name(final.slurm_state), final.status, None, final.exit_code)
-    a = rows[-1]
-    status, code = status_from_state(a.state, a.state_text), f"{a.exit_code}:{a.exit_signal}"
-    store.update_final(rec.cluster, rec.job_id, status, a.state_text, code, utc_now(), task=rec.task)
-    return JobView.of(rec, a.state.value, status, None, code)
+            return JobView.of(rec, None, rec.status), None
+        end = End(rec, final.status, final.slurm_state, final.exit_code or "unknown")
+        return JobView.of(rec, _state_name(final.slurm_state), final.status, None, final.exit_code), end
+    end = End.of_acct(rec, rows[-1])
+    return JobView.of(rec, rows[-1].state.value, end.status, None, end.exit_code), end
 
 
 def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, whole_queue: bool) -> list[JobView]:
     """The views of ``records`` (all reached through ``client``): one ``squeue`` (the user's queue if
     ``whole_queue``, else just these ids) and at most one ``sacct`` for those that left the queue and are not
-    final in the store. Final states found are recorded in the store."""
+    final in the store. The ends found, and those the store has but their job.json may lack (a record of an
+    older roach's), are recorded in one :func:`~roach.slurm.finals.record_ends` (one command on the cluster)."""
     if not records:
         return []
     from roach.slurm.hold import HOLD_TARGET, idle_holders
@@ -179,7 +181,11 @@ def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, w
 
     attempts = [r for r in records if is_attempt(r)]  # steps of a holder: Slurm has no job of theirs
     jobs = [r for r in records if not is_attempt(r)]
-    views = {_key(r): v for r, v in zip(attempts, _attempt_views(client, attempts, store))}
+    ends = repairs(records)
+    views = {}
+    for r, (v, end) in zip(attempts, _attempt_views(client, attempts)):
+        views[_key(r)] = v
+        ends += [end] if end is not None else []
     ids = sorted({r.job_id for r in jobs})
     queue = client.squeue() if whole_queue else (client.squeue(job_ids=ids) if ids else [])
     by_job: dict[int, list[QueueRecord]] = {}
@@ -200,32 +206,34 @@ def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, w
         if entries:
             views[_key(rec)] = _queued_view(rec, entries, idle)
         elif accounted:
-            views[_key(rec)] = _accounted_view(rec, accounted, store)
+            views[_key(rec)], end = _accounted_view(rec, accounted)
+            ends += [end] if end is not None else []
         elif rec.is_final:
             views[_key(rec)] = JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code)
         else:
             views[_key(rec)] = JobView.of(rec, None, rec.status)
+    record_ends(store, client.transport, ends)
     return [views[_key(r)] for r in records]
 
 
-def _attempt_views(client: SlurmClient, attempts: list[JobRecord], store: Store) -> list[JobView]:
-    """Attempts inside holders: their state from the exit file their driver writes (one command for all)."""
+def _attempt_views(client: SlurmClient, attempts: list[JobRecord]) -> list[tuple[JobView, End | None]]:
+    """Attempts inside holders: their state from the exit file their driver writes (one command for all), and
+    the end of those whose driver wrote one."""
     from roach.slurm.clusterfs import ClusterFS
     from roach.slurm.inside import read_attempts
 
     open_ = [r for r in attempts if not r.is_final]
     found = read_attempts(ClusterFS(client.transport), [r.bundle_dir for r in open_]) if open_ else {}
-    views = []
+    views: list[tuple[JobView, End | None]] = []
     for rec in attempts:
         st = found.get(rec.bundle_dir)
         if st is not None and st.exit is not None:
             ex = st.exit
-            store.update_final(rec.cluster, rec.job_id, ex.status, ex.state_text, f"{ex.exit_code}:0", utc_now())
-            views.append(JobView.of(rec, ex.state.value, ex.status, None, f"{ex.exit_code}:0"))
+            views.append((JobView.of(rec, ex.state.value, ex.status, None, f"{ex.exit_code}:0"), attempt_end(rec, ex)))
         elif rec.is_final:
-            views.append(JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code))
+            views.append((JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code), None))
         else:
-            views.append(JobView.of(rec, JobState.RUNNING.value, "running"))
+            views.append((JobView.of(rec, JobState.RUNNING.value, "running"), None))
     return views
 
 

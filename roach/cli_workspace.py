@@ -45,7 +45,8 @@ def _cluster(ws: Workspace, name: str | None, alias: str | None, config: str | N
 
 def _record_line(rec) -> Text:
     style = "green" if rec.status == "completed" else ("yellow" if not rec.is_final else "red")
-    return Text.assemble(f"job {rec.job_id}: ", (rec.status, f"bold {style}"),
+    shown = rec.status if rec.is_final else rec.live_state  # before the end, status is "unknown"
+    return Text.assemble(f"job {rec.job_id}: ", (shown, f"bold {style}"),
                          f"  slurm_state {rec.slurm_state}  exit {rec.exit_code}" if rec.is_final else "")
 
 

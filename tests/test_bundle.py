@@ -9,7 +9,7 @@ import pytest
 
 from roach.errors import ParseError, RoachError, UsageError
 from roach.slurm.bundle import (
-    ACTIVE_STATUSES, FINAL_STATUSES, BundlePaths, JobJson, final_job_json, scrub, status_from_state,
+    ACTIVE_STATUSES, FINAL_STATUSES, LIVE_STATES, BundlePaths, JobJson, final_job_json, scrub, status_from_state,
 )
 from roach.slurm.slurmparse import parse_sacct
 from roach.slurm.states import JobState
@@ -18,7 +18,7 @@ DATA = Path(__file__).parent / "data"
 # The keys users write by hand for each job, in their order, then roach's own.
 DSI_KEYS = ["job_id", "status", "slurm_state", "exit_code", "script", "description", "submitted_at_utc",
             "recorded_at_utc"]
-ROACH_KEYS = ["cluster", "run_id", "commit", "resources", "name", "target"]
+ROACH_KEYS = ["live_state", "cluster", "run_id", "commit", "resources", "name", "target"]
 
 
 def base(**kw) -> JobJson:
@@ -73,14 +73,38 @@ def test_status_from_raw_text(text, status):
 def test_statuses():
     assert FINAL_STATUSES == ("completed", "failed", "cancelled", "timeout", "preempted", "unknown")
     assert ACTIVE_STATUSES == ("submitted", "pending", "running")
+    assert LIVE_STATES == ("submitted", "pending", "running", "ended")
 
 
 # -- job.json ---------------------------------------------------------------------------------------
 def test_job_json_has_exactly_the_dsi_keys_then_roachs_in_order():
     text = base().to_json()
     assert text.endswith("}\n")
-    assert text.startswith('{\n  "job_id": "60",\n  "status": "submitted",')
+    assert text.startswith('{\n  "job_id": "60",\n  "status": "unknown",')
     assert list(json.loads(text)) == DSI_KEYS + ROACH_KEYS
+
+
+def test_job_json_status_holds_only_the_schemas_six_values_the_live_state_its_own_key():
+    fresh = json.loads(base().to_json())
+    assert (fresh["status"], fresh["live_state"], fresh["recorded_at_utc"]) == ("unknown", "submitted", None)
+    assert not base().is_final
+    for status in ("submitted", "running", "done"):
+        with pytest.raises(UsageError, match=f"status {status!r} is not one of completed, failed"):
+            base(status=status)
+    with pytest.raises(UsageError, match="live_state 'gone'"):
+        base(live_state="gone")
+
+
+@pytest.mark.parametrize("old,status,live", [("submitted", "unknown", "submitted"), ("running", "unknown", "running"),
+                                              ("completed", "completed", "ended")])
+def test_job_json_of_an_older_roach_is_read_as_this_one_writes_it(old, status, live):
+    d = json.loads(base().to_json())
+    del d["live_state"]
+    d["status"] = old
+    if old == "completed":
+        d.update(slurm_state="COMPLETED", exit_code="0:0", recorded_at_utc="2026-11-30T00:00:00Z")
+    j = JobJson.from_json(json.dumps(d))
+    assert (j.status, j.live_state, j.is_final) == (status, live, old == "completed")
 
 
 def test_job_json_round_trip():
@@ -129,6 +153,7 @@ def test_final_job_json_from_captured_sacct(job_id, status, state, exit_code):
     assert (j.job_id, j.status, j.slurm_state, j.exit_code, j.recorded_at_utc) == (
         job_id, status, state, exit_code, "2026-11-30T00:00:00Z")
     assert j.description == "train the model" and j.run_id == "r-1"
+    assert j.live_state == "ended" and j.is_final
 
 
 def test_final_job_json_refuses_active_or_mismatched_record():

@@ -285,13 +285,16 @@ def test_ls_makes_one_squeue_and_at_most_one_sacct(repo, user_slurm, monkeypatch
     assert r.exit_code == 0, r.output
     rows = {row["job_id"]: row for row in json.loads(r.stdout)}
     assert all(rows[i]["state"] == "COMPLETED" for i in ids), rows
-    assert calls == ["squeue", "sacct"], calls
-    with Store(store_path) as store:  # ls recorded the final states it learned
-        assert all(store.get("lab", i).status == "completed" for i in ids)
+    assert calls == ["squeue", "sacct", "sh"], calls  # sh: both ends into their job.json, one command
+    with Store(store_path) as store:  # ls recorded the final states it learned, in the store and job.json
+        for i in ids:
+            rec = store.get("lab", i)
+            assert rec.status == "completed" and rec.job_json_at is not None
+            assert json.loads((Path(rec.bundle_dir) / "job.json").read_text())["status"] == "completed"
 
     calls.clear()
     r = invoke("ls", "--json", "--run-as", LAB_USER)
-    assert calls.count("squeue") == 1 and calls.count("sacct") <= 1, calls
+    assert calls.count("squeue") == 1 and calls.count("sacct") <= 1 and "sh" not in calls, calls
     assert all(row["state"] == "COMPLETED" for row in json.loads(r.stdout) if row["job_id"] in ids)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from roach.cli_views import LEFT_QUEUE_UNACCOUNTED, live_views, state_text
 from roach.slurm.slurmparse import parse_sacct
 from roach.slurm.store import Store
+from roach.slurm.transport import LocalTransport
 from tests.test_watch import record
 
 DATA = Path(__file__).parent / "data"
@@ -18,6 +19,7 @@ class Recorded:
     def __init__(self, name: str):
         self.rows = parse_sacct((DATA / name).read_text())
         self.calls: list[str] = []
+        self.transport = LocalTransport()  # the ends found are written into job.json files (none exist here)
 
     def squeue(self, **_):
         self.calls.append("squeue")
@@ -55,6 +57,7 @@ def test_the_api_calls_a_job_gone_from_the_queue_but_not_accounted_completing(tm
 
     client = Recorded("sacct_X_lab_22.05_mixed.txt")  # 57 RUNNING, 63 PENDING, 60 FAILED
     with Store(tmp_path / "s.sqlite") as store:
+        store.add_many([record(j) for j in (57, 63, 60)])  # Job.state() records the end it finds (60's)
         for job_id, state in ((57, JobState.COMPLETING), (63, JobState.COMPLETING), (60, JobState.FAILED)):
             job = Job(LAB, record(job_id), store)
             job._client = client

@@ -372,7 +372,32 @@ def test_a_version_2_store_gets_the_via_config_column(tmp_path):
     s.add(rec(6, cluster="dsi", via="other", via_config="/home/u/.ssh/cfg"))
     assert s.get("dsi", 6).via_config == "/home/u/.ssh/cfg"
     s.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+
+
+def test_a_version_3_stores_ended_jobs_have_their_job_json_behind(tmp_path):
+    """An older roach recorded ends in the store only: after the upgrade they say their job.json may lack
+    the end (so `roach ls`/`status` write it), and a new end records when job.json got it."""
+    from roach.slurm.store import _SCHEMA, FinalRow
+
+    path = tmp_path / "v3.sqlite"
+    conn = sqlite3.connect(path)
+    v3 = _SCHEMA.replace("    via_config   TEXT,", "    via_config   TEXT").split("    job_json_at")[0] + ");" \
+        + _SCHEMA.split(");", 1)[1]
+    conn.executescript(v3 + "PRAGMA user_version=3;")
+    for job, status, state in ((5, "completed", "'COMPLETED'"), (6, "submitted", "NULL")):
+        conn.execute("INSERT INTO jobs (cluster, job_id, run_id, name, target, \"commit\", repo, log_path, bundle_dir,"
+                     " run_dir, submitted_at, resources, status, slurm_state) VALUES ('dsi', ?, 'r', 'n', 'p.m:f', 'c',"
+                     f" 'r', '/l', '/b', '/r', '2026-01-01T00:00:00Z', '{{}}', ?, {state})", (job, status))
+    conn.commit()
+    conn.close()
+    s = Store(path)
+    assert [(r.job_id, r.job_json_at, r.job_json_behind) for r in s.all_jobs()] == [(5, None, True), (6, None, False)]
+    assert s.record_ends([FinalRow("dsi", 6, None, "failed", "FAILED", "1:0", "2026-01-02T00:00:00Z",
+                                   "2026-01-02T00:00:01Z")]) == 1
+    assert (s.get("dsi", 6).job_json_at, s.get("dsi", 6).job_json_behind) == ("2026-01-02T00:00:01Z", False)
+    s.close()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_a_sweeps_runs_are_found_by_its_id_and_nothing_else(store):

@@ -376,7 +376,8 @@ def test_a_cancelled_job_is_recorded_cancelled_by_pull_without_a_wait(ws, cluste
     cancel_after.append(sub.job_id)
     wait_until("the job to write its partial result", lambda: (Path(ws.remote_root) / "results" / "part.txt").exists())
     early = pull(ws, sub.job_id, cluster)  # still running: copies what exists, job.json stays open
-    assert early.still_queued == ("RUNNING",) and early.record.status == "submitted"
+    assert early.still_queued == ("RUNNING",) and (early.record.status, early.record.live_state) == ("unknown", "submitted")
+    assert not early.record.is_final
     user_slurm.scancel([sub.job_id])
     wait_until("the job to leave the queue", lambda: not [r for r in user_slurm.squeue(job_ids=[sub.job_id])
                                                           if r.state.is_active], timeout=60)
@@ -423,7 +424,8 @@ def test_a_dropped_connection_records_the_last_state_backs_off_and_retries_once(
     rec = wait(ws, sub.job_id, cluster, interval_s=2, on_event=on_event, transport=t)
     notes = [e for e in events if e.kind == "note"]
     assert len(notes) == 1 and "connection lost" in notes[0].text and "trying once more in 3s" in notes[0].text
-    assert seen["kept"]["status"] == "running" and seen["kept"]["slurm_state"] == "RUNNING=1"  # last known, here
+    # the last known state, here: in live_state; status stays one of the schema's values until the end
+    assert (seen["kept"]["status"], seen["kept"]["live_state"], seen["kept"]["slurm_state"]) == ("unknown", "running", None)
     assert seen["kept"]["last_seen_utc"]
     assert seen["resumed"] - seen["noted"] >= 2.5  # it backed off before the one retry
     assert sshd.accepted_connections() == seen["accepted"] + 1  # exactly one new login: the retry
@@ -646,6 +648,9 @@ def test_a_submitted_script_is_in_the_store_and_ls_status_logs_wait_read_it_thro
     got = wait_until("roach status to see the job end", lambda: (s := status())["status"] == "completed" and s)
     assert (got["state"], got["exit_code"], got["via"]) == ("COMPLETED", "0:0", sshd.alias)
     assert own_store.get("lab", int(sub.job_id)).status == "completed"  # what status learned, it recorded
+    side = json.loads((Path(ws.remote_bundle(sub.job_id)) / "job.json").read_text())  # ... and into job.json there
+    assert (side["status"], side["slurm_state"], side["live_state"]) == ("completed", "COMPLETED", "ended")
+    assert own_store.get("lab", int(sub.job_id)).job_json_at is not None
     r = _roach("logs", rec.run_id, "--ssh-config", cfg)
     assert r.exit_code == 0 and r.stdout == "hello from the workspace\n", r.output
 

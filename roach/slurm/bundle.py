@@ -2,7 +2,10 @@
 
 ``job.json`` is audit and postmortem metadata: the eight keys users already write by hand for each job
 (job_id, status, slurm_state, exit_code, script, description, submitted_at_utc, recorded_at_utc), then
-roach's own. Paths here are plain POSIX strings: they live on the cluster, which may be remote.
+roach's own. ``status`` only ever holds one of the schema's six values (:data:`FINAL_STATUSES`): ``unknown``
+until the end is recorded, when ``slurm_state``, ``exit_code`` and ``recorded_at_utc`` become strings; the
+live state goes in ``live_state`` (:data:`LIVE_STATES`). :mod:`roach.slurm.finals` records the end. Paths here
+are plain POSIX strings: they live on the cluster, which may be remote.
 """
 
 from __future__ import annotations
@@ -19,6 +22,22 @@ from roach.slurm.states import JobState
 
 FINAL_STATUSES = ("completed", "failed", "cancelled", "timeout", "preempted", "unknown")
 ACTIVE_STATUSES = ("submitted", "pending", "running")
+# job.json's live_state: one of ACTIVE_STATUSES before the end, "ended" once it is recorded.
+LIVE_STATES = (*ACTIVE_STATUSES, "ended")
+ENDED = "ended"
+
+
+def legacy_status(data: dict[str, Any]) -> dict[str, Any]:
+    """A job.json's keys as this roach writes them, from one an older roach wrote: a live status
+    (``submitted``, ``pending``, ``running``) in ``status`` moves to ``live_state`` and ``status`` becomes
+    ``unknown``; a record without ``live_state`` gets the one its end implies."""
+    out = dict(data)
+    if out.get("status") in ACTIVE_STATUSES:
+        out.setdefault("live_state", out["status"])
+        out["status"] = "unknown"
+    if "live_state" not in out:
+        out["live_state"] = ENDED if out.get("recorded_at_utc") else "submitted"
+    return out
 
 # Terminal Slurm states and what they mean for the job. Terminal states absent here map to "unknown":
 # REVOKED only says a sibling federation cluster ran the job, so this record knows nothing of the outcome.
@@ -58,14 +77,15 @@ class JobJson:
     """The contents of ``job.json``. Field order is the file's key order: the users' eight keys first."""
 
     job_id: str
-    status: str = "submitted"  # FINAL_STATUSES once recorded, ACTIVE_STATUSES before
-    slurm_state: str | None = None  # raw sacct State, e.g. "COMPLETED", "CANCELLED by 0"
-    exit_code: str | None = None  # raw sacct ExitCode, e.g. "0:0"
+    status: str = "unknown"  # always one of FINAL_STATUSES: "unknown" until the end is recorded
+    slurm_state: str | None = None  # raw sacct State, e.g. "COMPLETED", "CANCELLED by 0"; a string once ended
+    exit_code: str | None = None  # raw sacct ExitCode, e.g. "0:0"; a string once ended
     script: str  # the batch script's path
     description: str = ""
     submitted_at_utc: str
-    recorded_at_utc: str | None = None
+    recorded_at_utc: str | None = None  # set when the end is recorded: the record is final from then on
     # roach's own
+    live_state: str = "submitted"  # LIVE_STATES: "submitted" until the end is recorded, then "ended"
     cluster: str
     run_id: str
     commit: str
@@ -73,18 +93,32 @@ class JobJson:
     name: str
     target: str
 
+    def __post_init__(self) -> None:
+        if self.status not in FINAL_STATUSES:
+            raise UsageError(f"job.json status {self.status!r} is not one of {', '.join(FINAL_STATUSES)}",
+                             hint="a live state goes in live_state")
+        if self.live_state not in LIVE_STATES:
+            raise UsageError(f"job.json live_state {self.live_state!r} is not one of {', '.join(LIVE_STATES)}")
+
+    @property
+    def is_final(self) -> bool:
+        """Whether the job's end is recorded."""
+        return self.recorded_at_utc is not None
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> JobJson:
-        """Read a ``job.json``; raises :class:`ParseError` if it is not one (missing, extra or mistyped keys)."""
+        """Read a ``job.json``; raises :class:`ParseError` if it is not one (missing, extra or mistyped keys).
+        One an older roach wrote (a live status in ``status``, no ``live_state``) is read as this one writes it."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise ParseError(f"job.json is not JSON ({e}): {text[:200]!r}") from None
         if not isinstance(data, dict):
             raise ParseError(f"job.json must hold an object, got {type(data).__name__}: {text[:200]!r}")
+        data = legacy_status(data)
         names = [f.name for f in fields(cls)]
         required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
         missing = sorted(required - data.keys())
@@ -96,7 +130,10 @@ class JobJson:
             ok = isinstance(value, dict) if key == "resources" else value is None or isinstance(value, str)
             if not ok or (value is None and key in required):
                 raise ParseError(f"job.json key {key!r} has the wrong type: {value!r}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except UsageError as e:
+            raise ParseError(e.message, hint=e.hint) from None
 
 
 def final_job_json(base: JobJson, rec: AcctRecord, recorded_at: str) -> JobJson:
@@ -107,7 +144,7 @@ def final_job_json(base: JobJson, rec: AcctRecord, recorded_at: str) -> JobJson:
     if base.job_id not in (str(rec.ref), str(rec.ref.job)):
         raise UsageError(f"sacct record of job {rec.job_id} given for job.json of job {base.job_id}")
     return replace(base, status=status_from_state(rec.state, rec.state_text), slurm_state=rec.state_text,
-                   exit_code=f"{rec.exit_code}:{rec.exit_signal}", recorded_at_utc=recorded_at)
+                   exit_code=f"{rec.exit_code}:{rec.exit_signal}", recorded_at_utc=recorded_at, live_state=ENDED)
 
 
 def scrub(obj: Any, secret_values: Iterable[str], what: str = "a job file") -> None:

@@ -23,6 +23,7 @@ from roach.slurm.bundle import BundlePaths, JobJson
 from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.cluster_paths import check_cluster_path
 from roach.slurm.clusterfs import ClusterFS
+from roach.slurm.finals import End, record_ends
 from roach.slurm.hold_steps import _SENT, SIGNAL_PROGRAM, STEP_SIGNAL, Step, StepKind, list_steps
 from roach.slurm.hold_steps import (  # noqa: F401 - importable from here, as before the split
     STEP_FIELDS, STEP_NODE, STEP_RANKS, classify_step, idle_holders, parse_steps, steps_format,
@@ -30,6 +31,7 @@ from roach.slurm.hold_steps import (  # noqa: F401 - importable from here, as be
 from roach.slurm.resources import Resources
 from roach.slurm.signals import parse_signal
 from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.slurmparse import AcctRecord
 from roach.slurm.ssh import reaching, submitted_route
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
@@ -251,13 +253,11 @@ class Holder:
         kwargs.setdefault("store", self.store)
         return submit(target, args, cluster=self.cluster, inside=self.job_id, **kwargs)
 
-    def _record_final(self, a) -> None:
-        if self.store is None or self.record is None or self.record.is_final or not a.state.is_terminal:
+    def _record_final(self, a: AcctRecord) -> None:
+        """The holder's end, once sacct has it: into its job.json and the store (:func:`record_ends`)."""
+        if self.record is None or self.record.is_final or not a.state.is_terminal:
             return
-        from roach.slurm.bundle import status_from_state
-
-        self.store.update_final(self.cluster.name, self.job_id, status_from_state(a.state, a.state_text),
-                                a.state_text, f"{a.exit_code}:{a.exit_signal}", utc_now())
+        (self.record,) = record_ends(self.store, self.client.transport, [End.of_acct(self.record, a)])
 
 
 def _steps_hint(steps: list[Step]) -> str:

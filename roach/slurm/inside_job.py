@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from roach.errors import RoachError
 from roach.slurm.cluster import Cluster
 from roach.slurm.clusterfs import ClusterFS
+from roach.slurm.finals import End, record_ends
 from roach.slurm.hold import Holder
 from roach.slurm.hold_steps import Step, StepKind
 from roach.slurm.job import Job
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
-from roach.slurm.watch_final import Final, record_finals
 
 EXIT_LEFT = 3  # rank 0's exit code when the ranks checkpointed and left (roach.slurm.attempts)
 _LOST_GRACE_S = 30.0  # after the holder ended, how long a driver may take to write its exit status
@@ -99,6 +99,11 @@ class AttemptExit:
         if self.exit_code == EXIT_LEFT:
             return "CANCELLED (stopped: the ranks left to come back)"
         return self.state.value
+
+
+def attempt_end(rec: JobRecord, ex: AttemptExit, text: str | None = None) -> End:
+    """An attempt's end, from the exit status its driver wrote (``text``: the state text, if not the exit's)."""
+    return End(rec, ex.status, text or ex.state_text, f"{ex.exit_code}:0")
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,8 @@ class InsideJob(Job):
         while the holder runs; FAILED if the holder ended and the driver never wrote one."""
         st = self.status()
         if st.exit is not None:
+            if not self.record.is_final:
+                self.record_final(st.exit)
             return st.exit.state
         return JobState.RUNNING if self._holder_handle().state().is_active else JobState.FAILED
 
@@ -210,14 +217,8 @@ class InsideJob(Job):
             time.sleep(poll_s)
 
     def record_final(self, ex: AttemptExit, text: str | None = None) -> None:  # type: ignore[override]
-        """The attempt's exit into its job.json (its four final keys, one command) and the store."""
-        now = utc_now()
-        f = Final(self.paths.job_json, ex.status, text or ex.state_text, f"{ex.exit_code}:0", now)
-        record_finals(self.fs.transport, [f])  # a missing job.json is left missing
-        if self.store is not None:
-            self.store.update_final(self.cluster.name, self.job_id, f.status, f.slurm_state, f.exit_code, now)
-            self.record = replace(self.record, status=f.status, slurm_state=f.slurm_state, exit_code=f.exit_code,
-                                  recorded_at=now)
+        """The attempt's exit into its job.json and the store (:func:`~roach.slurm.finals.record_ends`)."""
+        (self.record,) = record_ends(self.store, self.fs.transport, [attempt_end(self.record, ex, text)])
 
     def steps(self) -> list[Step]:
         return [s for s in self._holder_handle().steps() if s.attempt == self.attempt and s.kind.is_attempt]

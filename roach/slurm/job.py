@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from roach.errors import RoachError, UsageError
 from roach.slurm.bundle import BundlePaths
 from roach.slurm.cluster import Cluster
 from roach.slurm.clusterfs import ClusterFS
+from roach.slurm.finals import End, record_ends
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import AcctRecord, in_array
 from roach.slurm.states import JobState
-from roach.slurm.store import JobRecord, Store, utc_now
-from roach.slurm.watch_final import Final, record_finals
+from roach.slurm.store import JobRecord, Store
 
 
 @dataclass
@@ -98,6 +98,8 @@ class Job:
         if final is None:
             raise RoachError(f"{self} is neither in squeue nor in sacct",
                              hint="the controller may have restarted without accounting; check `sacct -j`")
+        if final.state.is_terminal and not self.record.is_final:
+            self.record_final(final)
         return final.state.after_queue()
 
     def _accounting(self) -> AcctRecord | None:
@@ -126,15 +128,8 @@ class Job:
             time.sleep(poll_s)
 
     def record_final(self, rec: AcctRecord) -> None:
-        """sacct's final record of the job into its job.json (its four final keys, one command) and the store."""
-        now = utc_now()
-        f = Final.of(self.paths.job_json, rec, now)
-        record_finals(self.fs.transport, [f])  # a missing job.json is left missing
-        if self.store is not None:
-            self.store.update_final(self.cluster.name, self.job_id, f.status, f.slurm_state, f.exit_code, now,
-                                    task=self.task)
-            self.record = replace(self.record, status=f.status, slurm_state=f.slurm_state, exit_code=f.exit_code,
-                                  recorded_at=now)
+        """sacct's final record of the job into its job.json and the store (:func:`~roach.slurm.finals.record_ends`)."""
+        (self.record,) = record_ends(self.store, self.fs.transport, [End.of_acct(self.record, rec)])
 
     # -- logs and control ----------------------------------------------------------------------------
     def log(self) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from roach.errors import RoachError, UsageError
 from roach.slurm.bundle import FINAL_STATUSES
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
@@ -48,7 +48,8 @@ CREATE TABLE jobs (
     holder       INTEGER,
     task         INTEGER,  -- the array task index of a sweep's run, NULL for a plain job
     via          TEXT,     -- the SSH alias it was submitted through when not the cluster's own, else NULL
-    via_config   TEXT      -- the ssh config file that alias was taken from (NULL: ssh's default)
+    via_config   TEXT,     -- the ssh config file that alias was taken from (NULL: ssh's default)
+    job_json_at  TEXT      -- when job.json on the cluster was last written with the recorded end (NULL: not yet)
 );
 CREATE UNIQUE INDEX jobs_key ON jobs (cluster, job_id, IFNULL(task, -1));
 CREATE INDEX jobs_run ON jobs (run_id, seq);
@@ -56,7 +57,8 @@ CREATE INDEX jobs_job ON jobs (job_id);
 """
 
 # Version 1 had no task/via columns and UNIQUE(cluster, job_id) inline, which SQLite cannot alter: the
-# table is rebuilt in place (one transaction), keeping every row and its seq. Version 2 lacked via_config.
+# table is rebuilt in place (one transaction), keeping every row and its seq. Version 2 lacked via_config,
+# version 3 job_json_at: its final rows then have NULL there, so `roach ls`/`status` write their job.json.
 _MIGRATE_1_TO_2 = (
     "ALTER TABLE jobs RENAME TO jobs_v1",
     "DROP INDEX IF EXISTS jobs_run",
@@ -68,7 +70,8 @@ _MIGRATE_1_TO_2 = (
     " submitted_at, resources, status, slurm_state, exit_code, recorded_at, holder FROM jobs_v1",
     "DROP TABLE jobs_v1",
 )
-_MIGRATE_2_TO_3 = ("ALTER TABLE jobs ADD COLUMN via_config TEXT",)
+_MIGRATE_3_TO_4 = ("ALTER TABLE jobs ADD COLUMN job_json_at TEXT",)
+_MIGRATE_2_TO_4 = ("ALTER TABLE jobs ADD COLUMN via_config TEXT", *_MIGRATE_3_TO_4)
 
 
 def utc_now() -> str:
@@ -110,15 +113,35 @@ class JobRecord:
     task: int | None = None  # the array task index when one run of a sweep (job_id is the array's id)
     via: str | None = None  # the SSH alias it was submitted through, when not the cluster's own
     via_config: str | None = None  # the ssh config file that alias came from (None: ssh's default)
+    job_json_at: str | None = None  # when job.json on the cluster got the recorded end (None: not yet)
 
     @property
     def is_final(self) -> bool:
         return self.status != "submitted"
 
     @property
+    def job_json_behind(self) -> bool:
+        """The store has the end but job.json on the cluster may not (an older roach's record, a failed write)."""
+        return self.is_final and self.job_json_at is None
+
+    @property
     def slurm_id(self) -> str:
         """The job as Slurm names it: ``123``, or ``123_4`` for an array task."""
         return f"{self.job_id}_{self.task}" if self.task is not None else str(self.job_id)
+
+
+@dataclass(frozen=True)
+class FinalRow:
+    """One job's end as the store records it (:meth:`Store.record_ends`)."""
+
+    cluster: str
+    job_id: int
+    task: int | None
+    status: str  # one of FINAL_STATUSES
+    slurm_state: str | None
+    exit_code: str | None
+    recorded_at: str
+    job_json_at: str | None = None  # when its job.json was written with it; None: not (yet)
 
 
 _COLUMNS = tuple(f.name for f in fields(JobRecord))
@@ -168,10 +191,11 @@ class Store:
                     for stmt in filter(str.strip, _SCHEMA.split(";")):
                         conn.execute(stmt)
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        if version in (1, 2):
+        if version in (1, 2, 3):
             with self._transaction(conn):
                 found = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have done it
-                for stmt in (_MIGRATE_1_TO_2 if found == 1 else _MIGRATE_2_TO_3 if found == 2 else ()):
+                steps = {1: _MIGRATE_1_TO_2, 2: _MIGRATE_2_TO_4, 3: _MIGRATE_3_TO_4}  # 1: rebuilt as the latest
+                for stmt in steps.get(found, ()):
                     conn.execute(stmt)
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             version = SCHEMA_VERSION
@@ -289,16 +313,24 @@ class Store:
     def update_final_many(self, cluster: str, finals: list[tuple[int, int | None, str, str | None, str | None]],
                           recorded_at: str) -> int:
         """Record many final states in one transaction: ``(job_id, task, status, slurm_state, exit_code)``
-        each (a sweep's runs). Rows not in the store are skipped; returns how many were recorded."""
-        bad = sorted({f[2] for f in finals} - set(FINAL_STATUSES))
+        each (a sweep's runs). Rows not in the store are skipped; returns how many were recorded. Only
+        :func:`roach.slurm.finals.record_ends` records an end (with its job.json); this is its store half."""
+        return self.record_ends([FinalRow(cluster, j, t, st, state, code, recorded_at)
+                                 for j, t, st, state, code in finals])
+
+    def record_ends(self, rows: list[FinalRow]) -> int:
+        """Record the ends in ``rows`` (any clusters) in one transaction; rows not in the store are skipped.
+        Returns how many were recorded."""
+        bad = sorted({r.status for r in rows} - set(FINAL_STATUSES))
         if bad:
             raise UsageError(f"{', '.join(map(repr, bad))} {'is' if len(bad) == 1 else 'are'} not a final status; "
                              f"expected one of: {', '.join(FINAL_STATUSES)}")
         with self._write() as conn:
             cur = conn.executemany(
-                "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=?"
+                "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=?, job_json_at=?"
                 " WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=?",
-                [(st, state, code, recorded_at, cluster, j, _task_key(t)) for j, t, st, state, code in finals])
+                [(r.status, r.slurm_state, r.exit_code, r.recorded_at, r.job_json_at, r.cluster, r.job_id,
+                  _task_key(r.task)) for r in rows])
         return cur.rowcount
 
     def delete(self, cluster: str, job_id: int) -> None:

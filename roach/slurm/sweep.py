@@ -14,7 +14,7 @@ import posixpath
 import time
 from itertools import chain
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from roach.slurm import script as batch
 from roach.slurm.bundle import BundlePaths, JobJson
 from roach.slurm.cluster import Cluster
 from roach.slurm.cluster_paths import check_cluster_path
+from roach.slurm.finals import End, record_ends
 from roach.slurm.clusterfs import shipped_dir
 from roach.slurm.job import Job
 from roach.slurm.resources import Resources
@@ -35,7 +36,6 @@ from roach.slurm.store import JobRecord, Store, utc_now
 from roach.slurm.userconfig import configured
 from roach.slurm.submit import (_RUN_ID, _check_args, _default_run_root, _node_sh, new_run_id,
                                 prepare, released_or_undone)
-from roach.slurm.watch_final import Final, record_finals
 
 
 def split(n: int, max_array_size: int) -> list[tuple[int, int]]:
@@ -122,11 +122,18 @@ class Sweep:
                 if (r.ref.job, t) in by_ref:
                     out[by_ref[r.ref.job, t].run_id] = r.state
         gone = [j for j in self.jobs if j.run_id not in out]
+        ended: list[tuple[Job, AcctRecord]] = []
         if gone:
             for a in self._accounting():
                 j = by_ref.get((a.ref.job, a.ref.task))  # type: ignore[arg-type]
                 if j is not None and j.run_id not in out:
                     out[j.run_id] = a.state
+                    if a.state.is_terminal and not j.record.is_final:
+                        ended.append((j, a))
+        if ended:  # what it learned of the runs' ends is recorded, as wait() records it
+            for (j, _), rec in zip(ended, record_ends(self.store, self.client.transport,
+                                                      [End.of_acct(j.record, a) for j, a in ended])):
+                j.record = rec
         return out
 
     def _accounting(self) -> list[AcctRecord]:
@@ -158,15 +165,9 @@ class Sweep:
     def _record_final(self, done: dict[str, AcctRecord]) -> None:
         """Each run's final state into the store (one transaction) and its job.json (one command, as the
         watch records them)."""
-        now = utc_now()
-        finals = [Final.of(j.paths.job_json, done[j.run_id], now) for j in self.jobs]
-        for j, f in zip(self.jobs, finals):
-            j.record = replace(j.record, status=f.status, slurm_state=f.slurm_state, exit_code=f.exit_code,
-                               recorded_at=now)
-        if self.store is not None:
-            self.store.update_final_many(self.cluster.name, [(j.job_id, j.task, f.status, f.slurm_state, f.exit_code)
-                                                             for j, f in zip(self.jobs, finals)], now)
-        record_finals(self.client.transport, finals)
+        recs = record_ends(self.store, self.client.transport, [End.of_acct(j.record, done[j.run_id]) for j in self.jobs])
+        for j, rec in zip(self.jobs, recs):
+            j.record = rec
 
     def cancel(self) -> None:
         """Cancel every run of the sweep (its arrays: one scancel)."""

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from roach.errors import RoachError, SlurmError, TransportError, UsageError
+from roach.errors import RoachError, SlurmError, TransportError
 from roach.slurm import watch_logs
 from roach.slurm.capabilities import RateLimit
 from roach.slurm.cluster import Cluster
+from roach.slurm.finals import End, record_ends
 from roach.slurm.hold import HOLD_TARGET
 from roach.slurm.hold_steps import idle_holders
 from roach.slurm.inside_job import is_attempt
@@ -40,10 +41,9 @@ from roach.slurm.rebalance import Candidate, Promotion, on_tier, plan_promotions
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import US, AcctRecord, QueueRecord
 from roach.slurm.states import PendingReason
-from roach.slurm.store import JobRecord, Store, utc_now
+from roach.slurm.store import JobRecord, Store
 from roach.slurm.tiers import Tier
 from roach.slurm.watch_events import Event, EventKind, TierRow, tier_table
-from roach.slurm.watch_final import Final, record_finals
 from roach.slurm.watch_jobs import (PENDING_ROUNDS_TO_PROMOTE, Ctx, JobWatch, match_acct, new_watch, on_accounting,
                                     on_left, on_log, on_queue)
 from roach.slurm.watch_logs import Look, StallRule
@@ -297,22 +297,9 @@ class Watcher:
         return PendingContext(queue=queue, tiers=self.cluster.tiers, req_nodes=w.req_nodes if w else None)
 
     def _record_finals(self, finals: list[tuple[JobRecord, AcctRecord]]) -> None:
-        """The final states this round saw: into the store, and into each job's job.json on the cluster, all
-        of them in one command (a file that cannot be written is left; the store has the state)."""
-        if not finals:
-            return
-        at = utc_now()
-        made = [(rec, Final.of(posixpath.join(rec.bundle_dir, "job.json"), final, at)) for rec, final in finals]
-        recorded = self.store.update_final_many(
-            self.cluster.name, [(rec.job_id, rec.task, f.status, f.slurm_state, f.exit_code) for rec, f in made], at)
-        if recorded != len(made):
-            missing = [rec.slurm_id for rec, _ in made if self.store.get(rec.cluster, rec.job_id, rec.task) is None]
-            raise UsageError(f"job {', '.join(missing)} on cluster {self.cluster.name!r} is not in the store "
-                             f"{self.store.path}", hint="`roach ls` lists the recorded jobs")
-        try:
-            record_finals(self.client.transport, [f for _, f in made])
-        except RoachError:
-            pass
+        """The final states this round saw: into each job's job.json on the cluster, all of them in one
+        command, and the store, in one transaction (:func:`~roach.slurm.finals.record_ends`)."""
+        record_ends(self.store, self.client.transport, [End.of_acct(rec, final) for rec, final in finals])
 
     def _reservations(self, views: dict[str, JobWatch], active: dict[str, QueueRecord], resv_of: dict[str, str],
                       watched: list[str], ctx: Ctx) -> list[Event]:

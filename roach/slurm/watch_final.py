@@ -1,7 +1,9 @@
-"""Write the final states the watch saw into the jobs' ``job.json`` files: one command for all of a round.
+"""Write final states into jobs' ``job.json`` files on the cluster: one command for many jobs.
 
-Each file is rewritten atomically (a temp file beside it, then a rename), and only its four final keys
-change (``status``, ``slurm_state``, ``exit_code``, ``recorded_at_utc``): the same result as
+:func:`roach.slurm.finals.record_ends` (the one place that records a job's end) calls it. Each file is
+rewritten atomically (a temp file beside it, then a rename), and only its final keys change (``status``,
+``slurm_state``, ``exit_code``, ``recorded_at_utc``, and ``live_state``, which becomes ``ended`` and is added
+after ``recorded_at_utc`` where an older roach wrote none): the same result as
 :func:`roach.slurm.bundle.final_job_json` on the file's record. The program is fixed (``sh`` and ``awk``);
 the paths and values travel as its arguments, the values already JSON-encoded, so nothing is spliced into
 it. A file that is missing, or not in the form roach writes, is left as it is and reported.
@@ -13,8 +15,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from roach.errors import RoachError
-from roach.slurm.bundle import status_from_state
+from roach.errors import RoachError, UsageError
+from roach.slurm.bundle import FINAL_STATUSES, status_from_state
 from roach.slurm.slurmparse import AcctRecord
 from roach.slurm.transport import Transport
 
@@ -23,14 +25,21 @@ FINAL_KEYS = ("status", "slurm_state", "exit_code", "recorded_at_utc")
 
 # awk reads job.json on stdin and its four new values (JSON text) from its arguments, which awk takes as
 # they are (unlike -v, which would read backslashes as escapes). Only top-level keys match: JobJson.to_json
-# indents them by two spaces, nested ones by four. It fails unless all four keys were replaced.
+# indents them by two spaces, nested ones by four. live_state becomes "ended"; a file without one (an older
+# roach's) gets it on the line after recorded_at_utc. It fails unless all four keys were replaced.
 _AWK = r"""BEGIN { v["status"] = ARGV[1]; v["slurm_state"] = ARGV[2]; v["exit_code"] = ARGV[3]
-  v["recorded_at_utc"] = ARGV[4]; ARGC = 1; n = 0 }
-{ if (substr($0, 1, 3) == "  \"") {
+  v["recorded_at_utc"] = ARGV[4]; v["live_state"] = "\"ended\""; ARGC = 1; n = 0; live = 0; after = 0 }
+{ k = ""
+  if (substr($0, 1, 3) == "  \"") {
     rest = substr($0, 4); q = index(rest, "\""); k = substr(rest, 1, q - 1)
-    if (q > 1 && (k in v) && substr(rest, q, 3) == "\": ") {
-      c = (substr($0, length($0)) == ",") ? "," : ""
-      $0 = "  \"" k "\": " v[k] c; n++ } }
+    if (!(q > 1 && (k in v) && substr(rest, q, 3) == "\": ")) k = "" }
+  if (after && k != "live_state" && !live) { print "  \"live_state\": \"ended\","; live = 1 }
+  after = 0
+  if (k != "") {
+    c = (substr($0, length($0)) == ",") ? "," : ""
+    $0 = "  \"" k "\": " v[k] c
+    if (k == "live_state") live = 1; else n++
+    if (k == "recorded_at_utc" && c == ",") after = 1 }
   print }
 END { exit (n == 4 ? 0 : 3) }"""
 
@@ -62,6 +71,10 @@ class Final:
     slurm_state: str
     exit_code: str
     recorded_at_utc: str
+
+    def __post_init__(self) -> None:
+        if self.status not in FINAL_STATUSES:
+            raise UsageError(f"{self.status!r} is not a final status; expected one of {', '.join(FINAL_STATUSES)}")
 
     @classmethod
     def of(cls, path: str, rec: AcctRecord, recorded_at: str) -> Final:

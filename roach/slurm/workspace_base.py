@@ -24,9 +24,11 @@ from pathlib import Path
 
 from roach._fs import atomic_write
 from roach.errors import RoachError, TransportError, UsageError
+from roach.slurm.bundle import ENDED
 from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.doctor import WORKSPACE_FILE, check_workspace
+from roach.slurm.finals import End, record_ends
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.store import Store, utc_now
 from roach.slurm.transport import Result, Transport
@@ -353,10 +355,12 @@ def record_final(ws: Workspace, remote: Remote, job_id: str, base: WorkspaceJob 
         if rec is not None:
             break
     if rec is None:
-        rec = replace(base, status="unknown", slurm_state="UNKNOWN", exit_code="unknown", recorded_at_utc=utc_now())
-    write_both(ws, remote, rec)
+        rec = replace(base, status="unknown", slurm_state="UNKNOWN", exit_code="unknown", recorded_at_utc=utc_now(),
+                      live_state=ENDED)
+    write_both(ws, remote, rec)  # the workspace's own, fuller record (array tasks), on both sides
     store = store if store is not None else Store()
-    if store.get(remote.cluster.name, int(job_id)) is not None:
-        store.update_final(remote.cluster.name, int(job_id), rec.status, rec.slurm_state, rec.exit_code,
-                           rec.recorded_at_utc or utc_now())
+    row = store.get(remote.cluster.name, int(job_id))
+    if row is not None:  # the store's half of the one record of an end; job.json is written above
+        record_ends(store, None, [End(row, rec.status, rec.slurm_state or "UNKNOWN", rec.exit_code or "unknown",
+                                      rec.recorded_at_utc)], written=True)
     return rec

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from roach.errors import RoachError
-from roach.slurm.bundle import FINAL_STATUSES, status_from_state
+from roach.slurm.bundle import ENDED, FINAL_STATUSES, LIVE_STATES, legacy_status, status_from_state
 from roach.slurm.slurmparse import AcctRecord, array_ranges
 from roach.slurm.store import JobRecord
 
@@ -26,14 +26,15 @@ class WorkspaceJob:
     """``dsi-slurm-artifacts/<JOB_ID>/job.json``: the eight keys users write by hand, then roach's own."""
 
     job_id: str
-    status: str = "submitted"  # FINAL_STATUSES once recorded; submitted/pending/running before
-    slurm_state: str | None = None  # raw sacct State, e.g. "COMPLETED"
-    exit_code: str | None = None  # raw sacct ExitCode, e.g. "0:0"
+    status: str = "unknown"  # always one of FINAL_STATUSES: "unknown" until the end is recorded
+    slurm_state: str | None = None  # raw sacct State, e.g. "COMPLETED"; a string once ended
+    exit_code: str | None = None  # raw sacct ExitCode, e.g. "0:0"; a string once ended
     script: str = ""  # relative to the workspace
     description: str = ""
     submitted_at_utc: str | None = None
-    recorded_at_utc: str | None = None
+    recorded_at_utc: str | None = None  # set when the end is recorded
     # roach's own
+    live_state: str = "submitted"  # LIVE_STATES: submitted, pending, running (a wait's last look), then ended
     cluster: str | None = None
     array: str | None = None  # the --array value
     tasks: dict[str, dict[str, str]] = field(default_factory=dict)  # array task -> status, slurm_state, exit_code
@@ -41,7 +42,8 @@ class WorkspaceJob:
 
     @property
     def is_final(self) -> bool:
-        return self.status in FINAL_STATUSES
+        """The end is recorded (a record written by hand may say so by its status alone)."""
+        return self.recorded_at_utc is not None or self.status in FINAL_STATUSES and self.status != "unknown"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
@@ -56,7 +58,11 @@ class WorkspaceJob:
         if not isinstance(data, dict) or "job_id" not in data:
             raise RoachError(f"{where} is not a job record (no job_id): {text[:200]!r}")
         known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        values = {k: v for k, v in legacy_status(data).items() if k in known}
+        if values.get("status", "unknown") not in FINAL_STATUSES:  # written by hand: "done", "?"...
+            values["status"] = "unknown"
+        if values["live_state"] not in LIVE_STATES:
+            values["live_state"] = ENDED if values.get("recorded_at_utc") else "submitted"
         values["job_id"] = str(values["job_id"])
         if not isinstance(values.get("tasks", {}), dict):
             values.pop("tasks")
@@ -85,7 +91,8 @@ def final_record(base: WorkspaceJob, accounting: Sequence[AcctRecord], now: str,
     """
     recs = [r for r in accounting if r.step is None and str(r.ref.job) == base.job_id]
     if not recs:
-        return replace(base, status="unknown", slurm_state="UNKNOWN", exit_code="unknown", recorded_at_utc=now)
+        return replace(base, status="unknown", slurm_state="UNKNOWN", exit_code="unknown", recorded_at_utc=now,
+                       live_state=ENDED)
     if any(r.state.is_active for r in recs):
         return None
     is_array = base.array is not None or any(r.ref.task is not None or r.ref.tasks for r in recs)
@@ -106,7 +113,7 @@ def final_record(base: WorkspaceJob, accounting: Sequence[AcctRecord], now: str,
     if not submitted and rep.submit_time is not None:
         submitted = rep.submit_time.strftime("%Y-%m-%dT%H:%M:%SZ")  # sacct's time, for a job roach did not submit
     return replace(base, status=worst, slurm_state=rep.state_text, exit_code=f"{rep.exit_code}:{rep.exit_signal}",
-                   recorded_at_utc=now, tasks=tasks, submitted_at_utc=submitted)
+                   recorded_at_utc=now, tasks=tasks, submitted_at_utc=submitted, live_state=ENDED)
 
 
 def run_id_of(job_id: str | int) -> str:

@@ -201,14 +201,14 @@ def wait(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
             break
         except SSHConnectError as err:
             last = seen[0] if seen else None
-            kept = replace(base, status=last.status if last else base.status,
+            # the last known state, here (the cluster cannot be reached): job.json's status stays "unknown"
+            # until the end is recorded; the live state has its own key
+            kept = replace(base, live_state=last.status if last else base.live_state,
                            last_seen_utc=last.at_utc if last else base.last_seen_utc)
-            if last is not None:
-                kept = replace(kept, slurm_state=last.text)
-            write_local(ws, kept)  # the last known state, here: the cluster cannot be reached
+            write_local(ws, kept)
             if attempt == 2:
                 raise RoachError(f"lost the connection to {remote.where} again while waiting for job {job_id}; its "
-                                 f"last known state ({last.text if last else base.status}) is recorded in "
+                                 f"last known state ({last.text if last else base.live_state}) is recorded in "
                                  f"{ws.local_bundle(job_id) / 'job.json'}: {err.message}",
                                  hint=f"run `roach wait {job_id}` later; the job goes on without roach") from err
             delay = max(0.0, err.retry_at - getattr(remote.transport, "clock", time.monotonic)())
