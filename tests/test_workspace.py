@@ -134,7 +134,7 @@ def test_a_missing_or_invalid_workspace_file_is_the_blocker(tmp_path):
     with pytest.raises(WorkspaceError, match="lacks rsync_remote_root"):
         Workspace.load(tmp_path)
     _ws_file(tmp_path, {"remote_root": "rel/ws", "rsync_remote_root": "h:rel/ws"})
-    with pytest.raises(WorkspaceError, match="not an absolute path"):
+    with pytest.raises(WorkspaceError, match="neither an absolute path nor one below \\$HOME"):
         Workspace.load(tmp_path)
     _ws_file(tmp_path, {"remote_root": "/r/ws", "rsync_remote_root": "h:/r/other/"})
     with pytest.raises(WorkspaceError, match="does not name the same directory"):
@@ -198,11 +198,13 @@ def test_verify_lists_what_is_missing(tmp_path):
     (tmp_path / "scoring" / "interface.md").write_text(INTERFACE)
     (tmp_path / "metrics.json").write_text("{}")
     (tmp_path / "figures").mkdir()
+    assert verify(tmp_path).missing == ("results/predictions.csv", "figures/", "checkpoints/*.pt")  # empty: not there
+    (tmp_path / "figures" / "loss.png").write_text("png")
     res = verify(tmp_path)
     assert not res.ok and res.missing == ("results/predictions.csv", "checkpoints/*.pt")
     out = _cli("verify", "--workspace", str(tmp_path))
     assert out.exit_code == MISSING_REQUIRED == 7
-    assert "2 of 4 required file(s) missing" in out.output and "results/predictions.csv" in out.output
+    assert "2 required file(s) missing or invalid" in out.output and "results/predictions.csv: missing" in out.output
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "predictions.csv").write_text("a\n")
     (tmp_path / "checkpoints").mkdir()
