@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass

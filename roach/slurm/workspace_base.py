@@ -29,7 +29,7 @@ from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.store import Store, utc_now
 from roach.slurm.transport import Result, Transport
 from roach.slurm.workspace_file import (
-    WORKSPACE_FILE, WorkspaceError, WorkspaceFile, archived_bundle, earlier_stage_error, load_workspace_file,
+    WorkspaceError, WorkspaceFile, archived_bundle, earlier_stage_error, load_workspace_file,
 )
 from roach.slurm.workspace_record import WorkspaceJob, final_record
 from roach.slurm.workspace_script import ARTIFACTS_DIR

@@ -35,9 +35,9 @@ INTERFACE_FILE = "scoring/interface.md"
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _SPAN = re.compile(r"`([^`]+)`")
-_PATH_BULLET = re.compile(r"^\s*[-*+]\s+(?:\*\*)?path(?:\*\*)?\s*:\s*(?P<rest>.*)$", re.I)
-_FORMAT_LINE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?format(?:\*\*)?\s*:\s*`?(?P<fmt>[A-Za-z0-9_+-]+)", re.I)
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^(?:mailto|data|file):", re.I)
+_PATH_BULLET = re.compile(r"^\s*[-*+]\s+(?:\*\*)?path(?:\*\*)?\s*:\s*(?P<rest>.*)$", re.IGNORECASE)
+_FORMAT_LINE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?format(?:\*\*)?\s*:\s*`?(?P<fmt>[A-Za-z0-9_+-]+)", re.IGNORECASE)
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^(?:mailto|data|file):", re.IGNORECASE)
 _CHECKED_FORMATS = ("json", "jsonl", "csv")
 
 
