@@ -468,7 +468,7 @@ def test_cli_refuses_a_script_lacking_time_and_mem_and_reports_added_lines(ws, c
     assert got["pull"]["bundle_found"] and got["pull"]["missing"] == ["metrics.json", "artifacts/", "results/"]
     assert "RUNNING=1" in res.stderr or "gone" in res.stderr  # the state lines go to stderr with --json
     res = _cli("pull", out["job_id"], *base, "--output", "nothing-here.txt")
-    assert res.exit_code == 0 and "not on the cluster: nothing-here.txt" in res.output
+    assert res.exit_code == 0 and "not on the cluster: metrics.json artifacts/ results/ nothing-here.txt" in res.output
     _script(ws, "three.sbatch", "exit 3\n")
     res = _cli("sbatch", "three.sbatch", *base, "--json")
     job = json.loads(res.output)["job_id"]
