@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.text import Text
 
 from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
-from roach.slurm.doctor import Check
+from roach.errors import UsageError
+from roach.slurm.doctor import WORKSPACE_FILE, Check
 from roach.slurm.doctor import doctor as run_doctor
 
 DOCTOR_FAILED = 7  # exit code: at least one prerequisite is missing (each is printed with what to do)
@@ -35,10 +37,12 @@ def _render(cluster: Cluster, checks: list[Check]) -> None:
 
 
 @click.command()
-@click.option("--cluster", "name", required=True, metavar="NAME", help="The cluster to check (e.g. lab).")
+@click.option("--cluster", "name", default=None, metavar="NAME",
+              help="The cluster to check (e.g. lab; default: the one the workspace file names).")
 @click.option("--workspace", type=click.Path(file_okay=False), default=None,
               help="A local workspace folder: also check that it names its remote root "
-                   "(.neurico/dsi_slurm_remote_workspace.json).")
+                   "(.neurico/dsi_slurm_remote_workspace.json) and that the root exists on the cluster "
+                   "(default: here, when here has that file).")
 @click.option("--ssh-alias", metavar="ALIAS", default=None,
               help="Reach the cluster by `ssh ALIAS` instead of its own setting.")
 @click.option("--ssh-config", metavar="FILE", default=None,
@@ -47,7 +51,7 @@ def _render(cluster: Cluster, checks: list[Check]) -> None:
               help="rsync's command on the cluster (passed as rsync --rsync-path).")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_context
-def doctor(ctx: click.Context, name: str, workspace: str | None, ssh_alias: str | None, ssh_config: str | None,
+def doctor(ctx: click.Context, name: str | None, workspace: str | None, ssh_alias: str | None, ssh_config: str | None,
            remote_rsync: str, as_json: bool) -> None:
     """Check a cluster's prerequisites, in order, and say each missing one plainly.
 
@@ -55,7 +59,17 @@ def doctor(ctx: click.Context, name: str, workspace: str | None, ssh_alias: str 
     commands exist there; then the accounts and partitions the presets name, and (with --workspace) the
     remote-workspace file. Exits 0 when every check passes, 7 when one fails.
     """
-    cluster = _cluster(name, ssh_alias, ssh_config)
+    if workspace is None and name is None and Path(WORKSPACE_FILE).exists():
+        workspace = "."
+    if name is None:
+        if workspace is None:
+            raise UsageError("no cluster given", hint="pass --cluster NAME, or --workspace DIR of a workspace whose "
+                                                      f"{WORKSPACE_FILE} names it")
+        from roach.slurm.workspace_base import Workspace, resolve_cluster
+
+        cluster = with_ssh_override(resolve_cluster(Workspace.load(workspace), None), ssh_alias, ssh_config)
+    else:
+        cluster = _cluster(name, ssh_alias, ssh_config)
     checks = run_doctor(cluster, workspace=workspace, remote_rsync=remote_rsync)
     ok = all(ch.ok for ch in checks)
     if as_json:

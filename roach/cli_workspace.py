@@ -43,6 +43,11 @@ def _cluster(ws: Workspace, name: str | None, alias: str | None, config: str | N
     return with_ssh_override(resolve_cluster(ws, name, job_id), alias, config)
 
 
+def _notes(ws: Workspace) -> None:
+    for note in ws.notes:  # e.g. the runtime's environment disagreeing with the file (the file wins)
+        _console(err=True).print(Text(f"note: {note}", style="yellow"))
+
+
 def _record_line(rec) -> Text:
     style = "green" if rec.status == "completed" else ("yellow" if not rec.is_final else "red")
     shown = rec.status if rec.is_final else rec.live_state  # before the end, status is "unknown"
@@ -57,17 +62,20 @@ def _record_line(rec) -> Text:
               help="Leave this out too (rsync pattern). Repeatable.")
 @click.option("--no-default-excludes", is_flag=True,
               help=f"Send what the defaults leave out ({' '.join(DEFAULT_EXCLUDES)}, or roach.toml's exclude).")
+@click.option("--include-git", is_flag=True, help="Send .git/ too (left out by default).")
 @click.option("--delete", is_flag=True, help="Remove remote files that are not here (never done without it).")
 @click.option("--dry-run", is_flag=True, help="Say what would be sent; send nothing.")
 @alias_option
 @config_option
 @json_option
 def sync(workspace_dir: str, cluster_name: str | None, extra: tuple[str, ...], no_default_excludes: bool,
-         delete: bool, dry_run: bool, ssh_alias: str | None, ssh_config: str | None, as_json: bool) -> None:
+         include_git: bool, delete: bool, dry_run: bool, ssh_alias: str | None, ssh_config: str | None,
+         as_json: bool) -> None:
     """Copy the workspace up to its remote root (rsync over the cluster's one SSH connection)."""
     ws = Workspace.load(workspace_dir)
+    _notes(ws)
     res = sync_ws(ws, _cluster(ws, cluster_name, ssh_alias, ssh_config), excludes=() if no_default_excludes else None,
-                  extra_excludes=extra, delete=delete, dry_run=dry_run)
+                  extra_excludes=extra, delete=delete, dry_run=dry_run, include_git=include_git)
     if as_json:
         _echo_json(asdict(res))
         return
@@ -102,6 +110,7 @@ def sbatch(script: str, workspace_dir: str, cluster_name: str | None, descriptio
     roach's store (run sbatch-JOB: `roach ls`, `status`, `logs` see it).
     """
     ws = Workspace.load(workspace_dir)
+    _notes(ws)
     cluster = _cluster(ws, cluster_name, ssh_alias, ssh_config)
     if sync_first:
         sync_ws(ws, cluster)
@@ -138,7 +147,8 @@ def wait(ctx: click.Context, job_id: str, workspace_dir: str, cluster_name: str 
 
     Prints a line per state change. Exits 0 if the job COMPLETED, 6 if it ended otherwise.
     """
-    ws = Workspace.load(workspace_dir)
+    ws = Workspace.load(workspace_dir, job_id)
+    _notes(ws)
     cluster = _cluster(ws, cluster_name, ssh_alias, ssh_config, job_id)
     con = _console(err=as_json)
 
@@ -164,7 +174,7 @@ def wait(ctx: click.Context, job_id: str, workspace_dir: str, cluster_name: str 
 def _pull_json(res) -> dict:
     return {"job_id": res.job_id, "status": res.record.status, "bundle": str(res.bundle),
             "bundle_found": res.bundle_found, "copied": list(res.copied), "missing": list(res.missing),
-            "still_queued": list(res.still_queued)}
+            "still_queued": list(res.still_queued), "notes": list(res.notes)}
 
 
 def _print_pull(res) -> None:
@@ -175,6 +185,8 @@ def _print_pull(res) -> None:
         con.print(f"  copied back: {' '.join(res.copied)}")
     if res.missing:
         con.print(Text(f"  not on the cluster: {' '.join(res.missing)}", style="yellow"))
+    for note in res.notes:
+        con.print(Text(f"  note: {note}", style="yellow"))
     if res.still_queued:
         con.print(Text(f"  the job is still queued ({', '.join(res.still_queued)}): job.json is not final; "
                        f"`roach wait {res.job_id}`", style="yellow"))
@@ -185,8 +197,8 @@ def _print_pull(res) -> None:
 @workspace_option
 @cluster_option
 @click.option("--output", "outputs", multiple=True, metavar="PATH",
-              help="An output to bring back (workspace-relative). Repeatable; replaces the defaults "
-                   "(metrics.json artifacts/ results/, or roach.toml's outputs).")
+              help="Another output to bring back (workspace-relative), besides every path scoring/interface.md "
+                   "names and roach.toml's outputs. Repeatable.")
 @alias_option
 @config_option
 @json_option
@@ -195,10 +207,12 @@ def pull(ctx: click.Context, job_id: str, workspace_dir: str, cluster_name: str 
          ssh_alias: str | None, ssh_config: str | None, as_json: bool) -> None:
     """Copy JOB's bundle back to dsi-slurm-artifacts/JOB/ and its outputs to the same paths here.
 
-    Missing outputs are listed, not an error; a missing bundle exits 7.
+    The outputs: every path scoring/interface.md names, roach.toml's outputs (with neither: metrics.json
+    artifacts/ results/) and --output. Missing outputs are listed, not an error; a missing bundle exits 7.
     """
-    ws = Workspace.load(workspace_dir)
-    res = pull_job(ws, job_id, _cluster(ws, cluster_name, ssh_alias, ssh_config, job_id), outputs=outputs or None)
+    ws = Workspace.load(workspace_dir, job_id)
+    _notes(ws)
+    res = pull_job(ws, job_id, _cluster(ws, cluster_name, ssh_alias, ssh_config, job_id), outputs=outputs)
     if as_json:
         _echo_json(_pull_json(res))
     else:
@@ -212,20 +226,27 @@ def pull(ctx: click.Context, job_id: str, workspace_dir: str, cluster_name: str 
 @json_option
 @click.pass_context
 def verify(ctx: click.Context, workspace_dir: str, as_json: bool) -> None:
-    """Check that every file scoring/interface.md requires is here (exit 7 if one is missing)."""
+    """Check every file scoring/interface.md names: exit 7 listing each missing or invalid one with why.
+
+    Required files must exist and be valid (non-empty; .json, .jsonl, .csv parse); a directory must hold
+    something; one member of an any-of group suffices; optional (no, recommended) ones are notes.
+    """
     res = verify_ws(Path(workspace_dir))
     if as_json:
         _echo_json({"interface": str(res.interface), "ok": res.ok, "required": list(res.required),
-                    "missing": list(res.missing)})
+                    "missing": list(res.missing), "problems": [{"path": f.path, "reason": f.reason} for f in res.problems],
+                    "notes": list(res.notes)})
     else:
         con = _console()
         if res.ok:
-            con.print(Text(f"all {len(res.required)} required file(s) are here", style="bold green"))
+            con.print(Text(f"all {len(res.entries)} file(s) {res.interface} names are usable", style="bold green"))
         else:
-            con.print(Text(f"{len(res.missing)} of {len(res.required)} required file(s) missing "
-                           f"(from {res.interface}):", style="bold red"))
-            for rel in res.missing:
-                con.print(f"  {rel}")
+            con.print(Text(f"{len(res.problems)} required file(s) missing or invalid (from {res.interface}):",
+                           style="bold red"))
+            for f in res.problems:
+                con.print(f"  {f.path}: {f.reason}")
+        for note in res.notes:
+            con.print(Text(f"  note: {note}", style="yellow"))
     if not res.ok:
         ctx.exit(MISSING_REQUIRED)
 

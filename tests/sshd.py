@@ -25,6 +25,7 @@ from roach.lab.config import LAB_USER
 SSHD = "/usr/sbin/sshd"
 ALIAS = "roach-test-alias"
 NOKEY_ALIAS = "roach-test-nokey"  # same server, a key it does not accept
+DSI_ALIAS = "login.ds"  # same server and key, under the name NeuriCo's workspace file gives the DSI login host
 
 
 def _free_port() -> int:
@@ -64,6 +65,7 @@ class SSHServer:
         self.config_path = base / "ssh_config"
         self.alias = ALIAS
         self.nokey_alias = NOKEY_ALIAS
+        self.dsi_alias = DSI_ALIAS
         self.control_dir = base / "cm"  # short: a socket path must stay under ~104 bytes
         self._proc: subprocess.Popen | None = None
         self._write_files()
@@ -101,6 +103,7 @@ class SSHServer:
         # same name would ride on the first alias's shared connection and never present its own key.
         self.config_path.write_text(
             f"Host {self.alias}\n  HostName 127.0.0.1\n{common}  IdentityFile {b / 'user_key'}\n\n"
+            f"Host {self.dsi_alias}\n  HostName 127.0.0.1\n{common}  IdentityFile {b / 'user_key'}\n\n"
             f"Host {self.nokey_alias}\n  HostName localhost\n  AddressFamily inet\n{common}"
             f"  IdentityFile {b / 'other_key'}\n"
         )

@@ -64,8 +64,10 @@ def test_workspace_file_present_missing_or_incomplete(tmp_path):
 
 # -- the whole list --------------------------------------------------------------------------------------------
 @pytest.mark.lab
-def test_doctor_passes_over_the_ssh_alias(cluster, tmp_path, sshd: SSHServer):
-    ws = _workspace(tmp_path, {"remote_root": "/tmp/ws", "rsync_remote_root": f"{sshd.alias}:/tmp/ws"})
+def test_doctor_passes_over_the_ssh_alias(cluster, tmp_path, sshd: SSHServer, shared_tmp: Path):
+    root = shared_tmp / "ws"
+    root.mkdir()
+    ws = _workspace(tmp_path, {"remote_root": str(root), "rsync_remote_root": f"{sshd.alias}:{root}"})
     checks = doctor(cluster, workspace=ws)
     assert [c.name for c in checks] == [*ORDER, "workspace"]
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
@@ -148,6 +150,21 @@ def test_presets_naming_a_missing_account_or_partition_are_named(cluster):
     assert "accounts of roachlab: lab" in by["accounts"].hint
     good = _by_name(doctor(cluster.with_(presets={"GOOD": presets["GOOD"]})))
     assert good["partitions"].ok and good["accounts"].ok and "lab" in good["accounts"].detail
+
+
+@pytest.mark.lab
+def test_a_remote_root_missing_on_the_cluster_or_reached_elsewhere_fails_the_workspace_check(cluster, tmp_path,
+                                                                                           sshd: SSHServer):
+    _workspace(tmp_path, {"remote_root": "$HOME/neurico_workspaces/never-made",
+                          "rsync_remote_root": f"{sshd.alias}:~/neurico_workspaces/never-made/"})
+    by = _by_name(doctor(cluster, workspace=tmp_path))
+    assert not by["workspace"].ok
+    assert by["workspace"].detail.startswith("the remote root /home/roachlab/neurico_workspaces/never-made "
+                                             "(remote_root $HOME/neurico_workspaces/never-made in ")
+    assert "runtime creates the remote workspace" in by["workspace"].hint
+    _workspace(tmp_path, {"remote_root": "/tmp", "rsync_remote_root": "elsewhere:/tmp/"})
+    by = _by_name(doctor(cluster, workspace=tmp_path))
+    assert not by["workspace"].ok and "does not go through 'roach-test-alias'" in by["workspace"].detail
 
 
 @pytest.mark.lab

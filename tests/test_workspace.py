@@ -134,7 +134,7 @@ def test_a_missing_or_invalid_workspace_file_is_the_blocker(tmp_path):
     with pytest.raises(WorkspaceError, match="lacks rsync_remote_root"):
         Workspace.load(tmp_path)
     _ws_file(tmp_path, {"remote_root": "rel/ws", "rsync_remote_root": "h:rel/ws"})
-    with pytest.raises(WorkspaceError, match="not an absolute path"):
+    with pytest.raises(WorkspaceError, match="neither an absolute path nor one below \\$HOME"):
         Workspace.load(tmp_path)
     _ws_file(tmp_path, {"remote_root": "/r/ws", "rsync_remote_root": "h:/r/other/"})
     with pytest.raises(WorkspaceError, match="does not name the same directory"):
@@ -198,11 +198,13 @@ def test_verify_lists_what_is_missing(tmp_path):
     (tmp_path / "scoring" / "interface.md").write_text(INTERFACE)
     (tmp_path / "metrics.json").write_text("{}")
     (tmp_path / "figures").mkdir()
+    assert verify(tmp_path).missing == ("results/predictions.csv", "figures/", "checkpoints/*.pt")  # empty: not there
+    (tmp_path / "figures" / "loss.png").write_text("png")
     res = verify(tmp_path)
     assert not res.ok and res.missing == ("results/predictions.csv", "checkpoints/*.pt")
     out = _cli("verify", "--workspace", str(tmp_path))
     assert out.exit_code == MISSING_REQUIRED == 7
-    assert "2 of 4 required file(s) missing" in out.output and "results/predictions.csv" in out.output
+    assert "2 required file(s) missing or invalid" in out.output and "results/predictions.csv: missing" in out.output
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "predictions.csv").write_text("a\n")
     (tmp_path / "checkpoints").mkdir()
@@ -468,7 +470,7 @@ def test_cli_refuses_a_script_lacking_time_and_mem_and_reports_added_lines(ws, c
     assert got["pull"]["bundle_found"] and got["pull"]["missing"] == ["metrics.json", "artifacts/", "results/"]
     assert "RUNNING=1" in res.stderr or "gone" in res.stderr  # the state lines go to stderr with --json
     res = _cli("pull", out["job_id"], *base, "--output", "nothing-here.txt")
-    assert res.exit_code == 0 and "not on the cluster: nothing-here.txt" in res.output
+    assert res.exit_code == 0 and "not on the cluster: metrics.json artifacts/ results/ nothing-here.txt" in res.output
     _script(ws, "three.sbatch", "exit 3\n")
     res = _cli("sbatch", "three.sbatch", *base, "--json")
     job = json.loads(res.output)["job_id"]

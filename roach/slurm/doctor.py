@@ -6,7 +6,9 @@
 3. ``slurm-commands``: ``sbatch squeue sacct scancel`` are on the remote PATH after ``remote_setup``.
 4. ``partitions`` and ``accounts``: every one a preset names exists (for the remote user).
 5. ``workspace`` (when a workspace is given): ``.neurico/dsi_slurm_remote_workspace.json`` names the
-   remote root. A missing file is the blocker it is: roach never chooses a remote root itself.
+   remote root, read by the loader every other command uses (:mod:`roach.slurm.workspace_file`), and, once
+   the cluster answers, that root (``$HOME`` made absolute there) is a directory and rsync's path names it
+   through the cluster's alias. A missing file is the blocker it is: roach never chooses a remote root.
 
 A local cluster has no SSH or rsync to check; those lines say "local". The rsync round trip rides on the
 transport's shared connection; rsync's remote side does not run the ``remote_setup`` lines.
@@ -14,7 +16,6 @@ transport's shared connection; rsync's remote side does not run the ``remote_set
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
@@ -29,9 +30,10 @@ from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.transport import Transport
 
+from roach.slurm.workspace_file import WORKSPACE_FILE, load_workspace_file
+
 SLURM_COMMANDS = ("sbatch", "squeue", "sacct", "scancel")
-WORKSPACE_FILE = ".neurico/dsi_slurm_remote_workspace.json"
-WORKSPACE_KEYS = ("remote_root", "rsync_remote_root")
+__all__ = ["WORKSPACE_FILE", "Check", "check_workspace", "doctor"]
 
 # For each name: "<name> <path>" when found, "<name>" alone when not.
 _WHICH = 'for c do p=$(command -v "$c" 2>/dev/null) && printf "%s %s\\n" "$c" "$p" || printf "%s\\n" "$c"; done'
@@ -96,7 +98,7 @@ def doctor(cluster: Cluster | str, *, workspace: str | os.PathLike[str] | None =
         checks.append(_attempt("partitions", lambda: _check_partitions(c, client)))
         checks.append(_attempt("accounts", lambda: _check_accounts(c, client, user)))
     if workspace is not None:
-        checks.append(_attempt("workspace", lambda: check_workspace(workspace)))
+        checks.append(check_workspace(workspace, c, t))
     return checks
 
 
@@ -236,21 +238,23 @@ def _check_accounts(c: Cluster, client: SlurmClient, user: str | None) -> Check:
 
 
 # -- 5. the remote workspace ----------------------------------------------------------------------------------
-def check_workspace(workspace: str | os.PathLike[str]) -> Check:
-    """Whether ``workspace`` names its remote root (``remote_root`` and ``rsync_remote_root``)."""
-    path = Path(workspace) / WORKSPACE_FILE
-    example = '{"remote_root": "/abs/path/on/cluster", "rsync_remote_root": "<alias>:/abs/path/on/cluster"}'
-    hint = f"write {path} as {example}; roach never chooses, creates or guesses a remote root itself"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return Check("workspace", False, f"{path} is missing: the workspace does not name its remote root", hint)
-    except (OSError, ValueError) as exc:
-        return Check("workspace", False, f"{path} cannot be read as JSON: {exc}", hint)
-    if not isinstance(data, dict):
-        return Check("workspace", False, f"{path} holds {type(data).__name__}, not a JSON object", hint)
-    bad = [k for k in WORKSPACE_KEYS if not isinstance(data.get(k), str) or not data[k].strip()]
-    if bad:
-        return Check("workspace", False, f"{path} lacks {' and '.join(bad)} (a non-empty string each)", hint)
-    return Check("workspace", True, f"{path}: remote_root={data['remote_root']}, "
-                                    f"rsync_remote_root={data['rsync_remote_root']}")
+def check_workspace(workspace: str | os.PathLike[str], cluster: Cluster | None = None,
+                    transport: Transport | None = None) -> Check:
+    """Whether ``workspace`` names its remote root; with ``cluster`` (and its ``transport``), also that the
+    root, made absolute there, is a directory that rsync reaches through the cluster's alias (what every
+    command checks first)."""
+    return _attempt("workspace", lambda: _check_workspace(workspace, cluster, transport))
+
+
+def _check_workspace(workspace: str | os.PathLike[str], cluster: Cluster | None, transport: Transport | None) -> Check:
+    from roach.slurm.workspace_base import Remote, Settings, Workspace
+
+    file = load_workspace_file(workspace)  # a WorkspaceError is this check failing, with its hint
+    notes = "".join(f"; note: {n}" for n in file.notes)
+    if cluster is None:
+        return Check("workspace", True, f"{file.path}: {file.describe()}{notes}")
+    remote = Remote(cluster, transport if transport is not None else cluster.transport())
+    ws = remote.resolve(Workspace(Path(workspace).resolve(), file, Settings()))
+    dest = remote.rsync_root(ws)
+    return Check("workspace", True, f"{file.path}: remote root {ws.remote_root} (remote_root {file.remote_root}) is "
+                                    f"a directory on {remote.where}; rsync goes to {dest}{notes}")

@@ -10,10 +10,8 @@ reaching the cluster), ``workspace_script`` (reading and amending a script) and 
 
 from __future__ import annotations
 
-import glob
 import os
 import posixpath
-import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,9 +23,13 @@ from roach.slurm.ssh import submitted_route
 from roach.slurm.store import Store, utc_now
 from roach.slurm.transport import Transport
 from roach.slurm.workspace_base import (
-    ALWAYS_EXCLUDED, DEFAULT_EXCLUDES, DEFAULT_OUTPUTS, Remote, Settings, Workspace, WorkspaceError,
-    WorkspaceJob, check_job_id, check_relative, connect, min_poll_interval, open_workspace, queued_states,
-    read_local, read_record, record_final, resolve_cluster, write_both, write_local,
+    ALWAYS_EXCLUDED, DEFAULT_EXCLUDES, DEFAULT_OUTPUTS, GIT_DIR, SETTINGS_FILE, Remote, Settings, Workspace,
+    WorkspaceError, WorkspaceJob, check_job_id, check_relative, connect, min_poll_interval, open_workspace,
+    queued_states, read_local, read_record, record_final, resolve_cluster, write_both, write_local,
+)
+from roach.slurm.workspace_file import archived_bundle, earlier_stage_error
+from roach.slurm.workspace_interface import (
+    INTERFACE_FILE, Entry, Finding, InterfaceError, Need, check_entries, parse_interface,
 )
 from roach.slurm.workspace_record import log_path, store_record
 from roach.slurm.workspace_script import (
@@ -39,10 +41,8 @@ from roach.slurm.workspace_wait import WaitEvent, wait
 __all__ = [
     "ARTIFACTS_DIR", "CHECKABLE_SKIPS", "DEFAULT_EXCLUDES", "DEFAULT_OUTPUTS", "INTERFACE_FILE", "PullResult", "ScriptRefused",
     "Settings", "Submission", "SyncResult", "VerifyResult", "WaitEvent", "Workspace", "WorkspaceError",
-    "WorkspaceJob", "min_poll_interval", "pull", "sbatch_script", "sync", "verify", "wait",
+    "WorkspaceJob", "min_poll_interval", "pull", "required_files", "sbatch_script", "sync", "verify", "wait",
 ]
-
-INTERFACE_FILE = "scoring/interface.md"
 
 
 # -- sync ---------------------------------------------------------------------------------------------------
@@ -58,19 +58,21 @@ class SyncResult:
 
 def sync(workspace: Workspace | str | os.PathLike[str], cluster: Cluster | str | None = None, *,
          excludes: Sequence[str] | None = None, extra_excludes: Sequence[str] = (), delete: bool = False,
-         dry_run: bool = False, transport: Transport | None = None) -> SyncResult:
+         dry_run: bool = False, include_git: bool = False, transport: Transport | None = None) -> SyncResult:
     """Copy the workspace up to its remote root with rsync, over the cluster's one SSH connection.
 
     ``excludes`` replaces the workspace's (``roach.toml``, else ``.venv/ .conda/ __pycache__/ .cache/
-    logs/``); ``extra_excludes`` adds to them. ``dsi-slurm-artifacts/`` is never sent. Remote files that
-    are not here are kept unless ``delete``.
+    logs/ .git/``); ``extra_excludes`` adds to them; ``include_git`` sends ``.git/`` after all.
+    ``dsi-slurm-artifacts/`` is never sent. Remote files that are not here are kept unless ``delete``.
     """
     ws = open_workspace(workspace)
     remote = connect(resolve_cluster(ws, cluster), transport)
     remote.open()
-    remote.check_root(ws)
+    ws = remote.resolve(ws)
     dest = remote.rsync_root(ws)
     ex = tuple(dict.fromkeys([*(ws.settings.exclude if excludes is None else excludes), *extra_excludes]))
+    if include_git:
+        ex = tuple(e for e in ex if e.strip("/") != GIT_DIR.strip("/"))
     args = ["-rlpt", "--out-format=%i %n"]  # one line per change: what changed (itemized) and the name
     for pattern in (*ex, *ALWAYS_EXCLUDED):
         args.append(f"--exclude={pattern}")
@@ -125,7 +127,7 @@ def sbatch_script(workspace: Workspace | str | os.PathLike[str], cluster: Cluste
     prepared = prepare_script(text, rel, preemptible=preemptible, skip_checks=tuple(skip_checks))
     remote = connect(c, transport)
     remote.open()
-    remote.check_root(ws)
+    ws = remote.resolve(ws)
     options = ["--hold"]
     if prepared.job_name is None:
         options.append(f"--job-name={Path(rel).name}")  # sent on stdin, the job would be named "sbatch"
@@ -181,27 +183,46 @@ class PullResult:
     copied: tuple[str, ...]  # outputs copied back (workspace-relative)
     missing: tuple[str, ...]  # outputs that do not exist on the cluster
     still_queued: tuple[str, ...]  # the job's states if it has not ended yet (job.json is then not final)
+    notes: tuple[str, ...] = ()
 
 
 _EXISTING = 'root=$1; shift; for p do if [ -e "$root/$p" ]; then printf "%s\\n" "$p"; fi; done'
 
 
+def pull_paths(ws: Workspace, extra: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """What ``pull`` brings back besides the bundle, and notes: every path ``scoring/interface.md`` names,
+    ``roach.toml``'s outputs (without a roach.toml and an interface: ``metrics.json artifacts/ results/``),
+    then ``extra``."""
+    notes: list[str] = []
+    named: list[str] = []
+    try:
+        named = [e.path for e in read_interface(ws.root) if not e.is_glob]
+    except InterfaceError as err:
+        notes.append(f"{err.message}: its paths are not pulled")
+    except WorkspaceError:
+        pass  # no interface.md: the outputs alone
+    if (ws.root / SETTINGS_FILE).exists() or not named:
+        named += ws.settings.outputs
+    outs = [check_relative(o, "output") for o in [*named, *extra]]
+    return list(dict.fromkeys(outs)), notes
+
+
 def pull(workspace: Workspace | str | os.PathLike[str], job_id: str | int, cluster: Cluster | str | None = None, *,
-         outputs: Sequence[str] | None = None, transport: Transport | None = None,
+         outputs: Sequence[str] = (), transport: Transport | None = None,
          store: Store | None = None) -> PullResult:
-    """Copy the job's bundle back to ``dsi-slurm-artifacts/<JOB_ID>/`` and its outputs to the same relative
-    paths here (``outputs`` default: the workspace's, else ``metrics.json artifacts/ results/``).
+    """Copy the job's bundle back to ``dsi-slurm-artifacts/<JOB_ID>/`` and, to the same relative paths here,
+    every path the interface names, the workspace's outputs and ``outputs`` (see :func:`pull_paths`).
 
     If the job has ended but job.json does not say so yet (no ``wait`` ran), its final state is recorded
     first. Outputs that do not exist are reported in ``missing``, not raised: after a failure, whatever
     exists is brought back.
     """
-    ws = open_workspace(workspace)
     job_id = check_job_id(job_id)
+    ws = workspace if isinstance(workspace, Workspace) else Workspace.load(workspace, job_id)
     remote = connect(resolve_cluster(ws, cluster, job_id, store), transport)
     remote.open()
-    remote.check_root(ws)
-    outs = [check_relative(o, "output") for o in (ws.settings.outputs if outputs is None else outputs)]
+    ws = remote.resolve(ws)
+    outs, notes = pull_paths(ws, outputs)
     rec = read_record(ws, remote, job_id)
     still: list[str] = []
     if not rec.is_final:
@@ -214,6 +235,10 @@ def pull(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
         raise RoachError(f"could not look for job {job_id}'s files under {ws.remote_root} on {remote.where}: "
                          f"{probe.stderr.strip()}")
     found = probe.stdout.splitlines()
+    if bundle_rel not in found:
+        old = archived_bundle(ws.root, job_id)
+        if old is not None:
+            raise earlier_stage_error(ws.root, job_id, old)
     sources = [p for p in [bundle_rel, *outs] if p in found]
     if sources:
         root = remote.rsync_root(ws)  # rsync's -R keeps what follows /./ as the path here
@@ -224,80 +249,59 @@ def pull(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
         write_local(ws, rec)  # at least the record, even where the bundle is gone
     local = read_local(ws, job_id) or rec
     return PullResult(job_id, local, ws.local_bundle(job_id), bundle_rel in found,
-                      tuple(o for o in outs if o in found), tuple(o for o in outs if o not in found), tuple(still))
+                      tuple(o for o in outs if o in found), tuple(o for o in outs if o not in found), tuple(still),
+                      tuple(notes))
 
 
 # -- verify -------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class VerifyResult:
     interface: Path
-    required: tuple[str, ...]
-    missing: tuple[str, ...]
+    entries: tuple[Entry, ...]
+    problems: tuple[Finding, ...]  # every missing or invalid required entry (or unmet any-of group), with why
+    notes: tuple[str, ...] = ()  # optional entries that are missing or invalid, how any-of groups were met
 
     @property
     def ok(self) -> bool:
-        return not self.missing
+        return not self.problems
 
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(e.path for e in self.entries if e.need is Need.REQUIRED)
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_SPAN = re.compile(r"`([^`\s]+)`")
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(f.path for f in self.problems)
 
 
 def required_files(text: str) -> list[str]:
-    """The paths ``scoring/interface.md`` requires: every backticked path (no spaces) under a heading that
-    says "Required files" (any level), up to the next heading of the same or a higher level."""
-    found: list[str] = []
-    level = None  # the level of the Required files heading we are under
-    fence = False
-    for line in text.splitlines():
-        if line.lstrip().startswith(("```", "~~~")):
-            fence = not fence
-            continue
-        m = None if fence else _HEADING.match(line)
-        if m:
-            depth = len(m[1])
-            if level is not None and depth <= level:
-                level = None
-            if re.search(r"required\s+files", m[2], re.I):
-                level = depth
-            continue
-        if level is not None and not fence:
-            found += [s for s in _SPAN.findall(line) if s not in found]
-    return found
+    """The paths ``scoring/interface.md`` requires (``yes`` rows, Primary outputs, roach's Required files)."""
+    return [e.path for e in parse_interface(text) if e.need is Need.REQUIRED]
 
 
-def verify(workspace: Workspace | str | os.PathLike[str]) -> VerifyResult:
-    """Check that every file ``scoring/interface.md`` requires is in the workspace (see :func:`required_files`).
-
-    A path ending in ``/`` must be a directory; one with ``* ? [`` must match at least one path. Does not
-    need the workspace file or the cluster: it only looks here.
-    """
-    root = Path(workspace).resolve() if not isinstance(workspace, Workspace) else workspace.root
+def read_interface(root: Path) -> list[Entry]:
+    """The entries of ``root``'s ``scoring/interface.md``; :class:`WorkspaceError` if it is missing or names none."""
     interface = root / INTERFACE_FILE
     try:
         text = interface.read_text()
     except FileNotFoundError:
         raise WorkspaceError(f"{interface} is missing: nothing says which files scoring needs",
-                             hint="the workspace's scoring/interface.md lists them under a 'Required files' "
-                                  "heading") from None
-    required = required_files(text)
-    if not required:
-        raise WorkspaceError(f"{interface} names no required files",
-                             hint="list them as `path` items under a heading 'Required files' "
+                             hint="NeuriCo's rule maker writes it (a 'Files to produce' table or 'Primary "
+                                  "outputs' bullets); roach also reads a 'Required files' list") from None
+    entries = parse_interface(text, str(interface))
+    if not entries:
+        raise WorkspaceError(f"{interface} names no files",
+                             hint="list them in a '## Files to produce' table (| Path | Purpose | Required |), "
+                                  "as '## Primary outputs' bullets (- path: `...`) or under '## Required files' "
                                   "(see docs/remote-workspace.md)")
-    missing = []
-    for rel in required:
-        try:
-            check_relative(rel, "required file")
-        except UsageError:
-            missing.append(rel)
-            continue
-        if any(ch in rel for ch in "*?["):
-            ok = bool(glob.glob(rel, root_dir=root))
-        elif rel.endswith("/"):
-            ok = (root / rel).is_dir()
-        else:
-            ok = (root / rel).exists()
-        if not ok:
-            missing.append(rel)
-    return VerifyResult(interface, tuple(required), tuple(missing))
+    return entries
+
+
+def verify(workspace: Workspace | str | os.PathLike[str]) -> VerifyResult:
+    """Check every file ``scoring/interface.md`` names against the local workspace: required ones exist and
+    are valid (non-empty; ``.json``/``.jsonl``/``.csv`` parse), each any-of group has a usable member, a
+    directory holds something; optional ones are notes. Needs neither the workspace file nor the cluster."""
+    root = Path(workspace).resolve() if not isinstance(workspace, Workspace) else workspace.root
+    entries = read_interface(root)
+    problems, notes = check_entries(root, entries)
+    return VerifyResult(root / INTERFACE_FILE, tuple(entries), tuple(problems), tuple(notes))

@@ -1,9 +1,9 @@
 """The remote workspace's foundations: the workspace file, settings, reaching the cluster, job.json on both sides.
 
 A workspace is a local folder that names its remote root in ``.neurico/dsi_slurm_remote_workspace.json``
-(``remote_root``: the path on the cluster; ``rsync_remote_root``: the same place as rsync spells it,
-``<alias>:<path>``). roach reads that file and nothing else decides the remote root: it never creates,
-chooses, reuses or removes one. Optional settings live in ``roach.toml`` (table ``[workspace]``).
+(read by :mod:`roach.slurm.workspace_file`, the one loader; ``$HOME/x``, ``~/x`` and absolute roots are one
+place, made absolute on the cluster by :meth:`Remote.resolve`). Nothing else decides the remote root: roach
+never creates, chooses, reuses or removes one. Optional settings live in ``roach.toml`` (table ``[workspace]``).
 
 Each Slurm job has a bundle, ``dsi-slurm-artifacts/<JOB_ID>/``, on the cluster and locally, holding its
 logs and ``job.json`` (:class:`~roach.slurm.workspace_record.WorkspaceJob`).
@@ -11,7 +11,6 @@ logs and ``job.json`` (:class:`~roach.slurm.workspace_record.WorkspaceJob`).
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import re
@@ -27,28 +26,25 @@ from roach.errors import RoachError, TransportError, UsageError
 from roach.slurm.bundle import ENDED
 from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.clusterfs import ClusterFS
-from roach.slurm.doctor import WORKSPACE_FILE, check_workspace
 from roach.slurm.finals import End, record_ends
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.store import Store, utc_now
 from roach.slurm.transport import Result, Transport
+from roach.slurm.workspace_file import (
+    WorkspaceError, WorkspaceFile, archived_bundle, earlier_stage_error, load_workspace_file,
+)
 from roach.slurm.workspace_record import WorkspaceJob, final_record
 from roach.slurm.workspace_script import ARTIFACTS_DIR
 
 SETTINGS_FILE = "roach.toml"
-DEFAULT_EXCLUDES = (".venv/", ".conda/", "__pycache__/", ".cache/", "logs/")
+DEFAULT_EXCLUDES = (".venv/", ".conda/", "__pycache__/", ".cache/", "logs/", ".git/")
+GIT_DIR = ".git/"  # a workspace is a git repository: its history stays here unless asked for (--include-git)
 # Never synced up, whatever the settings: the bundles there are written by running jobs (a copy from
 # here would replace a live log), and they come back with `roach pull`.
 ALWAYS_EXCLUDED = (f"/{ARTIFACTS_DIR}/",)
 DEFAULT_OUTPUTS = ("metrics.json", "artifacts/", "results/")
 # When a job left the queue but sacct does not show its end yet, ask again after these pauses (seconds).
 SETTLE_DELAYS = (0.0, 2.0, 5.0, 10.0)
-
-
-class WorkspaceError(RoachError):
-    """The workspace lacks something roach must not guess (its remote root, a required file)."""
-
-    exit_code = 7  # like `roach doctor`: a prerequisite is missing
 
 
 # -- the workspace -----------------------------------------------------------------------------------------
@@ -98,47 +94,57 @@ def check_relative(path: str, what: str) -> str:
     return path
 
 
-_RSYNC_REMOTE = re.compile(r"^(?:(?P<user>[^@/:]+)@)?(?P<host>[^/:@]+):(?P<path>(?!:).*)$")
-
-
 @dataclass(frozen=True)
 class Workspace:
-    """A local workspace folder and the remote root its workspace file names."""
+    """A local workspace folder and the remote root its workspace file names.
+
+    ``home`` is the remote user's ``$HOME`` once :meth:`Remote.resolve` asked the cluster (needed only when
+    the file spells the root below ``$HOME``); :attr:`remote_root` is then absolute."""
 
     root: Path
-    remote_root: str
-    rsync_remote_root: str
+    file: WorkspaceFile
     settings: Settings = field(default_factory=Settings)
+    home: str | None = None
 
     @classmethod
-    def load(cls, root: str | os.PathLike[str] = ".") -> "Workspace":
-        """Read ``root``'s workspace file; raise :class:`WorkspaceError` saying what is missing and what to do."""
+    def load(cls, root: str | os.PathLike[str] = ".", job_id: str | None = None) -> "Workspace":
+        """Read ``root``'s workspace file; raise :class:`WorkspaceError` saying what is missing and what to do
+        (for ``job_id`` from a stage that is over: where its bundle went, and that its remote root is gone)."""
         root = Path(root).resolve()
         if not root.is_dir():
             raise UsageError(f"workspace {root} is not a directory", hint="pass --workspace DIR (default: here)")
-        check = check_workspace(root)
-        if not check.ok:
-            raise WorkspaceError(check.detail, check.hint)
-        data = json.loads((root / WORKSPACE_FILE).read_text())
-        remote, rsync_root = data["remote_root"].strip(), data["rsync_remote_root"].strip()
-        file = root / WORKSPACE_FILE
-        if not remote.startswith("/"):
-            raise WorkspaceError(f"{file}: remote_root {remote!r} is not an absolute path",
-                                 hint="NeuriCo's runtime writes this file; roach uses remote_root as given and "
-                                      "never guesses another")
-        m = _RSYNC_REMOTE.match(rsync_root)
-        rpath = m["path"] if m else rsync_root
-        if posixpath.normpath(rpath or ".") != posixpath.normpath(remote):
-            raise WorkspaceError(f"{file}: rsync_remote_root {rsync_root!r} does not name the same directory as "
-                                 f"remote_root {remote!r}",
-                                 hint="both must name the one remote root (rsync_remote_root as <alias>:<path>); "
-                                      "roach will not pick one of them")
-        return cls(root, remote.rstrip("/") or "/", rsync_root, Settings.load(root))
+        try:
+            file = load_workspace_file(root)
+        except WorkspaceError:
+            old = archived_bundle(root, job_id) if job_id else None
+            if old is not None:
+                raise earlier_stage_error(root, job_id, old) from None
+            raise
+        return cls(root, file, Settings.load(root))
+
+    @property
+    def resolved(self) -> bool:
+        return self.home is not None or not self.file.remote_root.home
+
+    @property
+    def remote_root(self) -> str:
+        """The absolute remote root (after :meth:`Remote.resolve` where the file spells it below ``$HOME``)."""
+        if not self.resolved:
+            raise RoachError(f"the remote root {self.file.remote_root} has not been resolved on the cluster yet",
+                             hint="a bug in roach: Remote.resolve(ws) comes before any use of the remote root")
+        return self.file.remote_root.resolve(self.home or "/")
+
+    @property
+    def rsync_remote_root(self) -> str:
+        return self.file.rsync_remote_root
 
     @property
     def rsync_host(self) -> str | None:
-        m = _RSYNC_REMOTE.match(self.rsync_remote_root)
-        return m["host"] if m else None
+        return self.file.rsync_host
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.file.notes
 
     def local_bundle(self, job_id: str) -> Path:
         return self.root / ARTIFACTS_DIR / job_id
@@ -213,24 +219,45 @@ class Remote:
         if self.ssh and check is not None:
             check()
 
-    def check_root(self, ws: Workspace) -> None:
-        if self.transport.run(["test", "-d", ws.remote_root]).returncode != 0:
-            raise WorkspaceError(f"the remote root {ws.remote_root} (from {ws.root / WORKSPACE_FILE}) is not a "
-                                 f"directory on {self.where}",
-                                 hint="NeuriCo's runtime creates the remote workspace; roach never creates or "
-                                      "chooses one. Report this blocker instead of working around it")
+    # $1 the path below $HOME (or absolute), $2 "home" or "abs": prints $HOME, then whether the root is a directory.
+    _RESOLVE = 'case $2 in home) p=${HOME%/}/$1;; *) p=$1;; esac; printf "%s\\n" "$HOME"; ' \
+               'if [ -d "$p" ]; then echo dir; else echo none; fi'
+
+    def resolve(self, ws: Workspace) -> Workspace:
+        """``ws`` with its remote root made absolute on this cluster (one remote call) and checked: both
+        spellings name one directory, and it exists. A root that does not exist is the blocker it is."""
+        root = ws.file.remote_root
+        res = self.transport.run(["sh", "-c", self._RESOLVE, "sh", root.path, "home" if root.home else "abs"])
+        lines = res.stdout.splitlines()
+        if not res.ok or len(lines) != 2 or not lines[0].startswith("/"):
+            raise RoachError(f"could not read $HOME on {self.where} to place the remote root {root}: "
+                             f"{(res.stderr or res.stdout).strip()[:200]}",
+                             hint="the remote shell must print nothing of its own (see `roach doctor`)")
+        home = lines[0].rstrip("/") or "/"
+        ws = replace(ws, home=home)
+        rsync_abs = ws.file.rsync_path.resolve(home)
+        if rsync_abs != ws.remote_root:
+            raise WorkspaceError(f"{ws.file.path}: rsync_remote_root {ws.rsync_remote_root!r} names {rsync_abs} on "
+                                 f"{self.where}, remote_root {root.text!r} names {ws.remote_root}",
+                                 hint="both must name the one remote root; roach will not pick one of them")
+        if lines[1] != "dir":
+            raise WorkspaceError(f"the remote root {ws.remote_root} (remote_root {root.text} in {ws.file.path}) is "
+                                 f"not a directory on {self.where}",
+                                 hint="NeuriCo's runtime creates the remote workspace at each stage start; roach "
+                                      "never creates or chooses one. Report this blocker instead of working around it")
+        return ws
 
     def rsync_root(self, ws: Workspace) -> str:
-        """The remote root as rsync names it from here, ending in ``/``."""
+        """The (resolved) remote root as rsync names it from here: ``<alias>:<absolute path>/``."""
         if not self.ssh:
             return ws.remote_root.rstrip("/") + "/"
         host = ws.rsync_host
         if host != self.cluster.ssh_alias:
-            raise WorkspaceError(f"{ws.root / WORKSPACE_FILE}: rsync_remote_root {ws.rsync_remote_root!r} does not go "
+            raise WorkspaceError(f"{ws.file.path}: rsync_remote_root {ws.rsync_remote_root!r} does not go "
                                  f"through {self.cluster.ssh_alias!r}, the ssh alias of cluster {self.cluster.name}",
                                  hint="rsync must ride on the cluster's one SSH connection: the file must say "
                                       f"{self.cluster.ssh_alias}:<path>, or pass --ssh-alias {host or '<alias>'}")
-        return ws.rsync_remote_root.rstrip("/") + "/"
+        return f"{host}:{ws.remote_root.rstrip('/')}/"
 
     def rsync(self, args: Sequence[str], what: str, *, ok_codes: Sequence[int] = (0,), rsync: str = "rsync",
               up: bool = True, timeout: float = 3600.0) -> subprocess.CompletedProcess:
@@ -297,8 +324,37 @@ def _named(ws: Workspace, cluster: Cluster | str | None, job_id: str | None) -> 
             return get_cluster(rec.cluster)
     if ws.settings.cluster:
         return get_cluster(ws.settings.cluster)
-    raise UsageError("no cluster given", hint=f"pass --cluster NAME or set cluster in {ws.root / SETTINGS_FILE} "
-                                              "[workspace]")
+    return cluster_for_file(ws.file, ws.root)
+
+
+def cluster_for_file(file: WorkspaceFile, root: Path | None = None) -> Cluster:
+    """The cluster a workspace file names: the one whose ssh alias is its ``ssh_host`` (if several are,
+    clusters.toml's ``default`` among them, else the backend's own), else the backend's cluster
+    (``dsi-slurm``: dsi) reached through ``ssh_host``."""
+    from roach.slurm.cluster import known_clusters
+    from roach.slurm.userconfig import configured, load
+    from roach.slurm.workspace_file import BACKEND_CLUSTERS
+
+    alias = file.alias
+    own = BACKEND_CLUSTERS.get(file.backend or "")
+    where = root / SETTINGS_FILE if root else SETTINGS_FILE
+    if alias:
+        cfg = load()
+        matching = [c for c in (configured(n, cfg) for n in known_clusters()) if c.ssh_alias == alias]
+        if len(matching) == 1:
+            return matching[0]
+        for pick in (cfg.default, own):
+            chosen = [c for c in matching if c.name == pick]
+            if chosen:
+                return chosen[0]
+        if matching:
+            raise UsageError(f"{file.path} names ssh host {alias!r}, the alias of clusters "
+                             f"{', '.join(c.name for c in matching)}", hint="pass --cluster NAME")
+    if own:
+        c = get_cluster(own)
+        return c.with_(ssh_alias=alias) if alias and c.ssh_alias != alias else c
+    raise UsageError("no cluster given", hint=f"pass --cluster NAME or set cluster in {where} [workspace]; "
+                                              f"{file.path} names no backend roach knows")
 
 
 # -- records on both sides -------------------------------------------------------------------------------

@@ -17,6 +17,9 @@ from roach.slurm.store import JobRecord
 # The store's rows of sbatch jobs say so in their resources (a roach run's are a Resources' fields).
 WORKSPACE_BACKEND = "remote-workspace"
 
+# The eight keys of the skill's job.json schema, in its order; always strings.
+SKILL_KEYS = ("job_id", "status", "slurm_state", "exit_code", "script", "description", "submitted_at_utc",
+              "recorded_at_utc")
 # Where an array's tasks disagree, the job's status is the first of these that any task has.
 _WORST_FIRST = ("failed", "timeout", "preempted", "cancelled", "unknown", "completed")
 
@@ -46,7 +49,10 @@ class WorkspaceJob:
         return self.recorded_at_utc is not None or self.status in FINAL_STATUSES and self.status != "unknown"
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2) + "\n"
+        data = asdict(self)
+        for key in SKILL_KEYS:  # the skill's eight keys are strings, never null ("" until known)
+            data[key] = "" if data[key] is None else str(data[key])
+        return json.dumps(data, indent=2) + "\n"
 
     @classmethod
     def from_json(cls, text: str, where: str = "job.json") -> "WorkspaceJob":

@@ -24,9 +24,10 @@ from roach.slurm.cluster import Cluster
 from roach.slurm.store import Store, utc_now
 from roach.slurm.transport import PINNED_ENV, LocalTransport, Transport
 from roach.slurm.workspace_base import (
-    Remote, Workspace, WorkspaceJob, check_job_id, connect, min_poll_interval, open_workspace, read_record,
+    Remote, Workspace, WorkspaceJob, check_job_id, connect, min_poll_interval, read_local, read_record,
     record_final, resolve_cluster, write_local,
 )
+from roach.slurm.workspace_file import archived_bundle, earlier_stage_error
 
 # $1 job id, $2 seconds between looks. Prints "state <utc> <STATE=n,...>" on each change, "error <utc> <msg>"
 # when squeue fails (the loop goes on), "gone <utc>" once no entry of the job is pending or running, and
@@ -176,8 +177,8 @@ def wait(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
     local record names (reached through the ssh alias it was submitted through, per ``store``); the final
     state is also recorded in ``store`` (default: roach's) when the job is there.
     """
-    ws = open_workspace(workspace)
     job_id = check_job_id(job_id)
+    ws = workspace if isinstance(workspace, Workspace) else Workspace.load(workspace, job_id)
     c = resolve_cluster(ws, cluster, job_id, store)
     floor = min_poll_interval(c)
     interval = floor if interval_s is None else float(interval_s)
@@ -185,6 +186,11 @@ def wait(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
         raise UsageError(f"an interval of {interval:g}s is shorter than cluster {c.name} allows ({floor:g}s)",
                          hint="a login host is shared: roach looks at the queue at most once a minute there")
     remote = connect(c, transport)
+    remote.open()
+    ws = remote.resolve(ws)
+    old = archived_bundle(ws.root, job_id)
+    if old is not None and not read_local(ws, job_id):
+        raise earlier_stage_error(ws.root, job_id, old)
     base = read_record(ws, remote, job_id)
     seen: list[WaitEvent] = []
 
