@@ -426,8 +426,9 @@ def test_a_dropped_connection_records_the_last_state_backs_off_and_retries_once(
     rec = wait(ws, sub.job_id, cluster, interval_s=2, on_event=on_event, transport=t)
     notes = [e for e in events if e.kind == "note"]
     assert len(notes) == 1 and "connection lost" in notes[0].text and "trying once more in 3s" in notes[0].text
-    # the last known state, here: in live_state; status stays one of the schema's values until the end
-    assert (seen["kept"]["status"], seen["kept"]["live_state"], seen["kept"]["slurm_state"]) == ("unknown", "running", None)
+    # the last known state, here: in live_state; status stays one of the schema's values until the end, and
+    # the skill's string fields are "" until known
+    assert (seen["kept"]["status"], seen["kept"]["live_state"], seen["kept"]["slurm_state"]) == ("unknown", "running", "")
     assert seen["kept"]["last_seen_utc"]
     assert seen["resumed"] - seen["noted"] >= 2.5  # it backed off before the one retry
     assert sshd.accepted_connections() == seen["accepted"] + 1  # exactly one new login: the retry

@@ -65,6 +65,9 @@ class WorkspaceJob:
             raise RoachError(f"{where} is not a job record (no job_id): {text[:200]!r}")
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in legacy_status(data).items() if k in known}
+        for key in ("slurm_state", "exit_code", "recorded_at_utc"):  # "" is how to_json writes "not known yet"
+            if values.get(key) == "":
+                values[key] = None
         if values.get("status", "unknown") not in FINAL_STATUSES:  # written by hand: "done", "?"...
             values["status"] = "unknown"
         if values["live_state"] not in LIVE_STATES:
