@@ -17,7 +17,11 @@ from roach.slurm import submit, sweep
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.clusters.lab import CPU, LAB, NODES2_GPU2
 from roach.slurm.results import (
-    NotCompletedError, ResultMissingError, SweepNotCompletedError, failing_traceback, read_many,
+    NotCompletedError,
+    ResultMissingError,
+    SweepNotCompletedError,
+    failing_traceback,
+    read_many,
 )
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
@@ -177,7 +181,7 @@ def test_result_returns_the_json_value_and_the_pickled_one_unpickled_only_on_req
 
     # a completed run whose result file is gone: an error naming the run directory, never None
     subprocess.run(["rm", "-f", "--", os.path.join(jobs[0].record.run_dir, "result.json")], check=True)
-    with pytest.raises(ResultMissingError, match=rf"holds no result\.json or result\.pkl") as err:
+    with pytest.raises(ResultMissingError, match=r"holds no result\.json or result\.pkl") as err:
         jobs[0].result()
     assert err.value.exit_code == 7 and jobs[0].record.run_dir in str(err.value)
 

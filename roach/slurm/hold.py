@@ -16,6 +16,7 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field
+from typing import Self
 
 from roach.errors import RoachError, UsageError
 from roach.slurm import guardrails
@@ -96,7 +97,7 @@ class Holder:
     def __str__(self) -> str:
         return f"holder {self.job_id} on {self.cluster.name}"
 
-    def __enter__(self) -> Holder:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -156,7 +156,7 @@ def _value(run: Ended, json_raw: bytes | None, pkl_raw: bytes | None, where: str
                              hint="it is rank 0's own write; was it changed after the job?") from None
     if pkl_raw is not None:
         try:
-            return pickle.loads(pkl_raw)  # noqa: S301 - the user's own function's value, read on their request
+            return pickle.loads(pkl_raw)  # the user's own function's value, unpickled on their request
         except Exception as exc:  # noqa: BLE001 - any error a user's class raises while it is rebuilt
             raise RoachError(f"{run.what}: {where}/result.pkl cannot be unpickled here: {type(exc).__name__}: {exc}",
                              hint="the classes in the value must be importable in this Python (install or put "
