@@ -173,8 +173,8 @@ class Sweep:
 
     def results(self, timeout: float | None = None, poll_s: float = 5.0, *, return_errors: bool = False) -> list[Any]:
         """Wait for every run (:meth:`wait`), then return each run's return value in grid order (as
-        :meth:`Job.result`: ``result.json``, else ``result.pkl``, unpickled only on this call). Two remote
-        calls read them all, whatever the number of runs.
+        :meth:`Job.result`: ``result.json``, else ``result.pkl``, unpickled only on this call). A fixed
+        number of remote calls reads them all (result files, failed runs' logs), whatever the number of runs.
 
         Raises :class:`~roach.slurm.results.SweepNotCompletedError` (exit code 6) when runs did not complete,
         each one's error (final state, failing rank's traceback, log) in its ``failures``; with
