@@ -17,7 +17,7 @@ from roach.slurm.sweep import Sweep, sweep
 from roach.slurm.transport import LocalTransport, Result, Transport
 
 __all__ = [
-    "Capabilities", "Cluster", "Holder", "Job", "JobState", "LocalTransport", "PendingReason", "Resources", "Result", "Run",
-    "SlurmClient", "Sweep", "Transport", "get_cluster", "hold", "known_clusters", "resume", "submit", "sweep",
-    "NotCompletedError", "ResultMissingError", "SweepNotCompletedError",
+    "Capabilities", "Cluster", "Holder", "Job", "JobState", "LocalTransport", "NotCompletedError", "PendingReason",
+    "Resources", "Result", "ResultMissingError", "Run", "SlurmClient", "Sweep", "SweepNotCompletedError", "Transport",
+    "get_cluster", "hold", "known_clusters", "resume", "submit", "sweep",
 ]
