@@ -522,4 +522,5 @@ def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(re
     job = job_for(CLUSTER, store.get("lab", result["job"].job_id), store)
     assert isinstance(job, InsideJob) and job.record.holder == h.job_id
     assert job.wait(timeout=slack(90)).state is JobState.COMPLETED, job.log()
+    assert job.result() == 3  # an attempt's return value, as a job's
     h.release()
