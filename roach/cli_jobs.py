@@ -178,6 +178,9 @@ def where_options(command):
 @click.option("--inside", type=int, metavar="HOLDER", default=None,
               help="Start now as steps of this running holder (roach hold) instead of queuing a job.")
 @click.option("--force", is_flag=True, help="With --inside: start even beside another attempt's running ranks.")
+@click.option("--wait-holder", "wait_holder_s", type=click.FloatRange(min=0), metavar="S", default=None,
+              help="With --inside: wait up to S seconds for a holder still pending to run (without it, a pending "
+                   "holder is refused).")
 @run_as_option
 @click.option("--ssh-alias", metavar="ALIAS", default=None,
               help="Reach the cluster by `ssh ALIAS` instead of its own way; recorded, so later commands read the "

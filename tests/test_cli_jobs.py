@@ -81,6 +81,8 @@ def _submit(*extra: str):
     (["--args-json", "{oops"], "not JSON"),
     (["--args-json", '{"lr": 1}', "--arg", "lr=2"], "also given in --args-json"),
     (["--env", "NOEQUALS"], "NAME=VALUE"),
+    (["--wait-holder", "5"], "(--wait-holder) needs inside= (--inside)"),
+    (["--inside", "412", "--wait-holder", "-1"], "not in the range x>=0"),
 ])
 def test_malformed_arguments_are_usage_errors(extra, says):
     r = _submit(*extra)

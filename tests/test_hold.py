@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -23,9 +24,9 @@ from click.testing import CliRunner
 
 from roach.cli import CONTEXT, RoachGroup
 from roach.cli_hold import COMMANDS
-from roach.errors import UsageError
+from roach.errors import RoachError, UsageError
 from roach.lab.config import LAB_USER
-from roach.slurm import submit
+from roach.slurm import Resources, submit
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from roach.slurm.hold import (
     SIGNAL_PROGRAM, STEP_RANKS, StepKind, classify_step, hold, idle_holders, parse_steps, render_holder,
@@ -116,6 +117,14 @@ def test_exit_codes_mean_completed_stopped_or_failed():
     assert AttemptExit(EXIT_LEFT, "t").status == "cancelled"
     assert "left to come back" in AttemptExit(EXIT_LEFT, "t").state_text
     assert AttemptExit(1, "t").status == "failed" and AttemptExit(137, "t").state is JobState.FAILED
+
+
+def test_wait_holder_s_needs_a_holder_and_seconds_and_is_refused_before_anything_is_queued(tmp_path):
+    store = Store(tmp_path / "store.sqlite")
+    for bad in (dict(wait_holder_s=5), dict(inside=412, wait_holder_s=-1), dict(inside=412, wait_holder_s="5")):
+        with pytest.raises(UsageError, match=r"wait_holder_s=.* \(--wait-holder\) needs inside= \(--inside\)"):
+            submit("pkg.resumable:plain_loop", cluster=CLUSTER, resources=GPU1, repo_root=tmp_path, store=store, **bad)
+    assert store.all_jobs() == []
 
 
 HOSTILE = "/tmp/we ird/$(touch pwned)/`id`/'q\"/\nrm -rf x"
@@ -427,3 +436,91 @@ def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, 
     gone = second.wait(timeout=slack(90))
     assert gone.state is not JobState.COMPLETED and store.get("lab", second.job_id).status == gone.status
     assert json.loads(Path(second.paths.job_json).read_text())["status"] == gone.status
+
+
+@pytest_lab
+def test_a_with_hold_block_that_raises_releases_the_holder_after_its_attempt_checkpoints(repo, store, roots, holders,
+                                                                                          user_slurm):
+    with (pytest.raises(RuntimeError, match="the script failed"),
+          hold(GPU1, cluster=CLUSTER, name="with", time="5", log_root=roots["log_root"], store=store) as h):
+        holders.append(h.job_id)
+        h.wait_running(timeout=slack(60))
+        job = _inside(repo, store, roots, h.job_id, "pkg.resumable:ddp_train", args={"steps": 3000, "step_s": 0.1},
+                      resources=GPU1, name="in-with")
+        wait_until("the attempt to make progress", lambda: job.log().count("done loss") >= 5, timeout=90)
+        raise RuntimeError("the script failed")
+    # the holder is gone, not left charged until its wall clock; its end is recorded
+    assert not [r for r in user_slurm.squeue(job_ids=[h.job_id]) if r.state.is_active]
+    assert store.get("lab", h.job_id).status == "cancelled"
+    # its running attempt checkpointed on the way out
+    ended = job.wait(timeout=slack(90))
+    log = job.log()
+    assert ended.state is not JobState.COMPLETED
+    assert re.search(r"checkpoint at step \d+ after caught_signal TERM", log), log[-3000:]
+    assert (Path(job.record.run_dir) / "resume.pt").exists()
+
+    # a block that ends without an error releases its holder too, whatever its state (here: just queued)
+    with hold(GPU1, cluster=CLUSTER, name="with-ok", time="5", log_root=roots["log_root"], store=store) as ok:
+        holders.append(ok.job_id)
+    assert ok.state() is JobState.CANCELLED and store.get("lab", ok.job_id).status == "cancelled"
+
+
+ALL_GPUS = Resources(nodes=2, gpus_per_node=4, cpus_per_gpu=1, time="00:10:00")  # the lab's 8 GPUs
+
+
+@pytest_lab
+def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(repo, store, roots, holders, cli,
+                                                                              monkeypatch):
+    from roach.slurm.hold import Holder
+
+    # a holder that takes every GPU keeps the next one PENDING (Resources) until it is released
+    big = hold(ALL_GPUS, cluster=CLUSTER, name="all", time="5", log_root=roots["log_root"], store=store)
+    holders.append(big.job_id)
+    big.wait_running(timeout=slack(60))
+    h = hold(GPU1, cluster=CLUSTER, name="later", time="5", log_root=roots["log_root"], store=store)
+    holders.append(h.job_id)
+    assert h.state().is_pending
+    with pytest.raises(UsageError, match=rf"(?s)holder {h.job_id} is PENDING.*--wait-holder S"):
+        _inside(repo, store, roots, h.job_id, "pkg.resumable:plain_loop", args={"steps": 3}, resources=GPU1)
+    with pytest.raises(RoachError, match=rf"holder {h.job_id} on lab did not start within 1s"):
+        _inside(repo, store, roots, h.job_id, "pkg.resumable:plain_loop", args={"steps": 3}, resources=GPU1,
+                wait_holder_s=1)
+    from roach.cli import cli as roach_cli
+
+    r = CliRunner().invoke(roach_cli, [
+        "submit", "pkg.resumable:plain_loop", "--cluster", "lab", "--resources", "GPU1", "--inside", str(h.job_id),
+        "--wait-holder", "1", "--repo-root", str(repo.work), "--log-root", roots["log_root"], "--clone-root",
+        roots["clone_root"], "--run-as", LAB_USER])
+    assert r.exit_code != 0 and "did not start within 1s" in r.output, r.output
+    assert attempt_records(store, "lab", h.job_id) == []  # the refusals and the timeouts left nothing
+
+    # waiting: the submission blocks in the holder's wait until the big holder goes, then starts at once
+    waiting = threading.Event()
+    real_wait = Holder.wait_running
+
+    def noting(self, *a, **kw):
+        waiting.set()
+        return real_wait(self, *a, **kw)
+
+    monkeypatch.setattr(Holder, "wait_running", noting)
+    result: dict = {}
+
+    def go():  # a store connection of its own: SQLite's belong to their thread
+        try:
+            result["job"] = _inside(repo, Store(store.path), roots, h.job_id, "pkg.resumable:plain_loop",
+                                    args={"steps": 3, "step_s": 0.1}, resources=GPU1, wait_holder_s=slack(120))
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            result["error"] = exc
+            waiting.set()
+
+    t = threading.Thread(target=go)
+    t.start()
+    assert waiting.wait(timeout=slack(60))
+    big.release()
+    t.join(timeout=slack(180))
+    assert "error" not in result, result.get("error")
+    job = job_for(CLUSTER, store.get("lab", result["job"].job_id), store)
+    assert isinstance(job, InsideJob) and job.record.holder == h.job_id
+    assert job.wait(timeout=slack(90)).state is JobState.COMPLETED, job.log()
+    assert job.result() == 3  # an attempt's return value, as a job's
+    h.release()

@@ -9,6 +9,7 @@ from roach.slurm.context import Run
 from roach.slurm.hold import Holder, hold
 from roach.slurm.job import Job
 from roach.slurm.resources import Resources
+from roach.slurm.results import NotCompletedError, ResultMissingError, SweepNotCompletedError
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.states import JobState, PendingReason
 from roach.slurm.submit import resume, submit
@@ -16,6 +17,7 @@ from roach.slurm.sweep import Sweep, sweep
 from roach.slurm.transport import LocalTransport, Result, Transport
 
 __all__ = [
-    "Capabilities", "Cluster", "Holder", "Job", "JobState", "LocalTransport", "PendingReason", "Resources", "Result", "Run",
-    "SlurmClient", "Sweep", "Transport", "get_cluster", "hold", "known_clusters", "resume", "submit", "sweep",
+    "Capabilities", "Cluster", "Holder", "Job", "JobState", "LocalTransport", "NotCompletedError", "PendingReason",
+    "Resources", "Result", "ResultMissingError", "Run", "SlurmClient", "Sweep", "SweepNotCompletedError", "Transport",
+    "get_cluster", "hold", "known_clusters", "resume", "submit", "sweep",
 ]

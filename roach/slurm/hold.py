@@ -16,6 +16,7 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field
+from typing import Self
 
 from roach.errors import RoachError, UsageError
 from roach.slurm import guardrails
@@ -98,6 +99,21 @@ class Holder:
 
     def __str__(self) -> str:
         return f"holder {self.job_id} on {self.cluster.name}"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """``with hold(...) as h:`` ends the holder when the block ends, also on an exception or ^C (as
+        :meth:`release`: a running attempt checkpoints first), so a script that fails stops the charge.
+        The block's own exception goes on; a failure to release is then a note on it, not a new error."""
+        try:
+            if self.info().state.is_active:
+                self.release()
+        except Exception as err:
+            if exc is None:
+                raise
+            exc.add_note(f"roach: releasing {self} failed too: {err}; end it with `roach release {self.job_id}`")
 
     @classmethod
     def from_ref(cls, ref: str | int, *, cluster: str | Cluster | None = None, store: Store | None = None) -> Holder:

@@ -107,16 +107,20 @@ def submit_inside(
     job_env: dict[str, str], name: str, run_id: str, repo: Any, python_path: list[str], log_root: str,
     abs_log_root: str, clone_root: str, secrets_dir: str | None, run_dir: str, description: str,
     checkpoint_every: int | None, store: Store, client: SlurmClient, fs: ClusterFS, force: bool = False,
-    settle_s: float = SETTLE_S,
+    settle_s: float = SETTLE_S, wait_holder_s: float | None = None,
 ) -> InsideJob:
-    """Start an attempt now as steps of ``holder``; the values are submit()'s, validated there."""
+    """Start an attempt now as steps of ``holder``; the values are submit()'s, validated there. A holder
+    still pending is waited for up to ``wait_holder_s`` (None: refused at once)."""
     h = Holder(cluster, holder, store.get(cluster.name, holder), store)
     h._client = client
     info = h.info()
+    if info.state.is_pending and wait_holder_s is not None:  # before anything is written: a timeout leaves nothing
+        info = h.wait_running(timeout=wait_holder_s)
     if not info.state.is_running:
         why = f" ({info.reason})" if info.reason else ""
         raise UsageError(f"holder {holder} is {info.state.value}{why}: an attempt starts only inside a running holder",
-                         hint="wait for it (`roach hold --wait`, Holder.wait_running())" if info.state.is_pending
+                         hint="wait for it: submit(..., wait_holder_s=S) (--wait-holder S), or `roach hold --wait`, "
+                              "Holder.wait_running()" if info.state.is_pending
                          else "hold again (`roach hold`)")
     _check_fits(resources, info, holder)
     lead = h.lead_s()

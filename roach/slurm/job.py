@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from roach.errors import RoachError, UsageError
 from roach.slurm.bundle import BundlePaths
@@ -147,3 +148,19 @@ class Job:
         if self.record.job_id != self.job_id:
             raise UsageError("job handle and record disagree")
         self.client.scancel([self.slurm_id])
+
+    # -- result --------------------------------------------------------------------------------------
+    def result(self, timeout: float | None = None, poll_s: float = 2.0) -> Any:
+        """Wait for the job to end (:meth:`wait`), then return its function's return value: rank 0's
+        ``result.json`` in the run directory (JSON: a tuple comes back a list), else its ``result.pkl``.
+
+        ``result.pkl`` is unpickled only here, on this call: unpickling runs code of the classes in it, which
+        are the job's own (the function's value). Raises :class:`~roach.slurm.results.NotCompletedError` (exit
+        code 6) when the job ended other than COMPLETED, with its final state, the failing rank's last
+        traceback lines and the log to read; :class:`~roach.slurm.results.ResultMissingError` when it
+        completed and its run directory holds no result file.
+        """
+        from roach.slurm.results import collect, ended
+
+        (outcome,) = collect(self.fs, [ended(self, self.wait(timeout, poll_s))])
+        return outcome.get()

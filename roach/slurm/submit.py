@@ -156,6 +156,7 @@ def submit(
     allow_metered: bool = False,
     inside: int | None = None,
     force: bool = False,
+    wait_holder_s: float | None = None,
     commit: str | None = None,
     store: Store | None = None,
 ) -> Job:
@@ -163,11 +164,16 @@ def submit(
 
     Paths may start with ``~``: the cluster user's home, expanded on the cluster. ``inside=<holder job id>``
     starts it now as steps of that running holder instead (an :class:`~roach.slurm.inside.InsideJob`; see
-    docs/hold.md); ``force`` then starts it even beside another attempt's running ranks. ``commit`` submits
+    docs/hold.md); ``force`` then starts it even beside another attempt's running ranks, and ``wait_holder_s``
+    waits up to that long for a holder still pending to run (without it, a pending holder is refused). ``commit`` submits
     that pushed commit instead of HEAD (what promote and move use to resubmit a run's own code).
     """
     if run_id is not None and not _RUN_ID.match(run_id):
         raise UsageError(f"run id {run_id!r} is not valid", hint="letters, digits, . _ - (up to 128), starting with a letter or digit")
+    if wait_holder_s is not None and (inside is None or isinstance(wait_holder_s, bool)
+                                      or not isinstance(wait_holder_s, (int, float)) or not wait_holder_s >= 0):
+        raise UsageError(f"wait_holder_s={wait_holder_s!r} (--wait-holder) needs inside= (--inside) and a number "
+                         f"of seconds >= 0", hint="name the holder to run in and how long to wait for it to run")
     args = _check_args(args or {})
     p = prepare(target, resources=resources, cluster=cluster, name=name, job_env=job_env, repo_root=repo_root,
                 log_root=log_root, clone_root=clone_root, secrets_dir=secrets_dir, allow_metered=allow_metered,
@@ -194,7 +200,8 @@ def submit(
             holder=int(inside), cluster=cluster, resources=res, target=target, args=args, job_env=env, name=name,
             run_id=run_id, repo=repo, python_path=python_path, log_root=log_root, abs_log_root=abs_log_root,
             clone_root=clone_root, secrets_dir=secrets_dir, run_dir=run_dir, description=description,
-            checkpoint_every=checkpoint_every, store=store, client=client, fs=fs, force=force)
+            checkpoint_every=checkpoint_every, store=store, client=client, fs=fs, force=force,
+            wait_holder_s=wait_holder_s)
 
     guardrails.check_live(cluster, res, client)
     bundle_root = posixpath.join(abs_log_root, "bundles")

@@ -173,6 +173,27 @@ class Sweep:
         """Cancel every run of the sweep (its arrays: one scancel)."""
         self.client.scancel(self.array_ids)
 
+    def results(self, timeout: float | None = None, poll_s: float = 5.0, *, return_errors: bool = False) -> list[Any]:
+        """Wait for every run (:meth:`wait`), then return each run's return value in grid order (as
+        :meth:`Job.result`: ``result.json``, else ``result.pkl``, unpickled only on this call). A fixed
+        number of remote calls reads them all (result files, failed runs' logs), whatever the number of runs.
+
+        Raises :class:`~roach.slurm.results.SweepNotCompletedError` (exit code 6) when runs did not complete,
+        each one's error (final state, failing rank's traceback, log) in its ``failures``; with
+        ``return_errors=True`` a run's error stands in its place instead and nothing is raised.
+        """
+        from roach.slurm.clusterfs import ClusterFS
+        from roach.slurm.results import NotCompletedError, SweepNotCompletedError, collect, ended
+
+        done = self.wait(timeout, poll_s)
+        outcomes = collect(ClusterFS(self.client.transport), [ended(j, done[j.run_id]) for j in self.jobs])
+        if return_errors:
+            return [o.error if o.error is not None else o.value for o in outcomes]
+        failures = {i: o.error for i, o in enumerate(outcomes) if isinstance(o.error, NotCompletedError)}
+        if failures:
+            raise SweepNotCompletedError(self.sweep_id, len(self), failures)
+        return [o.get() for o in outcomes]
+
 
 def sweep(
     target: str,
