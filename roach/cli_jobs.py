@@ -31,6 +31,7 @@ from roach.slurm.job import Job
 from roach.slurm.store import JobRecord, Store
 from roach.slurm.submit import resume as resume_run
 from roach.slurm.submit import submit as submit_job
+from roach.slurm.workspace_file import archived_bundle, earlier_stage_error
 from roach.slurm.workspace_record import is_workspace_record
 
 JOB_NOT_COMPLETED = 6  # exit code: the job ran (or was cancelled) and did not end COMPLETED
@@ -288,10 +289,21 @@ def status(ref: str, cluster: str | None, run_as: str | None, ssh_alias: str | N
         job = _job(ref, cluster, run_as, store, ssh_alias, ssh_config)
         with _explained(job.record, ssh_alias):
             (view,) = live_views(job.client, [job.record], store, whole_queue=False)
+    stage = _earlier_stage(job.record)
     if as_json:
-        _echo_json(asdict(view))
+        _echo_json({**asdict(view), **({"earlier_stage": stage} if stage else {})})
     else:
         print_view(view)
+        if stage:
+            click.echo(f"note: {stage}", err=True)
+
+
+def _earlier_stage(rec) -> str | None:
+    """For a remote-workspace job whose stage is over (NeuriCo archived its bundle): where the bundle went."""
+    if not is_workspace_record(rec):
+        return None
+    archived = archived_bundle(rec.resources.get("workspace") or "", str(rec.job_id))
+    return None if archived is None else earlier_stage_error(rec.resources["workspace"], str(rec.job_id), archived).message
 
 
 @click.command()

@@ -256,3 +256,9 @@ def test_bootstrap_mode_one_job_completes_one_exits_3_then_the_stage_ends(site, 
         text = " ".join(res.output.split())
         assert f"job {second} ran in an earlier stage" in text and f"archived to {archived}" in text
         assert "(its job.json says failed)" in text and "its remote root is gone" in text
+    # status still answers from accounting, and says where the bundle went
+    res = _ok(_roach("status", second, "--json"))
+    said = json.loads(res.stdout)
+    assert said["status"] == "failed" and f"archived to {archived}" in said["earlier_stage"]
+    res = _ok(_roach("status", second))
+    assert f"archived to {archived}" in " ".join(res.stderr.split()) and "its remote root is gone" in res.stderr
