@@ -63,6 +63,12 @@ class SlurmTransientError(SlurmError):
     """A Slurm command failed in a way that usually clears by itself (controller busy, socket timeout)."""
 
 
+class WaitTimeoutError(RoachError):
+    """A wait ran out of time: the job, holder or sweep it waited for goes on (nothing was cancelled)."""
+
+    exit_code = 10
+
+
 class ParseError(RoachError):
     """Slurm printed something roach cannot read. Carries the offending text."""
 

@@ -73,6 +73,7 @@ def test_missing_lab_exits_3_and_says_how_to_start_it(command):
     errors.TransportError("no route", argv=["ssh", "x"]),
     errors.SlurmError(["sbatch"], 1, "sbatch: error: nope"),
     errors.ParseError("cannot read 'x'"),
+    errors.WaitTimeoutError("job 5 did not end within 10s"),
 ])
 def test_every_roach_error_becomes_a_red_line_and_its_exit_code(monkeypatch, error):
     def fail(state_dir=None):
@@ -108,7 +109,7 @@ def test_docs_list_every_command_and_exit_code():
     doc = (REPO / "docs" / "cli.md").read_text()
     for command in _commands(cli, "roach"):
         assert f"`{command}" in doc, f"docs/cli.md does not mention `{command}`"
-    documented = {int(c) for c in re.findall(r"^\| (\d) \|", doc, flags=re.M)}
+    documented = {int(c) for c in re.findall(r"^\| (\d+) \|", doc, flags=re.M)}
     codes = {cls.exit_code for cls in vars(errors).values()
              if isinstance(cls, type) and issubclass(cls, errors.RoachError)}
     assert codes | {0} <= documented

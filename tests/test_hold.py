@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from roach.cli import CONTEXT, RoachGroup
 from roach.cli_hold import COMMANDS
-from roach.errors import RoachError, UsageError
+from roach.errors import UsageError, WaitTimeoutError
 from roach.lab.config import LAB_USER
 from roach.slurm import Resources, submit
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
@@ -482,7 +482,7 @@ def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(re
     assert h.state().is_pending
     with pytest.raises(UsageError, match=rf"(?s)holder {h.job_id} is PENDING.*--wait-holder S"):
         _inside(repo, store, roots, h.job_id, "pkg.resumable:plain_loop", args={"steps": 3}, resources=GPU1)
-    with pytest.raises(RoachError, match=rf"holder {h.job_id} on lab did not start within 1s"):
+    with pytest.raises(WaitTimeoutError, match=rf"holder {h.job_id} on lab did not start within 1s"):
         _inside(repo, store, roots, h.job_id, "pkg.resumable:plain_loop", args={"steps": 3}, resources=GPU1,
                 wait_holder_s=1)
     from roach.cli import cli as roach_cli
@@ -491,7 +491,7 @@ def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(re
         "submit", "pkg.resumable:plain_loop", "--cluster", "lab", "--resources", "GPU1", "--inside", str(h.job_id),
         "--wait-holder", "1", "--repo-root", str(repo.work), "--log-root", roots["log_root"], "--clone-root",
         roots["clone_root"], "--run-as", LAB_USER])
-    assert r.exit_code != 0 and "did not start within 1s" in r.output, r.output
+    assert r.exit_code == WaitTimeoutError.exit_code == 10 and "did not start within 1s" in r.output, r.output
     assert attempt_records(store, "lab", h.job_id) == []  # the refusals and the timeouts left nothing
 
     # waiting: the submission blocks in the holder's wait until the big holder goes, then starts at once

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from roach.errors import RoachError, UsageError
+from roach.errors import RoachError, UsageError, WaitTimeoutError
 from roach.slurm.checkpoint import RESUME_FILE
 from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.slurmcli import SlurmClient
@@ -206,7 +206,7 @@ def _clean_cluster(experiment: str, c: Cluster, recs: list[JobRecord], store: St
         deadline = time.monotonic() + wait_s
         while [q for q in client.squeue(job_ids=sorted(ids)) if q.ref.job in ids and q.state.is_active]:
             if time.monotonic() > deadline:
-                raise RoachError(f"jobs of {experiment} on {c.name} were cancelled and are still in the queue after "
+                raise WaitTimeoutError(f"jobs of {experiment} on {c.name} were cancelled and are still in the queue after "
                                  f"{wait_s:.0f}s; nothing was deleted yet", hint=f"run `roach clean {experiment}` again")
             sleep(poll)
     # every node any attempt ran on (-D: requeued runs too)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Self
 
-from roach.errors import RoachError, UsageError
+from roach.errors import RoachError, UsageError, WaitTimeoutError
 from roach.slurm import guardrails
 from roach.slurm.bundle import BundlePaths, JobJson
 from roach.slurm.cluster import Cluster, get_cluster
@@ -159,7 +159,7 @@ class Holder:
                 raise RoachError(f"{self} ended ({info.state.value}) before it ran",
                                  hint="read its log" + (f": {self.log_path}" if self.log_path else ""))
             if deadline is not None and time.monotonic() > deadline:
-                raise RoachError(f"{self} did not start within {timeout:.0f}s (pending: {info.reason or '?'})",
+                raise WaitTimeoutError(f"{self} did not start within {timeout:.0f}s (pending: {info.reason or '?'})",
                                  hint="wait again, or `roach release` it and hold something that fits")
             time.sleep(poll_s)
 

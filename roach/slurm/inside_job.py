@@ -12,7 +12,7 @@ import posixpath
 import time
 from dataclasses import dataclass, field
 
-from roach.errors import RoachError
+from roach.errors import RoachError, WaitTimeoutError
 from roach.slurm.cluster import Cluster
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.finals import End, record_ends
@@ -212,7 +212,7 @@ class InsideJob(Job):
                 self.record_final(lost, "FAILED (the holder ended and the driver wrote no exit status)")
                 return lost
             if deadline is not None and time.monotonic() > deadline:
-                raise RoachError(f"{self} did not end within {timeout:.0f}s",
+                raise WaitTimeoutError(f"{self} did not end within {timeout:.0f}s",
                                  hint=f"wait again, or stop it: roach signal {self.holder}")
             time.sleep(poll_s)
 

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from roach.errors import RoachError, UsageError
+from roach.errors import RoachError, UsageError, WaitTimeoutError
 from roach.slurm.bundle import BundlePaths
 from roach.slurm.cluster import Cluster
 from roach.slurm.clusterfs import ClusterFS
@@ -123,7 +123,7 @@ class Job:
                     self.record_final(rec)
                     return rec
             if deadline is not None and time.monotonic() > deadline:
-                raise RoachError(f"{self} did not end within {timeout:.0f}s",
+                raise WaitTimeoutError(f"{self} did not end within {timeout:.0f}s",
                                  hint=f"it is still {queued[0].state.value if queued else 'being accounted'}; "
                                       "wait again or `roach cancel`")
             time.sleep(poll_s)

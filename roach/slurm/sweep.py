@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import roach
-from roach.errors import RoachError, UsageError
+from roach.errors import UsageError, WaitTimeoutError
 from roach.slurm import guardrails
 from roach.slurm import script as batch
 from roach.slurm.bundle import BundlePaths, JobJson
@@ -158,7 +158,7 @@ class Sweep:
                     self._record_final(done)
                     return done
             if deadline is not None and time.monotonic() > deadline:
-                raise RoachError(f"{self} did not end within {timeout:.0f}s",
+                raise WaitTimeoutError(f"{self} did not end within {timeout:.0f}s",
                                  hint="wait again, watch it with `roach watch`, or `roach cancel` its runs")
             time.sleep(poll_s)
 
