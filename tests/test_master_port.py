@@ -16,25 +16,12 @@ from roach.slurm.clusters.lab import LAB, NODES2_GPU2
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
 from tests.conftest import slack
+from tests.test_submit import PKG  # pkg.dist:allreduce, a 4-rank gloo all_reduce
 
 pytestmark = pytest.mark.lab
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 AHEAD = 40  # job ids the next submit may get: other ids can be taken between the probe and the submit
-
-PKG = {
-    "pkg/__init__.py": "",
-    "pkg/dist.py": '''
-def allreduce(run):
-    import torch
-    import torch.distributed as dist
-    dist.init_process_group("gloo")
-    t = torch.tensor([float(run.rank + 1)])
-    dist.all_reduce(t)
-    dist.destroy_process_group()
-    return t.item()
-''',
-}
 
 
 def _next_job_id(lab) -> int:
