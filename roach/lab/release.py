@@ -19,7 +19,7 @@ class Release:
         return f"{self.major}.{self.minor:02d}.{self.patch}"
 
     @classmethod
-    def parse(cls, text: str) -> "Release | None":
+    def parse(cls, text: str) -> Release | None:
         """``slurm-wlm 22.05.8``, ``slurm 24.11.5``, ``slurm 26.05.0-0rc1`` -> the release; None if none is named."""
         m = re.search(r"\b(\d{2})\.(\d{2})(?:\.(\d+))?", text)
         return cls(int(m[1]), int(m[2]), int(m[3] or 0)) if m else None
