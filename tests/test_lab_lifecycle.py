@@ -180,3 +180,14 @@ def test_a_daemon_that_dies_at_start_shows_its_log(tmp_path):
         d.start(ready=lambda: True, timeout=10)
     assert "x exited with status 7 while starting" in str(err.value)
     assert "fatal: bad config line 3" in str(err.value) and str(log) in str(err.value)
+
+
+def test_release_is_read_from_what_each_debian_slurm_prints():
+    # `slurmctld -V` on Debian 12 and 13, and an upstream release candidate's form.
+    assert release.Release.parse("slurm-wlm 22.05.8\n") == release.Release(22, 5, 8)
+    assert release.Release.parse("slurm 24.11.5\n") == release.Release(24, 11, 5)
+    assert release.Release.parse("slurm 26.05.0-0rc1") == release.Release(26, 5, 0)
+    assert release.Release.parse("slurmctld: command not found") is None
+    assert not release.Release(22, 5, 8).has_preempt_send_user_signal_in_preempt_parameters
+    assert release.Release(24, 11, 5).has_preempt_send_user_signal_in_preempt_parameters
+    assert str(release.Release(24, 11, 5)) == "24.11.5" and str(release.Release(22, 5, 8)) == "22.05.8"
