@@ -107,9 +107,10 @@ def test_up_with_other_settings_while_running_is_refused(private_lab):
 
 def test_live_settings_change_a_running_lab(private_lab):
     cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
-    # slurmctld may hand over to a new process on `scontrol reconfigure` (Slurm 23.11+): every other daemon
-    # keeps its pid, and the lab's one slurmctld is the one its pid file names.
-    pids = {d.name: d.pid() for d in lablib.daemons(cfg) if d.name != "slurmctld"}
+    # slurmctld and slurmd may hand over to a new process on `scontrol reconfigure` (Slurm 23.11+): munged,
+    # MariaDB and slurmdbd keep their pids, and the lab's one slurmctld is the one its pid file names.
+    kept = {"munged", "mariadbd", "slurmdbd"}
+    pids = {d.name: d.pid() for d in lablib.daemons(cfg) if d.name in kept}
     client = SlurmClient(LocalTransport(env=cfg.env()))
     assert client.capabilities().preempt_send_user_signal is False
     said = []
@@ -117,8 +118,9 @@ def test_live_settings_change_a_running_lab(private_lab):
     assert said == [f"lab is up ({private_lab}); reconfigured live: min_job_age 30, preempt_send_user_signal True"]
     caps = client.capabilities(refresh=True)
     assert caps.preempt_send_user_signal is True and caps.min_job_age_s == 30
-    assert {d.name: d.pid() for d in lablib.daemons(cfg) if d.name != "slurmctld"} == pids  # none restarted
-    assert lablib.processes_in(private_lab, "slurmctld") and lablib.status(str(private_lab)).up
+    assert {d.name: d.pid() for d in lablib.daemons(cfg) if d.name in kept} == pids  # none restarted
+    st = lablib.status(str(private_lab))
+    assert st.up and all(st.nodes[n].rstrip("*") in {"idle", "mix"} for n in ("n1", "n2")), st
     assert LabConfig.load(private_lab).preempt_send_user_signal is True
 
 

@@ -267,25 +267,29 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
 def _reconfigure_live(cfg: LabConfig) -> None:
     cfg.render()
     accounting.ensure_tiers_and_users(cfg)
-    _reconfigure(cfg, "for the new settings")
+    _reconfigure(cfg, "for the new settings", nodes=True)
     cfg.save()
 
 
-def _reconfigure(cfg: LabConfig, why: str) -> None:
-    """`scontrol reconfigure`, then wait until one slurmctld of this lab answers and its pid file names it.
+def _reconfigure(cfg: LabConfig, why: str, nodes: bool = False) -> None:
+    """`scontrol reconfigure`, then wait until one slurmctld of this lab answers and its pid file names it
+    (and, with ``nodes``, until both slurmd are alive by their pid files and their nodes up).
 
-    From 23.11 slurmctld reconfigures by handing over to a new process (a new pid, the old one exits once the
-    new one is up); before, the same process rereads its files. Either way, what follows must find the lab
-    whole: `lab up` again must not take an outgoing slurmctld for the lab's or miss it during the handover.
+    From 23.11 slurmctld and slurmd reconfigure by handing over to a new process (a new pid, the old one exits
+    once the new one is up); before, the same process rereads its files. Either way, what follows must find the
+    lab whole: `lab up` again must not take an outgoing daemon for the lab's or miss one during the handover.
     """
-    ctld = _by_name(cfg)["slurmctld"]
+    ds = _by_name(cfg)
+    ctld = ds["slurmctld"]
     if not _ok(["scontrol", "reconfigure"], cfg):
         raise LabError(f"scontrol reconfigure failed {why}", hint=f"read {ctld.logfile}")
 
     def settled() -> bool:
         # slurmctld's helper process slurmscriptd runs the same program; it is no second controller.
         running = [p for p in processes_in(cfg.state, "slurmctld") if _comm(p) != "slurmscriptd"]
-        return len(running) == 1 and ctld.pid() == running[0] and _ok(["scontrol", "ping"], cfg)
+        if not (len(running) == 1 and ctld.pid() == running[0] and _ok(["scontrol", "ping"], cfg)):
+            return False
+        return not nodes or (all(ds[f"slurmd-{n}"].alive() for n in NODES) and _nodes_up(cfg))
 
     wait_for(f"slurmctld to take the new configuration ({why})", settled, timeout=60, logs=[ctld])
 
