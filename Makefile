@@ -1,4 +1,4 @@
-# roach on a fresh Debian 12 machine, as root: `make demo` or `make test`.
+# roach on a fresh Debian 12 or 13 machine, as root: `make demo` or `make test`.
 # Every target is safe to run again: it reuses the packages, venv and lab a previous run made.
 
 SHELL := /bin/bash
@@ -8,6 +8,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-from-pyproject
+# One list for both: bookworm and trixie ship these names (trixie: Slurm 24.11, MariaDB 11.8).
 DEBS := slurm-wlm slurmdbd munge mariadb-server mariadb-client rsync openssh-server openssh-client git python3-venv
 PYTEST_ARGS ?=
 # What the lab's jobs import: torch's CPU build for torch.distributed (gloo) in the demo and tests.

@@ -42,6 +42,11 @@ def lab() -> None:
     "--preempt-send-user-signal/--no-preempt-send-user-signal", default=None,
     help=f"Send the job's --signal before preempting it. {_default('preempt_send_user_signal')}",
 )
+@click.option(
+    "--preempt-signal-setting", type=click.Choice([s.value for s in lablib.PreemptSignalSetting]), default=None,
+    help="Which slurm.conf setting says so: SlurmctldParameters=preempt_send_user_signal (every release) or "
+         f"PreemptParameters=send_user_signal (23.02+). {_default('preempt_signal_setting')}",
+)
 @click.option("--low-grace-time", type=int, default=None, help=f"Seconds a preempted low job gets. {_default('low_grace_time')}")
 @click.option("--high-gpu-cap", type=int, default=None, help=f"GPUs per user in the high QOS. {_default('high_gpu_cap')}")
 @click.option("--job-package", "job_packages", multiple=True,

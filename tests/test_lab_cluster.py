@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from roach.lab import release
 from roach.lab.config import LAB_USER
 from roach.slurm.states import JobState, PendingReason
 from tests.conftest import wait_until
@@ -136,7 +137,8 @@ def test_array_tasks_are_listed_one_per_line_with_their_ids(user_slurm, jobs):
 
 def test_probe_reports_the_lab_settings(slurm, lab):
     caps = slurm.capabilities(refresh=True)
-    assert caps.version[:2] == (22, 5)
+    have = release.installed()  # the installed slurmctld's own word (`slurmctld -V`), whichever release it is
+    assert have is not None and caps.version == (have.major, have.minor, have.patch)
     assert caps.cluster_name == "lab"
     assert caps.accounting is True
     assert caps.min_job_age_s == lab.min_job_age

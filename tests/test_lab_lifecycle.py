@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from roach.errors import LabError
+from roach.errors import LabError, UsageError
 from roach.lab import lab as lablib
+from roach.lab import release
 from roach.lab.config import LAB_USER, LabConfig
 from roach.lab.daemons import Daemon
 from roach.slurm.slurmcli import SlurmClient
@@ -23,7 +24,11 @@ PORT_BASE = 17917  # away from the main lab's 16817-16821
 
 
 def _lab_processes(state: Path) -> list[str]:
-    """Every live process that belongs to the lab in ``state``: by command line or by its SLURM_CONF."""
+    """Every live process that belongs to the lab in ``state``: by command line, SLURM_CONF or working directory.
+
+    The working directory finds the job steps: slurmstepd 24.11+ writes its process title over its command line
+    and environment, but works, like the lab's daemons, in the lab's log directory.
+    """
     marker = str(state)
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -31,12 +36,14 @@ def _lab_processes(state: Path) -> list[str]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             env = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
             stat = Path(f"/proc/{pid}/stat").read_text()
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
             continue
         if stat.rsplit(")", 1)[-1].split()[0] == "Z":
             continue
-        if marker in cmd or f"SLURM_CONF={marker}/" in env:
-            found.append(f"{pid}: {cmd}")
+        if marker in cmd or f"SLURM_CONF={marker}/" in env or cwd == marker or cwd.startswith(marker + "/"):
+            found.append(f"{pid}: {comm}: {cmd}")
     return found
 
 
@@ -100,7 +107,10 @@ def test_up_with_other_settings_while_running_is_refused(private_lab):
 
 def test_live_settings_change_a_running_lab(private_lab):
     cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
-    pids = {d.name: d.pid() for d in lablib.daemons(cfg)}
+    # slurmctld and slurmd may hand over to a new process on `scontrol reconfigure` (Slurm 23.11+): munged,
+    # MariaDB and slurmdbd keep their pids, and the lab's one slurmctld is the one its pid file names.
+    kept = {"munged", "mariadbd", "slurmdbd"}
+    pids = {d.name: d.pid() for d in lablib.daemons(cfg) if d.name in kept}
     client = SlurmClient(LocalTransport(env=cfg.env()))
     assert client.capabilities().preempt_send_user_signal is False
     said = []
@@ -108,8 +118,45 @@ def test_live_settings_change_a_running_lab(private_lab):
     assert said == [f"lab is up ({private_lab}); reconfigured live: min_job_age 30, preempt_send_user_signal True"]
     caps = client.capabilities(refresh=True)
     assert caps.preempt_send_user_signal is True and caps.min_job_age_s == 30
-    assert {d.name: d.pid() for d in lablib.daemons(cfg)} == pids  # no daemon restarted
+    assert {d.name: d.pid() for d in lablib.daemons(cfg) if d.name in kept} == pids  # none restarted
+    st = lablib.status(str(private_lab))
+    assert st.up and all(st.nodes[n].rstrip("*") in {"idle", "mix"} for n in ("n1", "n2")), st
     assert LabConfig.load(private_lab).preempt_send_user_signal is True
+
+
+def _show_config(cfg: LabConfig) -> dict[str, str]:
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True,
+                         env={**os.environ, **cfg.env()}).stdout
+    return {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in out.splitlines()) if v}
+
+
+def test_either_preempt_signal_spelling_reaches_slurmctld(private_lab):
+    cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, preempt_send_user_signal=True,
+                    preempt_signal_setting="SlurmctldParameters")
+    assert "preempt_send_user_signal" in _show_config(cfg).get("SlurmctldParameters", "")
+    have = release.installed()
+    if have is not None and have.has_preempt_send_user_signal_in_preempt_parameters:
+        cfg = lablib.up(str(private_lab), log=lambda *_: None, preempt_signal_setting="PreemptParameters")
+        shown = _show_config(cfg)
+        assert "send_user_signal" in shown.get("PreemptParameters", "")
+        assert "preempt_send_user_signal" not in shown.get("SlurmctldParameters", "")
+        assert "PreemptParameters=send_user_signal" in cfg.slurm_conf.read_text()
+    else:  # a Slurm before 23.02 has only the old spelling: refused before anything is written
+        before = cfg.slurm_conf.read_text()
+        with pytest.raises(UsageError) as err:
+            lablib.up(str(private_lab), log=lambda *_: None, preempt_signal_setting="PreemptParameters")
+        assert "has no PreemptParameters=send_user_signal" in str(err.value)
+        assert "--preempt-signal-setting SlurmctldParameters" in str(err.value)
+        assert cfg.slurm_conf.read_text() == before
+        assert LabConfig.load(private_lab).preempt_signal_setting == "SlurmctldParameters"
+    lablib.up(str(private_lab), log=lambda *_: None, preempt_send_user_signal=False,
+              preempt_signal_setting="SlurmctldParameters")
+    assert "preempt_send_user_signal" not in _show_config(cfg).get("SlurmctldParameters", "")
+
+
+def test_an_unknown_preempt_signal_setting_is_refused():
+    with pytest.raises(UsageError, match="unknown preemption signal setting 'Slurmctld'"):
+        LabConfig(state_dir="/nonexistent", preempt_signal_setting="Slurmctld")
 
 
 def test_not_root_is_refused_with_what_to_do(monkeypatch, tmp_path):
@@ -135,3 +182,14 @@ def test_a_daemon_that_dies_at_start_shows_its_log(tmp_path):
         d.start(ready=lambda: True, timeout=10)
     assert "x exited with status 7 while starting" in str(err.value)
     assert "fatal: bad config line 3" in str(err.value) and str(log) in str(err.value)
+
+
+def test_release_is_read_from_what_each_debian_slurm_prints():
+    # `slurmctld -V` on Debian 12 and 13, and an upstream release candidate's form.
+    assert release.Release.parse("slurm-wlm 22.05.8\n") == release.Release(22, 5, 8)
+    assert release.Release.parse("slurm 24.11.5\n") == release.Release(24, 11, 5)
+    assert release.Release.parse("slurm 26.05.0-0rc1") == release.Release(26, 5, 0)
+    assert release.Release.parse("slurmctld: command not found") is None
+    assert not release.Release(22, 5, 8).has_preempt_send_user_signal_in_preempt_parameters
+    assert release.Release(24, 11, 5).has_preempt_send_user_signal_in_preempt_parameters
+    assert str(release.Release(24, 11, 5)) == "24.11.5" and str(release.Release(22, 5, 8)) == "22.05.8"

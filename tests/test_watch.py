@@ -840,10 +840,11 @@ def private():
 
     state = Path(tempfile.mkdtemp(prefix="roach-watch-lab-", dir="/tmp"))
     os.chmod(state, 0o755)  # the lab user's commands read its slurm.conf
-    cfg = lablib.up(str(state), log=lambda *_: None, port_base=PRIVATE_PORT_BASE)
-    yield cfg
-    lablib.down(str(state), log=lambda *_: None)
-    shutil.rmtree(state, ignore_errors=True)
+    try:  # a start that fails part-way has started some daemons (mariadbd holds its port): stop them too
+        yield lablib.up(str(state), log=lambda *_: None, port_base=PRIVATE_PORT_BASE)
+    finally:
+        lablib.down(str(state), log=lambda *_: None)
+        shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.fixture

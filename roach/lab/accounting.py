@@ -22,8 +22,13 @@ def _run(argv: list[str], cfg: LabConfig, input: str | None = None) -> str:
 
 
 def ensure_database(cfg: LabConfig) -> None:
+    """The slurmdbd's database and its user, made before slurmdbd first starts.
+
+    slurmdbd 26.05 on MariaDB 11.8 dies at start (``_check_mysql_concat_is_sane: null result``) when its
+    first connection finds no ``slurm_acct_db``; an empty database made here is one it takes as its own.
+    """
     pw = cfg.db_password()
-    sql = "".join(
+    sql = "CREATE DATABASE IF NOT EXISTS slurm_acct_db;" + "".join(
         f"CREATE USER IF NOT EXISTS 'slurm'@'{h}' IDENTIFIED BY '{pw}';"
         f"ALTER USER 'slurm'@'{h}' IDENTIFIED BY '{pw}';"
         f"GRANT ALL ON slurm_acct_db.* TO 'slurm'@'{h}';"

@@ -11,12 +11,14 @@ import os
 import secrets
 import socket
 from dataclasses import asdict, dataclass, fields
+from enum import Enum
 from importlib import resources
 from pathlib import Path
 from string import Template
 
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
+from roach.lab import release
 
 CLUSTER_NAME = "lab"
 NODES = ("n1", "n2")
@@ -25,6 +27,20 @@ CPUS_PER_NODE = 8
 LAB_USER = "roachlab"
 ACCOUNT = "lab"
 PARTITION = "gpu"
+
+
+
+class PreemptSignalSetting(str, Enum):
+    """Where slurm.conf says "send the job's --signal before preempting it": both spellings work from 23.02."""
+
+    SLURMCTLD = "SlurmctldParameters"  # preempt_send_user_signal: every release (from 23.02 a hidden alias)
+    PREEMPT = "PreemptParameters"  # send_user_signal: 23.02 and later
+
+    def line(self) -> str:
+        if self is PreemptSignalSetting.PREEMPT:
+            return "PreemptParameters=send_user_signal"
+        return "SlurmctldParameters=preempt_send_user_signal"
+
 
 # Port offsets from the base port.
 _PORTS = {"ctld_port": 0, "n1_port": 1, "n2_port": 2, "dbd_port": 3, "db_port": 4}
@@ -57,6 +73,7 @@ class LabConfig:
     max_array_size: int = 10001
     max_job_count: int = 20000
     preempt_send_user_signal: bool = False
+    preempt_signal_setting: str = PreemptSignalSetting.SLURMCTLD.value
     low_grace_time: int = 20
     high_gpu_cap: int = 4
 
@@ -65,6 +82,10 @@ class LabConfig:
             object.__setattr__(self, "host", socket.gethostname().split(".")[0])
         if not 1024 <= self.port_base <= 65535 - len(_PORTS):
             raise UsageError(f"port base {self.port_base} is out of range", hint="pick one in 1024-65530")
+        known = [s.value for s in PreemptSignalSetting]
+        if self.preempt_signal_setting not in known:
+            raise UsageError(f"unknown preemption signal setting {self.preempt_signal_setting!r}",
+                             hint=f"use one of: {', '.join(known)}")
 
     # -- paths ---------------------------------------------------------------------------------------
     @property
@@ -131,7 +152,11 @@ class LabConfig:
 
     # -- rendering -----------------------------------------------------------------------------------
     def _values(self) -> dict[str, str]:
-        params = ["SlurmctldParameters=preempt_send_user_signal"] if self.preempt_send_user_signal else []
+        have = release.installed()
+        cgroup = "CgroupPlugin=disabled" if have is not None and have.knows_cgroup_plugin_disabled else (
+            "# (this Slurm has no CgroupPlugin=disabled: the default, where no cgroup plugin is used)")
+        setting = PreemptSignalSetting(self.preempt_signal_setting)
+        params = [setting.line()] if self.preempt_send_user_signal else []
         return {
             "cluster": CLUSTER_NAME,
             "state": str(self.state),
@@ -141,6 +166,7 @@ class LabConfig:
             "max_array_size": str(self.max_array_size),
             "max_job_count": str(self.max_job_count),
             "ctld_parameters": "\n".join(params),
+            "cgroup_plugin": cgroup,
             "db_password": self.db_password(),
             **{k: str(v) for k, v in self.ports.items()},
         }
@@ -158,7 +184,8 @@ class LabConfig:
         """Write every config file from its template; returns the files whose content changed."""
         values = self._values()
         changed = []
-        for name, mode in (("slurm.conf", 0o644), ("gres.conf", 0o644), ("slurmdbd.conf", 0o600), ("my.cnf", 0o644)):
+        for name, mode in (("slurm.conf", 0o644), ("gres.conf", 0o644), ("cgroup.conf", 0o644), ("slurmdbd.conf", 0o600),
+                           ("my.cnf", 0o644)):
             template = resources.files("roach.lab").joinpath("templates", name).read_text()
             text = Template(template).substitute(values)
             path = self.etc / name

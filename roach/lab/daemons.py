@@ -122,6 +122,28 @@ def _is_program(pid: int, exe: str) -> bool:
     return target == exe or target.startswith(exe + "-") or target.removesuffix(" (deleted)") == exe
 
 
+def processes_in(state: Path, exe: str) -> list[int]:
+    """Live processes running ``exe`` whose working directory lies in ``state``.
+
+    The lab's daemons and the job steps they start work in its log directory; a job step's environment or
+    command line cannot tell (slurmstepd 24.11+ writes its process title over both). A process under another
+    root directory (a chroot's lab at the same path) is not this lab's.
+    """
+    root = os.stat("/")
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            theirs = os.stat(f"/proc/{pid}/root")
+        except OSError:
+            continue
+        if (theirs.st_dev, theirs.st_ino) != (root.st_dev, root.st_ino):
+            continue
+        if (cwd == str(state) or cwd.startswith(f"{state}/")) and _is_program(int(pid), exe):
+            found.append(int(pid))
+    return found
+
+
 def check_port_free(port: int, who: str) -> None:
     """Raise a LabError naming the port and its user if something already listens on ``port``."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

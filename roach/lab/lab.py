@@ -7,17 +7,18 @@ import pwd
 import shutil
 import stat
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from roach._fs import atomic_write
-from roach.errors import LabError
-from roach.lab import accounting
+from roach.errors import LabError, UsageError
+from roach.lab import accounting, release
 from roach.lab.config import (
-    CPUS_PER_NODE, GPUS_PER_NODE, LAB_USER, NODES, LabConfig, default_state_dir,
+    CPUS_PER_NODE, GPUS_PER_NODE, LAB_USER, NODES, LabConfig, PreemptSignalSetting, default_state_dir,
 )
-from roach.lab.daemons import Daemon, check_port_free, wait_for
+from roach.lab.daemons import Daemon, check_port_free, processes_in, wait_for
 
 # binary -> Debian package that ships it
 REQUIRED = {
@@ -114,8 +115,22 @@ def _ensure_job_venv(cfg: LabConfig, packages: tuple[str, ...] = ()) -> None:
                            hint="check the package names and that pip can reach its index")
 
 
+def job_python() -> str:
+    """The Python the jobs' venv is made from: the one roach runs on, where the lab's user may run it, else
+    the system's. So jobs run the same Python as roach where they can (a Python 3.11 that roach was installed
+    with on Debian 13, whose own is 3.13); root's pyenv, closed to the lab user, falls back to the system's.
+    """
+    system = shutil.which("python3", path="/usr/bin:/bin") or "python3"
+    own = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    if own != os.path.realpath(system):
+        r = subprocess.run(["runuser", "-u", LAB_USER, "--", own, "-c", "import venv"], capture_output=True, timeout=60)
+        if r.returncode == 0:
+            return own
+    return system
+
+
 def _make_venv(venv: Path) -> None:
-    python = shutil.which("python3", path="/usr/bin:/bin") or "python3"
+    python = job_python()
     r = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True)
     if r.returncode != 0:
         shutil.rmtree(venv, ignore_errors=True)
@@ -164,7 +179,8 @@ def _nodes_up(cfg: LabConfig) -> bool:
 
 
 # Settings a running lab takes with `scontrol reconfigure` (and sacctmgr for the tiers); others need a restart.
-LIVE = {"preempt_send_user_signal", "min_job_age", "max_array_size", "low_grace_time", "high_gpu_cap"}
+LIVE = {"preempt_send_user_signal", "preempt_signal_setting", "min_job_age", "max_array_size", "low_grace_time",
+        "high_gpu_cap"}
 
 
 def resolve_config(state_dir: str | None = None, **options) -> LabConfig:
@@ -177,8 +193,11 @@ def resolve_config(state_dir: str | None = None, **options) -> LabConfig:
     try:
         saved = LabConfig.load(state)
     except LabError:
-        return LabConfig(state_dir=str(state), **options)
+        cfg = LabConfig(state_dir=str(state), **options)
+        _check_release(cfg)
+        return cfg
     wanted = replace(saved, **options)
+    _check_release(wanted)
     diff = {k: (v, asdict(wanted)[k]) for k, v in asdict(saved).items() if asdict(wanted)[k] != v}
     if set(diff) - LIVE and any(d.alive() for d in daemons(saved)):
         raise LabError(
@@ -186,6 +205,18 @@ def resolve_config(state_dir: str | None = None, **options) -> LabConfig:
             hint="`roach lab down` first, then `roach lab up` with the new settings",
         )
     return wanted
+
+
+def _check_release(cfg: LabConfig) -> None:
+    """Refuse a setting the installed Slurm has no spelling for, before anything is written or started."""
+    if not cfg.preempt_send_user_signal or cfg.preempt_signal_setting != PreemptSignalSetting.PREEMPT.value:
+        return
+    have = release.installed()
+    if have is not None and not have.has_preempt_send_user_signal_in_preempt_parameters:
+        raise UsageError(
+            f"Slurm {have} has no PreemptParameters=send_user_signal (it came in 23.02)",
+            hint=f"use --preempt-signal-setting {PreemptSignalSetting.SLURMCTLD.value}, which every release reads",
+        )
 
 
 def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = (), **options) -> LabConfig:
@@ -224,8 +255,7 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     ds["slurmctld"].start(ready=lambda: _ok(["scontrol", "ping"], cfg))
     accounting.ensure_tiers_and_users(cfg)
     # slurmctld reads QOS preemption lists when it (re)configures, not when slurmdbd changes them.
-    if not _ok(["scontrol", "reconfigure"], cfg):
-        raise LabError("scontrol reconfigure failed after setting the QOS tiers", hint=f"read {ds['slurmctld'].logfile}")
+    _reconfigure(cfg, "after setting the QOS tiers")
     for n in NODES:
         ds[f"slurmd-{n}"].start(ready=lambda: True)
     wait_for("both nodes to register with slurmctld", lambda: _nodes_up(cfg) or _resume_down_nodes(cfg),
@@ -237,9 +267,38 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
 def _reconfigure_live(cfg: LabConfig) -> None:
     cfg.render()
     accounting.ensure_tiers_and_users(cfg)
-    if not _ok(["scontrol", "reconfigure"], cfg):
-        raise LabError("scontrol reconfigure failed", hint=f"read {cfg.log_dir / 'slurmctld.log'}")
+    _reconfigure(cfg, "for the new settings", nodes=True)
     cfg.save()
+
+
+def _reconfigure(cfg: LabConfig, why: str, nodes: bool = False) -> None:
+    """`scontrol reconfigure`, then wait until one slurmctld of this lab answers and its pid file names it
+    (and, with ``nodes``, until both slurmd are alive by their pid files and their nodes up).
+
+    From 23.11 slurmctld and slurmd reconfigure by handing over to a new process (a new pid, the old one exits
+    once the new one is up); before, the same process rereads its files. Either way, what follows must find the
+    lab whole: `lab up` again must not take an outgoing daemon for the lab's or miss one during the handover.
+    """
+    ds = _by_name(cfg)
+    ctld = ds["slurmctld"]
+    if not _ok(["scontrol", "reconfigure"], cfg):
+        raise LabError(f"scontrol reconfigure failed {why}", hint=f"read {ctld.logfile}")
+
+    def settled() -> bool:
+        # slurmctld's helper process slurmscriptd runs the same program; it is no second controller.
+        running = [p for p in processes_in(cfg.state, "slurmctld") if _comm(p) != "slurmscriptd"]
+        if not (len(running) == 1 and ctld.pid() == running[0] and _ok(["scontrol", "ping"], cfg)):
+            return False
+        return not nodes or (all(ds[f"slurmd-{n}"].alive() for n in NODES) and _nodes_up(cfg))
+
+    wait_for(f"slurmctld to take the new configuration ({why})", settled, timeout=60, logs=[ctld])
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _resume_down_nodes(cfg: LabConfig) -> bool:
