@@ -84,7 +84,7 @@ def _bump(run_dir: Path, kind: str) -> int:
 
 def _scontrol(*argv: str) -> str:
     try:
-        return subprocess.run(["scontrol", *argv], capture_output=True, text=True, timeout=30).stdout
+        return subprocess.run(["scontrol", *argv], capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
 

@@ -56,7 +56,7 @@ def test_sigkill_during_checkpoint_writes_never_breaks_resume_pt(lab, tmp_path):
     python = Path(lab.state_dir) / "pyenv" / "bin" / "python"
     root = Path(__file__).resolve().parents[2]
     r = subprocess.run([str(python), "-c", WRITER, str(tmp_path / "resume.pt"), str(KILLS)], capture_output=True,
-                       text=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, timeout=300)
+                       text=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, timeout=300, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith(f"ok kills={KILLS}"), r.stdout
     stale = int(r.stdout.split("stale_temporaries=")[1])

@@ -10,22 +10,27 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 
 import pytest
 
 from roach.lab import lab as lablib
 from roach.slurm import resume, sweep
-from roach.slurm.clusters.lab import GPU1, GPU2
+from roach.slurm.clusters.lab import GPU1
 from roach.slurm.states import JobState
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER, preempt
-from tests.faults.ledger import assert_left_no_process, attempts_by_rank, check_ledger, read_ledger
+from tests.faults.ledger import (
+    assert_left_no_process,
+    attempts_by_rank,
+    check_ledger,
+    read_ledger,
+)
 
 pytestmark = [pytest.mark.lab]
 
 LOW_N1 = GPU1.replace(qos="low", time="00:10:00", extra=("--nodelist=n1",))
 STORM = int(os.environ.get("ROACH_FAULTS_STORM", "10"))
+STORM_STEPS = 40 * STORM  # an attempt does some 5-10 steps before its preemption lands: the run outlasts the storm
 
 # Scenario 1. USR1 when 45 s are left of a 1-minute limit: Slurm's 30 s timer sends it 15-45 s into an attempt.
 # Slow steps in the first two attempts (120 steps of 1 s cannot finish in two of them), fast ones from restart
@@ -124,7 +129,7 @@ def test_preempt_mode_cancel_ends_preempted_and_resumes_once(faults, slurm, pree
 @pytest.fixture(scope="module")
 def storm(faults, slurm):
     """One run preempted STORM times in a row, each attempt after it has done two steps."""
-    job = faults.submit({"steps": 60, "step_s": 0.1}, LOW_N1, name="storm")
+    job = faults.submit({"steps": STORM_STEPS, "step_s": 0.1}, LOW_N1, name="storm")
     for n in range(1, STORM + 1):
         _preempt_when_running(slurm, job, n)
     rec = job.wait(timeout=slack(180))
@@ -136,7 +141,7 @@ def test_a_storm_of_preemptions_finishes_with_every_step_once(storm, slurm):
     job, rec = storm
     assert rec.state is JobState.COMPLETED, job.log()[-4000:]
     assert job.log().count("preempted at step") == STORM
-    check_ledger(job.record.run_dir, 60, interruptions=STORM, max_redo=0, run_id=job.run_id)
+    check_ledger(job.record.run_dir, STORM_STEPS, interruptions=STORM, max_redo=0, run_id=job.run_id)
     runs = [r for r in slurm.sacct([job.job_id], duplicates=True) if r.step is None]
     assert len(runs) == STORM + 1 and runs[-1].state is JobState.COMPLETED
     assert_left_no_process(slurm, job)
@@ -148,7 +153,7 @@ def test_one_log_holds_every_attempt_in_order(storm):
     log = job.log()
     headers = [int(n) for n in re.findall(r"(?m)^roach: attempt (\d+) of run ", log)]
     assert headers == list(range(1, STORM + 2)), headers  # appended, never truncated
-    atts = check_ledger(job.record.run_dir, 60, interruptions=STORM, max_redo=0)
+    atts = check_ledger(job.record.run_dir, STORM_STEPS, interruptions=STORM, max_redo=0)
     resumed = [int(n) for n in re.findall(r"0: \S+ roach rank 0: resumed at step (\d+)", log)]
     assert resumed == [a.start for a in atts[1:]]  # each attempt's lines come after its header, in order
     stamps = re.findall(r"(?m)^0: (\S+Z) roach rank 0:", log)
