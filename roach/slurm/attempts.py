@@ -82,21 +82,63 @@ def _bump(run_dir: Path, kind: str) -> int:
     return counts[kind]
 
 
-def preempted(job_id: str) -> bool:
-    """Has the controller marked this job for preemption (``PreemptTime`` set)?"""
+def _scontrol(*argv: str) -> str:
     try:
-        out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30).stdout
+        return subprocess.run(["scontrol", *argv], capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _fields(text: str) -> dict[str, str]:
+    return dict(tok.split("=", 1) for tok in text.split() if "=" in tok)
+
+
+def _unset(value: str | None) -> bool:
+    return value in (None, "", "None", "Unknown", "(null)")
+
+
+def job_fields(job_id: str) -> dict[str, str]:
+    """``scontrol show job -o``'s ``Key=Value`` pairs for this job ({} when the controller cannot be asked)."""
+    return _fields(_scontrol("show", "job", "-o", job_id)) if job_id else {}
+
+
+def preempted(job_id: str, fields: dict[str, str] | None = None) -> bool:
+    """Has the controller marked this job for preemption (``PreemptTime`` set)?"""
+    f = job_fields(job_id) if fields is None else fields
+    return not _unset(f.get("PreemptTime"))
+
+
+def requeued_by_slurm(fields: dict[str, str], restart: str) -> bool:
+    """Has Slurm already requeued this job, past this attempt (its ``Restarts`` beyond ours)?
+
+    With GraceTime 0 a REQUEUE preemption requeues the job at once, before rank 0 asks, and the requeue clears
+    ``PreemptTime``; an admin's ``scontrol requeue`` looks the same."""
+    try:
+        return int(fields.get("Restarts", "")) > int(restart or 0)
+    except ValueError:
         return False
-    for tok in out.split():
-        if tok.startswith("PreemptTime="):
-            return tok.split("=", 1)[1] not in ("None", "Unknown", "(null)", "")
-    return False
+
+
+def preempt_mode(fields: dict[str, str]) -> str:
+    """How the site preempts this job: its QOS's PreemptMode, else the cluster's (``REQUEUE``, ``CANCEL``, ...);
+    "" when it cannot be read (then roach requeues, as it always did)."""
+    qos = fields.get("QOS", "")
+    mode = ""
+    if qos:
+        mode = _fields(_scontrol("show", "assoc_mgr", "flags=qos", f"qos={qos}")).get("PreemptMode", "")
+    if mode.upper() in ("", "OFF", "CLUSTER"):  # the QOS names none: the cluster's applies
+        for line in _scontrol("show", "config").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "PreemptMode":
+                mode = value.strip()
+    return mode.upper()
 
 
 def leave(run: Run, stop: RunInterrupted, spec: dict[str, Any]) -> int:
     """Finish the attempt after a caught signal: rank 0 decides whether the job comes back; all ranks exit.
 
+    - already requeued by Slurm (its Restarts beyond ours: a GraceTime 0 preemption): nothing to do, it comes back.
+    - preempted where the site cancels preempted jobs (PreemptMode=CANCEL): not requeued; `roach resume` continues.
     - preempted (the controller set PreemptTime): requeue now, so the preemptor need not wait out the
       grace time and the job is not recorded as ended (a job that ends within its grace time is not
       requeued by Slurm). Unlimited.
@@ -115,7 +157,15 @@ def leave(run: Run, stop: RunInterrupted, spec: dict[str, Any]) -> int:
         if holder:
             run.log("%s at step %d (%s) inside holder %s: a step is not requeued; submit again with run_id=%s "
                     "to continue", name, stop.step, saved, holder, run.run_id)
-        elif preempted(job):
+        elif requeued_by_slurm(fields := job_fields(job), restart):
+            n = _bump(run.run_dir, "preempted")
+            run.log("preempted at step %d (%s, %s): Slurm requeued job %s already (restart count %s; preemption %d)",
+                    stop.step, saved, name, job, fields.get("Restarts"), n)
+            atomic_write(left_marker(run.run_dir, job, restart), f"{name} at step {stop.step}, requeued by Slurm\n")
+        elif preempted(job, fields) and preempt_mode(fields).startswith("CANCEL"):
+            run.log("preempted at step %d (%s, %s): this site cancels preempted jobs (PreemptMode=CANCEL), so job %s "
+                    "does not come back; `roach resume %s` continues it", stop.step, saved, name, job, run.run_id)
+        elif preempted(job, fields):
             n = _bump(run.run_dir, "preempted")
             run.log("preempted at step %d (%s, %s): requeueing job %s (preemption %d)", stop.step, saved, name, job, n)
             _requeue(run, job, restart, f"{name} at step {stop.step}")
