@@ -25,7 +25,7 @@ from roach.cli_common import echo_json as _echo_json, json_option, run_as_option
 from roach.cli_views import (  # noqa: F401 - follow_log and live_views: importable from here, as before
     JobView, follow_log, grouped_views, live_views, print_view, reach, state_text,
 )
-from roach.errors import TransportError, UsageError
+from roach.errors import TransportError, UsageError, WaitTimeoutError
 from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
 from roach.slurm.job import Job
 from roach.slurm.store import JobRecord, Store
@@ -340,21 +340,32 @@ def logs(ref: str, follow: bool, lines: int | None, cluster: str | None, run_as:
 @run_as_option
 @ssh_alias_option
 @ssh_config_option
+@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=120.0, show_default=True, metavar="S",
+              help="Wait up to S seconds for the job to end (its ranks checkpoint first) and record its end in "
+                   "job.json and the store; 0: return at once (the next status, ls or watch records it).")
 @json_option
 def cancel(ref: str, cluster: str | None, run_as: str | None, ssh_alias: str | None, ssh_config: str | None,
-           as_json: bool) -> None:
+           wait_s: float, as_json: bool) -> None:
     """Cancel one job that roach submitted (a run id names its latest job)."""
     with Store() as store:
         job = _job(ref, cluster, run_as, store, ssh_alias, ssh_config)
         with _explained(job.record, ssh_alias):
             (view,) = live_views(job.client, [job.record], store, whole_queue=False)
     queued = view.status in ("pending", "running")
+    ended = None
     if queued:
         job.cancel()
+        if wait_s > 0:
+            try:
+                ended = job.wait(timeout=wait_s, poll_s=1.0).state.value  # records the end: job.json and store
+            except WaitTimeoutError:
+                pass
     if as_json:
-        _echo_json({**asdict(view), "cancelled": queued})
+        _echo_json({**asdict(view), "cancelled": queued, "ended": ended})
     elif queued:
-        click.echo(f"cancelled job {job.job_id} (run {job.run_id}) on {job.cluster.name} (it was {view.state})")
+        click.echo(f"cancelled job {job.job_id} (run {job.run_id}) on {job.cluster.name} (it was {view.state})"
+                   + (f"; it ended {ended}, recorded" if ended else
+                      "; its end is recorded by the next `roach status`, `ls` or `watch`"))
     else:
         click.echo(f"job {job.job_id} (run {job.run_id}) already ended ({view.state or view.status}); nothing to cancel")
 

@@ -319,7 +319,10 @@ def test_cancel_a_running_job(repo, user_slurm):
         invoke("status", job["run_id"], "--run-as", LAB_USER, "--json").stdout)["state"] == "RUNNING")
     r = invoke("cancel", job["run_id"], "--run-as", LAB_USER, "--json")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["cancelled"] is True
+    said = json.loads(r.stdout)
+    assert said["cancelled"] is True and said["ended"] == "CANCELLED"  # it waited for the end it caused
+    jj = json.loads((Path(job["log"]).parent / "bundles" / str(job["job_id"]) / "job.json").read_text())
+    assert jj["status"] == "cancelled" and jj["slurm_state"].startswith("CANCELLED") and jj["recorded_at_utc"]
     final = wait_until("the job to be CANCELLED", lambda: (s := json.loads(
         invoke("status", str(job["job_id"]), "--run-as", LAB_USER, "--json").stdout))["state"] == "CANCELLED" and s)
     assert final["status"] == "cancelled"
