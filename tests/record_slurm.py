@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 from roach.lab.config import LAB_USER, LabConfig
@@ -42,7 +43,7 @@ class Recorder:
         self.ids: dict[str, int] = {}
 
     def run(self, argv: list[str], *, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(["runuser", "-u", LAB_USER, "--", *argv], input=input, capture_output=True, text=True,
+        return subprocess.run(["runuser", "-u", LAB_USER, "--", *argv], check=False, input=input, capture_output=True, text=True,
                               env={**self.env, **(env or {})}, cwd="/tmp", timeout=60)
 
     def save(self, name: str, argv: list[str], *, stderr: bool = False, env: dict | None = None, ok: bool = True,
@@ -113,6 +114,7 @@ def scenario(rec: Recorder, out: Path) -> None:
     has_states = "--only-job-state" in (out / "squeue_help.txt").read_text()
 
     print("mixed queue", flush=True)
+    since = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")  # this run's jobs only, not an earlier run's
     sb("rec-timeout", ["--time=1", "-w", "n1"])
     sb("rec-gpu1", ["--gres=gpu:1", "-w", "n1"])
     sb("rec-srun", ["-w", "n2"], "srun sleep 600")
@@ -140,14 +142,14 @@ def scenario(rec: Recorder, out: Path) -> None:
         # 24.11 prints an empty list (the states carry no user), 26.05 refuses: roach never adds --user
         save("squeue_only_job_state_user.stderr.txt", [*STATES, "--user", LAB_USER], stderr=True, may_be_empty=True)
         save("squeue_only_job_state_array.txt", [*STATES, "--jobs", rec.ids_of("rec-array")])
-    save("sacct_X_mixed.txt", [*SACCT, "--allocations", "--user", LAB_USER, "--starttime", "now-1hours"])
-    save("sacct_steps_mixed.txt", [*SACCT, "--user", LAB_USER, "--starttime", "now-1hours"])
+    save("sacct_X_mixed.txt", [*SACCT, "--allocations", "--user", LAB_USER, "--starttime", since])
+    save("sacct_steps_mixed.txt", [*SACCT, "--user", LAB_USER, "--starttime", since])
     save("sinfo_nodes_mixed.txt", SINFO)
     save("scontrol_show_job_running_gpu.txt", ["scontrol", "show", "job", "-o", str(rec.ids["rec-gpu1"])])
     save("scontrol_show_job_held.txt", ["scontrol", "show", "job", "-o", str(rec.ids["rec-held"])])
     save("scontrol_show_job_pending_array.txt", ["scontrol", "show", "job", "-o", str(rec.ids["rec-array"])])
     save("sacct_X_SLURM_TIME_FORMAT_relative.txt", [*SACCT, "--allocations", "--user", LAB_USER, "--starttime",
-                                                     "now-1hours"], env={"SLURM_TIME_FORMAT": "relative"})
+                                                     since], env={"SLURM_TIME_FORMAT": "relative"})
 
     print("ended jobs", flush=True)
     rec.cancel("rec-qosmax", "rec-resources", "rec-priority", "rec-begin", "rec-dep", "rec-depnever", "rec-high-a",
@@ -265,7 +267,7 @@ def errors(rec: Recorder, cfg: LabConfig, out: Path) -> None:
     save("sacct_slurmdbd_down.stderr.txt", [*SACCT, "--allocations", "--user", LAB_USER, "--starttime", "now-1hours"],
          stderr=True, env=dn)
     if "--only-job-state" in (out / "squeue_help.txt").read_text():
-        save("squeue_only_job_state_controller_down.stderr.txt", [*STATES, "--me"], stderr=True, env=dn)
+        save("squeue_only_job_state_controller_down.stderr.txt", [*STATES, "--jobs", "1"], stderr=True, env=dn)
     shutil.rmtree(etc)
 
 
@@ -276,7 +278,7 @@ def main() -> None:
     ap.add_argument("--errors-only", action="store_true", help="record only the error outputs")
     args = ap.parse_args()
     cfg = LabConfig.load(args.state_dir)
-    r = subprocess.run(["scontrol", "--version"], capture_output=True, text=True, env={**os.environ, **cfg.env()})
+    r = subprocess.run(["scontrol", "--version"], check=True, capture_output=True, text=True, env={**os.environ, **cfg.env()})
     version = ".".join(r.stdout.split()[1].split(".")[:2])  # "slurm 24.11.5" -> 24.11
     out = Path(args.out) / version
     out.mkdir(parents=True, exist_ok=True)

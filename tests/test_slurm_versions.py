@@ -23,6 +23,7 @@ from roach.slurm.states import JobState, PendingReason
 from tests.test_slurmcli import client
 
 DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).parent.parent
 VERSIONS = sorted(d.name for d in DATA.iterdir() if (d / "VERSION").is_file())
 WEIRD = "we|ird $(name) x\nline2"
 YEAR = 365 * 86400
@@ -131,7 +132,8 @@ def test_squeue_preemption_and_requeue_sequence(rec):
     assert (low.state, low.qos, low.tres.cpu, low.tres.gpus, low.nodelist, low.restart_count) == (
         JobState.RUNNING, "low", 8, 4, "n2", 0)  # --exclusive took the whole node
     waiting = rec.squeue("squeue_preemptor_pending.txt")
-    assert (waiting["rec-preemptor"][0].state, waiting["rec-preemptor"][0].reason) == (JobState.PENDING, PendingReason.Resources)
+    preemptor = waiting["rec-preemptor"][0]  # its reason reads None until the scheduler first looks at it
+    assert preemptor.state is JobState.PENDING and preemptor.reason in (PendingReason.Resources, PendingReason.NONE)
     assert waiting["rec-low"][0].state is JobState.RUNNING  # in its GraceTime
     requeued = rec.squeue("squeue_requeued_begintime.txt")
     low = requeued["rec-low"][0]
@@ -154,7 +156,7 @@ def test_squeue_scontrol_requeue_and_requeuehold(rec):
 def test_squeue_two_node_job(rec):
     r, = rec.squeue("squeue_two_nodes.txt")["rec-two"]
     assert (r.state, r.nodes, r.nodelist) == (JobState.RUNNING, 2, "n[1-2]")
-    # --exclusive --gres=gpu:1: 22.05 allocates the GPU asked for per node, 24.11+ every GPU of the nodes
+    # --exclusive --gres=gpu:1: the allocation may hold every GPU of the nodes (each recording here does)
     assert r.tres.gpus in (2, 8) and (r.tres.cpu, r.tres.mem_mb, r.tres.nodes, r.tres.billing) == (16, 8000, 2, 16)
 
 
@@ -206,7 +208,7 @@ def test_sacct_allocations_mixed_queue(rec):
     # sacct keeps the reason slurmdbd was last sent, which may be older than squeue's
     assert qosmax.reason in (PendingReason.QOSMaxGRESPerUser, PendingReason.NONE)
     assert qosmax.nodelist == "None assigned"
-    # a job never eligible yet (held, or --begin later) falls outside --starttime on 24.11+; 22.05 lists it
+    # a job not eligible yet (held, --begin later, a task limit) may fall outside the --starttime window
     assert [r.reason for r in a.get("rec-held", [])] in ([], [PendingReason.JobHeldUser])
     assert [r.reason for r in a.get("rec-begin", [])] in ([], [PendingReason.BeginTime])
     t1, = a["rec-timeout"]
@@ -214,7 +216,7 @@ def test_sacct_allocations_mixed_queue(rec):
     assert a["rec-high-a"][0].tres.gpus == 2 and a["rec-high-a"][0].time_limit_s == YEAR
     tasks = {str(r.ref): r for r in a["rec-array"]}
     job = a["rec-array"][0].ref.job
-    # the still-pending range is one record where listed (22.05); 24.11 left it out of this --starttime window
+    # the still-pending range is one record where listed (see above: the --starttime window may leave it out)
     assert set(tasks) - {f"{job}_[2-3%2]"} == {f"{job}_0", f"{job}_1"}
     if f"{job}_[2-3%2]" in tasks:
         assert tasks[f"{job}_[2-3%2]"].ref == P.JobRef(job, None, "2-3%2")
@@ -252,7 +254,7 @@ def test_sacct_steps_of_ended_jobs_show_the_signal_that_ended_them(rec):
     recs = P.parse_sacct(rec.text("sacct_steps_ended.txt"))
     role = {r.ref.job: r.name for r in recs if r.step is None}
     got = {role[r.ref.job]: (r.state_text, r.exit_code, r.exit_signal) for r in recs if r.step == "batch"}
-    # TIMEOUT: SIGTERM, which 22.05 records as the signal and 24.11+ as the exit code of a FAILED step
+    # TIMEOUT: SIGTERM, recorded as the signal (CANCELLED 0:15) or, seen once on 24.11, as the exit code (FAILED 15:0)
     assert got["rec-timeout"] in (("CANCELLED", 0, 15), ("FAILED", 15, 0))
     assert got["rec-gpu1"] == ("CANCELLED", 0, 15)  # scancel: SIGTERM
     assert got["rec-fail"] == ("FAILED", 3, 0) and got["rec-ok"] == ("COMPLETED", 0, 0)
@@ -262,9 +264,11 @@ def test_sacct_steps_of_ended_jobs_show_the_signal_that_ended_them(rec):
 
 def test_sacct_duplicates_show_the_preempted_run_and_the_requeued_one(rec):
     pending = P.parse_sacct(rec.text("sacct_XD_preempted_then_pending.txt"))
-    assert [r.state for r in pending] == [JobState.PREEMPTED, JobState.PENDING]
-    assert pending[1].reason in (PendingReason.BeginTime, PendingReason.NONE)  # slurmdbd's reason may lag
-    assert pending[0].state.is_terminal and pending[0].tres.gpus == 4 and pending[1].submit_time >= pending[0].submit_time
+    # slurmdbd may not have the requeued run's record yet, nor its reason
+    assert [r.state for r in pending] in ([JobState.PREEMPTED], [JobState.PREEMPTED, JobState.PENDING])
+    assert [r.reason for r in pending[1:]] in ([], [PendingReason.BeginTime], [PendingReason.NONE])
+    assert pending[0].state.is_terminal and pending[0].tres.gpus == 4
+    assert all(r.submit_time >= pending[0].submit_time for r in pending)
     running = P.parse_sacct(rec.text("sacct_XD_preempted_then_running.txt"))
     assert [r.state for r in running] == [JobState.PREEMPTED, JobState.RUNNING]
     assert running[0].end_time is not None and running[1].end_time is None
@@ -278,7 +282,7 @@ def test_sacct_duplicates_after_scontrol_requeue(rec):
     recs = P.parse_sacct(rec.text("sacct_XD_requeued_then_running.txt"))
     assert [r.state for r in recs] == [JobState.REQUEUED, JobState.RUNNING]
     held = P.parse_sacct(rec.text("sacct_XD_requeued_twice_held.txt"))
-    # both runs read REQUEUED; where slurmdbd already has the held wait's record (24.11+) it comes last
+    # both runs read REQUEUED; where slurmdbd keeps a record of the held wait too (seen on 24.11, 26.05) it comes last
     assert [r.state for r in held[:2]] == [JobState.REQUEUED, JobState.REQUEUED]
     assert [r.state for r in held[2:]] in ([], [JobState.PENDING])
 
@@ -344,7 +348,7 @@ def test_scontrol_show_job(rec):
     run = P.parse_key_values(rec.text("scontrol_show_job_running_gpu.txt"))
     assert (run["JobName"], run["JobState"], run["Reason"]) == ("rec-gpu1", "RUNNING", "None")
     assert run["UserId"].startswith("roachlab(") and run["CPUs/Task"] == "1"
-    # 22.05 prints TRES=, 24.11+ ReqTRES= and AllocTRES=; TresPerNode gres:gpu:1 or gres/gpu:1
+    # TRES= (22.05) or ReqTRES= and AllocTRES= (24.11, 26.05); TresPerNode gres:gpu:1 or gres/gpu:1
     assert P.parse_tres(run.get("AllocTRES", run.get("TRES", ""))).gpus == 1 and P.parse_gres_gpus(run["TresPerNode"]) == 1
     assert run["ReqNodeList"] == "n1"  # what `roach why` reads
     assert P.parse_duration(run["TimeLimit"]) in (None, YEAR)  # no --time: UNLIMITED, or 365 days on 24.11+
@@ -435,7 +439,7 @@ def test_unknown_ids(rec):
     with pytest.raises(SlurmError) as exc:
         slurm.requeue(999999)
     assert "sacct" in exc.value.hint
-    said = rec.text("scancel_invalid_id.stderr.txt")  # 22.05 says so; 24.11+ cancel an unknown id silently
+    said = rec.text("scancel_invalid_id.stderr.txt")  # empty in these recordings (exit 0); the older 22.05 capture says so
     assert said == "" or "Invalid job id specified" in said
 
 
@@ -445,3 +449,11 @@ def test_sacct_invalid_time_is_not_retried(rec):
     with pytest.raises(SlurmError) as exc:
         slurm.sacct(user="roachlab", since="garbage")
     assert type(exc.value) is SlurmError and sleeps == [] and "garbage" in str(exc.value)
+
+
+def test_roach_pins_no_json_data_parser_version():
+    # data parsers are versioned (v0.0.40 on 24.11 is refused by 26.05, "unable to find plugin"): roach
+    # reads Slurm's text output and only probes whether --json exists, so it must never name one
+    pinned = [f"{p.relative_to(ROOT)}:{i}" for p in (ROOT / "roach").rglob("*.py")
+              for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"--json=v?\d|data_parser", line)]
+    assert pinned == []
