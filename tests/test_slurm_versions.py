@@ -78,7 +78,7 @@ def test_every_claimed_release_has_a_recording():
 # -- capabilities ------------------------------------------------------------------------------------
 def test_capabilities_of_each_lab(rec):
     caps = rec.caps
-    assert "%d.%02d.%d" % caps.version == rec.text("VERSION").strip()
+    assert "{}.{:02d}.{}".format(*caps.version) == rec.text("VERSION").strip()
     assert (caps.cluster_name, caps.accounting, caps.min_job_age_s, caps.kill_wait_s) == ("lab", True, 60, 30)
     assert caps.preemption_requeues and caps.json and caps.rate_limit is None
     assert caps.max_array_size == 10001 and caps.max_job_count == 20000
@@ -431,7 +431,7 @@ def test_sbatch_rejections_say_what_to_do(rec, name, hint_word):
 
 
 def test_unknown_ids(rec):
-    slurm, tr, _ = client((1, "", rec.text("squeue_unknown_id.stderr.txt")),
+    slurm, _, _ = client((1, "", rec.text("squeue_unknown_id.stderr.txt")),
                           (1, "", rec.text("scontrol_show_job_invalid_id.stderr.txt")),
                           (1, "", rec.text("scontrol_requeue_invalid_id.stderr.txt")))
     assert slurm.squeue(job_ids=[999999]) == []
@@ -445,7 +445,7 @@ def test_unknown_ids(rec):
 
 def test_sacct_invalid_time_is_not_retried(rec):
     stderr = rec.text("sacct_invalid_time.stderr.txt")
-    slurm, tr, sleeps = client((1, "", stderr))
+    slurm, _, sleeps = client((1, "", stderr))
     with pytest.raises(SlurmError) as exc:
         slurm.sacct(user="roachlab", since="garbage")
     assert type(exc.value) is SlurmError and sleeps == [] and "garbage" in str(exc.value)

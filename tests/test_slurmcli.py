@@ -20,6 +20,8 @@ from roach.errors import SlurmError, SlurmTransientError, TransportError
 from roach.slurm import slurmparse as P
 from roach.slurm.queue_states import parse_squeue_states
 from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.slurmparse import in_array
+from roach.slurm.states import JobState
 from roach.slurm.transport import LocalTransport, Result, Transport
 
 DATA = Path(__file__).parent / "data"
@@ -405,3 +407,23 @@ def test_lab_sacct_ignores_the_callers_time_format(user_slurm, monkeypatch):
     monkeypatch.setenv("SLURM_TIME_FORMAT", "relative")
     recs = user_slurm.sacct(user="roachlab", since="2020-01-01")
     assert recs and all(r.submit_time is not None for r in recs)
+
+
+@pytest.mark.lab
+def test_lab_job_states_agree_with_the_full_squeue(user_slurm):
+    """The light status round (squeue --only-job-state where this Slurm lists it) sees what squeue sees."""
+    helptext = user_slurm.run(["squeue", "--help"]).stdout
+    assert user_slurm.capabilities().only_job_state is ("--only-job-state" in helptext)
+    opts = ["--hold", "--output=/dev/null", f"--job-name=roach-states-{uuid.uuid4().hex[:8]}"]
+    single = user_slurm.sbatch(opts, "#!/bin/bash\ntrue\n")
+    array = user_slurm.sbatch([*opts, "--array=0-2"], "#!/bin/bash\ntrue\n")
+    try:
+        light = user_slurm.job_states([single, array, f"{array}_1", 999999])
+        full = user_slurm.squeue(job_ids=[single, array])
+        assert {r.ref.job for r in light} == {single, array} and all(r.state is JobState.PENDING for r in light)
+        assert {r.ref.job for r in full} == {single, array}
+        # the task asked for by name is there, alone or inside a pending range
+        assert any(r.ref.job == array and (r.ref.task == 1 or in_array(r.ref.tasks, 1)) for r in light)
+    finally:
+        user_slurm.scancel([single, array])
+    assert user_slurm.job_states([999999]) == []  # an id not in the queue is simply not listed
