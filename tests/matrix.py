@@ -9,7 +9,7 @@ one). Each version runs ``make test`` on a clone of this repository's HEAD with 
 namespace of its own, so the default ports clash with nothing, the lead's lab on this machine included.
 A root gets Debian's Slurm and MariaDB (the Makefile's DEBS) and a copy of the Python this runs on, at the
 same path, so the jobs' Python is the host lab's. Wheel folders (/opt/wheels, /opt/pypi, /opt/pypi-more)
-are bound in read-only; pip inside the namespace reads ``PIP_INDEX_URL`` (default file:///opt/pypi/simple).
+are bound in read-only; pip inside the namespace gets this machine's ``PIP_*`` variables, else those folders.
 Afterwards each lab is stopped, the binds unmounted and the namespaces deleted; the roots stay.
 """
 
@@ -46,6 +46,19 @@ def debs() -> list[str]:
     return m[1].split()
 
 
+def pip_env() -> list[str]:
+    """pip's settings for a namespace that reaches no index: this machine's PIP_* variables, else the wheel
+    folders (bound into each root at the same paths)."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
+    if Path("/opt/pypi/simple").is_dir():
+        env.setdefault("PIP_INDEX_URL", "file:///opt/pypi/simple")
+    if Path("/opt/pypi-more/simple").is_dir():
+        env.setdefault("PIP_EXTRA_INDEX_URL", "file:///opt/pypi-more/simple")
+    if Path("/opt/wheels").is_dir():
+        env.setdefault("PIP_FIND_LINKS", "/opt/wheels")
+    return [f"{k}={v}" for k, v in env.items()]
+
+
 @dataclass
 class Target:
     version: str  # "system", "24.11", "26.05"
@@ -63,7 +76,7 @@ class Target:
     def chroot(self, script: str, *, netns: bool = True, check: bool = True, **kw) -> subprocess.CompletedProcess:
         env = ["/usr/bin/env", "-i", "HOME=/root", "TERM=dumb", "LANG=C.UTF-8",
                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-               f"PIP_INDEX_URL={os.environ.get('PIP_INDEX_URL', 'file:///opt/pypi/simple')}"]
+               *pip_env()]
         argv = ([*env, "/bin/bash", "-lc", script] if self.root is None
                 else ["chroot", self.r, *env, "/bin/bash", "-lc", script])
         if netns:
