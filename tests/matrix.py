@@ -7,8 +7,8 @@ As root. ``system`` is this machine's Slurm; 24.11 and 26.05 are Debian trixie a
 one). Each version runs ``make test`` on a clone of this repository's HEAD with a lab of its own
 (``ROACH_LAB_DIR`` under the state folder; inside a root, the root's /var/lib/roach/lab) in a network
 namespace of its own, so the default ports clash with nothing, the lead's lab on this machine included.
-A root gets Debian's Slurm and MariaDB (the Makefile's DEBS) and a copy of the Python this runs on, at the
-same path, so the jobs' Python is the host lab's. Wheel folders (/opt/wheels, /opt/pypi, /opt/pypi-more)
+A root gets Debian's Slurm and MariaDB (the Makefile's DEBS) and a copy of the Python this runs on in
+/opt/roach-python (an existing /opt/python3.X is used as is), so the jobs' Python is the host lab's. Wheel folders (/opt/wheels, /opt/pypi, /opt/pypi-more)
 are bound in read-only; pip inside the namespace gets this machine's ``PIP_*`` variables, else those folders.
 Afterwards each lab is stopped, the binds unmounted and the namespaces deleted; the roots stay.
 """
@@ -99,10 +99,24 @@ class Target:
         if not (self.root / "usr/sbin/slurmctld").exists():
             self.chroot(f"{shlex.join(APT)} update && DEBIAN_FRONTEND=noninteractive {shlex.join(APT)} install -y "
                         f"--no-install-recommends {' '.join([*debs(), *EXTRA_DEBS])}", netns=False)
-        prefix = Path(sys.base_prefix)
-        if prefix != Path("/usr") and not (self.root / prefix.relative_to("/")).exists():
-            sh(["mkdir", "-p", str((self.root / prefix.relative_to("/")).parent)])
-            sh(["cp", "-a", str(prefix), str(self.root / prefix.relative_to("/"))])
+        if self.python is None:  # this Python, where the lab's user may run it (not under /root): the jobs'
+            dest = self.root / "opt/roach-python"
+            sh(["cp", "-a", sys.base_prefix, str(dest)])
+            exe = dest / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+            if shutil.which("patchelf"):  # a pyenv build finds its libpython by an absolute rpath
+                sh(["patchelf", "--set-rpath", "$ORIGIN/../lib", str(exe)])
+            sh(["chmod", "-R", "o+rX", str(dest)])
+
+    @property
+    def python(self) -> str | None:
+        """The Python (a path inside the root) that the root's venvs and the lab's jobs use; None: none yet."""
+        if self.root is None:
+            return sys.base_prefix + "/bin/python3" if Path(sys.base_prefix) != Path("/usr") else "/usr/bin/python3"
+        want = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        for cand in (f"/opt/roach-python/bin/{want}", f"/opt/{want}/bin/{want}"):
+            if (self.root / cand.lstrip("/")).exists():
+                return cand
+        return None
 
     def mount(self) -> None:
         if self.root is not None:
@@ -145,7 +159,7 @@ class Target:
         sh(["git", "-C", str(here), "checkout", "-q", head])
         lab = "/var/lib/roach/lab" if self.root is not None else str(self.state / "lab")
         xml = f"{self.checkout}/matrix.xml"
-        python = f"{sys.base_prefix}/bin/python3" if Path(sys.base_prefix) != Path("/usr") else "/usr/bin/python3"
+        python = self.python or "/usr/bin/python3"
         args = f"--junitxml={xml} {pytest_args}".strip()
         script = (f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(lab)} && "
                   f"make test PYTHON={shlex.quote(python)} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
