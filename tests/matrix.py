@@ -5,7 +5,7 @@
 As root. ``system`` is this machine's Slurm; 24.11 and 26.05 are Debian trixie and sid in debootstrap roots
 (made once under ``--roots``, default /var/tmp/roach-matrix, and reused; ``--root V=DIR`` names an existing
 one). Each version runs ``make test`` on a clone of this repository's HEAD with a lab of its own
-(``ROACH_LAB_DIR`` under the state folder; inside a root, the root's /var/lib/roach/lab) in a network
+(``ROACH_LAB_DIR`` under the state folder; inside a root, /var/lib/roach/matrix-lab; made afresh each run) in a network
 namespace of its own, so the default ports clash with nothing, the lead's lab on this machine included.
 A root gets Debian's Slurm and MariaDB (the Makefile's DEBS) and a copy of the Python this runs on in
 /opt/roach-python (an existing /opt/python3.X is used as is), so the jobs' Python is the host lab's. Wheel folders (/opt/wheels, /opt/pypi, /opt/pypi-more)
@@ -40,7 +40,7 @@ def sh(argv: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 def debs() -> list[str]:
-    m = re.search(r"^DEBS\s*:=\s*(.+)$", (REPO / "Makefile").read_text(), re.M)
+    m = re.search(r"^DEBS\s*:=\s*(.+)$", (REPO / "Makefile").read_text(), re.MULTILINE)
     if not m:
         raise SystemExit("the Makefile names no DEBS")
     return m[1].split()
@@ -157,7 +157,10 @@ class Target:
                               text=True).stdout.strip()
         sh(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(here)])
         sh(["git", "-C", str(here), "checkout", "-q", head])
-        lab = "/var/lib/roach/lab" if self.root is not None else str(self.state / "lab")
+        lab = "/var/lib/roach/matrix-lab" if self.root is not None else str(self.state / "lab")
+        old = Path(self.r + lab) if self.root is not None else Path(lab)
+        if old.exists():  # a fresh lab each run (the last run's was stopped): its job venv may be of another Python
+            shutil.rmtree(old)
         xml = f"{self.checkout}/matrix.xml"
         python = self.python or "/usr/bin/python3"
         args = f"--junitxml={xml} {pytest_args}".strip()
