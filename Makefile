@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # What the lab's jobs import: torch's CPU build for torch.distributed (gloo) in the demo and tests.
 JOB_PACKAGES ?= torch==2.13.0 numpy
 
-.PHONY: deps venv lab demo test bench clean
+.PHONY: deps venv lab demo test test-matrix bench clean
 
 ## deps: install the Debian packages that are missing (needs root only when one is missing)
 deps:
@@ -52,6 +52,13 @@ demo: lab
 ## test: run the test suite on the lab (extra pytest arguments: make test PYTEST_ARGS='-k wheel')
 test: lab
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+MATRIX_ARGS ?=
+
+## test-matrix: the suite on the system Slurm, 24.11 (trixie root) and 26.05 (sid root), then a table; as root
+## (MATRIX_ARGS='--only 26.05 --pytest-args "tests/test_slurm_versions.py"'; roots kept in /var/tmp/roach-matrix)
+test-matrix: venv
+	$(VENV)/bin/python -m tests.matrix $(MATRIX_ARGS)
 
 BENCH_ARGS ?=
 

@@ -18,7 +18,10 @@ import pytest
 
 from roach.errors import SlurmError, SlurmTransientError, TransportError
 from roach.slurm import slurmparse as P
+from roach.slurm.queue_states import parse_squeue_states
 from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.slurmparse import in_array
+from roach.slurm.states import JobState
 from roach.slurm.transport import LocalTransport, Result, Transport
 
 DATA = Path(__file__).parent / "data"
@@ -275,10 +278,55 @@ def test_capabilities_are_probed_once_then_cached():
     slurm, tr, _ = client((0, config, ""), (0, helptext, ""), (0, config, ""), (1, "", "squeue: invalid option\n"))
     caps = slurm.capabilities()
     assert caps.version == (22, 5, 8) and caps.json is True and caps.min_job_age_s == 60
+    assert caps.only_job_state is False  # 22.05's squeue --help does not list it
     assert slurm.capabilities() is caps and len(tr.calls) == 2
     assert tr.argvs == [("scontrol", "show", "config"), ("squeue", "--help")]
     again = slurm.capabilities(refresh=True)
     assert again.json is False and again.version == (22, 5, 8)  # --help failing means no --json
+
+
+def _probed(version: str) -> tuple[int, str, str]:
+    return (0, data(f"{version}/scontrol_show_config.txt"), "")
+
+
+def _help(version: str) -> tuple[int, str, str]:
+    return (0, data(f"{version}/squeue_help.txt"), "")
+
+
+@pytest.mark.parametrize("version", ["24.11", "26.05"])
+def test_job_states_use_only_job_state_where_squeue_lists_it(version):
+    states = data(f"{version}/squeue_only_job_state_array.txt")
+    job = parse_squeue_states(states)[0].ref.job
+    slurm, tr, _ = client(_probed(version), _help(version), (0, states, ""), (0, states, ""))
+    got = slurm.job_states([job])
+    assert slurm.capabilities().only_job_state is True
+    assert tr.argvs[2] == ("squeue", "--noheader", "--only-job-state", "--jobs", str(job))
+    assert sorted((str(r.ref), r.state.name) for r in got) == [
+        (f"{job}_0", "RUNNING"), (f"{job}_1", "RUNNING"), (f"{job}_[2-3]", "PENDING")]
+    slurm.job_states([job, "13_1"])
+    assert tr.argvs[3][-1] == f"{job},13_1" and len(tr.calls) == 4  # probed once
+
+
+def test_job_states_without_only_job_state_run_the_full_squeue():
+    slurm, tr, _ = client(_probed("22.05"), _help("22.05"), (0, data("22.05/squeue_two_nodes.txt"), ""))
+    got = slurm.job_states([81])
+    assert tr.argvs[2] == ("squeue", "--noheader", "--array", "-O", P.squeue_format(), "--jobs", "81")
+    assert [r.state.name for r in got] == ["RUNNING"]
+
+
+def test_job_states_fall_back_to_the_full_squeue_when_the_light_one_fails():
+    # its error names no cause; the full squeue then says what is wrong (and is retried if transient)
+    down = data("24.11/squeue_only_job_state_controller_down.stderr.txt")
+    slurm, tr, sleeps = client(_probed("24.11"), _help("24.11"), (1, "", down), (1, "", CONTROLLER_DOWN),
+                               (0, data("24.11/squeue_two_nodes.txt"), ""))
+    got = slurm.job_states([5])
+    assert [a[2] for a in tr.argvs[2:]] == ["--only-job-state", "--array", "--array"] and sleeps == [1.0]
+    assert [r.state.name for r in got] == ["RUNNING"]
+
+
+def test_job_states_of_no_ids_run_nothing():
+    slurm, tr, _ = client()
+    assert slurm.job_states([]) == [] and tr.calls == []
 
 
 # -- LocalTransport on real processes ----------------------------------------------------------------
@@ -359,3 +407,23 @@ def test_lab_sacct_ignores_the_callers_time_format(user_slurm, monkeypatch):
     monkeypatch.setenv("SLURM_TIME_FORMAT", "relative")
     recs = user_slurm.sacct(user="roachlab", since="2020-01-01")
     assert recs and all(r.submit_time is not None for r in recs)
+
+
+@pytest.mark.lab
+def test_lab_job_states_agree_with_the_full_squeue(user_slurm):
+    """The light status round (squeue --only-job-state where this Slurm lists it) sees what squeue sees."""
+    helptext = user_slurm.run(["squeue", "--help"]).stdout
+    assert user_slurm.capabilities().only_job_state is ("--only-job-state" in helptext)
+    opts = ["--hold", "--output=/dev/null", f"--job-name=roach-states-{uuid.uuid4().hex[:8]}"]
+    single = user_slurm.sbatch(opts, "#!/bin/bash\ntrue\n")
+    array = user_slurm.sbatch([*opts, "--array=0-2"], "#!/bin/bash\ntrue\n")
+    try:
+        light = user_slurm.job_states([single, array, f"{array}_1", 999999])
+        full = user_slurm.squeue(job_ids=[single, array])
+        assert {r.ref.job for r in light} == {single, array} and all(r.state is JobState.PENDING for r in light)
+        assert {r.ref.job for r in full} == {single, array}
+        # the task asked for by name is there, alone or inside a pending range
+        assert any(r.ref.job == array and (r.ref.task == 1 or in_array(r.ref.tasks, 1)) for r in light)
+    finally:
+        user_slurm.scancel([single, array])
+    assert user_slurm.job_states([999999]) == []  # an id not in the queue is simply not listed

@@ -47,6 +47,7 @@ class Capabilities:
     max_job_count: int
     json: bool  # squeue/sacct accept --json
     rate_limit: RateLimit | None = None  # slurmctld limits each user's RPC rate (rl_enable)
+    only_job_state: bool = False  # squeue --only-job-state (23.11.5+): the light status round
 
     def min_round_interval_s(self, rpcs: int) -> float:
         """The shortest interval between polling rounds of ``rpcs`` controller RPCs the site allows."""
@@ -95,7 +96,12 @@ def _rate_limit(ctld_params: str) -> RateLimit | None:
         raise ParseError(f"cannot read the RPC rate limit from SlurmctldParameters={ctld_params!r}") from None
 
 
-def from_config(config: dict[str, str], json: bool) -> Capabilities:
+def has_only_job_state(squeue_help: str) -> bool:
+    """Whether ``squeue --help`` lists ``--only-job-state`` (Slurm 23.11.5+)."""
+    return "--only-job-state" in squeue_help
+
+
+def from_config(config: dict[str, str], json: bool, only_job_state: bool = False) -> Capabilities:
     """Capabilities from ``scontrol show config`` as parsed by :func:`parse_show_config`."""
     ctld = _flags(config.get("SlurmctldParameters", ""))
     preempt = _flags(config.get("PreemptParameters", ""))
@@ -113,17 +119,19 @@ def from_config(config: dict[str, str], json: bool) -> Capabilities:
         max_job_count=int(config.get("MaxJobCount", "10000")),
         json=json,
         rate_limit=_rate_limit(config.get("SlurmctldParameters", "")),
+        only_job_state=only_job_state,
     )
 
 
 def probe(client: "SlurmClient") -> Capabilities:
-    """Read the cluster's settings (one ``scontrol show config``); ask ``squeue --help`` about ``--json``.
+    """Read the cluster's settings (one ``scontrol show config``); ask ``squeue --help`` about ``--json`` and
+    ``--only-job-state``.
 
-    ``--help`` costs no controller RPC, and Slurm builds without the JSON plugins do not list it.
+    ``--help`` costs no controller RPC, and Slurm builds without the JSON plugins do not list ``--json``.
     """
     config = client.config()
     try:
-        json_ok = "--json" in client.run(["squeue", "--help"], retry=False).stdout
+        helptext = client.run(["squeue", "--help"], retry=False).stdout
     except SlurmError:
-        json_ok = False
-    return from_config(config, json_ok)
+        helptext = ""
+    return from_config(config, "--json" in helptext, has_only_job_state(helptext))

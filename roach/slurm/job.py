@@ -116,7 +116,7 @@ class Job:
         poll_s = max(poll_s, self.cluster.min_poll_s)  # never faster than the cluster allows
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            queued = [r for r in self.client.squeue(job_ids=[self.slurm_id]) if self._is_me(r.ref) and r.state.is_active]
+            queued = [r for r in self.client.job_states([self.slurm_id]) if self._is_me(r.ref) and r.state.is_active]
             if not queued:
                 rec = self._accounting()
                 if rec is not None and rec.state.is_terminal:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from roach.errors import SlurmError, SlurmTransientError
 from roach.slurm import slurmparse as P
 from roach.slurm.capabilities import Capabilities, probe
+from roach.slurm.queue_states import ONLY_JOB_STATE, StateRecord, parse_squeue_states
 from roach.slurm.transport import Result, Transport
 
 # stderr that means "try again shortly", seen from controllers under load or restarting.
@@ -94,6 +95,21 @@ class SlurmClient:
                 return []
             raise SlurmError(argv, 1, res.stderr, _hint(res.stderr))
         return P.parse_squeue(res.stdout)
+
+    def job_states(self, job_ids: Iterable[str | int]) -> list[StateRecord]:
+        """The states of the given jobs still in the queue, the lightest way this Slurm offers: ``squeue
+        --only-job-state`` where the probed capabilities list it (23.11.5+), else the full squeue. Ids that
+        left the queue are not listed; a still-pending range of array tasks may be one record."""
+        ids = [str(j) for j in job_ids]
+        if not ids:
+            return []
+        if self.capabilities().only_job_state:
+            argv = ["squeue", "--noheader", ONLY_JOB_STATE, "--jobs", ",".join(ids)]
+            try:
+                return parse_squeue_states(self.run(argv).stdout)
+            except SlurmError:
+                pass  # its errors name no cause ("Unspecified error"): the full squeue says what is wrong
+        return [StateRecord.of(r) for r in self.squeue(job_ids=ids)]
 
     def sacct(self, job_ids: Iterable[str | int] = (), *, allocations_only: bool = True, duplicates: bool = False,
               user: str | None = None, since: str | None = None) -> list[P.AcctRecord]:

@@ -147,7 +147,7 @@ class Sweep:
         deadline = None if timeout is None else time.monotonic() + timeout
         by_ref = self._by_ref()
         while True:
-            active = sum(1 for r in self.client.squeue(job_ids=self.array_ids) if r.state.is_active)
+            active = sum(1 for r in self.client.job_states(self.array_ids) if r.state.is_active)
             if not active:
                 done = {}
                 for a in self._accounting():

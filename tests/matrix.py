@@ -1,0 +1,220 @@
+"""``make test-matrix``: the suite on each Slurm roach claims, then a table (version, passed, failed).
+
+    python -m tests.matrix [--only system,24.11,26.05] [--pytest-args '...'] [--root 24.11=/var/tmp/trixie-root]
+
+As root. ``system`` is this machine's Slurm; 24.11 and 26.05 are Debian trixie and sid in debootstrap roots
+(made once under ``--roots``, default /var/tmp/roach-matrix, and reused; ``--root V=DIR`` names an existing
+one). Each version runs ``make test`` on a clone of this repository's HEAD with a lab of its own
+(``ROACH_LAB_DIR`` under the state folder; inside a root, /var/lib/roach/matrix-lab; made afresh each run) in a network
+namespace of its own, so the default ports clash with nothing, the lead's lab on this machine included.
+A root gets Debian's Slurm and MariaDB (the Makefile's DEBS) and a copy of the Python this runs on in
+/opt/roach-python (an existing /opt/python3.X is used as is), so the jobs' Python is the host lab's. Wheel folders (/opt/wheels, /opt/pypi, /opt/pypi-more)
+are bound in read-only; pip inside the namespace gets this machine's ``PIP_*`` variables, else those folders.
+Afterwards each lab is stopped, the binds unmounted and the namespaces deleted; the roots stay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CODENAMES = {"24.11": "trixie", "26.05": "sid"}
+MIRROR = "http://deb.debian.org/debian"
+WHEEL_DIRS = ("/opt/wheels", "/opt/pypi", "/opt/pypi-more")
+APT = ["apt-get", "-o", "Acquire::Check-Valid-Until=false"]  # sid's Release file may read as expired
+EXTRA_DEBS = ("make", "git", "ca-certificates", "procps", "iproute2")
+
+
+def sh(argv: list[str], **kw) -> subprocess.CompletedProcess:
+    print("+", shlex.join(argv), flush=True)
+    return subprocess.run(argv, check=True, **kw)
+
+
+def debs() -> list[str]:
+    m = re.search(r"^DEBS\s*:=\s*(.+)$", (REPO / "Makefile").read_text(), re.MULTILINE)
+    if not m:
+        raise SystemExit("the Makefile names no DEBS")
+    return m[1].split()
+
+
+def pip_env() -> list[str]:
+    """pip's settings for a namespace that reaches no index: this machine's PIP_* variables, else the wheel
+    folders (bound into each root at the same paths)."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
+    if Path("/opt/pypi/simple").is_dir():
+        env.setdefault("PIP_INDEX_URL", "file:///opt/pypi/simple")
+    if Path("/opt/pypi-more/simple").is_dir():
+        env.setdefault("PIP_EXTRA_INDEX_URL", "file:///opt/pypi-more/simple")
+    if Path("/opt/wheels").is_dir():
+        env.setdefault("PIP_FIND_LINKS", "/opt/wheels")
+    return [f"{k}={v}" for k, v in env.items()]
+
+
+@dataclass
+class Target:
+    version: str  # "system", "24.11", "26.05"
+    root: Path | None  # None: this machine
+    state: Path
+
+    @property
+    def ns(self) -> str:
+        return f"roach-matrix-{self.version.replace('.', '')}"
+
+    @property
+    def r(self) -> str:
+        return str(self.root) if self.root else ""
+
+    def chroot(self, script: str, *, netns: bool = True, check: bool = True, **kw) -> subprocess.CompletedProcess:
+        env = ["/usr/bin/env", "-i", "HOME=/root", "TERM=dumb", "LANG=C.UTF-8",
+               "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               *pip_env()]
+        argv = ([*env, "/bin/bash", "-lc", script] if self.root is None
+                else ["chroot", self.r, *env, "/bin/bash", "-lc", script])
+        if netns:
+            argv = ["nsenter", f"--net=/run/netns/{self.ns}", *argv]
+        print("+", self.version, script, flush=True)
+        return subprocess.run(argv, check=check, **kw)
+
+    # -- the root ------------------------------------------------------------------------------------
+    def ensure_root(self) -> None:
+        """debootstrap the release once; install Slurm's packages and copy this Python in where missing."""
+        assert self.root is not None
+        if not (self.root / "usr/bin/apt-get").exists():
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            sh(["debootstrap", "--variant=minbase", CODENAMES[self.version], self.r, MIRROR])
+        rc = self.root / "usr/sbin/policy-rc.d"
+        if not rc.exists():  # packages must not start their daemons in the root: the lab starts its own
+            rc.write_text("#!/bin/sh\nexit 101\n")
+            rc.chmod(0o755)
+        shutil.copy("/etc/resolv.conf", self.root / "etc/resolv.conf")
+        if not (self.root / "usr/sbin/slurmctld").exists():
+            self.chroot(f"{shlex.join(APT)} update && DEBIAN_FRONTEND=noninteractive {shlex.join(APT)} install -y "
+                        f"--no-install-recommends {' '.join([*debs(), *EXTRA_DEBS])}", netns=False)
+        if self.python is None:  # this Python, where the lab's user may run it (not under /root): the jobs'
+            dest = self.root / "opt/roach-python"
+            sh(["cp", "-a", sys.base_prefix, str(dest)])
+            exe = dest / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+            if shutil.which("patchelf"):  # a pyenv build finds its libpython by an absolute rpath
+                sh(["patchelf", "--set-rpath", "$ORIGIN/../lib", str(exe)])
+            sh(["chmod", "-R", "o+rX", str(dest)])
+
+    @property
+    def python(self) -> str | None:
+        """The Python (a path inside the root) that the root's venvs and the lab's jobs use; None: none yet."""
+        if self.root is None:
+            return sys.base_prefix + "/bin/python3" if Path(sys.base_prefix) != Path("/usr") else "/usr/bin/python3"
+        want = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        for cand in (f"/opt/roach-python/bin/{want}", f"/opt/{want}/bin/{want}"):
+            if (self.root / cand.lstrip("/")).exists():
+                return cand
+        return None
+
+    def mount(self) -> None:
+        if self.root is not None:
+            r = self.r
+            if not os.path.ismount(f"{r}/proc"):
+                sh(["mount", "-t", "proc", "proc", f"{r}/proc"])
+            for d in ("sys", "dev"):
+                if not os.path.ismount(f"{r}/{d}"):
+                    sh(["mount", "--rbind", f"/{d}", f"{r}/{d}"])
+                    sh(["mount", "--make-rslave", f"{r}/{d}"])
+            for d in WHEEL_DIRS:
+                if Path(d).is_dir() and not os.path.ismount(f"{r}{d}"):
+                    Path(f"{r}{d}").mkdir(parents=True, exist_ok=True)
+                    sh(["mount", "--bind", "-o", "ro", d, f"{r}{d}"])
+        if not Path(f"/run/netns/{self.ns}").exists():
+            sh(["ip", "netns", "add", self.ns])
+            sh(["ip", "netns", "exec", self.ns, "ip", "link", "set", "lo", "up"])
+            # getaddrinfo(AI_ADDRCONFIG) wants an address besides 127.0.0.1
+            sh(["ip", "netns", "exec", self.ns, "ip", "addr", "add", "127.0.1.1/32", "dev", "lo"])
+
+    def umount(self) -> None:
+        if self.root is not None:
+            for d in (*WHEEL_DIRS, "/dev", "/sys", "/proc"):
+                subprocess.run(["umount", "-R", "-l", f"{self.r}{d}"], stderr=subprocess.DEVNULL, check=False)
+        subprocess.run(["ip", "netns", "del", self.ns], stderr=subprocess.DEVNULL, check=False)
+
+    # -- the run -------------------------------------------------------------------------------------
+    @property
+    def checkout(self) -> str:
+        """Where the clone lives, as seen from inside (the root) or on this machine."""
+        return "/root/roach-matrix" if self.root is not None else str(self.state / "repo")
+
+    def run(self, pytest_args: str) -> tuple[int, int, int]:
+        here = Path(self.r + self.checkout) if self.root is not None else Path(self.checkout)
+        if here.exists():
+            shutil.rmtree(here)
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], check=True, capture_output=True,
+                              text=True).stdout.strip()
+        sh(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(here)])
+        sh(["git", "-C", str(here), "checkout", "-q", head])
+        lab = "/var/lib/roach/matrix-lab" if self.root is not None else str(self.state / "lab")
+        old = Path(self.r + lab) if self.root is not None else Path(lab)
+        if old.exists():  # a fresh lab each run (the last run's was stopped): its job venv may be of another Python
+            shutil.rmtree(old)
+        xml = f"{self.checkout}/matrix.xml"
+        python = self.python or "/usr/bin/python3"
+        args = f"--junitxml={xml} {pytest_args}".strip()
+        script = (f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(lab)} && "
+                  f"make test PYTHON={shlex.quote(python)} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
+                  f".venv/bin/roach lab down >/dev/null 2>&1; exit $rc")
+        self.state.mkdir(parents=True, exist_ok=True)
+        with open(self.state / f"test-{self.version}.log", "w") as log:
+            self.chroot(script, check=False, stdout=log, stderr=subprocess.STDOUT)
+        return junit_counts(Path(self.r + xml) if self.root is not None else Path(xml))
+
+
+def junit_counts(xml: Path) -> tuple[int, int, int]:
+    """(passed, failed, skipped) of a pytest junit file; failed counts errors; no file: nothing ran."""
+    if not xml.exists():
+        return 0, 0, 0
+    suite = ET.parse(xml).getroot()
+    suite = suite.find("testsuite") if suite.tag == "testsuites" else suite
+    total, failed = int(suite.get("tests", 0)), int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+    skipped = int(suite.get("skipped", 0))
+    return total - failed - skipped, failed, skipped
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="system,24.11,26.05", help="comma-separated: system, 24.11, 26.05")
+    ap.add_argument("--pytest-args", default="", help="extra pytest arguments for every version")
+    ap.add_argument("--roots", default="/var/tmp/roach-matrix", help="where roots and logs are kept")
+    ap.add_argument("--root", action="append", default=[], metavar="V=DIR", help="use an existing root for V")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("test-matrix needs root (debootstrap, chroot, mounts, network namespaces)")
+    given = dict(x.split("=", 1) for x in args.root)
+    base = Path(args.roots)
+    targets = []
+    for v in args.only.split(","):
+        if v != "system" and v not in CODENAMES:
+            raise SystemExit(f"unknown version {v!r}: expected system, {', '.join(CODENAMES)}")
+        root = None if v == "system" else Path(given.get(v, base / f"{CODENAMES[v]}-root"))
+        targets.append(Target(v, root, base / f"state-{v}"))
+    rows = []
+    for t in targets:
+        try:
+            if t.root is not None:
+                t.ensure_root()
+            t.mount()
+            rows.append((t.version, *t.run(args.pytest_args)))
+        finally:
+            t.umount()
+    print(f"\n{'version':<10}{'passed':>8}{'failed':>8}{'skipped':>9}   log")
+    for (v, passed, failed, skipped), t in zip(rows, targets):
+        print(f"{v:<10}{passed:>8}{failed:>8}{skipped:>9}   {t.state / f'test-{v}.log'}")
+    return 0 if rows and all(f == 0 and p > 0 for _, p, f, _ in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
