@@ -1,0 +1,62 @@
+#!/bin/bash
+#SBATCH --job-name=lr-sweep
+#SBATCH --output=/home/u/roach/my-repo/slurm-logs/lr-sweep_%A_%a.out
+#SBATCH --open-mode=append
+#SBATCH --requeue
+#SBATCH --signal=USR1@120
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=2
+#SBATCH --time=01:00:00
+#SBATCH --gres=gpu:2
+#SBATCH --array=0-7%4
+#SBATCH --dependency=afterany:4242
+# roach job lr-sweep: 0123456789ab of my-repo. What a job does: roach/slurm/README.md.
+set -euo pipefail
+export ROACH_REPO_URL=git@github.com:lab/my-repo.git
+export ROACH_REPO_NAME=my-repo
+export ROACH_COMMIT=0123456789abcdef0123456789abcdef01234567
+export ROACH_CLONE_ROOT='~/roach_clones'
+export ROACH_ROACH_PATH=/home/u/roach/my-repo/slurm-logs/bundles/roach-1a2b
+export ROACH_RUN_ID=lr-sweep-$(( SLURM_ARRAY_TASK_ID + 16 ))
+export ROACH_RUN_DIR='~/roach/my-repo/runs'/"$ROACH_RUN_ID"
+export ROACH_BUNDLE=/home/u/roach/my-repo/slurm-logs/bundles/"$SLURM_ARRAY_JOB_ID"
+
+# --- site file of cluster ilc ---
+# Site file of ILC, sourced by every roach job there before roach's own steps.
+# The project pins its environment in pixi.toml (roach is a pixi dependency): each clone builds it once
+# with `pixi install --frozen` (node.sh). ~ is the node-local home; ~/scratch is the shared store.
+ROACH_ENV=pixi
+if [ -d "$HOME/.pixi/bin" ]; then export PATH="$HOME/.pixi/bin:$PATH"; fi
+export ROACH_SCRATCH="$HOME/scratch"
+# --- end of site file ---
+
+source "$ROACH_BUNDLE/node.sh"
+echo "roach: attempt $(( ${SLURM_RESTART_COUNT:-0} + 1 )) of run $ROACH_RUN_ID: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (restart count ${SLURM_RESTART_COUNT:-0}) at $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+# Preemption signals every process of the job: the batch shell must outlive the ranks' checkpoint.
+trap 'echo "roach: batch script caught SIGTERM; the ranks checkpoint and leave"' TERM
+trap 'echo "roach: batch script caught SIGUSR1"' USR1
+srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
+  bash "$ROACH_BUNDLE/node.sh" prepare
+clone="$(roach_clone_dir)"
+export ROACH_CLONE_DIR="$clone"
+py="$(roach_python "$clone")"
+first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+MASTER_ADDR="$(scontrol show node "$first" | tr ' ' '\n' | sed -n 's/^NodeAddr=//p' | head -n 1)"
+export MASTER_ADDR="${MASTER_ADDR:-$first}"
+# The batch script runs on the allocation's first node, where rank 0 listens.
+export MASTER_PORT="$(roach_free_port "$py" $(( 20000 + SLURM_JOB_ID % 20000 )))"
+echo "roach: rendezvous at $MASTER_ADDR:$MASTER_PORT (a port free on $first when this attempt started)"
+export PYTHONPATH="$ROACH_ROACH_PATH:$clone${PYTHONPATH:+:$PYTHONPATH}"
+run_dir="$(roach_expand "$ROACH_RUN_DIR")"
+mkdir -p "$run_dir"
+cd "$run_dir"
+srun --kill-on-bad-exit=1 --wait=60 --label "$py" -m roach.slurm.run "$ROACH_BUNDLE/spec.json" &
+ranks=$!
+while kill -0 "$ranks" 2>/dev/null; do wait "$ranks" || true; done
+wait "$ranks" && rc=0 || rc=$?
+if [ -e "$run_dir/.roach/left.$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}" ]; then
+  echo "roach: the ranks left to come back (exit code $rc); ending this attempt cleanly"
+  exit 0
+fi
+[ "$rc" -eq 0 ] || echo "roach: the ranks' step ended with exit code $rc"
+exit "$rc"

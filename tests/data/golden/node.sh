@@ -1,0 +1,106 @@
+#!/bin/bash
+# roach's node script. The batch script sources it for its functions, then runs
+# `node.sh prepare` once per node (srun, one task per node) before the ranks start.
+#
+# prepare: make the shared, read-only clone of the job's commit on this node, once:
+#   <clone_root>/<repo>-<commit>, made under a lock so concurrent jobs clone once; built in a temporary
+#   directory and renamed, then the environment is made in it, then a marker is written and the tree is
+#   made read-only. A clone without the marker is half-made (its job died) and is rebuilt, never used.
+#
+# Inputs (environment): ROACH_REPO_URL ROACH_COMMIT ROACH_REPO_NAME ROACH_CLONE_ROOT (may start with ~),
+# and from the cluster's site file: ROACH_ENV (venv|pixi|uv|system), ROACH_VENV, ROACH_PYTHON, ROACH_PIXI_ENV.
+
+ROACH_CLONE_MARKER=.roach-clone-complete
+
+roach_expand() {  # ~ means the home of the user the job runs as, on the node it runs on
+  case "$1" in
+    "~") printf '%s\n' "$HOME" ;;
+    "~/"*) printf '%s/%s\n' "$HOME" "${1#"~/"}" ;;
+    *) printf '%s\n' "$1" ;;
+  esac
+}
+
+roach_clone_dir() {
+  printf '%s/%s-%s\n' "$(roach_expand "$ROACH_CLONE_ROOT")" "$ROACH_REPO_NAME" "$ROACH_COMMIT"
+}
+
+roach_python() {  # the interpreter the ranks run, for the clone in $1
+  case "${ROACH_ENV:-system}" in
+    venv) printf '%s/bin/python\n' "$(roach_expand "${ROACH_VENV:?the site file sets ROACH_ENV=venv but no ROACH_VENV}")" ;;
+    pixi) printf '%s/.pixi/envs/%s/bin/python\n' "$1" "${ROACH_PIXI_ENV:-default}" ;;
+    uv) printf '%s/.venv/bin/python\n' "$1" ;;
+    system) command -v "${ROACH_PYTHON:-python3}" ;;
+    *) echo "roach: unknown ROACH_ENV=${ROACH_ENV} in the site file (valid: venv pixi uv system)" >&2; return 2 ;;
+  esac
+}
+
+roach_make_env() {  # build the environment inside a fresh clone, before it is made read-only
+  case "${ROACH_ENV:-system}" in
+    pixi) (cd "$1" && pixi install --frozen -e "${ROACH_PIXI_ENV:-default}") ;;
+    uv) (cd "$1" && uv sync --frozen) ;;
+    venv|system) : ;;
+    *) echo "roach: unknown ROACH_ENV=${ROACH_ENV} in the site file (valid: venv pixi uv system)" >&2; return 2 ;;
+  esac
+}
+
+roach_prepare() {
+  set -euo pipefail
+  local clone root tmp head
+  clone="$(roach_clone_dir)"
+  root="$(dirname "$clone")"
+  [ -e "$clone/$ROACH_CLONE_MARKER" ] && return 0
+  mkdir -p "$root"
+  exec 9>>"$root/.$ROACH_REPO_NAME-$ROACH_COMMIT.lock"
+  flock 9
+  if [ ! -e "$clone/$ROACH_CLONE_MARKER" ]; then
+    if [ -e "$clone" ]; then
+      echo "roach: $(hostname): removing half-made clone $clone"
+      chmod -R u+w "$clone" && rm -rf "$clone"
+    fi
+    tmp="$clone.tmp.$(hostname).$$"
+    rm -rf "$tmp"
+    git clone --quiet --no-checkout "$ROACH_REPO_URL" "$tmp"
+    git -C "$tmp" -c advice.detachedHead=false checkout --quiet --detach "$ROACH_COMMIT"
+    head="$(git -C "$tmp" rev-parse HEAD)"
+    if [ "$head" != "$ROACH_COMMIT" ]; then
+      echo "roach: clone of $ROACH_REPO_URL is at $head, not $ROACH_COMMIT" >&2
+      rm -rf "$tmp"
+      return 1
+    fi
+    mv -T "$tmp" "$clone"
+    roach_make_env "$clone"
+    touch "$clone/$ROACH_CLONE_MARKER"
+    chmod -R a-w "$clone"
+    echo "roach: ${SLURMD_NODENAME:-$(hostname)}: cloned $ROACH_COMMIT into $clone (read-only)"
+  fi
+  exec 9>&-
+}
+
+roach_free_port() {  # $1: a python; $2: the first port to try. Prints a TCP port free on this node now.
+  # Free now, not derived from the job id alone: two jobs on a node whose ids differ by 20000, or a port
+  # another program holds, would make the rendezvous fail. Tried from $2 upwards in 20000-39999.
+  "$1" -c '
+import socket, sys
+first = int(sys.argv[1])
+for i in range(20000):
+    port = 20000 + (first - 20000 + i) % 20000
+    s = socket.socket()
+    try:
+        s.bind(("", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    sys.exit("roach: no free TCP port in 20000-39999 on " + socket.gethostname())
+' "$2"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  case "${1:-}" in
+    prepare) roach_prepare ;;
+    *) echo "usage: node.sh prepare" >&2; exit 2 ;;
+  esac
+fi
