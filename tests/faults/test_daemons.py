@@ -20,7 +20,12 @@ from roach.slurm.watch import Watcher
 from roach.slurm.watch_events import EventKind
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER
-from tests.faults.ledger import assert_left_no_process, attempts_by_rank, check_ledger, read_ledger
+from tests.faults.ledger import (
+    assert_left_no_process,
+    attempts_by_rank,
+    check_ledger,
+    read_ledger,
+)
 
 pytestmark = [pytest.mark.lab]
 
@@ -59,7 +64,7 @@ def test_daemons_restarted_mid_run_and_mid_watch_the_run_and_the_watch_carry_on(
         try:
             events += w.round()  # the round while it is away
             assert not [e for e in events if e.kind is EventKind.FINISHED], [e.line() for e in events]
-            wait_until(f"the run to go on without {name}", lambda: _steps(job) > before + 2, timeout=30)
+            wait_until(f"the run to go on without {name}", lambda b=before: _steps(job) > b + 2, timeout=30)
         finally:
             daemons[name].start(ready=ready)
         events += w.round()

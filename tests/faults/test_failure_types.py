@@ -21,7 +21,12 @@ from roach.slurm.clusters.lab import GPU1
 from roach.slurm.states import JobState
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER, preempt
-from tests.faults.ledger import assert_left_no_process, attempts_by_rank, check_ledger, read_ledger
+from tests.faults.ledger import (
+    assert_left_no_process,
+    attempts_by_rank,
+    check_ledger,
+    read_ledger,
+)
 
 pytestmark = [pytest.mark.lab]
 

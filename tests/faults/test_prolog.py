@@ -18,7 +18,7 @@ from roach.slurm.clusters.lab import GPU1
 from roach.slurm.states import JobState, PendingReason
 from roach.slurm.watch import Watcher
 from roach.slurm.watch_events import EventKind
-from tests.conftest import slack, wait_until
+from tests.conftest import slack
 from tests.faults.conftest import CLUSTER
 from tests.faults.ledger import assert_left_no_process, check_ledger
 
