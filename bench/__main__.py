@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3}
+DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1}
 SMOKE = {"reps": 2, "sizes": [10, 50], "scale_sizes": [100, 1000], "ssh_jobs": 10, "sweep_runs": 10,
          "preempt_modes": ["as-is"]}
 TITLES = {
@@ -24,6 +24,7 @@ TITLES = {
     4: "Sweep submission",
     5: "Preemption loss",
     6: "Watch scale: CPU time of one status round",
+    7: "Fault suite",
 }
 
 
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         4: lambda jobs: b4_sweep.run(lab, jobs, a.sweep_runs, reps(4), log),
         5: lambda jobs: mod("b5_preempt").run(lab, jobs, reps(5), a.preempt_modes, log=log),
         6: lambda jobs: mod("b6_scale").run(lab, jobs, a.scale_sizes, reps(6), log),
+        # the smoke run leaves out the slow storm (ROACH_FAULTS_STORM keeps it short in a full run if set)
+        7: lambda jobs: mod("b7_faults").run(lab, jobs, log, ("-m", "not slow") if a.smoke else ()),
     }
     failed = []
     for n in wanted:
