@@ -49,6 +49,8 @@ def lab() -> None:
 )
 @click.option("--low-grace-time", type=int, default=None, help=f"Seconds a preempted low job gets. {_default('low_grace_time')}")
 @click.option("--high-gpu-cap", type=int, default=None, help=f"GPUs per user in the high QOS. {_default('high_gpu_cap')}")
+@click.option("--prolog", default=None, metavar="PATH",
+              help="slurmd's Prolog script, run as root before each job on a node (\"\" for none). [default: none]")
 @click.option("--job-package", "job_packages", multiple=True,
               help="A pip requirement to install into the venv the lab's jobs run in (repeatable), e.g. torch==2.13.0.")
 def up(state_dir: str | None, job_packages: tuple[str, ...], **options) -> None:

@@ -163,6 +163,26 @@ def test_command_line_defaults_and_smoke():
     assert smoke.sizes == [5] and smoke.scale_sizes == [100, 1000] and smoke.reps == 2
     assert smoke.only == [2, 6] and smoke.preempt_modes == ["as-is"]
     with pytest.raises(SystemExit):
-        parse_args(["--only", "7"])
+        parse_args(["--only", "8"])
     with pytest.raises(SystemExit):
         parse_args(["--preempt-modes", "sometimes"])
+
+
+def test_the_fault_suite_row_reads_pytests_junit_xml(tmp_path):
+    from bench.b7_faults import read_junit, table
+
+    xml = tmp_path / "junit.xml"
+    xml.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.faults.test_requeue" name="test_a"/>'
+        '<testcase classname="tests.faults.test_requeue" name="test_b"><failure message="x"/></testcase>'
+        '<testcase classname="tests.faults.test_prolog" name="test_c"><skipped message="s"/></testcase>'
+        '<testcase classname="tests.faults.test_prolog" name="test_d"><error message="e"/></testcase>'
+        '</testsuite></testsuites>')
+    out = read_junit(xml, 61.0)
+    assert (out.passed, out.failed, out.skipped) == (1, ["test_requeue::test_b", "test_prolog::test_d"], 1)
+    assert out.cell == "1 of 3 tests passed, 1 skipped: **failed** `test_requeue::test_b`, `test_prolog::test_d`"
+    rows = {"24.11.5": {"cell": "3 of 3 tests passed", "seconds": 600}, "22.05.8": {"cell": out.cell, "seconds": 61}}
+    text = table(rows)
+    assert text.splitlines()[0] == "| Slurm | fault scenarios passed, ledger intact | wall time |"
+    assert text.splitlines()[2].startswith("| 22.05.8 |") and text.splitlines()[3].startswith("| 24.11.5 | 3 of 3")

@@ -76,6 +76,7 @@ class LabConfig:
     preempt_signal_setting: str = PreemptSignalSetting.SLURMCTLD.value
     low_grace_time: int = 20
     high_gpu_cap: int = 4
+    prolog: str = ""  # slurmd's Prolog script ("" none); the fault suite sets a failing one
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -86,6 +87,8 @@ class LabConfig:
         if self.preempt_signal_setting not in known:
             raise UsageError(f"unknown preemption signal setting {self.preempt_signal_setting!r}",
                              hint=f"use one of: {', '.join(known)}")
+        if self.prolog and not os.path.isabs(self.prolog):
+            raise UsageError(f"the Prolog {self.prolog!r} is not an absolute path", hint="give its full path")
 
     # -- paths ---------------------------------------------------------------------------------------
     @property
@@ -166,6 +169,7 @@ class LabConfig:
             "max_array_size": str(self.max_array_size),
             "max_job_count": str(self.max_job_count),
             "ctld_parameters": "\n".join(params),
+            "prolog": f"Prolog={self.prolog}" if self.prolog else "# no Prolog (`roach lab up --prolog PATH` sets one)",
             "cgroup_plugin": cgroup,
             "db_password": self.db_password(),
             **{k: str(v) for k, v in self.ports.items()},

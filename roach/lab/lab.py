@@ -180,7 +180,7 @@ def _nodes_up(cfg: LabConfig) -> bool:
 
 # Settings a running lab takes with `scontrol reconfigure` (and sacctmgr for the tiers); others need a restart.
 LIVE = {"preempt_send_user_signal", "preempt_signal_setting", "min_job_age", "max_array_size", "low_grace_time",
-        "high_gpu_cap"}
+        "high_gpu_cap", "prolog"}
 
 
 def resolve_config(state_dir: str | None = None, **options) -> LabConfig:

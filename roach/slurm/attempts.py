@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from roach._fs import atomic_write
+from roach.errors import ParseError
 from roach.slurm.context import Run, RunInterrupted
+from roach.slurm.states import JobState
 
 EXIT_LEFT = 3  # the rank checkpointed (or could not) and left so the run comes back
 DEFAULT_MAX_TIMEOUT_REQUEUES = 3
@@ -119,6 +121,33 @@ def requeued_by_slurm(fields: dict[str, str], restart: str) -> bool:
         return False
 
 
+# How Slurm ended an attempt it requeued itself, by the attempt's accounting state: its count in requeues.json,
+# the log's word for the stop and for the count ("preempted at step" is what roach watch reads as a preemption).
+_CAUSES = {JobState.NODE_FAIL: ("node_fail", "node failure", "node failure"),
+           JobState.REQUEUED: ("requeued", "requeued", "requeue")}
+_PREEMPTED = ("preempted", "preempted", "preemption")
+
+
+def requeue_cause(job_id: str, restart: str, wait_s: float = 5.0) -> JobState | None:
+    """The state Slurm accounted for this attempt (the job's ``restart``-th run in ``sacct -D``): PREEMPTED,
+    NODE_FAIL, REQUEUED (an admin's ``scontrol requeue``). slurmdbd records it a moment after the requeue, so this
+    asks again for up to ``wait_s``; None when it is not recorded by then (or slurmdbd is down)."""
+    n = int(restart or 0)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            out = subprocess.run(["sacct", "-X", "-D", "-n", "-P", "-o", "State", "-j", job_id], capture_output=True,
+                                 text=True, timeout=30, check=False).stdout
+            states = [JobState.parse(line) for line in out.splitlines() if line.strip()]
+        except (OSError, subprocess.SubprocessError, ParseError):
+            states = []
+        if n < len(states) and states[n].is_terminal:
+            return states[n]
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.5)
+
+
 def preempt_mode(fields: dict[str, str]) -> str:
     """How the site preempts this job: its QOS's PreemptMode, else the cluster's (``REQUEUE``, ``CANCEL``, ...);
     "" when it cannot be read (then roach requeues, as it always did)."""
@@ -158,10 +187,12 @@ def leave(run: Run, stop: RunInterrupted, spec: dict[str, Any]) -> int:
             run.log("%s at step %d (%s) inside holder %s: a step is not requeued; submit again with run_id=%s "
                     "to continue", name, stop.step, saved, holder, run.run_id)
         elif requeued_by_slurm(fields := job_fields(job), restart):
-            n = _bump(run.run_dir, "preempted")
-            run.log("preempted at step %d (%s, %s): Slurm requeued job %s already (restart count %s; preemption %d)",
-                    stop.step, saved, name, job, fields.get("Restarts"), n)
-            atomic_write(left_marker(run.run_dir, job, restart), f"{name} at step {stop.step}, requeued by Slurm\n")
+            # A preemption with GraceTime 0, a node failure, an admin's requeue: each counted as what it was.
+            kind, said, counted = _CAUSES.get(requeue_cause(job, restart), _PREEMPTED)  # unknown: as roach always said
+            n = _bump(run.run_dir, kind)
+            run.log("%s at step %d (%s, %s): Slurm requeued job %s already (restart count %s; %s %d)",
+                    said, stop.step, saved, name, job, fields.get("Restarts"), counted, n)
+            atomic_write(left_marker(run.run_dir, job, restart), f"{name} at step {stop.step}, {said}: requeued by Slurm\n")
         elif preempted(job, fields) and preempt_mode(fields).startswith("CANCEL"):
             run.log("preempted at step %d (%s, %s): this site cancels preempted jobs (PreemptMode=CANCEL), so job %s "
                     "does not come back; `roach resume %s` continues it", stop.step, saved, name, job, run.run_id)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import roach
-from roach.errors import RoachError, UsageError
+from roach.errors import RoachError, TransportError, UsageError
 from roach.slurm import guardrails
 from roach.slurm import script as batch
 from roach.slurm.bundle import BundlePaths, JobJson
@@ -215,7 +215,7 @@ def submit(
         roach_path=shipped_dir(roach_dir, bundle_root), repo_url=repo_url, repo_name=repo.name,
         commit=repo.commit, clone_root=clone_root, run_dir=run_dir,
     ))
-    job_id = client.sbatch(["--hold"], script_text)
+    job_id = _sbatch_held(client, store, cluster, script_text, f"{abs_log_root}/{run_id}_")
     paths = BundlePaths(abs_log_root, run_id, job_id)
     with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir,
                             f"submission of job {job_id}"):
@@ -249,6 +249,24 @@ def submit(
         if experiment:
             store.set_experiment(cluster.name, job_id, experiment)
     return Job(cluster, record, store)
+
+
+def _sbatch_held(client, store: Store, cluster: Cluster, script_text: str, log_prefix: str) -> int:
+    """``sbatch --hold``; where its answer is lost (the connection dropped while it ran), the job it may have queued
+    is cancelled (roach/slurm/lost.py) and the submit fails, leaving nothing."""
+    from roach.slurm import lost
+
+    if lost.pending(store, cluster.name):  # an earlier loss to settle first
+        try:
+            lost.settle(store, cluster.name, client)
+        except RoachError:
+            pass  # this submit's own commands will say what is wrong with the cluster
+    try:
+        return client.sbatch(["--hold"], script_text)
+    except TransportError as exc:
+        what = lost.after_loss(store, cluster, log_prefix)
+        raise TransportError(f"{exc} (while sbatch ran on {cluster.name}: {what})", exc.argv,
+                             hint="submit again once the connection is back") from exc
 
 
 def _node_sh() -> str:

@@ -29,9 +29,10 @@ class Faults:
         self.store = Store(base / "store.sqlite")
         self.roots = {"log_root": str(base / "logs"), "clone_root": str(base / "clones")}
 
-    def submit(self, args: dict, resources, *, cluster=CLUSTER, target: str = TARGET, **kw):
+    def submit(self, args: dict, resources, *, cluster=CLUSTER, target: str = TARGET, store: Store | None = None,
+               **kw):
         return submit(target, args=args, resources=resources, cluster=cluster, repo_root=self.repo.work,
-                      store=self.store, **self.roots, **kw)
+                      store=store or self.store, **self.roots, **kw)
 
 
 @pytest.fixture(scope="session")

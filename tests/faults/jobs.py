@@ -34,12 +34,14 @@ def _library_handlers(received):
 
 
 def train(run, steps=20, step_s=0.2, fast_from_restart=None, fast_s=0.01, dist=False, replace_handlers=False,
-          hang_rank=None, hang_at=None):
+          hang_rank=None, hang_at=None, fail_at=None, until_term_at=None):
     """``steps`` steps of ``step_s`` (``fast_s`` from restart count ``fast_from_restart`` on).
 
     ``dist``: a gloo process group, so the ranks agree on the step boundary where they stop.
     ``replace_handlers``: after start-up, a library replaces roach's USR1/TERM handlers.
     ``hang_rank``/``hang_at``: in an attempt from the top, that rank ignores TERM and hangs at that step (never returns).
+    ``fail_at``: the function raises at that step (a crash).
+    ``until_term_at``: that step lasts until the rank receives a TERM (a step longer than what is left of the limit).
     """
     if dist:
         import torch.distributed as td
@@ -57,6 +59,10 @@ def train(run, steps=20, step_s=0.2, fast_from_restart=None, fast_s=0.01, dist=F
             run.log("hanging at step %d, ignoring TERM", step)
             while True:
                 time.sleep(1)
+        if step == fail_at:
+            raise RuntimeError(f"the fault suite's crash at step {step}")
+        while step == until_term_at and signal.SIGTERM not in run.signals.received:
+            time.sleep(0.2)
         time.sleep(step_s if slow else fast_s)
         state["next"] = step + 1
         _append(run, step=step)

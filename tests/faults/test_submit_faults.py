@@ -1,0 +1,143 @@
+"""Scenario 11: a submit over SSH with slurmdbd down, and with the SSH connection dropped while sbatch runs.
+
+Either the submit succeeds once or it fails leaving nothing: never two jobs, counted in the queue and in
+accounting (by the submission's job name, unique per test)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from roach.errors import RoachError
+from roach.lab import lab as lablib
+from roach.slurm import lost
+from roach.slurm.clusters.lab import GPU1, LAB
+from roach.slurm.states import JobState
+from roach.slurm.store import Store
+from tests.conftest import slack, wait_until
+from tests.faults.ledger import assert_left_no_process, check_ledger
+from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.lab]
+
+
+@pytest.fixture
+def over_ssh(lab, sshd: SSHServer):
+    env = lab.env()
+    return LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
+
+
+def _jobs_named(slurm, name: str) -> tuple[list, list]:
+    """(in the queue, started in accounting) of every user's jobs called ``name``."""
+    queued = [q for q in slurm.squeue(all_users=True) if q.name == name and q.state.is_active]
+    r = slurm.run(["sacct", "-a", "-X", "-D", "-n", "-P", "-o", "JobID,JobName,State,Start", "-S", "now-1hours"],
+                  retry=False)
+    rows = [line.split("|") for line in r.stdout.splitlines()]
+    started = [row for row in rows if row[1:2] == [name] and row[3] not in ("Unknown", "None", "")]
+    return queued, started
+
+
+def test_a_submit_over_ssh_with_slurmdbd_down_succeeds_once(faults, slurm, lab, over_ssh):
+    env = {**os.environ, **lab.env()}
+    dbd = {d.name: d for d in lablib.daemons(lab)}["slurmdbd"]
+    name = f"dbd-down-{secrets.token_hex(3)}"
+    dbd.stop()
+    try:
+        job = faults.submit({"steps": 5, "step_s": 0.1}, GPU1, cluster=over_ssh, name=name)
+        wait_until("the job to run", lambda: job.log().count("finished; result in") == 1, timeout=120)
+    finally:
+        dbd.start(ready=lambda: subprocess.run(["sacctmgr", "-n", "show", "cluster"], env=env,
+                                               capture_output=True).returncode == 0)
+    # slurmctld sends what slurmdbd missed once it is back: the job is accounted once
+    assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()[-3000:]
+    wait_until("the job in accounting", lambda: len(_jobs_named(slurm, name)[1]) >= 1, timeout=60)
+    queued, accounted = _jobs_named(slurm, name)
+    assert not queued and len(accounted) == 1, (queued, accounted)
+    check_ledger(job.record.run_dir, 5, interruptions=0, max_redo=0, run_id=job.run_id)
+    assert_left_no_process(slurm, job)
+
+
+GATED_SBATCH = """#!/bin/sh
+# The login host's sbatch, gated: says it started, waits for the test's go, then is the real sbatch.
+touch {gate}/started
+while [ ! -e {gate}/go ]; do sleep 0.05; done
+exec /usr/bin/sbatch "$@"
+"""
+
+
+def test_an_ssh_connection_dropped_during_sbatch_leaves_no_job(faults, slurm, lab, over_ssh, sshd: SSHServer):
+    """Before the fix, the held job stayed queued for ever, without a record: roach never learnt its id.
+
+    sbatch on the login host (gated, so the test can act before it talks to the controller) sends its request
+    to a paused controller (SIGSTOP: an overloaded one) and waits for the answer; the connection drops then (sshd
+    and its sessions killed, sshd started again); the controller goes on and queues the request it received."""
+    gate = faults.base / f"gate-{os.getpid()}"
+    (gate / "bin").mkdir(parents=True)
+    (gate / "bin" / "sbatch").write_text(GATED_SBATCH.format(gate=gate))
+    os.chmod(gate / "bin" / "sbatch", 0o755)
+    os.chmod(gate, 0o777)
+    cluster = over_ssh.with_(remote_setup=(f"export PATH={gate}/bin:$PATH",))
+    ctld = {d.name: d for d in lablib.daemons(lab)}["slurmctld"]
+    name = f"ssh-drop-{secrets.token_hex(3)}"
+    outcome: list = []
+
+    def submit() -> None:  # in a thread: a store of its own (a SQLite connection serves the thread that made it)
+        try:
+            outcome.append(faults.submit({"steps": 3, "step_s": 0.1}, GPU1, cluster=cluster, name=name,
+                                         store=Store(faults.store.path)))
+        except RoachError as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=submit)
+    t.start()
+    wait_until("sbatch to start on the login host", lambda: (gate / "started").exists(), timeout=60)
+    pid = ctld.pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        (gate / "go").touch()
+        wait_until("sbatch to wait for the controller's answer", lambda: subprocess.run(
+            ["pgrep", "-x", "sbatch"], capture_output=True).returncode == 0, timeout=30)
+        time.sleep(0.5)  # its request sent
+        sshd.stop()
+        sshd.start()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    t.join(timeout=slack(120))
+    (result,) = outcome
+    wait_until("the controller to answer", lambda: slurm.run(["scontrol", "ping"], retry=False, ok_codes=(0, 1)).ok,
+               timeout=30)
+    queued, accounted = _jobs_named(slurm, name)
+    try:
+        if isinstance(result, RoachError):  # failed: nothing queued, nothing that ran, and it says so
+            assert "connection" in str(result).lower() and "nothing is left" in str(result), result
+            assert not queued and not accounted, (str(result), [(q.job_id, q.state.value, q.reason_text) for q in queued])
+            assert not [r for r in faults.store.recent(1000) if r.name == name]  # no record either
+            assert not lost.pending(faults.store, "lab")  # settled: the next submit has nothing to cancel
+        else:  # succeeded: that one job, run once
+            assert result.wait(timeout=slack(120)).state is JobState.COMPLETED
+            assert [q.job_id for q in queued] in ([], [str(result.job_id)]) and len(accounted) <= 1
+    finally:
+        if queued:
+            slurm.scancel(sorted({q.job_id for q in queued}))
+
+
+def test_a_lost_submission_left_for_later_is_cancelled_by_the_next_look(faults, slurm, user_slurm, lab):
+    """Where the cluster could not be asked at once, the loss is remembered; the next look (the next submit does
+    one) cancels the held job logging where that submission's would, and no job of the store."""
+    store = Store(faults.base / f"lost-{secrets.token_hex(3)}.sqlite")
+    prefix = f"{faults.base}/logs/lost-{secrets.token_hex(3)}_"
+    held = user_slurm.sbatch(["--hold", f"--output={prefix}%j.out", "--time=1"], "#!/bin/bash\ntrue\n")
+    other = user_slurm.sbatch(["--hold", f"--output={faults.base}/logs/other_%j.out", "--time=1"], "#!/bin/bash\ntrue\n")
+    try:
+        lost.remember(store, "lab", prefix)
+        assert lost.settle(store, "lab", user_slurm) == [held]
+        assert not lost.pending(store, "lab")
+        assert [q.state.value for q in user_slurm.squeue(job_ids=[other])] == ["PENDING"]  # not its job: untouched
+    finally:
+        user_slurm.scancel([held, other])
