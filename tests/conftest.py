@@ -59,12 +59,18 @@ def lab_queue(slurm: SlurmClient) -> str:
 
 @pytest.fixture(scope="session")
 def lab() -> LabConfig:
-    """The lab cluster, started if it is down (idempotent; needs root)."""
+    """The lab cluster, started if it is down (idempotent; needs root), with its live settings at their
+    defaults: a run stopped halfway (^C in a test that turned a setting on) must not leave the next run's lab
+    set otherwise."""
     if os.geteuid() != 0:
         pytest.skip("the lab cluster needs root")
-    from roach.lab import up
+    from dataclasses import fields
 
-    return up(log=lambda *_: None)
+    from roach.lab import up
+    from roach.lab.lab import LIVE
+
+    defaults = {f.name: f.default for f in fields(LabConfig) if f.name in LIVE}
+    return up(log=lambda *_: None, **defaults)
 
 
 @pytest.fixture(scope="session")
