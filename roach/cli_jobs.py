@@ -28,13 +28,13 @@ from roach.cli_views import (  # noqa: F401 - follow_log and live_views: importa
 from roach.errors import TransportError, UsageError, WaitTimeoutError
 from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
 from roach.slurm.job import Job
+from roach.slurm.results import JOB_NOT_COMPLETED
 from roach.slurm.store import JobRecord, Store
 from roach.slurm.submit import resume as resume_run
 from roach.slurm.submit import submit as submit_job
 from roach.slurm.workspace_file import archived_bundle, earlier_stage_error
 from roach.slurm.workspace_record import is_workspace_record
 
-JOB_NOT_COMPLETED = 6  # exit code: the job ran (or was cancelled) and did not end COMPLETED
 
 cluster_option = click.option("--cluster", metavar="NAME", default=None,
                               help="Only look on this cluster (needed when a job id is recorded on several).")

@@ -38,6 +38,7 @@ from roach.slurm.inside_job import is_attempt
 from roach.slurm.pending import PendingContext, explain
 from roach.slurm.rebalance import Candidate, Promotion, on_tier, plan_promotions, probe_start, promotable, \
     record_resources
+from roach.slurm.results import JOB_NOT_COMPLETED  # `roach watch` exits so when a watched job did not complete
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import US, AcctRecord, QueueRecord
 from roach.slurm.states import PendingReason
@@ -52,7 +53,6 @@ from roach.slurm.watch_resv import asked as reservations_asked, on_reservation, 
 from roach.slurm.watch_status import disk_events, heartbeat_event, outage_events, recovered_events
 
 ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
-JOB_NOT_COMPLETED = 6  # `roach watch` exit code when a watched job ended other than COMPLETED
 FORGET_DONE_AFTER_S = 7 * 86400  # ended jobs drop out of the saved watch state after a week
 
 Promoter = Callable[[Promotion], int]  # makes a promotion; returns the new job's id
