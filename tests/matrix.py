@@ -1,6 +1,9 @@
 """``make test-matrix``: the suite on each Slurm roach claims, then a table (version, passed, failed).
 
-    python -m tests.matrix [--only system,24.11,26.05] [--pytest-args '...'] [--root 24.11=/var/tmp/trixie-root]
+    python -m tests.matrix [--only system,24.11,26.05] [--slurm-facing] [--pytest-args '...'] [--root 24.11=/var/tmp/trixie-root]
+
+``--slurm-facing`` runs only the tests that talk to Slurm (the lab, submit, resume, hold, watch, sweep,
+workspace, the parsers): what CI runs on 26.05 after the whole suite on the system Slurm.
 
 As root. ``system`` is this machine's Slurm; 24.11 and 26.05 are Debian trixie and sid in debootstrap roots
 (made once under ``--roots``, default /var/tmp/roach-matrix, and reused; ``--root V=DIR`` names an existing
@@ -22,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +36,15 @@ MIRROR = "http://deb.debian.org/debian"
 WHEEL_DIRS = ("/opt/wheels", "/opt/pypi", "/opt/pypi-more")
 APT = ["apt-get", "-o", "Acquire::Check-Valid-Until=false"]  # sid's Release file may read as expired
 EXTRA_DEBS = ("make", "git", "ca-certificates", "procps", "iproute2")
+HOST_DEBS = ("debootstrap", "patchelf", "iproute2")  # what this machine needs to make and enter a root
+# The Slurm-facing part of the suite: every test file that drives the lab, submits, or parses Slurm's output.
+SLURM_FACING = (
+    "tests/test_lab_cluster.py", "tests/test_lab_lifecycle.py", "tests/test_submit.py", "tests/test_resume.py",
+    "tests/test_hold.py", "tests/test_watch.py", "tests/test_watch_edges.py", "tests/test_sweep.py",
+    "tests/test_workspace.py", "tests/test_neurico_workspace.py", "tests/test_record_final.py",
+    "tests/test_every_rank_runs.py", "tests/test_master_port.py", "tests/test_pending.py",
+    "tests/test_slurm_versions.py", "tests/test_slurmparse.py", "tests/test_slurmcli.py", "tests/test_states.py",
+)
 
 
 def sh(argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -44,6 +57,15 @@ def debs() -> list[str]:
     if not m:
         raise SystemExit("the Makefile names no DEBS")
     return m[1].split()
+
+
+def install_host_debs() -> None:
+    """debootstrap, patchelf and ip on this machine: a fresh one (CI's) has none of them."""
+    missing = [d for d in HOST_DEBS if subprocess.run(["dpkg-query", "-W", "-f=${Status}", d], capture_output=True,
+                                                       text=True).stdout != "install ok installed"]
+    if missing:
+        sh([*APT, "update"])
+        sh([*APT, "install", "-y", "--no-install-recommends", *missing], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
 
 
 def pip_env() -> list[str]:
@@ -188,12 +210,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="system,24.11,26.05", help="comma-separated: system, 24.11, 26.05")
     ap.add_argument("--pytest-args", default="", help="extra pytest arguments for every version")
+    ap.add_argument("--slurm-facing", action="store_true", help="only the Slurm-facing test files (what CI runs on 26.05)")
     ap.add_argument("--roots", default="/var/tmp/roach-matrix", help="where roots and logs are kept")
     ap.add_argument("--root", action="append", default=[], metavar="V=DIR", help="use an existing root for V")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("test-matrix needs root (debootstrap, chroot, mounts, network namespaces)")
     given = dict(x.split("=", 1) for x in args.root)
+    pytest_args = " ".join([*(SLURM_FACING if args.slurm_facing else ()), args.pytest_args]).strip()
+    install_host_debs()
     base = Path(args.roots)
     targets = []
     for v in args.only.split(","):
@@ -204,16 +229,19 @@ def main() -> int:
     rows = []
     for t in targets:
         try:
+            t0 = time.monotonic()
             if t.root is not None:
                 t.ensure_root()
             t.mount()
-            rows.append((t.version, *t.run(args.pytest_args)))
+            t1 = time.monotonic()
+            counts = t.run(pytest_args)
+            rows.append((t.version, *counts, t1 - t0, time.monotonic() - t1))
         finally:
             t.umount()
-    print(f"\n{'version':<10}{'passed':>8}{'failed':>8}{'skipped':>9}   log")
-    for (v, passed, failed, skipped), t in zip(rows, targets):
-        print(f"{v:<10}{passed:>8}{failed:>8}{skipped:>9}   {t.state / f'test-{v}.log'}")
-    return 0 if rows and all(f == 0 and p > 0 for _, p, f, _ in rows) else 1
+    print(f"\n{'version':<10}{'passed':>8}{'failed':>8}{'skipped':>9}{'root s':>8}{'tests s':>9}   log")
+    for (v, passed, failed, skipped, root_s, test_s), t in zip(rows, targets):
+        print(f"{v:<10}{passed:>8}{failed:>8}{skipped:>9}{root_s:>8.0f}{test_s:>9.0f}   {t.state / f'test-{v}.log'}")
+    return 0 if rows and all(r[2] == 0 and r[1] > 0 for r in rows) else 1
 
 
 if __name__ == "__main__":

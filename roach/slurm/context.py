@@ -163,6 +163,14 @@ class Run:
         # A signal during the last step does not stop a run that has finished: it just ends.
         self.step = stop if stop is not None else self.step
 
+    # -- models --------------------------------------------------------------------------------------
+    def ddp(self, model: Any, **kwargs: Any) -> Any:
+        """``DistributedDataParallel(model, **kwargs)`` with one bucket layout in every attempt, so a resumed
+        run is bitwise the uninterrupted one (roach/runtime/ddp.py says why plain DDP is not)."""
+        from roach.runtime.ddp import ddp  # torch stays unimported until a run asks for DDP
+
+        return ddp(model, **kwargs)
+
     def _leave_if_asked(self, completed: int) -> None:
         _, stop, _ = self._agree(completed)
         if not stop:

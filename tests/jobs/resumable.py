@@ -13,11 +13,11 @@ def ddp_train(run, steps=120, step_s=0.25):
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    # One parameter tensor: DDP rebuilds its gradient buckets after the first step of every process, and
-    # a different bucket layout sums the ranks' gradients in another order (the last bit can change).
-    # With one tensor the layout is the same in every attempt, so resumed == uninterrupted, bitwise.
-    model = torch.nn.Linear(8, 1, bias=False)
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    # Many tensors of several sizes through run.ddp, whose gradient buckets keep one layout in every
+    # attempt; plain DDP rebuilds them after each attempt's first step and a resume can differ in the last bit.
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.Tanh(), nn.Linear(16, 8), nn.Linear(8, 1))
+    ddp = run.ddp(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     state = run.resume(default=None)
     if state is not None:
