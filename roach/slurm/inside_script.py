@@ -63,7 +63,8 @@ case "${{1:-}}" in
     run_dir="$(roach_expand "$ROACH_RUN_DIR")"
     mkdir -p "$run_dir"
     cd "$run_dir"
-    exec "$py" -m roach.slurm.run {shlex.quote(i.paths.spec)} ;;
+    roach_block_signals {shlex.quote(i.cluster.checkpoint_signal)}
+    exec ${{ROACH_BLOCK[@]+"${{ROACH_BLOCK[@]}}"}} "$py" -m roach.slurm.run {shlex.quote(i.paths.spec)} ;;
   *) echo "usage: step.sh prepare|rank" >&2; exit 2 ;;
 esac
 """

@@ -157,6 +157,9 @@ def main(argv: list[str]) -> int:
                     spec["run_id"], done)
         return 0
     try:
+        # The batch script starts the ranks with these signals blocked (node.sh roach_block_signals): one
+        # that came while Python started is pending, and reaches the handler now (a TERM: RunInterrupted).
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, run.signals.signals)
         os.environ.update(read_secrets(spec.get("secrets_dir")))
         clone = os.environ.get("ROACH_CLONE_DIR", "")
         for sub in reversed(spec.get("python_path", [])):  # a src/ layout is importable from its src

@@ -113,7 +113,9 @@ export PYTHONPATH="$ROACH_ROACH_PATH:$clone${{PYTHONPATH:+:$PYTHONPATH}}"
 run_dir="$(roach_expand "$ROACH_RUN_DIR")"
 mkdir -p "$run_dir"
 cd "$run_dir"
-srun --kill-on-bad-exit=1 --wait={i.cluster.rank_exit_wait_s} --label "$py" -m roach.slurm.run "$ROACH_BUNDLE/spec.json" &
+roach_block_signals {i.cluster.checkpoint_signal}
+srun --kill-on-bad-exit=1 --wait={i.cluster.rank_exit_wait_s} --label ${{ROACH_BLOCK[@]+"${{ROACH_BLOCK[@]}}"}} \
+  "$py" -m roach.slurm.run "$ROACH_BUNDLE/spec.json" &
 ranks=$!
 while kill -0 "$ranks" 2>/dev/null; do wait "$ranks" || true; done
 wait "$ranks" && rc=0 || rc=$?

@@ -28,6 +28,7 @@ case "${1:-}" in
     run_dir="$(roach_expand "$ROACH_RUN_DIR")"
     mkdir -p "$run_dir"
     cd "$run_dir"
-    exec "$py" -m roach.slurm.run /home/u/roach/my-repo/slurm-logs/bundles/4242.3/spec.json ;;
+    roach_block_signals USR1
+    exec ${ROACH_BLOCK[@]+"${ROACH_BLOCK[@]}"} "$py" -m roach.slurm.run /home/u/roach/my-repo/slurm-logs/bundles/4242.3/spec.json ;;
   *) echo "usage: step.sh prepare|rank" >&2; exit 2 ;;
 esac

@@ -76,6 +76,15 @@ roach_prepare() {
   exec 9>&-
 }
 
+roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix for the ranks' command.
+  # A rank that gets its checkpoint signal (or TERM) before run.py has installed its handlers would die of
+  # it (Slurm may send the wall clock's signal at once after a requeue). Started through
+  # `env --block-signal`, the signal waits, pending, until run.py unblocks it with its handlers in place.
+  # coreutils 8.31+ (Debian 11, RHEL 9); an older env has no such option and the ranks start as before.
+  ROACH_BLOCK=()
+  if env --block-signal="$1" true 2>/dev/null; then ROACH_BLOCK=(env --block-signal="$1" --block-signal=TERM); fi
+}
+
 roach_free_port() {  # $1: a python; $2: the first port to try. Prints a TCP port free on this node now.
   # Free now, not derived from the job id alone: two jobs on a node whose ids differ by 20000, or a port
   # another program holds, would make the rendezvous fail. Tried from $2 upwards in 20000-39999.
