@@ -157,7 +157,7 @@ def test_driver_and_step_scripts_are_valid_bash_and_quote_hostile_paths(tmp_path
     assert "export ROACH_INSIDE_HOLDER=412\nexport ROACH_ATTEMPT=2" in driver
     half = render_driver(_inputs(resources=NODES2_GPU2.replace(gpus_per_node=1), gpus_per_node=2))
     assert "--gres=gpu:1" in half and "--ntasks=2 --ntasks-per-node=1" in half
-    assert "exec \"$py\" -m roach.slurm.run '/tmp/we ird/$(touch pwned)" in render_step(_inputs())
+    assert "exec ${ROACH_BLOCK[@]+\"${ROACH_BLOCK[@]}\"} \"$py\" -m roach.slurm.run '/tmp/we ird/$(touch pwned)" in render_step(_inputs())
 
 
 def test_holder_script_does_not_requeue_and_stops_attempts_before_its_wall_clock(tmp_path):
