@@ -171,7 +171,13 @@ class Target:
         """Where the clone lives, as seen from inside (the root) or on this machine."""
         return "/root/roach-matrix" if self.root is not None else str(self.state / "repo")
 
-    def run(self, pytest_args: str) -> tuple[int, int, int]:
+    @property
+    def lab(self) -> str:
+        return "/var/lib/roach/matrix-lab" if self.root is not None else str(self.state / "lab")
+
+    def fresh_checkout(self) -> None:
+        """A clone of this repository's HEAD and no lab yet (the last run's was stopped; its job venv may be
+        of another Python)."""
         here = Path(self.r + self.checkout) if self.root is not None else Path(self.checkout)
         if here.exists():
             shutil.rmtree(here)
@@ -179,10 +185,23 @@ class Target:
                               text=True).stdout.strip()
         sh(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(here)])
         sh(["git", "-C", str(here), "checkout", "-q", head])
-        lab = "/var/lib/roach/matrix-lab" if self.root is not None else str(self.state / "lab")
-        old = Path(self.r + lab) if self.root is not None else Path(lab)
-        if old.exists():  # a fresh lab each run (the last run's was stopped): its job venv may be of another Python
+        old = Path(self.r + self.lab) if self.root is not None else Path(self.lab)
+        if old.exists():
             shutil.rmtree(old)
+
+    def shell(self) -> int:
+        """An interactive shell in the root's namespace with its lab up (its own Slurm's commands)."""
+        self.fresh_checkout()
+        python = self.python or "/usr/bin/python3"
+        script = (f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(self.lab)} && "
+                  f"make lab PYTHON={shlex.quote(python)} && eval \"$(.venv/bin/roach lab env)\" && "
+                  f"echo \"Slurm $(sinfo -V | cut -d' ' -f2) lab up; exit to stop it\" && bash -i; "
+                  f".venv/bin/roach lab down >/dev/null 2>&1")
+        return self.chroot(script, check=False).returncode
+
+    def run(self, pytest_args: str) -> tuple[int, int, int]:
+        self.fresh_checkout()
+        lab = self.lab
         xml = f"{self.checkout}/matrix.xml"
         python = self.python or "/usr/bin/python3"
         args = f"--junitxml={xml} {pytest_args}".strip()
@@ -210,6 +229,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="system,24.11,26.05", help="comma-separated: system, 24.11, 26.05")
     ap.add_argument("--pytest-args", default="", help="extra pytest arguments for every version")
+    ap.add_argument("--shell", action="store_true", help="no tests: a shell inside the one --only version's root, its lab up")
     ap.add_argument("--slurm-facing", action="store_true", help="only the Slurm-facing test files (what CI runs on 26.05)")
     ap.add_argument("--roots", default="/var/tmp/roach-matrix", help="where roots and logs are kept")
     ap.add_argument("--root", action="append", default=[], metavar="V=DIR", help="use an existing root for V")
@@ -226,6 +246,17 @@ def main() -> int:
             raise SystemExit(f"unknown version {v!r}: expected system, {', '.join(CODENAMES)}")
         root = None if v == "system" else Path(given.get(v, base / f"{CODENAMES[v]}-root"))
         targets.append(Target(v, root, base / f"state-{v}"))
+    if args.shell:
+        if len(targets) != 1:
+            raise SystemExit("--shell takes one version: --only 24.11 or --only 26.05")
+        t = targets[0]
+        try:
+            if t.root is not None:
+                t.ensure_root()
+            t.mount()
+            return t.shell()
+        finally:
+            t.umount()
     rows = []
     for t in targets:
         try:

@@ -1,0 +1,1 @@
+"""The job side of roach: what runs on the cluster (docs/architecture.md)."""
