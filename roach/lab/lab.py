@@ -115,22 +115,70 @@ def _ensure_job_venv(cfg: LabConfig, packages: tuple[str, ...] = ()) -> None:
                            hint="check the package names and that pip can reach its index")
 
 
-def job_python() -> str:
-    """The Python the jobs' venv is made from: the one roach runs on, where the lab's user may run it, else
-    the system's. So jobs run the same Python as roach where they can (a Python 3.11 that roach was installed
-    with on Debian 13, whose own is 3.13); root's pyenv, closed to the lab user, falls back to the system's.
+def job_python(state: Path | None = None) -> str:
+    """The Python the jobs' venv is made from: the one roach runs on, where the lab's user may run it; else,
+    where the system's is another version, a copy of roach's in the lab's state folder that the lab's user
+    may run (root's pyenv is closed to it); else the system's. So the jobs run roach's Python where they can: on Debian 13 the system's is 3.13, for which the
+    job packages (torch==2.13.0 for 3.11 on this kind's disk) may not exist.
     """
     system = shutil.which("python3", path="/usr/bin:/bin") or "python3"
     own = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-    if own != os.path.realpath(system):
-        r = subprocess.run(["runuser", "-u", LAB_USER, "--", own, "-c", "import venv"], capture_output=True, timeout=60)
-        if r.returncode == 0:
-            return own
+    if own == os.path.realpath(system):
+        return system
+    if _lab_user_runs(own):
+        return own
+    if state is not None and _minor_version(system) != sys.version_info[:2]:
+        copy = runnable_copy(state / "python")
+        if copy is not None:
+            return copy
     return system
 
 
+def _minor_version(python: str) -> tuple[int, ...]:
+    r = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True,
+                       timeout=60)
+    return tuple(int(x) for x in r.stdout.split()) if r.returncode == 0 else ()
+
+
+def _lab_user_runs(python: str) -> bool:
+    r = subprocess.run(["runuser", "-u", LAB_USER, "--", python, "-c", "import venv"], capture_output=True, timeout=60)
+    return r.returncode == 0
+
+
+def runnable_copy(dest: Path) -> str | None:
+    """This Python's installation (no site-packages, no test suite) copied to ``dest``, open to all, its
+    libpython found beside it (patchelf; a pyenv build names it by an absolute path): the copy's python, or
+    None where that cannot be made (no patchelf)."""
+    exe = dest / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if exe.exists() and _lab_user_runs(str(exe)):
+        return str(exe)
+    patchelf = shutil.which("patchelf")
+    if patchelf is None:
+        return None
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    base = Path(sys.base_prefix)
+    shutil.copytree(base, tmp, symlinks=True, ignore=lambda d, names: [
+        n for n in names if (Path(d).name.startswith("python") and n in ("site-packages", "test"))])
+    r = subprocess.run([patchelf, "--set-rpath", "$ORIGIN/../lib", str(tmp / "bin" / exe.name)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None
+    for root, dirs, files in os.walk(tmp):
+        for name in dirs + files:
+            path = Path(root) / name
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode | 0o055 if path.is_dir() or os.access(path, os.X_OK) else
+                           path.stat().st_mode | 0o044)
+    tmp.chmod(0o755)
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return str(exe) if _lab_user_runs(str(exe)) else None
+
+
 def _make_venv(venv: Path) -> None:
-    python = job_python()
+    python = job_python(venv.parent)
     r = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True)
     if r.returncode != 0:
         shutil.rmtree(venv, ignore_errors=True)
