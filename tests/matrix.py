@@ -19,6 +19,7 @@ Afterwards each lab is stopped, the binds unmounted and the namespaces deleted; 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
@@ -189,6 +190,15 @@ class Target:
         if old.exists():
             shutil.rmtree(old)
 
+    @property
+    def junit(self) -> Path:
+        """The junit file of the last run, as seen from this machine."""
+        return Path(self.r + f"{self.checkout}/matrix.xml")
+
+    def slurm_version(self) -> str:
+        out = self.chroot("slurmctld -V", netns=False, capture_output=True, text=True).stdout
+        return out.split()[-1] if out.strip() else self.version
+
     def shell(self) -> int:
         """An interactive shell in the root's namespace with its lab up (its own Slurm's commands)."""
         self.fresh_checkout()
@@ -225,6 +235,48 @@ def junit_counts(xml: Path) -> tuple[int, int, int]:
     return total - failed - skipped, failed, skipped
 
 
+def fault_outcome(xml: Path):
+    """The fault suite's part of a junit file (bench 7's cell): tests under tests/faults, their time."""
+    from bench.b7_faults import Outcome
+
+    passed, failed, skipped, seconds = 0, [], 0, 0.0
+    if xml.exists():
+        for case in ET.parse(xml).getroot().iter("testcase"):
+            if not case.get("classname", "").startswith("tests.faults."):
+                continue
+            seconds += float(case.get("time", 0) or 0)
+            kinds = {child.tag for child in case}
+            if kinds & {"failure", "error"}:
+                failed.append(f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}")
+            elif "skipped" in kinds:
+                skipped += 1
+            else:
+                passed += 1
+    return Outcome(passed, failed, skipped, seconds)
+
+
+def record_fault_rows(found: dict[str, object]) -> None:
+    """bench 7's rows (bench/out/faults-rows.json) and section 7's table in bench/results.md, for the Slurm
+    versions whose whole suite just ran (their fault suite included)."""
+    from bench.b7_faults import ROWS, table
+
+    rows = json.loads(ROWS.read_text()) if ROWS.exists() else {}
+    results = REPO / "bench" / "results.md"
+    text = results.read_text()
+    old = re.search(r"^\| Slurm \| fault scenarios passed.*?(?=\n\n|\Z)", text, re.MULTILINE | re.DOTALL)
+    if old:  # rows already in the committed table, kept where bench/out has none (a fresh clone)
+        for line in old[0].splitlines()[2:]:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if len(cells) == 3 and cells[0] not in rows:
+                rows[cells[0]] = {"cell": cells[1], "seconds": float(cells[2].split()[0]) * 60}
+    for version, outcome in found.items():
+        rows[version] = {"cell": outcome.cell, "seconds": round(outcome.seconds)}
+    ROWS.parent.mkdir(parents=True, exist_ok=True)
+    ROWS.write_text(json.dumps(rows, indent=2) + "\n")
+    if old:
+        results.write_text(text[:old.start()] + table(rows) + text[old.end():])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="system,24.11,26.05", help="comma-separated: system, 24.11, 26.05")
@@ -257,7 +309,7 @@ def main() -> int:
             return t.shell()
         finally:
             t.umount()
-    rows = []
+    rows, faults = [], {}
     for t in targets:
         try:
             t0 = time.monotonic()
@@ -267,8 +319,12 @@ def main() -> int:
             t1 = time.monotonic()
             counts = t.run(pytest_args)
             rows.append((t.version, *counts, t1 - t0, time.monotonic() - t1))
+            if not args.slurm_facing and not args.pytest_args:  # the whole suite: its fault suite is bench 7's row
+                faults[t.slurm_version()] = fault_outcome(t.junit)
         finally:
             t.umount()
+    if faults:
+        record_fault_rows(faults)
     print(f"\n{'version':<10}{'passed':>8}{'failed':>8}{'skipped':>9}{'root s':>8}{'tests s':>9}   log")
     for (v, passed, failed, skipped, root_s, test_s), t in zip(rows, targets):
         print(f"{v:<10}{passed:>8}{failed:>8}{skipped:>9}{root_s:>8.0f}{test_s:>9.0f}   {t.state / f'test-{v}.log'}")
