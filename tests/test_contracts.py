@@ -1,0 +1,38 @@
+"""The import contracts in pyproject.toml ([tool.importlinter]) hold: a layering violation fails the suite."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import roach
+
+REPO = Path(__file__).resolve().parent.parent
+# What the runtime may import besides itself (the stdlib and torch aside).
+RUNTIME_MAY_IMPORT = {"roach.runtime", "roach.errors", "roach._fs", "roach.model"}
+
+
+def _contracts() -> list[dict]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def test_the_import_contracts_hold():
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if lint is None:
+        pytest.fail("lint-imports is not installed: make venv installs the test extras (import-linter)")
+    r = subprocess.run([lint, "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def test_the_runtime_contract_forbids_every_other_part_of_roach():
+    """A new module of roach is forbidden to the runtime too: the contract lists them all."""
+    (runtime,) = [c for c in _contracts() if c.get("source_modules") == ["roach.runtime"]]
+    package = Path(roach.__file__).parent
+    tops = {f"roach.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    tops |= {f"roach.{p.parent.name}" for p in package.glob("*/__init__.py")}
+    assert set(runtime["forbidden_modules"]) == tops - RUNTIME_MAY_IMPORT
