@@ -43,6 +43,7 @@ from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.transport import LocalTransport, Result
 from tests.conftest import GitRepo, slack, wait_until
+from tests.support.stores import roots_under, store_at
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 RESUMABLE = (Path(__file__).parent / "jobs" / "resumable.py").read_text()
@@ -244,12 +245,12 @@ def repo():
 
 @pytest.fixture(scope="module")
 def store(repo):
-    return Store(repo.base / "store.sqlite")
+    return store_at(repo.base)  # the module's tests share one store, beside the module's repository
 
 
 @pytest.fixture(scope="module")
 def roots(repo):
-    return {"log_root": str(repo.base / "logs"), "clone_root": str(repo.base / "clones")}
+    return roots_under(repo.base)
 
 
 @pytest.fixture

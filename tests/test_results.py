@@ -147,16 +147,6 @@ def repo(git_repo):
     return git_repo
 
 
-@pytest.fixture
-def store(tmp_path):
-    return Store(tmp_path / "store.sqlite")
-
-
-@pytest.fixture
-def roots(shared_tmp):
-    return {"log_root": str(shared_tmp / "logs"), "clone_root": str(shared_tmp / "clones")}
-
-
 def _submit(repo, store, roots, target, args=None, **kw):
     kw.setdefault("resources", CPU)
     return submit(target, args, cluster=CLUSTER, repo_root=repo.work, store=store, **roots, **kw)
