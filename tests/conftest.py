@@ -15,7 +15,10 @@ import pytest
 
 from roach.lab.config import LAB_USER, LabConfig
 from roach.slurm.slurmcli import SlurmClient
+from roach.slurm.store import Store
 from roach.slurm.transport import LocalTransport
+from tests.support.stores import roots_under, store_at
+from tests.support.watch import Clock, FakeCluster
 
 T = TypeVar("T")
 
@@ -124,6 +127,31 @@ def shared_tmp() -> Iterator[Path]:
     os.chmod(d, 0o777)
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A store of the test's own, closed afterwards (modules that share one across tests define their own)."""
+    with store_at(tmp_path) as s:
+        yield s
+
+
+@pytest.fixture
+def roots(shared_tmp: Path) -> dict[str, str]:
+    """submit()'s log_root and clone_root in a directory the lab user's jobs can write to."""
+    return roots_under(shared_tmp)
+
+
+@pytest.fixture
+def fake() -> FakeCluster:
+    """The watcher's fake cluster (tests/support/watch.py)."""
+    return FakeCluster()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """An injected clock that moves only when the test (or a watcher's sleep) moves it."""
+    return Clock()
 
 
 def private_store(prefix: str) -> Iterator[Path]:

@@ -19,9 +19,10 @@ from click.testing import CliRunner
 from roach import cli_jobs, cli_views
 from roach.cli import cli
 from roach.lab.config import LAB_USER
+from roach.slurm.mock_transport import MockTransport
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
-from roach.slurm.transport import LocalTransport, Result
+from roach.slurm.transport import LocalTransport
 from tests.conftest import private_store, wait_until
 
 TRAIN_PY = '''\
@@ -114,7 +115,8 @@ def test_unknown_ref_is_a_usage_error_naming_ls():
 
 @dataclass
 class FakeJob:
-    """What follow_log uses of a Job: a log that grows a chunk per read, a state, a clock."""
+    """What follow_log uses of a Job: a log that grows a chunk per read (``tail`` through a MockTransport), a state,
+    a clock."""
 
     chunks: list[str]
     end_after_s: float
@@ -123,19 +125,23 @@ class FakeJob:
     state_calls: int = 0
     job_id: int = 7
     record: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(log_path="/logs/r_7.out"))
+    transport: MockTransport = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.transport = MockTransport(self.tail)
 
     @property
     def fs(self):
-        return SimpleNamespace(transport=self, exists=lambda p: self.reads > 1)
+        return SimpleNamespace(transport=self.transport, exists=lambda p: self.reads > 1)
 
-    def run(self, argv, *, input=None, timeout=None) -> Result:
-        assert argv[:2] == ["tail", "-n"] and argv[-1] == "/logs/r_7.out"
+    def tail(self, argv: tuple[str, ...], input: str | bytes | None) -> tuple[int, str, str]:
+        assert argv[:2] == ("tail", "-n") and argv[-1] == "/logs/r_7.out"
         self.reads += 1
         if self.reads == 1:
-            return Result(tuple(argv), 1, "", "tail: cannot open: No such file or directory")
+            return 1, "", "tail: cannot open: No such file or directory"
         text = "".join(self.chunks[: self.reads - 1])
         start = int(argv[2].lstrip("+")) - 1
-        return Result(tuple(argv), 0, "".join(text.splitlines(keepends=True)[start:]), "")
+        return 0, "".join(text.splitlines(keepends=True)[start:]), ""
 
     def state(self) -> JobState:
         self.state_calls += 1

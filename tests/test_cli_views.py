@@ -8,7 +8,7 @@ from roach.cli_views import LEFT_QUEUE_UNACCOUNTED, live_views, state_text
 from roach.slurm.slurmparse import parse_sacct
 from roach.slurm.store import Store
 from roach.slurm.transport import LocalTransport
-from tests.test_watch import record
+from tests.support.watch import record
 
 DATA = Path(__file__).parent / "data"
 

@@ -41,8 +41,10 @@ from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.transport import LocalTransport, Result
+from roach.slurm.mock_transport import MockTransport
+from roach.slurm.transport import LocalTransport
 from tests.conftest import GitRepo, slack, wait_until
+from tests.support.stores import roots_under, store_at
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 RESUMABLE = (Path(__file__).parent / "jobs" / "resumable.py").read_text()
@@ -74,24 +76,16 @@ def test_steps_format_and_parse_tell_the_ranks_step_from_node_steps():
         parse_steps("412.3" + US + "x" + RS)
 
 
-class _Canned:
-    def __init__(self, stdout: str):
-        self.stdout, self.calls = stdout, []
-
-    def run(self, argv, *, input=None, timeout=None):
-        self.calls.append(list(argv))
-        return Result(tuple(argv), 0, self.stdout, "")
-
-
 def test_idle_holders_asks_once_for_all_and_counts_only_attempts_and_strangers():
-    t = _Canned(_squeue_steps(("7.batch", "batch", "1", "9:00", "RUNNING", "n1"),
-                              ("7.4", "roach-signal", "1", "0:01", "RUNNING", "n1"),
-                              ("8.batch", "batch", "1", "9:00", "RUNNING", "n2"),
-                              ("8.2", "roach-ranks:1", "4", "1:00", "RUNNING", "n2"),
-                              ("9.batch", "batch", "1", "9:00", "RUNNING", "n3"),
-                              ("9.0", "python", "1", "1:00", "RUNNING", "n3")))
+    steps = _squeue_steps(("7.batch", "batch", "1", "9:00", "RUNNING", "n1"),
+                          ("7.4", "roach-signal", "1", "0:01", "RUNNING", "n1"),
+                          ("8.batch", "batch", "1", "9:00", "RUNNING", "n2"),
+                          ("8.2", "roach-ranks:1", "4", "1:00", "RUNNING", "n2"),
+                          ("9.batch", "batch", "1", "9:00", "RUNNING", "n3"),
+                          ("9.0", "python", "1", "1:00", "RUNNING", "n3"))
+    t = MockTransport({"squeue": steps})
     assert idle_holders(SlurmClient(t), [7, 8, 9, 10]) == {7: True, 8: False, 9: False}  # 10: not running
-    assert len(t.calls) == 1 and t.calls[0][:5] == ["squeue", "--steps", "--noheader", "--jobs", "7,8,9,10"]
+    assert len(t.calls) == 1 and t.argvs[0][:5] == ("squeue", "--steps", "--noheader", "--jobs", "7,8,9,10")
 
 
 def test_roach_step_names_win_over_task_counts():
@@ -244,12 +238,12 @@ def repo():
 
 @pytest.fixture(scope="module")
 def store(repo):
-    return Store(repo.base / "store.sqlite")
+    return store_at(repo.base)  # the module's tests share one store, beside the module's repository
 
 
 @pytest.fixture(scope="module")
 def roots(repo):
-    return {"log_root": str(repo.base / "logs"), "clone_root": str(repo.base / "clones")}
+    return roots_under(repo.base)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from roach.slurm.clusters.lab import LAB, NODES2_GPU2
 from roach.slurm.states import JobState
 from roach.slurm.store import Store
 from tests.conftest import slack
-from tests.test_submit import PKG  # pkg.dist:allreduce, a 4-rank gloo all_reduce
+from tests.support.packages import PKG  # pkg.dist:allreduce, a 4-rank gloo all_reduce
 
 pytestmark = pytest.mark.lab
 

@@ -23,7 +23,7 @@ from roach.lab.config import LAB_USER
 from roach.slurm.clusters.lab import LAB
 from tests.conftest import private_store
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
-from tests.test_workspace_file import runtime_file
+from tests.support.workspace import runtime_file
 
 pytestmark = pytest.mark.lab
 

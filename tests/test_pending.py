@@ -12,7 +12,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
@@ -22,6 +21,7 @@ from roach.slurm.pending import Outlook, PendingContext, explain
 from roach.slurm.slurmparse import parse_squeue
 from roach.slurm.states import JobState, PendingReason as R
 from tests.conftest import wait_until
+from tests.support.cli import roach
 
 DATA = Path(__file__).parent / "data"
 DOC = Path(__file__).parent.parent / "docs" / "pending.md"
@@ -144,16 +144,6 @@ def store_env(monkeypatch):
     monkeypatch.setenv("ROACH_STORE", str(d / "store.sqlite"))
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-def roach(*args: str):
-    """The CLI as `roach` runs it (errors become a red line and an exit code), with the watch commands."""
-    from roach import cli_watch
-    from roach.cli import CONTEXT, RoachGroup
-
-    group = RoachGroup("roach", context_settings=CONTEXT,
-                       commands={c.name: c for c in (cli_watch.watch, cli_watch.why, cli_watch.promote, cli_watch.move)})
-    return CliRunner().invoke(group, list(args), catch_exceptions=False)
 
 
 @pytest.mark.lab

@@ -16,11 +16,11 @@ from roach.lab.config import LAB_USER
 from roach.slurm.clusters.lab import GPU1, LAB
 from roach.slurm.rebalance import Candidate, checkpoints, plan_promotions, promotable
 from roach.slurm.states import JobState, PendingReason as R
-from roach.slurm.store import Store
 from roach.slurm.tiers import Tier
 from roach.slurm.watch_events import TierRow
 from tests.conftest import wait_until
-from tests.test_pending import roach
+from tests.support.cli import roach
+from tests.support.stores import store_at
 
 # made-up: the lab's tiers (high, capped; low, preemptible) with an uncapped, non-preemptible tier between them
 TIERS = (Tier("high", qos="high", gpu_cap=4), Tier("normal", qos="normal"), Tier("low", qos="low", preemptible=True))
@@ -119,7 +119,7 @@ def repo(git_repo):
 def store(monkeypatch):
     d = Path(tempfile.mkdtemp(prefix="roach-rebalance-store-"))
     monkeypatch.setenv("ROACH_STORE", str(d / "store.sqlite"))
-    with Store(d / "store.sqlite") as s:
+    with store_at(d) as s:
         yield s
     shutil.rmtree(d, ignore_errors=True)
 

@@ -25,12 +25,14 @@ from roach.slurm.finals import End, record_ends
 from roach.slurm.hold import hold
 from roach.slurm.inside_job import InsideJob
 from roach.slurm.job import Job
+from roach.slurm.mock_transport import MockTransport
 from roach.slurm.store import JobRecord, Store
 from roach.slurm.submit import submit
 from roach.slurm.sweep import Sweep, sweep
 from roach.slurm.transport import LocalTransport
 from roach.slurm.workspace_record import WorkspaceJob
 from tests.conftest import GitRepo, slack, wait_until
+from tests.support.watch import record
 
 pytestmark = pytest.mark.lab
 
@@ -230,8 +232,6 @@ def test_a_job_json_left_at_submitted_by_an_older_roach_is_repaired(ended, comma
 # -- the one command, on the files every writer makes ---------------------------------------------------------
 def test_record_ends_rewrites_a_workspace_job_json_too_in_one_command(tmp_path):
     """The remote workspace's job.json (the seeds' schema, array tasks nested) gets the end the same way."""
-    from tests.test_watch import CountingTransport, record
-
     bundle = tmp_path / "dsi-slurm-artifacts" / "9"
     bundle.mkdir(parents=True)
     (bundle / "job.json").write_text(WorkspaceJob(job_id="9", script="run.sh", array="0-1",
@@ -241,7 +241,7 @@ def test_record_ends_rewrites_a_workspace_job_json_too_in_one_command(tmp_path):
     with Store(tmp_path / "s.sqlite") as store:
         recs = [replace(record(9), bundle_dir=str(bundle)), replace(record(10), bundle_dir=str(other))]  # 10: no job.json
         store.add_many(recs)
-        t = CountingTransport(LocalTransport())
+        t = MockTransport(inner=LocalTransport())
         got = record_ends(store, t, [End(recs[0], "failed", "FAILED", "1:0"), End(recs[1], "completed", "COMPLETED", "0:0")])
         assert len(t.calls) == 1
         ws = WorkspaceJob.from_json((bundle / "job.json").read_text())

@@ -16,6 +16,7 @@ from roach.lab.config import LAB_USER
 from roach.slurm import submit, sweep
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.clusters.lab import CPU, LAB, NODES2_GPU2
+from roach.slurm.mock_transport import MockTransport
 from roach.slurm.results import (
     NotCompletedError,
     ResultMissingError,
@@ -103,21 +104,15 @@ def test_only_the_last_attempt_of_a_log_counts_and_a_log_without_a_traceback_has
 
 
 def test_read_many_reads_missing_binary_and_tailed_files_in_one_call(tmp_path):
-    calls = []
-
-    class Counting(LocalTransport):
-        def run(self, argv, **kw):
-            calls.append(argv)
-            return super().run(argv, **kw)
-
     blob = pickle.dumps({1, 2, 3}) + bytes(range(256))
     (tmp_path / "a.pkl").write_bytes(blob)
     (tmp_path / "log").write_text("".join(f"line {i}\n" for i in range(100)))
     (tmp_path / "empty").write_bytes(b"")
     (tmp_path / "odd name $x\t'q'").write_text("quoted\n")
-    fs = ClusterFS(Counting())
+    transport = MockTransport(inner=LocalTransport())  # records each command, runs it for real
+    fs = ClusterFS(transport)
     got = read_many(fs, [str(tmp_path / n) for n in ("a.pkl", "none", "empty", "odd name $x\t'q'")])
-    assert got == [blob, None, b"", b"quoted\n"] and len(calls) == 1
+    assert got == [blob, None, b"", b"quoted\n"] and len(transport.calls) == 1
     assert read_many(fs, [str(tmp_path / "log")], tail_lines=3) == [b"line 97\nline 98\nline 99\n"]
     with pytest.raises(RoachError, match="relative"):
         read_many(fs, ["relative/path"])
@@ -145,16 +140,6 @@ CLUSTER = LAB.with_(run_as=LAB_USER)
 def repo(git_repo):
     git_repo.commit(PKG, "the test package")
     return git_repo
-
-
-@pytest.fixture
-def store(tmp_path):
-    return Store(tmp_path / "store.sqlite")
-
-
-@pytest.fixture
-def roots(shared_tmp):
-    return {"log_root": str(shared_tmp / "logs"), "clone_root": str(shared_tmp / "clones")}
 
 
 def _submit(repo, store, roots, target, args=None, **kw):

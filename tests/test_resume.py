@@ -16,8 +16,8 @@ from roach.lab.config import LAB_USER
 from roach.slurm import resume, submit
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from roach.slurm.states import JobState
-from roach.slurm.store import Store
 from tests.conftest import lab_queue, slack, wait_until
+from tests.support.stores import roots_under, store_at
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -48,12 +48,12 @@ def repo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def store(repo):
-    return Store(repo.base / "store.sqlite")
+    return store_at(repo.base)  # the module's tests share one store, beside the module's repository
 
 
 @pytest.fixture(scope="module")
 def roots(repo):
-    return {"log_root": str(repo.base / "logs"), "clone_root": str(repo.base / "clones")}
+    return roots_under(repo.base)
 
 
 def _submit(repo, store, roots, target, **kw):

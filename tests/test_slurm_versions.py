@@ -20,7 +20,7 @@ from roach.slurm import slurmparse as P
 from roach.slurm.capabilities import Capabilities, from_config, has_only_job_state
 from roach.slurm.queue_states import parse_squeue_states
 from roach.slurm.states import JobState, PendingReason
-from tests.test_slurmcli import client
+from tests.support.slurm import client
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent

@@ -1,9 +1,8 @@
-"""SlurmClient's own logic over a scripted Transport, LocalTransport on real processes, one check on the lab.
+"""SlurmClient's own logic over a MockTransport, LocalTransport on real processes, one check on the lab.
 
-The scripted transport implements roach's Transport interface (``run(argv, *, input, timeout) -> Result``); the
-stderr it returns is what real Slurm 22.05 printed on the lab (tests/data/*.stderr.txt, the controller made
-unreachable by pointing a copy of slurm.conf at a closed port) or Slurm's own wording where the lab cannot
-produce it (a socket timeout).
+The MockTransport (roach.slurm.mock_transport) replays the answers a test gives it; the stderr it returns is
+what real Slurm 22.05 printed on the lab (tests/data/*.stderr.txt, the controller made unreachable by pointing
+a copy of slurm.conf at a closed port) or Slurm's own wording where the lab cannot produce it (a socket timeout).
 """
 
 from __future__ import annotations
@@ -11,18 +10,18 @@ from __future__ import annotations
 import os
 import pwd
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from roach.errors import SlurmError, SlurmTransientError, TransportError
 from roach.slurm import slurmparse as P
+from roach.slurm.mock_transport import MockTransport, UnexpectedCommand
 from roach.slurm.queue_states import parse_squeue_states
-from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import in_array
 from roach.slurm.states import JobState
 from roach.slurm.transport import LocalTransport, Result, Transport
+from tests.support.slurm import client
 
 DATA = Path(__file__).parent / "data"
 
@@ -38,33 +37,28 @@ INVALID_QOS = data("sbatch_lab_22.05_invalid_qos.stderr.txt")
 INVALID_ID = data("squeue_lab_22.05_unknown_id.stderr.txt")
 
 
-class ScriptedTransport:
-    """Answers each run with the next queued (returncode, stdout, stderr) and records what it was asked."""
-
-    def __init__(self, *answers: tuple[int, str, str]):
-        self.answers = list(answers)
-        self.calls: list[tuple[tuple[str, ...], str | None]] = []
-
-    def run(self, argv: Sequence[str], *, input: str | None = None, timeout: float | None = None) -> Result:
-        self.calls.append((tuple(argv), input))
-        if not self.answers:
-            raise AssertionError(f"unexpected command {list(argv)}")
-        rc, out, err = self.answers.pop(0)
-        return Result(tuple(argv), rc, out, err)
-
-    @property
-    def argvs(self) -> list[tuple[str, ...]]:
-        return [argv for argv, _ in self.calls]
-
-
-def client(*answers: tuple[int, str, str], retries: int = 3, backoff_s: float = 1.0):
-    sleeps: list[float] = []
-    transport = ScriptedTransport(*answers)
-    return SlurmClient(transport, retries=retries, backoff_s=backoff_s, sleep=sleeps.append), transport, sleeps
-
-
-def test_the_scripted_transport_is_a_transport():
-    assert isinstance(ScriptedTransport(), Transport)
+def test_the_mock_transport_is_a_transport_that_records_and_answers_as_the_real_one_does():
+    t = MockTransport({"squeue": "out\n", ("scontrol", "release"): (1, "", INVALID_ID), "scontrol": (0, "", "")})
+    assert isinstance(t, Transport)
+    assert t.run(["squeue", "--me"]) == Result(("squeue", "--me"), 0, "out\n", "")
+    assert t.run(["scontrol", "release", 7], input="x") == Result(("scontrol", "release", "7"), 1, "", INVALID_ID)
+    assert t.run(("scontrol", "hold", "7")).ok  # the longest prefix wins; a shorter one answers the rest
+    assert [(c.argv, c.input) for c in t.calls] == [(("squeue", "--me"), None), (("scontrol", "release", "7"), "x"),
+                                                     (("scontrol", "hold", "7"), None)]
+    with pytest.raises(UnexpectedCommand, match="sacct"):
+        t.run(["sacct"])
+    with pytest.raises(TransportError, match="empty command"):
+        t.run([])
+    real = MockTransport({"false": (0, "overridden", "")}, inner=LocalTransport())
+    assert real.run(["false"]).stdout == "overridden" and real.run(["sh", "-c", "echo hi"]).stdout == "hi\n"
+    assert real.commands() == ["false", "sh"]
+    gone = MockTransport(lambda argv, input: TransportError("ssh: connect to host login: refused", list(argv)))
+    with pytest.raises(TransportError, match="refused"):
+        gone.run(["squeue"])
+    replay = MockTransport.replay([(0, "a", ""), "b"])
+    assert [replay.run(["x"]).stdout, replay.run(["y"]).stdout] == ["a", "b"]
+    with pytest.raises(UnexpectedCommand, match="no answer left"):
+        replay.run(["z"])
 
 
 # -- retries -----------------------------------------------------------------------------------------
@@ -171,7 +165,7 @@ def test_sbatch_sends_the_script_on_stdin_and_returns_the_id():
     slurm, tr, _ = client((0, "81\n", ""))
     script = "#!/bin/bash\necho 'it''s' \"$(hostname)\"\n"
     assert slurm.sbatch(["--job-name=a b", "--gres=gpu:1"], script) == 81
-    assert tr.calls == [(("sbatch", "--parsable", "--job-name=a b", "--gres=gpu:1"), script)]
+    assert [(c.argv, c.input) for c in tr.calls] == [(("sbatch", "--parsable", "--job-name=a b", "--gres=gpu:1"), script)]
 
 
 def test_squeue_argv_always_has_noheader_and_the_format():

@@ -6,9 +6,7 @@ import multiprocessing
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -25,13 +23,6 @@ def rec(job_id: int = 100, run_id: str = "r-abc", cluster: str = "ilc", **kw) ->
         status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
     )
     return replace(base, **kw)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "store.sqlite")
-    yield s
-    s.close()
 
 
 def test_utc_now_format():

@@ -17,73 +17,18 @@ from roach.slurm import Resources, submit
 from roach.slurm.bundle import JobJson
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from roach.slurm.states import JobState
-from roach.slurm.store import Store
 from tests.conftest import slack, wait_until
+from tests.support.packages import PKG
 
 pytestmark = pytest.mark.lab
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
-
-PKG = {
-    "pkg/__init__.py": "",
-    "pkg/dist.py": '''
-import json, os
-
-def allreduce(run):
-    import torch
-    import torch.distributed as dist
-    dist.init_process_group("gloo")
-    t = torch.tensor([float(run.rank + 1)])
-    dist.all_reduce(t)
-    info = {k: os.environ[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "CUDA_VISIBLE_DEVICES")}
-    info.update(node=run.node, sum=t.item())
-    (run.run_dir / f"rank{run.rank}.json").write_text(json.dumps(info))
-    run.log("all_reduce gave %s", t.item())
-    dist.destroy_process_group()
-    return t.item()
-''',
-    "pkg/jobs.py": '''
-import os, time
-
-def hello(run, who="world"):
-    run.log("hello %s from %s", who, run.node)
-    return {"who": who, "rank": run.rank}
-
-def boom(run):
-    if run.rank == 1:
-        raise ValueError("rank 1 exploded on purpose")
-    time.sleep(300)  # the others would hang without roach stopping them
-
-def uses_secret(run):
-    value = os.environ.get("API_TOKEN", "")
-    run.log("token present: %s (%d chars)", bool(value), len(value))
-    return len(value)
-
-def try_write_clone(run):
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        open(os.path.join(here, "scribble.txt"), "w").write("x")
-    except OSError as exc:
-        return "refused: " + type(exc).__name__
-    return "wrote into the clone"
-''',
-}
 
 
 @pytest.fixture
 def repo(git_repo):
     git_repo.commit(PKG, "the test package")
     return git_repo
-
-
-@pytest.fixture
-def store(tmp_path):
-    return Store(tmp_path / "store.sqlite")
-
-
-@pytest.fixture
-def roots(shared_tmp):
-    return {"log_root": str(shared_tmp / "logs"), "clone_root": str(shared_tmp / "clones")}
 
 
 def _submit(repo, store, roots, target, **kw):

@@ -15,7 +15,6 @@ from roach.slurm.states import JobState
 from roach.slurm.store import Store
 from roach.slurm.sweep import Sweep, read_grid, split, sweep
 from tests.conftest import slack, wait_until
-from tests.test_submit import roots, store  # noqa: F401  (fixtures: a store of the test's own, shared roots)
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 

@@ -11,8 +11,6 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -21,181 +19,23 @@ from roach.lab.config import LAB_USER
 from roach.slurm.capabilities import RateLimit
 from roach.slurm.bundle import JobJson
 from roach.slurm.clusters.lab import GPU1, LAB
+from roach.slurm.mock_transport import MockTransport
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import RS, US
-from roach.slurm.store import JobRecord, Store, utc_now
-from roach.slurm.tiers import Tier
-from roach.slurm.transport import LocalTransport, Result
-from roach.slurm import watch_final
+from roach.slurm.store import Store, utc_now
+from roach.slurm.transport import LocalTransport
 from roach.slurm.watch import JOB_NOT_COMPLETED, Watcher
 from roach.slurm.watch_events import Event, EventKind, tier_table
 from roach.slurm.watch_logs import StallRule, parse_look, read_facts
 from tests.conftest import slack, wait_until
+from tests.support.cli import roach
+from tests.support.watch import T0, TIERED, TRAIN, FakeCluster, FakeLog, kinds, only, record, sa, sq, watcher
 
 DATA = Path(__file__).parent / "data"
-T0 = 1_800_000_000.0
-# The unit tests' own tier table (capped, uncapped, preemptible), whatever the lab declares.
-TIERED = LAB.with_(tiers=(Tier("high", qos="high", gpu_cap=4), Tier("normal", qos="normal"),
-                          Tier("low", qos="low", preemptible=True)))
 
 
 def data(name: str) -> str:
     return (DATA / name).read_bytes().decode()
-
-
-# -- fakes: squeue/sacct/log text in roach's own formats ----------------------------------------------------
-def sq(job: int | str, state: str = "RUNNING", *, reason: str = "None", qos: str = "normal", gpus: int = 1,
-       elapsed: str = "0:10", restarts: int = 0, name: str = "j", nodelist: str = "n1", task: int | None = None,
-       user: str = LAB_USER) -> str:
-    """One squeue record as `squeue -O <squeue_format()>` prints it."""
-    key = f"{job}_{task}" if task is not None else str(job)
-    tres = "cpu=1,mem=500M,node=1,billing=1" + (f",gres/gpu={gpus}" if gpus else "")
-    running = state not in ("PENDING", "RESV_DEL_HOLD")
-    fields_ = [str(job), key, str(job), str(task) if task is not None else "N/A", name, user, "lab", "gpu", qos, state,
-               reason, elapsed if running else "0:00", "UNLIMITED", str(restarts), "1", nodelist if running else "",
-               tres, "2026-11-29T23:39:47", "2026-11-29T23:40:00" if running else "N/A"]
-    return US.join(fields_) + RS + "\n"
-
-
-def sa(job: int | str, state: str = "COMPLETED", *, exit_code: str = "0:0", elapsed: int = 5, qos: str = "normal",
-       started: bool = True) -> str:
-    """One sacct allocation line as `sacct -P --delimiter=US --format=<SACCT_FIELDS>` prints it (``started=False``:
-    a job that ended before it started, as sacct shows one cancelled while pending)."""
-    ended = state not in ("RUNNING", "PENDING")
-    fields_ = [str(job), str(job).split("_")[0], "j", LAB_USER, "lab", "gpu", qos, state, exit_code, str(elapsed),
-               "UNLIMITED", "2026-11-29T23:39:47", "2026-11-29T23:40:00" if started else "None",
-               "2026-11-29T23:40:05" if ended else "Unknown", "1", "n1" if started else "None assigned",
-               "billing=1,cpu=1,gres/gpu=1,mem=500M,node=1" if started else "", "None"]
-    return US.join(fields_) + "\n"
-
-
-@dataclass
-class FakeLog:
-    size: int
-    mtime: float
-    lines: list[str] = field(default_factory=list)
-
-
-@dataclass
-class FakeCluster:
-    """A Transport answering squeue, sacct, sbatch --test-only and the log look from what a test sets."""
-
-    queue: list[str] = field(default_factory=list)
-    acct: list[str] = field(default_factory=list)
-    logs: dict[str, FakeLog] = field(default_factory=dict)
-    req_nodes: dict[str, str] = field(default_factory=dict)
-    remote_now: float = T0
-    down: dict[str, str] = field(default_factory=dict)  # command -> stderr it fails with
-    starts_at: str | None = None  # what sbatch --test-only says
-    resv_of: dict[str, str] = field(default_factory=dict)  # job key -> the reservation it asks for (squeue %v)
-    reservations: dict[str, str] = field(default_factory=dict)  # name -> StartTime (scontrol show reservation)
-    calls: list[list[str]] = field(default_factory=list)
-    finals: dict[str, list[str]] = field(default_factory=dict)  # job.json path -> the values written there
-    steps: list[str] = field(default_factory=list)  # `squeue --steps` records
-
-    def run(self, argv, *, input=None, timeout=None) -> Result:
-        argv = list(argv)
-        self.calls.append(argv)
-        cmd = argv[0]
-        if cmd in self.down:
-            return Result(tuple(argv), 1, "", self.down[cmd])
-        if cmd == "squeue" and "--steps" in argv:
-            return Result(tuple(argv), 0, "".join(self.steps), "")
-        if cmd == "squeue" and "ReqNodes" in " ".join(argv):
-            keys = argv[argv.index("--jobs") + 1].split(",")
-            out = "".join(f"{k}{US}{self.req_nodes.get(k, '(null)')}\x1e" for k in keys)
-            return Result(tuple(argv), 0, out, "")
-        if cmd == "squeue":
-            queue = self.queue
-            if "Reservation:" in argv[argv.index("-O") + 1]:  # one field more, before each record's end
-                queue = [q.replace(RS, US + self.resv_of.get(q.split(US)[1], "(null)") + RS) for q in queue]
-            return Result(tuple(argv), 0, "".join(queue), "")
-        if argv[:3] == ["scontrol", "show", "reservation"]:
-            out = "".join(f"ReservationName={n} StartTime={t} EndTime=2027-01-16T00:00:00 Duration=1-00:00:00 "
-                          f"Nodes=n1 NodeCnt=1 Users={LAB_USER} State=INACTIVE\n" for n, t in self.reservations.items())
-            return Result(tuple(argv), 0, out or "No reservations in the system\n", "")
-        if cmd == "sacct":
-            return Result(tuple(argv), 0, "".join(self.acct), "")
-        if cmd == "sbatch" and "--test-only" in argv:
-            said = f"sbatch: Job 9 to start at {self.starts_at} using 1 processors on nodes n1 in partition gpu\n"
-            return Result(tuple(argv), 0, "", said if self.starts_at else "allocation failure\n")
-        if cmd == "sh" and argv[2] == watch_final._PROGRAM:  # the round's final states into job.json files
-            args = argv[5:]
-            out = ""
-            for i in range(0, len(args), 5):
-                self.finals[args[i]] = [json.loads(v) for v in args[i + 1:i + 5]]
-                out += f"W{US}{args[i]}{RS}"
-            return Result(tuple(argv), 0, out, "")
-        if cmd == "sh":
-            n = int(argv[4])
-            paths = argv[5 + n:]
-            out = f"T{US}{int(self.remote_now)}{US}2027-01-15T08:00:00{RS}"
-            for d in argv[5:5 + n]:
-                out += f"D{US}{d}{US}1000{US}100000 50000{RS}"
-            for p in paths:
-                log = self.logs.get(p)
-                if log is None:
-                    out += f"M{US}{p}{RS}"
-                else:
-                    out += f"F{US}{p}{US}{log.size} {int(log.mtime)}{US}" + "".join(ln + "\n" for ln in log.lines) + RS
-            return Result(tuple(argv), 0, out, "")
-        raise AssertionError(f"unexpected command {argv}")
-
-    def slurm_calls(self) -> int:
-        return sum(1 for c in self.calls if c[0] in ("squeue", "sacct", "sbatch", "scontrol", "sh"))
-
-
-class Clock:
-    def __init__(self, t: float = T0):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def tick(self, s: float) -> None:
-        self.t += s
-
-
-def record(job_id: int, run_id: str | None = None, *, qos: str = "normal", gpus: int = 1,
-           log_root: str = "/logs") -> JobRecord:
-    run_id = run_id or f"run{job_id}"
-    res = {"account": None, "partition": None, "qos": qos, "constraint": None, "nodes": 1, "gpus_per_node": gpus,
-           "cpus_per_gpu": 1, "cpus_per_task": None, "mem": None, "time": "00:30:00", "reservation": None,
-           "gpu_type": None, "extra": []}
-    return JobRecord("lab", job_id, run_id, f"n{job_id}", "pkg.m:f", "c" * 40, "work", f"{log_root}/{run_id}_{job_id}.out",
-                     f"{log_root}/bundles/{job_id}", f"/runs/{run_id}", "2026-11-29T23:39:47Z", res, "submitted",
-                     None, None, None)
-
-
-@pytest.fixture
-def fake() -> FakeCluster:
-    return FakeCluster()
-
-
-@pytest.fixture
-def store(tmp_path) -> Iterator[Store]:
-    with Store(tmp_path / "store.sqlite") as s:
-        yield s
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-def watcher(fake, store, clock, **kw) -> Watcher:
-    client = SlurmClient(fake, retries=1, backoff_s=0.0, sleep=lambda s: None)
-    kw.setdefault("interval_s", 10.0)
-    kw.setdefault("heartbeat_s", 900.0)
-    return Watcher(TIERED, client, store, clock=clock, sleep=lambda s: clock.tick(s), **kw)
-
-
-def kinds(events: list[Event]) -> list[str]:
-    return [e.kind.value for e in events]
-
-
-def only(events: list[Event], kind: EventKind) -> list[Event]:
-    return [e for e in events if e.kind is kind]
 
 
 # -- unit: the event logic -----------------------------------------------------------------------------------
@@ -618,7 +458,7 @@ def test_the_look_is_one_command_and_takes_hostile_paths(tmp_path):
     d.mkdir()
     log = d / "run \"x\"\n_1.out"
     log.write_text("roach: attempt 1 of run r\nnoise\n0: 2027-01-15T07:59:01Z roach rank 0: step 3/9\n\x1e junk \x1f\n")
-    transport = CountingTransport(LocalTransport())
+    transport = MockTransport(inner=LocalTransport())
     seen = watch_logs.look(transport, [str(log), str(d / "missing.out")], [str(d)])
     assert len(transport.calls) == 1 and not (Path.cwd() / "pwned").exists()
     got = seen.logs[str(log)]
@@ -647,45 +487,13 @@ def test_cli_json_and_exec_with_a_hostile_path(tmp_path, monkeypatch):
 
 
 # -- on the lab ---------------------------------------------------------------------------------------------
-TRAIN = '''
-import time
-
-def train(run, steps=10, step_s=0.2, hang_at=None):
-    state = run.resume(default={"x": 0})
-    for step in run.steps(run.start_step, steps):
-        if step == hang_at:
-            time.sleep(600)
-        state["x"] += 1
-        time.sleep(step_s)
-        if run.should_checkpoint():
-            run.checkpoint(state)
-    return state["x"]
-'''
-
 CLUSTER = LAB.with_(run_as=LAB_USER)
-
-
-class CountingTransport:
-    """Counts every command a watcher runs on the cluster."""
-
-    def __init__(self, inner):
-        self.inner, self.calls = inner, []
-
-    def run(self, argv, **kw):
-        self.calls.append(list(argv))
-        return self.inner.run(argv, **kw)
 
 
 @pytest.fixture
 def repo(git_repo):
     git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
     return git_repo
-
-
-@pytest.fixture
-def lab_store(tmp_path):
-    with Store(tmp_path / "store.sqlite") as s:
-        yield s
 
 
 def _submit(repo, store, cluster=CLUSTER, **kw):
@@ -715,14 +523,14 @@ def _cancel_all(store, client):
 
 
 @pytest.mark.lab
-def test_sweep_of_six_started_finished_once_heartbeat_and_exit(lab, repo, lab_store, user_slurm):
-    jobs = [_submit(repo, lab_store, args={"steps": 5 + i, "step_s": 0.2}, name=f"sweep{i}") for i in range(6)]
+def test_sweep_of_six_started_finished_once_heartbeat_and_exit(lab, repo, store, user_slurm):
+    jobs = [_submit(repo, store, args={"steps": 5 + i, "step_s": 0.2}, name=f"sweep{i}") for i in range(6)]
     events: list[Event] = []
-    w = Watcher(CLUSTER, CLUSTER.client(), lab_store, interval_s=1.0, heartbeat_s=3.0)
+    w = Watcher(CLUSTER, CLUSTER.client(), store, interval_s=1.0, heartbeat_s=3.0)
     try:
         status = _run(w, events, timeout=120)
     finally:
-        _cancel_all(lab_store, user_slurm)
+        _cancel_all(store, user_slurm)
     ids = {str(j.job_id) for j in jobs}
     started = [e.job_id for e in events if e.kind is EventKind.STARTED]
     finished = [e.job_id for e in events if e.kind is EventKind.FINISHED]
@@ -731,21 +539,21 @@ def test_sweep_of_six_started_finished_once_heartbeat_and_exit(lab, repo, lab_st
     beats = [e for e in events if e.kind is EventKind.HEARTBEAT]
     assert beats and all("high " in e.line() and "/4 claimed" in e.line() and "low " in e.line() for e in beats)
     assert events[-1].kind is EventKind.QUEUE_EMPTY and status == 0 and w.finished
-    assert all(lab_store.get("lab", int(j)).status == "completed" for j in ids)
+    assert all(store.get("lab", int(j)).status == "completed" for j in ids)
     # and each one's job.json on the cluster, as Job.wait() writes it
     assert [JobJson.from_json(Path(j.paths.job_json).read_text()).status for j in jobs] == ["completed"] * 6
 
 
 @pytest.mark.lab
-def test_slurm_calls_per_round_are_the_same_for_6_and_300_jobs(lab, user_slurm, jobs, lab_store):
+def test_slurm_calls_per_round_are_the_same_for_6_and_300_jobs(lab, user_slurm, jobs, store):
     held = ["--hold", "--time=1", "--output=/dev/null", "--job-name=watch-count"]
     six = [user_slurm.sbatch(held, "#!/bin/bash\ntrue\n") for _ in range(6)]
     jobs += six
-    transport = CountingTransport(CLUSTER.transport())
+    transport = MockTransport(inner=CLUSTER.transport())
     client = SlurmClient(transport)
 
     def per_round(ids):
-        w = Watcher(CLUSTER, client, lab_store, job_ids=tuple(str(i) for i in ids), heartbeat_s=1e9)
+        w = Watcher(CLUSTER, client, store, job_ids=tuple(str(i) for i in ids), heartbeat_s=1e9)
         counts = []
         for _ in range(2):
             before = len(transport.calls)
@@ -758,7 +566,7 @@ def test_slurm_calls_per_round_are_the_same_for_6_and_300_jobs(lab, user_slurm, 
     jobs.append(array)
     wait_until("300 array tasks in the queue",
                lambda: len([q for q in user_slurm.squeue(job_ids=[array])]) == 300, timeout=30)
-    lab_store.watch_reset("lab")
+    store.watch_reset("lab")
     many, w300 = per_round([*six, array])
     assert few == many == [1, 1], (few, many)  # one squeue a round, whatever the number of jobs
     user_slurm.scancel([*six, array])
@@ -774,9 +582,9 @@ def test_slurm_calls_per_round_are_the_same_for_6_and_300_jobs(lab, user_slurm, 
 
 
 @pytest.mark.lab
-def test_a_run_whose_log_stops_is_reported_stalled(lab, repo, lab_store, user_slurm):
-    job = _submit(repo, lab_store, args={"steps": 100, "step_s": 0.3, "hang_at": 12}, name="hangs")
-    w = Watcher(CLUSTER, CLUSTER.client(), lab_store, interval_s=1.0, heartbeat_s=1e9,
+def test_a_run_whose_log_stops_is_reported_stalled(lab, repo, store, user_slurm):
+    job = _submit(repo, store, args={"steps": 100, "step_s": 0.3, "hang_at": 12}, name="hangs")
+    w = Watcher(CLUSTER, CLUSTER.client(), store, interval_s=1.0, heartbeat_s=1e9,
                 stall=StallRule(factor=3.0, min_s=4.0))
     events: list[Event] = []
     try:
@@ -791,11 +599,11 @@ def test_a_run_whose_log_stops_is_reported_stalled(lab, repo, lab_store, user_sl
 
 
 @pytest.mark.lab
-def test_a_job_bigger_than_its_tier_cap_is_reported_never_starting(lab, user_slurm, jobs, lab_store):
+def test_a_job_bigger_than_its_tier_cap_is_reported_never_starting(lab, user_slurm, jobs, store):
     big = user_slurm.sbatch(["--qos=high", "--nodelist=n1", "--ntasks=2", "--gpus-per-task=4", "--time=1",
                              "--output=/dev/null", "--job-name=never-big"], "#!/bin/bash\nsleep 30\n")
     jobs.append(big)
-    w = Watcher(CLUSTER, CLUSTER.client(), lab_store, job_ids=(str(big),), heartbeat_s=1e9)
+    w = Watcher(CLUSTER, CLUSTER.client(), store, job_ids=(str(big),), heartbeat_s=1e9)
     events: list[Event] = []
     wait_until("a never-starts line", lambda: [e for e in (events.extend(w.round()) or events)
                                                if e.kind is EventKind.NEVER_STARTS], timeout=30, every=1.0)
@@ -805,8 +613,6 @@ def test_a_job_bigger_than_its_tier_cap_is_reported_never_starting(lab, user_slu
 
 @pytest.mark.lab
 def test_roach_watch_cli_once_json_and_an_empty_queue(lab, user_slurm, jobs, tmp_path, monkeypatch):
-    from tests.test_pending import roach
-
     monkeypatch.setenv("ROACH_STORE", str(tmp_path / "cli-store.sqlite"))
     held = user_slurm.sbatch(["--hold", "--time=1", "--output=/dev/null", "--job-name=cli-held"], "#!/bin/bash\ntrue\n")
     jobs.append(held)
@@ -878,11 +684,11 @@ def _view(store: Store, key) -> dict:
 
 
 @pytest.mark.lab
-def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, lab_store):
+def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, store):
     cluster, root, _, _ = plab
-    job = _submit(repo, lab_store, cluster, args={"steps": 400, "step_s": 0.2}, name="preemptible",
+    job = _submit(repo, store, cluster, args={"steps": 400, "step_s": 0.2}, name="preemptible",
                   resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n1",)))
-    w = Watcher(cluster, cluster.client(), lab_store, interval_s=1.0, heartbeat_s=1e9)
+    w = Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9)
     events: list[Event] = []
     _rounds_until(w, events, "the run to start", lambda e: e.kind is EventKind.STARTED)
     wait_until("progress", lambda: "step 20" in job.log(), timeout=30)
@@ -893,7 +699,7 @@ def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, lab_st
     while time.monotonic() < deadline:
         new = w.round()
         events += new
-        view = _view(lab_store, job.job_id)
+        view = _view(store, job.job_id)
         if view.get("restart_count", 0) > 0 or view.get("state") == "PENDING":
             break  # the first round that sees the job back in the queue ...
         time.sleep(1.0)
@@ -904,7 +710,7 @@ def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, lab_st
 
 
 @pytest.mark.lab
-def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, repo, lab_store):
+def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, repo, store):
     from roach.slurm.rebalance import promote
 
     cluster, root, mine, _ = plab
@@ -914,15 +720,15 @@ def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, rep
     # under srun, so that preemption's TERM ends it at once instead of after the low tier's grace time
     mine.sbatch(["--qos=low", "--gres=gpu:4", "--nodelist=n2", *opts], "#!/bin/bash\nsrun sleep 300\n")
     wait_until("the fillers to run", lambda: len([q for q in mine.squeue() if q.state.is_running]) == 3, timeout=60)
-    job = _submit(repo, lab_store, cluster, args={"steps": 50, "step_s": 0.2}, name="wants-high",
+    job = _submit(repo, store, cluster, args={"steps": 50, "step_s": 0.2}, name="wants-high",
                   resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n2",)))
-    w = Watcher(cluster, cluster.client(), lab_store, interval_s=1.0, heartbeat_s=1e9)
+    w = Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9)
     events: list[Event] = []
     for _ in range(3):
         events += w.round()
         time.sleep(1.0)
     assert not only(events, EventKind.PROMOTION), [e.line() for e in events]  # high is full: 4/4
-    assert _view(lab_store, job.job_id)["state"] == "PENDING"
+    assert _view(store, job.job_id)["state"] == "PENDING"
     mine.scancel([high[0]])
     wait_until("the high job to leave the queue", lambda: not [q for q in mine.squeue(job_ids=[high[0]])
                                                                 if q.state.is_active], timeout=30)
@@ -932,7 +738,7 @@ def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, rep
     assert "high 2/4 claimed, 2 free" in promo[0].line()
 
     def promoter(p):
-        return promote(p.key, p.to_tier, cluster=cluster, store=lab_store, repo_root=repo.work).job_id
+        return promote(p.key, p.to_tier, cluster=cluster, store=store, repo_root=repo.work).job_id
 
     w.rebalance, w.promoter = True, promoter
     moved = only(w.round(), EventKind.PROMOTED)
@@ -941,7 +747,7 @@ def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, rep
     started = _rounds_until(w, events, "the promoted job to start",
                             lambda e: e.kind is EventKind.STARTED and e.job_id == str(new_id), timeout=90)
     assert started[0].data["tier"] == "high"
-    assert lab_store.get("lab", new_id).run_id == job.run_id
+    assert store.get("lab", new_id).run_id == job.run_id
     fin = [e for e in events if e.kind is EventKind.FINISHED and e.job_id == str(job.job_id)] or \
         _rounds_until(w, events, "the old job's end", lambda e: e.kind is EventKind.FINISHED
                       and e.job_id == str(job.job_id), timeout=30)
@@ -949,12 +755,12 @@ def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, rep
 
 
 @pytest.mark.lab
-def test_a_job_pinned_to_a_drained_node_never_starts(plab, lab_store):
+def test_a_job_pinned_to_a_drained_node_never_starts(plab, store):
     cluster, root, mine, _ = plab
     root.run(["scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=roach-watch-test"], retry=False)
     try:
         pinned = mine.sbatch(["--nodelist=n2", "--time=1", "--output=/dev/null"], "#!/bin/bash\ntrue\n")
-        w = Watcher(cluster, cluster.client(), lab_store, job_ids=(str(pinned),), heartbeat_s=1e9)
+        w = Watcher(cluster, cluster.client(), store, job_ids=(str(pinned),), heartbeat_s=1e9)
         events: list[Event] = []
         (never,) = _rounds_until(w, events, "a never-starts line", lambda e: e.kind is EventKind.NEVER_STARTS,
                                  timeout=30)
@@ -965,7 +771,7 @@ def test_a_job_pinned_to_a_drained_node_never_starts(plab, lab_store):
 
 
 @pytest.mark.lab
-def test_a_reservation_that_moves_then_vanishes_is_said_once_each(plab, lab_store):
+def test_a_reservation_that_moves_then_vanishes_is_said_once_each(plab, store):
     cluster, root, mine, _ = plab
     resv = "roach-watch-resv"
     root.run(["scontrol", "create", "reservation", f"ReservationName={resv}", "StartTime=now+3600", "Duration=10",
@@ -974,12 +780,12 @@ def test_a_reservation_that_moves_then_vanishes_is_said_once_each(plab, lab_stor
     try:
         # held, so that it cannot start in the reservation when it begins
         job = mine.sbatch(["--hold", f"--reservation={resv}", "--time=1", "--output=/dev/null"], "#!/bin/bash\ntrue\n")
-        w = Watcher(cluster, cluster.client(), lab_store, job_ids=(str(job),), interval_s=1.0, heartbeat_s=1e9)
+        w = Watcher(cluster, cluster.client(), store, job_ids=(str(job),), interval_s=1.0, heartbeat_s=1e9)
         events: list[Event] = []
         for _ in range(2):
             events += w.round()
         assert not only(events, EventKind.RESERVATION), [e.line() for e in events]
-        was = _view(lab_store, job)["resv_start"]
+        was = _view(store, job)["resv_start"]
         root.run(["scontrol", "update", f"ReservationName={resv}", "StartTime=now+7200"], retry=False)
         new = w.round()
         events += new
@@ -1007,7 +813,7 @@ def test_a_reservation_that_moves_then_vanishes_is_said_once_each(plab, lab_stor
 
 
 @pytest.mark.lab
-def test_slurmctld_and_slurmdbd_restart_mid_watch(plab, private, lab_store):
+def test_slurmctld_and_slurmdbd_restart_mid_watch(plab, private, store):
     import subprocess
 
     from roach.lab import lab as lablib
@@ -1018,7 +824,7 @@ def test_slurmctld_and_slurmdbd_restart_mid_watch(plab, private, lab_store):
     long = mine.sbatch(["--time=2", "--output=/dev/null"], "#!/bin/bash\nsleep 90\n")
     short = mine.sbatch(["--time=2", "--output=/dev/null"], "#!/bin/bash\nsleep 5\n")
     client = SlurmClient(CLUSTER.with_(env_factory=lambda: private.env()).transport(), retries=0)
-    w = Watcher(cluster, client, lab_store, job_ids=(str(long), str(short)), interval_s=1.0, heartbeat_s=1e9)
+    w = Watcher(cluster, client, store, job_ids=(str(long), str(short)), interval_s=1.0, heartbeat_s=1e9)
     events: list[Event] = []
     wait_until("both to run", lambda: len([q for q in mine.squeue() if q.state.is_running]) == 2, timeout=30)
     events += w.round()

@@ -1,7 +1,7 @@
 """`roach watch`, more of what it says and does: final states written into each job's job.json (one command
 a round, with real sh and awk), reservations that move or vanish, holders' held time and idle holders in the
 heartbeat, and one watcher per store and cluster (real processes holding the lock). The fakes are
-tests/test_watch.py's; a holder's heartbeat and the lock are also checked on the lab."""
+tests/support/watch.py's; a holder's heartbeat and the lock are also checked on the lab."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from roach.slurm.bundle import JobJson, final_job_json
 from roach.slurm.clusters.lab import GPU1, LAB
 from roach.slurm.hold import HOLD_TARGET, hold
 from roach.slurm.inside_job import attempt_id
+from roach.slurm.mock_transport import MockTransport
 from roach.slurm.slurmparse import RS, US, parse_sacct
 from roach.slurm.store import Store
 from roach.slurm.transport import LocalTransport
@@ -27,10 +28,8 @@ from roach.slurm.watch_final import Final, record_finals
 from roach.slurm.watch_lock import WATCH_BUSY, lock_path
 from roach.slurm.watch_resv import Reservation, parse_queue, parse_reservations, queue_format
 from tests.conftest import slack
-from tests.test_pending import roach
-from tests.test_watch import (  # noqa: F401  (fixtures)
-    CountingTransport, clock, fake, kinds, only, record, sa, sq, store, watcher,
-)
+from tests.support.cli import roach
+from tests.support.watch import kinds, only, record, sa, sq, watcher
 
 REPO = Path(__file__).parent.parent
 AT = "2026-11-30T00:00:00Z"
@@ -56,7 +55,7 @@ def test_final_states_rewrite_only_the_four_final_keys_of_many_job_json_in_one_c
     bad.write_text('{"job_id": "43"}\n')
     (acct_a,) = parse_sacct(sa(41, "CANCELLED by 1001", exit_code="0:15"))
     (acct_b,) = parse_sacct(sa(42, "COMPLETED"))
-    transport = CountingTransport(LocalTransport())
+    transport = MockTransport(inner=LocalTransport())
     out = record_finals(transport, [Final.of(str(a), acct_a, AT), Final.of(str(b), acct_b, AT),
                                     Final.of(str(d / "44" / "job.json"), acct_b, AT), Final.of(str(bad), acct_b, AT)])
     assert len(transport.calls) == 1 and not (Path.cwd() / "pwned").exists()
@@ -244,7 +243,6 @@ def test_a_second_watch_on_one_store_and_cluster_exits_9_and_a_dead_ones_lock_is
 
 def test_a_job_that_started_and_ended_between_two_rounds_gets_its_started_line_then_finished():
     from roach.slurm.watch_jobs import Ctx, JobWatch, on_accounting
-    from tests.test_watch import sa
 
     ctx = Ctx("lab", LAB.tiers, 100.0, lambda rec: None)
     quick = JobWatch("90_3", 90, run_id="sw-3", state="PENDING", in_queue=False, left_at=99.0)
@@ -263,7 +261,6 @@ def test_a_job_that_started_and_ended_between_two_rounds_gets_its_started_line_t
 
 def test_a_task_missing_from_sacct_never_takes_the_state_of_a_task_listed_under_the_bare_array_id():
     from roach.slurm.watch_jobs import match_acct
-    from tests.test_watch import sa
 
     # just after an array ended, slurmdbd may list its last task under the bare id before its task id,
     # and not list a failed task at all yet: that task must wait for the next round, not be COMPLETED

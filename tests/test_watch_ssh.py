@@ -15,7 +15,7 @@ from roach.slurm.store import Store
 from roach.slurm.watch import Watcher
 from tests.conftest import slack
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
-from tests.test_watch import TRAIN, kinds
+from tests.support.watch import TRAIN, kinds
 
 pytestmark = pytest.mark.lab
 

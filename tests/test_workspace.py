@@ -26,9 +26,10 @@ from roach.lab.config import LAB_USER
 from roach.slurm.clusters.lab import LAB
 from roach.slurm.bundle import FINAL_STATUSES
 from roach.slurm.doctor import WORKSPACE_FILE
+from roach.slurm.mock_transport import MockTransport
 from roach.slurm.slurmparse import US, parse_sacct
 from roach.slurm.store import Store
-from roach.slurm.transport import LocalTransport, Result
+from roach.slurm.transport import LocalTransport, Transport
 from roach.slurm.workspace import (
     ScriptRefused, Workspace, WorkspaceError, WorkspaceJob, pull, required_files, sbatch_script, sync, verify, wait,
 )
@@ -685,16 +686,10 @@ def test_a_script_array_is_one_store_job_as_bad_as_its_worst_task(ws, cluster, s
     assert rec.status == "failed" and own_store.get("lab", int(sub.job_id)).status == "failed"
 
 
-class _RefusesRelease:
+def _refuses_release(inner: Transport) -> MockTransport:
     """The cluster's own transport, except that `scontrol release` fails as a controller that refused it would."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def run(self, argv, *, input=None, timeout=None) -> Result:
-        if list(argv[:2]) == ["scontrol", "release"]:
-            return Result(tuple(argv), 1, "", "scontrol: error: Access/permission denied for job (the test)")
-        return self.inner.run(argv, input=input, timeout=timeout)
+    refused = (1, "", "scontrol: error: Access/permission denied for job (the test)")
+    return MockTransport({("scontrol", "release"): refused}, inner=inner)
 
 
 @pytest.mark.lab
@@ -703,7 +698,7 @@ def test_a_failure_after_the_record_is_added_cancels_the_held_job_and_removes_th
     name = f"rollback-{os.getpid()}-{time.monotonic_ns()}"
     rel = _script(ws, "held.sbatch", "true\n", head=HEAD + f"#SBATCH --job-name={name}\n")
     with pytest.raises(SlurmError, match="Access/permission denied"):
-        sbatch_script(ws, cluster, rel, "never released", transport=_RefusesRelease(cluster.transport()))
+        sbatch_script(ws, cluster, rel, "never released", transport=_refuses_release(cluster.transport()))
     assert own_store.recent() == []  # the record was added (the release came after it), then removed
     states = user_slurm.run(["squeue", "--noheader", "--states=all", f"--name={name}", "--format=%T"]).stdout.split()
     assert states == ["CANCELLED"]  # queued held, never released, cancelled

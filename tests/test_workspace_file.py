@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from roach.errors import UsageError
 from roach.slurm.workspace_base import Workspace, cluster_for_file
 from roach.slurm.workspace_file import (
-    ENV_ROOT, ENV_RSYNC_ROOT, WORKSPACE_FILE, WorkspaceError, archived_bundle, load_workspace_file, parse_remote_path,
+    ENV_ROOT, ENV_RSYNC_ROOT, WorkspaceError, archived_bundle, load_workspace_file, parse_remote_path,
 )
-
-
-def runtime_file(workspace: Path, **override) -> dict:
-    """The file exactly as the runtime writes it (2-space indent, trailing newline), keys overridable."""
-    name = workspace.name
-    info = {"backend": "dsi-slurm", "ssh_host": "login.ds", "workspace_name": name,
-            "remote_root": f"$HOME/neurico_workspaces/{name}",
-            "rsync_remote_root": f"login.ds:~/neurico_workspaces/{name}/", **override}
-    f = workspace / WORKSPACE_FILE
-    f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text(json.dumps(info, indent=2) + "\n")
-    return info
+from tests.support.workspace import runtime_file
 
 
 @pytest.mark.parametrize("text", ["$HOME/neurico_workspaces/ws", "${HOME}/neurico_workspaces/ws",
