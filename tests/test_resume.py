@@ -21,11 +21,13 @@ from tests.support.stores import roots_under, store_at
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-# USR1 when 59 s are left of a 1-minute limit: Slurm's 30 s timer sends it 1-31 s into an attempt (and,
-# seen on 22.05, sometimes at once after a requeue), so 30 s of steps cannot finish without at least one
-# wall-clock stop, and may need several: the limit is raised here (a cluster's default is 3).
-CLUSTER = LAB.with_(run_as=LAB_USER, signal_lead_s=59, max_timeout_requeues=12)
-ONE_MINUTE = NODES2_GPU2.replace(qos="low", time="00:01:00")
+# USR1 when 100 s are left of a 2-minute limit: Slurm's 30 s timer sends it 20-50 s into an attempt, after
+# the ranks' start-up (10-16 s on a loaded 2-core machine; with 59 s of a 1-minute limit the signal came
+# before it in many attempts, each of which then did one step and spent a wall-clock requeue). 30 s of
+# steps still cannot finish without at least one wall-clock stop, and may need several: the limit is raised
+# here (a cluster's default is 3). Slurm also sends it at once after some requeues (seen on 22.05).
+CLUSTER = LAB.with_(run_as=LAB_USER, signal_lead_s=100, max_timeout_requeues=12)
+SHORT = NODES2_GPU2.replace(qos="low", time="00:02:00")
 STEPS, STEP_S = 300, 0.1
 
 RESUMABLE = (Path(__file__).parent / "jobs" / "resumable.py").read_text()
@@ -124,7 +126,7 @@ def _digest(job) -> str:
 
 def test_preempted_twice_and_wall_clock_once_gives_bitwise_the_same_model(reference, repo, store, roots, slurm):
     job = _submit(repo, store, roots, "pkg.resumable:ddp_train", args={"steps": STEPS, "step_s": STEP_S},
-                  resources=ONE_MINUTE, name="interrupted")
+                  resources=SHORT, name="interrupted")
     rec = _drive(job, slurm, preemptions=2)
     assert rec.state is JobState.COMPLETED, job.log()[-3000:]
     runs = [r for r in job.client.sacct([job.job_id], duplicates=True) if r.step is None]
@@ -142,7 +144,7 @@ def send_user_signal(lab):
 def test_same_with_preempt_send_user_signal(send_user_signal, reference, repo, store, roots, slurm):
     assert LAB.client().capabilities(refresh=True).preempt_send_user_signal
     job = _submit(repo, store, roots, "pkg.resumable:ddp_train", args={"steps": STEPS, "step_s": STEP_S},
-                  resources=ONE_MINUTE, name="interrupted-usr1")
+                  resources=SHORT, name="interrupted-usr1")
     rec = _drive(job, slurm, preemptions=2)
     assert rec.state is JobState.COMPLETED, job.log()[-3000:]
     # With the site setting on, preemption sends the job's USR1: it must count as a preemption, not a wall clock.
