@@ -177,8 +177,9 @@ class Target:
         return "/var/lib/roach/matrix-lab" if self.root is not None else str(self.state / "lab")
 
     def fresh_checkout(self) -> None:
-        """A clone of this repository's HEAD and no lab yet (the last run's was stopped; its job venv may be
-        of another Python)."""
+        """A clone of this repository's HEAD with its venv, and no lab yet (the last run's was stopped; its
+        job venv may be of another Python). The venv is made on this machine's network: the namespace's
+        reaches no package index."""
         here = Path(self.r + self.checkout) if self.root is not None else Path(self.checkout)
         if here.exists():
             shutil.rmtree(here)
@@ -189,6 +190,8 @@ class Target:
         old = Path(self.r + self.lab) if self.root is not None else Path(self.lab)
         if old.exists():
             shutil.rmtree(old)
+        python = self.python or "/usr/bin/python3"
+        self.chroot(f"cd {shlex.quote(self.checkout)} && make venv PYTHON={shlex.quote(python)}", netns=False)
 
     @property
     def junit(self) -> Path:
