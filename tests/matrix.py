@@ -69,14 +69,17 @@ def install_host_debs() -> None:
         sh([*APT, "install", "-y", "--no-install-recommends", *missing], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
 
 
-def pip_env() -> list[str]:
-    """pip's settings for a namespace that reaches no index: this machine's PIP_* variables, else the wheel
-    folders (bound into each root at the same paths)."""
+def pip_env(netns: bool) -> list[str]:
+    """pip's settings: this machine's PIP_* variables, and the local wheel folders (bound into each root at the
+    same paths). In a namespace, which reaches no index, those folders are the index; on this machine's
+    network they come after the package index (PyPI), as this machine's pip.conf has them."""
     env = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
-    if Path("/opt/pypi/simple").is_dir():
-        env.setdefault("PIP_INDEX_URL", "file:///opt/pypi/simple")
-    if Path("/opt/pypi-more/simple").is_dir():
-        env.setdefault("PIP_EXTRA_INDEX_URL", "file:///opt/pypi-more/simple")
+    local = [f"file://{d}/simple" for d in ("/opt/pypi", "/opt/pypi-more") if Path(d, "simple").is_dir()]
+    if netns and local:
+        env.setdefault("PIP_INDEX_URL", local[0])
+        local = local[1:]
+    if local:
+        env.setdefault("PIP_EXTRA_INDEX_URL", " ".join(local))
     if Path("/opt/wheels").is_dir():
         env.setdefault("PIP_FIND_LINKS", "/opt/wheels")
     return [f"{k}={v}" for k, v in env.items()]
@@ -99,7 +102,7 @@ class Target:
     def chroot(self, script: str, *, netns: bool = True, check: bool = True, **kw) -> subprocess.CompletedProcess:
         env = ["/usr/bin/env", "-i", "HOME=/root", "TERM=dumb", "LANG=C.UTF-8",
                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-               *pip_env()]
+               *pip_env(netns)]
         argv = ([*env, "/bin/bash", "-lc", script] if self.root is None
                 else ["chroot", self.r, *env, "/bin/bash", "-lc", script])
         if netns:
