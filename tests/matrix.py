@@ -132,6 +132,12 @@ class Target:
             if shutil.which("patchelf"):  # a pyenv build finds its libpython by an absolute rpath
                 sh(["patchelf", "--set-rpath", "$ORIGIN/../lib", str(exe)])
             sh(["chmod", "-R", "o+rX", str(dest)])
+        # This machine's CA bundle, which may hold its proxy's CA (pip's PIP_CERT names this same path).
+        host_ca = Path(os.environ.get("PIP_CERT", "/etc/ssl/certs/ca-certificates.crt"))
+        if host_ca.is_file():
+            dest = self.root / str(host_ca).lstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(host_ca, dest)
 
     @property
     def python(self) -> str | None:
