@@ -122,9 +122,14 @@ class Target:
             rc.write_text("#!/bin/sh\nexit 101\n")
             rc.chmod(0o755)
         shutil.copy("/etc/resolv.conf", self.root / "etc/resolv.conf")
-        if not (self.root / "usr/sbin/slurmctld").exists():
+        wanted = [*debs(), *EXTRA_DEBS]
+        status = self.chroot("dpkg-query -W -f='${Package} ${Status}\\n' " + " ".join(wanted) + " 2>/dev/null; true",
+                             netns=False, capture_output=True, text=True).stdout
+        have = {ln.split()[0] for ln in status.splitlines() if ln.endswith("install ok installed")}
+        missing = [d for d in wanted if d not in have]  # the Makefile's list may have grown since the root was made
+        if missing:
             self.chroot(f"{shlex.join(APT)} update && DEBIAN_FRONTEND=noninteractive {shlex.join(APT)} install -y "
-                        f"--no-install-recommends {' '.join([*debs(), *EXTRA_DEBS])}", netns=False)
+                        f"--no-install-recommends {' '.join(missing)}", netns=False)
         if self.python is None:  # this Python, where the lab's user may run it (not under /root): the jobs'
             dest = self.root / "opt/roach-python"
             sh(["cp", "-a", sys.base_prefix, str(dest)])
