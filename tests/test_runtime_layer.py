@@ -82,6 +82,27 @@ def test_the_rank_entry_imports_only_the_runtime():
     assert "roach.runtime.rank" in loaded
 
 
+def test_the_facade_loads_nothing_and_keeps_every_public_name():
+    code = textwrap.dedent("""
+        import json, sys
+        import roach.slurm
+        bare = sorted(m for m in sys.modules if m.startswith("roach"))
+        import roach.slurm.submit, roach.slurm.sweep, roach.slurm.hold  # the submodules first: the names stay functions
+        from roach.slurm import submit, sweep, hold, Resources
+        from roach.slurm import *
+        from roach.slurm.clusters.ilc import ILC, AMPERE
+        kinds = {n: type(getattr(roach.slurm, n)).__name__ for n in ("submit", "sweep", "hold")}
+        missing = [n for n in roach.slurm.__all__ if n not in globals() or n not in dir(roach.slurm)]
+        print(json.dumps({"bare": bare, "kinds": kinds, "missing": missing, "same": submit is roach.slurm.submit}))
+    """)
+    r = _python("-c", code)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["bare"] == ["roach", "roach.slurm"]
+    assert out["kinds"] == {"submit": "function", "sweep": "function", "hold": "function"}
+    assert out["missing"] == [] and out["same"]
+
+
 def test_a_whole_rank_loads_only_runtime_modules(tmp_path):
     """A rank's whole life (spec, signals, the function, its result, the done marker), started as the batch
     script starts it, here without Slurm: rank 0 of one."""
