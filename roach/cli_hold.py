@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from roach.errors import UsageError
+from roach.runtime.signals import parse_signal
 from roach.cli_common import echo_json as _echo_json, json_option, run_as_option, ssh_config_option
 from roach.cli_jobs import cluster_option, ssh_alias_option
 from roach.slurm.cluster import get_cluster, with_ssh_override
@@ -150,8 +151,6 @@ def signal(ref: str, step: str | None, sig: str, cluster: str | None, run_as: st
     next attempt with the same --run-id to resume from the checkpoint.
     """
     try:
-        from roach.slurm.signals import parse_signal
-
         parse_signal(sig)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--sig") from None

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from roach.lab.config import LAB_USER
-from roach.slurm import attempts, submit
+from roach.runtime import attempts
+from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB, NODES2_GPU2
 from roach.slurm.states import JobState
 from roach.slurm.store import Store

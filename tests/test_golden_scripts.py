@@ -15,7 +15,7 @@ from roach.slurm import script as batch
 from roach.slurm.clusters.ilc import AMPERE, ILC
 from roach.slurm.inside_job import AttemptPaths
 from roach.slurm.inside_script import AttemptInputs, render_driver, render_step
-from roach.slurm.submit import _node_sh
+from roach.slurm.shipping import node_script
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -48,7 +48,7 @@ def _attempt() -> AttemptInputs:
                          holder_ending="/home/u/roach/holders/bundles/4242/ending")
 
 
-CASES = {"job.sh": _job, "array.sh": _array, "node.sh": _node_sh,
+CASES = {"job.sh": _job, "array.sh": _array, "node.sh": node_script,
          "attempt-step.sh": lambda: render_step(_attempt()), "attempt-driver.sh": lambda: render_driver(_attempt())}
 
 

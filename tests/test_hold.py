@@ -331,7 +331,7 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
     log = second.log()
     assert "caught_signal USR1" in log and "requeueing job" not in log, log[-3000:]
     saved = int(re.findall(r"checkpoint at step (\d+) after caught_signal USR1", log)[-1])
-    # EXIT_LEFT once roach.slurm.attempts knows ROACH_INSIDE_HOLDER; 1 from its wall-clock branch before that
+    # EXIT_LEFT once roach.runtime.attempts knows ROACH_INSIDE_HOLDER; 1 from its wall-clock branch before that
     assert ended.exit_code == EXIT_LEFT and ended.state is not JobState.COMPLETED
     assert third.wait(timeout=slack(90)).state is JobState.COMPLETED, third.log()[-3000:]
     log = third.log()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-NODE_SH = REPO / "roach" / "slurm" / "node.sh"
+NODE_SH = REPO / "roach" / "runtime" / "node.sh"
 
 TRAIN = """
 import time

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from roach.slurm import checkpoint as ckpt
-from roach.slurm.context import Run, RunInterrupted
-from roach.slurm.signals import SignalHandler, parse_signal
+from roach.runtime import checkpoint as ckpt
+from roach.runtime.context import Run, RunInterrupted
+from roach.runtime.signals import SignalHandler, parse_signal
 from tests.conftest import slack
 
 
@@ -114,7 +114,7 @@ def test_kill_during_checkpoint_leaves_the_previous_resume_pt_loadable(tmp_path)
         import sys
         sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
         from pathlib import Path
-        from roach.slurm.context import Run
+        from roach.runtime.context import Run
         run = Run(run_id="r", job_id=1, rank=0, world_size=1, local_rank=0, local_world_size=1, node="n",
                   run_dir=Path({str(tmp_path)!r}))
         run.step = 9
@@ -135,8 +135,8 @@ _TWO_RANKS = textwrap.dedent("""
     import json, os, signal, sys
     from pathlib import Path
     import torch.distributed as dist
-    from roach.slurm.context import Run, RunInterrupted
-    from roach.slurm.signals import SignalHandler
+    from roach.runtime.context import Run, RunInterrupted
+    from roach.runtime.signals import SignalHandler
 
     rank, init, run_dir = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)

@@ -76,8 +76,8 @@ def test_installed_package_is_the_wheel_not_the_source(installed):
 def test_package_data_is_inside_the_installed_package(installed):
     venv, site = installed
     expected = _package_data_in_source()
-    if (REPO / "roach" / "slurm" / "node.sh").exists():
-        assert "slurm/node.sh" in expected
+    if (REPO / "roach" / "runtime" / "node.sh").exists():
+        assert "runtime/node.sh" in expected
     code = ("import json, sys; from importlib import resources; root = resources.files('roach'); "
             "print(json.dumps({p: str(root.joinpath(p)) for p in sys.argv[1:] if root.joinpath(p).is_file()}))")
     r = _run([str(venv / "bin" / "python"), "-c", code, *expected], cwd=venv.parent)

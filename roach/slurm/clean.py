@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from roach.errors import RoachError, UsageError, WaitTimeoutError
-from roach.slurm.checkpoint import RESUME_FILE
+from roach.runtime.checkpoint import RESUME_FILE
 from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.store import JobRecord, Store

@@ -1,4 +1,4 @@
-"""Files on the cluster's side, through its transport: what submit writes (bundle, shipped roach).
+"""Files on the cluster's side, through its transport: what submit writes (bundle, shipped runtime).
 
 The cluster may be this machine as another user, or a login host over SSH, so nothing here touches
 the local filesystem. Paths are passed as arguments to a fixed ``sh -c`` program, never spliced into it.
@@ -10,6 +10,7 @@ import hashlib
 import io
 import posixpath
 import tarfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,26 +110,27 @@ class ClusterFS:
                              hint="create it with mode 700 and one file per variable, mode 600")
         return sorted(line for line in res.stdout.splitlines() if line)
 
-    def ship_package(self, package_dir: Path, dest_root: str) -> str:
-        """Copy a Python package to ``dest_root/<name>-<content hash>/`` once; returns that directory."""
-        files = package_files(package_dir)
-        dest = shipped_dir(package_dir, dest_root)
+    def ship(self, files: Sequence[Path], base: Path, dest: str) -> str:
+        """Copy ``files`` (paths under ``base``, kept relative to it) into ``dest`` once; returns ``dest``.
+
+        ``dest`` is named by its contents (:func:`shipped_dir`): a copy already complete there is kept."""
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             for p in files:
-                tar.add(p, arcname=str(p.relative_to(package_dir.parent)))
-        self._sh(_UNTAR, dest, input=buf.getvalue(), what=f"copying {package_dir.name} to {dest}")
+                tar.add(p, arcname=str(p.relative_to(base)))
+        self._sh(_UNTAR, dest, input=buf.getvalue(), what=f"copying {len(files)} files to {dest}")
         return dest
 
 
-def package_files(package_dir: Path) -> list[Path]:
-    return sorted(p for p in package_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+def package_files(directory: Path) -> list[Path]:
+    """The files under ``directory`` that Python may import or read (no ``__pycache__``, no bytecode)."""
+    return sorted(p for p in directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts
                   and p.suffix not in (".pyc", ".pyo"))
 
 
-def shipped_dir(package_dir: Path, dest_root: str) -> str:
-    """Where :meth:`ClusterFS.ship_package` puts ``package_dir``: named by a hash of its contents."""
+def shipped_dir(files: Sequence[Path], base: Path, dest_root: str, name: str) -> str:
+    """Where :meth:`ClusterFS.ship` puts ``files``: ``dest_root/<name>-<hash of their paths and contents>``."""
     digest = hashlib.sha256()
-    for p in package_files(package_dir):
-        digest.update(str(p.relative_to(package_dir.parent)).encode() + b"\0" + p.read_bytes() + b"\0")
-    return posixpath.join(dest_root, f"{package_dir.name}-{digest.hexdigest()[:16]}")
+    for p in sorted(files):
+        digest.update(str(p.relative_to(base)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return posixpath.join(dest_root, f"{name}-{digest.hexdigest()[:16]}")

@@ -29,8 +29,8 @@ from roach.slurm.hold_steps import _SENT, SIGNAL_PROGRAM, STEP_SIGNAL, Step, Ste
 from roach.slurm.hold_steps import (  # noqa: F401 - importable from here, as before the split
     STEP_FIELDS, STEP_NODE, STEP_RANKS, classify_step, idle_holders, parse_steps, steps_format,
 )
+from roach.runtime.signals import parse_signal
 from roach.slurm.resources import Resources
-from roach.slurm.signals import parse_signal
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.slurmparse import AcctRecord
 from roach.slurm.ssh import reaching, submitted_route

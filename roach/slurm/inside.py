@@ -20,14 +20,12 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-from pathlib import Path
 from typing import Any
 
-import roach
 from roach.errors import RoachError, UsageError
 from roach.slurm.bundle import JobJson
 from roach.slurm.cluster import Cluster
-from roach.slurm.clusterfs import ClusterFS, shipped_dir
+from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.hold import Holder, HolderInfo
 from roach.slurm.hold_steps import StepKind
 from roach.slurm.inside_job import (
@@ -38,6 +36,7 @@ from roach.slurm.inside_job import (  # noqa: F401 - importable from here, as be
 )
 from roach.slurm.inside_script import AttemptInputs, render_driver, render_step
 from roach.slurm.resources import Resources
+from roach.slurm.shipping import node_script, runtime_dir, ship_runtime
 from roach.slurm.slurmcli import SlurmClient
 from roach.slurm.ssh import submitted_route
 from roach.slurm.store import JobRecord, Store, utc_now
@@ -135,7 +134,6 @@ def submit_inside(
     nodes = tuple(client.run(["scontrol", "show", "hostnames", info.nodelist]).stdout.split())[:resources.nodes]
     bundle_root = posixpath.join(abs_log_root, "bundles")
     fs.makedirs(bundle_root)
-    roach_dir = Path(roach.__file__).parent
     n = _next_attempt(fs, store, cluster.name, holder, bundle_root)
     for _ in range(100):  # claim attempt n: its bundle directory (mkdir is atomic), then its record
         paths = AttemptPaths(abs_log_root, run_id, holder, n)
@@ -157,10 +155,10 @@ def submit_inside(
     else:
         raise RoachError(f"could not claim an attempt number in holder {holder} under {bundle_root}")
     try:
-        fs.ship_package(roach_dir, bundle_root)
+        ship_runtime(fs, bundle_root)
         inputs = AttemptInputs(
             cluster=cluster, resources=resources, holder=holder, attempt=n, run_id=run_id, paths=paths, nodes=nodes,
-            gpus_per_node=info.gpus_per_node, roach_path=shipped_dir(roach_dir, bundle_root), repo_url=repo.url,
+            gpus_per_node=info.gpus_per_node, roach_path=runtime_dir(bundle_root), repo_url=repo.url,
             repo_name=repo.name, commit=repo.commit, clone_root=clone_root, run_dir=run_dir,
             holder_ending=h.ending_path)
         spec = {
@@ -172,10 +170,8 @@ def submit_inside(
             "max_timeout_requeues": 0, "holder": holder, "attempt": n,
             "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
         }
-        from roach.slurm.submit import _node_sh
-
         fs.write(paths.spec, json.dumps(spec, indent=2) + "\n")
-        fs.write(paths.node_sh, _node_sh(), mode="755")
+        fs.write(paths.node_sh, node_script(), mode="755")
         fs.write(paths.step_sh, render_step(inputs), mode="755")
         fs.write(paths.driver, render_driver(inputs), mode="755")
         fs.write(paths.job_json, JobJson(

@@ -22,7 +22,7 @@ from roach.slurm.job import Job
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
 
-EXIT_LEFT = 3  # rank 0's exit code when the ranks checkpointed and left (roach.slurm.attempts)
+EXIT_LEFT = 3  # rank 0's exit code when the ranks checkpointed and left (roach.runtime.attempts)
 _LOST_GRACE_S = 30.0  # after the holder ended, how long a driver may take to write its exit status
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from roach.errors import RoachError, SlurmError, UsageError
-from roach.slurm.checkpoint import RESUME_FILE
+from roach.runtime.checkpoint import RESUME_FILE
 from roach.slurm.cluster import Cluster
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.job import Job

@@ -18,17 +18,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import roach
 from roach.errors import RoachError, TransportError, UsageError
+from roach.runtime.rank import task_spec
 from roach.slurm import guardrails
 from roach.slurm import script as batch
 from roach.slurm.bundle import BundlePaths, JobJson
 from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.cluster_paths import check_cluster_path
-from roach.slurm.clusterfs import ClusterFS, shipped_dir
+from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.job import Job
 from roach.slurm.repo import check_target, inspect_repo, locate_module, parse_target
 from roach.slurm.resources import Resources
+from roach.slurm.shipping import node_script, runtime_dir, ship_runtime
 from roach.slurm.ssh import as_recorded, submitted_route
 from roach.slurm.store import JobRecord, Store, utc_now
 
@@ -209,10 +210,9 @@ def submit(
     # submit fills from here (a git bundle over the transport), after the job is queued held.
     mirror_root = posixpath.join(bundle_root, "git")
     repo_url = repo.url if cluster.git_reachable else posixpath.join(mirror_root, f"{Path(repo.root).name}.git")
-    roach_dir = Path(roach.__file__).parent
     script_text = batch.render(batch.ScriptInputs(
         cluster=cluster, resources=res, name=name, run_id=run_id, log_root=abs_log_root, bundle_root=bundle_root,
-        roach_path=shipped_dir(roach_dir, bundle_root), repo_url=repo_url, repo_name=repo.name,
+        roach_path=runtime_dir(bundle_root), repo_url=repo_url, repo_name=repo.name,
         commit=repo.commit, clone_root=clone_root, run_dir=run_dir,
     ))
     job_id = _sbatch_held(client, store, cluster, script_text, f"{abs_log_root}/{run_id}_")
@@ -220,7 +220,7 @@ def submit(
     with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir,
                             f"submission of job {job_id}"):
         fs.makedirs(abs_log_root)
-        fs.ship_package(roach_dir, bundle_root)
+        ship_runtime(fs, bundle_root)
         if not cluster.git_reachable:
             from roach.slurm.workspace_gitpush import push_commit
 
@@ -237,7 +237,7 @@ def submit(
                      target=target)
         fs.write(paths.script, script_text)
         fs.write(paths.spec, json.dumps(spec, indent=2) + "\n")
-        fs.write(paths.node_sh, _node_sh(), mode="755")
+        fs.write(paths.node_sh, node_script(), mode="755")
         fs.write(paths.job_json, jj.to_json())
         record = JobRecord(
             cluster=cluster.name, job_id=job_id, run_id=run_id, name=name, target=target, commit=repo.commit,
@@ -267,12 +267,6 @@ def _sbatch_held(client, store: Store, cluster: Cluster, script_text: str, log_p
         what = lost.after_loss(store, cluster, log_prefix)
         raise TransportError(f"{exc} (while sbatch ran on {cluster.name}: {what})", exc.argv,
                              hint="submit again once the connection is back") from exc
-
-
-def _node_sh() -> str:
-    from importlib import resources
-
-    return resources.files("roach.slurm").joinpath("node.sh").read_text()
 
 
 @contextmanager
@@ -326,8 +320,6 @@ def resume(
         spec_dir = posixpath.join(posixpath.dirname(rec.bundle_dir), str(rec.job_id))
     spec = json.loads(ClusterFS(old.client().transport).read(posixpath.join(spec_dir, "spec.json")))
     if rec.task is not None:
-        from roach.slurm.run import task_spec
-
         spec = task_spec(spec, rec.task)
     if resources is None:
         resources = Resources(**{k: tuple(v) if k == "extra" else v for k, v in rec.resources.items()})

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import roach
 from roach.errors import UsageError, WaitTimeoutError
 from roach.slurm import guardrails
 from roach.slurm import script as batch
@@ -26,15 +25,15 @@ from roach.slurm.bundle import BundlePaths, JobJson
 from roach.slurm.cluster import Cluster
 from roach.slurm.cluster_paths import check_cluster_path
 from roach.slurm.finals import End, record_ends
-from roach.slurm.clusterfs import shipped_dir
 from roach.slurm.job import Job
 from roach.slurm.resources import Resources
+from roach.slurm.shipping import node_script, runtime_dir, ship_runtime
 from roach.slurm.slurmparse import AcctRecord, array_ranges
 from roach.slurm.ssh import submitted_route
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
 from roach.slurm.userconfig import configured
-from roach.slurm.submit import (_RUN_ID, _check_args, _default_run_root, _node_sh, new_run_id,
+from roach.slurm.submit import (_RUN_ID, _check_args, _default_run_root, new_run_id,
                                 prepare, released_or_undone)
 
 
@@ -256,9 +255,8 @@ def sweep(
     parts = split(len(grid), min(limit, max_array_size or limit))
 
     bundle_root = posixpath.join(p.abs_log_root, "bundles")
-    roach_dir = Path(roach.__file__).parent
     inputs = dict(cluster=cluster, resources=res, name=p.name, run_id=sweep_id, log_root=p.abs_log_root,
-                  bundle_root=bundle_root, roach_path=shipped_dir(roach_dir, bundle_root), repo_url=repo.url,
+                  bundle_root=bundle_root, roach_path=runtime_dir(bundle_root), repo_url=repo.url,
                   repo_name=repo.name, commit=repo.commit, clone_root=clone_root, run_dir=run_root)
     arrays: list[tuple[batch.ArrayPart, int, str]] = []
     try:
@@ -291,7 +289,7 @@ def sweep(
         }
         files[shared.script] = text
         files[shared.spec] = json.dumps(spec, indent=2) + "\n"
-        files[shared.node_sh] = _node_sh()  # sourced and run with bash: no exec bit needed
+        files[shared.node_sh] = node_script()  # sourced and run with bash: no exec bit needed
         for t in range(part.count):
             run_id = part.run_id(t)
             paths = BundlePaths(p.abs_log_root, run_id, f"{array_id}_{t}")
@@ -307,7 +305,7 @@ def sweep(
                 resources=resources_json, status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
                 task=t, **route))
     with released_or_undone(client, fs, store, cluster.name, ids, dirs, f"submission of sweep {sweep_id}"):
-        fs.ship_package(roach_dir, bundle_root)
+        ship_runtime(fs, bundle_root)
         fs.write_many(files)
         store.add_many(records)
         if experiment:

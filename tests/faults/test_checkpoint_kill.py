@@ -17,7 +17,7 @@ KILLS = 50
 WRITER = r'''
 import os, random, signal, sys, time
 from pathlib import Path
-from roach.slurm import checkpoint as ckpt
+from roach.runtime import checkpoint as ckpt
 
 path, kills = Path(sys.argv[1]), int(sys.argv[2])
 rng = random.Random(16)

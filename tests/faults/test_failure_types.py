@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from roach.runtime.attempts import read_counts
 from roach.slurm import resume
-from roach.slurm.attempts import read_counts
 from roach.slurm.clusters.lab import GPU1
 from roach.slurm.states import JobState
 from tests.conftest import slack, wait_until

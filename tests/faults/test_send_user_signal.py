@@ -13,7 +13,7 @@ from roach.errors import UsageError
 from roach.lab import lab as lablib
 from roach.lab import release
 from roach.lab.config import PreemptSignalSetting
-from roach.slurm.attempts import read_counts
+from roach.runtime.attempts import read_counts
 from roach.slurm.clusters.lab import GPU1
 from roach.slurm.states import JobState
 from tests.conftest import slack, wait_until

@@ -12,14 +12,15 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from roach._fs import atomic_write
 from roach.errors import ParseError
-from roach.slurm.context import Run, RunInterrupted
-from roach.slurm.states import JobState
+from roach.model.job_state import JobState
+from roach.runtime.context import Run, RunInterrupted
 
 EXIT_LEFT = 3  # the rank checkpointed (or could not) and left so the run comes back
 DEFAULT_MAX_TIMEOUT_REQUEUES = 3
@@ -233,8 +234,6 @@ def _requeue(run: Run, job: str, restart: str, why: str) -> None:
 
 
 def _barrier() -> None:
-    import sys
-
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         dist.barrier()

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roach.slurm import checkpoint as ckpt
-from roach.slurm.signals import SignalHandler
+from roach.runtime import checkpoint as ckpt
+from roach.runtime.signals import SignalHandler
 
 
 class RunInterrupted(BaseException):

@@ -1,0 +1,204 @@
+"""What a rank does: ``python -m roach.slurm.run <spec.json>`` (roach/slurm/run.py) calls :func:`main`, one
+process per GPU.
+
+Loads the spec, sets the torch.distributed environment from Slurm's, loads secrets into the
+environment (never into a file), imports the function from the clone, calls it, and has rank 0 write
+the result atomically. Any exception prints its traceback and exits non-zero, so ``srun
+--kill-on-bad-exit`` stops the other ranks and the job ends FAILED.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import pickle
+import signal
+import socket
+import stat
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from roach._fs import atomic_write
+from roach.runtime import attempts
+from roach.runtime.context import Run, RunInterrupted
+from roach.runtime.signals import SignalHandler
+
+
+class SpecError(Exception):
+    pass
+
+
+def expand(path: str) -> str:
+    """``~`` is the home of the user the job runs as, here on the node."""
+    return os.path.expanduser(path) if path.startswith("~") else path
+
+
+def rank_env(env: dict[str, str]) -> dict[str, str]:
+    """torch.distributed's variables from Slurm's, for ``init_process_group()`` with no arguments.
+
+    MASTER_ADDR and MASTER_PORT come from the batch script (first node of the allocation, a port free
+    there when the attempt started). Each rank sees only the GPU of its local rank.
+    """
+    local_rank = int(env.get("SLURM_LOCALID", "0"))
+    ntasks = int(env.get("SLURM_NTASKS", "1"))
+    nnodes = int(env.get("SLURM_NNODES", env.get("SLURM_JOB_NUM_NODES", "1")))
+    out = {
+        "RANK": env.get("SLURM_PROCID", "0"),
+        "WORLD_SIZE": str(ntasks),
+        "LOCAL_RANK": str(local_rank),
+        "LOCAL_WORLD_SIZE": str(ntasks // max(nnodes, 1)),
+        "NODE_RANK": env.get("SLURM_NODEID", "0"),
+    }
+    devices = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
+    if len(devices) == int(out["LOCAL_WORLD_SIZE"]) and local_rank < len(devices):
+        out["CUDA_VISIBLE_DEVICES"] = devices[local_rank]
+    return out
+
+
+def read_secrets(secrets_dir: str | None) -> dict[str, str]:
+    """One environment variable per file in ``secrets_dir`` (name = file name); refuse loose modes."""
+    if not secrets_dir:
+        return {}
+    d = Path(expand(secrets_dir))
+    if not d.is_dir():
+        raise SpecError(f"secrets_dir {d} does not exist on {socket.gethostname()}")
+    out = {}
+    for f in sorted(d.iterdir()):
+        if not f.is_file() or f.name.startswith("."):
+            continue
+        mode = f.stat().st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise SpecError(f"secrets file {f} is readable by others (mode {oct(mode & 0o777)}): chmod 600 {f}")
+        if not f.name.replace("_", "A").isalnum() or f.name[0].isdigit():
+            raise SpecError(f"secrets file name {f.name!r} is not an environment variable name")
+        out[f.name] = f.read_text().rstrip("\n")
+    return out
+
+
+def load_function(target: str):
+    module, _, name = target.partition(":")
+    fn = getattr(importlib.import_module(module), name)
+    if not callable(fn):
+        raise SpecError(f"{target} is not callable")
+    return fn
+
+
+def wants_run(fn) -> bool:
+    """Does the function's first parameter ask for the Run context (named ``run`` or annotated Run)?"""
+    params = list(inspect.signature(fn).parameters.values())
+    if not params:
+        return False
+    p = params[0]
+    return p.name == "run" or p.annotation is Run or getattr(p.annotation, "__name__", None) == "Run" or p.annotation == "Run"
+
+
+def write_result(run_dir: Path, value: Any) -> Path:
+    try:
+        return atomic_write(run_dir / "result.json", json.dumps(value) + "\n")
+    except (TypeError, ValueError):
+        return atomic_write(run_dir / "result.pkl", pickle.dumps(value))
+
+
+def task_spec(spec: dict[str, Any], task: int) -> dict[str, Any]:
+    """The spec of one run of a sweep: task ``task`` of the array whose spec lists every task's args.
+
+    A plain job's spec is returned as it is."""
+    sweep = spec.get("sweep")
+    if not sweep:
+        return spec
+    grid = spec["grid"]
+    if not 0 <= task < len(grid):
+        raise SpecError(f"array task {task} is outside this array's {len(grid)} runs")
+    run_id = f"{sweep['id']}-{sweep['offset'] + task}"  # as script.sweep_run_id and the batch script say
+    return {**spec, "run_id": run_id, "run_dir": f"{sweep['run_root'].rstrip('/')}/{run_id}", "args": grid[task]}
+
+
+def _on_signal(run: Run, sig: signal.Signals) -> None:
+    """Log the signal. A function that has not yet used resume/steps/checkpoint is stopped at once on TERM:
+    it has nothing to save, and holding on would only delay the job that preempts it. The checkpoint signal
+    is kept for the function's next step boundary (it may arrive before the function first asks)."""
+    run.log("caught_signal %s at step %d", sig.name.removeprefix("SIG"), run.step)
+    if not run.consulted and sig == signal.SIGTERM:
+        raise RunInterrupted(sig, run.step, False)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m roach.slurm.run SPEC.json", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(argv[0]).read_text())
+    if spec.get("sweep"):
+        spec = task_spec(spec, int(os.environ["SLURM_ARRAY_TASK_ID"]))
+    env = rank_env(dict(os.environ))
+    os.environ.update(env)
+    os.environ.update({k: str(v) for k, v in spec.get("job_env", {}).items()})
+    rank = int(env["RANK"])
+    run_dir = Path(expand(spec["run_dir"]))
+    run = Run(
+        run_id=spec["run_id"], job_id=int(os.environ.get("SLURM_JOB_ID", "0")), rank=rank,
+        world_size=int(env["WORLD_SIZE"]), local_rank=int(env["LOCAL_RANK"]),
+        local_world_size=int(env["LOCAL_WORLD_SIZE"]), node=os.environ.get("SLURMD_NODENAME", socket.gethostname()),
+        run_dir=run_dir, restart_count=int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
+        cluster=spec.get("cluster", ""), checkpoint_every=spec.get("checkpoint_every"),
+        checkpoint_every_s=spec.get("checkpoint_every_s"),
+    )
+    # Installed first thing: a signal that arrives while the function imports is not lost.
+    run.signals = SignalHandler.for_names([spec.get("checkpoint_signal", "USR1"), "TERM"],
+                                          on_catch=lambda sig: _on_signal(run, sig))
+    run.signals.install()
+    attempt = attempts.attempt_key()
+    done = attempts.completed_before(run_dir, attempt)
+    if done is not None:
+        if rank == 0:
+            run.log("run %s already completed (%s); not running it again. Submit a new run id to start over.",
+                    spec["run_id"], done)
+        return 0
+    try:
+        # The batch script starts the ranks with these signals blocked (node.sh roach_block_signals): one
+        # that came while Python started is pending, and reaches the handler now (a TERM: RunInterrupted).
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, run.signals.signals)
+        os.environ.update(read_secrets(spec.get("secrets_dir")))
+        clone = os.environ.get("ROACH_CLONE_DIR", "")
+        for sub in reversed(spec.get("python_path", [])):  # a src/ layout is importable from its src
+            sys.path.insert(0, os.path.join(clone, sub))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fn = load_function(spec["target"])
+        if rank == 0:
+            run.log("starting %s in run %s (world size %d, restart count %d)", spec["target"], spec["run_id"],
+                    run.world_size, run.restart_count)
+            if run.restart_count > 0 and not run.resume_path.exists():
+                run.log("restart count %d and no resume.pt: this attempt starts from the top", run.restart_count)
+        result = fn(run, **spec["args"]) if wants_run(fn) else fn(**spec["args"])
+    except RunInterrupted as stop:
+        return attempts.leave(run, stop, spec)
+    except BaseException as exc:  # noqa: BLE001 - every failure must end the rank non-zero with its traceback
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            result = None
+        else:
+            sys.stdout.flush()
+            traceback.print_exc()
+            print(f"roach rank {rank}: {spec['target']} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            return 1
+    if rank == 0:
+        path = write_result(run_dir, result)
+        attempts.mark_done(run_dir, run.job_id, attempt)
+        run.log("finished; result in %s", path)
+    return 0
+
+
+def ignore_late_signals() -> None:
+    """The rank's work is over: a signal now (the wall clock's USR1 a second late) must not kill it while
+    Python shuts down, which restores the default action of handlers it installed (but keeps SIG_IGN)."""
+    for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def entry(argv: list[str]) -> int:
+    """The rank's whole life: :func:`main`, then no late signal can kill it while Python shuts down."""
+    code = main(argv)
+    ignore_late_signals()
+    return code
