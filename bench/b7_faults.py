@@ -39,10 +39,14 @@ class Outcome:
         return said
 
 
-def read_junit(path: Path, seconds: float) -> Outcome:
-    """What pytest's ``--junitxml`` file says: tests passed, failed (errors too) by name, skipped."""
-    passed, failed, skipped = 0, [], 0
+def read_junit(path: Path, seconds: float | None = None, *, only: str = "") -> Outcome:
+    """What pytest's ``--junitxml`` file says: tests passed, failed (errors too) by name, skipped; ``only``
+    keeps the tests whose class name starts with it; ``seconds`` None: the kept tests' own times."""
+    passed, failed, skipped, spent = 0, [], 0, 0.0
     for case in ET.parse(path).getroot().iter("testcase"):
+        if not case.get("classname", "").startswith(only):
+            continue
+        spent += float(case.get("time", 0) or 0)
         kinds = {child.tag for child in case}
         if kinds & {"failure", "error"}:
             failed.append(f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}")
@@ -50,7 +54,7 @@ def read_junit(path: Path, seconds: float) -> Outcome:
             skipped += 1
         else:
             passed += 1
-    return Outcome(passed, failed, skipped, seconds)
+    return Outcome(passed, failed, skipped, spent if seconds is None else seconds)
 
 
 def table(rows: dict[str, dict]) -> str:

@@ -254,22 +254,9 @@ def junit_counts(xml: Path) -> tuple[int, int, int]:
 
 def fault_outcome(xml: Path):
     """The fault suite's part of a junit file (bench 7's cell): tests under tests/faults, their time."""
-    from bench.b7_faults import Outcome
+    from bench.b7_faults import Outcome, read_junit
 
-    passed, failed, skipped, seconds = 0, [], 0, 0.0
-    if xml.exists():
-        for case in ET.parse(xml).getroot().iter("testcase"):
-            if not case.get("classname", "").startswith("tests.faults."):
-                continue
-            seconds += float(case.get("time", 0) or 0)
-            kinds = {child.tag for child in case}
-            if kinds & {"failure", "error"}:
-                failed.append(f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}")
-            elif "skipped" in kinds:
-                skipped += 1
-            else:
-                passed += 1
-    return Outcome(passed, failed, skipped, seconds)
+    return read_junit(xml, only="tests.faults.") if xml.exists() else Outcome(0, [], 0, 0.0)
 
 
 def record_fault_rows(found: dict[str, object]) -> None:
@@ -336,8 +323,9 @@ def main() -> int:
             t1 = time.monotonic()
             counts = t.run(pytest_args)
             rows.append((t.version, *counts, t1 - t0, time.monotonic() - t1))
-            if not args.slurm_facing and not args.pytest_args:  # the whole suite: its fault suite is bench 7's row
-                faults[t.slurm_version()] = fault_outcome(t.junit)
+            outcome = fault_outcome(t.junit)
+            if not args.slurm_facing and not args.pytest_args and outcome.passed + len(outcome.failed):
+                faults[t.slurm_version()] = outcome  # the whole suite ran: its fault suite is bench 7's row
         finally:
             t.umount()
     if faults:
