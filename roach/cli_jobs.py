@@ -87,11 +87,11 @@ def _parse_args_json(ctx: click.Context, param: click.Parameter, value: str | No
     return data
 
 
-def _parse_env(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+def parse_env(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
     return dict(_pairs("--env", values, "NAME=VALUE (e.g. --env WANDB_MODE=offline)"))
 
 
-def _cluster(name: str, run_as: str | None) -> Cluster:
+def cli_cluster(name: str, run_as: str | None) -> Cluster:
     c = get_cluster(name)
     return c.with_(run_as=run_as) if run_as else c
 
@@ -104,7 +104,7 @@ def submit_cluster(cluster: str | None, run_as: str | None, ssh_alias: str | Non
         from roach.slurm.userconfig import default_cluster_name
 
         cluster = default_cluster_name()
-    return with_ssh_override(_cluster(cluster, run_as), ssh_alias, ssh_config) if cluster else None
+    return with_ssh_override(cli_cluster(cluster, run_as), ssh_alias, ssh_config) if cluster else None
 
 
 def _job(ref: str, cluster: str | None, run_as: str | None, store: Store, ssh_alias: str | None = None,
@@ -169,7 +169,7 @@ def where_options(command):
 @click.option("--args-json", metavar="JSON", callback=_parse_args_json,
               help="Keyword arguments as one JSON object; --arg may add others, not repeat them.")
 @click.option("--name", default=None, help="The job's name. [default: the function's name]")
-@click.option("--env", "job_env", multiple=True, metavar="NAME=VALUE", callback=_parse_env,
+@click.option("--env", "job_env", multiple=True, metavar="NAME=VALUE", callback=parse_env,
               help="An environment variable for the job's ranks. Repeatable.")
 @where_options
 @click.option("--run-id", metavar="ID", default=None, help="The run's id. [default: <name>-<UTC time>-<random>]")
@@ -241,7 +241,7 @@ def resume(ctx: click.Context, run_id: str, cluster: str | None, preset: str | N
         if rec is not None and name == rec.cluster:  # where it ran: the way it was submitted, unless told
             target_cluster = reach(rec, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config)
         else:
-            target_cluster = with_ssh_override(_cluster(name, run_as), ssh_alias, ssh_config) if name else None
+            target_cluster = with_ssh_override(cli_cluster(name, run_as), ssh_alias, ssh_config) if name else None
         job = resume_run(run_id, resources=preset, cluster=target_cluster, repo_root=repo_root, store=store,
                          allow_metered=allow_metered)
         if rec is not None and job.record.commit != rec.commit and not as_json:

@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 
 from roach.cli_common import json_option, run_as_option, ssh_config_option
-from roach.cli_jobs import JOB_NOT_COMPLETED, _parse_env, ssh_alias_option, submit_cluster, where_options
+from roach.cli_jobs import JOB_NOT_COMPLETED, parse_env, ssh_alias_option, submit_cluster, where_options
 from roach.slurm.store import Store
 from roach.slurm.sweep import read_grid
 from roach.slurm.sweep import sweep as sweep_runs
@@ -27,7 +27,7 @@ from roach.slurm.sweep import sweep as sweep_runs
 @click.option("--name", default=None, help="The jobs' name. [default: the function's name]")
 @click.option("--sweep-id", default=None, metavar="ID",
               help="The sweep's id; run i is <ID>-<i>. [default: <name>-<UTC time>-<random>]")
-@click.option("--env", "job_env", multiple=True, metavar="NAME=VALUE", callback=_parse_env,
+@click.option("--env", "job_env", multiple=True, metavar="NAME=VALUE", callback=parse_env,
               help="An environment variable for every run's ranks. Repeatable.")
 @where_options
 @click.option("--experiment", default=None, metavar="NAME", help="The experiment the runs belong to (roach clean).")

@@ -13,7 +13,7 @@ import click
 
 from roach.errors import SlurmError, TransportError, UsageError
 from roach.cli_common import json_option, ssh_config_option
-from roach.cli_jobs import _cluster, ssh_alias_option
+from roach.cli_jobs import cli_cluster, ssh_alias_option
 from roach.slurm.capabilities import RateLimit
 from roach.slurm.cluster import Cluster, get_cluster, with_ssh_override
 from roach.slurm.pending import PendingContext, explain
@@ -119,7 +119,7 @@ def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: f
         name = cluster or (_pick_cluster(None, store) if not job_ids else None)
         if name is None:
             raise UsageError("--job needs --cluster", hint="e.g. --cluster lab")
-        c = _cluster(_pick_cluster(name, store), run_as)
+        c = cli_cluster(_pick_cluster(name, store), run_as)
         c = with_ssh_override(c, *((ssh_alias, ssh_config) if ssh_alias else _recorded_way(store, c, ssh_config)))
 
         def promoter(p) -> int:
@@ -184,7 +184,7 @@ def why(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> Non
     """
     with Store() as store:
         rec, name = _find(ref, cluster, store)
-    c = _cluster(name, run_as)
+    c = cli_cluster(name, run_as)
     client = c.client()
     job = str(rec.job_id) if rec else ref
     queue = client.squeue()
@@ -247,7 +247,7 @@ def promote(ref: str, tier: str, repo_root: str, allow_new_commit: bool, cluster
     """
     with Store() as store:
         rec = store.find(ref, cluster=cluster)
-        c = _cluster(rec.cluster, run_as)
+        c = cli_cluster(rec.cluster, run_as)
         new = promote_job(ref, tier, cluster=c, store=store, repo_root=repo_root, allow_new_commit=allow_new_commit)
     if as_json:
         click.echo(json.dumps({"run_id": rec.run_id, "old_job": rec.job_id, "new_job": new.job_id, "tier": tier,
@@ -277,7 +277,7 @@ def move(ref: str, tier: str, force: bool, wait_s: float, repo_root: str, allow_
     """
     with Store() as store:
         rec = store.find(ref, cluster=cluster)
-        c = _cluster(rec.cluster, run_as)
+        c = cli_cluster(rec.cluster, run_as)
         result = move_run(ref, tier, cluster=c, store=store, repo_root=repo_root, force=force,
                           allow_new_commit=allow_new_commit, wait_s=wait_s)
     if as_json:

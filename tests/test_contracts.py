@@ -36,3 +36,17 @@ def test_the_runtime_contract_forbids_every_other_part_of_roach():
     tops = {f"roach.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
     tops |= {f"roach.{p.parent.name}" for p in package.glob("*/__init__.py")}
     assert set(runtime["forbidden_modules"]) == tops - RUNTIME_MAY_IMPORT
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A leading underscore means "this module's own": another module reaching for it is a hidden coupling."""
+    import ast
+
+    package = Path(roach.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("roach"):
+                found += [f"{path.relative_to(package.parent)}:{node.lineno} {node.module}.{a.name}"
+                          for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []

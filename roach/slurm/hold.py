@@ -25,7 +25,7 @@ from roach.slurm.cluster import Cluster, get_cluster
 from roach.slurm.cluster_paths import check_cluster_path
 from roach.slurm.clusterfs import ClusterFS
 from roach.slurm.finals import End, record_ends
-from roach.slurm.hold_steps import _SENT, SIGNAL_PROGRAM, STEP_SIGNAL, Step, StepKind, list_steps
+from roach.slurm.hold_steps import SENT, SIGNAL_PROGRAM, STEP_SIGNAL, Step, StepKind, list_steps
 from roach.slurm.hold_steps import (  # noqa: F401 - importable from here, as before the split
     STEP_FIELDS, STEP_NODE, STEP_RANKS, classify_step, idle_holders, parse_steps, steps_format,
 )
@@ -227,7 +227,7 @@ class Holder:
         out = self.client.run(argv, retry=False).stdout
         lines = tuple(ln for ln in out.splitlines() if ln.strip())
         return SignalReport(self.job_id, target.id, target.attempt, name,
-                            sum(int(m[2]) for m in _SENT.finditer(out)), lines)
+                            sum(int(m[2]) for m in SENT.finditer(out)), lines)
 
     def _note_stop(self, target: Step, sig: str) -> None:
         """Mark the attempt as asked to stop (a new attempt then waits for it instead of refusing) and say so
@@ -347,12 +347,12 @@ def hold(
     ``lead_s`` (default: the cluster's ``signal_lead_s``) is how long before its wall clock it stops the
     running attempt, so that the attempt's last checkpoint is fresh.
     """
-    from roach.slurm.submit import _resources, new_run_id, released_or_undone
+    from roach.slurm.submit import resolve_resources, new_run_id, released_or_undone
 
     from roach.slurm.userconfig import configured, fill_resources
 
     cluster = configured(get_cluster(cluster))
-    res = fill_resources(cluster, _resources(resources, cluster))
+    res = fill_resources(cluster, resolve_resources(resources, cluster))
     if time is not None:
         res = res.replace(time=time)
     guardrails.check(cluster, res, allow_metered=allow_metered)

@@ -50,7 +50,7 @@ for pid in "${!hit[@]}"; do
 done
 echo "roach: ${SLURMD_NODENAME:-$(hostname)}: sent SIG$sig to $n rank(s) of holder $holder${attempt:+ attempt $attempt}"
 """
-_SENT = re.compile(r"^roach: (\S+): sent SIG\w+ to (\d+) rank\(s\)", re.M)
+SENT = re.compile(r"^roach: (\S+): sent SIG\w+ to (\d+) rank\(s\)", re.M)
 
 
 # -- steps ------------------------------------------------------------------------------------------------

@@ -33,13 +33,13 @@ from roach.slurm.shipping import node_script, runtime_dir, ship_runtime
 from roach.slurm.ssh import as_recorded, submitted_route
 from roach.slurm.store import JobRecord, Store, utc_now
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_ENV = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                  "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "NODE_RANK"}
 
 
-def _check_args(args: Mapping[str, Any]) -> dict[str, Any]:
+def check_args(args: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
         raise UsageError("args must be a dict with string keys (the function's keyword arguments)")
     for key, value in args.items():
@@ -69,7 +69,7 @@ def new_run_id(name: str) -> str:
     return f"{base}-{stamp}-{_secrets.token_hex(2)}"
 
 
-def _resources(resources: Resources | str, cluster: Cluster) -> Resources:
+def resolve_resources(resources: Resources | str, cluster: Cluster) -> Resources:
     if isinstance(resources, Resources):
         return resources
     if isinstance(resources, str):
@@ -78,7 +78,7 @@ def _resources(resources: Resources | str, cluster: Cluster) -> Resources:
                      hint=f"presets of {cluster.name}: {', '.join(sorted(cluster.presets))}")
 
 
-def _default_run_root(log_root: str) -> str:
+def default_run_root(log_root: str) -> str:
     parent = posixpath.dirname(log_root.rstrip("/")) or "~"
     return posixpath.join(parent, "runs")
 
@@ -109,7 +109,7 @@ def prepare(target: str, *, resources: Resources | str, cluster: Cluster | str |
 
     # No cluster named: the configured default (ilc out of the box), never a metered one.
     cluster = configured(get_cluster(cluster if cluster is not None else default_cluster_name()))
-    res = fill_resources(cluster, _resources(resources, cluster))
+    res = fill_resources(cluster, resolve_resources(resources, cluster))
     guardrails.check(cluster, res, allow_metered=allow_metered)
     if experiment is not None and (not experiment or "/" in experiment or experiment.strip() != experiment):
         raise UsageError(f"experiment name {experiment!r} must be non-empty, without '/' or surrounding spaces")
@@ -169,13 +169,13 @@ def submit(
     waits up to that long for a holder still pending to run (without it, a pending holder is refused). ``commit`` submits
     that pushed commit instead of HEAD (what promote and move use to resubmit a run's own code).
     """
-    if run_id is not None and not _RUN_ID.match(run_id):
+    if run_id is not None and not RUN_ID.match(run_id):
         raise UsageError(f"run id {run_id!r} is not valid", hint="letters, digits, . _ - (up to 128), starting with a letter or digit")
     if wait_holder_s is not None and (inside is None or isinstance(wait_holder_s, bool)
                                       or not isinstance(wait_holder_s, (int, float)) or not wait_holder_s >= 0):
         raise UsageError(f"wait_holder_s={wait_holder_s!r} (--wait-holder) needs inside= (--inside) and a number "
                          f"of seconds >= 0", hint="name the holder to run in and how long to wait for it to run")
-    args = _check_args(args or {})
+    args = check_args(args or {})
     p = prepare(target, resources=resources, cluster=cluster, name=name, job_env=job_env, repo_root=repo_root,
                 log_root=log_root, clone_root=clone_root, secrets_dir=secrets_dir, allow_metered=allow_metered,
                 experiment=experiment, store=store, commit=commit)
@@ -184,7 +184,7 @@ def submit(
     resuming = run_id is not None
     run_id = run_id or new_run_id(name)
     earlier = store.latest_for_run(run_id) if resuming else None
-    run_root = run_root or (posixpath.dirname(earlier.run_dir) if earlier else _default_run_root(log_root))
+    run_root = run_root or (posixpath.dirname(earlier.run_dir) if earlier else default_run_root(log_root))
     check_cluster_path("run_root", run_root)
     run_dir = posixpath.join(run_root, run_id)
     if resuming and not fs.exists(fs.expand(run_dir)):

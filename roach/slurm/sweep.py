@@ -33,7 +33,7 @@ from roach.slurm.ssh import submitted_route
 from roach.slurm.states import JobState
 from roach.slurm.store import JobRecord, Store, utc_now
 from roach.slurm.userconfig import configured
-from roach.slurm.submit import (_RUN_ID, _check_args, _default_run_root, new_run_id,
+from roach.slurm.submit import (RUN_ID, check_args, default_run_root, new_run_id,
                                 prepare, released_or_undone)
 
 
@@ -225,12 +225,12 @@ def sweep(
     """
     if not isinstance(grid, Sequence) or isinstance(grid, (str, bytes)):
         raise UsageError("grid must be a list of dicts (each run's keyword arguments)")
-    grid = [_check_args(g) for g in grid]  # each a dict with string keys, JSON-serialisable
+    grid = [check_args(g) for g in grid]  # each a dict with string keys, JSON-serialisable
     if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
         raise UsageError(f"parallelism must be a positive number of runs, got {parallelism!r}")
     if max_array_size is not None and max_array_size < 1:
         raise UsageError(f"max_array_size must be at least 1, got {max_array_size}")
-    if sweep_id is not None and not _RUN_ID.match(f"{sweep_id}-{len(grid)}"):
+    if sweep_id is not None and not RUN_ID.match(f"{sweep_id}-{len(grid)}"):
         raise UsageError(f"sweep id {sweep_id!r} is not valid",
                          hint="letters, digits, . _ - (its run ids <sweep_id>-<i> must fit in 128)")
     if not grid:
@@ -245,7 +245,7 @@ def sweep(
     if taken:
         raise UsageError(f"sweep id {sweep_id} is already used (run {taken[0].run_id}, job {taken[0].slurm_id})",
                          hint="omit sweep_id for a new one, or resume its runs one by one with `roach resume RUN`")
-    run_root = run_root or _default_run_root(p.log_root)
+    run_root = run_root or default_run_root(p.log_root)
     check_cluster_path("run_root", run_root)
     if not cluster.git_reachable:
         raise UsageError(f"cluster {cluster.name} cannot reach the git remote: sweeps there are not supported yet",
