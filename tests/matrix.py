@@ -27,9 +27,11 @@ import shutil
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench.b7_faults import Outcome, read_junit
+from roach.lab.lab import copy_python
 
 REPO = Path(__file__).resolve().parent.parent
 CODENAMES = {"24.11": "trixie", "26.05": "sid"}
@@ -60,10 +62,17 @@ def debs() -> list[str]:
     return m[1].split()
 
 
+def missing_debs(wanted: list[str], shell) -> list[str]:
+    """Of ``wanted``, the Debian packages not installed where ``shell`` (a script -> its stdout) runs."""
+    status = shell("dpkg-query -W -f='${Package} ${Status}\\n' " + " ".join(wanted) + " 2>/dev/null; true")
+    have = {ln.split()[0] for ln in status.splitlines() if ln.endswith("install ok installed")}
+    return [d for d in wanted if d not in have]
+
+
 def install_host_debs() -> None:
     """debootstrap, patchelf and ip on this machine: a fresh one (CI's) has none of them."""
-    missing = [d for d in HOST_DEBS if subprocess.run(["dpkg-query", "-W", "-f=${Status}", d], capture_output=True,
-                                                       text=True).stdout != "install ok installed"]
+    missing = missing_debs(list(HOST_DEBS), lambda script: subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True).stdout)
     if missing:
         sh([*APT, "update"])
         sh([*APT, "install", "-y", "--no-install-recommends", *missing], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
@@ -122,27 +131,26 @@ class Target:
             rc.write_text("#!/bin/sh\nexit 101\n")
             rc.chmod(0o755)
         shutil.copy("/etc/resolv.conf", self.root / "etc/resolv.conf")
-        wanted = [*debs(), *EXTRA_DEBS]
-        status = self.chroot("dpkg-query -W -f='${Package} ${Status}\\n' " + " ".join(wanted) + " 2>/dev/null; true",
-                             netns=False, capture_output=True, text=True).stdout
-        have = {ln.split()[0] for ln in status.splitlines() if ln.endswith("install ok installed")}
-        missing = [d for d in wanted if d not in have]  # the Makefile's list may have grown since the root was made
+        # every package, not only on a new root: the Makefile's list may have grown since the root was made
+        missing = missing_debs([*debs(), *EXTRA_DEBS], lambda script: self.chroot(
+            script, netns=False, capture_output=True, text=True).stdout)
         if missing:
             self.chroot(f"{shlex.join(APT)} update && DEBIAN_FRONTEND=noninteractive {shlex.join(APT)} install -y "
                         f"--no-install-recommends {' '.join(missing)}", netns=False)
-        if self.python is None:  # this Python, where the lab's user may run it (not under /root): the jobs'
-            dest = self.root / "opt/roach-python"
-            sh(["cp", "-a", sys.base_prefix, str(dest)])
-            exe = dest / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-            if shutil.which("patchelf"):  # a pyenv build finds its libpython by an absolute rpath
-                sh(["patchelf", "--set-rpath", "$ORIGIN/../lib", str(exe)])
-            sh(["chmod", "-R", "o+rX", str(dest)])
+        # this Python, where the lab's user may run it (not under /root): the jobs'
+        if self.python is None and copy_python(self.root / "opt/roach-python") is None:
+            raise SystemExit("cannot copy this Python into the root: patchelf is missing")
         # This machine's CA bundle, which may hold its proxy's CA (pip's PIP_CERT names this same path).
         host_ca = Path(os.environ.get("PIP_CERT", "/etc/ssl/certs/ca-certificates.crt"))
         if host_ca.is_file():
             dest = self.root / str(host_ca).lstrip("/")
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(host_ca, dest)
+
+    @property
+    def venv_python(self) -> str:
+        """The Python ``make`` gets inside the root (or here)."""
+        return self.python or "/usr/bin/python3"
 
     @property
     def python(self) -> str | None:
@@ -204,8 +212,7 @@ class Target:
         old = Path(self.r + self.lab) if self.root is not None else Path(self.lab)
         if old.exists():
             shutil.rmtree(old)
-        python = self.python or "/usr/bin/python3"
-        self.chroot(f"cd {shlex.quote(self.checkout)} && make venv PYTHON={shlex.quote(python)}", netns=False)
+        self.chroot(f"cd {shlex.quote(self.checkout)} && make venv PYTHON={shlex.quote(self.venv_python)}", netns=False)
 
     @property
     def junit(self) -> Path:
@@ -219,9 +226,8 @@ class Target:
     def shell(self) -> int:
         """An interactive shell in the root's namespace with its lab up (its own Slurm's commands)."""
         self.fresh_checkout()
-        python = self.python or "/usr/bin/python3"
         script = (f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(self.lab)} && "
-                  f"make lab PYTHON={shlex.quote(python)} && eval \"$(.venv/bin/roach lab env)\" && "
+                  f"make lab PYTHON={shlex.quote(self.venv_python)} && eval \"$(.venv/bin/roach lab env)\" && "
                   f"echo \"Slurm $(sinfo -V | cut -d' ' -f2) lab up; exit to stop it\" && bash -i; "
                   f".venv/bin/roach lab down >/dev/null 2>&1")
         return self.chroot(script, check=False).returncode
@@ -230,33 +236,25 @@ class Target:
         self.fresh_checkout()
         lab = self.lab
         xml = f"{self.checkout}/matrix.xml"
-        python = self.python or "/usr/bin/python3"
         args = f"--junitxml={xml} {pytest_args}".strip()
         script = (f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(lab)} && "
-                  f"make test PYTHON={shlex.quote(python)} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
+                  f"make test PYTHON={shlex.quote(self.venv_python)} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
                   f".venv/bin/roach lab down >/dev/null 2>&1; exit $rc")
         self.state.mkdir(parents=True, exist_ok=True)
         with open(self.state / f"test-{self.version}.log", "w") as log:
             self.chroot(script, check=False, stdout=log, stderr=subprocess.STDOUT)
-        return junit_counts(Path(self.r + xml) if self.root is not None else Path(xml))
+        o = outcome(self.junit)
+        return o.passed, len(o.failed), o.skipped
 
 
-def junit_counts(xml: Path) -> tuple[int, int, int]:
-    """(passed, failed, skipped) of a pytest junit file; failed counts errors; no file: nothing ran."""
-    if not xml.exists():
-        return 0, 0, 0
-    suite = ET.parse(xml).getroot()
-    suite = suite.find("testsuite") if suite.tag == "testsuites" else suite
-    total, failed = int(suite.get("tests", 0)), int(suite.get("failures", 0)) + int(suite.get("errors", 0))
-    skipped = int(suite.get("skipped", 0))
-    return total - failed - skipped, failed, skipped
+def outcome(xml: Path, only: str = ""):
+    """A junit file's tests (those whose class name starts with ``only``), bench 7's way; none: nothing ran."""
+    return read_junit(xml, only=only) if xml.exists() else Outcome(0, [], 0, 0.0)
 
 
 def fault_outcome(xml: Path):
     """The fault suite's part of a junit file (bench 7's cell): tests under tests/faults, their time."""
-    from bench.b7_faults import Outcome, read_junit
-
-    return read_junit(xml, only="tests.faults.") if xml.exists() else Outcome(0, [], 0, 0.0)
+    return outcome(xml, "tests.faults.")
 
 
 def record_fault_rows(found: dict[str, object]) -> None:

@@ -146,35 +146,37 @@ def _lab_user_runs(python: str) -> bool:
 
 
 def runnable_copy(dest: Path) -> str | None:
-    """This Python's installation (no site-packages, no test suite) copied to ``dest``, open to all, its
-    libpython found beside it (patchelf; a pyenv build names it by an absolute path): the copy's python, or
-    None where that cannot be made (no patchelf)."""
+    """This Python copied to ``dest`` (:func:`copy_python`), where the lab's user may run it: the copy's
+    python, reused when already there, or None where that cannot be made (no patchelf)."""
     exe = dest / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     if exe.exists() and _lab_user_runs(str(exe)):
         return str(exe)
+    made = copy_python(dest)
+    return made if made is not None and _lab_user_runs(made) else None
+
+
+def copy_python(dest: Path) -> str | None:
+    """This Python's installation (no site-packages, no test suite) copied to ``dest``, open to all, its
+    libpython found beside it (patchelf; a pyenv build names it by an absolute path): the copy's python, or
+    None without patchelf. Also what ``make test-matrix`` puts into a Debian root for its lab's jobs."""
+    exe_name = f"python{sys.version_info.major}.{sys.version_info.minor}"
     patchelf = shutil.which("patchelf")
     if patchelf is None:
         return None
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    base = Path(sys.base_prefix)
-    shutil.copytree(base, tmp, symlinks=True, ignore=lambda d, names: [
+    shutil.copytree(Path(sys.base_prefix), tmp, symlinks=True, ignore=lambda d, names: [
         n for n in names if (Path(d).name.startswith("python") and n in ("site-packages", "test"))])
-    r = subprocess.run([patchelf, "--set-rpath", "$ORIGIN/../lib", str(tmp / "bin" / exe.name)], capture_output=True,
+    r = subprocess.run([patchelf, "--set-rpath", "$ORIGIN/../lib", str(tmp / "bin" / exe_name)], capture_output=True,
                        text=True)
+    if r.returncode == 0:
+        r = subprocess.run(["chmod", "-R", "go+rX", str(tmp)], capture_output=True, text=True, check=False)
     if r.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         return None
-    for root, dirs, files in os.walk(tmp):
-        for name in dirs + files:
-            path = Path(root) / name
-            if not path.is_symlink():
-                path.chmod(path.stat().st_mode | 0o055 if path.is_dir() or os.access(path, os.X_OK) else
-                           path.stat().st_mode | 0o044)
-    tmp.chmod(0o755)
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
-    return str(exe) if _lab_user_runs(str(exe)) else None
+    return str(dest / "bin" / exe_name)
 
 
 def _make_venv(venv: Path) -> None:
