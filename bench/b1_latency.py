@@ -23,8 +23,8 @@ from pathlib import Path
 
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB
-from roach.slurm.resources import Resources
-from roach.slurm.store import Store
+from roach.model.resources import Resources
+from roach.records.store import Store
 
 from bench.labenv import ROOT, BenchError, Jobs, Lab
 from bench.repo import make_repo

@@ -3,7 +3,7 @@ per call running the same commands.
 
 A real sshd on 127.0.0.1 (tests/sshd.py's ``SSHServer``) logs in as the bench user, who has N held jobs
 queued and a few jobs that already ended. A round is the two calls of roach's status round (what
-``roach ls`` makes, ``roach.cli_jobs.live_views``): ``squeue`` of the user's jobs and one ``sacct`` for
+``roach ls`` makes, ``roach.cli.jobs.live_views``): ``squeue`` of the user's jobs and one ``sacct`` for
 the listed jobs that left the queue, through ``SlurmClient`` on each transport (and, as the floor, on
 the login host itself, no ssh at all):
 
@@ -24,9 +24,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.ssh import remote_command
-from roach.slurm.transport import Result
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.ssh import remote_command
+from roach.slurmio.transport import Result
 
 from bench.labenv import Jobs, Lab, submit_held
 from bench.report import Section

@@ -1,6 +1,6 @@
 """Benchmark 4, sweep submission: N runs submitted, wall time and Slurm RPCs of the submission.
 
-* roach: ``roach.slurm.sweep.sweep("pkg.jobfns:first_line", grid=[{"out": ...}, ...], ...)`` (one job
+* roach: ``roach.launch.sweep.sweep("pkg.jobfns:first_line", grid=[{"out": ...}, ...], ...)`` (one job
   array per MaxArraySize, submitted held, bundled, recorded, released), as the bench user.
 * submitit: ``AutoExecutor.map_array(first_line, ...)`` (one sbatch of an array), as the bench user.
 * sbatch loop: one ``sbatch`` per run (a shell loop).
@@ -62,10 +62,10 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
 
 def _completion(lab: Lab, wd: Path, n: int, jobs: Jobs, log=print) -> str:
     """One sweep of ``n`` runs to the end, watched by ``roach watch``; a Markdown paragraph of the outcome."""
-    from roach.slurm.bundle import JobJson
+    from roach.records.bundle import JobJson
     from roach.slurm.clusters.lab import LAB
-    from roach.slurm.store import Store
-    from roach.slurm.sweep import sweep
+    from roach.records.store import Store
+    from roach.launch.sweep import sweep
 
     from bench.b1_latency import ONE_CPU
     from bench.repo import make_repo
@@ -119,8 +119,8 @@ def _roach_sweep(lab: Lab, wd, n: int):
     """One roach sweep of ``n`` runs per call, returning its arrays' job ids. Its tasks are cancelled by the
     caller after the submission is measured."""
     from roach.slurm.clusters.lab import LAB
-    from roach.slurm.store import Store
-    from roach.slurm.sweep import sweep
+    from roach.records.store import Store
+    from roach.launch.sweep import sweep
 
     from bench.b1_latency import ONE_CPU
     from bench.repo import make_repo

@@ -29,8 +29,8 @@ from pathlib import Path
 from roach.lab.config import LabConfig
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB
-from roach.slurm.resources import Resources
-from roach.slurm.store import Store
+from roach.model.resources import Resources
+from roach.records.store import Store
 
 from bench.labenv import BenchError, Jobs, Lab
 from bench.repo import make_repo
@@ -187,7 +187,7 @@ def run(lab: Lab, jobs: Jobs, reps: int, modes: list[str], steps: int | None = N
 
 
 def _grace_s(lab: Lab) -> int:
-    from roach.slurm.slurmparse import parse_duration
+    from roach.slurmio.parse import parse_duration
 
     low = [q for q in lab.root_client().qos() if q.get("Name") == "low"]
     return (parse_duration(low[0].get("GraceTime", "")) or 0) if low else 0

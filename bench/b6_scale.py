@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from roach.slurm import slurmparse as P
+from roach.slurmio import parse as P
 
 from bench import rounds
 from bench.labenv import BENCH_DIR, Jobs, Lab, submit_held_array

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from roach.lab.config import ACCOUNT, CLUSTER_NAME, LabConfig
-from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.transport import LocalTransport
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.transport import LocalTransport
 
 from bench import rpcstats
 

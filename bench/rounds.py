@@ -1,8 +1,8 @@
 """One status round of each method, and what it cost the controllers.
 
-* roach: :class:`roach.slurm.watch.Watcher` ``round()`` (one ``squeue`` of the user's jobs, at most one
+* roach: :class:`roach.watch.watcher.Watcher` ``round()`` (one ``squeue`` of the user's jobs, at most one
   ``sacct`` for watched jobs that left the queue, a log look only for running jobs). Where the watcher
-  is missing, the round ``roach ls`` makes (``roach.cli_jobs.live_views``): one ``squeue`` + one
+  is missing, the round ``roach ls`` makes (``roach.cli.jobs.live_views``): one ``squeue`` + one
   ``sacct`` for the listed jobs not in the queue.
 * submitit: ``SlurmInfoWatcher.update()``: one ``sacct -j ...`` for every registered job not finished
   (what ``job.state``/``job.done()`` polling triggers at most every ``delay_s``).
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from roach.slurm.clusters.lab import LAB
-from roach.slurm.store import JobRecord, Store, utc_now
+from roach.records.store import JobRecord, Store, utc_now
 
 from bench import rpcstats
 from bench.labenv import Lab, import_submitit
@@ -70,7 +70,7 @@ def measure(lab: Lab, fn: Callable[[], int | None], tries: int = 3) -> Cost:
 # -- roach -------------------------------------------------------------------------------------------------
 def have_watcher() -> bool:
     try:
-        from roach.slurm.watch import Watcher  # noqa: F401
+        from roach.watch.watcher import Watcher  # noqa: F401
     except ImportError:
         return False
     return True
@@ -89,7 +89,7 @@ class RoachRound:
         self.job_ids = tuple(job_ids)
         self.watcher = None
         if have_watcher():
-            from roach.slurm.watch import Watcher
+            from roach.watch.watcher import Watcher
 
             self.watcher = Watcher(LAB.with_(run_as=lab.user), self.client, self.store, job_ids=self.job_ids,
                                    heartbeat_s=1e9)
@@ -102,7 +102,7 @@ class RoachRound:
         if self.watcher is not None:
             self.watcher.round()
             return None
-        from roach.cli_jobs import live_views
+        from roach.cli.views import live_views
 
         live_views(self.client, self.records or self.store.unfinished("lab"), self.store, whole_queue=True)
         return None

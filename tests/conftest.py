@@ -14,9 +14,9 @@ from typing import TypeVar
 import pytest
 
 from roach.lab.config import LAB_USER, LabConfig
-from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.store import Store
-from roach.slurm.transport import LocalTransport
+from roach.slurmio.client import SlurmClient
+from roach.records.store import Store
+from roach.slurmio.transport import LocalTransport
 from tests.support.stores import roots_under, store_at
 from tests.support.watch import Clock, FakeCluster
 

@@ -163,8 +163,8 @@ class SSHServer:
         return self._log_text().count("Accepted publickey")
 
     def transport(self, **kwargs):
-        """An :class:`~roach.slurm.ssh.SSHTransport` to this server, with a control directory of its own."""
-        from roach.slurm.ssh import SSHTransport
+        """An :class:`~roach.slurmio.ssh.SSHTransport` to this server, with a control directory of its own."""
+        from roach.slurmio.ssh import SSHTransport
 
         kwargs.setdefault("control_dir", self.control_dir)
         return SSHTransport(self.alias, config_file=self.config_path, **kwargs)

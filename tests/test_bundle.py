@@ -8,11 +8,18 @@ from pathlib import Path
 import pytest
 
 from roach.errors import ParseError, RoachError, UsageError
-from roach.slurm.bundle import (
-    ACTIVE_STATUSES, FINAL_STATUSES, LIVE_STATES, BundlePaths, JobJson, final_job_json, scrub, status_from_state,
+from roach.records.bundle import (
+    ACTIVE_STATUSES,
+    FINAL_STATUSES,
+    LIVE_STATES,
+    BundlePaths,
+    JobJson,
+    final_job_json,
+    scrub,
+    status_from_state,
 )
-from roach.slurm.slurmparse import parse_sacct
-from roach.slurm.states import JobState
+from roach.slurmio.parse import parse_sacct
+from roach.model.job_state import JobState
 
 DATA = Path(__file__).parent / "data"
 # The keys users write by hand for each job, in their order, then roach's own.

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from roach.cli import CONTEXT, RoachGroup
-from roach.cli_clusters import COMMANDS
+from roach.cli.app import CONTEXT, RoachGroup
+from roach.cli.clusters import COMMANDS
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
 from roach.slurm import submit
-from roach.slurm.clean import _SCRATCH, clean, clones, experiment_of, experiments
+from roach.ops.clean import _SCRATCH, clean, clones, experiment_of, experiments
 from roach.slurm.clusters.lab import CPU, LAB
-from roach.slurm.store import JobRecord, Store
+from roach.records.store import JobRecord, Store
 from tests.conftest import wait_until
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
@@ -68,7 +68,7 @@ def test_the_experiment_is_the_name_given_else_the_log_roots_parent(tmp_path):
 
 
 def test_a_workspaces_sbatch_jobs_are_in_no_experiment_and_clean_refuses_them(tmp_path):
-    from roach.slurm.workspace_record import WorkspaceJob, store_record
+    from roach.records.workspace import WorkspaceJob, store_record
 
     store = Store(tmp_path / "s.sqlite")
     store.add(record(1))
@@ -95,8 +95,8 @@ def test_the_node_program_deletes_only_the_experiments_runs(tmp_path):
 
 
 def test_the_login_host_programs_take_hostile_paths_as_arguments(tmp_path):
-    from roach.slurm.clean import _EXISTING, _REMOVE
-    from roach.slurm.transport import LocalTransport
+    from roach.ops.clean import _EXISTING, _REMOVE
+    from roach.slurmio.transport import LocalTransport
 
     root = tmp_path / "we ird'$(touch PWNED)\n"
     (root / "bundles" / "7").mkdir(parents=True)

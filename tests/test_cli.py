@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import roach
 from roach import errors
-from roach.cli import cli
+from roach.cli.app import cli
 from roach.lab.config import LabConfig
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,13 +16,13 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from roach import cli_jobs, cli_views
-from roach.cli import cli
+from roach.cli import jobs as cli_jobs, views as cli_views
+from roach.cli.app import cli
 from roach.lab.config import LAB_USER
-from roach.slurm.mock_transport import MockTransport
-from roach.slurm.states import JobState
-from roach.slurm.store import Store
-from roach.slurm.transport import LocalTransport
+from roach.slurmio.mock_transport import MockTransport
+from roach.model.job_state import JobState
+from roach.records.store import Store
+from roach.slurmio.transport import LocalTransport
 from tests.conftest import private_store, wait_until
 
 TRAIN_PY = '''\

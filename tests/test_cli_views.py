@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roach.cli_views import LEFT_QUEUE_UNACCOUNTED, live_views, state_text
-from roach.slurm.slurmparse import parse_sacct
-from roach.slurm.store import Store
-from roach.slurm.transport import LocalTransport
+from roach.cli.views import LEFT_QUEUE_UNACCOUNTED, live_views, state_text
+from roach.slurmio.parse import parse_sacct
+from roach.records.store import Store
+from roach.slurmio.transport import LocalTransport
 from tests.support.watch import record
 
 DATA = Path(__file__).parent / "data"
@@ -51,9 +51,9 @@ def test_gone_from_the_queue_while_accounting_says_running_is_no_state_with_the_
 def test_the_api_calls_a_job_gone_from_the_queue_but_not_accounted_completing(tmp_path):
     """Job.state() and Holder.info(): never sacct's stale RUNNING/PENDING for a job squeue no longer has."""
     from roach.slurm.clusters.lab import LAB
-    from roach.slurm.hold import Holder
-    from roach.slurm.job import Job
-    from roach.slurm.states import JobState
+    from roach.hold.hold import Holder
+    from roach.launch.job import Job
+    from roach.model.job_state import JobState
 
     client = Recorded("sacct_X_lab_22.05_mixed.txt")  # 57 RUNNING, 63 PENDING, 60 FAILED
     with Store(tmp_path / "s.sqlite") as store:
@@ -69,8 +69,8 @@ def test_the_api_calls_a_job_gone_from_the_queue_but_not_accounted_completing(tm
 
 
 def test_an_attempt_is_named_by_its_holder_and_number_not_roachs_packed_id():
-    from roach.cli_views import JobView
-    from roach.slurm.inside_job import attempt_id
+    from roach.cli.views import JobView
+    from roach.launch.inside_attempts import attempt_id
 
     v = JobView.of(record(attempt_id(412, 3)), "COMPLETED", "completed")
     assert (v.slurm_id, v.holder, v.attempt, v.job_id) == ("412/3", 412, 3, attempt_id(412, 3))

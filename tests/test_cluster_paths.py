@@ -9,11 +9,12 @@ import pytest
 
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.slurm import hold, submit, sweep
-from roach.slurm.cluster_paths import check_cluster_path, unsafe_characters
+from roach.slurm import hold
+from roach.slurm import submit, sweep
+from roach.clusters.paths import check_cluster_path, unsafe_characters
 from roach.slurm.clusters.lab import GPU1, LAB
-from roach.slurm.states import JobState
-from roach.slurm.store import Store
+from roach.model.job_state import JobState
+from roach.records.store import Store
 from tests.conftest import GitRepo, slack
 
 CLUSTER = LAB.with_(run_as=LAB_USER)

@@ -10,19 +10,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from roach.cli import CONTEXT, RoachGroup
-from roach.cli_clusters import COMMANDS
+from roach.cli.app import CONTEXT, RoachGroup
+from roach.cli.clusters import COMMANDS
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.slurm.cluster import get_cluster, known_clusters
+from roach.clusters.userconfig import get_cluster
+from roach.clusters.cluster import known_clusters
 from roach.slurm.clusters.lab import LAB
-from roach.slurm.discover import discover, propose
-from roach.slurm.resources import Resources
-from roach.slurm.slurmparse import NodeRecord, parse_key_values, parse_sacctmgr
-from roach.slurm.tiers import Tier
-from roach.slurm.userconfig import (
-    ConfigError, configured, default_cluster_name, fill_resources, load, save_block,
-)
+from roach.clusters.discover import discover, propose
+from roach.model.resources import Resources
+from roach.slurmio.parse import NodeRecord, parse_key_values, parse_sacctmgr
+from roach.model.tiers import Tier
+from roach.clusters.userconfig import ConfigError, configured, default_cluster_name, fill_resources, load, save_block
 from tests.conftest import wait_until
 from tests.sshd import sshd, sshd_server  # noqa: F401  (fixtures)
 
@@ -289,7 +288,7 @@ def test_presets_need_no_site_values_to_render():
 
 # -- every command gets a cluster by name with clusters.toml applied ----------------------------------------
 def test_get_cluster_applies_clusters_toml_to_a_name_and_takes_an_object_as_given(toml):
-    from roach.slurm.cluster import module_cluster
+    from roach.clusters.cluster import module_cluster
     from roach.slurm.clusters.dsi import DSI
 
     toml('[clusters.dsi]\nssh_alias = "dsi-mine"\naccount = "grp"\n[clusters.lab]\nmax_gpus = 3\n')
@@ -310,8 +309,8 @@ def test_job_commands_reach_a_cluster_the_way_clusters_toml_says(lab, sshd, user
     """dsi is reached as clusters.toml says: its ssh alias and setup lines lead to the lab's Slurm through a real
     sshd. `roach clusters show`, `ls`, `status` and `cancel` (none of which submits) all see it; the module's own
     alias (login.ds) reaches nothing here, so a command that ignored the file would fail."""
-    from roach.cli import cli as roach_cli
-    from roach.slurm.store import JobRecord, Store, utc_now
+    from roach.cli.app import cli as roach_cli
+    from roach.records.store import JobRecord, Store, utc_now
 
     toml(f'[clusters.dsi]\nssh_alias = "{sshd.alias}"\nssh_config = "{sshd.config_path}"\n'
          f'remote_setup = ["export SLURM_CONF={lab.slurm_conf}"]\naccount = "lab"\n')
@@ -345,8 +344,9 @@ def test_job_commands_reach_a_cluster_the_way_clusters_toml_says(lab, sshd, user
 
 
 def test_an_ssh_alias_the_caller_chose_is_not_replaced_by_clusters_toml(tmp_path, monkeypatch):
-    from roach.slurm.cluster import get_cluster, module_cluster
-    from roach.slurm.userconfig import configured
+    from roach.clusters.userconfig import get_cluster
+    from roach.clusters.cluster import module_cluster
+    from roach.clusters.userconfig import configured
 
     toml = tmp_path / "clusters.toml"
     toml.write_text('[clusters.dsi]\nssh_alias = "from-toml"\naccount = "acct1"\n')

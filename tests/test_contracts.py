@@ -38,6 +38,41 @@ def test_the_runtime_contract_forbids_every_other_part_of_roach():
     assert set(runtime["forbidden_modules"]) == tops - RUNTIME_MAY_IMPORT
 
 
+def test_the_layers_contract_orders_every_package():
+    """Each package of roach is in the layers contract (a new one must be given its place), but for the entry
+    points: ``roach.slurm`` (the public facade, which imports nothing at its top) and ``roach.__main__``."""
+    (layers,) = [c for c in _contracts() if c["type"] == "layers"]
+    named = {m.strip() for layer in layers["layers"] for m in layer.split("|")}
+    package = Path(roach.__file__).parent
+    tops = {f"roach.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    tops |= {f"roach.{p.parent.name}" for p in package.glob("*/__init__.py")}
+    assert tops - named == {"roach.slurm", "roach.__main__"}
+    assert "roach.slurm.clusters" in named  # the site modules: the seeds' path, the clusters' layer
+
+
+# The one import allowed inside a function: torch stays unimported until a run asks for DDP.
+LAZY_IMPORTS = {("roach/runtime/context.py", "roach.runtime.ddp")}
+
+
+def test_no_module_imports_roach_inside_a_function():
+    """Imports inside functions hid three cycles; a module's dependencies are its top lines."""
+    import ast
+
+    package = Path(roach.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = str(path.relative_to(package.parent))
+        for fn in ast.walk(ast.parse(path.read_text(), rel)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                         else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                found += [f"{rel}:{node.lineno} {n}" for n in names
+                          if n.startswith("roach") and (rel, n) not in LAZY_IMPORTS]
+    assert found == []
+
+
 def test_no_module_imports_a_private_name_of_another():
     """A leading underscore means "this module's own": another module reaching for it is a hidden coupling."""
     import ast

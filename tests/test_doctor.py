@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from roach.cli_remote import DOCTOR_FAILED, doctor as doctor_cmd
+from roach.cli.remote import DOCTOR_FAILED, doctor as doctor_cmd
 from roach.errors import UsageError
 from roach.slurm.clusters.lab import LAB
-from roach.slurm.doctor import WORKSPACE_FILE, check_workspace, doctor
-from roach.slurm.resources import Resources
+from roach.workspace.file import WORKSPACE_FILE
+from roach.workspace.doctor import check_workspace, doctor
+from roach.model.resources import Resources
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
 ORDER = ["ssh", "rsync-local", "rsync-remote", "rsync-copy", "slurm-commands", "partitions", "accounts"]

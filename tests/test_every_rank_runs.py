@@ -15,8 +15,8 @@ from roach.lab.config import LAB_USER
 from roach.runtime import attempts
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB, NODES2_GPU2
-from roach.slurm.states import JobState
-from roach.slurm.store import Store
+from roach.model.job_state import JobState
+from roach.records.store import Store
 from tests.conftest import slack
 
 CLUSTER = LAB.with_(run_as=LAB_USER)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from roach.slurm import script as batch
+from roach.launch import script as batch
 from roach.slurm.clusters.ilc import AMPERE, ILC
-from roach.slurm.inside_job import AttemptPaths
-from roach.slurm.inside_script import AttemptInputs, render_driver, render_step
-from roach.slurm.shipping import node_script
+from roach.launch.inside_attempts import AttemptPaths
+from roach.launch.inside_script import AttemptInputs, render_driver, render_step
+from roach.launch.shipping import node_script
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

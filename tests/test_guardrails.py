@@ -13,11 +13,13 @@ import subprocess
 import pytest
 
 from roach.lab.config import LAB_USER
-from roach.slurm import Resources, guardrails, submit
+from roach.slurm import Resources
+from roach.clusters import guardrails
+from roach.slurm import submit
 from roach.slurm.clusters import ilc
 from roach.slurm.clusters.lab import GPU1, GPU2, GPU4, LAB
-from roach.slurm.guardrails import Refused, check, check_live
-from roach.slurm.store import Store
+from roach.clusters.guardrails import Refused, check, check_live
+from roach.records.store import Store
 from tests.conftest import slack
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
@@ -216,8 +218,8 @@ def test_hours_and_gpu_hours_read_slurm_times():
 # -- the default cluster at submit ---------------------------------------------------------------------------
 def test_submit_without_a_cluster_goes_to_the_configured_default(tmp_path, monkeypatch, lab, git_repo, shared_tmp):
     from roach.slurm import submit as submit_fn
-    from roach.slurm.states import JobState
-    from roach.slurm.store import Store
+    from roach.model.job_state import JobState
+    from roach.records.store import Store
 
     toml = tmp_path / "clusters.toml"
     toml.write_text('default = "lab"\n')
@@ -233,7 +235,7 @@ def test_submit_without_a_cluster_goes_to_the_configured_default(tmp_path, monke
 def test_a_metered_default_cluster_is_refused_before_anything(tmp_path, monkeypatch, git_repo, shared_tmp):
     from roach.errors import RoachError
     from roach.slurm import submit as submit_fn
-    from roach.slurm.store import Store
+    from roach.records.store import Store
 
     toml = tmp_path / "clusters.toml"
     toml.write_text('default = "marlowe"\n')

@@ -22,27 +22,34 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from roach.cli import CONTEXT, RoachGroup
-from roach.cli_hold import COMMANDS
+from roach.cli.app import CONTEXT, RoachGroup
+from roach.cli.hold import COMMANDS
 from roach.errors import UsageError, WaitTimeoutError
 from roach.lab.config import LAB_USER
-from roach.slurm import Resources, submit
+from roach.slurm import Resources
+from roach.slurm import submit
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
-from roach.slurm.hold import (
-    SIGNAL_PROGRAM, STEP_RANKS, StepKind, classify_step, hold, idle_holders, parse_steps, render_holder,
-    steps_format,
+from roach.launch.hold_steps import SIGNAL_PROGRAM, StepKind, classify_step, idle_holders, parse_steps, steps_format
+from roach.hold.hold import hold, render_holder
+from roach.launch.hold_steps import STEP_RANKS
+from roach.launch.inside_attempts import EXIT_LEFT
+from roach.launch.inside_attempts import (
+    AttemptExit,
+    AttemptPaths,
+    attempt_id,
+    attempt_records,
+    read_attempts,
+    split_attempt_id,
 )
-from roach.slurm.inside import (
-    EXIT_LEFT, AttemptExit, AttemptInputs, AttemptPaths, InsideJob, attempt_id, attempt_records, job_for,
-    read_attempts, render_driver, render_step, split_attempt_id,
-)
-from roach.slurm.slurmparse import RS, US
-from roach.slurm.states import JobState
-from roach.slurm.store import JobRecord, Store
-from roach.slurm.clusterfs import ClusterFS
-from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.mock_transport import MockTransport
-from roach.slurm.transport import LocalTransport
+from roach.launch.inside_script import AttemptInputs, render_driver, render_step
+from roach.launch.inside_job import InsideJob, job_for
+from roach.slurmio.parse import RS, US
+from roach.model.job_state import JobState
+from roach.records.store import JobRecord, Store
+from roach.slurmio.clusterfs import ClusterFS
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.mock_transport import MockTransport
+from roach.slurmio.transport import LocalTransport
 from tests.conftest import GitRepo, slack, wait_until
 from tests.support.stores import roots_under, store_at
 
@@ -275,7 +282,7 @@ _SUBMIT_AND_EXIT = """
 import sys
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB, NODES2_GPU2
-from roach.slurm.store import Store
+from roach.records.store import Store
 job = submit("pkg.resumable:plain_loop", {"steps": 12, "step_s": 0.25}, resources=NODES2_GPU2,
              cluster=LAB.with_(run_as=sys.argv[1]), repo_root=sys.argv[2], store=Store(sys.argv[3]),
              inside=int(sys.argv[4]), log_root=sys.argv[5], clone_root=sys.argv[6])
@@ -379,7 +386,7 @@ def test_a_holder_near_its_wall_clock_stops_its_attempt_first(repo, store, roots
 
 
 def test_ls_shows_a_holders_held_time_and_that_it_sits_idle(tmp_path, monkeypatch, lab, shared_tmp):
-    from roach.cli_jobs import ls
+    from roach.cli.jobs import ls
 
     monkeypatch.setenv("ROACH_STORE", str(tmp_path / "store.sqlite"))
     h = hold(GPU1, cluster=LAB.with_(run_as=LAB_USER), name="idle-probe", time="5",
@@ -465,7 +472,7 @@ ALL_GPUS = Resources(nodes=2, gpus_per_node=4, cpus_per_gpu=1, time="00:10:00") 
 @pytest_lab
 def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(repo, store, roots, holders, cli,
                                                                               monkeypatch):
-    from roach.slurm.hold import Holder
+    from roach.hold.hold import Holder
 
     # a holder that takes every GPU keeps the next one PENDING (Resources) until it is released
     big = hold(ALL_GPUS, cluster=CLUSTER, name="all", time="5", log_root=roots["log_root"], store=store)
@@ -479,7 +486,7 @@ def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(re
     with pytest.raises(WaitTimeoutError, match=rf"holder {h.job_id} on lab did not start within 1s"):
         _inside(repo, store, roots, h.job_id, "pkg.resumable:plain_loop", args={"steps": 3}, resources=GPU1,
                 wait_holder_s=1)
-    from roach.cli import cli as roach_cli
+    from roach.cli.app import cli as roach_cli
 
     r = CliRunner().invoke(roach_cli, [
         "submit", "pkg.resumable:plain_loop", "--cluster", "lab", "--resources", "GPU1", "--inside", str(h.job_id),

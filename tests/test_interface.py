@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from roach.slurm.workspace import verify
-from roach.slurm.workspace_interface import InterfaceError, Need, parse_interface
+from roach.workspace.backend import verify
+from roach.workspace.interface import InterfaceError, Need, parse_interface
 
 # Scoring mode, as the rule maker's template has it: the table, then entry points full of backticked words.
 SCORING = """# Artifact Protocol
@@ -187,7 +187,7 @@ def test_bootstrap_formats_are_checked_line_by_line(tmp_path):
 
 
 def test_an_interface_naming_nothing_is_an_error(tmp_path):
-    from roach.slurm.workspace import WorkspaceError
+    from roach.workspace.file import WorkspaceError
 
     root = _ws(tmp_path, "# Artifact Protocol\n\nUse `src/solution.py` somehow.\n")
     with pytest.raises(WorkspaceError, match="names no files"):

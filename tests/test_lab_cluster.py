@@ -8,7 +8,8 @@ import pytest
 
 from roach.lab import release
 from roach.lab.config import LAB_USER
-from roach.slurm.states import JobState, PendingReason
+from roach.model.job_state import JobState
+from roach.model.states import PendingReason
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.lab

@@ -16,8 +16,8 @@ from roach.lab import lab as lablib
 from roach.lab import release
 from roach.lab.config import LAB_USER, LabConfig
 from roach.lab.daemons import Daemon
-from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.transport import LocalTransport
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.transport import LocalTransport
 from tests.conftest import wait_until
 
 PORT_BASE = 17917  # away from the main lab's 16817-16821

@@ -13,8 +13,8 @@ import pytest
 from roach.lab.config import LAB_USER
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB, NODES2_GPU2
-from roach.slurm.states import JobState
-from roach.slurm.store import Store
+from roach.model.job_state import JobState
+from roach.records.store import Store
 from tests.conftest import slack
 from tests.support.packages import PKG  # pkg.dist:allreduce, a 4-rank gloo all_reduce
 

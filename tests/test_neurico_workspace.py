@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import roach.slurm.cluster as cluster_mod
-import roach.slurm.userconfig as userconfig_mod
+import roach.clusters.cluster as cluster_mod
+import roach.clusters.userconfig as userconfig_mod
 from roach.lab.config import LAB_USER
 from roach.slurm.clusters.lab import LAB
 from tests.conftest import private_store
@@ -135,7 +135,7 @@ def make_ws(tmp_path) -> Iterator:
 
 
 def _roach(*args: str):
-    from roach.cli import cli
+    from roach.cli.app import cli
 
     return CliRunner().invoke(cli, list(args))
 

@@ -15,11 +15,12 @@ import pytest
 
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.slurm import pending
+from roach.ops import pending
 from roach.slurm.clusters.lab import LAB
-from roach.slurm.pending import Outlook, PendingContext, explain
-from roach.slurm.slurmparse import parse_squeue
-from roach.slurm.states import JobState, PendingReason as R
+from roach.ops.pending import Outlook, PendingContext, explain
+from roach.slurmio.parse import parse_squeue
+from roach.model.job_state import JobState
+from roach.model.states import PendingReason as R
 from tests.conftest import wait_until
 from tests.support.cli import roach
 
@@ -65,7 +66,7 @@ def test_family_reasons_are_read_from_their_names():
 
 def test_docs_pending_md_is_the_rendered_table_and_names_every_reason():
     text = DOC.read_text()
-    assert text == pending.render_markdown(), "regenerate: python -m roach.slurm.pending > docs/pending.md"
+    assert text == pending.render_markdown(), "regenerate: python -m roach.ops.pending > docs/pending.md"
     for reason in R:
         if reason is R.UNKNOWN:
             assert "UNKNOWN" in text

@@ -10,16 +10,16 @@ from datetime import datetime, timedelta
 import pytest
 from click.testing import CliRunner
 
-from roach.cli import CONTEXT, RoachGroup
-from roach.cli_clusters import COMMANDS
+from roach.cli.app import CONTEXT, RoachGroup
+from roach.cli.clusters import COMMANDS
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
 from roach.slurm.clusters.lab import LAB
-from roach.slurm.guardrails import Refused
-from roach.slurm.plan import Plan, choose, plan
-from roach.slurm.resources import Resources
-from roach.slurm.tiers import Tier
-from roach.slurm.watch_events import TierRow
+from roach.clusters.guardrails import Refused
+from roach.ops.plan import Plan, choose, plan
+from roach.model.resources import Resources
+from roach.model.tiers import Tier
+from roach.ops.events import TierRow
 from tests.conftest import wait_until
 
 NOW = datetime(2026, 1, 1, 12, 0, 0)

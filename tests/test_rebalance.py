@@ -14,10 +14,11 @@ import pytest
 
 from roach.lab.config import LAB_USER
 from roach.slurm.clusters.lab import GPU1, LAB
-from roach.slurm.rebalance import Candidate, checkpoints, plan_promotions, promotable
-from roach.slurm.states import JobState, PendingReason as R
-from roach.slurm.tiers import Tier
-from roach.slurm.watch_events import TierRow
+from roach.ops.rebalance import Candidate, checkpoints, plan_promotions, promotable
+from roach.model.job_state import JobState
+from roach.model.states import PendingReason as R
+from roach.model.tiers import Tier
+from roach.ops.events import TierRow
 from tests.conftest import wait_until
 from tests.support.cli import roach
 from tests.support.stores import store_at

@@ -17,20 +17,20 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from roach.cli import cli
+from roach.cli.app import cli
 from roach.lab.config import LAB_USER
-from roach.slurm.bundle import FINAL_STATUSES, JobJson
+from roach.records.bundle import FINAL_STATUSES, JobJson
 from roach.slurm.clusters.lab import CPU, LAB
-from roach.slurm.finals import End, record_ends
-from roach.slurm.hold import hold
-from roach.slurm.inside_job import InsideJob
-from roach.slurm.job import Job
-from roach.slurm.mock_transport import MockTransport
-from roach.slurm.store import JobRecord, Store
-from roach.slurm.submit import submit
-from roach.slurm.sweep import Sweep, sweep
-from roach.slurm.transport import LocalTransport
-from roach.slurm.workspace_record import WorkspaceJob
+from roach.records.finals import End, record_ends
+from roach.hold.hold import hold
+from roach.launch.inside_job import InsideJob
+from roach.launch.job import Job
+from roach.slurmio.mock_transport import MockTransport
+from roach.records.store import JobRecord, Store
+from roach.launch.submit import submit
+from roach.launch.sweep import Sweep, sweep
+from roach.slurmio.transport import LocalTransport
+from roach.records.workspace import WorkspaceJob
 from tests.conftest import GitRepo, slack, wait_until
 from tests.support.watch import record
 

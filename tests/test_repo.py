@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from roach.errors import RoachError, TransportError, UsageError
-from roach.slurm.repo import (
+from roach.launch.repo import (
     RepoInfo,
     check_target,
     commit_subject,

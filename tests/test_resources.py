@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from roach.errors import UsageError
-from roach.slurm.resources import Resources
+from roach.model.resources import Resources
 
 
 def test_one_rank_per_gpu_becomes_tasks_per_node_and_gres():

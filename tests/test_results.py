@@ -14,19 +14,19 @@ import pytest
 from roach.errors import RoachError
 from roach.lab.config import LAB_USER
 from roach.slurm import submit, sweep
-from roach.slurm.clusterfs import ClusterFS
+from roach.slurmio.clusterfs import ClusterFS
 from roach.slurm.clusters.lab import CPU, LAB, NODES2_GPU2
-from roach.slurm.mock_transport import MockTransport
-from roach.slurm.results import (
+from roach.slurmio.mock_transport import MockTransport
+from roach.records.results import (
     NotCompletedError,
     ResultMissingError,
     SweepNotCompletedError,
     failing_traceback,
     read_many,
 )
-from roach.slurm.states import JobState
-from roach.slurm.store import Store
-from roach.slurm.transport import LocalTransport
+from roach.model.job_state import JobState
+from roach.records.store import Store
+from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 

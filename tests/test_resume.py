@@ -13,9 +13,10 @@ import pytest
 from roach.errors import UsageError
 from roach.lab import lab as lablib
 from roach.lab.config import LAB_USER
-from roach.slurm import resume, submit
+from roach.slurm import resume
+from roach.slurm import submit
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
-from roach.slurm.states import JobState
+from roach.model.job_state import JobState
 from tests.conftest import lab_queue, slack, wait_until
 from tests.support.stores import roots_under, store_at
 

@@ -18,8 +18,8 @@ import roach
 from roach.lab.config import LAB_USER
 from roach.slurm import submit
 from roach.slurm.clusters.lab import GPU1, LAB
-from roach.slurm.states import JobState
-from roach.slurm.store import Store
+from roach.model.job_state import JobState
+from roach.records.store import Store
 from tests.conftest import slack
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ PACKAGE = Path(roach.__file__).parent
 ALLOWED_MODULES = {"roach", "roach._fs", "roach.errors", "roach.slurm", "roach.slurm.run"}
 ALLOWED_PACKAGES = ("roach.runtime", "roach.model")
 # Host-side modules a rank loaded before the runtime layer: none of them may come back.
-HEAVY = ("roach.slurm.store", "roach.slurm.ssh", "roach.slurm.submit", "roach.slurm.watch_final", "sqlite3")
+HEAVY = ("roach.records.store", "roach.slurmio.ssh", "roach.launch.submit", "roach.records.final_files", "sqlite3")
 
 # What the probe function returns from inside a rank: the roach modules loaded, where roach came from, sqlite3.
 PROBE = '''
@@ -87,13 +87,15 @@ def test_the_facade_loads_nothing_and_keeps_every_public_name():
         import json, sys
         import roach.slurm
         bare = sorted(m for m in sys.modules if m.startswith("roach"))
-        import roach.slurm.submit, roach.slurm.sweep, roach.slurm.hold  # the submodules first: the names stay functions
-        from roach.slurm import submit, sweep, hold, Resources
+        import roach.launch.submit, roach.launch.sweep, roach.hold.hold  # the submodules first: the names stay functions
+        from roach.slurm import submit, sweep
+        from roach.slurm import hold
+        from roach.slurm import Resources
         from roach.slurm import *
         from roach.slurm.clusters.ilc import ILC, AMPERE
         kinds = {n: type(getattr(roach.slurm, n)).__name__ for n in ("submit", "sweep", "hold")}
         missing = [n for n in roach.slurm.__all__ if n not in globals() or n not in dir(roach.slurm)]
-        print(json.dumps({"bare": bare, "kinds": kinds, "missing": missing, "same": submit is roach.slurm.submit}))
+        print(json.dumps({"bare": bare, "kinds": kinds, "missing": missing, "same": submit is roach.launch.submit.submit}))
     """)
     r = _python("-c", code)
     assert r.returncode == 0, r.stderr

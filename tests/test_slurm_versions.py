@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from roach.errors import ParseError, SlurmError, SlurmTransientError
-from roach.slurm import slurmparse as P
-from roach.slurm.capabilities import Capabilities, from_config, has_only_job_state
-from roach.slurm.queue_states import parse_squeue_states
-from roach.slurm.states import JobState, PendingReason
+from roach.slurmio import parse as P
+from roach.slurmio.capabilities import Capabilities, from_config, has_only_job_state
+from roach.slurmio.queue_states import parse_squeue_states
+from roach.model.job_state import JobState
+from roach.model.states import PendingReason
 from tests.support.slurm import client
 
 DATA = Path(__file__).parent / "data"

@@ -1,6 +1,6 @@
 """SlurmClient's own logic over a MockTransport, LocalTransport on real processes, one check on the lab.
 
-The MockTransport (roach.slurm.mock_transport) replays the answers a test gives it; the stderr it returns is
+The MockTransport (roach.slurmio.mock_transport) replays the answers a test gives it; the stderr it returns is
 what real Slurm 22.05 printed on the lab (tests/data/*.stderr.txt, the controller made unreachable by pointing
 a copy of slurm.conf at a closed port) or Slurm's own wording where the lab cannot produce it (a socket timeout).
 """
@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from roach.errors import SlurmError, SlurmTransientError, TransportError
-from roach.slurm import slurmparse as P
-from roach.slurm.mock_transport import MockTransport, UnexpectedCommand
-from roach.slurm.queue_states import parse_squeue_states
-from roach.slurm.slurmparse import in_array
-from roach.slurm.states import JobState
-from roach.slurm.transport import LocalTransport, Result, Transport
+from roach.slurmio import parse as P
+from roach.slurmio.mock_transport import MockTransport, UnexpectedCommand
+from roach.slurmio.queue_states import parse_squeue_states
+from roach.slurmio.parse import in_array
+from roach.model.job_state import JobState
+from roach.slurmio.transport import LocalTransport, Result, Transport
 from tests.support.slurm import client
 
 DATA = Path(__file__).parent / "data"

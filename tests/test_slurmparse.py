@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from roach.errors import ParseError
-from roach.slurm import slurmparse as P
-from roach.slurm.capabilities import Capabilities, RateLimit, from_config, parse_version
-from roach.slurm.states import JobState, PendingReason
+from roach.slurmio import parse as P
+from roach.slurmio.capabilities import Capabilities, RateLimit, from_config, parse_version
+from roach.model.job_state import JobState
+from roach.model.states import PendingReason
 
 DATA = Path(__file__).parent / "data"
 WEIRD = "we|ird $(name) x\nline2"  # the lab job name: a pipe, spaces, $() and a newline

@@ -14,9 +14,9 @@ import pytest
 
 from roach.errors import TransportError
 from roach.lab.config import LAB_USER
-from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.ssh import SSHBackingOff, SSHConnectError, SSHTransport, remote_command
-from roach.slurm.transport import Transport
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.ssh import SSHBackingOff, SSHConnectError, SSHTransport, remote_command
+from roach.slurmio.transport import Transport
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
 HOSTILE = [
@@ -313,9 +313,9 @@ def test_rsync_args_ride_on_the_shared_connection(fresh, sshd: SSHServer, tmp_pa
 
 # -- which alias a submission records (the store's via) ----------------------------------------------------------
 def test_only_an_alias_other_than_the_clusters_own_is_recorded(tmp_path, monkeypatch):
-    from roach.slurm.cluster import get_cluster
+    from roach.clusters.userconfig import get_cluster
     from roach.slurm.clusters.lab import LAB
-    from roach.slurm.ssh import submitted_via
+    from roach.clusters.route import submitted_via
 
     monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(tmp_path / "clusters.toml"))
     dsi = get_cluster("dsi")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from roach.errors import ParseError
-from roach.slurm.states import JobState, PendingReason
+from roach.model.job_state import JobState
+from roach.model.states import PendingReason
 
 # squeue's %t codes as its man page lists them (plus RC from 20.11).
 COMPACT = {

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from roach.errors import RoachError, UsageError
-from roach.slurm.store import SCHEMA_VERSION, JobRecord, Store, default_store_path, utc_now
+from roach.records.store import SCHEMA_VERSION, JobRecord, Store, default_store_path, utc_now
 
 
 def rec(job_id: int = 100, run_id: str = "r-abc", cluster: str = "ilc", **kw) -> JobRecord:
@@ -194,7 +194,7 @@ def test_missing_required_value_is_not_called_a_duplicate(store):
 
 
 def test_a_lock_held_too_long_is_a_roach_error(tmp_path, monkeypatch):
-    import roach.slurm.store as store_mod
+    import roach.records.store as store_mod
 
     path = tmp_path / "s.sqlite"
     Store(path).recent()  # schema in place
@@ -345,7 +345,7 @@ def test_update_final_many_records_every_run_in_one_go(store):
 
 
 def test_a_version_2_store_gets_the_via_config_column(tmp_path):
-    from roach.slurm.store import _SCHEMA
+    from roach.records.store import _SCHEMA
 
     path = tmp_path / "v2.sqlite"
     conn = sqlite3.connect(path)
@@ -369,7 +369,7 @@ def test_a_version_2_store_gets_the_via_config_column(tmp_path):
 def test_a_version_3_stores_ended_jobs_have_their_job_json_behind(tmp_path):
     """An older roach recorded ends in the store only: after the upgrade they say their job.json may lack
     the end (so `roach ls`/`status` write it), and a new end records when job.json got it."""
-    from roach.slurm.store import _SCHEMA, FinalRow
+    from roach.records.store import _SCHEMA, FinalRow
 
     path = tmp_path / "v3.sqlite"
     conn = sqlite3.connect(path)

@@ -13,10 +13,11 @@ import pytest
 
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.slurm import Resources, submit
-from roach.slurm.bundle import JobJson
+from roach.slurm import Resources
+from roach.slurm import submit
+from roach.records.bundle import JobJson
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
-from roach.slurm.states import JobState
+from roach.model.job_state import JobState
 from tests.conftest import slack, wait_until
 from tests.support.packages import PKG
 
@@ -184,7 +185,7 @@ def test_bad_input_is_refused_and_nothing_is_submitted_or_written(case, repo, st
 
 
 def test_job_can_be_rebuilt_from_its_run_id_or_job_id(repo, store, roots):
-    from roach.slurm.job import Job
+    from roach.launch.job import Job
 
     job = _submit(repo, store, roots, "pkg.jobs:hello")
     job.wait(timeout=slack(120))

@@ -11,17 +11,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from roach.cli import cli
-from roach.cli_jobs import follow_log, logs
+from roach.cli.app import cli
+from roach.cli.views import follow_log
+from roach.cli.jobs import logs
 from roach.errors import TransportError
 from roach.lab.config import LAB_USER
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB
-from roach.slurm.job import Job
-from roach.slurm.ssh import SSHTransport
-from roach.slurm.states import JobState
-from roach.slurm.store import Store
-from roach.slurm.transport import LocalTransport
+from roach.launch.job import Job
+from roach.slurmio.ssh import SSHTransport
+from roach.model.job_state import JobState
+from roach.records.store import Store
+from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack, wait_until
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
@@ -88,7 +89,7 @@ def test_a_function_submitted_over_ssh_runs_and_its_log_reads_back(git_repo, sha
 
 def test_a_commit_reaches_a_cluster_without_the_remote_as_an_incremental_git_bundle(git_repo, shared_tmp: Path,
                                                                                      cluster, sshd: SSHServer):
-    from roach.slurm.workspace_gitpush import push_commit
+    from roach.launch.gitpush import push_commit
 
     data = {"data/table.txt": os.urandom(100_000).hex()}  # so that what a second commit adds is small beside it
     first = git_repo.commit({**PKG, **data}, "the package", push=False)  # not pushed: the cluster could not fetch it

@@ -9,11 +9,11 @@ import pytest
 
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.slurm.bundle import JobJson
+from roach.records.bundle import JobJson
 from roach.slurm.clusters.lab import CPU, LAB
-from roach.slurm.states import JobState
-from roach.slurm.store import Store
-from roach.slurm.sweep import Sweep, read_grid, split, sweep
+from roach.model.job_state import JobState
+from roach.records.store import Store
+from roach.launch.sweep import Sweep, read_grid, split, sweep
 from tests.conftest import slack, wait_until
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
@@ -149,7 +149,7 @@ def test_a_signalled_run_of_a_sweep_checkpoints_requeues_itself_and_resumes_at_i
 def test_roach_sweep_from_a_grid_file_then_status_and_logs_of_one_run(repo, roots, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from roach.cli import cli
+    from roach.cli.app import cli
 
     monkeypatch.setenv("ROACH_STORE", str(tmp_path / "cli-store.sqlite"))
     grid = tmp_path / "grid.jsonl"
@@ -185,7 +185,7 @@ def test_roach_sweep_from_a_grid_file_then_status_and_logs_of_one_run(repo, root
 
 
 def test_a_cancelled_run_of_a_sweep_is_resumed_alone_as_a_plain_job_with_its_args(repo, store, roots):
-    from roach.slurm.submit import resume
+    from roach.launch.submit import resume
 
     sw = sweep("pkg.grid:counter", [{"steps": 30}], resources=CPU, cluster=CLUSTER, repo_root=repo.work,
                store=store, checkpoint_every=1, **roots)
@@ -202,7 +202,7 @@ def test_a_cancelled_run_of_a_sweep_is_resumed_alone_as_a_plain_job_with_its_arg
 
 
 def test_roach_clean_ends_a_sweep_and_removes_its_logs_and_bundles_keeping_checkpoints(repo, store, roots):
-    from roach.slurm.clean import clean
+    from roach.ops.clean import clean
 
     sw = sweep("pkg.grid:counter", [{"steps": 400} for _ in range(4)], resources=CPU, cluster=CLUSTER,
                repo_root=repo.work, store=store, checkpoint_every=1, parallelism=2, experiment="sweepclean", **roots)
@@ -220,8 +220,8 @@ def test_roach_clean_ends_a_sweep_and_removes_its_logs_and_bundles_keeping_check
 
 
 def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, roots, monkeypatch):
-    from roach.slurm.slurmcli import SlurmClient
-    from roach.slurm.transport import LocalTransport
+    from roach.slurmio.client import SlurmClient
+    from roach.slurmio.transport import LocalTransport
 
     calls: list[str] = []
     slurm_run, transport_run = SlurmClient.run, LocalTransport.run
@@ -251,7 +251,7 @@ def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, 
 def test_roach_watch_reports_every_run_of_a_sweep_and_records_each_job_json(repo, roots, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from roach.cli import cli
+    from roach.cli.app import cli
 
     monkeypatch.setenv("ROACH_STORE", str(tmp_path / "watch-store.sqlite"))
     n = 12
@@ -290,7 +290,7 @@ def test_a_grid_larger_than_the_clusters_max_array_size_is_split_transparently(r
 
 def test_the_caps_per_submission_hold_for_a_sweep_as_a_whole(repo, store, roots, tmp_path, monkeypatch):
     from roach.slurm.clusters.lab import GPU1
-    from roach.slurm.guardrails import Refused
+    from roach.clusters.guardrails import Refused
 
     toml = tmp_path / "clusters.toml"
     toml.write_text("[clusters.lab]\nmax_gpus = 2\nmax_gpu_hours = 2\n")

@@ -16,17 +16,18 @@ from pathlib import Path
 import pytest
 
 from roach.lab.config import LAB_USER
-from roach.slurm.capabilities import RateLimit
-from roach.slurm.bundle import JobJson
+from roach.slurmio.capabilities import RateLimit
+from roach.records.bundle import JobJson
 from roach.slurm.clusters.lab import GPU1, LAB
-from roach.slurm.mock_transport import MockTransport
-from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.slurmparse import RS, US
-from roach.slurm.store import Store, utc_now
-from roach.slurm.transport import LocalTransport
-from roach.slurm.watch import JOB_NOT_COMPLETED, Watcher
-from roach.slurm.watch_events import Event, EventKind, tier_table
-from roach.slurm.watch_logs import StallRule, parse_look, read_facts
+from roach.slurmio.mock_transport import MockTransport
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.parse import RS, US
+from roach.records.store import Store, utc_now
+from roach.slurmio.transport import LocalTransport
+from roach.records.results import JOB_NOT_COMPLETED
+from roach.watch.watcher import Watcher
+from roach.ops.events import Event, EventKind, tier_table
+from roach.watch.logs import StallRule, parse_look, read_facts
 from tests.conftest import slack, wait_until
 from tests.support.cli import roach
 from tests.support.watch import T0, TIERED, TRAIN, FakeCluster, FakeLog, kinds, only, record, sa, sq, watcher
@@ -40,7 +41,7 @@ def data(name: str) -> str:
 
 # -- unit: the event logic -----------------------------------------------------------------------------------
 def test_tier_table_counts_claimed_pending_included_from_a_captured_queue():
-    from roach.slurm.slurmparse import parse_squeue
+    from roach.slurmio.parse import parse_squeue
 
     rows = {r.name: r for r in tier_table(TIERED.tiers, parse_squeue(data("squeue_lab_22.05_mixed.txt")))}
     assert (rows["high"].running, rows["high"].pending, rows["high"].claimed) == (4, 1, 5)
@@ -452,7 +453,7 @@ def test_look_output_and_log_facts():
 
 
 def test_the_look_is_one_command_and_takes_hostile_paths(tmp_path):
-    from roach.slurm import watch_logs
+    from roach.watch import logs as watch_logs
 
     d = tmp_path / "lo gs'$(touch pwned)"
     d.mkdir()
@@ -469,7 +470,7 @@ def test_the_look_is_one_command_and_takes_hostile_paths(tmp_path):
 
 
 def test_cli_json_and_exec_with_a_hostile_path(tmp_path, monkeypatch):
-    from roach import cli_watch
+    from roach.cli import watch as cli_watch
 
     out = tmp_path / "we'ird $(dir) x"
     out.mkdir()
@@ -711,7 +712,7 @@ def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, store)
 
 @pytest.mark.lab
 def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, repo, store):
-    from roach.slurm.rebalance import promote
+    from roach.ops.rebalance import promote
 
     cluster, root, mine, _ = plab
     opts = ["--time=5", "--output=/dev/null"]

@@ -14,19 +14,20 @@ from pathlib import Path
 import pytest
 
 from roach.lab.config import LAB_USER
-from roach.slurm.bundle import JobJson, final_job_json
+from roach.records.bundle import JobJson, final_job_json
 from roach.slurm.clusters.lab import GPU1, LAB
-from roach.slurm.hold import HOLD_TARGET, hold
-from roach.slurm.inside_job import attempt_id
-from roach.slurm.mock_transport import MockTransport
-from roach.slurm.slurmparse import RS, US, parse_sacct
-from roach.slurm.store import Store
-from roach.slurm.transport import LocalTransport
-from roach.slurm.watch import Watcher
-from roach.slurm.watch_events import EventKind
-from roach.slurm.watch_final import Final, record_finals
-from roach.slurm.watch_lock import WATCH_BUSY, lock_path
-from roach.slurm.watch_resv import Reservation, parse_queue, parse_reservations, queue_format
+from roach.launch.holder import HOLD_TARGET
+from roach.hold.hold import hold
+from roach.launch.inside_attempts import attempt_id
+from roach.slurmio.mock_transport import MockTransport
+from roach.slurmio.parse import RS, US, parse_sacct
+from roach.records.store import Store
+from roach.slurmio.transport import LocalTransport
+from roach.watch.watcher import Watcher
+from roach.ops.events import EventKind
+from roach.records.final_files import Final, record_finals
+from roach.watch.lock import WATCH_BUSY, lock_path
+from roach.watch.resv import Reservation, parse_queue, parse_reservations, queue_format
 from tests.conftest import slack
 from tests.support.cli import roach
 from tests.support.watch import kinds, only, record, sa, sq, watcher
@@ -209,7 +210,7 @@ def test_watch_heartbeat_on_the_lab_flags_an_idle_holder(lab, tmp_path, shared_t
 # -- one watcher per store and cluster ------------------------------------------------------------------------
 HOLD_LOCK = """import sys, time
 from pathlib import Path
-from roach.slurm.watch_lock import WatchLock
+from roach.watch.lock import WatchLock
 WatchLock(Path(sys.argv[1]), sys.argv[2]).acquire()
 print("locked", flush=True)
 time.sleep(120)
@@ -242,7 +243,7 @@ def test_a_second_watch_on_one_store_and_cluster_exits_9_and_a_dead_ones_lock_is
 
 
 def test_a_job_that_started_and_ended_between_two_rounds_gets_its_started_line_then_finished():
-    from roach.slurm.watch_jobs import Ctx, JobWatch, on_accounting
+    from roach.watch.jobs import Ctx, JobWatch, on_accounting
 
     ctx = Ctx("lab", LAB.tiers, 100.0, lambda rec: None)
     quick = JobWatch("90_3", 90, run_id="sw-3", state="PENDING", in_queue=False, left_at=99.0)
@@ -260,7 +261,7 @@ def test_a_job_that_started_and_ended_between_two_rounds_gets_its_started_line_t
 
 
 def test_a_task_missing_from_sacct_never_takes_the_state_of_a_task_listed_under_the_bare_array_id():
-    from roach.slurm.watch_jobs import match_acct
+    from roach.watch.jobs import match_acct
 
     # just after an array ended, slurmdbd may list its last task under the bare id before its task id,
     # and not list a failed task at all yet: that task must wait for the next round, not be COMPLETED

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from roach.slurm import submit
-from roach.slurm.bundle import JobJson
+from roach.records.bundle import JobJson
 from roach.slurm.clusters.lab import GPU1, LAB
-from roach.slurm.store import Store
-from roach.slurm.watch import Watcher
+from roach.records.store import Store
+from roach.watch.watcher import Watcher
 from tests.conftest import slack
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 from tests.support.watch import TRAIN, kinds
@@ -71,7 +71,7 @@ def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection
 
 def test_killing_sshd_mid_watch_is_one_outage_a_backoff_then_recovery_and_no_job_marked_ended(
         git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer):
-    from roach.slurm.slurmcli import SlurmClient
+    from roach.slurmio.client import SlurmClient
 
     env, cluster, store, job = _submitted_over_ssh(git_repo, shared_tmp, tmp_path, lab, sshd, steps=40)
     transport = sshd.transport(env=env, backoff_s=4.0, min_interval_s=0.2)

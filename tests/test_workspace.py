@@ -15,27 +15,29 @@ from pathlib import Path
 
 import pytest
 
-from roach.slurm.cluster import Cluster
+from roach.clusters.cluster import Cluster
 import click
 from click.testing import CliRunner
 
-from roach.cli import RoachGroup
-from roach.cli_workspace import COMMANDS, MISSING_REQUIRED
+from roach.cli.app import RoachGroup
+from roach.cli.workspace import COMMANDS, MISSING_REQUIRED
 from roach.errors import SlurmError, TransportError, UsageError
 from roach.lab.config import LAB_USER
 from roach.slurm.clusters.lab import LAB
-from roach.slurm.bundle import FINAL_STATUSES
-from roach.slurm.doctor import WORKSPACE_FILE
-from roach.slurm.mock_transport import MockTransport
-from roach.slurm.slurmparse import US, parse_sacct
-from roach.slurm.store import Store
-from roach.slurm.transport import LocalTransport, Transport
-from roach.slurm.workspace import (
-    ScriptRefused, Workspace, WorkspaceError, WorkspaceJob, pull, required_files, sbatch_script, sync, verify, wait,
-)
-from roach.slurm.workspace_base import Settings, min_poll_interval
-from roach.slurm.workspace_record import final_record
-from roach.slurm.workspace_script import ADDED_MARK, prepare_script, read_directives
+from roach.records.bundle import FINAL_STATUSES
+from roach.workspace.file import WORKSPACE_FILE
+from roach.slurmio.mock_transport import MockTransport
+from roach.slurmio.parse import US, parse_sacct
+from roach.records.store import Store
+from roach.slurmio.transport import LocalTransport, Transport
+from roach.workspace.script import ScriptRefused
+from roach.workspace.base import Workspace
+from roach.workspace.file import WorkspaceError
+from roach.records.workspace import WorkspaceJob
+from roach.workspace.backend import pull, required_files, sbatch_script, sync, verify, wait
+from roach.workspace.base import Settings, min_poll_interval
+from roach.records.workspace import final_record
+from roach.workspace.script import ADDED_MARK, prepare_script, read_directives
 from tests.conftest import private_store, wait_until
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
@@ -490,8 +492,8 @@ def test_cli_says_a_missing_workspace_file_is_the_blocker(tmp_path):
 
 
 def test_the_stores_log_path_fills_the_ids_and_name_and_keeps_an_arrays_task():
-    from roach.slurm.slurmparse import in_array
-    from roach.slurm.workspace_record import log_path
+    from roach.slurmio.parse import in_array
+    from roach.records.workspace import log_path
 
     assert log_path("dsi-slurm-artifacts/%j/slurm_%j.out", "12", "t", "/w") == "/w/dsi-slurm-artifacts/12/slurm_12.out"
     assert log_path("/logs/%x-%A_%a.%%.out", "12", "train", "/w") == "/logs/train-12_%a.%.out"
@@ -500,7 +502,7 @@ def test_the_stores_log_path_fills_the_ids_and_name_and_keeps_an_arrays_task():
 
 
 def test_array_sizes_and_an_array_accounting_has_not_caught_up_with():
-    from roach.slurm.workspace_record import array_size
+    from roach.records.workspace import array_size
 
     assert [array_size(s) for s in ("0-2", "0-99%10", "1,3,8-10", "0-9:3", "7", "x", None)] == [3, 100, 5, 4, 1, None, None]
     base = WorkspaceJob(job_id="40", array="0-2")
@@ -549,8 +551,8 @@ def _loops_for(job_id: str) -> list[int]:
 
 @pytest.mark.lab
 def test_a_watch_given_up_here_leaves_no_loop_on_the_login_host(ws, cluster, cancel_after):
-    from roach.slurm.workspace_base import connect
-    from roach.slurm.workspace_wait import watch
+    from roach.workspace.base import connect
+    from roach.workspace.wait import watch
 
     sub = sbatch_script(ws, cluster, _script(ws, "idle.sbatch", "sleep 60\n"), "watched, then left")
     cancel_after.append(sub.job_id)
@@ -592,7 +594,7 @@ def test_hostile_names_arrive_verbatim(ws, cluster, sshd: SSHServer, shared_tmp:
 
 # -- in roach's store: `roach ls`, `status`, `logs` see sbatch jobs -------------------------------------------------
 def _roach(*args: str):
-    from roach.cli import cli
+    from roach.cli.app import cli
 
     return CliRunner().invoke(cli, list(args))
 

@@ -7,9 +7,14 @@ import json
 import pytest
 
 from roach.errors import UsageError
-from roach.slurm.workspace_base import Workspace, cluster_for_file
-from roach.slurm.workspace_file import (
-    ENV_ROOT, ENV_RSYNC_ROOT, WorkspaceError, archived_bundle, load_workspace_file, parse_remote_path,
+from roach.workspace.base import Workspace, cluster_for_file
+from roach.workspace.file import (
+    ENV_ROOT,
+    ENV_RSYNC_ROOT,
+    WorkspaceError,
+    archived_bundle,
+    load_workspace_file,
+    parse_remote_path,
 )
 from tests.support.workspace import runtime_file
 

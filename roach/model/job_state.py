@@ -2,7 +2,7 @@
 
 The names come from Slurm's own tables, 20.11 to 25.11: ``job_state_string``, ``job_state_string_compact``
 and ``job_state_string_complete`` (src/common/slurm_protocol_defs.c). Pure: no I/O, nothing runs at import
-but building the lookup table. Pending reasons are :mod:`roach.slurm.states`.
+but building the lookup table. Pending reasons are :mod:`roach.model.states`.
 """
 
 from __future__ import annotations

@@ -10,28 +10,29 @@ this package first) to the runtime layer, ``roach/runtime/``, the only roach cod
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 
 # Public name -> the module that defines it.
 _EXPORTS = {
-    "Capabilities": "roach.slurm.capabilities",
-    "Cluster": "roach.slurm.cluster", "get_cluster": "roach.slurm.cluster", "known_clusters": "roach.slurm.cluster",
+    "Capabilities": "roach.slurmio.capabilities",
+    "Cluster": "roach.clusters.cluster", "known_clusters": "roach.clusters.cluster",
+    "get_cluster": "roach.clusters.userconfig",
     "Run": "roach.runtime.context",
-    "Holder": "roach.slurm.hold", "hold": "roach.slurm.hold",
-    "Job": "roach.slurm.job",
-    "Resources": "roach.slurm.resources",
-    "NotCompletedError": "roach.slurm.results", "ResultMissingError": "roach.slurm.results",
-    "SweepNotCompletedError": "roach.slurm.results",
-    "SlurmClient": "roach.slurm.slurmcli",
-    "JobState": "roach.model.job_state", "PendingReason": "roach.slurm.states",
-    "resume": "roach.slurm.submit", "submit": "roach.slurm.submit",
-    "Sweep": "roach.slurm.sweep", "sweep": "roach.slurm.sweep",
-    "LocalTransport": "roach.slurm.transport", "Result": "roach.slurm.transport", "Transport": "roach.slurm.transport",
+    "Holder": "roach.hold.hold", "hold": "roach.hold.hold",
+    "Job": "roach.launch.job",
+    "Resources": "roach.model.resources",
+    "NotCompletedError": "roach.records.results", "ResultMissingError": "roach.records.results",
+    "SweepNotCompletedError": "roach.records.results",
+    "SlurmClient": "roach.slurmio.client",
+    "JobState": "roach.model.job_state", "PendingReason": "roach.model.states",
+    "resume": "roach.launch.submit", "submit": "roach.launch.submit",
+    "Sweep": "roach.launch.sweep", "sweep": "roach.launch.sweep",
+    "LocalTransport": "roach.slurmio.transport", "Result": "roach.slurmio.transport", "Transport": "roach.slurmio.transport",
+    "MockTransport": "roach.slurmio.mock_transport",
 }
 
 __all__ = [
-    "Capabilities", "Cluster", "Holder", "Job", "JobState", "LocalTransport", "NotCompletedError", "PendingReason",
+    "Capabilities", "Cluster", "Holder", "Job", "JobState", "LocalTransport", "MockTransport", "NotCompletedError",
+    "PendingReason",
     "Resources", "Result", "ResultMissingError", "Run", "SlurmClient", "Sweep", "SweepNotCompletedError", "Transport",
     "get_cluster", "hold", "known_clusters", "resume", "submit", "sweep",
 ]
@@ -48,19 +49,3 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-class _Facade(types.ModuleType):
-    """Keeps ``roach.slurm.submit`` (and ``.sweep``, ``.hold``) the function, as the eager package had it.
-
-    Importing the submodule ``roach.slurm.submit`` binds it as the package's attribute ``submit``, which would
-    hide the function of the same name from ``from roach.slurm import submit``. The import system's binding of
-    a submodule over an exported name is dropped here; the submodule stays in ``sys.modules``."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Facade

@@ -11,7 +11,7 @@ import pytest
 from roach.lab.config import LAB_USER
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB
-from roach.slurm.store import Store
+from roach.records.store import Store
 from tests.conftest import GitRepo
 
 JOBS = (Path(__file__).parent / "jobs.py").read_text()

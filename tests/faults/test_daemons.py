@@ -14,10 +14,10 @@ import pytest
 
 from roach.lab import lab as lablib
 from roach.slurm.clusters.lab import GPU1
-from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.states import JobState
-from roach.slurm.watch import Watcher
-from roach.slurm.watch_events import EventKind
+from roach.slurmio.client import SlurmClient
+from roach.model.job_state import JobState
+from roach.watch.watcher import Watcher
+from roach.ops.events import EventKind
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER
 from tests.faults.ledger import (

@@ -18,7 +18,7 @@ import pytest
 from roach.runtime.attempts import read_counts
 from roach.slurm import resume
 from roach.slurm.clusters.lab import GPU1
-from roach.slurm.states import JobState
+from roach.model.job_state import JobState
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER, preempt
 from tests.faults.ledger import (

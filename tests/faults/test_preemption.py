@@ -14,9 +14,10 @@ import subprocess
 import pytest
 
 from roach.lab import lab as lablib
-from roach.slurm import resume, sweep
+from roach.slurm import resume
+from roach.slurm import sweep
 from roach.slurm.clusters.lab import GPU1
-from roach.slurm.states import JobState
+from roach.model.job_state import JobState
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER, preempt
 from tests.faults.ledger import (

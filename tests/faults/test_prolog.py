@@ -11,13 +11,14 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from roach.cli import cli
+from roach.cli.app import cli
 from roach.lab import lab as lablib
 from roach.lab.config import LAB_USER
 from roach.slurm.clusters.lab import GPU1
-from roach.slurm.states import JobState, PendingReason
-from roach.slurm.watch import Watcher
-from roach.slurm.watch_events import EventKind
+from roach.model.job_state import JobState
+from roach.model.states import PendingReason
+from roach.watch.watcher import Watcher
+from roach.ops.events import EventKind
 from tests.conftest import slack
 from tests.faults.conftest import CLUSTER
 from tests.faults.ledger import assert_left_no_process, check_ledger

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from roach.slurm.clusters.lab import GPU1
-from roach.slurm.states import JobState
+from roach.model.job_state import JobState
 from tests.conftest import lab_queue, slack, wait_until
 from tests.faults.ledger import assert_left_no_process, check_ledger
 

@@ -15,7 +15,7 @@ from roach.lab import release
 from roach.lab.config import PreemptSignalSetting
 from roach.runtime.attempts import read_counts
 from roach.slurm.clusters.lab import GPU1
-from roach.slurm.states import JobState
+from roach.model.job_state import JobState
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER, preempt
 from tests.faults.ledger import assert_left_no_process, attempts_by_rank, check_ledger, read_ledger

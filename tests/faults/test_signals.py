@@ -12,7 +12,7 @@ import pytest
 
 from roach.slurm import resume
 from roach.slurm.clusters.lab import GPU1, GPU2
-from roach.slurm.states import JobState
+from roach.model.job_state import JobState
 from tests.conftest import slack
 from tests.faults.conftest import CLUSTER
 from tests.faults.ledger import assert_left_no_process, check_ledger, read_ledger

@@ -16,10 +16,10 @@ import pytest
 
 from roach.errors import RoachError
 from roach.lab import lab as lablib
-from roach.slurm import lost
+from roach.launch import lost
 from roach.slurm.clusters.lab import GPU1, LAB
-from roach.slurm.states import JobState
-from roach.slurm.store import Store
+from roach.model.job_state import JobState
+from roach.records.store import Store
 from tests.conftest import slack, wait_until
 from tests.faults.ledger import assert_left_no_process, check_ledger
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)

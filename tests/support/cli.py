@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner, Result
 
-from roach import cli_watch
-from roach.cli import CONTEXT, RoachGroup
+from roach.cli import watch as cli_watch
+from roach.cli.app import CONTEXT, RoachGroup
 
 
 def roach(*args: str) -> Result:

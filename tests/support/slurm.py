@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from roach.slurm.mock_transport import MockTransport
-from roach.slurm.slurmcli import SlurmClient
+from roach.slurmio.mock_transport import MockTransport
+from roach.slurmio.client import SlurmClient
 
 
 def client(*answers: tuple[int, str, str], retries: int = 3,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roach.slurm.store import Store
+from roach.records.store import Store
 
 
 def store_at(base: Path) -> Store:

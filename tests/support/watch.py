@@ -7,15 +7,15 @@ import json
 from dataclasses import dataclass, field
 
 from roach.lab.config import LAB_USER
-from roach.slurm import watch_final
+from roach.records import final_files as watch_final
 from roach.slurm.clusters.lab import LAB
-from roach.slurm.mock_transport import MockTransport
-from roach.slurm.slurmcli import SlurmClient
-from roach.slurm.slurmparse import RS, US
-from roach.slurm.store import JobRecord, Store
-from roach.slurm.tiers import Tier
-from roach.slurm.watch import Watcher
-from roach.slurm.watch_events import Event, EventKind
+from roach.slurmio.mock_transport import MockTransport
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.parse import RS, US
+from roach.records.store import JobRecord, Store
+from roach.model.tiers import Tier
+from roach.watch.watcher import Watcher
+from roach.ops.events import Event, EventKind
 
 T0 = 1_800_000_000.0
 # The unit tests' own tier table (capped, uncapped, preemptible), whatever the lab declares.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from roach.slurm.workspace_file import WORKSPACE_FILE
+from roach.workspace.file import WORKSPACE_FILE
 
 
 def runtime_file(workspace: Path, **override) -> dict:

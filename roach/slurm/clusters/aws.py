@@ -7,8 +7,8 @@ clusters.toml (``gpu_hour_cost`` and ``max_cost`` turn a request into dollars). 
 
 from __future__ import annotations
 
-from roach.slurm.cluster import Cluster
-from roach.slurm.resources import Resources
+from roach.clusters.cluster import Cluster
+from roach.model.resources import Resources
 
 H100 = Resources(gpus_per_node=1, time="01:00:00")  # one H100; account/partition from clusters.toml
 

@@ -10,9 +10,9 @@ https://cluster-policy.ds.uchicago.edu/.
 
 from __future__ import annotations
 
-from roach.slurm.cluster import Cluster
-from roach.slurm.resources import Resources
-from roach.slurm.tiers import Tier
+from roach.clusters.cluster import Cluster
+from roach.model.resources import Resources
+from roach.model.tiers import Tier
 
 GPU1 = Resources(partition="general", gpus_per_node=1, time="01:00:00")  # one GPU on the default partition
 DEBUG = Resources(partition="interactive", gpus_per_node=1, time="01:00:00")  # for debugging, not batch work

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from roach.slurm.cluster import Cluster
-from roach.slurm.resources import Resources
-from roach.slurm.tiers import Tier
+from roach.clusters.cluster import Cluster
+from roach.model.resources import Resources
+from roach.model.tiers import Tier
+from roach.lab.config import LabConfig
 
 
 def _env() -> dict[str, str]:
-    from roach.lab.config import LabConfig
 
     return LabConfig.load().env()
 

@@ -1,0 +1,127 @@
+"""`roach lab ...`: start, stop and describe the lab cluster (the library is :mod:`roach.lab`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from roach import lab as lablib
+from roach.cli import demo as demo_module
+from roach.errors import LabError, RoachError
+
+state_dir_option = click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="The lab's state directory. Default: $ROACH_LAB_DIR, else /var/lib/roach/lab as root.",
+)
+
+
+def _default(name: str) -> str:
+    """A lab setting's default, read from :class:`roach.lab.LabConfig` so help never disagrees with it."""
+    value = {f.name: f.default for f in fields(lablib.LabConfig)}[name]
+    return f"[default: {('on' if value else 'off') if isinstance(value, bool) else value}]"
+
+
+@click.group()
+def lab() -> None:
+    """The lab cluster: a real single-host Slurm (two nodes, fake GPUs, QOS tiers) for demos and tests."""
+
+
+@lab.command()
+@state_dir_option
+@click.option("--port-base", type=int, default=None, help=f"First of the five ports the lab binds. {_default('port_base')}")
+@click.option("--min-job-age", type=int, default=None, help=f"Seconds slurmctld keeps a finished job. {_default('min_job_age')}")
+@click.option("--max-array-size", type=int, default=None, help=f"Slurm's MaxArraySize. {_default('max_array_size')}")
+@click.option("--max-job-count", type=int, default=None, help=f"Slurm's MaxJobCount. {_default('max_job_count')}")
+@click.option(
+    "--preempt-send-user-signal/--no-preempt-send-user-signal", default=None,
+    help=f"Send the job's --signal before preempting it. {_default('preempt_send_user_signal')}",
+)
+@click.option(
+    "--preempt-signal-setting", type=click.Choice([s.value for s in lablib.PreemptSignalSetting]), default=None,
+    help="Which slurm.conf setting says so: SlurmctldParameters=preempt_send_user_signal (every release) or "
+         f"PreemptParameters=send_user_signal (23.02+). {_default('preempt_signal_setting')}",
+)
+@click.option("--low-grace-time", type=int, default=None, help=f"Seconds a preempted low job gets. {_default('low_grace_time')}")
+@click.option("--high-gpu-cap", type=int, default=None, help=f"GPUs per user in the high QOS. {_default('high_gpu_cap')}")
+@click.option("--prolog", default=None, metavar="PATH",
+              help="slurmd's Prolog script, run as root before each job on a node (\"\" for none). [default: none]")
+@click.option("--job-package", "job_packages", multiple=True,
+              help="A pip requirement to install into the venv the lab's jobs run in (repeatable), e.g. torch==2.13.0.")
+def up(state_dir: str | None, job_packages: tuple[str, ...], **options) -> None:
+    """Start whatever part of the lab is not running (as root); a no-op when it is all up.
+
+    Options not given keep the values the lab was last started with.
+    """
+    lablib.up(state_dir, log=click.echo, job_packages=job_packages, **options)
+
+
+@lab.command()
+@state_dir_option
+def down(state_dir: str | None) -> None:
+    """Cancel the lab's jobs and stop its daemons (as root)."""
+    lablib.down(state_dir, log=click.echo)
+
+
+@lab.command()
+@state_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_context
+def status(ctx: click.Context, state_dir: str | None, as_json: bool) -> None:
+    """Show the lab's daemons and nodes. Exits 0 if the lab is up, 3 if not."""
+    st = lablib.status(state_dir)
+    if as_json:
+        data = st.to_json()
+        for row, d in zip(data["daemons"], st.daemons):
+            row["running"] = d.running
+        click.echo(json.dumps(data, indent=2))
+    else:
+        _render_status(st)
+    if not st.up:
+        ctx.exit(LabError.exit_code)
+
+
+def _render_status(st: lablib.LabStatus) -> None:
+    console = Console(highlight=False)
+    ports = sorted(st.ports.values())
+    headline = Text.assemble(
+        ("lab is up" if st.up else "lab is NOT up", "bold green" if st.up else "bold red"),
+        f"  {st.state_dir}  (ports {ports[0]}-{ports[-1]}; SLURM_CONF={st.slurm_conf})",
+    )
+    console.print(headline, soft_wrap=True)
+    daemons = Table("daemon", "pid", "running", "log")
+    for d in st.daemons:
+        daemons.add_row(d.name, str(d.pid) if d.pid else "-",
+                        Text("yes", "green") if d.running else Text("no", "red"), d.log)
+    console.print(daemons)
+    nodes = Table("node", "state", "gpus", "cpus")
+    for name, state in sorted(st.nodes.items()):
+        nodes.add_row(name, state, str(st.gpus_per_node), str(st.cpus_per_node))
+    if st.nodes:
+        console.print(nodes)
+    else:
+        console.print("no nodes known (slurmctld is not answering)")
+    if not st.up:
+        console.print(Text("start it with `roach lab up` (as root)", style="yellow"))
+
+
+@lab.command()
+@state_dir_option
+def env(state_dir: str | None) -> None:
+    """Print the shell lines that point Slurm's commands at the lab: eval "$(roach lab env)"."""
+    for line in lablib.env_lines(state_dir):
+        click.echo(line)
+
+
+@lab.command()
+@state_dir_option
+def demo(state_dir: str | None) -> None:
+    """Run the demo on the lab: submit a job as the lab's user, watch it, show what it did."""
+    if demo_module.main(state_dir):  # a nonzero return means the demo's job failed
+        raise RoachError("the demo's job did not succeed", hint="read its output above")

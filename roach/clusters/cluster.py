@@ -1,0 +1,114 @@
+"""A named cluster: how to reach its Slurm, the site file its jobs source, and its policy.
+
+Each cluster lives in ``roach.slurm.clusters.<name>`` (the ``CLUSTER`` object and its ``Resources``
+presets) beside its site file ``<name>.sh``. Nothing here runs at import time: transports and clients
+are made on demand.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from importlib import resources as ilr
+
+from roach.errors import UsageError
+from roach.model.resources import GpuFlag, Resources
+from roach.slurmio.client import SlurmClient
+from roach.model.tiers import Tier
+from roach.slurmio.ssh import SSHTransport
+from roach.slurmio.transport import LocalTransport, Transport
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One Slurm cluster roach can submit to."""
+
+    name: str
+    presets: Mapping[str, Resources] = field(default_factory=dict)
+    tiers: tuple[Tier, ...] = ()  # top down
+    gpu_flag: GpuFlag = "gres"
+    metered: bool = False
+    signal_lead_s: int = 120  # the checkpoint signal this long before the wall clock (--signal=SIG@lead)
+    checkpoint_signal: str = "USR1"  # another one where a library takes USR1 for itself
+    max_timeout_requeues: int = 3  # wall-clock requeues per run (preemptions are not counted)
+    min_poll_s: float = 60.0  # the shortest pause between two looks at the queue (politeness to the controller)
+    rank_exit_wait_s: int = 60  # srun --wait: how long other ranks may outlive the first to exit
+    env_factory: Callable[[], Mapping[str, str]] | None = None  # env for Slurm commands (the lab: SLURM_CONF)
+    run_as: str | None = None  # local only: run commands as this user (root driving the lab's user)
+    ssh_alias: str | None = None  # None: Slurm is on this machine; else `ssh <alias>` reaches its login host
+    git_reachable: bool = True  # False: jobs cannot reach the git remote; submit sends the commit as a git bundle
+    ssh_config: str | None = None  # an ssh config file to use instead of ~/.ssh/config
+    remote_setup: tuple[str, ...] = ()  # shell lines run before each remote command (e.g. "module load slurm")
+    description: str = ""
+    # -- policy and site values. A module holds what is known of its site; values only the user has (accounts,
+    # exact partitions and QOS, caps, host names) come from clusters.toml (roach.clusters.userconfig.configured).
+    budget: str = ""  # what using it spends, in words (shown by `roach clusters show`)
+    default_account: str | None = None  # Resources.account when a submission leaves it unset
+    default_partition: str | None = None  # Resources.partition when a submission leaves it unset
+    partitions: tuple[str, ...] = ()  # partitions known to exist (a request naming another is refused)
+    qos_names: tuple[str, ...] = ()  # QOS known to exist, tiers' or not (another is refused); (): the tiers' only
+    max_gpus: int | None = None  # the user's cap: most GPUs one submission may ask for
+    max_gpu_hours: float | None = None  # the user's cap: most GPU-hours (GPUs x wall clock) per submission
+    gpu_hour_cost: float | None = None  # what one GPU-hour costs where metered in money
+    max_cost: float | None = None  # the user's cap in that money per submission
+    max_gpus_per_node: int | None = None  # the largest node's GPUs, where known (discovery or config)
+    submit_hosts: tuple[str, ...] = ()  # hostname patterns (fnmatch) roach may submit from; (): any host
+    refused_hosts: tuple[str, ...] = ()  # hostname patterns roach never submits from (a login host)
+    refused_host_reason: str = ""  # why those hosts are refused, said in the refusal
+    host_check: Callable[[], str | None] | None = None  # the reason this host must not submit, or None
+    node_scratch: tuple[str, ...] = ("/tmp",)  # node-local directories where a job keeps <run_id>* scratch
+    backend: str = "roach"  # "roach" (submit: the function runs from a clone) or "remote-workspace"
+
+    def transport(self) -> Transport:
+        env = dict(self.env_factory()) if self.env_factory else {}
+        if self.ssh_alias is not None:
+            return SSHTransport(self.ssh_alias, config_file=self.ssh_config, env=env, setup=self.remote_setup)
+        return LocalTransport(env=env, user=self.run_as)
+
+    def client(self) -> SlurmClient:
+        return SlurmClient(self.transport())
+
+    def site_file(self) -> str:
+        """The text of ``roach/slurm/clusters/<name>.sh``, sourced by every job of this cluster."""
+        return ilr.files(SITES).joinpath(f"{self.name}.sh").read_text()
+
+    def preset(self, name: str) -> Resources:
+        try:
+            return self.presets[name]
+        except KeyError:
+            raise UsageError(f"cluster {self.name} has no preset {name!r}",
+                             hint=f"valid presets: {', '.join(sorted(self.presets)) or '(none)'}") from None
+
+    def with_(self, **changes) -> Cluster:
+        return replace(self, **changes)
+
+
+SITES = "roach.slurm.clusters"  # the site modules' package: its public path is the seeds' (roach.slurm.clusters.ilc)
+
+
+def known_clusters() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(importlib.import_module(SITES).__path__)
+                  if not m.name.startswith("_"))
+
+
+def module_cluster(name: str) -> Cluster:
+    """The cluster exactly as its module ``roach.slurm.clusters.<name>`` declares it, before clusters.toml.
+
+    Only :func:`roach.clusters.userconfig.configured` (which applies the file to it) and listings that read the
+    file once for every cluster want this; everything else gets a cluster by name with :func:`get_cluster`.
+    """
+    if not isinstance(name, str) or name not in known_clusters():
+        raise UsageError(f"unknown cluster {name!r}", hint=f"known clusters: {', '.join(known_clusters())}")
+    return importlib.import_module(f"{SITES}.{name}").CLUSTER
+
+
+def with_ssh_override(cluster: Cluster, ssh_alias: str | None, ssh_config: str | None) -> Cluster:
+    """``cluster`` reached through another ssh alias and/or config file (the CLI's --ssh-alias/--ssh-config)."""
+    if ssh_config is not None and ssh_alias is None and cluster.ssh_alias is None:
+        raise UsageError(f"--ssh-config needs an ssh alias, and cluster {cluster.name} is reached locally",
+                         hint="add --ssh-alias ALIAS (a Host in that config file)")
+    if ssh_alias is not None or ssh_config is not None:
+        return cluster.with_(ssh_alias=ssh_alias or cluster.ssh_alias, ssh_config=ssh_config or cluster.ssh_config)
+    return cluster

@@ -1,0 +1,1 @@
+"""Holders: an allocation queued once and kept, that attempts run inside (docs/hold.md)."""

@@ -1,0 +1,150 @@
+"""Hold an allocation: a job that takes the nodes and sleeps, so that attempts start at once as its steps.
+
+:func:`hold` queues the holder the way ``submit`` queues a job (``sbatch --hold``, bundle and record,
+``scontrol release``); :class:`Holder` is its handle. Attempts run inside it with ``submit(...,
+inside=<holder>)`` (:mod:`roach.launch.inside`). The holder's batch shell sleeps; Slurm sends it
+``USR1`` ``lead`` seconds before its wall clock (``--signal=B:USR1@lead``), and it then stops the running
+attempts' ranks the way :meth:`Holder.signal` does, so their last checkpoint is fresh. The guide is
+docs/hold.md. Its steps (listing them, telling them apart, the program that signals ranks) live in
+:mod:`roach.launch.hold_steps`.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from roach.errors import UsageError
+from roach.clusters import guardrails
+from roach.records.bundle import BundlePaths, JobJson
+from roach.clusters.cluster import Cluster
+from roach.clusters.userconfig import get_cluster
+from roach.clusters.paths import check_cluster_path
+from roach.slurmio.clusterfs import ClusterFS
+from roach.launch.hold_steps import SIGNAL_PROGRAM, STEP_SIGNAL
+from roach.model.resources import Resources
+from roach.clusters.route import submitted_route
+from roach.launch.holder import HOLD_TARGET, HOLDER_NAME, HolderHandle
+from roach.launch.submit import new_run_id, released_or_undone, resolve_resources
+from roach.clusters.userconfig import configured, fill_resources
+from roach.launch.submit import submit as submit_run
+from roach.records.store import JobRecord, Store, utc_now
+
+
+class Holder(HolderHandle):
+    """The handle :func:`hold` returns: a :class:`~roach.launch.holder.HolderHandle` that attempts are submitted
+    into."""
+
+    def submit(self, target: str, args=None, **kwargs):
+        """``submit(target, args, inside=<this holder>, ...)``; ``resources`` defaults to the holder's."""
+        if "resources" not in kwargs:
+            if self.record is None:
+                raise UsageError(f"{self} has no record to take resources from", hint="pass resources=")
+            kwargs["resources"] = Resources(**{k: tuple(v) if k == "extra" else v
+                                               for k, v in self.record.resources.items()})
+        kwargs.setdefault("store", self.store)
+        return submit_run(target, args, cluster=self.cluster, inside=self.job_id, **kwargs)
+
+
+# -- hold() ------------------------------------------------------------------------------------------------
+def render_holder(*, cluster: Cluster, resources: Resources, name: str, hold_id: str, log_root: str,
+                  lead_s: int) -> str:
+    """The holder's batch script: sleep; on ``USR1`` (``lead_s`` before the wall clock, up to Slurm's 30 s
+    timer earlier) mark the holder as ending (so no attempt starts any more) and stop the attempts' ranks,
+    then once more 10 s later for ranks that were starting at that moment."""
+    sig = cluster.checkpoint_signal
+    opts = [f"--job-name={name}", f"--output={log_root}/{hold_id}_%j.out", "--open-mode=append", "--no-requeue",
+            f"--signal=B:USR1@{lead_s}", *resources.sbatch_options(cluster.gpu_flag)]
+    header = "\n".join(f"#SBATCH {o}" for o in opts)
+    return f"""#!/bin/bash
+{header}
+# roach holder {hold_id}: takes the nodes and sleeps; submit(..., inside=<this job>) runs attempts as its
+# steps. Slurm sends this shell USR1 {lead_s} s before the wall clock; it then sends the attempts' ranks
+# SIG{sig} (checkpoint and leave). See docs/hold.md.
+set -u
+now() {{ date -u +%Y-%m-%dT%H:%M:%SZ; }}
+bundle={shlex.quote(log_root + "/bundles")}/"$SLURM_JOB_ID"
+roach_signal_program={shlex.quote(SIGNAL_PROGRAM)}
+stop_attempts() {{
+  srun --jobid="$SLURM_JOB_ID" --overlap --job-name={STEP_SIGNAL} --nodes="$SLURM_JOB_NUM_NODES" \\
+    --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \\
+    bash -c "$roach_signal_program" {STEP_SIGNAL} {sig} "$SLURM_JOB_ID" ""
+}}
+again_at=
+near_end() {{
+  now > "$bundle/ending"
+  echo "roach: holder $SLURM_JOB_ID: its wall clock is {lead_s} s away ($(now)): \\
+stopping the attempts' ranks (SIG{sig})"
+  stop_attempts
+  again_at=$((SECONDS + 10))
+}}
+trap near_end USR1
+trap 'echo "roach: holder $SLURM_JOB_ID ends: SIGTERM at $(now)"; exit 0' TERM
+echo "roach: holder $SLURM_JOB_ID holds $SLURM_JOB_NODELIST ($SLURM_JOB_NUM_NODES node(s)) from $(now); \\
+attempts: submit(..., inside=$SLURM_JOB_ID); end it: roach release $SLURM_JOB_ID"
+while true; do
+  sleep 5 &
+  wait $! || true
+  kill $! 2>/dev/null || true
+  if [ -n "$again_at" ] && [ "$SECONDS" -ge "$again_at" ]; then
+    again_at=
+    stop_attempts
+  fi
+done
+"""
+
+
+def hold(
+    resources: Resources | str,
+    *,
+    cluster: Cluster | str,
+    name: str = "hold",
+    log_root: str = "~/roach/holders",
+    time: str | None = None,
+    lead_s: int | None = None,
+    description: str = "",
+    allow_metered: bool = False,
+    store: Store | None = None,
+) -> Holder:
+    """Queue a holder: a job with ``resources`` (``time`` overrides theirs) that takes the nodes and sleeps.
+
+    It is charged while it sleeps: release it (:meth:`Holder.release`) once an attempt trains correctly.
+    ``lead_s`` (default: the cluster's ``signal_lead_s``) is how long before its wall clock it stops the
+    running attempt, so that the attempt's last checkpoint is fresh.
+    """
+    cluster = configured(get_cluster(cluster))
+    res = fill_resources(cluster, resolve_resources(resources, cluster))
+    if time is not None:
+        res = res.replace(time=time)
+    guardrails.check(cluster, res, allow_metered=allow_metered)
+    if not HOLDER_NAME.fullmatch(name):
+        raise UsageError(f"holder name {name!r} has characters Slurm logs and file names do not take",
+                         hint="use letters, digits and . _ - + = @ :")
+    lead = cluster.signal_lead_s if lead_s is None else lead_s
+    if not isinstance(lead, int) or lead < 1:
+        raise UsageError(f"lead_s={lead!r} must be a whole number of seconds >= 1")
+    check_cluster_path("log_root", log_root)
+    if any(c in log_root for c in "\n\r"):  # it becomes an #SBATCH line
+        raise UsageError(f"log_root {log_root!r} has a line break")
+    store = store or Store()
+    client = cluster.client()
+    fs = ClusterFS(client.transport)
+    abs_log_root = fs.expand(log_root)
+    hold_id = new_run_id(f"hold-{name}")
+    text = render_holder(cluster=cluster, resources=res, name=name, hold_id=hold_id, log_root=abs_log_root, lead_s=lead)
+    job_id = client.sbatch(["--hold"], text)
+    paths = BundlePaths(abs_log_root, hold_id, job_id)
+    with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir,
+                            f"queueing holder {job_id}"):
+        submitted = utc_now()
+        fs.write(paths.script, text)
+        fs.write(paths.job_json, JobJson(
+            job_id=str(job_id), script=paths.script, description=description, submitted_at_utc=submitted,
+            cluster=cluster.name, run_id=hold_id, commit="", resources=res.to_json(), name=name,
+            target=HOLD_TARGET).to_json())
+        record = JobRecord(
+            cluster=cluster.name, job_id=job_id, run_id=hold_id, name=name, target=HOLD_TARGET, commit="", repo="",
+            log_path=paths.log, bundle_dir=paths.bundle_dir, run_dir="", submitted_at=submitted,
+            resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
+            holder=job_id, **submitted_route(cluster))
+        store.add(record)
+    return Holder(cluster, job_id, record, store)

@@ -1,0 +1,258 @@
+"""A holder's handle: what Slurm says of it, its steps, stopping an attempt inside it, releasing it.
+
+A holder is a job that takes the nodes and sleeps (:func:`roach.hold.hold.hold` queues one); attempts run
+inside it as its steps (:mod:`roach.launch.inside`). This handle is what starting and watching an attempt
+need; :class:`roach.hold.hold.Holder` adds submitting into it. The guide is docs/hold.md.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Self
+
+from roach.errors import RoachError, UsageError, WaitTimeoutError
+from roach.clusters.cluster import Cluster
+from roach.slurmio.clusterfs import ClusterFS
+from roach.records.finals import End, record_ends
+from roach.launch.inside_attempts import AttemptPaths, attempt_records
+from roach.launch.hold_steps import SENT, SIGNAL_PROGRAM, STEP_SIGNAL, Step, StepKind, list_steps
+from roach.runtime.signals import parse_signal
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.parse import AcctRecord
+from roach.clusters.route import reaching
+from roach.model.job_state import JobState
+from roach.records.store import JobRecord, Store, utc_now
+
+HOLD_TARGET = "roach:hold"  # the target of a holder's record: it runs no function
+HOLDER_NAME = re.compile(r"[A-Za-z0-9._+=@:-]{1,128}")
+
+
+# -- the holder --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HolderInfo:
+    """What Slurm says of a holder now."""
+
+    job_id: int
+    state: JobState
+    reason: str | None  # why it is pending
+    nodelist: str
+    nodes: int
+    gpus: int  # in all
+    held_s: int  # elapsed since it started: what it has been charged for
+    time_limit_s: int | None
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.gpus // self.nodes if self.nodes else 0
+
+    @property
+    def time_left_s(self) -> int | None:
+        return None if self.time_limit_s is None else max(0, self.time_limit_s - self.held_s)
+
+
+@dataclass(frozen=True)
+class SignalReport:
+    """What :meth:`Holder.signal` did: one line per node from the signalling step."""
+
+    holder: int
+    step: str  # the ranks' step signalled, e.g. "412.3"
+    attempt: int
+    signal: str
+    ranks: int  # processes signalled, summed over the nodes
+    lines: tuple[str, ...]
+
+
+@dataclass
+class HolderHandle:
+    """A holder on a cluster. Every method asks the cluster afresh; ``record`` is its store record (None
+    for an allocation roach did not queue, which works too)."""
+
+    cluster: Cluster
+    job_id: int
+    record: JobRecord | None = None
+    store: Store | None = field(default=None, repr=False)
+    _client: SlurmClient | None = field(default=None, init=False, repr=False)
+
+    @property
+    def client(self) -> SlurmClient:
+        if self._client is None:
+            self._client = self.cluster.client()
+        return self._client
+
+    @property
+    def log_path(self) -> str | None:
+        return self.record.log_path if self.record else None
+
+    def __str__(self) -> str:
+        return f"holder {self.job_id} on {self.cluster.name}"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """``with hold(...) as h:`` ends the holder when the block ends, also on an exception or ^C (as
+        :meth:`release`: a running attempt checkpoints first), so a script that fails stops the charge.
+        The block's own exception goes on; a failure to release is then a note on it, not a new error."""
+        try:
+            if self.info().state.is_active:
+                self.release()
+        except Exception as err:
+            if exc is None:
+                raise
+            exc.add_note(f"roach: releasing {self} failed too: {err}; end it with `roach release {self.job_id}`")
+
+    @classmethod
+    def from_ref(cls, ref: str | int, *, cluster: str | Cluster | None = None, store: Store | None = None) -> HolderHandle:
+        """The holder a job id (or the holder's record's run id) names, from the store."""
+        store = store or Store()
+        cname = cluster.name if isinstance(cluster, Cluster) else cluster
+        rec = store.find(str(ref), cluster=cname)
+        if rec.target != HOLD_TARGET:
+            raise UsageError(f"job {rec.job_id} (run {rec.run_id}) is not a holder: it runs {rec.target}",
+                             hint="`roach ls` marks holders; `roach hold` makes one")
+        return cls(reaching(rec, cluster), rec.job_id, rec, store)
+
+    # -- state -----------------------------------------------------------------------------------------
+    def info(self) -> HolderInfo:
+        """One ``squeue`` (or, once it left the queue, one ``sacct``)."""
+        q = [r for r in self.client.squeue(job_ids=[self.job_id]) if r.raw_id == self.job_id]
+        if q:
+            r = q[0]
+            reason = r.reason_text if r.state.is_pending and r.reason_text not in ("", "None") else None
+            return HolderInfo(self.job_id, r.state, reason, r.nodelist, r.nodes, r.tres.gpus, r.elapsed_s,
+                              r.time_limit_s)
+        acct = [a for a in self.client.sacct([self.job_id]) if a.step is None and a.ref.job == self.job_id]
+        if not acct:
+            raise RoachError(f"{self} is neither in squeue nor in sacct",
+                             hint="the controller may have restarted without accounting; check `sacct -j`")
+        a = acct[-1]
+        self._record_final(a)
+        return HolderInfo(self.job_id, a.state.after_queue(), None, a.nodelist, a.nodes, a.tres.gpus, a.elapsed_s,
+                          a.time_limit_s)
+
+    def state(self) -> JobState:
+        return self.info().state
+
+    def wait_running(self, timeout: float | None = None, poll_s: float = 2.0) -> HolderInfo:
+        """Block until the holder runs; raise if it ends first or ``timeout`` passes."""
+        poll_s = max(poll_s, self.cluster.min_poll_s)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            info = self.info()
+            if info.state.is_running and not info.state.is_ending:
+                return info
+            if info.state.is_terminal:
+                raise RoachError(f"{self} ended ({info.state.value}) before it ran",
+                                 hint="read its log" + (f": {self.log_path}" if self.log_path else ""))
+            if deadline is not None and time.monotonic() > deadline:
+                raise WaitTimeoutError(f"{self} did not start within {timeout:.0f}s (pending: {info.reason or '?'})",
+                                 hint="wait again, or `roach release` it and hold something that fits")
+            time.sleep(poll_s)
+
+    def steps(self, info: HolderInfo | None = None) -> list[Step]:
+        """The holder's steps (``squeue -s``), each told apart: ranks' step, node step, roach signal, ..."""
+        info = info or self.info()
+        return list_steps(self.client, [self.job_id], info.gpus, info.nodes)
+
+    def idle(self) -> bool:
+        """Running, and no attempt's step (nor anyone's own) runs in it: it is charged for nothing."""
+        info = self.info()
+        if not info.state.is_running:
+            return False
+        return not [s for s in self.steps(info) if s.kind.is_attempt or s.kind is StepKind.OTHER]
+
+    def lead_s(self) -> int | None:
+        """How long before its wall clock the holder stops its attempts (from its script; None if unknown)."""
+        if self.record is None:
+            return None
+        try:
+            text = ClusterFS(self.client.transport).read(posixpath.join(self.record.bundle_dir, "job.sh"))
+        except RoachError:
+            return None
+        m = re.search(r"^#SBATCH --signal=B:\w+@(\d+)$", text, re.M)
+        return int(m[1]) if m else None
+
+    @property
+    def ending_path(self) -> str | None:
+        """Written by the holder when its wall clock is near: no attempt starts after it."""
+        return posixpath.join(self.record.bundle_dir, "ending") if self.record else None
+
+    # -- control ---------------------------------------------------------------------------------------
+    def signal(self, step: str | int | None = None, sig: str = "USR1") -> SignalReport:
+        """Stop an attempt cleanly: a step of its own on the ranks' nodes sends ``sig`` to that attempt's ranks
+        only. They log ``caught_signal``, checkpoint and exit at their next step. ``step`` is the ranks' step
+        (``3`` or ``412.3``); by default the one ranks' step running."""
+        name = parse_signal(sig).name.removeprefix("SIG")
+        info = self.info()
+        if not info.state.is_running:
+            raise UsageError(f"{self} is {info.state.value}: no step runs in it")
+        steps = self.steps(info)
+        ranks = [s for s in steps if s.kind is StepKind.RANKS]
+        if step is not None:
+            want = str(step).rpartition(".")[2]
+            hits = [s for s in steps if s.step == want]
+            if not hits:
+                raise UsageError(f"{self} has no step {want}", hint=_steps_hint(steps))
+            if hits[0].kind is not StepKind.RANKS:
+                raise UsageError(f"step {hits[0].id} is {hits[0].describe()}, not an attempt's ranks' step",
+                                 hint=_steps_hint(steps))
+            target = hits[0]
+        elif len(ranks) == 1:
+            target = ranks[0]
+        else:
+            raise UsageError(f"{self} runs {'no' if not ranks else len(ranks)} ranks' steps"
+                             + ("" if not ranks else ": say which with --step"), hint=_steps_hint(steps))
+        if target.attempt is None:
+            raise UsageError(f"step {target.id} ({target.name}) is not an attempt roach started",
+                             hint="roach signals only the ranks of its own attempts (`roach submit --inside`)")
+        self._note_stop(target, name)
+        n_nodes = len(self.client.run(["scontrol", "show", "hostnames", target.nodelist]).stdout.split())
+        argv = ["srun", f"--jobid={self.job_id}", "--overlap", f"--job-name={STEP_SIGNAL}",
+                f"--nodelist={target.nodelist}", f"--nodes={n_nodes}", f"--ntasks={n_nodes}", "--ntasks-per-node=1",
+                "bash", "-c", SIGNAL_PROGRAM, STEP_SIGNAL, name, str(self.job_id), str(target.attempt)]
+        out = self.client.run(argv, retry=False).stdout
+        lines = tuple(ln for ln in out.splitlines() if ln.strip())
+        return SignalReport(self.job_id, target.id, target.attempt, name,
+                            sum(int(m[2]) for m in SENT.finditer(out)), lines)
+
+    def _note_stop(self, target: Step, sig: str) -> None:
+        """Mark the attempt as asked to stop (a new attempt then waits for it instead of refusing) and say so
+        in its log."""
+        if self.store is None:
+            return
+        recs = [r for r in attempt_records(self.store, self.cluster.name, self.job_id)
+                if AttemptPaths.of(r).attempt == target.attempt]
+        if not recs:
+            return
+        p = AttemptPaths.of(recs[0])
+        line = f"roach: roach signal: SIG{sig} to the ranks of attempt {p.attempt} (step {target.id}) at {utc_now()}"
+        fs = ClusterFS(self.client.transport)
+        fs.write(p.stop, line + "\n")
+        self.client.transport.run(["sh", "-c", 'printf "%s\\n" "$2" >> "$1"', "sh", p.log, line])
+
+    def release(self, wait_s: float = 60.0) -> JobState:
+        """End the holder (``scancel``). Running attempts get SIGTERM (they checkpoint at their next step if
+        they can). Waits up to ``wait_s`` for it to leave the queue and records its final state."""
+        self.client.scancel([self.job_id])
+        deadline = time.monotonic() + wait_s
+        while True:
+            info = self.info()
+            if info.state.is_terminal or time.monotonic() > deadline:
+                return info.state
+            time.sleep(max(1.0, min(self.cluster.min_poll_s, 5.0)))
+
+    def _record_final(self, a: AcctRecord) -> None:
+        """The holder's end, once sacct has it: into its job.json and the store (:func:`record_ends`)."""
+        if self.record is None or self.record.is_final or not a.state.is_terminal:
+            return
+        (self.record,) = record_ends(self.store, self.client.transport, [End.of_acct(self.record, a)])
+
+
+def _steps_hint(steps: list[Step]) -> str:
+    listed = "; ".join(f"{s.id} {s.name}: {s.describe()}" for s in steps if s.kind not in (StepKind.EXTERN,))
+    return f"its steps: {listed or '(none)'} (`roach steps` lists them)"
+
+

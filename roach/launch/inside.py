@@ -1,0 +1,188 @@
+"""Run a submission as steps of a holder: ``submit(..., inside=<holder>)``.
+
+An attempt starts at once. A driver script, detached on the submit host (``setsid nohup``: it outlives
+the submitting shell; its output is appended to the run's log ``<log_root>/<run_id>_<holder>.out``), runs
+the node step and then the ranks' step with ``srun --jobid=<holder> --overlap``: the same ``node.sh
+prepare`` and ``python -m roach.slurm.run <spec>`` as a batch job. It writes its exit status into the
+attempt's bundle ``<log_root>/bundles/<holder>.<n>/exit``; :meth:`InsideJob.wait` records it in the
+store. Nothing is requeued: a step dies with its holder. The guide is docs/hold.md.
+
+An attempt's store record has ``holder=<holder>`` and a ``job_id`` of its own, :func:`attempt_id`: the
+holder's id in the low 32 bits and the attempt number above them, so it is unique per cluster and never
+a Slurm job id (those are 32-bit).
+
+The pieces live in ``inside_job`` (the attempt's id, paths, exit status and its handle, :class:`InsideJob`)
+and ``inside_script`` (its ``step.sh`` and ``driver.sh``); this module starts an attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from typing import Any
+
+from roach.errors import RoachError, UsageError
+from roach.records.bundle import JobJson
+from roach.clusters.cluster import Cluster
+from roach.slurmio.clusterfs import ClusterFS
+from roach.launch.holder import HolderHandle, HolderInfo
+from roach.launch.hold_steps import StepKind
+from roach.launch.inside_attempts import AttemptPaths, attempt_id, attempt_records, read_attempts, split_attempt_id
+from roach.launch.inside_job import InsideJob
+from roach.launch.inside_script import AttemptInputs, render_driver, render_step
+from roach.model.resources import Resources
+from roach.launch.shipping import node_script, runtime_dir, ship_runtime
+from roach.slurmio.client import SlurmClient
+from roach.clusters.route import submitted_route
+from roach.records.store import JobRecord, Store, utc_now
+
+SETTLE_S = 120.0  # how long a new attempt waits for a stopped one's steps to leave squeue -s
+
+
+# `setsid`: its own session and process group, so the submitting shell's end (or ^C) does not reach it.
+_LAUNCH = 'cd "$1" || exit 1; setsid nohup bash "$2" >>"$3" 2>&1 </dev/null & echo "$!"'
+
+
+# -- submit(inside=...) ----------------------------------------------------------------------------------------
+def _check_fits(res: Resources, info: HolderInfo, holder: int) -> None:
+    if res.nodes > info.nodes or res.gpus_per_node > info.gpus_per_node:
+        raise UsageError(
+            f"the attempt asks {res.nodes} node(s) x {res.gpus_per_node} GPU(s) and holder {holder} has "
+            f"{info.nodes} node(s) x {info.gpus_per_node} GPU(s) ({info.nodelist})",
+            hint="ask for at most what the holder has (its time, account and QOS are the holder's)")
+
+
+def _wait_for_previous(h: HolderHandle, info: HolderInfo, store: Store, fs: ClusterFS, settle_s: float) -> None:
+    """Return once no other attempt's step runs in the holder. A stopped attempt (roach signal) or an ended
+    one whose steps linger is waited for up to ``settle_s``; a running one is refused at once."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        steps = [s for s in h.steps(info) if s.kind.is_attempt]
+        recs = attempt_records(store, h.cluster.name, h.job_id)
+        status = read_attempts(fs, [AttemptPaths.of(r).bundle_dir for r in recs])
+        by_n = {AttemptPaths.of(r).attempt: (r, status[AttemptPaths.of(r).bundle_dir]) for r in recs}
+        busy: list[str] = []
+        for n, (r, st) in sorted(by_n.items()):
+            own = [s for s in steps if s.attempt == n]
+            alive = st.exit is None and (bool(own) or st.driver_alive is not False)
+            if alive and not st.stop_requested:
+                where = ", ".join(f"{s.id} {s.describe()} for {s.elapsed_s} s" for s in own) or "starting"
+                raise UsageError(
+                    f"holder {h.job_id} is running attempt {n} (run {r.run_id}: {where}); a second attempt "
+                    f"would run on the same GPUs", hint=f"stop it first: `roach signal {h.job_id}` (it checkpoints "
+                    f"and exits; submit again then), or pass force=True (--force) to run both")
+            if alive or own:
+                busy.append(f"attempt {n} (run {r.run_id})")
+        strangers = [s for s in steps if s.attempt is None or s.attempt not in by_n]
+        for s in strangers:
+            if s.kind is StepKind.RANKS:
+                raise UsageError(f"holder {h.job_id} runs step {s.id} ({s.name}: {s.describe()}), which roach did "
+                                 f"not start here; a second instance would run on the same GPUs",
+                                 hint="end that step first, or pass force=True (--force)")
+            busy.append(f"step {s.id}")
+        if not busy:
+            return
+        if time.monotonic() > deadline:
+            raise UsageError(f"{', '.join(busy)} still in holder {h.job_id} after {settle_s:.0f} s",
+                             hint=f"`roach steps {h.job_id}` shows what runs; wait, or pass force=True (--force)")
+        time.sleep(max(1.0, min(h.cluster.min_poll_s, 5.0)))
+
+
+def _next_attempt(fs: ClusterFS, store: Store, cluster: str, holder: int, bundle_root: str) -> int:
+    res = fs.transport.run(["sh", "-c", 'cd "$1" 2>/dev/null && ls -1d -- "$2".* 2>/dev/null || true', "sh",
+                            bundle_root, str(holder)])
+    used = [int(x.rpartition(".")[2]) for x in res.stdout.split() if x.rpartition(".")[2].isdigit()]
+    used += [(split_attempt_id(r.job_id) or (0, 0))[1] for r in attempt_records(store, cluster, holder)]
+    return max(used, default=0) + 1
+
+
+def submit_inside(
+    *, holder: int, cluster: Cluster, resources: Resources, target: str, args: dict[str, Any],
+    job_env: dict[str, str], name: str, run_id: str, repo: Any, python_path: list[str], log_root: str,
+    abs_log_root: str, clone_root: str, secrets_dir: str | None, run_dir: str, description: str,
+    checkpoint_every: int | None, store: Store, client: SlurmClient, fs: ClusterFS, force: bool = False,
+    settle_s: float = SETTLE_S, wait_holder_s: float | None = None,
+) -> InsideJob:
+    """Start an attempt now as steps of ``holder``; the values are submit()'s, validated there. A holder
+    still pending is waited for up to ``wait_holder_s`` (None: refused at once)."""
+    h = HolderHandle(cluster, holder, store.get(cluster.name, holder), store)
+    h._client = client
+    info = h.info()
+    if info.state.is_pending and wait_holder_s is not None:  # before anything is written: a timeout leaves nothing
+        info = h.wait_running(timeout=wait_holder_s)
+    if not info.state.is_running:
+        why = f" ({info.reason})" if info.reason else ""
+        raise UsageError(f"holder {holder} is {info.state.value}{why}: an attempt starts only inside a running holder",
+                         hint="wait for it: submit(..., wait_holder_s=S) (--wait-holder S), or `roach hold --wait`, "
+                              "Holder.wait_running()" if info.state.is_pending
+                         else "hold again (`roach hold`)")
+    _check_fits(resources, info, holder)
+    lead = h.lead_s()
+    ending = h.ending_path is not None and fs.exists(h.ending_path)
+    if not force and (ending or lead is not None and info.time_left_s is not None and info.time_left_s <= lead):
+        raise UsageError(f"holder {holder} ends in {info.time_left_s} s and already stopped its attempts "
+                         f"({lead} s before its end, up to 30 s earlier): this attempt would be killed without a "
+                         f"checkpoint",
+                         hint="release it and hold again (`roach release`, `roach hold`)")
+    if not force:
+        _wait_for_previous(h, info, store, fs, settle_s)
+    nodes = tuple(client.run(["scontrol", "show", "hostnames", info.nodelist]).stdout.split())[:resources.nodes]
+    bundle_root = posixpath.join(abs_log_root, "bundles")
+    fs.makedirs(bundle_root)
+    n = _next_attempt(fs, store, cluster.name, holder, bundle_root)
+    for _ in range(100):  # claim attempt n: its bundle directory (mkdir is atomic), then its record
+        paths = AttemptPaths(abs_log_root, run_id, holder, n)
+        if fs.transport.run(["mkdir", "--", paths.bundle_dir]).returncode != 0:
+            n += 1
+            continue
+        record = JobRecord(
+            cluster=cluster.name, job_id=attempt_id(holder, n), run_id=run_id, name=name, target=target,
+            commit=repo.commit, repo=repo.name, log_path=paths.log, bundle_dir=paths.bundle_dir, run_dir=run_dir,
+            submitted_at=utc_now(), resources=resources.to_json(), status="submitted", slurm_state=None,
+            exit_code=None, recorded_at=None, holder=holder, **submitted_route(cluster))
+        try:
+            store.add(record)
+        except UsageError:
+            fs.rmdir_if_empty(paths.bundle_dir)
+            n += 1
+            continue
+        break
+    else:
+        raise RoachError(f"could not claim an attempt number in holder {holder} under {bundle_root}")
+    try:
+        ship_runtime(fs, bundle_root)
+        inputs = AttemptInputs(
+            cluster=cluster, resources=resources, holder=holder, attempt=n, run_id=run_id, paths=paths, nodes=nodes,
+            gpus_per_node=info.gpus_per_node, roach_path=runtime_dir(bundle_root), repo_url=repo.url,
+            repo_name=repo.name, commit=repo.commit, clone_root=clone_root, run_dir=run_dir,
+            holder_ending=h.ending_path)
+        spec = {
+            "version": 1, "target": target, "args": args, "run_id": run_id, "name": name, "cluster": cluster.name,
+            "run_dir": run_dir, "log_root": log_root, "clone_root": clone_root, "secrets_dir": secrets_dir,
+            "job_env": job_env, "python_path": python_path, "checkpoint_every": checkpoint_every,
+            "checkpoint_signal": cluster.checkpoint_signal,
+            # A step cannot be requeued: a wall-clock stop must never `scontrol requeue` the holder.
+            "max_timeout_requeues": 0, "holder": holder, "attempt": n,
+            "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
+        }
+        fs.write(paths.spec, json.dumps(spec, indent=2) + "\n")
+        fs.write(paths.node_sh, node_script(), mode="755")
+        fs.write(paths.step_sh, render_step(inputs), mode="755")
+        fs.write(paths.driver, render_driver(inputs), mode="755")
+        fs.write(paths.job_json, JobJson(
+            job_id=str(holder), script=paths.driver, description=description, submitted_at_utc=record.submitted_at,
+            cluster=cluster.name, run_id=run_id, commit=repo.commit, resources=resources.to_json(), name=name,
+            target=target).to_json())
+        launched = fs.transport.run(["sh", "-c", _LAUNCH, "sh", paths.bundle_dir, paths.driver, paths.log])
+        if launched.returncode != 0 or not launched.stdout.strip().isdigit():
+            raise RoachError(f"starting the driver failed: {launched.stderr.strip() or launched.stdout.strip()}")
+    except BaseException as exc:
+        store.delete(cluster.name, record.job_id)
+        fs.remove_bundle(paths.bundle_dir)
+        if isinstance(exc, RoachError):
+            raise
+        raise RoachError(f"starting attempt {n} inside holder {holder} failed and was undone: {exc}") from exc
+    job = InsideJob(cluster, record, store)
+    job._client = client
+    return job

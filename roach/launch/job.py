@@ -1,0 +1,166 @@
+"""The typed handle of a submitted job: state, wait, logs, cancel; rebuilt from the store by run or job id."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from roach.errors import RoachError, UsageError, WaitTimeoutError
+from roach.records.bundle import BundlePaths
+from roach.clusters.cluster import Cluster
+from roach.slurmio.clusterfs import ClusterFS
+from roach.records.finals import End, record_ends
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.parse import AcctRecord, in_array
+from roach.model.job_state import JobState
+from roach.records.store import JobRecord, Store
+from roach.clusters.route import reaching
+from roach.records.results import collect, ended
+
+
+@dataclass
+class Job:
+    """A roach job on a cluster. Cheap to make; every method asks the cluster afresh."""
+
+    cluster: Cluster
+    record: JobRecord
+    store: Store | None = field(default=None, repr=False)
+    _client: SlurmClient | None = field(default=None, init=False, repr=False)
+    _fs: ClusterFS | None = field(default=None, init=False, repr=False)
+
+    # -- identity ------------------------------------------------------------------------------------
+    @property
+    def job_id(self) -> int:
+        return self.record.job_id
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def task(self) -> int | None:
+        """The array task index when this is one run of a sweep."""
+        return self.record.task
+
+    @property
+    def slurm_id(self) -> str:
+        """The job as Slurm names it: ``123``, or ``123_4`` for a sweep's run."""
+        return self.record.slurm_id
+
+    @property
+    def paths(self) -> BundlePaths:
+        log_root = self.record.log_path.rsplit("/", 1)[0]
+        return BundlePaths(log_root, self.run_id, self.slurm_id)
+
+    def _is_me(self, ref) -> bool:
+        """Whether a squeue/sacct line (its JobRef) is this job, or this task of its array."""
+        if ref.job != self.job_id:
+            return False
+        if self.task is None:
+            return ref.task is None and ref.tasks is None
+        return ref.task == self.task or in_array(ref.tasks, self.task)
+
+    @property
+    def client(self) -> SlurmClient:
+        if self._client is None:
+            self._client = self.cluster.client()
+        return self._client
+
+    @property
+    def fs(self) -> ClusterFS:
+        if self._fs is None:
+            self._fs = ClusterFS(self.client.transport)
+        return self._fs
+
+    @classmethod
+    def from_ref(cls, ref: str | int, *, cluster: str | Cluster | None = None, store: Store | None = None) -> "Job":
+        """The job named by a run id (its latest job) or a job id, from the store."""
+        store = store or Store()
+        cname = cluster.name if isinstance(cluster, Cluster) else cluster
+        rec = store.find(str(ref), cluster=cname)
+
+        return cls(reaching(rec, cluster), rec, store)
+
+    def __str__(self) -> str:
+        return f"job {self.slurm_id} (run {self.run_id}) on {self.cluster.name}"
+
+    # -- state ---------------------------------------------------------------------------------------
+    def state(self) -> JobState:
+        """Live state: squeue while the job is in the queue, else sacct's final record (``COMPLETING`` in the
+        moment between leaving the queue and accounting recording the end)."""
+        recs = [r for r in self.client.squeue(job_ids=[self.slurm_id]) if self._is_me(r.ref)]
+        if recs:
+            return recs[0].state
+        final = self._accounting()
+        if final is None:
+            raise RoachError(f"{self} is neither in squeue nor in sacct",
+                             hint="the controller may have restarted without accounting; check `sacct -j`")
+        if final.state.is_terminal and not self.record.is_final:
+            self.record_final(final)
+        return final.state.after_queue()
+
+    def _accounting(self) -> AcctRecord | None:
+        recs = [r for r in self.client.sacct([self.slurm_id]) if r.step is None and self._is_me(r.ref)]
+        return recs[-1] if recs else None
+
+    def wait(self, timeout: float | None = None, poll_s: float = 2.0) -> AcctRecord:
+        """Block until Slurm says the job ended (sacct, not an empty squeue); record it; return its record.
+
+        A requeued job is not ended: it is back in the queue. Records the final state in the store and
+        in the bundle's ``job.json``.
+        """
+        poll_s = max(poll_s, self.cluster.min_poll_s)  # never faster than the cluster allows
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            queued = [r for r in self.client.job_states([self.slurm_id]) if self._is_me(r.ref) and r.state.is_active]
+            if not queued:
+                rec = self._accounting()
+                if rec is not None and rec.state.is_terminal:
+                    self.record_final(rec)
+                    return rec
+            if deadline is not None and time.monotonic() > deadline:
+                raise WaitTimeoutError(f"{self} did not end within {timeout:.0f}s",
+                                 hint=f"it is still {queued[0].state.value if queued else 'being accounted'}; "
+                                      "wait again or `roach cancel`")
+            time.sleep(poll_s)
+
+    def record_final(self, rec: AcctRecord) -> None:
+        """sacct's final record of the job into its job.json and the store (:func:`~roach.records.finals.record_ends`)."""
+        (self.record,) = record_ends(self.store, self.fs.transport, [End.of_acct(self.record, rec)])
+
+    # -- logs and control ----------------------------------------------------------------------------
+    def log(self) -> str:
+        """The job's whole log (``<log_root>/<run_id>_<job_id>.out``, a sweep's run
+        ``<log_root>/<sweep_id>_<array>_<task>.out``); empty before the job starts."""
+        path = self.record.log_path
+        return self.fs.read(path) if self.fs.exists(path) else ""
+
+    def tail(self, lines: int = 20) -> str:
+        path = self.record.log_path
+        return self.fs.tail(path, lines) if self.fs.exists(path) else ""
+
+    def cancel(self) -> None:
+        """Cancel this job (only ever a job roach submitted and recorded)."""
+        if self.record.job_id != self.job_id:
+            raise UsageError("job handle and record disagree")
+        self.client.scancel([self.slurm_id])
+
+    # -- result --------------------------------------------------------------------------------------
+    def result(self, timeout: float | None = None, poll_s: float = 2.0) -> Any:
+        """Wait for the job to end (:meth:`wait`), then return its function's return value: rank 0's
+        ``result.json`` in the run directory (JSON: a tuple comes back a list), else its ``result.pkl``.
+
+        ``result.pkl`` is unpickled only here, on this call: unpickling runs code of the classes in it, which
+        are the job's own (the function's value). Raises :class:`~roach.records.results.NotCompletedError` (exit
+        code 6) when the job ended other than COMPLETED, with its final state, the failing rank's last
+        traceback lines and the log to read; :class:`~roach.records.results.ResultMissingError` when it
+        completed and its run directory holds no result file.
+        """
+
+        (outcome,) = collect(self.fs, [ended(self, self.wait(timeout, poll_s))])
+        return outcome.get()

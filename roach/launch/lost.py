@@ -1,0 +1,105 @@
+"""Submissions whose ``sbatch --hold`` answer was lost: the connection dropped while sbatch ran, so the job may be
+queued held without roach knowing its id, and without a record. Nothing would ever release or cancel it.
+
+Such a job is found by what submit gave it: its log path (``<log root>/<run id>_%j.out``, the run id new or
+resumed), held by its user, and no record of it in the store. :func:`settle` cancels it: at once, on a fresh
+connection, when the cluster answers again; else the next submit to that cluster does. Each loss is remembered in
+``<store>.lost.json`` (this module is its only writer) until it is settled: its job cancelled, or a look made
+:data:`SETTLE_S` after the loss found none (a controller still busy with the request may queue it late).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from roach._fs import atomic_write
+from roach.errors import RoachError
+from roach.records.store import Store
+
+SETTLE_S = 120.0  # a controller answers a request it has received well within this (MessageTimeout is 10 s)
+LOOKS = 3  # looks a second apart right after the loss: the controller may be finishing the request
+
+
+def _path(store: Store) -> Path:
+    return Path(str(store.path) + ".lost.json")
+
+
+def _load(store: Store) -> list[dict]:
+    try:
+        return json.loads(_path(store).read_text())
+    except (FileNotFoundError, ValueError):
+        return []
+
+
+def _save(store: Store, items: list[dict]) -> None:
+    if items or _path(store).exists():
+        atomic_write(_path(store), json.dumps(items, indent=1) + "\n")
+
+
+def remember(store: Store, cluster: str, log_prefix: str, now: float | None = None) -> None:
+    """Note a submission to ``cluster`` whose job, if queued, logs to ``<log_prefix><job id>.out``."""
+    items = [i for i in _load(store) if (i["cluster"], i["log_prefix"]) != (cluster, log_prefix)]
+    _save(store, [*items, {"cluster": cluster, "log_prefix": log_prefix, "at": time.time() if now is None else now}])
+
+
+def pending(store: Store, cluster: str) -> list[dict]:
+    return [i for i in _load(store) if i["cluster"] == cluster]
+
+
+def _held_jobs(client) -> list[tuple[int, str]]:
+    """(job id, log path) of the transport user's jobs held by their user."""
+    res = client.run(["squeue", "--me", "-h", "-t", "PENDING", "-O", "JobID:|,StdOut:|,Reason:|"])
+    out = []
+    for line in res.stdout.splitlines():
+        if line.count("|") < 3:
+            continue
+        job, rest = line.split("|", 1)
+        path, reason = rest.rstrip("|").rsplit("|", 1)
+        if reason.strip() == "JobHeldUser" and job.strip().isdigit():
+            out.append((int(job), path.strip()))
+    return out
+
+
+def settle(store: Store, cluster: str, client, now: Callable[[], float] = time.time) -> list[int]:
+    """One look: cancel the held jobs of ``cluster``'s lost submissions and forget the losses settled. Returns the
+    ids cancelled; raises what the cluster's commands raise (the losses stay remembered then)."""
+    items = pending(store, cluster)
+    if not items:
+        return []
+    held = _held_jobs(client)
+    known = {r.job_id for r in store.unfinished(cluster)}
+    found = {i["log_prefix"]: [j for j, path in held if path.startswith(i["log_prefix"]) and j not in known]
+             for i in items}
+    ids = sorted({j for js in found.values() for j in js})
+    if ids:
+        client.scancel(ids)
+    settled = {p for p, js in found.items() if js} | {i["log_prefix"] for i in items if now() - i["at"] >= SETTLE_S}
+    _save(store, [i for i in _load(store) if not (i["cluster"] == cluster and i["log_prefix"] in settled)])
+    return ids
+
+
+def after_loss(store: Store, cluster, log_prefix: str, sleep: Callable[[float], None] = time.sleep) -> str:
+    """Right after a lost sbatch answer: remember it, then look for its job on a fresh connection each time, a
+    second apart (the old one may linger; the controller may be finishing the request). Returns what happened,
+    for the error the submit raises."""
+    remember(store, cluster.name, log_prefix)
+    failed: RoachError | None = None
+    for n in range(LOOKS):
+        if n:
+            sleep(1.0)
+        try:
+            ids = settle(store, cluster.name, cluster.client())
+        except RoachError as exc:
+            failed = exc
+            continue
+        if ids:
+            return f"the held job it had queued (job {', '.join(map(str, ids))}) was cancelled: nothing is left"
+        failed = None
+    if failed is not None:
+        return (f"the job it may have queued (held, logging to {log_prefix}<job id>.out) could not be looked for "
+                f"({failed}); the next submit to {cluster.name} cancels it")
+    return (f"no held job of it was found; should the controller queue it late, the next submit to {cluster.name} "
+            f"cancels it")

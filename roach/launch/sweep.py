@@ -1,0 +1,313 @@
+"""``sweep``: one function over a grid of arguments as Slurm job arrays, each task a run of its own.
+
+A sweep of N runs is a handful of Slurm calls whatever N: one ``sbatch --hold --array`` per part (a part
+is at most the cluster's MaxArraySize tasks), one write of every bundle file (a tar stream), one store
+transaction, one ``scontrol release``. The runs are ``<sweep_id>-<i>``, each with its own run directory
+and log ``<log_root>/<sweep_id>_<array>_<task>.out``, resumable like any run. Waiting on the sweep is one
+``squeue`` and at most one ``sacct`` per round.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from itertools import chain
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roach.errors import UsageError, WaitTimeoutError
+from roach.clusters import guardrails
+from roach.launch import script as batch
+from roach.records.bundle import BundlePaths, JobJson
+from roach.clusters.cluster import Cluster
+from roach.clusters.paths import check_cluster_path
+from roach.records.finals import End, record_ends
+from roach.launch.job import Job
+from roach.model.resources import Resources
+from roach.launch.shipping import node_script, runtime_dir, ship_runtime
+from roach.slurmio.parse import AcctRecord, array_ranges
+from roach.clusters.route import submitted_route
+from roach.model.job_state import JobState
+from roach.records.store import JobRecord, Store, utc_now
+from roach.clusters.userconfig import configured
+from roach.launch.submit import RUN_ID, check_args, default_run_root, new_run_id, prepare, released_or_undone
+from roach.clusters.route import reaching
+from roach.slurmio.clusterfs import ClusterFS
+from roach.records.results import NotCompletedError, SweepNotCompletedError, collect, ended
+
+
+def split(n: int, max_array_size: int) -> list[tuple[int, int]]:
+    """``(offset, count)`` of each array a sweep of ``n`` runs needs: Slurm's task indices must stay
+    below MaxArraySize, so each array holds at most that many tasks."""
+    if n < 1:
+        raise UsageError("a sweep needs at least one set of arguments in its grid")
+    size = max(1, max_array_size)
+    return [(o, min(size, n - o)) for o in range(0, n, size)]
+
+
+def read_grid(path: str | Path) -> list[dict[str, Any]]:
+    """A grid file: a JSON list of objects (``.json``) or one JSON object per line (``.jsonl``)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise UsageError(f"cannot read the grid file {p}: {e.strerror}", hint="pass a .json or .jsonl file") from None
+    try:
+        if p.suffix == ".jsonl":
+            grid = [json.loads(line) for line in text.splitlines() if line.strip()]
+        elif p.suffix == ".json":
+            grid = json.loads(text)
+        else:
+            raise UsageError(f"grid file {p} must end in .json (a list of objects) or .jsonl (an object per line)")
+    except json.JSONDecodeError as e:
+        raise UsageError(f"grid file {p} is not valid JSON: {e}") from None
+    if not isinstance(grid, list):
+        raise UsageError(f"grid file {p} must hold a JSON list of objects, not {type(grid).__name__}")
+    return grid
+
+
+@dataclass
+class Sweep:
+    """The runs of a sweep: ``sweep.jobs[i]`` is run ``<sweep_id>-<i>`` (a :class:`Job`)."""
+
+    cluster: Cluster
+    sweep_id: str
+    array_ids: list[int]
+    jobs: list[Job]
+    store: Store | None = field(default=None, repr=False)
+
+    @classmethod
+    def load(cls, sweep_id: str, *, store: Store | None = None, cluster: Cluster | None = None) -> "Sweep":
+        """The sweep ``sweep_id`` as the store recorded it (from another process, later)."""
+
+        store = store or Store()
+        recs = store.sweep_runs(sweep_id)
+        if not recs:
+            raise UsageError(f"no sweep {sweep_id!r} in the store {store.path}",
+                             hint="`roach ls` lists the runs roach knows; a sweep's runs are <sweep_id>-<i>")
+        c = reaching(recs[0], cluster)
+        ids = sorted({r.job_id for r in recs})
+        return cls(c, sweep_id, ids, [Job(c, r, store) for r in recs], store)
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __getitem__(self, i: int) -> Job:
+        return self.jobs[i]
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(self.jobs)
+
+    def __str__(self) -> str:
+        ids = ", ".join(map(str, self.array_ids))
+        return f"sweep {self.sweep_id}: {len(self)} runs in array{'s' if len(self.array_ids) > 1 else ''} {ids} on {self.cluster.name}"
+
+    @property
+    def client(self):
+        return self.jobs[0].client
+
+    def _by_ref(self) -> dict[tuple[int, int], Job]:
+        return {(j.job_id, j.task): j for j in self.jobs}  # type: ignore[misc]
+
+    def states(self) -> dict[str, JobState]:
+        """Every run's live state (by run id): one squeue, and one sacct for those that left the queue."""
+        by_ref = self._by_ref()
+        out: dict[str, JobState] = {}
+        for r in self.client.squeue(job_ids=self.array_ids):
+            indices = [[r.ref.task]] if r.ref.task is not None else array_ranges(r.ref.tasks) or []
+            for t in chain.from_iterable(indices):
+                if (r.ref.job, t) in by_ref:
+                    out[by_ref[r.ref.job, t].run_id] = r.state
+        gone = [j for j in self.jobs if j.run_id not in out]
+        ended: list[tuple[Job, AcctRecord]] = []
+        if gone:
+            for a in self._accounting():
+                j = by_ref.get((a.ref.job, a.ref.task))  # type: ignore[arg-type]
+                if j is not None and j.run_id not in out:
+                    out[j.run_id] = a.state
+                    if a.state.is_terminal and not j.record.is_final:
+                        ended.append((j, a))
+        if ended:  # what it learned of the runs' ends is recorded, as wait() records it
+            for (j, _), rec in zip(ended, record_ends(self.store, self.client.transport,
+                                                      [End.of_acct(j.record, a) for j, a in ended])):
+                j.record = rec
+        return out
+
+    def _accounting(self) -> list[AcctRecord]:
+        return [a for a in self.client.sacct(self.array_ids) if a.step is None and a.ref.task is not None]
+
+    def wait(self, timeout: float | None = None, poll_s: float = 5.0) -> dict[str, AcctRecord]:
+        """Block until every run ended (sacct says so, never an empty squeue); record each final state in
+        the store and in its job.json (one command for all); return sacct's record of each run, by run id.
+        A round is one squeue plus one sacct, whatever the number of runs."""
+        poll_s = max(poll_s, self.cluster.min_poll_s)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        by_ref = self._by_ref()
+        while True:
+            active = sum(1 for r in self.client.job_states(self.array_ids) if r.state.is_active)
+            if not active:
+                done = {}
+                for a in self._accounting():
+                    j = by_ref.get((a.ref.job, a.ref.task))  # type: ignore[arg-type]
+                    if j is not None and a.state.is_terminal:
+                        done[j.run_id] = a
+                if len(done) == len(self.jobs):
+                    self._record_final(done)
+                    return done
+            if deadline is not None and time.monotonic() > deadline:
+                raise WaitTimeoutError(f"{self} did not end within {timeout:.0f}s",
+                                 hint="wait again, watch it with `roach watch`, or `roach cancel` its runs")
+            time.sleep(poll_s)
+
+    def _record_final(self, done: dict[str, AcctRecord]) -> None:
+        """Each run's final state into the store (one transaction) and its job.json (one command, as the
+        watch records them)."""
+        recs = record_ends(self.store, self.client.transport, [End.of_acct(j.record, done[j.run_id]) for j in self.jobs])
+        for j, rec in zip(self.jobs, recs):
+            j.record = rec
+
+    def cancel(self) -> None:
+        """Cancel every run of the sweep (its arrays: one scancel)."""
+        self.client.scancel(self.array_ids)
+
+    def results(self, timeout: float | None = None, poll_s: float = 5.0, *, return_errors: bool = False) -> list[Any]:
+        """Wait for every run (:meth:`wait`), then return each run's return value in grid order (as
+        :meth:`Job.result`: ``result.json``, else ``result.pkl``, unpickled only on this call). A fixed
+        number of remote calls reads them all (result files, failed runs' logs), whatever the number of runs.
+
+        Raises :class:`~roach.records.results.SweepNotCompletedError` (exit code 6) when runs did not complete,
+        each one's error (final state, failing rank's traceback, log) in its ``failures``; with
+        ``return_errors=True`` a run's error stands in its place instead and nothing is raised.
+        """
+
+        done = self.wait(timeout, poll_s)
+        outcomes = collect(ClusterFS(self.client.transport), [ended(j, done[j.run_id]) for j in self.jobs])
+        if return_errors:
+            return [o.error if o.error is not None else o.value for o in outcomes]
+        failures = {i: o.error for i, o in enumerate(outcomes) if isinstance(o.error, NotCompletedError)}
+        if failures:
+            raise SweepNotCompletedError(self.sweep_id, len(self), failures)
+        return [o.get() for o in outcomes]
+
+
+def sweep(
+    target: str,
+    grid: Sequence[Mapping[str, Any]],
+    *,
+    resources: Resources | str,
+    cluster: Cluster | str | None = None,
+    name: str | None = None,
+    parallelism: int | None = None,
+    job_env: Mapping[str, str] | None = None,
+    repo_root: str | Path = ".",
+    log_root: str | None = None,
+    clone_root: str = "~/roach_clones",
+    secrets_dir: str | None = None,
+    run_root: str | None = None,
+    sweep_id: str | None = None,
+    description: str = "",
+    checkpoint_every: int | None = None,
+    experiment: str | None = None,
+    allow_metered: bool = False,
+    max_array_size: int | None = None,
+    store: Store | None = None,
+) -> Sweep:
+    """Run ``pkg.module:function`` once per entry of ``grid`` (its keyword arguments) as Slurm job arrays.
+
+    Run ``i`` is ``<sweep_id>-<i>`` with its own run directory under ``run_root``. ``parallelism=K`` lets
+    at most K runs go at once (``--array=0-N%K``). A grid larger than the cluster's MaxArraySize (or
+    ``max_array_size``, if smaller) is split into several arrays; with ``parallelism`` they run one after
+    the other so that K still holds. Everything else is as :func:`~roach.launch.submit.submit`.
+    """
+    if not isinstance(grid, Sequence) or isinstance(grid, (str, bytes)):
+        raise UsageError("grid must be a list of dicts (each run's keyword arguments)")
+    grid = [check_args(g) for g in grid]  # each a dict with string keys, JSON-serialisable
+    if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
+        raise UsageError(f"parallelism must be a positive number of runs, got {parallelism!r}")
+    if max_array_size is not None and max_array_size < 1:
+        raise UsageError(f"max_array_size must be at least 1, got {max_array_size}")
+    if sweep_id is not None and not RUN_ID.match(f"{sweep_id}-{len(grid)}"):
+        raise UsageError(f"sweep id {sweep_id!r} is not valid",
+                         hint="letters, digits, . _ - (its run ids <sweep_id>-<i> must fit in 128)")
+    if not grid:
+        raise UsageError("the grid is empty: a sweep needs at least one set of arguments")
+    p = prepare(target, resources=resources, cluster=cluster, name=name, job_env=job_env, repo_root=repo_root,
+                log_root=log_root, clone_root=clone_root, secrets_dir=secrets_dir, allow_metered=allow_metered,
+                experiment=experiment, store=store)
+    cluster, res, client, fs, store, repo = p.cluster, p.resources, p.client, p.fs, p.store, p.repo
+    guardrails.check_caps(configured(cluster), res, runs=len(grid), parallelism=parallelism)
+    sweep_id = sweep_id or new_run_id(p.name)
+    taken = [r for r in (store.latest_for_run(batch.sweep_run_id(sweep_id, i)) for i in (0, len(grid) - 1)) if r]
+    if taken:
+        raise UsageError(f"sweep id {sweep_id} is already used (run {taken[0].run_id}, job {taken[0].slurm_id})",
+                         hint="omit sweep_id for a new one, or resume its runs one by one with `roach resume RUN`")
+    run_root = run_root or default_run_root(p.log_root)
+    check_cluster_path("run_root", run_root)
+    if not cluster.git_reachable:
+        raise UsageError(f"cluster {cluster.name} cannot reach the git remote: sweeps there are not supported yet",
+                         hint="submit the runs one by one with submit(), which ships the commit as a git bundle")
+    guardrails.check_live(cluster, res, client)
+    limit = client.capabilities().max_array_size  # task indices 0 .. MaxArraySize-1: that many tasks an array
+    parts = split(len(grid), min(limit, max_array_size or limit))
+
+    bundle_root = posixpath.join(p.abs_log_root, "bundles")
+    inputs = dict(cluster=cluster, resources=res, name=p.name, run_id=sweep_id, log_root=p.abs_log_root,
+                  bundle_root=bundle_root, roach_path=runtime_dir(bundle_root), repo_url=repo.url,
+                  repo_name=repo.name, commit=repo.commit, clone_root=clone_root, run_dir=run_root)
+    arrays: list[tuple[batch.ArrayPart, int, str]] = []
+    try:
+        for offset, count in parts:
+            part = batch.ArrayPart(sweep_id, count, offset, parallelism, run_root,
+                                   after=arrays[-1][1] if arrays and parallelism else None)
+            text = batch.render(batch.ScriptInputs(**inputs, array=part))
+            arrays.append((part, client.sbatch(["--hold"], text), text))
+    except BaseException:
+        if arrays:
+            client.scancel([a[1] for a in arrays])
+        raise
+    ids = [a[1] for a in arrays]
+    submitted = utc_now()
+    files: dict[str, str] = {}
+    records: list[JobRecord] = []
+    dirs: list[str] = []  # every bundle directory, for the roll-back
+    resources_json, route = res.to_json(), submitted_route(cluster)  # the same for every run
+    for part, array_id, text in arrays:
+        shared = BundlePaths(p.abs_log_root, sweep_id, array_id)
+        dirs.append(shared.bundle_dir)
+        spec = {
+            "version": 1, "target": target, "sweep": {"id": sweep_id, "offset": part.offset, "run_root": run_root},
+            "grid": grid[part.offset:part.offset + part.count], "args": {}, "run_id": sweep_id, "name": p.name,
+            "cluster": cluster.name, "run_dir": run_root, "log_root": p.log_root, "clone_root": clone_root,
+            "secrets_dir": secrets_dir, "job_env": p.env, "python_path": p.python_path,
+            "checkpoint_every": checkpoint_every, "checkpoint_signal": cluster.checkpoint_signal,
+            "max_timeout_requeues": cluster.max_timeout_requeues,
+            "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
+        }
+        files[shared.script] = text
+        files[shared.spec] = json.dumps(spec, indent=2) + "\n"
+        files[shared.node_sh] = node_script()  # sourced and run with bash: no exec bit needed
+        for t in range(part.count):
+            run_id = part.run_id(t)
+            paths = BundlePaths(p.abs_log_root, run_id, f"{array_id}_{t}")
+            jj = JobJson(job_id=f"{array_id}_{t}", script=shared.script, description=description,
+                         submitted_at_utc=submitted, cluster=cluster.name, run_id=run_id, commit=repo.commit,
+                         resources=resources_json, name=p.name, target=target)
+            files[paths.job_json] = jj.to_json()
+            dirs.append(paths.bundle_dir)
+            records.append(JobRecord(
+                cluster=cluster.name, job_id=array_id, run_id=run_id, name=p.name, target=target,
+                commit=repo.commit, repo=repo.name, log_path=batch.sweep_log(p.abs_log_root, sweep_id, array_id, t),
+                bundle_dir=paths.bundle_dir, run_dir=posixpath.join(run_root, run_id), submitted_at=submitted,
+                resources=resources_json, status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
+                task=t, **route))
+    with released_or_undone(client, fs, store, cluster.name, ids, dirs, f"submission of sweep {sweep_id}"):
+        ship_runtime(fs, bundle_root)
+        fs.write_many(files)
+        store.add_many(records)
+        if experiment:
+            for i in ids:
+                store.set_experiment(cluster.name, i, experiment)
+    return Sweep(cluster, sweep_id, ids, [Job(cluster, r, store) for r in records], store)

@@ -1,0 +1,335 @@
+"""Moving jobs between tiers: which pending job to promote, and promoting or moving one.
+
+- :func:`plan_promotions` (pure): with the tier table counted afresh, spend each tier's room, top down, on
+  the user's pending jobs from lower tiers: the jobs with the most left to do first, the youngest first
+  among equals; a run that does not checkpoint and was preempted, or one preempted twice, before all.
+- :func:`promote`: a pending job loses nothing by moving: hold it, resubmit its run id into the tier
+  (:func:`~roach.launch.submit.resume`), then cancel it (released again if the resubmission fails).
+- :func:`move`: a running run that checkpoints: ``scancel`` (TERM: the run checkpoints at its step boundary
+  and does not come back), wait until Slurm says it ended, check that ``resume.pt`` is newer than the signal,
+  resubmit its run id into the tier, and check that the new log says ``resumed at step N``.
+- :func:`probe_start`: ``sbatch --test-only`` for a tier: when would such a job start (it ignores per-user
+  caps, which the tier table accounts for).
+
+Only jobs in roach's store are ever touched: they are the user's own.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from roach.errors import RoachError, SlurmError, UsageError
+from roach.runtime.checkpoint import RESUME_FILE
+from roach.clusters.cluster import Cluster
+from roach.slurmio.clusterfs import ClusterFS
+from roach.launch.job import Job
+from roach.model.resources import Resources
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.parse import QueueRecord, parse_time
+from roach.model.states import PendingReason
+from roach.records.store import JobRecord, Store
+from roach.model.tiers import Tier, tier_named, tier_of
+from roach.ops.events import TierRow
+from roach.launch.repo import inspect_repo
+from roach.launch.submit import resume
+
+MOVE_NOT_RESUMED = 8  # exit code: the moved run did not resume at its step
+
+
+class MoveError(RoachError):
+    """A move was made but the new job did not resume where the old one checkpointed."""
+
+    exit_code = MOVE_NOT_RESUMED
+
+
+# Reasons a job waits on that another tier cannot help with: its own holds, times and dependencies.
+_NOT_A_TIER_PROBLEM = {PendingReason.BeginTime, PendingReason.Dependency, PendingReason.DependencyNeverSatisfied,
+                       PendingReason.JobArrayTaskLimit}
+
+
+def promotable(reason: PendingReason) -> bool:
+    """Could a higher tier start a job pending on ``reason`` sooner?"""
+    return reason not in _NOT_A_TIER_PROBLEM and not reason.is_held
+
+
+# -- planning (pure) ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Candidate:
+    """A pending job of the user's that roach could move (a run in its store)."""
+
+    key: str
+    job_id: int
+    run_id: str
+    tier: str
+    gpus: int
+    left: float = 1.0  # fraction of the run still to do
+    submitted: float = 0.0  # epoch; larger = younger
+    checkpoints: bool | None = None
+    preemptions: int = 0  # on its current tier
+
+    @property
+    def urgent(self) -> bool:
+        """Preempted and loses everything each time, or preempted twice here: move it first."""
+        return (self.checkpoints is False and self.preemptions >= 1) or self.preemptions >= 2
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """A move to make now: ``job`` pends on ``from_tier`` while ``to_tier`` has room for it."""
+
+    key: str
+    job_id: int
+    run_id: str
+    from_tier: str
+    to_tier: str
+    gpus: int
+    room: int | None  # free GPUs of the user's on to_tier before this move (None: no cap, the probe said so)
+
+    def line(self) -> str:
+        room = f"{self.room} free GPU{'s' if self.room != 1 else ''}" if self.room is not None else "a start now"
+        return (f"tier {self.to_tier} has {room} while job {self.key} (run {self.run_id}, {self.gpus} GPU"
+                f"{'s' if self.gpus != 1 else ''}) pends on {self.from_tier}: "
+                f"roach promote {self.run_id} --to {self.to_tier}")
+
+
+def _rank(c: Candidate) -> tuple[bool, float, float]:
+    return (not c.urgent, -c.left, -c.submitted)
+
+
+def plan_promotions(tiers: Sequence[Tier], rows: Sequence[TierRow], candidates: Sequence[Candidate],
+                    probe: Callable[[Tier, Candidate], bool] | None = None) -> list[Promotion]:
+    """The promotions to make now, top down. A capped tier's room is its cap minus what the user claims
+    (pending included), spent without overshooting; an uncapped tier takes one job a round, and only
+    when ``probe`` says such a job would start soon. ``probe`` is asked at most once per tier."""
+    order = {t.name: i for i, t in enumerate(tiers)}
+    free = {r.name: r.free for r in rows}
+    taken: set[str] = set()
+    plans: list[Promotion] = []
+    for i, tier in enumerate(tiers):
+        room = free.get(tier.name)
+        if tier.gpu_cap is None and probe is None:
+            continue
+        if tier.gpu_cap is not None and not room:
+            continue
+        # a job on a QOS outside the tier table (a plain default QOS) ranks below every tier, but is never
+        # moved onto a preemptible one: that would trade a safe slot for one that can be taken away
+        lower = sorted((c for c in candidates if order.get(c.tier, len(tiers)) > i and c.key not in taken
+                        and not (tier.preemptible and c.tier not in order)), key=_rank)
+        probed = False
+        for c in lower:
+            if tier.gpu_cap is not None and c.gpus > (room or 0):
+                continue
+            if probe is not None and not probed:
+                if not probe(tier, c):
+                    break  # the cluster would not start such a job on this tier now
+                probed = True
+            plans.append(Promotion(c.key, c.job_id, c.run_id, c.tier, tier.name, c.gpus, room))
+            taken.add(c.key)
+            if tier.gpu_cap is None:
+                break
+            room = (room or 0) - c.gpus
+            if room <= 0:
+                break
+    return plans
+
+
+# -- the start probe --------------------------------------------------------------------------------------
+_START = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
+
+
+def record_resources(rec: JobRecord) -> Resources:
+    """The Resources a recorded job was submitted with."""
+    return Resources(**{k: tuple(v) if k == "extra" else v for k, v in rec.resources.items()})
+
+
+def on_tier(res: Resources, tier: Tier) -> Resources:
+    return res.replace(**tier.resources_changes())
+
+
+def probe_start(client: SlurmClient, options: Sequence[str]) -> datetime | None:
+    """When ``sbatch --test-only`` says a job with ``options`` would start (cluster local time), or None."""
+    res = client.run(["sbatch", "--test-only", "--job-name=roach-probe", *options, "--wrap", "true"], retry=False,
+                     ok_codes=(0, 1))
+    m = _START.search(res.stderr + "\n" + res.stdout)
+    return parse_time(m[1]) if m else None
+
+
+# -- promote ------------------------------------------------------------------------------------------------
+def _queued(client: SlurmClient, job_id: int) -> QueueRecord | None:
+    recs = [r for r in client.squeue(job_ids=[job_id]) if r.raw_id == job_id and r.state.is_active]
+    return recs[0] if recs else None
+
+
+def _commit(rec: JobRecord, repo_root: str | Path, allow_new_commit: bool) -> str | None:
+    """The commit the moved run is resubmitted at: its own (None: the repository's HEAD, with
+    ``allow_new_commit``). Checked before anything is touched: it must be pushed, HEAD clean and pushed."""
+
+    return inspect_repo(repo_root, None if allow_new_commit else rec.commit).commit
+
+
+def _resolve(cluster: Cluster, tier: Tier | str) -> Tier:
+    if isinstance(tier, Tier):
+        return tier
+    if not cluster.tiers:
+        raise UsageError(f"cluster {cluster.name} declares no tiers", hint="a cluster module lists its tiers, top down")
+    return tier_named(cluster.tiers, tier)
+
+
+def promote(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store, repo_root: str | Path = ".",
+            client: SlurmClient | None = None, allow_new_commit: bool = False) -> Job:
+    """Move the pending job ``ref`` (a run id or job id in the store) to ``tier``; returns the new job."""
+
+    rec = store.find(str(ref), cluster=cluster.name)
+    target = _resolve(cluster, tier)
+    client = client or cluster.client()
+    q = _queued(client, rec.job_id)
+    if q is None:
+        raise UsageError(f"job {rec.job_id} (run {rec.run_id}) is not in the queue any more: nothing to promote",
+                         hint="`roach status` shows how it ended")
+    if not q.state.is_pending:
+        raise UsageError(f"job {rec.job_id} (run {rec.run_id}) is {q.state.value}, not pending",
+                         hint=f"a running run moves with `roach move {rec.run_id} --to {target.name}`")
+    if tier_of(cluster.tiers, q.partition, q.qos) == target:
+        raise UsageError(f"job {rec.job_id} (run {rec.run_id}) already pends on tier {target.name}")
+    commit = _commit(rec, repo_root, allow_new_commit)
+    fs = ClusterFS(client.transport)
+    fs.makedirs(fs.expand(rec.run_dir))  # resume() wants the run's directory; a job that never ran made none
+    try:
+        client.hold(rec.job_id)
+    except SlurmError as e:
+        raise UsageError(f"job {rec.job_id} could not be held for the move (it may have started): {e.message}",
+                         hint=f"`roach status {rec.run_id}`; a running run moves with `roach move`") from None
+    try:
+        new = resume(rec.run_id, resources=on_tier(record_resources(rec), target), cluster=cluster,
+                     repo_root=repo_root, store=store, commit=commit)
+    except BaseException:
+        client.release(rec.job_id)
+        raise
+    client.scancel([rec.job_id])
+    return new
+
+
+# -- move -----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MoveResult:
+    """What a move did: the old and new job, the step it checkpointed at, where the new job resumed."""
+
+    run_id: str
+    old_job: int
+    new_job: int
+    tier: str
+    how: str  # "promoted" (it was pending) or "moved" (it ran, checkpointed, was resubmitted)
+    checkpoint_step: int | None  # the step resume.pt holds (None: no checkpoint: it starts from the top)
+    fresh_checkpoint: bool
+    resumed_at: int | None  # what the new log says (None: not started yet, or started from the top)
+    verified: bool | None  # True: resumed at its step; None: not started within the wait
+    log: str
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+_CKPT = re.compile(r"checkpoint at step (\d+)")
+_RESUMED = re.compile(r"resumed at step (\d+)")
+_MARKS = ("resumed at step", "fresh start: no resume.pt", "checkpoint at step")
+
+
+def checkpoints(log_text: str, resume_pt_exists: bool) -> bool:
+    """Does the run checkpoint? It used run.resume()/checkpoint() (its log says so), or left a resume.pt."""
+    return resume_pt_exists or any(m in log_text for m in _MARKS)
+
+
+def _remote_now(client: SlurmClient) -> float:
+    res = client.transport.run(["date", "+%s"])
+    return float(res.stdout.strip()) if res.returncode == 0 and res.stdout.strip().isdigit() else time.time()
+
+
+def _mtime(client: SlurmClient, path: str) -> float | None:
+    res = client.transport.run(["stat", "-c", "%Y", "--", path])
+    return float(res.stdout.strip()) if res.returncode == 0 and res.stdout.strip().isdigit() else None
+
+
+def move(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store, repo_root: str | Path = ".",
+         force: bool = False, allow_new_commit: bool = False, wait_s: float = 300.0, poll_s: float = 1.0,
+         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> MoveResult:
+    """Move run ``ref`` to ``tier``: a pending job is promoted; a running one is signalled, checkpoints and is
+    resubmitted with its run id; then the new log must say ``resumed at step N`` (checked for ``wait_s``).
+
+    Refuses a running run that does not checkpoint (it would start over) unless ``force``.
+    """
+
+    rec = store.find(str(ref), cluster=cluster.name)
+    target = _resolve(cluster, tier)
+    client = cluster.client()
+    fs = ClusterFS(client.transport)
+    q = _queued(client, rec.job_id)
+    if q is not None and q.state.is_pending:
+        new = promote(ref, target, cluster=cluster, store=store, repo_root=repo_root, client=client,
+                      allow_new_commit=allow_new_commit)
+        return MoveResult(rec.run_id, rec.job_id, new.job_id, target.name, "promoted", None, False, None, None,
+                          new.record.log_path)
+    if q is None:
+        raise UsageError(f"job {rec.job_id} (run {rec.run_id}) is not in the queue: there is nothing to move",
+                         hint=f"to continue the run elsewhere: roach.slurm.resume({rec.run_id!r}, resources=...)")
+    if tier_of(cluster.tiers, q.partition, q.qos) == target:
+        raise UsageError(f"job {rec.job_id} (run {rec.run_id}) already runs on tier {target.name}")
+    commit = _commit(rec, repo_root, allow_new_commit)
+    run_dir = fs.expand(rec.run_dir)
+    resume_pt = f"{run_dir.rstrip('/')}/{RESUME_FILE}"
+    log_text = fs.tail(rec.log_path, 5000) if fs.exists(rec.log_path) else ""
+    if not checkpoints(log_text, fs.exists(resume_pt)) and not force:
+        raise UsageError(
+            f"run {rec.run_id} does not checkpoint (its log never says it resumed, started fresh or checkpointed, "
+            "and it has no resume.pt): moving it starts it over and loses what it has done",
+            hint="pass --force to move it anyway, or let it finish where it is")
+    signalled_at = _remote_now(client)
+    client.scancel([rec.job_id])  # TERM: the ranks checkpoint at their step boundary and leave for good
+    ended = Job(cluster, rec, store).wait(timeout=max(wait_s, 120.0), poll_s=poll_s)
+    after = fs.tail(rec.log_path, 5000) if fs.exists(rec.log_path) else ""
+    mtime = _mtime(client, resume_pt)
+    fresh = mtime is not None and mtime >= signalled_at - 1
+    steps = [int(n) for n in _CKPT.findall(after)]
+    step = steps[-1] if steps and mtime is not None else None
+    new = resume(rec.run_id, resources=on_tier(record_resources(rec), target), cluster=cluster, repo_root=repo_root,
+                 store=store, commit=commit)
+    resumed_at, verified = _verify(new, step, wait_s, poll_s, sleep, clock)
+    result = MoveResult(rec.run_id, rec.job_id, new.job_id, target.name, "moved", step, fresh, resumed_at, verified,
+                        new.record.log_path)
+    if verified is False:
+        said = f"resumed at step {resumed_at}" if resumed_at is not None else "started from the top"
+        raise MoveError(f"run {rec.run_id} moved to tier {target.name} as job {new.job_id}, but its log says it {said}"
+                        f" where job {rec.job_id} ({ended.state.value}) checkpointed at step {step}",
+                        hint=f"read both logs: roach logs {rec.job_id}; roach logs {new.job_id}")
+    return result
+
+
+def _verify(new: Job, step: int | None, wait_s: float, poll_s: float, sleep: Callable[[float], None],
+            clock: Callable[[], float]) -> tuple[int | None, bool | None]:
+    """Wait for the new job's log to say where it started: (resumed step or None, as expected?)."""
+    deadline = clock() + wait_s
+    while True:
+        log = new.log()
+        found = _RESUMED.findall(log)
+        if found:
+            at = int(found[-1])
+            return at, step is not None and at == step
+        if "fresh start: no resume.pt" in log or "from the top" in log:
+            return None, step is None
+        if step is None and " roach rank 0: starting " in log:
+            return None, True  # nothing to resume from: it was to start over, and it has started
+        if clock() >= deadline:
+            return None, None
+        try:
+            if new.state().is_terminal:
+                return None, False
+        except RoachError:
+            pass
+        sleep(poll_s)

@@ -1,0 +1,216 @@
+"""A job's bundle on the cluster: the folder holding its script and spec, and its ``job.json`` record.
+
+``job.json`` is audit and postmortem metadata: the eight keys users already write by hand for each job
+(job_id, status, slurm_state, exit_code, script, description, submitted_at_utc, recorded_at_utc), then
+roach's own. ``status`` only ever holds one of the schema's six values (:data:`FINAL_STATUSES`): ``unknown``
+until the end is recorded, when ``slurm_state``, ``exit_code`` and ``recorded_at_utc`` become strings; the
+live state goes in ``live_state`` (:data:`LIVE_STATES`). :mod:`roach.records.finals` records the end. Paths here
+are plain POSIX strings: they live on the cluster, which may be remote.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterable
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from typing import Any
+
+from roach.errors import ParseError, RoachError, UsageError
+from roach.slurmio.parse import AcctRecord
+from roach.model.job_state import JobState
+
+FINAL_STATUSES = ("completed", "failed", "cancelled", "timeout", "preempted", "unknown")
+ACTIVE_STATUSES = ("submitted", "pending", "running")
+# job.json's live_state: one of ACTIVE_STATUSES before the end, "ended" once it is recorded.
+LIVE_STATES = (*ACTIVE_STATUSES, "ended")
+ENDED = "ended"
+
+
+def legacy_status(data: dict[str, Any]) -> dict[str, Any]:
+    """A job.json's keys as this roach writes them, from one an older roach wrote: a live status
+    (``submitted``, ``pending``, ``running``) in ``status`` moves to ``live_state`` and ``status`` becomes
+    ``unknown``; a record without ``live_state`` gets the one its end implies."""
+    out = dict(data)
+    if out.get("status") in ACTIVE_STATUSES:
+        out.setdefault("live_state", out["status"])
+        out["status"] = "unknown"
+    if "live_state" not in out:
+        out["live_state"] = ENDED if out.get("recorded_at_utc") else "submitted"
+    return out
+
+# Terminal Slurm states and what they mean for the job. Terminal states absent here map to "unknown":
+# REVOKED only says a sibling federation cluster ran the job, so this record knows nothing of the outcome.
+_STATUS_BY_STATE: dict[JobState, str] = {
+    JobState.COMPLETED: "completed",
+    JobState.CANCELLED: "cancelled",
+    JobState.TIMEOUT: "timeout",
+    JobState.DEADLINE: "timeout",  # killed at its --deadline: out of time, like TIMEOUT
+    JobState.PREEMPTED: "preempted",
+    JobState.FAILED: "failed",
+    JobState.NODE_FAIL: "failed",
+    JobState.OUT_OF_MEMORY: "failed",
+    JobState.BOOT_FAIL: "failed",
+    JobState.LAUNCH_FAILED: "failed",
+}
+
+
+def status_from_state(state: JobState, state_text: str = "") -> str:
+    """roach's status for a Slurm state: a final status, or ``pending``/``running`` while the job is queued.
+
+    ``state_text`` is the raw text ``state`` was read from (``CANCELLED by 0``); where ``state`` itself is
+    not in the table, its first word is tried, so a raw text naming a final state still maps.
+    """
+    if state.is_pending:
+        return "pending"
+    if state.is_running:
+        return "running"
+    if state in _STATUS_BY_STATE:
+        return _STATUS_BY_STATE[state]
+    word = state_text.strip().rstrip("+").split(" ", 1)[0].upper()
+    by_text = {s.value: status for s, status in _STATUS_BY_STATE.items()}
+    return by_text.get(word, "unknown")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobJson:
+    """The contents of ``job.json``. Field order is the file's key order: the users' eight keys first."""
+
+    job_id: str
+    status: str = "unknown"  # always one of FINAL_STATUSES: "unknown" until the end is recorded
+    slurm_state: str | None = None  # raw sacct State, e.g. "COMPLETED", "CANCELLED by 0"; a string once ended
+    exit_code: str | None = None  # raw sacct ExitCode, e.g. "0:0"; a string once ended
+    script: str  # the batch script's path
+    description: str = ""
+    submitted_at_utc: str
+    recorded_at_utc: str | None = None  # set when the end is recorded: the record is final from then on
+    # roach's own
+    live_state: str = "submitted"  # LIVE_STATES: "submitted" until the end is recorded, then "ended"
+    cluster: str
+    run_id: str
+    commit: str
+    resources: dict[str, Any] = field(default_factory=dict)
+    name: str
+    target: str
+
+    def __post_init__(self) -> None:
+        if self.status not in FINAL_STATUSES:
+            raise UsageError(f"job.json status {self.status!r} is not one of {', '.join(FINAL_STATUSES)}",
+                             hint="a live state goes in live_state")
+        if self.live_state not in LIVE_STATES:
+            raise UsageError(f"job.json live_state {self.live_state!r} is not one of {', '.join(LIVE_STATES)}")
+
+    @property
+    def is_final(self) -> bool:
+        """Whether the job's end is recorded."""
+        return self.recorded_at_utc is not None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> JobJson:
+        """Read a ``job.json``; raises :class:`ParseError` if it is not one (missing, extra or mistyped keys).
+        One an older roach wrote (a live status in ``status``, no ``live_state``) is read as this one writes it."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ParseError(f"job.json is not JSON ({e}): {text[:200]!r}") from None
+        if not isinstance(data, dict):
+            raise ParseError(f"job.json must hold an object, got {type(data).__name__}: {text[:200]!r}")
+        data = legacy_status(data)
+        names = [f.name for f in fields(cls)]
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        missing = sorted(required - data.keys())
+        extra = sorted(data.keys() - set(names))
+        if missing or extra:
+            raise ParseError(f"job.json keys do not match: missing {missing}, unexpected {extra}",
+                             hint=f"expected the keys {', '.join(names)}")
+        for key, value in data.items():
+            ok = isinstance(value, dict) if key == "resources" else value is None or isinstance(value, str)
+            if not ok or (value is None and key in required):
+                raise ParseError(f"job.json key {key!r} has the wrong type: {value!r}")
+        try:
+            return cls(**data)
+        except UsageError as e:
+            raise ParseError(e.message, hint=e.hint) from None
+
+
+def final_job_json(base: JobJson, rec: AcctRecord, recorded_at: str) -> JobJson:
+    """``base`` with the final state sacct reported in ``rec`` (the job's allocation line)."""
+    if rec.state.is_active:
+        raise UsageError(f"job {rec.job_id} is still {rec.state.value}; job.json records only a final state",
+                         hint="wait until sacct shows the job ended")
+    if base.job_id not in (str(rec.ref), str(rec.ref.job)):
+        raise UsageError(f"sacct record of job {rec.job_id} given for job.json of job {base.job_id}")
+    return replace(base, status=status_from_state(rec.state, rec.state_text), slurm_state=rec.state_text,
+                   exit_code=f"{rec.exit_code}:{rec.exit_signal}", recorded_at_utc=recorded_at, live_state=ENDED)
+
+
+def scrub(obj: Any, secret_values: Iterable[str], what: str = "a job file") -> None:
+    """Raise :class:`RoachError` if any secret value occurs in ``obj`` (keys, values, substrings, nested).
+
+    Defense in depth: secrets reach a job only through its environment, never through job.json or a spec.
+    The error names where the secret is, never the secret.
+    """
+    secrets = [s for s in secret_values if s]  # an empty value would match every string
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(k, f"{where} (a key)")
+                walk(v, f"{where}.{k}")
+        elif isinstance(node, (list, tuple)):
+            for i, v in enumerate(node):
+                walk(v, f"{where}[{i}]")
+        elif isinstance(node, str):
+            if any(s in node for s in secrets):
+                raise RoachError(f"a secret value would be written into {what} at {where}",
+                                 hint="pass secrets through the job's secrets, never in arguments, names or "
+                                      "resources")
+        elif node is not None and not isinstance(node, (bool, int, float)):
+            walk(str(node), where)  # anything else is written as its text
+
+    walk(obj, "$")
+
+
+@dataclass(frozen=True)
+class BundlePaths:
+    """Every path of one job on the cluster, under an absolute ``log_root``."""
+
+    log_root: str
+    run_id: str
+    job_id: int | str
+
+    def __post_init__(self) -> None:
+        if not posixpath.isabs(self.log_root):
+            raise UsageError(f"log_root must be an absolute path on the cluster, got {self.log_root!r}",
+                             hint="expand ~ on the cluster before building the job's paths")
+        for label, value in (("run id", self.run_id), ("job id", str(self.job_id))):
+            # Both become file names: a slash or an empty one would put files elsewhere.
+            if not value or "/" in value or value in (".", ".."):
+                raise UsageError(f"{label} {value!r} cannot be part of a file name")
+
+    @property
+    def bundle_dir(self) -> str:
+        return posixpath.join(self.log_root, "bundles", str(self.job_id))
+
+    @property
+    def script(self) -> str:
+        return posixpath.join(self.bundle_dir, "job.sh")
+
+    @property
+    def spec(self) -> str:
+        return posixpath.join(self.bundle_dir, "spec.json")
+
+    @property
+    def job_json(self) -> str:
+        return posixpath.join(self.bundle_dir, "job.json")
+
+    @property
+    def node_sh(self) -> str:
+        return posixpath.join(self.bundle_dir, "node.sh")
+
+    @property
+    def log(self) -> str:
+        return posixpath.join(self.log_root, f"{self.run_id}_{self.job_id}.out")

@@ -1,0 +1,136 @@
+"""Files on the cluster's side, through its transport: what submit writes (bundle, shipped runtime).
+
+The cluster may be this machine as another user, or a login host over SSH, so nothing here touches
+the local filesystem. Paths are passed as arguments to a fixed ``sh -c`` program, never spliced into it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import posixpath
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from roach.errors import RoachError
+from roach.slurmio.transport import Result, Transport
+
+_WRITE = 'set -e; umask 022; mkdir -p -- "$(dirname -- "$1")"; t="$1.tmp.$$"; cat > "$t"; chmod "$2" "$t"; mv -f -- "$t" "$1"'
+_WRITE_MANY = ('set -e; umask 022; r="$1"; mkdir -p -- "$r"; s="$(mktemp -d "$r/.roach-write.XXXXXX")"; '
+               'trap \'rm -rf -- "$s"\' EXIT; tar -xf - -C "$s"; cd "$s"; '
+               'find . -mindepth 1 -type d -print0 | (cd "$r" && xargs -0 -r mkdir -p --); '
+               'find . -type f -print0 | xargs -0 -r sh -c \'for f; do mv -f -- "$f" "$0/$f"; done\' "$r"')
+_UNTAR = ('set -e; umask 022; d="$1"; [ -e "$d/.complete" ] && exit 0; mkdir -p -- "$(dirname -- "$d")"; '
+          't="$d.tmp.$$"; rm -rf -- "$t"; mkdir -p -- "$t"; tar -xf - -C "$t"; touch "$t/.complete"; '
+          'mv -T -- "$t" "$d" 2>/dev/null || rm -rf -- "$t"')
+
+
+@dataclass
+class ClusterFS:
+    transport: Transport
+    _home: str | None = field(default=None, init=False)
+
+    def _sh(self, program: str, *args: str, input: str | bytes | None = None, what: str) -> Result:
+        res = self.transport.run(["sh", "-c", program, "sh", *args], input=input)
+        if res.returncode != 0:
+            raise RoachError(f"on the cluster, {what} failed: {res.stderr.strip() or res.stdout.strip()}",
+                             hint="check that the path is writable by the user who submits")
+        return res
+
+    def home(self) -> str:
+        """The cluster user's home: what ``~`` means in every path a job receives."""
+        if self._home is None:
+            self._home = self._sh('printf "%s" "$HOME"', what="reading $HOME").stdout.strip() or "/"
+        return self._home
+
+    def expand(self, path: str) -> str:
+        """``~`` and ``~/x`` as the cluster user's home; other paths unchanged (must be absolute)."""
+        if path == "~" or path.startswith("~/"):
+            return posixpath.normpath(self.home() + path[1:])
+        if not path.startswith("/"):
+            raise RoachError(f"cluster path {path!r} is relative", hint="use an absolute path or one under ~")
+        return posixpath.normpath(path)
+
+    def write(self, path: str, data: str, mode: str = "644") -> None:
+        """Write a whole file atomically (temp file, rename)."""
+        self._sh(_WRITE, path, mode, input=data, what=f"writing {path}")
+
+    def write_many(self, files: dict[str, str], mode: str = "644") -> None:
+        """Write many small files in one remote call, each atomically: a tar stream unpacked into a
+        staging directory beside them (same filesystem), then each file renamed into place."""
+        if not files:
+            return
+        for path in files:
+            if not posixpath.isabs(path) or "\n" in path:
+                raise RoachError(f"cluster path {path!r} is relative or has a newline", hint="expand ~ on the cluster first")
+        root = posixpath.commonpath([posixpath.dirname(posixpath.normpath(p)) for p in files])
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path, data in files.items():
+                raw = data.encode()
+                info = tarfile.TarInfo(posixpath.relpath(posixpath.normpath(path), root))
+                info.size, info.mode = len(raw), int(mode, 8)
+                tar.addfile(info, io.BytesIO(raw))
+        self._sh(_WRITE_MANY, root, input=buf.getvalue(), what=f"writing {len(files)} files under {root}")
+
+    def read(self, path: str) -> str:
+        return self._sh('cat -- "$1"', path, what=f"reading {path}").stdout
+
+    def tail(self, path: str, lines: int) -> str:
+        return self._sh('tail -n "$2" -- "$1"', path, str(lines), what=f"reading {path}").stdout
+
+    def exists(self, path: str) -> bool:
+        return self.transport.run(["test", "-e", path]).returncode == 0
+
+    def makedirs(self, path: str) -> None:
+        self._sh('mkdir -p -- "$1"', path, what=f"creating {path}")
+
+    def remove_bundle(self, path: str) -> None:
+        """Roll back a bundle directory made by a submission that failed (never a run directory)."""
+        self.remove_bundles([path])
+
+    def remove_bundles(self, paths: list[str]) -> None:
+        """Roll back the bundle directories of a failed submission in one call (never a run directory)."""
+        for path in paths:
+            if "/bundles/" not in path:
+                raise RoachError(f"refusing to remove {path}: not a bundle directory")
+        if paths:
+            self.transport.run(["rm", "-rf", "--", *paths])
+
+    def rmdir_if_empty(self, path: str) -> None:
+        self.transport.run(["rmdir", "--", path])
+
+    def secrets_readable_by_others(self, path: str) -> list[str]:
+        """Files in a secrets directory that group or others may read (or a missing directory)."""
+        res = self.transport.run(["find", path, "-maxdepth", "1", "-type", "f", "-perm", "/077"])
+        if res.returncode != 0:
+            raise RoachError(f"secrets_dir {path} cannot be read on the cluster: {res.stderr.strip()}",
+                             hint="create it with mode 700 and one file per variable, mode 600")
+        return sorted(line for line in res.stdout.splitlines() if line)
+
+    def ship(self, files: Sequence[Path], base: Path, dest: str) -> str:
+        """Copy ``files`` (paths under ``base``, kept relative to it) into ``dest`` once; returns ``dest``.
+
+        ``dest`` is named by its contents (:func:`shipped_dir`): a copy already complete there is kept."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for p in files:
+                tar.add(p, arcname=str(p.relative_to(base)))
+        self._sh(_UNTAR, dest, input=buf.getvalue(), what=f"copying {len(files)} files to {dest}")
+        return dest
+
+
+def package_files(directory: Path) -> list[Path]:
+    """The files under ``directory`` that Python may import or read (no ``__pycache__``, no bytecode)."""
+    return sorted(p for p in directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                  and p.suffix not in (".pyc", ".pyo"))
+
+
+def shipped_dir(files: Sequence[Path], base: Path, dest_root: str, name: str) -> str:
+    """Where :meth:`ClusterFS.ship` puts ``files``: ``dest_root/<name>-<hash of their paths and contents>``."""
+    digest = hashlib.sha256()
+    for p in sorted(files):
+        digest.update(str(p.relative_to(base)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return posixpath.join(dest_root, f"{name}-{digest.hexdigest()[:16]}")

@@ -1,0 +1,431 @@
+"""Pure parsers from what Slurm's commands print to typed records.
+
+No I/O here: every function takes text and returns dataclasses, so each is tested on output captured
+from real clusters (``tests/data``). Anything that cannot be read raises :class:`ParseError` with the
+offending line in ``repr`` form, never a silent default.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from roach.errors import ParseError
+from roach.model.job_state import JobState
+from roach.model.states import PendingReason
+
+# Separators that cannot occur in a job name typed at a shell: unit and record separators.
+US = "\x1f"
+RS = "\x1e"
+
+# squeue -O fields in order; ``tres-alloc`` gives requested TRES for pending jobs too ("claimed").
+SQUEUE_FIELDS = (
+    "JobID", "JobArrayID", "ArrayJobID", "ArrayTaskID", "Name", "UserName", "Account", "Partition", "QOS",
+    "State", "Reason", "TimeUsed", "TimeLimit", "RestartCnt", "NumNodes", "NodeList", "tres-alloc",
+    "SubmitTime", "StartTime",
+)
+SACCT_FIELDS = (
+    "JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "QOS", "State", "ExitCode",
+    "ElapsedRaw", "TimelimitRaw", "Submit", "Start", "End", "NNodes", "NodeList", "AllocTRES", "Reason",
+)
+
+
+def squeue_format() -> str:
+    """The ``squeue -O`` argument matching :func:`parse_squeue`: US after each field, RS ends a record."""
+    return ",".join(f"{f}:{US}" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:{RS}"
+
+
+# -- scalar fields ----------------------------------------------------------------------------------
+_NULLS = {"", "(null)", "N/A", "None", "Unknown", "NONE", "n/a"}
+
+
+@functools.lru_cache(maxsize=4096)  # immutable results; a queue repeats the same texts
+def parse_duration(text: str) -> int | None:
+    """Slurm's ``[D-]HH:MM:SS``, ``MM:SS``, ``M`` (minutes) to seconds; ``UNLIMITED`` and nulls to None."""
+    t = text.strip()
+    if t in _NULLS or t.upper() in {"UNLIMITED", "INFINITE", "INVALID", "NOT_SET", "PARTITION_LIMIT"}:
+        return None
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?(?:\.\d+)?", t)
+    if not m:
+        raise ParseError(f"cannot read a Slurm duration from {text!r}", hint="expected [D-]HH:MM:SS")
+    days, a, b, c = m.groups()
+    if c is not None:
+        h, mi, s = int(a), int(b), int(c)
+    elif b is not None:
+        h, mi, s = (int(a), int(b), 0) if days else (0, int(a), int(b))
+    else:
+        h, mi, s = (int(a), 0, 0) if days else (0, int(a), 0)
+    return int(days or 0) * 86400 + h * 3600 + mi * 60 + s
+
+
+def parse_minutes(text: str) -> int | None:
+    """A raw minute count (``TimelimitRaw``) to seconds."""
+    t = text.strip()
+    if t in _NULLS or t.upper() in {"UNLIMITED", "INFINITE", "PARTITION_LIMIT"}:
+        return None
+    if not t.isdigit():
+        raise ParseError(f"cannot read a minute count from {text!r}")
+    return int(t) * 60
+
+
+@functools.lru_cache(maxsize=4096)  # immutable results; a queue repeats the same texts
+def parse_time(text: str) -> datetime | None:
+    t = text.strip()
+    if t in _NULLS:
+        return None
+    try:
+        return datetime.fromisoformat(t)
+    except ValueError:
+        raise ParseError(f"cannot read a Slurm timestamp from {text!r}", hint="expected YYYY-MM-DDTHH:MM:SS") from None
+
+
+def parse_int(text: str, what: str) -> int:
+    t = text.strip()
+    if t in _NULLS:
+        return 0
+    if not t.isdigit():
+        raise ParseError(f"cannot read {what} from {text!r}")
+    return int(t)
+
+
+def parse_exit_code(text: str) -> tuple[int, int]:
+    """sacct's ``ExitCode`` ``"code:signal"`` to a pair of ints."""
+    m = re.fullmatch(r"(-?\d+):(\d+)", text.strip())  # a NODE_FAIL step can read -2:0
+    if not m:
+        raise ParseError(f"cannot read an exit code from {text!r}", hint="expected CODE:SIGNAL such as 0:0")
+    return int(m[1]), int(m[2])
+
+
+_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "P": 1024**3}
+
+
+def parse_memory_mb(text: str) -> int:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]?)[cn]?", text.strip())
+    if not m:
+        raise ParseError(f"cannot read a memory size from {text!r}")
+    return int(float(m[1]) * _MEM_UNITS[m[2] or "M"])
+
+
+@dataclass(frozen=True)
+class Tres:
+    """Trackable resources of a job: counts of CPUs, memory (MiB), nodes and GPUs (by type, "" = untyped)."""
+
+    cpu: int = 0
+    mem_mb: int = 0
+    nodes: int = 0
+    gpus_by_type: tuple[tuple[str, int], ...] = ()
+    billing: int = 0
+
+    @property
+    def gpus(self) -> int:
+        """Total GPUs. Slurm lists a typed count beside the untyped total; never add both."""
+        by = dict(self.gpus_by_type)
+        return by[""] if "" in by else sum(by.values())
+
+
+@functools.lru_cache(maxsize=4096)  # immutable results; a queue repeats the same texts
+def parse_tres(text: str) -> Tres:
+    """A TRES string such as ``cpu=2,mem=1000M,node=2,billing=2,gres/gpu=8,gres/gpu:a100=8``."""
+    t = text.strip()
+    if t in _NULLS:
+        return Tres()
+    values: dict[str, int] = {"cpu": 0, "mem_mb": 0, "nodes": 0, "billing": 0}
+    gpus: dict[str, int] = {}
+    for part in t.split(","):
+        key, sep, val = part.partition("=")
+        if not sep:
+            raise ParseError(f"cannot read TRES item {part!r} in {text!r}", hint="expected name=value")
+        if key == "mem":
+            values["mem_mb"] = parse_memory_mb(val)
+        elif key in ("cpu", "billing"):
+            values[key] = int(float(val))
+        elif key == "node":
+            values["nodes"] = int(val)
+        elif key.startswith("gres/gpu"):
+            gpus[key.partition(":")[2]] = int(val)
+        # other TRES (energy, licenses, fs/disk, gres/shard ...) are not needed by roach
+    return Tres(gpus_by_type=tuple(sorted(gpus.items())), **values)
+
+
+def parse_gres_gpus(text: str) -> int:
+    """GPUs in a GRES string: ``gpu:4``, ``gres:gpu:4``, ``gpu:a100:2(S:0-1)``, ``gres/gpu=2``, ``gpu:2(IDX:0-1)``."""
+    total = 0
+    t = text.strip()
+    if t in _NULLS:
+        return 0
+    for part in re.split(r",(?![^(]*\))", t):
+        part = re.sub(r"\(.*\)$", "", part.strip()).removeprefix("gres:").removeprefix("gres/")
+        if not part.startswith("gpu"):
+            continue
+        m = re.fullmatch(r"gpu(?:[:=](?:[^:=]*[:=])?(\d+))?", part)
+        if not m:
+            raise ParseError(f"cannot read a GPU count from GRES {text!r}")
+        total += int(m[1]) if m[1] else 1
+    return total
+
+
+# -- records ----------------------------------------------------------------------------------------
+def array_ranges(spec: str | None) -> list[range] | None:
+    """The task indices an ``--array`` value or squeue's pending range names (``0-99%10``, ``1,3,8-10:2``),
+    as ranges; None if there is none or it cannot be read."""
+    if not spec:
+        return None
+    ranges = []
+    for part in spec.split("%", 1)[0].split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:-(\d+)(?::(\d+))?)?\s*", part)
+        if not m:
+            return None
+        lo, hi, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
+        if hi < lo or step < 1:
+            return None
+        ranges.append(range(lo, hi + 1, step))
+    return ranges
+
+
+def in_array(spec: str | None, task: int) -> bool:
+    """Whether task index ``task`` is one an ``--array`` value (or squeue's pending range) names."""
+    return any(task in r for r in array_ranges(spec) or ())
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A job as Slurm names it: ``123``, an array task ``123_4``, or a pending range ``123_[5-9%2]``."""
+
+    job: int
+    task: int | None = None
+    tasks: str | None = None  # pending range, e.g. "5-9%2"
+
+    @classmethod
+    def parse(cls, text: str) -> "JobRef":
+        m = re.fullmatch(r"(\d+)(?:_(\d+)|_\[([^\]]+)\])?(?:\+\d+)?", text.strip())
+        if not m:
+            raise ParseError(f"cannot read a job id from {text!r}", hint="expected 123, 123_4 or 123_[5-9%2]")
+        return cls(int(m[1]), int(m[2]) if m[2] else None, m[3])
+
+    def __str__(self) -> str:
+        if self.task is not None:
+            return f"{self.job}_{self.task}"
+        return f"{self.job}_[{self.tasks}]" if self.tasks else str(self.job)
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    """One line of ``squeue``: a job, an array task, or a still-pending range of array tasks."""
+
+    ref: JobRef
+    raw_id: int
+    name: str
+    user: str
+    account: str
+    partition: str
+    qos: str
+    state: JobState
+    reason: PendingReason
+    reason_text: str
+    elapsed_s: int
+    time_limit_s: int | None
+    restart_count: int
+    nodes: int
+    nodelist: str
+    tres: Tres
+    submit_time: datetime | None
+    start_time: datetime | None
+
+    @property
+    def job_id(self) -> str:
+        return str(self.ref)
+
+
+def _records(text: str, nfields: int, record_sep: str | None, what: str) -> Iterator[list[str]]:
+    """Split output into records of ``nfields`` US-separated fields; names may hold newlines."""
+    if record_sep:
+        chunks = [c.lstrip("\n") for c in text.split(record_sep)]
+        chunks = [c for c in chunks if c.strip()]
+    else:
+        # sacct has no record separator: join lines until a record has all its separators.
+        chunks, buf = [], ""
+        for line in text.splitlines():
+            buf = f"{buf}\n{line}" if buf else line
+            if buf.count(US) >= nfields - 1:
+                chunks.append(buf)
+                buf = ""
+        if buf.strip():
+            raise ParseError(f"{what}: incomplete record {buf!r}", hint=f"expected {nfields} fields")
+    for chunk in chunks:
+        fields_ = chunk.split(US)
+        if len(fields_) != nfields:
+            raise ParseError(f"{what}: expected {nfields} fields, got {len(fields_)} in {chunk!r}",
+                             hint="the cluster's Slurm prints a format roach does not know; report it with this line")
+        yield fields_
+
+
+def parse_squeue(text: str) -> list[QueueRecord]:
+    """Output of ``squeue -h -O <squeue_format()>``."""
+    out = []
+    for f in _records(text, len(SQUEUE_FIELDS), RS, "squeue"):
+        (jobid, arrayid, _arrjob, _arrtask, name, user, account, partition, qos, state, reason, used, limit,
+         restarts, nnodes, nodelist, tres, submit, start) = f
+        reason_text = reason.strip()
+        out.append(QueueRecord(
+            ref=JobRef.parse(arrayid), raw_id=parse_int(jobid, "a job id"), name=name, user=user.strip(),
+            account=account.strip(), partition=partition.strip(), qos=qos.strip(), state=JobState.parse(state),
+            reason=PendingReason.parse(reason_text), reason_text=reason_text,
+            elapsed_s=parse_duration(used) or 0, time_limit_s=parse_duration(limit),
+            restart_count=parse_int(restarts, "a restart count"), nodes=parse_int(nnodes, "a node count"),
+            nodelist=nodelist.strip(), tres=parse_tres(tres), submit_time=parse_time(submit),
+            start_time=parse_time(start),
+        ))
+    return out
+
+
+@dataclass(frozen=True)
+class AcctRecord:
+    """One line of ``sacct``: an allocation (``step is None``) or one of its steps (``batch``, ``extern``, ``0``)."""
+
+    ref: JobRef
+    step: str | None
+    raw_id: str
+    name: str
+    user: str
+    account: str
+    partition: str
+    qos: str
+    state: JobState
+    state_text: str
+    exit_code: int
+    exit_signal: int
+    elapsed_s: int
+    time_limit_s: int | None
+    submit_time: datetime | None
+    start_time: datetime | None
+    end_time: datetime | None
+    nodes: int
+    nodelist: str
+    tres: Tres
+    reason: PendingReason
+    reason_text: str
+
+    @property
+    def job_id(self) -> str:
+        return str(self.ref) if self.step is None else f"{self.ref}.{self.step}"
+
+
+def parse_sacct(text: str) -> list[AcctRecord]:
+    """Output of ``sacct -n -P --delimiter=US --format=<SACCT_FIELDS>``."""
+    out = []
+    for f in _records(text, len(SACCT_FIELDS), None, "sacct"):
+        (jobid, raw, name, user, account, partition, qos, state, exit_code, elapsed, limit, submit, start, end,
+         nnodes, nodelist, tres, reason) = f
+        base, _, step = jobid.strip().partition(".")
+        code, sig = parse_exit_code(exit_code)
+        out.append(AcctRecord(
+            ref=JobRef.parse(base), step=step or None, raw_id=raw.strip(), name=name, user=user.strip(),
+            account=account.strip(), partition=partition.strip(), qos=qos.strip(), state=JobState.parse(state),
+            state_text=state.strip(), exit_code=code, exit_signal=sig, elapsed_s=parse_int(elapsed, "elapsed seconds"),
+            time_limit_s=parse_minutes(limit), submit_time=parse_time(submit), start_time=parse_time(start),
+            end_time=parse_time(end), nodes=parse_int(nnodes, "a node count"), nodelist=nodelist.strip(),
+            tres=parse_tres(tres), reason=PendingReason.parse(reason.strip()), reason_text=reason.strip(),
+        ))
+    return out
+
+
+def parse_key_values(text: str) -> dict[str, str]:
+    """``scontrol show job|node|partition -o`` (one record per line) as ``Key=Value`` pairs.
+
+    Values may contain spaces only in a few known keys (``Reason=``, ``Comment=``); a token without
+    ``=`` is glued to the previous value for that reason.
+    """
+    out: dict[str, str] = {}
+    last = None
+    for tok in text.split():
+        key, sep, val = tok.partition("=")
+        if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9_/:]*", key):
+            out[key] = val
+            last = key
+        elif last is not None:
+            out[last] += " " + tok
+        else:
+            raise ParseError(f"cannot read key=value output {text[:200]!r}")
+    return out
+
+
+def parse_show_config(text: str) -> dict[str, str]:
+    """``scontrol show config``: ``Key  = value`` lines after a dated header."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, val = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            out[key.strip()] = val.strip()
+    if "SLURM_VERSION" not in out:
+        raise ParseError(f"scontrol show config printed no SLURM_VERSION: {text[:300]!r}")
+    return out
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    name: str
+    state: str
+    cpus_alloc: int
+    cpus_total: int
+    gpus_total: int
+    gpus_used: int
+    partitions: tuple[str, ...]
+    memory_mb: int
+    alloc_mem_mb: int
+
+    @property
+    def available(self) -> bool:
+        return self.state.rstrip("*~#!%$@^-+").split("+")[0] in {"idle", "mixed", "allocated", "completing"}
+
+
+SINFO_FIELDS = ("NodeList", "StateLong", "CPUsState", "Gres", "GresUsed", "Partition", "Memory", "AllocMem")
+
+
+def sinfo_format() -> str:
+    return ",".join(f"{f}:{US}" for f in SINFO_FIELDS[:-1]) + f",{SINFO_FIELDS[-1]}:{RS}"
+
+
+def parse_sinfo_nodes(text: str) -> list[NodeRecord]:
+    """``sinfo -N -h -O <sinfo_format()>``: one record per node and partition, merged per node."""
+    by_node: dict[str, NodeRecord] = {}
+    for f in _records(text, len(SINFO_FIELDS), RS, "sinfo"):
+        name, state, cpus, gres, gres_used, part, mem, alloc = (x.strip() for x in f)
+        m = re.fullmatch(r"(\d+)/(\d+)/(\d+)/(\d+)", cpus)
+        if not m:
+            raise ParseError(f"sinfo: cannot read CPU states {cpus!r}", hint="expected A/I/O/T")
+        part = part.rstrip("*")
+        if name in by_node:
+            prev = by_node[name]
+            by_node[name] = NodeRecord(**{**prev.__dict__, "partitions": (*prev.partitions, part)})
+            continue
+        by_node[name] = NodeRecord(
+            name=name, state=state, cpus_alloc=int(m[1]), cpus_total=int(m[4]), gpus_total=parse_gres_gpus(gres),
+            gpus_used=parse_gres_gpus(gres_used), partitions=(part,), memory_mb=parse_int(mem, "memory"),
+            alloc_mem_mb=parse_int(alloc, "allocated memory"),
+        )
+    return list(by_node.values())
+
+
+def parse_sacctmgr(text: str, fields_: Sequence[str]) -> list[dict[str, str]]:
+    """``sacctmgr -n -P show ... format=<fields>`` rows as dicts."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) != len(fields_):
+            raise ParseError(f"sacctmgr: expected {len(fields_)} fields, got {len(parts)} in {line!r}")
+        rows.append(dict(zip(fields_, parts)))
+    return rows
+
+
+def parse_sbatch(text: str) -> tuple[int, str | None]:
+    """``sbatch --parsable`` prints ``jobid`` or ``jobid;cluster`` (possibly after warnings)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    m = re.fullmatch(r"(\d+)(?:;(\S+))?", lines[-1]) if lines else None
+    if not m:
+        raise ParseError(f"sbatch --parsable printed no job id: {text!r}")
+    return int(m[1]), m[2]

@@ -1,0 +1,1 @@
+"""roach watch: the one-poller monitor of a user's jobs, tiers and logs."""

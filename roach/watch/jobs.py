@@ -1,0 +1,315 @@
+"""The watcher's view of one job between rounds, and what changed since the last round.
+
+Pure: each function takes the job's view from the previous round and what Slurm (or its log) says now, and
+returns the new view and the events the change makes. Nothing is compared with zero: a job first seen
+this round is a baseline (plus "started" when it already runs, since nobody has said so yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from roach.ops.pending import Explanation
+from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
+from roach.model.job_state import JobState
+from roach.model.tiers import Tier, tier_of
+from roach.ops.events import Event, EventKind, human_seconds, job_label
+from roach.watch.logs import LogFacts, LogLook, StallRule, gaps_of, read_facts
+
+_REQUEUE_STATES = (JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState.REQUEUE_FED, JobState.SPECIAL_EXIT)
+
+
+@dataclass
+class JobWatch:
+    """What the watcher knows of one job (an allocation or an array task), saved in the store as JSON."""
+
+    key: str  # squeue's id: 123 or 123_4
+    job_id: int  # the allocation's own id
+    run_id: str | None = None
+    name: str = ""
+    log_path: str | None = None
+    resubmitted: bool = False  # a later job of a run that ran before (resume, promote, move)
+    tier: str | None = None
+    gpus: int = 0
+    submitted: float | None = None
+    first_seen: float = 0.0
+    # Slurm's view, last round
+    state: str | None = None  # JobState value
+    reason: str = ""
+    elapsed_s: int = 0
+    restart_count: int = 0
+    in_queue: bool = False
+    left_at: float | None = None  # when it left the queue; done only once sacct says it ended
+    final_state: str | None = None
+    exit_code: str | None = None
+    done: bool = False
+    # edges already reported
+    reported: list[str] = field(default_factory=list)
+    pending_rounds: int = 0  # rounds in a row it was seen pending, up to PENDING_ROUNDS_TO_PROMOTE
+    never_pending: str | None = None  # a never-reason seen last round: reported if seen again
+    req_nodes: str | None = None  # its --nodelist, asked once when its reason is ReqNodeNotAvail
+    restarts_reported: int = 0
+    requeues: int = 0
+    preemptions: dict[str, int] = field(default_factory=dict)  # per tier
+    superseded_by: int | None = None  # promoted or moved: the job that continues the run
+    holder: bool = False  # a holder (`roach hold`): charged while it runs, attempt or not
+    # the reservation it asks for (squeue's %v), remembered: a reservation that ends leaves its jobs without one
+    reservation: str | None = None
+    resv_start: str | None = None
+    resv_gone: bool = False
+    # its log
+    log_size: int | None = None
+    log_mtime: float | None = None
+    progress: str | None = None
+    step: int | None = None
+    steps_total: int | None = None
+    last_progress_time: float | None = None
+    gaps: list[float] = field(default_factory=list)
+    checkpoints: bool | None = None
+    attempt: int | None = None
+    stalled: bool = False
+    last_leave: str | None = None  # how the run's last attempt left, by its log: "preempted" or "wall clock"
+
+    def to_json(self) -> dict[str, Any]:
+        # a round serializes every watched job (to compare and save): dataclasses.asdict's deep copy cost most of
+        # a 1,000-job round
+        out = dict(self.__dict__)
+        for k in _MUTABLE:
+            out[k] = type(out[k])(out[k])  # their items are plain values: a shallow copy is a copy
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "JobWatch":
+        # a round loads every watched job: skip the filtering copy when the keys are this version's own
+        return cls(**data) if data.keys() <= _FIELDS else cls(**{k: v for k, v in data.items() if k in _FIELDS})
+
+    @property
+    def jobstate(self) -> JobState | None:
+        return JobState(self.state) if self.state else None
+
+    @property
+    def running(self) -> bool:
+        s = self.jobstate
+        return bool(self.in_queue and s is not None and s.is_running)
+
+    @property
+    def pending(self) -> bool:
+        s = self.jobstate
+        return bool(self.in_queue and s is not None and s.is_pending)
+
+    @property
+    def left_to_do(self) -> float:
+        """The fraction of the run still to do, from its last "step N/M" line (1.0 when not known)."""
+        if self.step is None or not self.steps_total:
+            return 1.0
+        return max(0.0, 1.0 - self.step / self.steps_total)
+
+    def label(self) -> str:
+        return job_label(self.key, self.run_id, self.name)
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What the transitions need besides the job: the cluster's name and tiers, the clock, explain()."""
+
+    cluster: str
+    tiers: tuple[Tier, ...]
+    now: float
+    explain: Callable[[QueueRecord], Explanation]
+
+    def event(self, kind: EventKind, w: JobWatch, message: str, **data: Any) -> Event:
+        return Event(kind, self.now, self.cluster, message, w.key, w.run_id, w.name or None, data)
+
+
+PENDING_ROUNDS_TO_PROMOTE = 2  # seen pending this many rounds in a row, with a reason: the scheduler looked at it
+_FIELDS = frozenset(f.name for f in fields(JobWatch))
+_MUTABLE = tuple(f.name for f in fields(JobWatch) if f.default_factory is not MISSING)  # lists and dicts
+
+
+def new_watch(key: str, rec: QueueRecord | None, now: float, *, run_id: str | None = None, name: str = "",
+              log_path: str | None = None, job_id: int | None = None, resubmitted: bool = False) -> JobWatch:
+    w = JobWatch(key=key, job_id=job_id if job_id is not None else (rec.raw_id if rec else int(key.split("_")[0])),
+                 run_id=run_id, name=name or (rec.name if rec else ""), log_path=log_path, first_seen=now,
+                 resubmitted=resubmitted)
+    if rec is not None:
+        w.submitted = rec.submit_time.timestamp() if rec.submit_time else None
+        w.restart_count = w.restarts_reported = rec.restart_count
+    return w
+
+
+def on_queue(w: JobWatch, rec: QueueRecord, ctx: Ctx, first: bool) -> list[Event]:
+    """The job is in this round's squeue: started, requeued/preempted, never-starts; update the view."""
+    events: list[Event] = []
+    tier = tier_of(ctx.tiers, rec.partition, rec.qos)
+    was = w.jobstate if w.in_queue else None
+    w.tier, w.gpus, w.name = (tier.name if tier else None), rec.tres.gpus, w.name or rec.name
+    why = []
+    if not first:
+        if rec.restart_count > w.restarts_reported:
+            why.append(f"restart count {w.restart_count} -> {rec.restart_count}")
+        if was is not None and was.is_running and rec.state.is_pending:
+            why.append(f"{was.value} -> {rec.state.value}")
+        if was is not None and was.is_running and rec.state.is_running and rec.elapsed_s < w.elapsed_s:
+            why.append(f"elapsed went backwards ({w.elapsed_s}s -> {rec.elapsed_s}s)")
+        if rec.state in _REQUEUE_STATES and was is not rec.state and not (was and was.is_pending):
+            why.append(f"state {rec.state.value}")
+    if why:
+        events.append(_requeued(w, rec, tier, why, ctx))
+    if rec.state.is_running and (was is None or not was.is_running or bool(why)):
+        again = " again" if w.requeues else ""
+        where = f" on {rec.nodelist}" if rec.nodelist else ""
+        on_tier = f", tier {w.tier}" if w.tier else ""
+        waited = f" after {human_seconds(ctx.now - w.submitted)} since submission" if w.submitted and not why else ""
+        events.append(ctx.event(EventKind.STARTED, w, f"{w.label()} started{again}{where}{on_tier} "
+                                f"({rec.tres.gpus} GPU{'s' if rec.tres.gpus != 1 else ''}){waited}",
+                                state=rec.state.value, nodes=rec.nodelist, tier=w.tier, gpus=rec.tres.gpus,
+                                restart_count=rec.restart_count))
+        if "started" not in w.reported:
+            w.reported.append("started")
+        w.stalled = False
+    if rec.state.is_pending:
+        exp = ctx.explain(rec)
+        if exp.never:
+            flag = f"never:{rec.reason.name}"
+            if w.never_pending == rec.reason.name and flag not in w.reported:
+                events.append(ctx.event(EventKind.NEVER_STARTS, w, f"{w.label()} will never start as it is: "
+                                        f"{exp.line()}", **exp.to_json()))
+                w.reported.append(flag)
+            w.never_pending = rec.reason.name
+        else:
+            w.never_pending = None
+    # counted up to what promotion asks, no further: a view that does not change is not written again
+    w.pending_rounds = min(w.pending_rounds + 1, PENDING_ROUNDS_TO_PROMOTE) if rec.state.is_pending else 0
+    w.state, w.reason, w.elapsed_s = rec.state.value, rec.reason_text, rec.elapsed_s
+    w.restart_count, w.in_queue, w.left_at = rec.restart_count, True, None
+    return events
+
+
+def _requeued(w: JobWatch, rec: QueueRecord, tier: Tier | None, why: list[str], ctx: Ctx) -> Event:
+    w.requeues += 1
+    w.restarts_reported = max(rec.restart_count, w.restarts_reported + 1)
+    said = w.last_leave
+    w.last_leave = None
+    preempted = said == "preempted" or (bool(tier and tier.preemptible) and said != "wall clock")
+    name = w.tier or "?"
+    if preempted:
+        w.preemptions[name] = w.preemptions.get(name, 0) + 1
+    n = w.preemptions.get(name, 0)
+    at = f" at step {w.step}" if w.step is not None else ""
+    advice = ""
+    if preempted and n >= 2:
+        advice = (f"; preempted {n} times on tier {name}: a placement to change "
+                  f"(`roach promote {w.run_id or w.key} --to <tier>` once it pends, or `roach move`)")
+    elif preempted and w.checkpoints is False:
+        advice = "; it does not checkpoint and restarts from the top: first to promote when a non-preemptible slot frees"
+    kind = EventKind.PREEMPTED if preempted else EventKind.REQUEUED
+    verb = "preempted" if preempted else ("requeued at its wall clock" if said == "wall clock" else "requeued")
+    return ctx.event(kind, w, f"{w.label()} {verb}{at} on tier {name}: back in the queue ({', '.join(why)}; "
+                              f"restart {rec.restart_count}){advice}",
+                     tier=w.tier, why=why, restart_count=rec.restart_count, step=w.step, preemptions_on_tier=n,
+                     checkpoints=w.checkpoints)
+
+
+def on_left(w: JobWatch, now: float) -> None:
+    """The job is not in this round's squeue: it is done only once sacct says so."""
+    if w.in_queue or w.left_at is None:
+        w.left_at = now
+    w.in_queue = False
+
+
+def on_accounting(w: JobWatch, rec: AcctRecord | None, ctx: Ctx, lost_after_s: float) -> list[Event]:
+    """sacct's record of a job that left the queue (None: sacct has none yet)."""
+    if rec is None or not rec.state.is_terminal:
+        if rec is None and w.left_at is not None and ctx.now - w.left_at > lost_after_s and "lost" not in w.reported:
+            w.reported.append("lost")
+            return [ctx.event(EventKind.LOST, w, f"{w.label()} left the queue {human_seconds(ctx.now - w.left_at)} "
+                              "ago and accounting has no record of it: check `sacct -j " + w.key + "`")]
+        return []
+    events: list[Event] = []
+    if "started" not in w.reported and rec.start_time is not None and rec.nodelist not in ("", "None assigned"):
+        # it started and ended between two rounds: say that it started, once, before it finished
+        w.reported.append("started")
+        events.append(ctx.event(EventKind.STARTED, w, f"{w.label()} started on {rec.nodelist} (seen once it had "
+                                f"ended)", state=JobState.RUNNING.value, nodes=rec.nodelist, tier=w.tier,
+                                gpus=w.gpus, restart_count=0))
+    w.final_state, w.exit_code, w.done, w.in_queue = rec.state.value, f"{rec.exit_code}:{rec.exit_signal}", True, False
+    w.state = rec.state.value
+    ran = f", ran {human_seconds(rec.elapsed_s)}" if rec.elapsed_s else ""
+    moved = f" (continued as job {w.superseded_by})" if w.superseded_by else ""
+    return events + [ctx.event(EventKind.FINISHED, w, f"{w.label()} finished: {rec.state_text}, exit {w.exit_code}"
+                               f"{ran}{moved}", state=rec.state.value, state_text=rec.state_text,
+                               exit_code=w.exit_code, elapsed_s=rec.elapsed_s, ok=rec.state.is_success,
+                               superseded_by=w.superseded_by)]
+
+
+def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: Ctx, running: bool) -> list[Event]:
+    """This round's look at the job's log: progress, attempts that resumed or started over, stalls (only of a
+    job that ``running`` now and ran last round too)."""
+    events: list[Event] = []
+    if not seen.exists:
+        return events
+    facts: LogFacts = read_facts(seen.lines)
+    moved = (seen.size, seen.mtime) != (w.log_size, w.log_mtime)
+    if facts.progress is not None and facts.progress != w.progress:
+        new_gaps = gaps_of(facts.progress_times, w.last_progress_time)
+        if not facts.progress_times and w.log_mtime is not None and w.progress is not None:
+            new_gaps = [seen.mtime - w.log_mtime] if seen.mtime > w.log_mtime else []
+        w.gaps = (w.gaps + new_gaps)[-20:]
+        w.progress, w.step = facts.progress, facts.step
+        w.steps_total = facts.steps_total or w.steps_total
+        if facts.progress_times:
+            w.last_progress_time = facts.progress_times[-1]
+    if facts.preempted or facts.wall_clock:
+        w.last_leave = "preempted" if facts.preempted else "wall clock"
+    if facts.checkpoints is not None:
+        w.checkpoints = facts.checkpoints if w.checkpoints is not True else True
+    if facts.attempt is not None and facts.attempt != w.attempt and (facts.resumed_at is not None or facts.fresh):
+        w.attempt = facts.attempt
+        if facts.resumed_at is not None:
+            events.append(ctx.event(EventKind.RESUMED, w, f"{w.label()} resumed at step {facts.resumed_at} "
+                                    f"(attempt {facts.attempt})", step=facts.resumed_at, attempt=facts.attempt))
+        elif facts.fresh and (facts.attempt > 1 or w.resubmitted):
+            events.append(ctx.event(EventKind.FROM_THE_TOP, w, f"{w.label()} started again from step 0 (attempt "
+                                    f"{facts.attempt}): it had no checkpoint to resume from; the work before is lost",
+                                    attempt=facts.attempt))
+    if moved:
+        w.stalled = False
+    elif running and w.running and w.log_size is not None:
+        silence = remote_now - seen.mtime
+        limit = rule.threshold(w.gaps)
+        if silence > limit and not w.stalled:
+            w.stalled = True
+            last = f'; last line: "{w.progress}"' if w.progress else ""
+            events.append(ctx.event(EventKind.STALLED, w, f"{w.label()} stalled: its log has not moved for "
+                                    f"{human_seconds(silence)} (usual gap {human_seconds(max(w.gaps) if w.gaps else None)}, "
+                                    f"limit {human_seconds(limit)}){last}", silence_s=round(silence, 1),
+                                    limit_s=round(limit, 1), log=w.log_path, last=w.progress))
+    w.log_size, w.log_mtime = seen.size, seen.mtime
+    return events
+
+
+def match_acct(keys: list[str], found: list[AcctRecord]) -> dict[str, AcctRecord]:
+    """sacct's allocation record for each key: by id, by raw id, or a pending array range that holds it."""
+    allocs = [r for r in found if r.step is None]
+    by_ref = {str(r.ref): r for r in allocs}
+    by_raw = {r.raw_id: r for r in allocs}
+    out = {}
+    for key in keys:
+        hit = by_ref.get(key) or by_raw.get(key)
+        if hit is None and "_" in key:
+            job, task = key.split("_", 1)
+            for r in allocs:
+                if str(r.ref.job) == job and task.isdigit() and in_array(r.ref.tasks, int(task)):
+                    hit = r
+                    break
+            # an array none of whose tasks started: sacct may list it under the array's own id for a while.
+            # Only then: a record under the bare id that ran is one task whose task id slurmdbd has not been
+            # told yet (just after the array ended), never the fate of the others.
+            bare = by_ref.get(job)
+            if hit is None and bare is not None and bare.start_time is None:
+                hit = bare
+        if hit is not None:
+            out[key] = hit
+    return out

@@ -1,0 +1,109 @@
+"""Reservations the watched jobs ask for: the queue with each job's reservation, and what changed.
+
+The round's one ``squeue`` asks for one more field than :meth:`SlurmClient.squeue` does, the job's
+reservation (squeue's ``%v``), and is otherwise the same call read by the same parser. Only in a round where
+a watched pending job asks for a reservation does the watch ask ``scontrol show reservation`` (once, for
+all of them). A reservation whose start time changed since the last round is said to have moved; one that
+no longer exists (Slurm deletes a reservation when it ends, and its pending jobs then lose it and wait
+held, ``RESV_DEL_HOLD``) has vanished: the job asked for it is remembered from the rounds before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from roach.errors import ParseError
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.parse import RS, US, QueueRecord, parse_key_values, parse_squeue, squeue_format
+from roach.ops.events import Event, EventKind
+
+_NULL = {"", "(null)", "N/A", "None"}
+
+
+def queue_format() -> str:
+    """``squeue -O``: roach's usual fields, then the reservation."""
+    return squeue_format().removesuffix(RS) + US + ",Reservation:" + RS
+
+
+def parse_queue(text: str) -> tuple[list[QueueRecord], dict[str, str]]:
+    """Output of ``squeue -O <queue_format()>``: the records, and the reservation of each job that has one
+    (by squeue's id: ``123`` or ``123_4``)."""
+    heads, names = [], []
+    for chunk in text.split(RS):
+        if not chunk.strip():
+            continue
+        head, sep, name = chunk.rpartition(US)
+        if not sep:
+            raise ParseError(f"squeue: a record without its reservation field: {chunk!r}")
+        heads.append(head)
+        names.append(name.strip())
+    recs = parse_squeue("".join(h + RS for h in heads))
+    if len(recs) != len(heads):
+        raise ParseError(f"squeue: {len(heads)} records, {len(recs)} read: {text[:300]!r}")
+    return recs, {str(r.ref): n for r, n in zip(recs, names) if n not in _NULL}
+
+
+def squeue_with_reservations(client: SlurmClient) -> tuple[list[QueueRecord], dict[str, str]]:
+    """The user's queue (one ``squeue``, as :meth:`SlurmClient.squeue` asks it) with each job's reservation."""
+    return parse_queue(client.run(["squeue", "--noheader", "--array", "-O", queue_format(), "--me"]).stdout)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    name: str
+    start: str  # as scontrol prints it: the cluster's local time, YYYY-MM-DDTHH:MM:SS
+    end: str
+    state: str
+
+
+def parse_reservations(text: str) -> dict[str, Reservation]:
+    """``scontrol show reservation -o``: one line per reservation (or "No reservations in the system")."""
+    out = {}
+    for line in text.splitlines():
+        if "ReservationName=" not in line:
+            continue
+        kv = parse_key_values(line)
+        name = kv.get("ReservationName", "")
+        if not name:
+            raise ParseError(f"scontrol show reservation: no name in {line!r}")
+        out[name] = Reservation(name, kv.get("StartTime", ""), kv.get("EndTime", ""), kv.get("State", ""))
+    return out
+
+
+def show_reservations(client: SlurmClient) -> dict[str, Reservation]:
+    """One ``scontrol show reservation`` for every reservation on the cluster."""
+    return parse_reservations(client.run(["scontrol", "show", "reservation", "-o"]).stdout)
+
+
+def asked(watched: Iterable[str], views: dict, active: dict[str, QueueRecord], resv_of: dict[str, str]) -> dict[str, str]:
+    """The watched pending jobs that ask for a reservation, and its name: this round's, or the one it asked for
+    in an earlier round (a job whose reservation ended has none any more). A vanished one is not asked again."""
+    out = {}
+    for key in watched:
+        q = active.get(key)
+        w = views[key]
+        if q is None or not q.state.is_pending:
+            continue
+        name = resv_of.get(key) or w.reservation
+        if name and not (w.resv_gone and name == w.reservation):
+            out[key] = name
+    return out
+
+
+def on_reservation(w, name: str, found: dict[str, Reservation], ctx) -> list[Event]:
+    """This round's look at the reservation job ``w`` asks for: a line when it moved or vanished, once each."""
+    r = found.get(name)
+    if r is None:
+        w.reservation, w.resv_gone = name, True
+        return [ctx.event(EventKind.RESERVATION, w, f"{w.label()} asks for reservation {name}, which no longer exists: "
+                          f"it will not start as it is; remove the reservation (`scontrol update JobId={w.key} "
+                          f"Reservation=`) or cancel it and submit again", reservation=name, change="vanished",
+                          start=None, was_start=w.resv_start)]
+    events = []
+    if name == w.reservation and w.resv_start and r.start != w.resv_start:
+        events.append(ctx.event(EventKind.RESERVATION, w, f"{w.label()}: its reservation {name} moved: it starts at "
+                                f"{r.start} (was {w.resv_start}), ends at {r.end}", reservation=name, change="moved",
+                                start=r.start, was_start=w.resv_start))
+    w.reservation, w.resv_start, w.resv_gone = name, r.start, False
+    return events

@@ -1,0 +1,427 @@
+"""``roach watch``: one persistent monitor of a user's jobs, their tiers and the cluster.
+
+A round makes a fixed number of calls whatever the number of jobs: one ``squeue`` (all of the user's
+jobs, with the reservation each asks for), at most one ``sacct`` (the watched jobs that left the queue and
+are not known to have ended), at most one command that looks at every running run's log (size, mtime, last
+lines of interest) and the log directories' disk use, at most one ``squeue`` for the pinned nodelists of jobs
+newly pending on ReqNodeNotAvail, at most one ``sbatch --test-only`` per tier when the start probe is on, at
+most one ``scontrol show reservation`` (only while a watched pending job asks for a reservation), at most one
+command writing the final states of the jobs that ended into their ``job.json`` files, and in a heartbeat's
+round at most one ``squeue -s`` for the running holders. What it saw is kept in the store and each round
+compares with the previous one, never with zero.
+
+A failed ``squeue`` is an outage, said once and retried with backoff; it is never read as "the jobs
+ended": a job is done only when ``sacct`` says so.
+
+Watched jobs: every job in roach's store on this cluster whose end is not recorded yet, plus ``job_ids``
+(any job of the user's, e.g. plain sbatch jobs). The tier table counts all of the user's jobs, since they
+all count against the same per-user caps.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from roach.errors import RoachError, SlurmError, TransportError
+from roach.watch import logs as watch_logs
+from roach.slurmio.capabilities import RateLimit
+from roach.clusters.cluster import Cluster
+from roach.records.finals import End, record_ends
+from roach.launch.holder import HOLD_TARGET
+from roach.launch.hold_steps import idle_holders
+from roach.launch.inside_attempts import is_attempt
+from roach.ops.pending import PendingContext, explain
+from roach.ops.rebalance import Candidate, Promotion, on_tier, plan_promotions, probe_start, promotable, \
+    record_resources
+from roach.records.results import JOB_NOT_COMPLETED  # `roach watch` exits so when a watched job did not complete
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.parse import US, AcctRecord, QueueRecord
+from roach.model.states import PendingReason
+from roach.records.store import JobRecord, Store
+from roach.model.tiers import Tier
+from roach.ops.events import Event, EventKind, TierRow, tier_table
+from roach.watch.jobs import (
+    PENDING_ROUNDS_TO_PROMOTE,
+    Ctx,
+    JobWatch,
+    match_acct,
+    new_watch,
+    on_accounting,
+    on_left,
+    on_log,
+    on_queue,
+)
+from roach.watch.logs import Look, StallRule
+from roach.watch.resv import asked as reservations_asked, on_reservation, show_reservations, \
+    squeue_with_reservations
+from roach.watch.status import disk_events, heartbeat_event, outage_events, recovered_events
+
+ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
+FORGET_DONE_AFTER_S = 7 * 86400  # ended jobs drop out of the saved watch state after a week
+
+Promoter = Callable[[Promotion], int]  # makes a promotion; returns the new job's id
+
+
+@dataclass
+class _Memo:
+    """One round's watch state as it saved it, and the store's version just after."""
+
+    version: tuple[int, int]
+    saved: dict[str, dict[str, Any]]  # each view's JSON as the store has it
+    meta: dict[str, Any]
+    views: dict[str, JobWatch]
+    records: dict[str, JobRecord]  # the unfinished ones
+
+
+@dataclass
+class Watcher:
+    """Watches one cluster for one user. ``round()`` is one look; ``run()`` loops until the queue empties."""
+
+    cluster: Cluster
+    client: SlurmClient
+    store: Store
+    clock: Callable[[], float] = time.time
+    interval_s: float = 60.0
+    heartbeat_s: float = 900.0
+    sleep: Callable[[float], None] = time.sleep
+    job_ids: tuple[str, ...] = ()  # more jobs to watch: ids of the user's jobs that are not in the store
+    rebalance: bool = False
+    promoter: Promoter | None = None  # how --rebalance promotes (default: nothing; the CLI passes one)
+    stall: StallRule = field(default_factory=StallRule)
+    lost_after_s: float = 600.0
+    max_backoff_s: float = 300.0
+    probe_window_s: float | None = None  # None: no start probe
+    disk_every_s: float = 300.0
+    log_dir_max_bytes: int | None = 10 * 2**30
+    free_min_fraction: float = 0.05
+    rate_limit: RateLimit | None = None  # the site's RPC token bucket: rounds never come faster than it refills
+    finished: bool = field(default=False, init=False)  # the queue went empty
+    failures: int = field(default=0, init=False)  # rounds in a row that could not reach Slurm
+    ended: dict[str, bool] = field(default_factory=dict, init=False)  # watched jobs that ended: COMPLETED?
+    beating: bool = field(default=False, init=False)  # this watcher has said its first heartbeat
+    # what the last round left in the store, kept while nothing else wrote to it (see _load)
+    _memo: _Memo | None = field(default=None, init=False, repr=False)
+
+    # -- the loop ----------------------------------------------------------------------------------------
+    def run(self, emit: Callable[[Event], None], *, once: bool = False) -> int:
+        """Rounds until the watched queue is empty (or one round with ``once``); returns the exit status:
+        0, or :data:`JOB_NOT_COMPLETED` when a job ended other than COMPLETED."""
+        while True:
+            for event in self.round():
+                emit(event)
+            if once or self.finished:
+                return self.exit_status()
+            self.sleep(self.next_delay())
+
+    def next_delay(self) -> float:
+        """The interval (never under the cluster's ``min_poll_s``, nor faster than its RPC rate limit refills),
+        doubled for each round in a row that could
+        not reach Slurm, up to max_backoff_s."""
+        interval = max(self.interval_s, float(getattr(self.cluster, "min_poll_s", 0.0)),
+                       self.rate_limit.min_interval_s(ROUND_RPCS) if self.rate_limit else 0.0)
+        if not self.failures:
+            return interval
+        return min(interval * 2 ** min(self.failures, 16), max(self.max_backoff_s, interval))
+
+    def exit_status(self) -> int:
+        return JOB_NOT_COMPLETED if any(ok is False for ok in self.ended.values()) else 0
+
+    # -- one round -----------------------------------------------------------------------------------------
+    def round(self) -> list[Event]:
+        now = self.clock()
+        name = self.cluster.name
+        start, saved, meta, views, records = self._load()
+        events: list[Event] = []
+        try:
+            queue, resv_of = squeue_with_reservations(self.client)
+        except (SlurmError, TransportError) as err:
+            self.failures += 1
+            events += outage_events(name, meta, "slurmctld" if isinstance(err, SlurmError) else "the cluster", err,
+                                    now)
+            events += self._heartbeat(meta, now, views, None, {})
+            self.store.watch_save(name, {}, meta)
+            return events  # no memo: the next round reads the store
+        self.failures = 0
+        events += recovered_events(name, meta, ("slurmctld", "the cluster"), now)
+        rows = tier_table(self.cluster.tiers, queue)
+        meta["tiers"] = [r.to_json() for r in rows]
+        active = {str(q.ref): q for q in queue if q.state.is_active}
+        first = self._adopt(views, records, active, now)
+        watched = [k for k, w in views.items() if not w.done]
+
+        # sacct for the watched jobs not in the queue (they may have ended; only sacct says so)
+        ask = [k for k in watched if k not in active]
+        acct: dict[str, AcctRecord] | None = {}
+        if ask:
+            # a task that never started is in sacct only as its array's pending range: ask the array too
+            arrays = sorted({k.split("_")[0] for k in ask if "_" in k} - set(ask))
+            try:
+                found = self.client.sacct([*ask, *arrays])
+            except (SlurmError, TransportError) as err:
+                acct = None
+                events += outage_events(name, meta, "slurmdbd", err, now)
+            else:
+                events += recovered_events(name, meta, ("slurmdbd",), now)
+                self._adopt_tasks(views, ask, found, now, watched)
+                acct = match_acct(ask, found)
+        self._ask_req_nodes(views, active, watched)
+
+        # one look at the logs of the runs that run (or ran last round), and at the log directories
+        seen = self._look(views, watched, active, meta, now)
+        remote_now = seen.now if seen is not None and seen.now else now
+        ctx = Ctx(name, self.cluster.tiers, now, lambda rec: explain(rec, self._pending_context(rec, queue, views)))
+        finals: list[tuple[JobRecord, AcctRecord]] = []
+        for key in watched:
+            w = views[key]
+            q = active.get(key)
+            if seen is not None and w.log_path in seen.logs:
+                events += on_log(w, seen.logs[w.log_path], remote_now, self.stall, ctx,
+                                 running=q is not None and q.state.is_running)
+            if q is not None:
+                events += on_queue(w, q, ctx, first=key in first)
+            else:
+                on_left(w, now)
+                if acct is not None:
+                    done = on_accounting(w, acct.get(key), ctx, self.lost_after_s)
+                    events += done
+                    for e in done:
+                        if e.kind is EventKind.FINISHED:
+                            self.ended[key] = bool(e.data.get("ok")) or w.superseded_by is not None
+                            if key in records:
+                                finals.append((records[key], acct[key]))
+        self._record_finals(finals)
+        events += self._reservations(views, active, resv_of, watched, ctx)
+        events += self._promotions(meta, rows, views, active, seen, now)
+        if seen is not None and seen.disks:
+            events += disk_events(name, meta, seen.disks, now, self.log_dir_max_bytes, self.free_min_fraction)
+        events += self._heartbeat(meta, now, views, rows, active)
+        if not [w for w in views.values() if not w.done and "lost" not in w.reported] and not meta.get("outage_slurmdbd"):
+            n = len(self.ended)
+            ok = sum(self.ended.values())
+            said = f"all {n} watched job{'s' if n != 1 else ''} ended ({ok} completed)" if n else "no job to watch"
+            events.append(Event(EventKind.QUEUE_EMPTY, now, name, f"queue empty: {said}",
+                                data={"ended": n, "completed": ok}, tiers=rows))
+            self.finished = True
+        forget = [k for k, w in views.items() if w.done and now - (w.left_at or w.first_seen) > FORGET_DONE_AFTER_S]
+        # only the views this round changed are written: most of a long queue's jobs change nothing in a round
+        changed = {k: j for k, w in views.items() if k not in forget and (j := w.to_json()) != saved.get(k)}
+        self.store.watch_save(name, changed, meta, forget)
+        end = self.store.version()
+        own = 1 + bool(finals)  # this round's commits: its saved view, and its final states in one transaction
+        if end == (start[0], start[1] + own):  # nothing but this round wrote: next round may start from here
+            for k in forget:
+                saved.pop(k, None)
+                views.pop(k, None)
+            saved.update(changed)
+            for rec, _ in finals:
+                records.pop(rec.slurm_id, None)
+            self._memo = _Memo(end, saved, meta, views, records)
+        return events
+
+    def _load(self) -> tuple[tuple[int, int], dict[str, dict[str, Any]], dict[str, Any], dict[str, JobWatch],
+                             dict[str, JobRecord]]:
+        """The saved watch state and the unfinished records: the last round's own, when the store has not
+        changed since it saved them (reading and parsing them again is most of a long queue's round), else
+        read from the store. The version is taken before reading, so a write that races the read is seen as
+        a change at the end of the round."""
+        memo, self._memo = self._memo, None  # a round that fails half-way leaves no memo behind
+        version = self.store.version()
+        if memo is not None and memo.version == version:
+            return version, memo.saved, memo.meta, memo.views, memo.records
+        saved, meta = self.store.watch_load(self.cluster.name)
+        views = {k: JobWatch.from_json(v) for k, v in saved.items()}
+        # an attempt inside a holder is no Slurm job: it is watched through its holder
+        records = {r.slurm_id: r for r in self.store.unfinished(self.cluster.name) if not is_attempt(r)}
+        return version, saved, meta, views, records
+
+    # -- which jobs -----------------------------------------------------------------------------------------
+    def _adopt(self, views: dict[str, JobWatch], records: dict[str, JobRecord], active: dict[str, QueueRecord],
+               now: float) -> set[str]:
+        """Start watching the store's unfinished jobs and the given ids; returns the keys new this round."""
+        first: set[str] = set()
+        counts = self.store.submission_counts([r.run_id for k, r in records.items() if k not in views])
+        for key, rec in records.items():
+            if key not in views:
+                views[key] = new_watch(key, active.get(key), now, run_id=rec.run_id, name=rec.name,
+                                       log_path=rec.log_path, job_id=rec.job_id,
+                                       resubmitted=counts.get(rec.run_id, 0) > 1)
+                first.add(key)
+            views[key].holder = rec.target == HOLD_TARGET
+        for jid in self.job_ids:
+            keys = [k for k, q in active.items() if str(q.ref.job) == jid or str(q.raw_id) == jid or k == jid]
+            known = [k for k in views if k == jid or k.split("_")[0] == jid]
+            for k in keys:
+                if k not in views:
+                    views[k] = new_watch(k, active[k], now)
+                    first.add(k)
+            if not keys and not known:  # not queued and never seen: ask sacct what became of it
+                views[jid] = new_watch(jid, None, now)
+                first.add(jid)
+        return first
+
+    def _adopt_tasks(self, views: dict[str, JobWatch], ask: list[str], found: list[AcctRecord], now: float,
+                     watched: list[str]) -> None:
+        """A given array id first seen in sacct: watch its tasks by their own ids instead."""
+        for key in list(ask):
+            w = views[key]
+            if "_" in key or w.state is not None or not key.isdigit():
+                continue
+            tasks = [r for r in found if r.step is None and str(r.ref.job) == key and str(r.ref) != key]
+            if not tasks:
+                continue
+            del views[key]
+            watched.remove(key)
+            ask.remove(key)
+            for r in tasks:
+                k = str(r.ref)
+                if k not in views:
+                    views[k] = new_watch(k, None, now, job_id=int(r.raw_id) if r.raw_id.isdigit() else r.ref.job)
+                    watched.append(k)
+                    ask.append(k)
+
+    def _ask_req_nodes(self, views: dict[str, JobWatch], active: dict[str, QueueRecord], watched: list[str]) -> None:
+        """One squeue for the pinned nodelists of jobs newly pending on ReqNodeNotAvail (asked once per job)."""
+        keys = [k for k in watched if k in active and views[k].req_nodes is None
+                and active[k].reason in (PendingReason.ReqNodeNotAvail, PendingReason.NodesDownDrained)]
+        if not keys:
+            return
+        try:
+            res = self.client.run(["squeue", "--noheader", "--jobs", ",".join(keys), "-O",
+                                   f"JobArrayID:{US},ReqNodes:\x1e"], ok_codes=(0, 1))
+        except (SlurmError, TransportError):
+            return
+        for chunk in res.stdout.split("\x1e"):
+            parts = chunk.strip("\n").split(US)
+            if len(parts) == 2 and parts[0].strip() in views:
+                nodes = parts[1].strip()
+                views[parts[0].strip()].req_nodes = "" if nodes in ("(null)", "N/A") else nodes
+
+    def _pending_context(self, rec: QueueRecord, queue: list[QueueRecord], views: dict[str, JobWatch]) -> PendingContext:
+        w = views.get(str(rec.ref))
+        return PendingContext(queue=queue, tiers=self.cluster.tiers, req_nodes=w.req_nodes if w else None)
+
+    def _record_finals(self, finals: list[tuple[JobRecord, AcctRecord]]) -> None:
+        """The final states this round saw: into each job's job.json on the cluster, all of them in one
+        command, and the store, in one transaction (:func:`~roach.records.finals.record_ends`)."""
+        record_ends(self.store, self.client.transport, [End.of_acct(rec, final) for rec, final in finals])
+
+    def _reservations(self, views: dict[str, JobWatch], active: dict[str, QueueRecord], resv_of: dict[str, str],
+                      watched: list[str], ctx: Ctx) -> list[Event]:
+        """Only when a watched pending job asks for a reservation: one ``scontrol show reservation`` for all."""
+        wanted = reservations_asked(watched, views, active, resv_of)
+        if not wanted:
+            return []
+        try:
+            found = show_reservations(self.client)
+        except RoachError:
+            return []  # asked again next round; a failed look is never read as "it vanished"
+        return [e for key, resv in wanted.items() for e in on_reservation(views[key], resv, found, ctx)]
+
+    # -- logs and disk ---------------------------------------------------------------------------------------
+    def _look(self, views: dict[str, JobWatch], watched: list[str], active: dict[str, QueueRecord],
+              meta: dict[str, Any], now: float) -> Look | None:
+        logs = sorted({views[k].log_path for k in watched if views[k].log_path and (
+            (k in active and active[k].state.is_running) or views[k].running)})
+        dirs: list[str] = []
+        if logs and now - (meta.get("disk_at") or 0) >= self.disk_every_s:
+            dirs = sorted({posixpath.dirname(p) for p in logs})
+            meta["disk_at"] = now
+        if not logs:
+            return None
+        try:
+            return watch_logs.look(self.client.transport, logs, dirs)
+        except (RoachError, TransportError):
+            return None  # the logs are looked at again next round; Slurm's view is what decides states
+
+    # -- tiers -----------------------------------------------------------------------------------------------
+    def _promotions(self, meta: dict[str, Any], rows: tuple[TierRow, ...], views: dict[str, JobWatch],
+                    active: dict[str, QueueRecord], seen: Look | None, now: float) -> list[Event]:
+        cands = []
+        for key, w in views.items():
+            q = active.get(key)
+            # seen pending twice, with a reason: not a job the scheduler has not looked at yet
+            if q is None or not q.state.is_pending or w.pending_rounds < PENDING_ROUNDS_TO_PROMOTE \
+                    or q.reason is PendingReason.NONE or not w.run_id or w.superseded_by or w.tier is None \
+                    or not promotable(q.reason):
+                continue
+            cands.append(Candidate(key, w.job_id, w.run_id, w.tier, w.gpus, w.left_to_do, w.submitted or 0.0,
+                                   w.checkpoints, w.preemptions.get(w.tier, 0)))
+        probe = self._probe(seen, now) if self.probe_window_s is not None else None
+        plans = plan_promotions(self.cluster.tiers, rows, cands, probe) if cands else []
+        before = set(meta.get("promotions") or [])
+        failed = set(meta.get("promote_failed") or [])
+        events = []
+        for p in plans:
+            tag = f"{p.key}>{p.to_tier}"
+            if self.rebalance and self.promoter is not None:
+                if tag not in failed:
+                    events.append(self._promote(p, views, rows, now))
+                    if events[-1].kind is EventKind.PROMOTE_FAILED:
+                        failed.add(tag)
+            elif tag not in before:
+                events.append(Event(EventKind.PROMOTION, now, self.cluster.name, p.line(), p.key, p.run_id,
+                                     views[p.key].name or None, data=_promotion_data(p), tiers=rows))
+        meta["promotions"] = sorted(f"{p.key}>{p.to_tier}" for p in plans)
+        meta["promote_failed"] = sorted(failed)
+        return events
+
+    def _promote(self, p: Promotion, views: dict[str, JobWatch], rows: tuple[TierRow, ...], now: float) -> Event:
+        w = views[p.key]
+        try:
+            new = self.promoter(p)  # type: ignore[misc]
+        except RoachError as err:
+            return Event(EventKind.PROMOTE_FAILED, now, self.cluster.name,
+                         f"could not promote job {p.key} (run {p.run_id}) to {p.to_tier}: {err.message}",
+                         p.key, p.run_id, w.name or None, data={**_promotion_data(p), "error": str(err)}, tiers=rows)
+        w.superseded_by = new
+        return Event(EventKind.PROMOTED, now, self.cluster.name,
+                     f"promoted job {p.key} (run {p.run_id}) from {p.from_tier} to {p.to_tier}: now job {new}",
+                     p.key, p.run_id, w.name or None, data={**_promotion_data(p), "new_job_id": new}, tiers=rows)
+
+    def _probe(self, seen: Look | None, now: float) -> Callable[[Tier, Candidate], bool]:
+        def probe(tier: Tier, cand: Candidate) -> bool:
+            rec = self.store.find(cand.key, cluster=self.cluster.name)
+            opts = on_tier(record_resources(rec), tier).sbatch_options(self.cluster.gpu_flag)
+            try:
+                start = probe_start(self.client, opts)
+            except (SlurmError, TransportError):
+                return False
+            if start is None:
+                return False
+            ref = datetime.fromisoformat(seen.local_now) if seen is not None and seen.local_now \
+                else datetime.fromtimestamp(now)
+            return (start - ref).total_seconds() <= (self.probe_window_s or 0)
+        return probe
+
+    # -- heartbeat ---------------------------------------------------------------------------------------------
+    def _heartbeat(self, meta: dict[str, Any], now: float, views: dict[str, JobWatch],
+                   rows: tuple[TierRow, ...] | None, active: dict[str, QueueRecord]) -> list[Event]:
+        last = meta.get("heartbeat_at")
+        if self.beating and last is not None and now - last < self.heartbeat_s:
+            return []
+        meta["heartbeat_at"], self.beating = now, True
+        return [heartbeat_event(self.cluster.name, meta, now, views, rows, self._holders(views, active))]
+
+    def _holders(self, views: dict[str, JobWatch], active: dict[str, QueueRecord]) -> list[dict[str, Any]]:
+        """The watched holders that run, which are charged: held time, time limit and whether one is idle (no
+        attempt runs in it), asked with one ``squeue -s`` for all, only in a heartbeat's round."""
+        held = {k: active[k] for k, w in views.items() if w.holder and not w.done and k in active
+                and active[k].state.is_running}
+        if not held:
+            return []
+        try:
+            idle = idle_holders(self.client, [q.raw_id for q in held.values()])
+        except RoachError:
+            idle = {}  # not known this time; the next heartbeat asks again
+        return [{"job_id": k, "run_id": views[k].run_id, "name": views[k].name or None, "held_s": q.elapsed_s,
+                 "time_limit_s": q.time_limit_s, "idle": idle.get(q.raw_id)} for k, q in held.items()]
+
+
+def _promotion_data(p: Promotion) -> dict[str, Any]:
+    return {"from_tier": p.from_tier, "to_tier": p.to_tier, "gpus": p.gpus, "room": p.room}
+
