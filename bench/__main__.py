@@ -15,8 +15,14 @@ import time
 from pathlib import Path
 
 DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1}
-SMOKE = {"reps": 2, "sizes": [10, 50], "scale_sizes": [100, 1000], "ssh_jobs": 10, "sweep_runs": 10,
-         "preempt_modes": ["as-is"]}
+SMOKE = {
+    "reps": 2,
+    "sizes": [10, 50],
+    "scale_sizes": [100, 1000],
+    "ssh_jobs": 10,
+    "sweep_runs": 10,
+    "preempt_modes": ["as-is"],
+}
 TITLES = {
     1: "Submit latency",
     2: "Controller load: Slurm RPCs per status round",
@@ -36,24 +42,44 @@ def _ints(text: str) -> list[int]:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="benchmarks: " + "; ".join(f"{n} {t}" for n, t in TITLES.items()))
+    ap = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="benchmarks: " + "; ".join(f"{n} {t}" for n, t in TITLES.items()),
+    )
     ap.add_argument("--only", type=_ints, default=None, help="which benchmarks, e.g. 1,3 (default: all that can run)")
-    ap.add_argument("--reps", type=int, default=None,
-                    help="repetitions for every benchmark (default per benchmark: "
-                         + ", ".join(f"{n}: {r}" for n, r in DEFAULT_REPS.items()) + ")")
-    ap.add_argument("--sizes", type=_ints, default=[10, 100, 1000], help="benchmark 2: jobs queued (default 10,100,1000)")
-    ap.add_argument("--scale-sizes", type=_ints, default=[100, 1000, 10000],
-                    help="benchmark 6: array tasks queued (default 100,1000,10000)")
+    ap.add_argument(
+        "--reps",
+        type=int,
+        default=None,
+        help="repetitions for every benchmark (default per benchmark: "
+        + ", ".join(f"{n}: {r}" for n, r in DEFAULT_REPS.items())
+        + ")",
+    )
+    ap.add_argument(
+        "--sizes", type=_ints, default=[10, 100, 1000], help="benchmark 2: jobs queued (default 10,100,1000)"
+    )
+    ap.add_argument(
+        "--scale-sizes",
+        type=_ints,
+        default=[100, 1000, 10000],
+        help="benchmark 6: array tasks queued (default 100,1000,10000)",
+    )
     ap.add_argument("--ssh-jobs", type=int, default=100, help="benchmark 3: held jobs in the queue (default 100)")
     ap.add_argument("--sweep-runs", type=int, default=1000, help="benchmark 4: runs per sweep (default 1000)")
-    ap.add_argument("--preempt-modes", default="term,user-signal",
-                    help="benchmark 5: how the lab preempts, 'term', 'user-signal' (preempt_send_user_signal) or "
-                         "'as-is'; the lab is reconfigured live and restored after (default term,user-signal)")
-    ap.add_argument("--smoke", action="store_true",
-                    help="small sizes for a quick check (2 reps, 10,50 jobs, 100,1000 tasks, lab's preemption as-is); "
-                         "results.md says so")
+    ap.add_argument(
+        "--preempt-modes",
+        default="term,user-signal",
+        help="benchmark 5: how the lab preempts, 'term', 'user-signal' (preempt_send_user_signal) or "
+        "'as-is'; the lab is reconfigured live and restored after (default term,user-signal)",
+    )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="small sizes for a quick check (2 reps, 10,50 jobs, 100,1000 tasks, lab's preemption as-is); "
+        "results.md says so",
+    )
     ap.add_argument("--results", type=Path, default=None, help="the Markdown file to write (default bench/results.md)")
     a = ap.parse_args(argv)
     a.preempt_modes = [m.strip() for m in a.preempt_modes.split(",") if m.strip()]
@@ -61,6 +87,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if bad:
         ap.error(f"--preempt-modes: unknown {', '.join(bad)} (valid: term, user-signal, as-is)")
     if a.smoke:
+
         def given(flag: str) -> bool:
             return any(x == flag or x.startswith(flag + "=") for x in argv)
 
@@ -97,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: {err}", file=sys.stderr)
         return 2
     reps = lambda n: a.reps or DEFAULT_REPS[n]  # noqa: E731
+
     def mod(name: str):
         return importlib.import_module(f"bench.{name}")
 

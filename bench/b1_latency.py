@@ -21,15 +21,14 @@ import shutil
 import time
 from pathlib import Path
 
-from roach.slurm import submit
-from roach.slurm.clusters.lab import LAB
-from roach.model.resources import Resources
-from roach.records.store import Store
-
 from bench.labenv import ROOT, BenchError, Jobs, Lab
 from bench.repo import make_repo
 from bench.report import Section
 from bench.stats import Row, comparison_table
+from roach.model.resources import Resources
+from roach.records.store import Store
+from roach.slurm import submit
+from roach.slurm.clusters.lab import LAB
 
 METHODS = ("roach", "sbatch", "submitit")
 ONE_CPU = Resources(gpus_per_node=0, cpus_per_task=1, time="00:05:00")
@@ -64,9 +63,18 @@ class Methods:
     def roach(self) -> tuple[float, float, Path]:
         out = self._out("roach")
         t0 = time.time()
-        job = submit("pkg.jobfns:first_line", {"out": str(out)}, resources=ONE_CPU, cluster=self.cluster,
-                     name="lat-roach", repo_root=self.work, store=self.store, log_root=str(self.wd / "logs"),
-                     clone_root=str(self.wd / "clones"), run_root=str(self.wd / "runs"))
+        job = submit(
+            "pkg.jobfns:first_line",
+            {"out": str(out)},
+            resources=ONE_CPU,
+            cluster=self.cluster,
+            name="lat-roach",
+            repo_root=self.work,
+            store=self.store,
+            log_root=str(self.wd / "logs"),
+            clone_root=str(self.wd / "clones"),
+            run_root=str(self.wd / "runs"),
+        )
         t_ret = time.time()
         self.jobs.add([job.job_id])
         return t0, t_ret, out
@@ -74,8 +82,16 @@ class Methods:
     def sbatch(self) -> tuple[float, float, Path]:
         out = self._out("sbatch")
         code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from bench.jobfns import first_line; first_line(None, {str(out)!r})"
-        argv = ["sbatch", "--parsable", "--job-name=lat-sbatch", f"--output={self.wd}/logs/sbatch-%j.out",
-                "--ntasks=1", "--cpus-per-task=1", "--time=5", f"--wrap={shlex.quote(self.lab.python)} -c {shlex.quote(code)}"]
+        argv = [
+            "sbatch",
+            "--parsable",
+            "--job-name=lat-sbatch",
+            f"--output={self.wd}/logs/sbatch-%j.out",
+            "--ntasks=1",
+            "--cpus-per-task=1",
+            "--time=5",
+            f"--wrap={shlex.quote(self.lab.python)} -c {shlex.quote(code)}",
+        ]
         client = self.lab.user_client()
         t0 = time.time()
         res = client.run(argv, retry=False)
@@ -85,8 +101,20 @@ class Methods:
 
     def submitit(self) -> tuple[float, float, Path]:
         out = self._out("submitit")
-        proc = self.lab.as_user([self.lab.python, "-m", "bench.submitit_driver", "latency", "--folder",
-                                 str(self.wd / "submitit" / "%j"), "--out", str(out)], capture_output=True, text=True)
+        proc = self.lab.as_user(
+            [
+                self.lab.python,
+                "-m",
+                "bench.submitit_driver",
+                "latency",
+                "--folder",
+                str(self.wd / "submitit" / "%j"),
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             raise BenchError(f"submitit driver failed (exit {proc.returncode}): {proc.stderr[-1500:]}")
         got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -106,29 +134,39 @@ def run(lab: Lab, jobs: Jobs, reps: int, log=print, timeout: float = 180) -> Sec
         for m in METHODS:
             t0, t_ret, out = getattr(ms, m)()
             mark = _wait_file(out, timeout)
-            parts = {"total": mark["t"] - t0, "call": t_ret - t0,
-                     "to_batch": _minus(mark.get("batch"), t0),
-                     "batch_to_process": _minus(mark.get("process"), mark.get("batch")),
-                     "process_to_line": _minus(mark["t"], mark.get("process"))}
+            parts = {
+                "total": mark["t"] - t0,
+                "call": t_ret - t0,
+                "to_batch": _minus(mark.get("batch"), t0),
+                "batch_to_process": _minus(mark.get("process"), mark.get("batch")),
+                "process_to_line": _minus(mark["t"], mark.get("process")),
+            }
             parts["own"] = _minus(parts["total"], _minus(parts["to_batch"], parts["call"]))
             if rep:
                 for k in keys:
                     got[k][m].append(parts[k])
-            log(f"bench 1: {'warm-up' if not rep else f'rep {rep}'} {m:9s} submit call {parts['call']:6.3f}s, "
-                f"first line after {parts['total']:6.3f}s")
+            log(
+                f"bench 1: {'warm-up' if not rep else f'rep {rep}'} {m:9s} submit call {parts['call']:6.3f}s, "
+                f"first line after {parts['total']:6.3f}s"
+            )
     jobs.cancel(jobs.user_ids)  # they have ended or are ending; cancel whatever is left
-    rows = [Row("submit call to the function's first line", got["total"], "s"),
-            Row("... the submit call itself", got["call"], "s"),
-            Row("... submit call to the batch script's start (with the call)", got["to_batch"], "s"),
-            Row("... batch script's start to the python process's", got["batch_to_process"], "s"),
-            Row("... python process's start to the first line", got["process_to_line"], "s"),
-            Row("the tool's own part (all but Slurm's queue, scheduling and launch)", got["own"], "s")]
-    body = ["Seconds from the submit call to the first line of the same function (1 CPU, no GPU, the lab's "
-            "job python); roach warm (its clone of the commit exists). The split: Slurm's part (queue, "
-            "scheduling, launch: up to the batch script's start), the batch script's (roach: its node step "
-            "and `srun`; submitit: `srun`; sbatch: nothing), and the python process's (imports, unpickling, "
-            "roach's rank setup). Start times come from /proc (10 ms ticks). Slurm's part varies by up to a "
-            "second with where the submission falls in the scheduler's cycle, for every method alike; the last "
-            "row leaves it out.", "",
-            comparison_table(rows, METHODS)]
+    rows = [
+        Row("submit call to the function's first line", got["total"], "s"),
+        Row("... the submit call itself", got["call"], "s"),
+        Row("... submit call to the batch script's start (with the call)", got["to_batch"], "s"),
+        Row("... batch script's start to the python process's", got["batch_to_process"], "s"),
+        Row("... python process's start to the first line", got["process_to_line"], "s"),
+        Row("the tool's own part (all but Slurm's queue, scheduling and launch)", got["own"], "s"),
+    ]
+    body = [
+        "Seconds from the submit call to the first line of the same function (1 CPU, no GPU, the lab's "
+        "job python); roach warm (its clone of the commit exists). The split: Slurm's part (queue, "
+        "scheduling, launch: up to the batch script's start), the batch script's (roach: its node step "
+        "and `srun`; submitit: `srun`; sbatch: nothing), and the python process's (imports, unpickling, "
+        "roach's rank setup). Start times come from /proc (10 ms ticks). Slurm's part varies by up to a "
+        "second with where the submission falls in the scheduler's cycle, for every method alike; the last "
+        "row leaves it out.",
+        "",
+        comparison_table(rows, METHODS),
+    ]
     return Section(1, "Submit latency", "\n".join(body), {"reps": reps})

@@ -24,13 +24,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.ssh import remote_command
-from roach.slurmio.transport import Result
-
 from bench.labenv import Jobs, Lab, submit_held
 from bench.report import Section
 from bench.stats import Row, comparison_table
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.ssh import remote_command
+from roach.slurmio.transport import Result
 
 METHODS = ("roach", "fresh ssh per call", "local (no ssh)")
 
@@ -42,10 +41,32 @@ class FreshSSH:
         self.alias, self.config_file, self.env = alias, str(config_file), env
 
     def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None) -> Result:
-        full = ["ssh", "-F", self.config_file, "-o", "BatchMode=yes", "-o", "ControlMaster=no", "-o", "ControlPath=none",
-                "-o", "LogLevel=ERROR", "-T", "-x", "-a", self.alias, remote_command(argv, self.env)]
-        p = subprocess.run(full, input=input, capture_output=True, text=True, timeout=timeout or 120,
-                           stdin=None if input is not None else subprocess.DEVNULL)
+        full = [
+            "ssh",
+            "-F",
+            self.config_file,
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ControlMaster=no",
+            "-o",
+            "ControlPath=none",
+            "-o",
+            "LogLevel=ERROR",
+            "-T",
+            "-x",
+            "-a",
+            self.alias,
+            remote_command(argv, self.env),
+        ]
+        p = subprocess.run(
+            full,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout or 120,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
         return Result(tuple(full), p.returncode, p.stdout, p.stderr)
 
 
@@ -68,8 +89,11 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
         server.start()
         mux = server.transport(env=lab.env)
         fresh = FreshSSH(server.alias, server.config_path, lab.env)
-        clients = {"roach": SlurmClient(mux), "fresh ssh per call": SlurmClient(fresh),
-                   "local (no ssh)": lab.user_client()}
+        clients = {
+            "roach": SlurmClient(mux),
+            "fresh ssh per call": SlurmClient(fresh),
+            "local (no ssh)": lab.user_client(),
+        }
         wall = {m: [] for m in METHODS}
         conns = {m: [] for m in METHODS}
         first = {}
@@ -87,21 +111,25 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
                     wall[m].append(dt)
                     conns[m].append(dc)
         mux.close()
-        log(f"bench 3: warm round roach {sorted(wall['roach'])[len(wall['roach']) // 2]:.3f}s, "
+        log(
+            f"bench 3: warm round roach {sorted(wall['roach'])[len(wall['roach']) // 2]:.3f}s, "
             f"fresh {sorted(wall['fresh ssh per call'])[len(wall['roach']) // 2]:.3f}s, "
-            f"local {sorted(wall['local (no ssh)'])[len(wall['roach']) // 2]:.3f}s")
+            f"local {sorted(wall['local (no ssh)'])[len(wall['roach']) // 2]:.3f}s"
+        )
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
         jobs.cancel(held)
-    rows = [Row("wall time of a round", wall, "s"),
-            Row("new ssh connections per round", conns)]
+    rows = [Row("wall time of a round", wall, "s"), Row("new ssh connections per round", conns)]
     firsts = "; ".join(f"{m}: {dt:.3f} s, {dc} connection{'s' if dc != 1 else ''}" for m, (dt, dc) in first.items())
-    body = [f"A status round (`squeue` of the user's {n} held jobs + one `sacct` for 2 ended ones) over SSH to "
-            f"127.0.0.1, after the first round. The first round: {firsts}. Over a real network each new "
-            "connection also pays the round trips of its handshake, so the gap grows with latency. The same round run "
-            "on the login host itself (no ssh) is the floor: most of it is `sacct` asking slurmdbd.", "",
-            comparison_table(rows, METHODS)]
+    body = [
+        f"A status round (`squeue` of the user's {n} held jobs + one `sacct` for 2 ended ones) over SSH to "
+        f"127.0.0.1, after the first round. The first round: {firsts}. Over a real network each new "
+        "connection also pays the round trips of its handshake, so the gap grows with latency. The same round run "
+        "on the login host itself (no ssh) is the floor: most of it is `sacct` asking slurmdbd.",
+        "",
+        comparison_table(rows, METHODS),
+    ]
     return Section(3, "SSH cost: a status round over SSH", "\n".join(body), {"jobs": n, "reps": reps})
 
 

@@ -37,52 +37,88 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
         shutil.chown(wd / sub, lab.user, lab.user)
     got: dict[str, list[rounds.Cost]] = {m: [] for m in METHODS}
     walls: list[float] = []  # submitit's own time for map_array (not its driver process's start)
-    methods = {"submitit map_array": lambda: _submitit_map(lab, wd, n, walls),
-               "sbatch loop": lambda: submit_held(lab, n, "sweep-sbatch"), "roach": _roach_sweep(lab, wd, n)}
+    methods = {
+        "submitit map_array": lambda: _submitit_map(lab, wd, n, walls),
+        "sbatch loop": lambda: submit_held(lab, n, "sweep-sbatch"),
+        "roach": _roach_sweep(lab, wd, n),
+    }
     for rep in range(reps):
         for m in METHODS:
             ids: list[str] = []
             try:
-                got[m].append(rounds.measure(lab, lambda: ids.extend(methods[m]())))
+                got[m].append(rounds.measure(lab, lambda ids=ids, m=m: ids.extend(methods[m]())))
                 if m == "submitit map_array":
                     got[m][-1].wall_s = walls[-1]
             finally:
                 jobs.add(ids)
                 jobs.cancel(ids)
-        log(f"bench 4: rep {rep + 1}: " + ", ".join(f"{m} {got[m][-1].wall_s:.2f}s {got[m][-1].rpcs} RPCs"
-                                                  for m in METHODS if got[m]))
-    rows = [Row(f"{n} runs: wall time of the submission", {m: [c.wall_s for c in got[m]] for m in METHODS}, "s"),
-            Row(f"{n} runs: RPCs (slurmctld + slurmdbd)", {m: [c.rpcs for c in got[m]] for m in METHODS})]
-    body = [f"Submitting {n} runs of a trivial function: the baselines held (then cancelled), roach's sweep "
-            "as it always submits (held, bundle and records written, released; then cancelled).",
-            comparison_table(rows, METHODS)]
+        log(
+            f"bench 4: rep {rep + 1}: "
+            + ", ".join(f"{m} {got[m][-1].wall_s:.2f}s {got[m][-1].rpcs} RPCs" for m in METHODS if got[m])
+        )
+    rows = [
+        Row(f"{n} runs: wall time of the submission", {m: [c.wall_s for c in got[m]] for m in METHODS}, "s"),
+        Row(f"{n} runs: RPCs (slurmctld + slurmdbd)", {m: [c.rpcs for c in got[m]] for m in METHODS}),
+    ]
+    body = [
+        f"Submitting {n} runs of a trivial function: the baselines held (then cancelled), roach's sweep "
+        "as it always submits (held, bundle and records written, released; then cancelled).",
+        comparison_table(rows, METHODS),
+    ]
     body.append(_completion(lab, wd, n, jobs, log))
     return Section(4, "Sweep submission", "\n".join(body), {"runs": n, "reps": reps})
 
 
 def _completion(lab: Lab, wd: Path, n: int, jobs: Jobs, log=print) -> str:
     """One sweep of ``n`` runs to the end, watched by ``roach watch``; a Markdown paragraph of the outcome."""
-    from roach.records.bundle import JobJson
-    from roach.slurm.clusters.lab import LAB
-    from roach.records.store import Store
-    from roach.launch.sweep import sweep
-
     from bench.b1_latency import ONE_CPU
     from bench.repo import make_repo
+    from roach.launch.sweep import sweep
+    from roach.records.bundle import JobJson
+    from roach.records.store import Store
+    from roach.slurm.clusters.lab import LAB
 
     work = make_repo(lab, wd / "repo-run")
     store_path = wd / "run-store.sqlite"
     grid = [{"out": str(wd / "marks" / f"run-{i}.t")} for i in range(n)]
     t0 = time.monotonic()
-    sw = sweep("pkg.jobfns:first_line", grid=grid, resources=ONE_CPU, cluster=LAB.with_(run_as=lab.user),
-               name="sweep-run", repo_root=work, store=Store(store_path), log_root=str(wd / "logs"),
-               clone_root=str(wd / "clones"), run_root=str(wd / "runs"), experiment="bench-sweep")
+    sw = sweep(
+        "pkg.jobfns:first_line",
+        grid=grid,
+        resources=ONE_CPU,
+        cluster=LAB.with_(run_as=lab.user),
+        name="sweep-run",
+        repo_root=work,
+        store=Store(store_path),
+        log_root=str(wd / "logs"),
+        clone_root=str(wd / "clones"),
+        run_root=str(wd / "runs"),
+        experiment="bench-sweep",
+    )
     submitted_s = time.monotonic() - t0
     jobs.add([str(i) for i in sw.array_ids])
     env = {**os.environ, **lab.env, "ROACH_STORE": str(store_path)}
-    watch = subprocess.run([sys.executable, "-m", "roach", "watch", "--cluster", "lab", "--run-as", lab.user,
-                            "--json", "--interval", "5", "--heartbeat", "60"],
-                           env=env, capture_output=True, text=True, timeout=3600)
+    watch = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "roach",
+            "watch",
+            "--cluster",
+            "lab",
+            "--run-as",
+            lab.user,
+            "--json",
+            "--interval",
+            "5",
+            "--heartbeat",
+            "60",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     took = time.monotonic() - t0
     events = [json.loads(line) for line in watch.stdout.splitlines() if line.startswith("{")]
     kinds = Counter(e.get("event") for e in events)
@@ -90,24 +126,46 @@ def _completion(lab: Lab, wd: Path, n: int, jobs: Jobs, log=print) -> str:
     finished = {e.get("job_id") for e in events if e.get("event") == "finished"}
     jj = [JobJson.from_json(Path(j.paths.job_json).read_text()) for j in sw if Path(j.paths.job_json).exists()]
     statuses = Counter(j.status for j in jj)
-    log(f"bench 4: {n} runs completed in {took:.0f}s; watch exit {watch.returncode}, {dict(kinds)}; job.json {dict(statuses)}")
+    log(
+        f"bench 4: {n} runs completed in {took:.0f}s; watch exit {watch.returncode}, {dict(kinds)}; job.json {dict(statuses)}"
+    )
     ours = {j.slurm_id for j in sw}
-    return "\n".join([
-        "", f"**A sweep of {n} runs to the end** (the trivial function, 1 CPU each, no parallelism limit), watched "
-        "by `roach watch --json` from the submission on:", "",
-        "| measure | value |", "| --- | --- |",
-        f"| submission (sbatch --hold per array, bundle, records, release) | {submitted_s:.1f} s, {len(sw.array_ids)} array(s) |",
-        f"| submission to the watch's exit (queue empty) | {took:.0f} s |",
-        f"| watch exit code (0: every watched job COMPLETED) | {watch.returncode} |",
-        f"| runs the watch reported started / finished | {len(started & ours)} / {len(finished & ours)} of {n} |",
-        f"| watch events by kind | {', '.join(f'{k} {v}' for k, v in sorted(kinds.items(), key=lambda kv: str(kv[0])))} |",
-        f"| runs' job.json files / by status | {len(jj)} of {n} / {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))} |",
-        ""])
+    return "\n".join(
+        [
+            "",
+            f"**A sweep of {n} runs to the end** (the trivial function, 1 CPU each, no parallelism limit), watched "
+            "by `roach watch --json` from the submission on:",
+            "",
+            "| measure | value |",
+            "| --- | --- |",
+            f"| submission (sbatch --hold per array, bundle, records, release) | {submitted_s:.1f} s, {len(sw.array_ids)} array(s) |",
+            f"| submission to the watch's exit (queue empty) | {took:.0f} s |",
+            f"| watch exit code (0: every watched job COMPLETED) | {watch.returncode} |",
+            f"| runs the watch reported started / finished | {len(started & ours)} / {len(finished & ours)} of {n} |",
+            f"| watch events by kind | {', '.join(f'{k} {v}' for k, v in sorted(kinds.items(), key=lambda kv: str(kv[0])))} |",
+            f"| runs' job.json files / by status | {len(jj)} of {n} / {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))} |",
+            "",
+        ]
+    )
 
 
 def _submitit_map(lab: Lab, wd, n: int, walls: list[float]) -> list[str]:
-    proc = lab.as_user([lab.python, "-m", "bench.submitit_driver", "map", "--folder", str(wd / "submitit" / "%j"),
-                        "--n", str(n), "--out-dir", str(wd / "marks")], capture_output=True, text=True)
+    proc = lab.as_user(
+        [
+            lab.python,
+            "-m",
+            "bench.submitit_driver",
+            "map",
+            "--folder",
+            str(wd / "submitit" / "%j"),
+            "--n",
+            str(n),
+            "--out-dir",
+            str(wd / "marks"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise BenchError(f"submitit driver failed (exit {proc.returncode}): {proc.stderr[-1500:]}")
     got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -118,12 +176,11 @@ def _submitit_map(lab: Lab, wd, n: int, walls: list[float]) -> list[str]:
 def _roach_sweep(lab: Lab, wd, n: int):
     """One roach sweep of ``n`` runs per call, returning its arrays' job ids. Its tasks are cancelled by the
     caller after the submission is measured."""
-    from roach.slurm.clusters.lab import LAB
-    from roach.records.store import Store
-    from roach.launch.sweep import sweep
-
     from bench.b1_latency import ONE_CPU
     from bench.repo import make_repo
+    from roach.launch.sweep import sweep
+    from roach.records.store import Store
+    from roach.slurm.clusters.lab import LAB
 
     work = make_repo(lab, wd / "repo")
     store = Store(wd / "store.sqlite")
@@ -132,8 +189,19 @@ def _roach_sweep(lab: Lab, wd, n: int):
     def once() -> list[str]:
         count[0] += 1
         grid = [{"out": str(wd / "marks" / f"roach-{count[0]}-{i}.t")} for i in range(n)]
-        result = sweep("pkg.jobfns:first_line", grid=grid, resources=ONE_CPU, cluster=LAB.with_(run_as=lab.user),
-                       name=f"sweep-roach-{count[0]}", parallelism=n, repo_root=work, store=store,
-                       log_root=str(wd / "logs"), clone_root=str(wd / "clones"), run_root=str(wd / "runs"))
+        result = sweep(
+            "pkg.jobfns:first_line",
+            grid=grid,
+            resources=ONE_CPU,
+            cluster=LAB.with_(run_as=lab.user),
+            name=f"sweep-roach-{count[0]}",
+            parallelism=n,
+            repo_root=work,
+            store=store,
+            log_root=str(wd / "logs"),
+            clone_root=str(wd / "clones"),
+            run_root=str(wd / "runs"),
+        )
         return [str(i) for i in result.array_ids]
+
     return once

@@ -26,16 +26,15 @@ import shutil
 import time
 from pathlib import Path
 
-from roach.lab.config import LabConfig
-from roach.slurm import submit
-from roach.slurm.clusters.lab import LAB
-from roach.model.resources import Resources
-from roach.records.store import Store
-
 from bench.labenv import BenchError, Jobs, Lab
 from bench.repo import make_repo
 from bench.report import Section
 from bench.stats import Row, comparison_table
+from roach.lab.config import LabConfig
+from roach.model.resources import Resources
+from roach.records.store import Store
+from roach.slurm import submit
+from roach.slurm.clusters.lab import LAB
 
 METHODS = ("roach", "submitit")
 
@@ -70,16 +69,40 @@ class Preempt:
     def submit(self, method: str, node: str, progress: Path) -> str:
         if method == "roach":
             res = Resources(gpus_per_node=1, cpus_per_gpu=1, time="00:10:00", qos="low", extra=(f"--nodelist={node}",))
-            job = submit("pkg.jobfns:train_roach", {"steps": self.steps, "step_s": self.step_s, "progress": str(progress)},
-                         resources=res, cluster=LAB.with_(run_as=self.lab.user), name="preempt-roach",
-                         repo_root=self.work, store=self.store, log_root=str(self.wd / "logs"),
-                         clone_root=str(self.wd / "clones"), run_root=str(self.wd / "runs"))
+            job = submit(
+                "pkg.jobfns:train_roach",
+                {"steps": self.steps, "step_s": self.step_s, "progress": str(progress)},
+                resources=res,
+                cluster=LAB.with_(run_as=self.lab.user),
+                name="preempt-roach",
+                repo_root=self.work,
+                store=self.store,
+                log_root=str(self.wd / "logs"),
+                clone_root=str(self.wd / "clones"),
+                run_root=str(self.wd / "runs"),
+            )
             jid = str(job.job_id)
         else:
-            proc = self.lab.as_user([self.lab.python, "-m", "bench.submitit_driver", "train", "--folder",
-                                     str(self.wd / "submitit" / "%j"), "--progress", str(progress), "--steps",
-                                     str(self.steps), "--step-s", str(self.step_s), "--node", node],
-                                    capture_output=True, text=True)
+            proc = self.lab.as_user(
+                [
+                    self.lab.python,
+                    "-m",
+                    "bench.submitit_driver",
+                    "train",
+                    "--folder",
+                    str(self.wd / "submitit" / "%j"),
+                    "--progress",
+                    str(progress),
+                    "--steps",
+                    str(self.steps),
+                    "--step-s",
+                    str(self.step_s),
+                    "--node",
+                    node,
+                ],
+                capture_output=True,
+                text=True,
+            )
             if proc.returncode != 0:
                 raise BenchError(f"submitit driver failed (exit {proc.returncode}): {proc.stderr[-1500:]}")
             jid = json.loads(proc.stdout.strip().splitlines()[-1])["job_id"]
@@ -88,11 +111,16 @@ class Preempt:
 
     def pick_node(self) -> str:
         """The node with the most free GPUs and no other user's preemptible job (else wait for one)."""
+
         def ok():
             others = self._others_low()
-            free = [(n.gpus_total - n.gpus_used, n.name) for n in self.root.nodes()
-                    if n.name not in others and n.gpus_total - n.gpus_used >= 1]
+            free = [
+                (n.gpus_total - n.gpus_used, n.name)
+                for n in self.root.nodes()
+                if n.name not in others and n.gpus_total - n.gpus_used >= 1
+            ]
             return max(free)[1] if free else None
+
         return _wait("a node with a free GPU and no one else's low-QOS job", ok, 300, 2)
 
     def _others_low(self) -> set[str]:
@@ -110,8 +138,17 @@ class Preempt:
         n = next(x for x in self.root.nodes() if x.name == node)
         gpus = min(n.gpus_total, n.gpus_total - n.gpus_used + 1)
         t = time.time()
-        jid = self.root.sbatch(["--qos=high", f"--nodelist={node}", f"--gres=gpu:{gpus}", "--time=1",
-                                "--output=/dev/null", "--job-name=bench-preemptor"], "#!/bin/bash\nsleep 2\n")
+        jid = self.root.sbatch(
+            [
+                "--qos=high",
+                f"--nodelist={node}",
+                f"--gres=gpu:{gpus}",
+                "--time=1",
+                "--output=/dev/null",
+                "--job-name=bench-preemptor",
+            ],
+            "#!/bin/bash\nsleep 2\n",
+        )
         self.jobs.add([jid], root=True)
         return t
 
@@ -121,40 +158,75 @@ class Preempt:
         progress = self.wd / "progress" / f"{method}-{self.n}.jsonl"
         node = self.pick_node()
         jid = self.submit(method, node, progress)
-        _wait(f"{method} job {jid} to do {self.preempt_after} steps",
-              lambda: sum(e["kind"] == "step" for e in _progress(progress)) >= self.preempt_after, timeout)
+        _wait(
+            f"{method} job {jid} to do {self.preempt_after} steps",
+            lambda: sum(e["kind"] == "step" for e in _progress(progress)) >= self.preempt_after,
+            timeout,
+        )
         user_signal = self.root.capabilities(refresh=True).preempt_send_user_signal
         t_preempt = self.preempt(node)
-        _wait(f"{method} job {jid} to end", lambda: not [r for r in self.user.squeue(job_ids=[jid]) if r.state.is_active],
-              timeout, 1)
+        _wait(
+            f"{method} job {jid} to end",
+            lambda: not [r for r in self.user.squeue(job_ids=[jid]) if r.state.is_active],
+            timeout,
+            1,
+        )
         events = _progress(progress)
         first_attempt = [e["step"] for e in events if e["kind"] == "step" and e["restart"] == 0]
         resumed = [e for e in events if e["kind"] == "step" and e["restart"] > 0]
         if not resumed:  # it finished before the grace time ran out: never requeued
-            return {"method": method, "job": jid, "node": node, "user_signal": user_signal, "recomputed": None,
-                    "first_attempt_steps": max(first_attempt) + 1, "start_to_step": None, "entry_to_step": None,
-                    "preempt_to_start": None, "completed": True, "requeued": False}
+            return {
+                "method": method,
+                "job": jid,
+                "node": node,
+                "user_signal": user_signal,
+                "recomputed": None,
+                "first_attempt_steps": max(first_attempt) + 1,
+                "start_to_step": None,
+                "entry_to_step": None,
+                "preempt_to_start": None,
+                "completed": True,
+                "requeued": False,
+            }
         nxt = min(e["restart"] for e in resumed)
-        again = resumed[0] if resumed[0]["restart"] == nxt else min((e for e in resumed if e["restart"] == nxt), key=lambda e: e["t"])
+        again = (
+            resumed[0]
+            if resumed[0]["restart"] == nxt
+            else min((e for e in resumed if e["restart"] == nxt), key=lambda e: e["t"])
+        )
         entry = [e for e in events if e["kind"] == "start" and e["restart"] == nxt]
-        runs = sorted((r for r in self.user.sacct([jid], duplicates=True) if r.step is None and r.start_time),
-                      key=lambda r: r.start_time)
+        runs = sorted(
+            (r for r in self.user.sacct([jid], duplicates=True) if r.step is None and r.start_time),
+            key=lambda r: r.start_time,
+        )
         starts = [r.start_time.timestamp() for r in runs if r.start_time.timestamp() <= again["t"] + 1]
         start2 = starts[-1] if len(starts) >= 2 else None
         done = [e for e in events if e["kind"] == "end"]
         return {
-            "method": method, "job": jid, "node": node, "user_signal": user_signal,
+            "method": method,
+            "job": jid,
+            "node": node,
+            "user_signal": user_signal,
             "recomputed": max(first_attempt) + 1 - again["step"],
             "first_attempt_steps": max(first_attempt) + 1,
             "start_to_step": None if start2 is None else again["t"] - start2,
             "entry_to_step": again["t"] - entry[0]["t"] if entry else None,
             "preempt_to_start": None if start2 is None else start2 - t_preempt,
-            "completed": bool(done), "requeued": True,
+            "completed": bool(done),
+            "requeued": True,
         }
 
 
-def run(lab: Lab, jobs: Jobs, reps: int, modes: list[str], steps: int | None = None, step_s: float = 0.05,
-        preempt_after: int = 40, log=print) -> Section:
+def run(
+    lab: Lab,
+    jobs: Jobs,
+    reps: int,
+    modes: list[str],
+    steps: int | None = None,
+    step_s: float = 0.05,
+    preempt_after: int = 40,
+    log=print,
+) -> Section:
     """``steps`` default: enough that the run outlasts the low QOS's GraceTime after the preemption (a job
     that ignores SIGTERM and ends within the grace time is never requeued, and that measures nothing)."""
     if steps is None:
@@ -176,9 +248,11 @@ def run(lab: Lab, jobs: Jobs, reps: int, modes: list[str], steps: int | None = N
                     r = p.once(m)
                     label = "preempt_send_user_signal" if r["user_signal"] else "SIGTERM"
                     results.setdefault(label, []).append(r)
-                    log(f"bench 5: {label} rep {rep + 1} {m:9s} recomputed {r['recomputed']} of "
+                    log(
+                        f"bench 5: {label} rep {rep + 1} {m:9s} recomputed {r['recomputed']} of "
                         f"{r['first_attempt_steps']} steps; requeued start -> first step "
-                        f"{r['start_to_step'] if r['start_to_step'] is None else round(r['start_to_step'], 2)} s")
+                        f"{r['start_to_step'] if r['start_to_step'] is None else round(r['start_to_step'], 2)} s"
+                    )
     finally:
         jobs.cancel(jobs.user_ids)
         if any(m != "as-is" for m in modes) and LabConfig.load().preempt_send_user_signal != original:
@@ -187,7 +261,7 @@ def run(lab: Lab, jobs: Jobs, reps: int, modes: list[str], steps: int | None = N
 
 
 def _grace_s(lab: Lab) -> int:
-    from roach.slurmio.parse import parse_duration
+    from roach.slurmio.fields import parse_duration
 
     low = [q for q in lab.root_client().qos() if q.get("Name") == "low"]
     return (parse_duration(low[0].get("GraceTime", "")) or 0) if low else 0
@@ -203,19 +277,32 @@ def _set_mode(user_signal: bool, log) -> None:
 def _section(results, reps, steps, step_s, preempt_after) -> Section:
     body = []
     for label, rs in results.items():
-        def col(key):
+
+        def col(key, rs=rs):
             return {m: [r[key] for r in rs if r["method"] == m and r[key] is not None] for m in METHODS}
+
         never = [r for r in rs if not r["requeued"]]
-        rows = [Row("steps the first attempt finished", col("first_attempt_steps")),
-                Row("steps recomputed per preemption", col("recomputed")),
-                Row("requeued start -> first resumed step", col("start_to_step"), "s"),
-                Row("function entry -> first resumed step", col("entry_to_step"), "s"),
-                Row("preemption -> requeued start", col("preempt_to_start"), "s")]
-        sig = ("the job's --signal first (roach USR1, submitit USR2), SIGTERM after the grace time"
-               if label != "SIGTERM" else "SIGTERM, SIGKILL after the QOS GraceTime")
+        rows = [
+            Row("steps the first attempt finished", col("first_attempt_steps")),
+            Row("steps recomputed per preemption", col("recomputed")),
+            Row("requeued start -> first resumed step", col("start_to_step"), "s"),
+            Row("function entry -> first resumed step", col("entry_to_step"), "s"),
+            Row("preemption -> requeued start", col("preempt_to_start"), "s"),
+        ]
+        sig = (
+            "the job's --signal first (roach USR1, submitit USR2), SIGTERM after the grace time"
+            if label != "SIGTERM"
+            else "SIGTERM, SIGKILL after the QOS GraceTime"
+        )
         body += [f"### Preemption sends {sig}", "", comparison_table(rows, METHODS)]
         if never:
             body += [f"Not requeued (ended within the grace time): {', '.join(r['method'] for r in never)}.", ""]
-    body.insert(0, f"Each run: {steps} steps of {step_s} s, preempted after {preempt_after} steps, then run to the end.\n")
-    return Section(5, "Preemption loss", "\n".join(body),
-                   {"reps": reps, "steps": steps, "step_s": step_s, "preempt_after": preempt_after})
+    body.insert(
+        0, f"Each run: {steps} steps of {step_s} s, preempted after {preempt_after} steps, then run to the end.\n"
+    )
+    return Section(
+        5,
+        "Preemption loss",
+        "\n".join(body),
+        {"reps": reps, "steps": steps, "step_s": step_s, "preempt_after": preempt_after},
+    )

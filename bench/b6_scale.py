@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import time
 
-from roach.slurmio import parse as P
-
 from bench import rounds
 from bench.labenv import BENCH_DIR, Jobs, Lab, submit_held_array
 from bench.report import Section, plot_lines
 from bench.stats import Row, Summary, comparison_table
+from roach.slurmio import parse as P
 
 METHODS = ("roach", "submitit")
 
@@ -37,8 +36,12 @@ def run(lab: Lab, jobs: Jobs, sizes: list[int], reps: int, log=print) -> Section
             first_cpu = time.process_time() - t0
             sub = rounds.SubmititRound(lab, [f"{array}_{i}" for i in range(n)])
             argv = ["squeue", "--noheader", "--array", "-O", P.squeue_format(), "--me"]
-            got = {"round": {m: [] for m in METHODS}, "parse": {m: [] for m in METHODS},
-                   "child": {m: [] for m in METHODS}, "wall": {m: [] for m in METHODS}}
+            got = {
+                "round": {m: [] for m in METHODS},
+                "parse": {m: [] for m in METHODS},
+                "child": {m: [] for m in METHODS},
+                "wall": {m: [] for m in METHODS},
+            }
             for _ in range(reps):
                 for m, fn in (("roach", roach), ("submitit", sub)):
                     c = rounds.measure(lab, fn)
@@ -56,8 +59,10 @@ def run(lab: Lab, jobs: Jobs, sizes: list[int], reps: int, log=print) -> Section
             if len(recs) != n:
                 log(f"  warning: squeue listed {len(recs)} records for {n} tasks")
             data[n] = (got, first_cpu)
-            log(f"  roach round cpu {Summary.of(got['round']['roach']).median * 1000:.1f} ms "
-                f"(first {first_cpu * 1000:.1f} ms), submitit {Summary.of(got['round']['submitit']).median * 1000:.1f} ms")
+            log(
+                f"  roach round cpu {Summary.of(got['round']['roach']).median * 1000:.1f} ms "
+                f"(first {first_cpu * 1000:.1f} ms), submitit {Summary.of(got['round']['submitit']).median * 1000:.1f} ms"
+            )
         finally:
             jobs.cancel([array])
     return _section(data, sizes, reps, kind_of_round)
@@ -65,25 +70,40 @@ def run(lab: Lab, jobs: Jobs, sizes: list[int], reps: int, log=print) -> Section
 
 def _section(data, sizes, reps, kind_of_round) -> Section:
     rows = []
-    for n, (got, first) in data.items():
-        rows.append(Row(f"{n} tasks: round CPU (this process)", {m: [x * 1000 for x in got["round"][m]] for m in METHODS}, "ms"))
+    for n, (got, _first) in data.items():
+        rows.append(
+            Row(f"{n} tasks: round CPU (this process)", {m: [x * 1000 for x in got["round"][m]] for m in METHODS}, "ms")
+        )
         rows.append(Row(f"{n} tasks: parser alone", {m: [x * 1000 for x in got["parse"][m]] for m in METHODS}, "ms"))
-        rows.append(Row(f"{n} tasks: the commands' CPU", {m: [x * 1000 for x in got["child"][m]] for m in METHODS}, "ms"))
+        rows.append(
+            Row(f"{n} tasks: the commands' CPU", {m: [x * 1000 for x in got["child"][m]] for m in METHODS}, "ms")
+        )
         rows.append(Row(f"{n} tasks: wall time", {m: [x * 1000 for x in got["wall"][m]] for m in METHODS}, "ms"))
     firsts = ", ".join(f"{n}: {first * 1000:.0f} ms" for n, (_, first) in data.items())
-    body = [f"CPU per status round (roach's round: {kind_of_round}; submitit: one `sacct` and its parser). "
-            f"roach's first round, which adopts every task, is not in the table; it took {firsts}. "
-            "roach reads one `squeue --array` line per task and keeps a watch record per task; submitit's "
-            "`sacct` of a held array that never started returns one line for the whole range, which is the "
-            "best case for it (tasks that ran are one line each).", "",
-            comparison_table(rows, METHODS)]
+    body = [
+        f"CPU per status round (roach's round: {kind_of_round}; submitit: one `sacct` and its parser). "
+        f"roach's first round, which adopts every task, is not in the table; it took {firsts}. "
+        "roach reads one `squeue --array` line per task and keeps a watch record per task; submitit's "
+        "`sacct` of a held array that never started returns one line for the whole range, which is the "
+        "best case for it (tasks that ran are one line each).",
+        "",
+        comparison_table(rows, METHODS),
+    ]
     xs = [n for n in sizes if n in data]
-    panels = {"CPU of one round (this process)": {
-        "roach round": (xs, [Summary.of(data[n][0]["round"]["roach"]).median * 1000 for n in xs]),
-        "roach squeue parser": (xs, [Summary.of(data[n][0]["parse"]["roach"]).median * 1000 for n in xs]),
-        "submitit update": (xs, [Summary.of(data[n][0]["round"]["submitit"]).median * 1000 for n in xs]),
-    }}
-    plot = plot_lines(BENCH_DIR / "watch_scale.png", "CPU per status round", "array tasks in the queue", "CPU (ms)",
-                      panels)
-    return Section(6, "Watch scale: CPU time of one status round", "\n".join(body),
-                   {"sizes": ",".join(map(str, sizes)), "reps": reps}, plot=plot)
+    panels = {
+        "CPU of one round (this process)": {
+            "roach round": (xs, [Summary.of(data[n][0]["round"]["roach"]).median * 1000 for n in xs]),
+            "roach squeue parser": (xs, [Summary.of(data[n][0]["parse"]["roach"]).median * 1000 for n in xs]),
+            "submitit update": (xs, [Summary.of(data[n][0]["round"]["submitit"]).median * 1000 for n in xs]),
+        }
+    }
+    plot = plot_lines(
+        BENCH_DIR / "watch_scale.png", "CPU per status round", "array tasks in the queue", "CPU (ms)", panels
+    )
+    return Section(
+        6,
+        "Watch scale: CPU time of one status round",
+        "\n".join(body),
+        {"sizes": ",".join(map(str, sizes)), "reps": reps},
+        plot=plot,
+    )

@@ -82,8 +82,19 @@ def run(lab, jobs, log, pytest_args: tuple[str, ...] = ()) -> Section:
     junit = OUT / "faults-junit.xml"
     junit.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "ROACH_LAB_DIR": str(lab.cfg.state), "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "tests/faults",
-            f"--junitxml={junit}", *pytest_args]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        "tests/faults",
+        f"--junitxml={junit}",
+        *pytest_args,
+    ]
     log(f"  {' '.join(argv[2:])} (ROACH_LAB_DIR={lab.cfg.state})")
     t0 = time.monotonic()
     done = subprocess.run(argv, cwd=ROOT, env=env, check=False)
@@ -91,7 +102,9 @@ def run(lab, jobs, log, pytest_args: tuple[str, ...] = ()) -> Section:
     log(f"  Slurm {version}: {outcome.cell} (pytest exit {done.returncode})")
     rows = {**_earlier_rows(), version: {"cell": outcome.cell, "seconds": round(outcome.seconds)}}
     ROWS.write_text(json.dumps(rows, indent=2) + "\n")
-    body = ("The fault suite (`tests/faults`, scenarios in docs/faults.md) on the lab, one row per Slurm version "
-            "(the others from their own runs). Every test ends with the step-ledger check and the no-process-left "
-            "check: a test passed is a scenario survived with every step once.\n\n" + table(rows))
+    body = (
+        "The fault suite (`tests/faults`, scenarios in docs/faults.md) on the lab, one row per Slurm version "
+        "(the others from their own runs). Every test ends with the step-ledger check and the no-process-left "
+        "check: a test passed is a scenario survived with every step once.\n\n" + table(rows)
+    )
     return Section(7, "Fault suite", body, params={"slurm": version, "failed": len(outcome.failed)})

@@ -18,11 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import rpcstats
 from roach.lab.config import ACCOUNT, CLUSTER_NAME, LabConfig
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
-
-from bench import rpcstats
 
 BENCH_USER = "roachbench"
 ROOT = Path(__file__).resolve().parent.parent  # the repository
@@ -44,10 +43,11 @@ class Lab:
     made: list[Path] = field(default_factory=list)  # work directories, removed after a benchmark succeeds
 
     @classmethod
-    def load(cls) -> "Lab":
+    def load(cls) -> Lab:
         if os.geteuid() != 0:
-            raise BenchError("the benchmarks need root (sdiag, sacctmgr stats, running as the bench user); "
-                             "run `make bench` as root")
+            raise BenchError(
+                "the benchmarks need root (sdiag, sacctmgr stats, running as the bench user); run `make bench` as root"
+            )
         try:
             cfg = LabConfig.load()
         except Exception as exc:
@@ -110,10 +110,24 @@ def ensure_bench_user(lab: Lab, log=print) -> None:
     have = root.run(["sacctmgr", "-n", "-P", "show", "assoc", f"user={lab.user}", "format=account"]).stdout.split()
     if ACCOUNT not in have:
         log(f"bench: adding {lab.user} to the lab's account {ACCOUNT}")
-        root.run(["sacctmgr", "-i", "add", "user", lab.user, f"Account={ACCOUNT}", f"Cluster={CLUSTER_NAME}"],
-                 retry=False)
-        root.run(["sacctmgr", "-i", "modify", "user", "where", f"name={lab.user}", f"account={ACCOUNT}", "set",
-                  "QOS=high,normal,low", "DefaultQOS=normal"], retry=False)
+        root.run(
+            ["sacctmgr", "-i", "add", "user", lab.user, f"Account={ACCOUNT}", f"Cluster={CLUSTER_NAME}"], retry=False
+        )
+        root.run(
+            [
+                "sacctmgr",
+                "-i",
+                "modify",
+                "user",
+                "where",
+                f"name={lab.user}",
+                f"account={ACCOUNT}",
+                "set",
+                "QOS=high,normal,low",
+                "DefaultQOS=normal",
+            ],
+            retry=False,
+        )
         deadline = time.monotonic() + 30  # slurmctld learns of the association from slurmdbd
         while time.monotonic() < deadline:
             res = lab.user_client().run(["sbatch", "--test-only", "--wrap=true"], ok_codes=(0, 1), retry=False)
@@ -162,7 +176,7 @@ class Jobs:
             return
         client = self.lab.user_client()
         for i in range(0, len(ids), 500):
-            client.scancel(ids[i:i + 500])
+            client.scancel(ids[i : i + 500])
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if not [r for r in client.squeue() if str(r.ref.job) in ids and r.state.is_active]:
@@ -181,8 +195,10 @@ class Jobs:
 
 def submit_held(lab: Lab, n: int, name: str = "bench-held") -> list[str]:
     """``n`` individual held jobs of the bench user (one shell loop, so 1000 cost one runuser)."""
-    script = (f"for i in $(seq 1 {int(n)}); do sbatch --parsable --hold --job-name={name} --output=/dev/null "
-              "--time=5 --wrap=true || exit 1; done")
+    script = (
+        f"for i in $(seq 1 {int(n)}); do sbatch --parsable --hold --job-name={name} --output=/dev/null "
+        "--time=5 --wrap=true || exit 1; done"
+    )
     res = lab.user_client().run(["bash", "-c", script], retry=False)
     ids = [ln.split(";")[0].strip() for ln in res.stdout.splitlines() if ln.strip()]
     if len(ids) != n:
@@ -192,5 +208,9 @@ def submit_held(lab: Lab, n: int, name: str = "bench-held") -> list[str]:
 
 def submit_held_array(lab: Lab, n: int, name: str = "bench-array") -> str:
     """One held array of ``n`` tasks (0..n-1) of the bench user; returns its id."""
-    return str(lab.user_client().sbatch(["--hold", f"--array=0-{int(n) - 1}", f"--job-name={name}",
-                                         "--output=/dev/null", "--time=5"], "#!/bin/bash\ntrue\n"))
+    return str(
+        lab.user_client().sbatch(
+            ["--hold", f"--array=0-{int(n) - 1}", f"--job-name={name}", "--output=/dev/null", "--time=5"],
+            "#!/bin/bash\ntrue\n",
+        )
+    )

@@ -8,8 +8,17 @@ from pathlib import Path
 
 from bench.labenv import BENCH_DIR, Lab
 
-GIT = ["git", "-c", "safe.directory=*", "-c", "user.name=roach-bench", "-c", "user.email=bench@roach",
-       "-c", "init.defaultBranch=main"]
+GIT = [
+    "git",
+    "-c",
+    "safe.directory=*",
+    "-c",
+    "user.name=roach-bench",
+    "-c",
+    "user.email=bench@roach",
+    "-c",
+    "init.defaultBranch=main",
+]
 
 
 def make_repo(lab: Lab, base: Path) -> Path:
@@ -20,7 +29,11 @@ def make_repo(lab: Lab, base: Path) -> Path:
     (work / "pkg").mkdir()
     (work / "pkg" / "__init__.py").write_text("")
     (work / "pkg" / "jobfns.py").write_text((BENCH_DIR / "jobfns.py").read_text())
-    for args in (["add", "-A"], ["commit", "-q", "-m", "benchmark functions"], ["push", "-q", "-u", "origin", "HEAD:main"]):
+    for args in (
+        ["add", "-A"],
+        ["commit", "-q", "-m", "benchmark functions"],
+        ["push", "-q", "-u", "origin", "HEAD:main"],
+    ):
         subprocess.run([*GIT, "-C", str(work), *args], check=True, capture_output=True)
     # the bench user's git refuses a repository another user owns ("dubious ownership")
     subprocess.run(["chown", "-R", lab.user, str(remote)], check=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import platform
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.labenv import OUT
@@ -34,7 +34,7 @@ class Section:
     params: dict = field(default_factory=dict)
     smoke: bool = False
     plot: str | None = None  # file name beside results.md
-    when: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    when: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
     host: str = field(default_factory=platform.node)
 
     def save(self) -> Path:
@@ -72,8 +72,15 @@ def write_results(path: Path, sections: list[Section], pending: dict[int, tuple[
     path.write_text("\n".join(parts))
 
 
-def plot_lines(path: Path, title: str, xlabel: str, ylabel: str, panels: dict[str, dict[str, tuple[list, list]]],
-               logx: bool = True, logy: bool = True) -> str | None:
+def plot_lines(
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    panels: dict[str, dict[str, tuple[list, list]]],
+    logx: bool = True,
+    logy: bool = True,
+) -> str | None:
     """One PNG with a panel per key of ``panels``, each a line per method (x values, y medians).
 
     Returns the file name, or None when matplotlib is missing (the table still says everything)."""
@@ -81,8 +88,8 @@ def plot_lines(path: Path, title: str, xlabel: str, ylabel: str, panels: dict[st
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.ticker
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return None
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), squeeze=False)
@@ -92,8 +99,14 @@ def plot_lines(path: Path, title: str, xlabel: str, ylabel: str, panels: dict[st
             pts = [(x, y) for x, y in zip(xs, ys) if y is not None and (y > 0 or not logy)]
             if pts:
                 # distinct dashes and markers: lines that coincide (same counts) must both show
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="os^dv"[i % 5], linestyle=["-", "--", ":", "-."][i % 4],
-                        markersize=8 - 1.5 * i, label=label)
+                ax.plot(
+                    [p[0] for p in pts],
+                    [p[1] for p in pts],
+                    marker="os^dv"[i % 5],
+                    linestyle=["-", "--", ":", "-."][i % 4],
+                    markersize=8 - 1.5 * i,
+                    label=label,
+                )
                 ticks.update(p[0] for p in pts)
         if logx:
             ax.set_xscale("log")

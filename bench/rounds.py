@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roach.slurm.clusters.lab import LAB
-from roach.records.store import JobRecord, Store, utc_now
-
 from bench import rpcstats
 from bench.labenv import Lab, import_submitit
+from roach.records.job_record import JobRecord, utc_now
+from roach.records.store import Store
+from roach.slurm.clusters.lab import LAB
 
 
 @dataclass
@@ -62,8 +62,9 @@ def measure(lab: Lab, fn: Callable[[], int | None], tries: int = 3) -> Cost:
             continue
         child = (k1.ru_utime - k0.ru_utime) + (k1.ru_stime - k0.ru_stime)
         server = ctld.time_by_user.get(lab.user, 0) + dbd.time_by_user.get(lab.user, 0)
-        return Cost(ctld.user(lab.user), dbd.user(lab.user), wall, cpu, child, commands, server, ctld.by_type,
-                    dbd.by_type)
+        return Cost(
+            ctld.user(lab.user), dbd.user(lab.user), wall, cpu, child, commands, server, ctld.by_type, dbd.by_type
+        )
     raise AssertionError("unreachable")
 
 
@@ -91,8 +92,9 @@ class RoachRound:
         if have_watcher():
             from roach.watch.watcher import Watcher
 
-            self.watcher = Watcher(LAB.with_(run_as=lab.user), self.client, self.store, job_ids=self.job_ids,
-                                   heartbeat_s=1e9)
+            self.watcher = Watcher(
+                LAB.with_(run_as=lab.user), self.client, self.store, job_ids=self.job_ids, heartbeat_s=1e9
+            )
 
     @property
     def kind(self) -> str:
@@ -114,12 +116,26 @@ def fake_records(ids: Sequence[str], user_home: str) -> list[JobRecord]:
     out = []
     for jid in ids:
         run_id = f"bench-held-{jid}"
-        out.append(JobRecord(
-            cluster="lab", job_id=int(jid), run_id=run_id, name="bench-held", target="pkg.jobfns:first_line",
-            commit="0" * 40, repo="bench", log_path=f"{user_home}/bench-logs/{run_id}_{jid}.out",
-            bundle_dir=f"{user_home}/bench-logs/bundles/{jid}", run_dir=f"{user_home}/bench-runs/{run_id}",
-            submitted_at=now, resources={}, status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
-        ))
+        out.append(
+            JobRecord(
+                cluster="lab",
+                job_id=int(jid),
+                run_id=run_id,
+                name="bench-held",
+                target="pkg.jobfns:first_line",
+                commit="0" * 40,
+                repo="bench",
+                log_path=f"{user_home}/bench-logs/{run_id}_{jid}.out",
+                bundle_dir=f"{user_home}/bench-logs/bundles/{jid}",
+                run_dir=f"{user_home}/bench-runs/{run_id}",
+                submitted_at=now,
+                resources={},
+                status="submitted",
+                slurm_state=None,
+                exit_code=None,
+                recorded_at=None,
+            )
+        )
     return out
 
 
@@ -156,6 +172,7 @@ class SqueueLoop:
         self.ids = [str(i) for i in ids]
 
     def __call__(self) -> int:
-        self.client.run(["bash", "-c", 'for id in "$@"; do squeue -h -j "$id" -o %T || true; done', "loop",
-                         *self.ids], retry=False)
+        self.client.run(
+            ["bash", "-c", 'for id in "$@"; do squeue -h -j "$id" -o %T || true; done', "loop", *self.ids], retry=False
+        )
         return len(self.ids)

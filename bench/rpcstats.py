@@ -41,7 +41,7 @@ class RpcStats:
     def user(self, name: str) -> int:
         return self.by_user.get(name, 0)
 
-    def minus(self, before: "RpcStats") -> "RpcStats":
+    def minus(self, before: RpcStats) -> RpcStats:
         """What happened between ``before`` and this snapshot (``self`` is the later one)."""
         if before.since is not None and self.since is not None and before.since != self.since:
             raise StatsReset(f"counters were reset between the snapshots (data since {before.since} -> {self.since})")
@@ -83,6 +83,5 @@ def parse(text: str) -> RpcStats:
         if section == "user":
             time_by_user[name] = time_by_user.get(name, 0) + int(total)
     if not seen:
-        raise StatsError("no 'Remote Procedure Call statistics' section in the output: "
-                         f"{text[:200]!r}...")
+        raise StatsError(f"no 'Remote Procedure Call statistics' section in the output: {text[:200]!r}...")
     return RpcStats(since, by["type"], by["user"], time_by_user)

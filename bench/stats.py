@@ -23,7 +23,7 @@ class Summary:
     n: int
 
     @classmethod
-    def of(cls, samples: Sequence[float]) -> "Summary":
+    def of(cls, samples: Sequence[float]) -> Summary:
         values = [float(s) for s in samples if s is not None and not math.isnan(float(s))]
         if not values:
             raise ValueError("no samples to summarise")

@@ -47,8 +47,13 @@ def main(argv: list[str]) -> int:
     if a.cmd == "map":
         from bench.jobfns import first_line
 
-        ex = _executor(a.folder, 5, slurm_job_name="sweep-submitit", slurm_array_parallelism=a.n,
-                       slurm_additional_parameters={"hold": True})
+        ex = _executor(
+            a.folder,
+            5,
+            slurm_job_name="sweep-submitit",
+            slurm_array_parallelism=a.n,
+            slurm_additional_parameters={"hold": True},
+        )
         outs = [f"{a.out_dir}/submitit-{i}.t" for i in range(a.n)]
         t0 = time.perf_counter()
         jobs = ex.map_array(first_line, [None] * a.n, outs)
@@ -66,8 +71,14 @@ def main(argv: list[str]) -> int:
         return 0
     from bench.jobfns_submitit import TrainSubmitit
 
-    ex = _executor(a.folder, a.timeout_min, slurm_job_name="preempt-submitit", slurm_qos=a.qos,
-                   slurm_gres="gpu:1", slurm_additional_parameters={"nodelist": a.node})
+    ex = _executor(
+        a.folder,
+        a.timeout_min,
+        slurm_job_name="preempt-submitit",
+        slurm_qos=a.qos,
+        slurm_gres="gpu:1",
+        slurm_additional_parameters={"nodelist": a.node},
+    )
     t0 = time.time()
     job = ex.submit(TrainSubmitit(), a.steps, a.step_s, a.progress)
     print(json.dumps({"t0": t0, "job_id": str(job.job_id)}))

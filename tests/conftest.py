@@ -14,8 +14,8 @@ from typing import TypeVar
 import pytest
 
 from roach.lab.config import LAB_USER, LabConfig
-from roach.slurmio.client import SlurmClient
 from roach.records.store import Store
+from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
 from tests.support.stores import roots_under, store_at
 from tests.support.watch import Clock, FakeCluster
@@ -37,8 +37,13 @@ def slack(seconds: float) -> float:
     return seconds * WAIT_SLACK
 
 
-def wait_until(what: str, check: Callable[[], T], timeout: float = 60.0, every: float = 0.5,
-               explain: Callable[[], str] | None = None) -> T:
+def wait_until(
+    what: str,
+    check: Callable[[], T],
+    timeout: float = 60.0,
+    every: float = 0.5,
+    explain: Callable[[], str] | None = None,
+) -> T:
     """Poll ``check`` until it returns something truthy; fail the test naming ``what`` on timeout, with
     what ``explain`` says of the state then (the queue, a log's tail) where one is given."""
     deadline = time.monotonic() + timeout * WAIT_SLACK
@@ -54,8 +59,10 @@ def wait_until(what: str, check: Callable[[], T], timeout: float = 60.0, every: 
 
 def lab_queue(slurm: SlurmClient) -> str:
     """The whole lab queue and its nodes, one line each: what a timed-out wait on the lab fails with."""
-    jobs = [f"  {r.job_id} {r.name} {r.user} {r.state.value} {r.reason_text or ''} on {r.nodelist or '-'}"
-            for r in slurm.squeue(all_users=True)]
+    jobs = [
+        f"  {r.job_id} {r.name} {r.user} {r.state.value} {r.reason_text or ''} on {r.nodelist or '-'}"
+        for r in slurm.squeue(all_users=True)
+    ]
     nodes = [f"  {n.name} {n.state} gpus {n.gpus_used}/{n.gpus_total}" for n in slurm.nodes()]
     return "queue:\n" + ("\n".join(jobs) or "  (empty)") + "\nnodes:\n" + "\n".join(nodes)
 
@@ -110,12 +117,16 @@ def lab_left_idle(request: pytest.FixtureRequest) -> Iterator[None]:
         reporter = request.config.pluginmanager.get_plugin("terminalreporter")
         what = ", ".join(f"{r.job_id} {r.name} {r.state.value}" for r in left)
         if reporter is not None:
-            reporter.write_line(f"\n{request.module.__name__} left behind: jobs [{what}] drained nodes {nodes}; cleaned",
-                                yellow=True)
+            reporter.write_line(
+                f"\n{request.module.__name__} left behind: jobs [{what}] drained nodes {nodes}; cleaned", yellow=True
+            )
     if left:
         slurm.scancel(sorted({r.job_id.split("_")[0] for r in left}))
-        wait_until("leftover jobs to leave the queue",
-                   lambda: not [r for r in slurm.squeue(all_users=True) if r.state.is_active], timeout=90)
+        wait_until(
+            "leftover jobs to leave the queue",
+            lambda: not [r for r in slurm.squeue(all_users=True) if r.state.is_active],
+            timeout=90,
+        )
     for n in nodes:
         slurm.run(["scontrol", "update", f"NodeName={n}", "State=RESUME"], retry=False, ok_codes=(0, 1))
 
@@ -170,11 +181,24 @@ def jobs(user_slurm: SlurmClient) -> Iterator[list[int]]:
     yield ids
     if ids:
         user_slurm.scancel(ids)
-        wait_until("the test's jobs to leave the queue",
-                   lambda: not [r for r in user_slurm.squeue(job_ids=ids) if r.state.is_active], timeout=60)
+        wait_until(
+            "the test's jobs to leave the queue",
+            lambda: not [r for r in user_slurm.squeue(job_ids=ids) if r.state.is_active],
+            timeout=60,
+        )
 
 
-GIT = ["git", "-c", "safe.directory=*", "-c", "user.name=roach-test", "-c", "user.email=test@roach", "-c", "init.defaultBranch=main"]
+GIT = [
+    "git",
+    "-c",
+    "safe.directory=*",
+    "-c",
+    "user.name=roach-test",
+    "-c",
+    "user.email=test@roach",
+    "-c",
+    "init.defaultBranch=main",
+]
 
 
 class GitRepo:
@@ -185,8 +209,7 @@ class GitRepo:
         self.remote = base / "remote.git"
         self.work = base / "work"
         subprocess.run([*GIT, "init", "-q", "--bare", str(self.remote)], check=True)
-        subprocess.run([*GIT, "clone", "-q", f"file://{self.remote}", str(self.work)], check=True,
-                       capture_output=True)
+        subprocess.run([*GIT, "clone", "-q", f"file://{self.remote}", str(self.work)], check=True, capture_output=True)
 
     def git(self, *args: str) -> str:
         return subprocess.run([*GIT, "-C", str(self.work), *args], check=True, capture_output=True, text=True).stdout

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.b7_faults import Outcome, read_junit
-from roach.lab.lab import copy_python
+from roach.lab.python import copy_python
 
 REPO = Path(__file__).resolve().parent.parent
 CODENAMES = {"24.11": "trixie", "26.05": "sid"}
@@ -42,11 +42,24 @@ EXTRA_DEBS = ("make", "git", "ca-certificates", "procps", "iproute2")
 HOST_DEBS = ("debootstrap", "patchelf", "iproute2")  # what this machine needs to make and enter a root
 # The Slurm-facing part of the suite: every test file that drives the lab, submits, or parses Slurm's output.
 SLURM_FACING = (
-    "tests/test_lab_cluster.py", "tests/test_lab_lifecycle.py", "tests/test_submit.py", "tests/test_resume.py",
-    "tests/test_hold.py", "tests/test_watch.py", "tests/test_watch_edges.py", "tests/test_sweep.py",
-    "tests/test_workspace.py", "tests/test_neurico_workspace.py", "tests/test_record_final.py",
-    "tests/test_every_rank_runs.py", "tests/test_master_port.py", "tests/test_pending.py",
-    "tests/test_slurm_versions.py", "tests/test_slurmparse.py", "tests/test_slurmcli.py", "tests/test_states.py",
+    "tests/test_lab_cluster.py",
+    "tests/test_lab_lifecycle.py",
+    "tests/test_submit.py",
+    "tests/test_resume.py",
+    "tests/test_hold.py",
+    "tests/test_watch.py",
+    "tests/test_watch_edges.py",
+    "tests/test_sweep.py",
+    "tests/test_workspace.py",
+    "tests/test_neurico_workspace.py",
+    "tests/test_record_final.py",
+    "tests/test_every_rank_runs.py",
+    "tests/test_master_port.py",
+    "tests/test_pending.py",
+    "tests/test_slurm_versions.py",
+    "tests/test_slurmparse.py",
+    "tests/test_slurmcli.py",
+    "tests/test_states.py",
 )
 
 
@@ -71,11 +84,15 @@ def missing_debs(wanted: list[str], shell) -> list[str]:
 
 def install_host_debs() -> None:
     """debootstrap, patchelf and ip on this machine: a fresh one (CI's) has none of them."""
-    missing = missing_debs(list(HOST_DEBS), lambda script: subprocess.run(
-        ["bash", "-c", script], capture_output=True, text=True).stdout)
+    missing = missing_debs(
+        list(HOST_DEBS), lambda script: subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout
+    )
     if missing:
         sh([*APT, "update"])
-        sh([*APT, "install", "-y", "--no-install-recommends", *missing], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        sh(
+            [*APT, "install", "-y", "--no-install-recommends", *missing],
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
 
 
 def pip_env(netns: bool) -> list[str]:
@@ -109,11 +126,20 @@ class Target:
         return str(self.root) if self.root else ""
 
     def chroot(self, script: str, *, netns: bool = True, check: bool = True, **kw) -> subprocess.CompletedProcess:
-        env = ["/usr/bin/env", "-i", "HOME=/root", "TERM=dumb", "LANG=C.UTF-8",
-               "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-               *pip_env(netns)]
-        argv = ([*env, "/bin/bash", "-lc", script] if self.root is None
-                else ["chroot", self.r, *env, "/bin/bash", "-lc", script])
+        env = [
+            "/usr/bin/env",
+            "-i",
+            "HOME=/root",
+            "TERM=dumb",
+            "LANG=C.UTF-8",
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            *pip_env(netns),
+        ]
+        argv = (
+            [*env, "/bin/bash", "-lc", script]
+            if self.root is None
+            else ["chroot", self.r, *env, "/bin/bash", "-lc", script]
+        )
         if netns:
             argv = ["nsenter", f"--net=/run/netns/{self.ns}", *argv]
         print("+", self.version, script, flush=True)
@@ -132,11 +158,16 @@ class Target:
             rc.chmod(0o755)
         shutil.copy("/etc/resolv.conf", self.root / "etc/resolv.conf")
         # every package, not only on a new root: the Makefile's list may have grown since the root was made
-        missing = missing_debs([*debs(), *EXTRA_DEBS], lambda script: self.chroot(
-            script, netns=False, capture_output=True, text=True).stdout)
+        missing = missing_debs(
+            [*debs(), *EXTRA_DEBS],
+            lambda script: self.chroot(script, netns=False, capture_output=True, text=True).stdout,
+        )
         if missing:
-            self.chroot(f"{shlex.join(APT)} update && DEBIAN_FRONTEND=noninteractive {shlex.join(APT)} install -y "
-                        f"--no-install-recommends {' '.join(missing)}", netns=False)
+            self.chroot(
+                f"{shlex.join(APT)} update && DEBIAN_FRONTEND=noninteractive {shlex.join(APT)} install -y "
+                f"--no-install-recommends {' '.join(missing)}",
+                netns=False,
+            )
         # this Python, where the lab's user may run it (not under /root): the jobs'
         if self.python is None and copy_python(self.root / "opt/roach-python") is None:
             raise SystemExit("cannot copy this Python into the root: patchelf is missing")
@@ -205,8 +236,9 @@ class Target:
         here = Path(self.r + self.checkout) if self.root is not None else Path(self.checkout)
         if here.exists():
             shutil.rmtree(here)
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], check=True, capture_output=True,
-                              text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+        ).stdout.strip()
         sh(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(here)])
         sh(["git", "-C", str(here), "checkout", "-q", head])
         old = Path(self.r + self.lab) if self.root is not None else Path(self.lab)
@@ -226,10 +258,12 @@ class Target:
     def shell(self) -> int:
         """An interactive shell in the root's namespace with its lab up (its own Slurm's commands)."""
         self.fresh_checkout()
-        script = (f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(self.lab)} && "
-                  f"make lab PYTHON={shlex.quote(self.venv_python)} && eval \"$(.venv/bin/roach lab env)\" && "
-                  f"echo \"Slurm $(sinfo -V | cut -d' ' -f2) lab up; exit to stop it\" && bash -i; "
-                  f".venv/bin/roach lab down >/dev/null 2>&1")
+        script = (
+            f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(self.lab)} && "
+            f'make lab PYTHON={shlex.quote(self.venv_python)} && eval "$(.venv/bin/roach lab env)" && '
+            f"echo \"Slurm $(sinfo -V | cut -d' ' -f2) lab up; exit to stop it\" && bash -i; "
+            f".venv/bin/roach lab down >/dev/null 2>&1"
+        )
         return self.chroot(script, check=False).returncode
 
     def run(self, pytest_args: str) -> tuple[int, int, int]:
@@ -237,9 +271,11 @@ class Target:
         lab = self.lab
         xml = f"{self.checkout}/matrix.xml"
         args = f"--junitxml={xml} {pytest_args}".strip()
-        script = (f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(lab)} && "
-                  f"make test PYTHON={shlex.quote(self.venv_python)} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
-                  f".venv/bin/roach lab down >/dev/null 2>&1; exit $rc")
+        script = (
+            f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(lab)} && "
+            f"make test PYTHON={shlex.quote(self.venv_python)} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
+            f".venv/bin/roach lab down >/dev/null 2>&1; exit $rc"
+        )
         self.state.mkdir(parents=True, exist_ok=True)
         with open(self.state / f"test-{self.version}.log", "w") as log:
             self.chroot(script, check=False, stdout=log, stderr=subprocess.STDOUT)
@@ -276,15 +312,19 @@ def record_fault_rows(found: dict[str, object]) -> None:
     ROWS.parent.mkdir(parents=True, exist_ok=True)
     ROWS.write_text(json.dumps(rows, indent=2) + "\n")
     if old:
-        results.write_text(text[:old.start()] + table(rows) + text[old.end():])
+        results.write_text(text[: old.start()] + table(rows) + text[old.end() :])
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="system,24.11,26.05", help="comma-separated: system, 24.11, 26.05")
     ap.add_argument("--pytest-args", default="", help="extra pytest arguments for every version")
-    ap.add_argument("--shell", action="store_true", help="no tests: a shell inside the one --only version's root, its lab up")
-    ap.add_argument("--slurm-facing", action="store_true", help="only the Slurm-facing test files (what CI runs on 26.05)")
+    ap.add_argument(
+        "--shell", action="store_true", help="no tests: a shell inside the one --only version's root, its lab up"
+    )
+    ap.add_argument(
+        "--slurm-facing", action="store_true", help="only the Slurm-facing test files (what CI runs on 26.05)"
+    )
     ap.add_argument("--roots", default="/var/tmp/roach-matrix", help="where roots and logs are kept")
     ap.add_argument("--root", action="append", default=[], metavar="V=DIR", help="use an existing root for V")
     args = ap.parse_args()

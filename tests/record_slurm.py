@@ -30,9 +30,22 @@ WEIRD = "we|ird $(name) x\nline2"  # the array's name: a pipe, spaces, $() and a
 SQUEUE = ["squeue", "--noheader", "--array", "-O", P.squeue_format()]
 SACCT = ["sacct", "--noheader", "--parsable2", f"--delimiter={P.US}", f"--format={','.join(P.SACCT_FIELDS)}"]
 SINFO = ["sinfo", "--Node", "--noheader", "-O", P.sinfo_format()]
-QOS = ["sacctmgr", "--noheader", "--parsable2", "show", "qos",
-       "format=Name,Priority,Preempt,PreemptMode,GraceTime,MaxTRESPU,MaxWall,Flags"]
-ASSOC = ["sacctmgr", "--noheader", "--parsable2", "show", "assoc", "format=Cluster,Account,User,Partition,QOS,DefaultQOS"]
+QOS = [
+    "sacctmgr",
+    "--noheader",
+    "--parsable2",
+    "show",
+    "qos",
+    "format=Name,Priority,Preempt,PreemptMode,GraceTime,MaxTRESPU,MaxWall,Flags",
+]
+ASSOC = [
+    "sacctmgr",
+    "--noheader",
+    "--parsable2",
+    "show",
+    "assoc",
+    "format=Cluster,Account,User,Partition,QOS,DefaultQOS",
+]
 STATES = ["squeue", "--noheader", "--only-job-state"]  # 23.11.5+: job id and state only
 
 
@@ -43,11 +56,27 @@ class Recorder:
         self.ids: dict[str, int] = {}
 
     def run(self, argv: list[str], *, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(["runuser", "-u", LAB_USER, "--", *argv], check=False, input=input, capture_output=True, text=True,
-                              env={**self.env, **(env or {})}, cwd="/tmp", timeout=60)
+        return subprocess.run(
+            ["runuser", "-u", LAB_USER, "--", *argv],
+            check=False,
+            input=input,
+            capture_output=True,
+            text=True,
+            env={**self.env, **(env or {})},
+            cwd="/tmp",
+            timeout=60,
+        )
 
-    def save(self, name: str, argv: list[str], *, stderr: bool = False, env: dict | None = None, ok: bool = True,
-             may_be_empty: bool = False) -> str:
+    def save(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        stderr: bool = False,
+        env: dict | None = None,
+        ok: bool = True,
+        may_be_empty: bool = False,
+    ) -> str:
         r = self.run(argv, env=env)
         text = r.stderr if stderr else r.stdout
         if ok and not stderr and r.returncode != 0:
@@ -60,8 +89,10 @@ class Recorder:
 
     def sbatch(self, role: str, options: list[str], body: str = "sleep 600") -> int:
         name = WEIRD if role == "rec-array" else role
-        r = self.run(["sbatch", "--parsable", f"--job-name={name}", "--output=/dev/null", *options],
-                     input=f"#!/bin/bash\n{body}\n")
+        r = self.run(
+            ["sbatch", "--parsable", f"--job-name={name}", "--output=/dev/null", *options],
+            input=f"#!/bin/bash\n{body}\n",
+        )
         if r.returncode != 0:
             raise SystemExit(f"sbatch {role}: {r.stderr}")
         self.ids[role] = P.parse_sbatch(r.stdout)[0]
@@ -121,9 +152,16 @@ def scenario(rec: Recorder, out: Path) -> None:
     sb("rec-fail", ["-w", "n1"], "exit 3")
     sb("rec-high-a", ["--qos=high", "--gres=gpu:2", "--time=365-0", "-w", "n1"])
     sb("rec-high-b", ["--qos=high", "--gres=gpu:2", "--time=365-0", "-w", "n2"])
-    rec.wait("the first jobs to run", lambda q: all(rec.state(r, q) == {"RUNNING"} for r in
-                                                      ("rec-timeout", "rec-gpu1", "rec-srun", "rec-high-a", "rec-high-b")))
-    save("sacct_X_just_started.txt", [*SACCT, "--jobs", rec.ids_of("rec-high-b"), "--allocations", "--starttime", "1970-01-01"])
+    rec.wait(
+        "the first jobs to run",
+        lambda q: all(
+            rec.state(r, q) == {"RUNNING"} for r in ("rec-timeout", "rec-gpu1", "rec-srun", "rec-high-a", "rec-high-b")
+        ),
+    )
+    save(
+        "sacct_X_just_started.txt",
+        [*SACCT, "--jobs", rec.ids_of("rec-high-b"), "--allocations", "--starttime", "1970-01-01"],
+    )
     sb("rec-qosmax", ["--qos=high", "--gres=gpu:1"])
     sb("rec-resources", ["--cpus-per-task=8", "--mem=4000"])
     sb("rec-priority", ["--cpus-per-task=8", "--mem=4000"])
@@ -132,9 +170,16 @@ def scenario(rec: Recorder, out: Path) -> None:
     sb("rec-array", ["--array=0-3%2", "--time=5", "-w", "n1"], "sleep 30")
     sb("rec-dep", [f"--dependency=afterok:{rec.ids['rec-gpu1']}"])
     sb("rec-depnever", [f"--dependency=afterok:{rec.ids['rec-fail']}"])
-    rec.wait("the mixed queue", lambda q: rec.reason("rec-depnever", q) == {"DependencyNeverSatisfied"}
-             and rec.state("rec-array", q) == {"RUNNING", "PENDING"} and rec.reason("rec-resources", q) == {"Resources"}
-             and rec.reason("rec-qosmax", q) == {"QOSMaxGRESPerUser"} and rec.state("rec-srun", q) == {"RUNNING"})
+    rec.wait(
+        "the mixed queue",
+        lambda q: (
+            rec.reason("rec-depnever", q) == {"DependencyNeverSatisfied"}
+            and rec.state("rec-array", q) == {"RUNNING", "PENDING"}
+            and rec.reason("rec-resources", q) == {"Resources"}
+            and rec.reason("rec-qosmax", q) == {"QOSMaxGRESPerUser"}
+            and rec.state("rec-srun", q) == {"RUNNING"}
+        ),
+    )
     time.sleep(2)  # the srun step starts after its job
     save("squeue_mixed.txt", [*SQUEUE, "--user", LAB_USER])
     if has_states:
@@ -148,12 +193,24 @@ def scenario(rec: Recorder, out: Path) -> None:
     save("scontrol_show_job_running_gpu.txt", ["scontrol", "show", "job", "-o", str(rec.ids["rec-gpu1"])])
     save("scontrol_show_job_held.txt", ["scontrol", "show", "job", "-o", str(rec.ids["rec-held"])])
     save("scontrol_show_job_pending_array.txt", ["scontrol", "show", "job", "-o", str(rec.ids["rec-array"])])
-    save("sacct_X_SLURM_TIME_FORMAT_relative.txt", [*SACCT, "--allocations", "--user", LAB_USER, "--starttime",
-                                                     since], env={"SLURM_TIME_FORMAT": "relative"})
+    save(
+        "sacct_X_SLURM_TIME_FORMAT_relative.txt",
+        [*SACCT, "--allocations", "--user", LAB_USER, "--starttime", since],
+        env={"SLURM_TIME_FORMAT": "relative"},
+    )
 
     print("ended jobs", flush=True)
-    rec.cancel("rec-qosmax", "rec-resources", "rec-priority", "rec-begin", "rec-dep", "rec-depnever", "rec-high-a",
-               "rec-high-b", "rec-srun")
+    rec.cancel(
+        "rec-qosmax",
+        "rec-resources",
+        "rec-priority",
+        "rec-begin",
+        "rec-dep",
+        "rec-depnever",
+        "rec-high-a",
+        "rec-high-b",
+        "rec-srun",
+    )
     sb("rec-ignore-term", ["-w", "n2"], "trap '' TERM; while true; do sleep 1; done")
     sb("rec-kill9", ["-w", "n2"], "kill -9 $$")
     sb("rec-ok", ["-w", "n2"], "true")
@@ -169,7 +226,10 @@ def scenario(rec: Recorder, out: Path) -> None:
     save("squeue_states_all_ended.txt", [*SQUEUE, "--user", LAB_USER, "--states", "all"])
     save("sacct_X_ended.txt", [*SACCT, "--jobs", rec.ids_of(*ended[:-1]), "--allocations", "--starttime", "1970-01-01"])
     save("sacct_steps_ended.txt", [*SACCT, "--jobs", rec.ids_of(*ended[:-1]), "--starttime", "1970-01-01"])
-    save("sacct_X_array_done.txt", [*SACCT, "--jobs", rec.ids_of("rec-array"), "--allocations", "--starttime", "1970-01-01"])
+    save(
+        "sacct_X_array_done.txt",
+        [*SACCT, "--jobs", rec.ids_of("rec-array"), "--allocations", "--starttime", "1970-01-01"],
+    )
     if has_states:
         save("squeue_only_job_state_ended.txt", [*STATES, "--jobs", rec.ids_of(*ended)], ok=False)
 
@@ -178,20 +238,30 @@ def scenario(rec: Recorder, out: Path) -> None:
     rec.wait("low to run", lambda q: rec.state("rec-low", q) == {"RUNNING"})
     save("squeue_low_running.txt", [*SQUEUE, "--jobs", rec.ids_of("rec-low")])
     sb("rec-preemptor", ["--qos=high", "--exclusive", "--gres=gpu:1", "-w", "n2"], "sleep 15")
-    rec.wait("the preemptor to wait", lambda q: rec.state("rec-preemptor", q) == {"PENDING"}
-             and rec.reason("rec-preemptor", q) != {"None"})  # until the scheduler has looked at it
+    rec.wait(
+        "the preemptor to wait",
+        lambda q: rec.state("rec-preemptor", q) == {"PENDING"} and rec.reason("rec-preemptor", q) != {"None"},
+    )  # until the scheduler has looked at it
     save("squeue_preemptor_pending.txt", [*SQUEUE, "--jobs", rec.ids_of("rec-low", "rec-preemptor")])
-    rec.wait("the requeue", lambda q: rec.state("rec-low", q) == {"PENDING"} and rec.state("rec-preemptor", q) == {"RUNNING"})
+    rec.wait(
+        "the requeue", lambda q: rec.state("rec-low", q) == {"PENDING"} and rec.state("rec-preemptor", q) == {"RUNNING"}
+    )
     save("squeue_requeued_begintime.txt", [*SQUEUE, "--jobs", rec.ids_of("rec-low", "rec-preemptor")])
-    save("sacct_XD_preempted_then_pending.txt",
-         [*SACCT, "--jobs", rec.ids_of("rec-low"), "--allocations", "--duplicates", "--starttime", "1970-01-01"])
+    save(
+        "sacct_XD_preempted_then_pending.txt",
+        [*SACCT, "--jobs", rec.ids_of("rec-low"), "--allocations", "--duplicates", "--starttime", "1970-01-01"],
+    )
     rec.wait("low to run again", lambda q: rec.state("rec-low", q) == {"RUNNING"} and not q.get("rec-preemptor"), 240)
     time.sleep(2)
     save("squeue_requeued_running.txt", [*SQUEUE, "--jobs", rec.ids_of("rec-low")])
-    save("sacct_XD_preempted_then_running.txt",
-         [*SACCT, "--jobs", rec.ids_of("rec-low"), "--allocations", "--duplicates", "--starttime", "1970-01-01"])
-    save("sacct_D_steps_preempted.txt",
-         [*SACCT, "--jobs", rec.ids_of("rec-low", "rec-preemptor"), "--duplicates", "--starttime", "1970-01-01"])
+    save(
+        "sacct_XD_preempted_then_running.txt",
+        [*SACCT, "--jobs", rec.ids_of("rec-low"), "--allocations", "--duplicates", "--starttime", "1970-01-01"],
+    )
+    save(
+        "sacct_D_steps_preempted.txt",
+        [*SACCT, "--jobs", rec.ids_of("rec-low", "rec-preemptor"), "--duplicates", "--starttime", "1970-01-01"],
+    )
     rec.cancel("rec-low")
 
     print("scontrol requeue", flush=True)
@@ -202,16 +272,20 @@ def scenario(rec: Recorder, out: Path) -> None:
     save("squeue_requeue_completing.txt", [*SQUEUE, "--jobs", rec.ids_of("rec-requeue")])
     rec.wait("requeue to run again", lambda q: rec.state("rec-requeue", q) == {"RUNNING"}, 120)
     time.sleep(2)
-    save("sacct_XD_requeued_then_running.txt",
-         [*SACCT, "--jobs", rec.ids_of("rec-requeue"), "--allocations", "--duplicates", "--starttime", "1970-01-01"])
+    save(
+        "sacct_XD_requeued_then_running.txt",
+        [*SACCT, "--jobs", rec.ids_of("rec-requeue"), "--allocations", "--duplicates", "--starttime", "1970-01-01"],
+    )
     rec.run(["scontrol", "requeuehold", str(rec.ids["rec-requeue"])])
     rec.wait("the requeuehold", lambda q: rec.state("rec-requeue", q) in ({"COMPLETING"}, {"PENDING"}))
     save("squeue_requeuehold_completing.txt", [*SQUEUE, "--jobs", rec.ids_of("rec-requeue")])
     rec.wait("the held requeue", lambda q: rec.state("rec-requeue", q) == {"PENDING"})
     save("squeue_requeuehold_pending.txt", [*SQUEUE, "--jobs", rec.ids_of("rec-requeue")])
     save("scontrol_show_job_requeue_held.txt", ["scontrol", "show", "job", "-o", str(rec.ids["rec-requeue"])])
-    save("sacct_XD_requeued_twice_held.txt",
-         [*SACCT, "--jobs", rec.ids_of("rec-requeue"), "--allocations", "--duplicates", "--starttime", "1970-01-01"])
+    save(
+        "sacct_XD_requeued_twice_held.txt",
+        [*SACCT, "--jobs", rec.ids_of("rec-requeue"), "--allocations", "--duplicates", "--starttime", "1970-01-01"],
+    )
     rec.cancel("rec-requeue")
 
     print("two nodes", flush=True)
@@ -224,7 +298,6 @@ def scenario(rec: Recorder, out: Path) -> None:
     save("sacct_steps_two_nodes.txt", [*SACCT, "--jobs", rec.ids_of("rec-two"), "--starttime", "1970-01-01"])
     save("sinfo_nodes_allocated.txt", SINFO)
     rec.cancel("rec-two")
-
 
 
 def errors(rec: Recorder, cfg: LabConfig, out: Path) -> None:
@@ -250,8 +323,11 @@ def errors(rec: Recorder, cfg: LabConfig, out: Path) -> None:
     save("scancel_invalid_id.stderr.txt", ["scancel", "999999"], stderr=True, may_be_empty=True)  # 24.11+: silent
     save("scontrol_requeue_invalid_id.stderr.txt", ["scontrol", "requeue", "999999"], stderr=True)
     save("scontrol_show_job_invalid_id.stderr.txt", ["scontrol", "show", "job", "-o", "999999"], stderr=True)
-    save("sacct_invalid_time.stderr.txt", [*SACCT, "--allocations", "--user", LAB_USER, "--starttime", "garbage"],
-         stderr=True)
+    save(
+        "sacct_invalid_time.stderr.txt",
+        [*SACCT, "--allocations", "--user", LAB_USER, "--starttime", "garbage"],
+        stderr=True,
+    )
     etc = Path(tempfile.mkdtemp(prefix="roach-record-"))  # a copy of the lab's etc: gres.conf and the rest beside it
     for name in ("slurm.conf", "gres.conf", "cgroup.conf"):  # not the keys and passwords
         shutil.copy(cfg.slurm_conf.parent / name, etc / name)
@@ -264,8 +340,12 @@ def errors(rec: Recorder, cfg: LabConfig, out: Path) -> None:
     save("sinfo_controller_down.stderr.txt", SINFO, stderr=True, env=dn)
     save("scancel_controller_down.stderr.txt", ["scancel", "999999"], stderr=True, env=dn)
     sbatch_err("sbatch_controller_down.stderr.txt", env=dn)
-    save("sacct_slurmdbd_down.stderr.txt", [*SACCT, "--allocations", "--user", LAB_USER, "--starttime", "now-1hours"],
-         stderr=True, env=dn)
+    save(
+        "sacct_slurmdbd_down.stderr.txt",
+        [*SACCT, "--allocations", "--user", LAB_USER, "--starttime", "now-1hours"],
+        stderr=True,
+        env=dn,
+    )
     if "--only-job-state" in (out / "squeue_help.txt").read_text():
         save("squeue_only_job_state_controller_down.stderr.txt", [*STATES, "--jobs", "1"], stderr=True, env=dn)
     shutil.rmtree(etc)
@@ -278,7 +358,9 @@ def main() -> None:
     ap.add_argument("--errors-only", action="store_true", help="record only the error outputs")
     args = ap.parse_args()
     cfg = LabConfig.load(args.state_dir)
-    r = subprocess.run(["scontrol", "--version"], check=True, capture_output=True, text=True, env={**os.environ, **cfg.env()})
+    r = subprocess.run(
+        ["scontrol", "--version"], check=True, capture_output=True, text=True, env={**os.environ, **cfg.env()}
+    )
     version = ".".join(r.stdout.split()[1].split(".")[:2])  # "slurm 24.11.5" -> 24.11
     out = Path(args.out) / version
     out.mkdir(parents=True, exist_ok=True)

@@ -74,8 +74,10 @@ class SSHServer:
         b = self.base
         os.chmod(b, 0o755)  # the user's sshd child reads authorized_keys as that user
         for key in ("host_key", "user_key", "other_key"):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"roach-test-{key}", "-f",
-                            str(b / key)], check=True)
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"roach-test-{key}", "-f", str(b / key)],
+                check=True,
+            )
         shutil.copy(b / "user_key.pub", b / "authorized_keys")
         os.chmod(b / "authorized_keys", 0o644)
         (b / "sshd_config").write_text(
@@ -97,8 +99,10 @@ class SSHServer:
             "MaxStartups 100\n"
             "LogLevel VERBOSE\n"
         )
-        common = (f"  Port {self.port}\n  User {self.user}\n  IdentitiesOnly yes\n  IdentityAgent none\n"
-                  f"  UserKnownHostsFile {b / 'known_hosts'}\n  StrictHostKeyChecking accept-new\n")
+        common = (
+            f"  Port {self.port}\n  User {self.user}\n  IdentitiesOnly yes\n  IdentityAgent none\n"
+            f"  UserKnownHostsFile {b / 'known_hosts'}\n  StrictHostKeyChecking accept-new\n"
+        )
         # The second alias names the host differently: ControlPath's %C hashes host, port and user, so the
         # same name would ride on the first alias's shared connection and never present its own key.
         self.config_path.write_text(
@@ -118,8 +122,12 @@ class SSHServer:
         if self.running:
             return
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
-        self._proc = subprocess.Popen([SSHD, "-D", "-f", str(self.base / "sshd_config"), "-E", str(self.log)],
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._proc = subprocess.Popen(
+            [SSHD, "-D", "-f", str(self.base / "sshd_config"), "-E", str(self.log)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

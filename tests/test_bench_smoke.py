@@ -86,8 +86,11 @@ def test_sacctmgr_stats_parse_the_same_way():
 
 
 def test_difference_of_two_snapshots():
-    after = _bump(_bump(SDIAG, "count:6      ave_time:250    total_time:1500", "count:9 ave_time:250 total_time:2400"),
-                  "count:224    ave_time:275", "count:227    ave_time:275")
+    after = _bump(
+        _bump(SDIAG, "count:6      ave_time:250    total_time:1500", "count:9 ave_time:250 total_time:2400"),
+        "count:224    ave_time:275",
+        "count:227    ave_time:275",
+    )
     d = rpcstats.parse(after).minus(rpcstats.parse(SDIAG))
     assert d.by_user == {"roachbench": 3}
     assert d.by_type == {"REQUEST_JOB_USER_INFO": 3}
@@ -134,9 +137,11 @@ def test_ratios_are_paired_by_repetition():
 
 
 def test_comparison_table():
-    rows = [Row("RPCs per round", {"roach": [3, 3], "loop": [30, 33]}),
-            Row("wall", {"roach": [0.5, 1.5], "loop": [2.0, 3.0]}, "s"),
-            Row("only a baseline", {"roach": [], "loop": [1, 1]})]
+    rows = [
+        Row("RPCs per round", {"roach": [3, 3], "loop": [30, 33]}),
+        Row("wall", {"roach": [0.5, 1.5], "loop": [2.0, 3.0]}, "s"),
+        Row("only a baseline", {"roach": [], "loop": [1, 1]}),
+    ]
     table = comparison_table(rows, ["roach", "loop"])
     lines = table.splitlines()
     assert lines[0] == "|  | roach | loop | loop / roach |"
@@ -147,8 +152,15 @@ def test_comparison_table():
 
 
 def test_section_renders_its_sizes_and_plot():
-    sec = Section(2, "Controller load", "| a |\n", {"sizes": "10,50", "reps": 2}, smoke=True, plot="load.png",
-                  when="2026-11-30 00:00 UTC")
+    sec = Section(
+        2,
+        "Controller load",
+        "| a |\n",
+        {"sizes": "10,50", "reps": 2},
+        smoke=True,
+        plot="load.png",
+        when="2026-11-30 00:00 UTC",
+    )
     text = sec.render()
     assert text.startswith("## 2. Controller load\n")
     assert "**smoke sizes**" in text and "sizes=10,50, reps=2" in text
@@ -178,7 +190,8 @@ def test_the_fault_suite_row_reads_pytests_junit_xml(tmp_path):
         '<testcase classname="tests.faults.test_requeue" name="test_b"><failure message="x"/></testcase>'
         '<testcase classname="tests.faults.test_prolog" name="test_c"><skipped message="s"/></testcase>'
         '<testcase classname="tests.faults.test_prolog" name="test_d"><error message="e"/></testcase>'
-        '</testsuite></testsuites>')
+        "</testsuite></testsuites>"
+    )
     out = read_junit(xml, 61.0)
     assert (out.passed, out.failed, out.skipped) == (1, ["test_requeue::test_b", "test_prolog::test_d"], 1)
     assert out.cell == "1 of 3 tests passed, 1 skipped: **failed** `test_requeue::test_b`, `test_prolog::test_d`"

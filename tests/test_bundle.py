@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from roach.errors import ParseError, RoachError, UsageError
+from roach.model.job_state import JobState
 from roach.records.bundle import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
@@ -19,19 +20,35 @@ from roach.records.bundle import (
     status_from_state,
 )
 from roach.slurmio.parse import parse_sacct
-from roach.model.job_state import JobState
 
 DATA = Path(__file__).parent / "data"
 # The keys users write by hand for each job, in their order, then roach's own.
-DSI_KEYS = ["job_id", "status", "slurm_state", "exit_code", "script", "description", "submitted_at_utc",
-            "recorded_at_utc"]
+DSI_KEYS = [
+    "job_id",
+    "status",
+    "slurm_state",
+    "exit_code",
+    "script",
+    "description",
+    "submitted_at_utc",
+    "recorded_at_utc",
+]
 ROACH_KEYS = ["live_state", "cluster", "run_id", "commit", "resources", "name", "target"]
 
 
 def base(**kw) -> JobJson:
-    values = dict(job_id="60", script="/scratch/logs/bundles/60/job.sh", description="train the model",
-                  submitted_at_utc="2026-11-29T23:39:46Z", cluster="lab", run_id="r-1", commit="abc123",
-                  resources={"gpus": 1, "partition": "gpu"}, name="fail3", target="pkg.mod:main")
+    values = dict(
+        job_id="60",
+        script="/scratch/logs/bundles/60/job.sh",
+        description="train the model",
+        submitted_at_utc="2026-11-29T23:39:46Z",
+        cluster="lab",
+        run_id="r-1",
+        commit="abc123",
+        resources={"gpus": 1, "partition": "gpu"},
+        name="fail3",
+        target="pkg.mod:main",
+    )
     return JobJson(**{**values, **kw})
 
 
@@ -68,11 +85,19 @@ def test_every_terminal_state_is_in_the_expected_table():
     assert {s for s in JobState if s.is_terminal} == set(EXPECTED)
 
 
-@pytest.mark.parametrize("text,status", [
-    ("CANCELLED by 1001", "cancelled"), ("CANCELLED+", "cancelled"), ("COMPLETED", "completed"),
-    ("OUT_OF_ME+", "failed"), ("TIMEOUT", "timeout"), ("PREEMPTED", "preempted"), ("REQUEUE_HOLD", "pending"),
-    ("COMPLETING", "running"),
-])
+@pytest.mark.parametrize(
+    "text,status",
+    [
+        ("CANCELLED by 1001", "cancelled"),
+        ("CANCELLED+", "cancelled"),
+        ("COMPLETED", "completed"),
+        ("OUT_OF_ME+", "failed"),
+        ("TIMEOUT", "timeout"),
+        ("PREEMPTED", "preempted"),
+        ("REQUEUE_HOLD", "pending"),
+        ("COMPLETING", "running"),
+    ],
+)
 def test_status_from_raw_text(text, status):
     assert status_from_state(JobState.parse(text), text) == status
 
@@ -102,8 +127,10 @@ def test_job_json_status_holds_only_the_schemas_six_values_the_live_state_its_ow
         base(live_state="gone")
 
 
-@pytest.mark.parametrize("old,status,live", [("submitted", "unknown", "submitted"), ("running", "unknown", "running"),
-                                              ("completed", "completed", "ended")])
+@pytest.mark.parametrize(
+    "old,status,live",
+    [("submitted", "unknown", "submitted"), ("running", "unknown", "running"), ("completed", "completed", "ended")],
+)
 def test_job_json_of_an_older_roach_is_read_as_this_one_writes_it(old, status, live):
     d = json.loads(base().to_json())
     del d["live_state"]
@@ -122,13 +149,16 @@ def test_job_json_round_trip():
     assert json.loads(fresh.to_json())["slurm_state"] is None
 
 
-@pytest.mark.parametrize("mutate,match", [
-    (lambda d: d.pop("script"), r"missing \['script'\]"),
-    (lambda d: d.update(extra=1), r"unexpected \['extra'\]"),
-    (lambda d: d.update(job_id=60), "'job_id' has the wrong type"),
-    (lambda d: d.update(resources=[]), "'resources' has the wrong type"),
-    (lambda d: d.update(run_id=None), "'run_id' has the wrong type"),
-])
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda d: d.pop("script"), r"missing \['script'\]"),
+        (lambda d: d.update(extra=1), r"unexpected \['extra'\]"),
+        (lambda d: d.update(job_id=60), "'job_id' has the wrong type"),
+        (lambda d: d.update(resources=[]), "'resources' has the wrong type"),
+        (lambda d: d.update(run_id=None), "'run_id' has the wrong type"),
+    ],
+)
 def test_job_json_rejects_a_file_it_did_not_write(mutate, match):
     d = json.loads(base().to_json())
     mutate(d)
@@ -148,24 +178,33 @@ def _acct(job_id: str):
     return recs[0]
 
 
-@pytest.mark.parametrize("job_id,status,state,exit_code", [
-    ("60", "failed", "FAILED", "3:0"),
-    ("58", "cancelled", "CANCELLED by 1001", "0:0"),
-    ("57", "timeout", "TIMEOUT", "0:0"),
-    ("73", "completed", "COMPLETED", "0:0"),
-    ("74", "failed", "FAILED", "0:9"),
-])
+@pytest.mark.parametrize(
+    "job_id,status,state,exit_code",
+    [
+        ("60", "failed", "FAILED", "3:0"),
+        ("58", "cancelled", "CANCELLED by 1001", "0:0"),
+        ("57", "timeout", "TIMEOUT", "0:0"),
+        ("73", "completed", "COMPLETED", "0:0"),
+        ("74", "failed", "FAILED", "0:9"),
+    ],
+)
 def test_final_job_json_from_captured_sacct(job_id, status, state, exit_code):
     j = final_job_json(base(job_id=job_id), _acct(job_id), "2026-11-30T00:00:00Z")
     assert (j.job_id, j.status, j.slurm_state, j.exit_code, j.recorded_at_utc) == (
-        job_id, status, state, exit_code, "2026-11-30T00:00:00Z")
+        job_id,
+        status,
+        state,
+        exit_code,
+        "2026-11-30T00:00:00Z",
+    )
     assert j.description == "train the model" and j.run_id == "r-1"
     assert j.live_state == "ended" and j.is_final
 
 
 def test_final_job_json_refuses_active_or_mismatched_record():
-    running = [r for r in parse_sacct((DATA / "sacct_X_lab_22.05_just_started.txt").read_text())
-               if r.state.is_active][0]
+    running = [r for r in parse_sacct((DATA / "sacct_X_lab_22.05_just_started.txt").read_text()) if r.state.is_active][
+        0
+    ]
     with pytest.raises(UsageError, match="still"):
         final_job_json(base(job_id=str(running.ref.job)), running, "2026-11-30T00:00:00Z")
     with pytest.raises(UsageError, match="sacct record of job 60 given for job.json of job 61"):
@@ -176,14 +215,17 @@ def test_final_job_json_refuses_active_or_mismatched_record():
 SECRET = "hf_s3cr3tT0ken"
 
 
-@pytest.mark.parametrize("obj,where", [
-    ({"a": {"b": SECRET}}, "$.a.b"),
-    ({"args": [1, "x", SECRET]}, "$.args[2]"),
-    ({"cmd": f"--token={SECRET} --fast"}, "$.cmd"),
-    ([{"k": ("t", f"pre{SECRET}post")}], "$[0].k[1]"),
-    ({SECRET: 1}, "$ (a key)"),
-    (Path(f"/tmp/{SECRET}"), "$"),
-])
+@pytest.mark.parametrize(
+    "obj,where",
+    [
+        ({"a": {"b": SECRET}}, "$.a.b"),
+        ({"args": [1, "x", SECRET]}, "$.args[2]"),
+        ({"cmd": f"--token={SECRET} --fast"}, "$.cmd"),
+        ([{"k": ("t", f"pre{SECRET}post")}], "$[0].k[1]"),
+        ({SECRET: 1}, "$ (a key)"),
+        (Path(f"/tmp/{SECRET}"), "$"),
+    ],
+)
 def test_scrub_finds_secret_anywhere_and_does_not_print_it(obj, where):
     with pytest.raises(RoachError) as e:
         scrub(obj, ["other", SECRET], what="job.json")
@@ -214,13 +256,16 @@ def test_bundle_paths_keep_odd_but_legal_names():
     assert p.script == "/a dir/$(x)/'q'/bundles/5/job.sh"
 
 
-@pytest.mark.parametrize("log_root,run_id,job_id,match", [
-    ("~/scratch/logs", "r", 1, "must be an absolute path"),
-    ("logs", "r", 1, "must be an absolute path"),
-    ("/logs", "a/b", 1, "run id 'a/b'"),
-    ("/logs", "", 1, "run id ''"),
-    ("/logs", "r", "..", "job id '..'"),
-])
+@pytest.mark.parametrize(
+    "log_root,run_id,job_id,match",
+    [
+        ("~/scratch/logs", "r", 1, "must be an absolute path"),
+        ("logs", "r", 1, "must be an absolute path"),
+        ("/logs", "a/b", 1, "run id 'a/b'"),
+        ("/logs", "", 1, "run id ''"),
+        ("/logs", "r", "..", "job id '..'"),
+    ],
+)
 def test_bundle_paths_reject(log_root, run_id, job_id, match):
     with pytest.raises(UsageError, match=match):
         BundlePaths(log_root, run_id, job_id)

@@ -15,16 +15,17 @@ from roach.cli.app import CONTEXT, RoachGroup
 from roach.cli.clusters import COMMANDS
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.slurm import submit
 from roach.ops.clean import _SCRATCH, clean, clones, experiment_of, experiments
+from roach.records.job_record import JobRecord
+from roach.records.store import Store
+from roach.slurm import submit
 from roach.slurm.clusters.lab import CPU, LAB
-from roach.records.store import JobRecord, Store
 from tests.conftest import wait_until
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 PKG = {
     "pkg/__init__.py": "",
-    "pkg/work.py": '''
+    "pkg/work.py": """
 import pathlib, time
 
 def work(run, seconds=300):
@@ -36,16 +37,30 @@ def work(run, seconds=300):
     run.log("working")
     for _ in run.steps(stop=seconds * 10):  # leaves at a step boundary when Slurm signals the job
         time.sleep(0.1)
-''',
+""",
 }
 
 
 def record(job_id, log_root="/s/repo/expA/slurm-logs", run_id=None, cluster="lab", **kw) -> JobRecord:
     run_id = run_id or f"r{job_id}"
-    values = dict(cluster=cluster, job_id=job_id, run_id=run_id, name="n", target="pkg.m:f", commit="c" * 40,
-                  repo="repo", log_path=f"{log_root}/{run_id}_{job_id}.out", bundle_dir=f"{log_root}/bundles/{job_id}",
-                  run_dir=f"/s/repo/runs/{run_id}", submitted_at="2026-01-01T00:00:00Z", resources={},
-                  status="submitted", slurm_state=None, exit_code=None, recorded_at=None)
+    values = dict(
+        cluster=cluster,
+        job_id=job_id,
+        run_id=run_id,
+        name="n",
+        target="pkg.m:f",
+        commit="c" * 40,
+        repo="repo",
+        log_path=f"{log_root}/{run_id}_{job_id}.out",
+        bundle_dir=f"{log_root}/bundles/{job_id}",
+        run_dir=f"/s/repo/runs/{run_id}",
+        submitted_at="2026-01-01T00:00:00Z",
+        resources={},
+        status="submitted",
+        slurm_state=None,
+        exit_code=None,
+        recorded_at=None,
+    )
     values.update(kw)
     return JobRecord(**values)
 
@@ -73,9 +88,18 @@ def test_a_workspaces_sbatch_jobs_are_in_no_experiment_and_clean_refuses_them(tm
     store = Store(tmp_path / "s.sqlite")
     store.add(record(1))
     root = "/home/me/ws"
-    store.add(store_record(WorkspaceJob(job_id="77", cluster="lab", script="train.sbatch"), name="train",
-                           log=f"{root}/dsi-slurm-artifacts/77/slurm_77.out", bundle=f"{root}/dsi-slurm-artifacts/77",
-                           remote_root=root, workspace="/local/ws", requests={}, via=None))
+    store.add(
+        store_record(
+            WorkspaceJob(job_id="77", cluster="lab", script="train.sbatch"),
+            name="train",
+            log=f"{root}/dsi-slurm-artifacts/77/slurm_77.out",
+            bundle=f"{root}/dsi-slurm-artifacts/77",
+            remote_root=root,
+            workspace="/local/ws",
+            requests={},
+            via=None,
+        )
+    )
     assert {k: [r.job_id for r in v] for k, v in experiments(store).items()} == {"expA": [1]}
     with pytest.raises(UsageError, match="remote workspace's `roach sbatch` jobs, not an experiment") as e:
         clean("dsi-slurm-artifacts", store=store, dry_run=True)
@@ -88,8 +112,12 @@ def test_the_node_program_deletes_only_the_experiments_runs(tmp_path):
         (tmp_path / name).mkdir()
     (tmp_path / "r1_scratch" / "ro").write_text("x")
     os.chmod(tmp_path / "r1_scratch", 0o555)  # read-only scratch is made writable first
-    out = subprocess.run(["bash", "-c", _SCRATCH, "roach", "delete", str(tmp_path), "--", "r1", "--", "r10"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["bash", "-c", _SCRATCH, "roach", "delete", str(tmp_path), "--", "r1", "--", "r10"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r10_other", "r2", "unrelated"]
     assert out.count("deleted ") == 3
 
@@ -120,10 +148,18 @@ def setup(git_repo, shared_tmp, user_slurm):
 
     def go(expt, **kw):
         kw.setdefault("resources", CPU.replace(time="00:05:00"))
-        job = submit("pkg.work:work", cluster=CLUSTER, repo_root=git_repo.work, store=store,
-                     log_root=str(shared_tmp / expt / "slurm-logs"), clone_root=str(shared_tmp / "clones"), **kw)
+        job = submit(
+            "pkg.work:work",
+            cluster=CLUSTER,
+            repo_root=git_repo.work,
+            store=store,
+            log_root=str(shared_tmp / expt / "slurm-logs"),
+            clone_root=str(shared_tmp / "clones"),
+            **kw,
+        )
         made.append(job)
         return job
+
     yield go, store
     user_slurm.scancel([j.job_id for j in made])
     for j in made:
@@ -140,8 +176,9 @@ def _working(job):
 
 
 @pytest.mark.lab
-def test_clean_ends_the_experiment_keeps_its_checkpoints_and_touches_nothing_else(setup, shared_tmp, user_slurm,
-                                                                                  monkeypatch):
+def test_clean_ends_the_experiment_keeps_its_checkpoints_and_touches_nothing_else(
+    setup, shared_tmp, user_slurm, monkeypatch
+):
     go, store = setup
     running = go("expA", name="running")
     requeued = go("expA", name="requeued")
@@ -153,8 +190,11 @@ def test_clean_ends_the_experiment_keeps_its_checkpoints_and_touches_nothing_els
     pending_run.mkdir(parents=True)
     (pending_run / "resume.pt").write_bytes(b"earlier checkpoint")
     user_slurm.requeue(requeued.job_id)
-    wait_until("the requeued job back in the queue",
-               lambda: (q := _active(user_slurm, requeued.job_id)) and (q.state.is_pending or q.restart_count), timeout=40)
+    wait_until(
+        "the requeued job back in the queue",
+        lambda: (q := _active(user_slurm, requeued.job_id)) and (q.state.is_pending or q.restart_count),
+        timeout=40,
+    )
     expa = [running, requeued, pending]
     logs = [Path(j.paths.log) for j in expa]
     checkpoints = [Path(shared_tmp / "expA" / "runs" / j.run_id / "resume.pt") for j in expa]
@@ -163,8 +203,11 @@ def test_clean_ends_the_experiment_keeps_its_checkpoints_and_touches_nothing_els
 
     monkeypatch.setenv("ROACH_STORE", str(store.path))
     group = RoachGroup(commands={c.name: c for c in COMMANDS}, context_settings=CONTEXT)
-    r = CliRunner().invoke(group, ["clean", "expA", "--cluster", "lab", "--run-as", LAB_USER, "--dry-run", "--json"],
-                           catch_exceptions=False)
+    r = CliRunner().invoke(
+        group,
+        ["clean", "expA", "--cluster", "lab", "--run-as", LAB_USER, "--dry-run", "--json"],
+        catch_exceptions=False,
+    )
     (dry,) = json.loads(r.output)
     assert dry["dry_run"] and sorted(int(c.split()[0]) for c in dry["cancelled"]) == sorted(j.job_id for j in expa)
     assert str(logs[0]) in dry["logs"] and any(f"/tmp/{running.run_id}*" in s for s in dry["scratch"])
@@ -198,8 +241,16 @@ def test_clones_lists_sizes_and_use_and_prune_removes_only_unused(shared_tmp, us
     for name in ("work-aaaa", "work-bbbb"):
         subprocess.run(["chmod", "-R", "a-w", str(root / name)], check=True)  # as node.sh leaves them
     used = root / "work-bbbb"
-    job = user_slurm.sbatch([f"--export=ALL,ROACH_CLONE_DIR={used}", "--nodelist=n1", "--time=3",
-                             "--output=/dev/null", "--job-name=clone-user"], "#!/bin/bash\nsleep 120\n")
+    job = user_slurm.sbatch(
+        [
+            f"--export=ALL,ROACH_CLONE_DIR={used}",
+            "--nodelist=n1",
+            "--time=3",
+            "--output=/dev/null",
+            "--job-name=clone-user",
+        ],
+        "#!/bin/bash\nsleep 120\n",
+    )
     jobs.append(job)
     wait_until("the clone's user to run", lambda: (q := _active(user_slurm, job)) and q.state.is_running, timeout=60)
     store = Store(tmp_path / "s.sqlite")
@@ -212,8 +263,10 @@ def test_clones_lists_sizes_and_use_and_prune_removes_only_unused(shared_tmp, us
     assert not listed["work-cccc.tmp.vm.123"].complete
     assert all(c.action == "kept" for c in listed.values()) and (root / "work-aaaa").exists()
 
-    pruned = {c.name: c.action for c in clones(CLUSTER, clone_root=str(root), nodes=["n1"], store=Store(tmp_path / "e"),
-                                               prune=True)}
+    pruned = {
+        c.name: c.action
+        for c in clones(CLUSTER, clone_root=str(root), nodes=["n1"], store=Store(tmp_path / "e"), prune=True)
+    }
     assert pruned == {"work-aaaa": "pruned", "work-bbbb": "kept", "work-cccc.tmp.vm.123": "pruned"}
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == ["work-bbbb"]
     assert (used / "pkg" / "big.bin").exists()

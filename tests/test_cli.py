@@ -40,17 +40,21 @@ def _pids(state_dir: str) -> dict[str, int | None]:
 
 # -- no lab needed ----------------------------------------------------------------------------------
 
+
 def test_version():
     r = roach_cmd("--version")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"roach {roach.__version__}"
 
 
-@pytest.mark.parametrize("args", [
-    ["lab", "status", "--no-such-option"],
-    ["lab", "no-such-command"],
-    ["lab", "up", "--port-base", "not-a-number"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["lab", "status", "--no-such-option"],
+        ["lab", "no-such-command"],
+        ["lab", "up", "--port-base", "not-a-number"],
+    ],
+)
 def test_usage_errors_exit_2(args):
     r = roach_cmd(*args)
     assert r.returncode == errors.UsageError.exit_code == 2, (r.stdout, r.stderr)
@@ -66,15 +70,18 @@ def test_missing_lab_exits_3_and_says_how_to_start_it(command):
     assert "roach lab up" in r.stderr  # the hint
 
 
-@pytest.mark.parametrize("error", [
-    errors.RoachError("boom"),
-    errors.UsageError("bad choice", hint="pick another"),
-    errors.LabError("lab broke"),
-    errors.TransportError("no route", argv=["ssh", "x"]),
-    errors.SlurmError(["sbatch"], 1, "sbatch: error: nope"),
-    errors.ParseError("cannot read 'x'"),
-    errors.WaitTimeoutError("job 5 did not end within 10s"),
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        errors.RoachError("boom"),
+        errors.UsageError("bad choice", hint="pick another"),
+        errors.LabError("lab broke"),
+        errors.TransportError("no route", argv=["ssh", "x"]),
+        errors.SlurmError(["sbatch"], 1, "sbatch: error: nope"),
+        errors.ParseError("cannot read 'x'"),
+        errors.WaitTimeoutError("job 5 did not end within 10s"),
+    ],
+)
 def test_every_roach_error_becomes_a_red_line_and_its_exit_code(monkeypatch, error):
     def fail(state_dir=None):
         raise error
@@ -110,12 +117,14 @@ def test_docs_list_every_command_and_exit_code():
     for command in _commands(cli, "roach"):
         assert f"`{command}" in doc, f"docs/cli.md does not mention `{command}`"
     documented = {int(c) for c in re.findall(r"^\| (\d+) \|", doc, flags=re.M)}
-    codes = {cls.exit_code for cls in vars(errors).values()
-             if isinstance(cls, type) and issubclass(cls, errors.RoachError)}
+    codes = {
+        cls.exit_code for cls in vars(errors).values() if isinstance(cls, type) and issubclass(cls, errors.RoachError)
+    }
     assert codes | {0} <= documented
 
 
 # -- on the lab -------------------------------------------------------------------------------------
+
 
 @pytest.mark.lab
 def test_status_json_reports_up_with_both_nodes_and_six_daemons(lab):
@@ -142,8 +151,13 @@ def test_status_table_names_every_daemon_and_node(lab):
 @pytest.mark.lab
 def test_env_evals_to_the_lab_slurm_conf(lab):
     script = f'eval "$({" ".join(_roach_argv())} lab env --state-dir {lab.state})" && printf %s "$SLURM_CONF"'
-    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
-                       env={k: v for k, v in os.environ.items() if k != "SLURM_CONF"})
+    r = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "SLURM_CONF"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == str(lab.slurm_conf)
     assert Path(r.stdout).is_file()
@@ -153,8 +167,13 @@ def test_env_quotes_a_hostile_state_dir(tmp_path):
     state = tmp_path / "it's a $(touch pwned) `dir`\nnext"
     LabConfig(state_dir=str(state)).save()
     argv = " ".join(_roach_argv())
-    r = subprocess.run(["bash", "-c", f'eval "$({argv} lab env --state-dir "$1")" && printf %s "$SLURM_CONF"', "_",
-                        str(state)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    r = subprocess.run(
+        ["bash", "-c", f'eval "$({argv} lab env --state-dir "$1")" && printf %s "$SLURM_CONF"', "_", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == str(state / "etc" / "slurm.conf")
     assert not (tmp_path / "pwned").exists()

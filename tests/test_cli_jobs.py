@@ -16,16 +16,17 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from roach.cli import jobs as cli_jobs, views as cli_views
+from roach.cli import jobs as cli_jobs
+from roach.cli import views as cli_views
 from roach.cli.app import cli
 from roach.lab.config import LAB_USER
-from roach.slurmio.mock_transport import MockTransport
 from roach.model.job_state import JobState
 from roach.records.store import Store
+from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import private_store, wait_until
 
-TRAIN_PY = '''\
+TRAIN_PY = """\
 def train(run, lr, steps=3):
     run.log("lr=%s steps=%s", lr, steps)
     return lr * steps
@@ -45,7 +46,7 @@ def chatty(run, n):
     for i in range(n):
         run.log("tick %d", i)
         time.sleep(1)
-'''
+"""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,10 +61,21 @@ def invoke(*args: str):
 
 # -- no lab needed ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, value", [
-    ("1e-3", 1e-3), ("200", 200), ('["a","b"]', ["a", "b"]), ("foo", "foo"), ("true", True),
-    ('{"k": 1}', {"k": 1}), ("", ""), ("a=b", "a=b"), ("1e-3x", "1e-3x"),
-])
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("1e-3", 1e-3),
+        ("200", 200),
+        ('["a","b"]', ["a", "b"]),
+        ("foo", "foo"),
+        ("true", True),
+        ('{"k": 1}', {"k": 1}),
+        ("", ""),
+        ("a=b", "a=b"),
+        ("1e-3x", "1e-3x"),
+    ],
+)
 def test_arg_values_are_json_when_they_parse(text, value):
     got = cli_jobs.parse_arg_value(text)
     assert got == value and type(got) is type(value)
@@ -73,18 +85,21 @@ def _submit(*extra: str):
     return invoke("submit", "pkg.train:train", "--cluster", "lab", "--resources", "GPU1", *extra)
 
 
-@pytest.mark.parametrize("extra, says", [
-    (["--arg", "lr"], "KEY=VALUE"),
-    (["--arg", "=1"], "KEY=VALUE"),
-    (["--arg", "not-a-name=1"], "not a keyword argument name"),
-    (["--arg", "lr=1", "--arg", "lr=2"], "given twice"),
-    (["--args-json", "[1, 2]"], "JSON object"),
-    (["--args-json", "{oops"], "not JSON"),
-    (["--args-json", '{"lr": 1}', "--arg", "lr=2"], "also given in --args-json"),
-    (["--env", "NOEQUALS"], "NAME=VALUE"),
-    (["--wait-holder", "5"], "(--wait-holder) needs inside= (--inside)"),
-    (["--inside", "412", "--wait-holder", "-1"], "not in the range x>=0"),
-])
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["--arg", "lr"], "KEY=VALUE"),
+        (["--arg", "=1"], "KEY=VALUE"),
+        (["--arg", "not-a-name=1"], "not a keyword argument name"),
+        (["--arg", "lr=1", "--arg", "lr=2"], "given twice"),
+        (["--args-json", "[1, 2]"], "JSON object"),
+        (["--args-json", "{oops"], "not JSON"),
+        (["--args-json", '{"lr": 1}', "--arg", "lr=2"], "also given in --args-json"),
+        (["--env", "NOEQUALS"], "NAME=VALUE"),
+        (["--wait-holder", "5"], "(--wait-holder) needs inside= (--inside)"),
+        (["--inside", "412", "--wait-holder", "-1"], "not in the range x>=0"),
+    ],
+)
 def test_malformed_arguments_are_usage_errors(extra, says):
     r = _submit(*extra)
     assert r.exit_code == 2, r.output
@@ -171,6 +186,7 @@ def test_follow_with_lines_starts_from_the_last_n(capsys):
 
 # -- on the lab -------------------------------------------------------------------------------------
 
+
 @dataclass
 class LabRepo:
     root: Path  # a 0777 directory under /tmp
@@ -179,8 +195,16 @@ class LabRepo:
 
     @property
     def common(self) -> list[str]:
-        return ["--cluster", "lab", "--run-as", LAB_USER, "--repo-root", str(self.work),
-                "--log-root", str(self.root / "logs")]
+        return [
+            "--cluster",
+            "lab",
+            "--run-as",
+            LAB_USER,
+            "--repo-root",
+            str(self.work),
+            "--log-root",
+            str(self.root / "logs"),
+        ]
 
     def submit(self, target: str, *args: str, preset: str = "CPU"):
         r = invoke("submit", target, "--resources", preset, *self.common, *args, "--json")
@@ -190,8 +214,9 @@ class LabRepo:
 
 
 def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(cwd), *args],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(cwd), *args], check=True, capture_output=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -209,13 +234,16 @@ def repo(lab, user_slurm) -> LabRepo:
     _git(work, "commit", "-qm", "pkg.train")
     _git(work, "remote", "add", "origin", str(remote))
     _git(work, "push", "-qu", "origin", "main")
-    for d, _, files in os.walk(root):
+    for d, _, _files in os.walk(root):
         os.chmod(d, 0o777 if Path(d) == root else 0o755)
     subprocess.run(["chown", "-R", LAB_USER, str(remote)], check=True)  # else the user's git calls it dubious
     lab_repo = LabRepo(root, work)
     yield lab_repo
-    left = [q.raw_id for q in user_slurm.squeue(job_ids=lab_repo.submitted) if q.state.is_active] \
-        if lab_repo.submitted else []
+    left = (
+        [q.raw_id for q in user_slurm.squeue(job_ids=lab_repo.submitted) if q.state.is_active]
+        if lab_repo.submitted
+        else []
+    )
     user_slurm.scancel(left)
     shutil.rmtree(root, ignore_errors=True)
 
@@ -274,12 +302,17 @@ def test_ls_makes_one_squeue_and_at_most_one_sacct(repo, user_slurm, monkeypatch
         assert r.exit_code == 0, r.output
         runs.append(json.loads(r.stdout))
     ids = [j["job_id"] for j in runs]
-    wait_until("both jobs to leave the queue",
-               lambda: not [q for q in user_slurm.squeue(job_ids=ids) if q.state.is_active], timeout=120)
+    wait_until(
+        "both jobs to leave the queue",
+        lambda: not [q for q in user_slurm.squeue(job_ids=ids) if q.state.is_active],
+        timeout=120,
+    )
     # slurmdbd records an end a moment after the queue lets the job go (until then ls shows no state)
-    wait_until("accounting to record both ends",
-               lambda: len([a for a in user_slurm.sacct(ids) if a.step is None and a.state.is_terminal]) == 2,
-               timeout=60)
+    wait_until(
+        "accounting to record both ends",
+        lambda: len([a for a in user_slurm.sacct(ids) if a.step is None and a.state.is_terminal]) == 2,
+        timeout=60,
+    )
 
     calls: list[str] = []
     real_run = LocalTransport.run
@@ -321,16 +354,26 @@ def test_cancel_a_running_job(repo, user_slurm):
     r = repo.submit("pkg.train:sleepy", "--arg", "seconds=300")
     assert r.exit_code == 0, r.output
     job = json.loads(r.stdout)
-    wait_until("the sleepy job to run", lambda: json.loads(
-        invoke("status", job["run_id"], "--run-as", LAB_USER, "--json").stdout)["state"] == "RUNNING")
+    wait_until(
+        "the sleepy job to run",
+        lambda: (
+            json.loads(invoke("status", job["run_id"], "--run-as", LAB_USER, "--json").stdout)["state"] == "RUNNING"
+        ),
+    )
     r = invoke("cancel", job["run_id"], "--run-as", LAB_USER, "--json")
     assert r.exit_code == 0, r.output
     said = json.loads(r.stdout)
     assert said["cancelled"] is True and said["ended"] == "CANCELLED"  # it waited for the end it caused
     jj = json.loads((Path(job["log"]).parent / "bundles" / str(job["job_id"]) / "job.json").read_text())
     assert jj["status"] == "cancelled" and jj["slurm_state"].startswith("CANCELLED") and jj["recorded_at_utc"]
-    final = wait_until("the job to be CANCELLED", lambda: (s := json.loads(
-        invoke("status", str(job["job_id"]), "--run-as", LAB_USER, "--json").stdout))["state"] == "CANCELLED" and s)
+    final = wait_until(
+        "the job to be CANCELLED",
+        lambda: (
+            (s := json.loads(invoke("status", str(job["job_id"]), "--run-as", LAB_USER, "--json").stdout))["state"]
+            == "CANCELLED"
+            and s
+        ),
+    )
     assert final["status"] == "cancelled"
     r = invoke("cancel", job["run_id"], "--run-as", LAB_USER)  # again: nothing left to cancel
     assert r.exit_code == 0 and "already ended (CANCELLED)" in r.stdout
@@ -374,7 +417,9 @@ def test_resume_resubmits_the_run_with_its_id_and_a_completed_run_does_not_run_a
     _git(repo.work, "add", "NOTES.md")
     _git(repo.work, "commit", "-qm", "notes")
     _git(repo.work, "push", "-q", "--receive-pack=git -c safe.directory=* receive-pack", "origin", "main")
-    head = subprocess.run(["git", "-C", str(repo.work), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(repo.work), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     r = invoke("resume", done["run_id"], "--repo-root", str(repo.work), "--run-as", LAB_USER, "--wait")
     assert r.exit_code == 0, r.output
     assert f"code: commit {head[:12]}, the repository's HEAD; its last job ran {got['commit'][:12]}" in r.stdout

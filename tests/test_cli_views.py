@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from roach.cli.views import LEFT_QUEUE_UNACCOUNTED, live_views, state_text
-from roach.slurmio.parse import parse_sacct
 from roach.records.store import Store
+from roach.slurmio.parse import parse_sacct
 from roach.slurmio.transport import LocalTransport
 from tests.support.watch import record
 
@@ -50,10 +50,10 @@ def test_gone_from_the_queue_while_accounting_says_running_is_no_state_with_the_
 
 def test_the_api_calls_a_job_gone_from_the_queue_but_not_accounted_completing(tmp_path):
     """Job.state() and Holder.info(): never sacct's stale RUNNING/PENDING for a job squeue no longer has."""
-    from roach.slurm.clusters.lab import LAB
     from roach.hold.hold import Holder
     from roach.launch.job import Job
     from roach.model.job_state import JobState
+    from roach.slurm.clusters.lab import LAB
 
     client = Recorded("sacct_X_lab_22.05_mixed.txt")  # 57 RUNNING, 63 PENDING, 60 FAILED
     with Store(tmp_path / "s.sqlite") as store:

@@ -12,16 +12,23 @@ from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
 from roach.cli.clusters import COMMANDS
+from roach.clusters.cluster import known_clusters
+from roach.clusters.discover import discover, propose
+from roach.clusters.userconfig import (
+    ConfigError,
+    configured,
+    default_cluster_name,
+    fill_resources,
+    get_cluster,
+    load,
+    save_block,
+)
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.clusters.userconfig import get_cluster
-from roach.clusters.cluster import known_clusters
-from roach.slurm.clusters.lab import LAB
-from roach.clusters.discover import discover, propose
 from roach.model.resources import Resources
-from roach.slurmio.parse import NodeRecord, parse_key_values, parse_sacctmgr
 from roach.model.tiers import Tier
-from roach.clusters.userconfig import ConfigError, configured, default_cluster_name, fill_resources, load, save_block
+from roach.slurm.clusters.lab import LAB
+from roach.slurmio.parse import NodeRecord, parse_key_values, parse_sacctmgr
 from tests.conftest import wait_until
 from tests.sshd import sshd, sshd_server  # noqa: F401  (fixtures)
 
@@ -43,6 +50,7 @@ def toml(tmp_path, monkeypatch):
     def write(text: str) -> Path:
         path.write_text(text)
         return path
+
     return write
 
 
@@ -104,7 +112,7 @@ def test_roach_clusters_lists_and_shows_each():
 
 
 # -- clusters.toml -----------------------------------------------------------------------------------------
-GOOD = '''
+GOOD = """
 default = "lab"
 [clusters.ilc]
 account = "grp"
@@ -124,7 +132,7 @@ preemptible = true
 [clusters.aws]
 gpu_hour_cost = 4.5
 max_cost = 100
-'''
+"""
 
 
 def test_config_is_read_and_applied(toml):
@@ -137,6 +145,7 @@ def test_config_is_read_and_applied(toml):
     assert ilc.refused_hosts == ("ilc-login*",) and configured(ilc) == ilc  # idempotent
     assert configured("marlowe") is get_cluster("marlowe")  # nothing said: the module as it is
     from roach.slurm.clusters.ilc import AMPERE
+
     assert fill_resources(ilc, AMPERE).sbatch_options()[-2:] == ["--account=grp", "--partition=main"]
     assert fill_resources(ilc, AMPERE.replace(qos="il")).partition == "il"  # the tier's partition
     assert fill_resources(ilc, AMPERE.replace(account="x", partition="y")).account == "x"
@@ -146,20 +155,27 @@ def test_without_a_config_the_default_is_ilc(toml):
     assert not load().exists and default_cluster_name() == "ilc"
 
 
-@pytest.mark.parametrize("text, message, hint", [
-    ("nonsense = 1\n", "top level: unknown key(s) nonsense", "default"),
-    ("[clusters.nosuch]\naccount = 'a'\n", "unknown cluster 'nosuch'", "known clusters: aws, dsi, ilc, lab, marlowe"),
-    ("[clusters.ilc]\naccout = 'a'\n", "unknown key(s) accout", "account (str)"),
-    ("[clusters.ilc]\nmax_gpus = -1\n", "max_gpus: -1 is not an integer >= 0", None),
-    ("[clusters.ilc]\nmax_gpus = true\n", "max_gpus: True is not an integer", None),
-    ("[clusters.ilc]\nrefused_hosts = 'x'\n", "refused_hosts: 'x' is not a list of non-empty strings", None),
-    ("[[clusters.ilc.tiers]]\nqos = 'a'\n", "a tier needs a name", None),
-    ("[[clusters.ilc.tiers]]\nname = 'a'\ncap = 3\n", "unknown key(s) cap", "gpu_cap (int)"),
-    ("[[clusters.ilc.tiers]]\nname='a'\n[[clusters.ilc.tiers]]\nname='a'\n", "given twice: a", None),
-    ("[clusters.aws]\nmax_cost = 5\n", "max_cost needs gpu_hour_cost", None),
-    ("default = 'nosuch'\n", "default: unknown cluster 'nosuch'", "known clusters"),
-    ("[clusters.ilc\n", "is not valid TOML", None),
-])
+@pytest.mark.parametrize(
+    "text, message, hint",
+    [
+        ("nonsense = 1\n", "top level: unknown key(s) nonsense", "default"),
+        (
+            "[clusters.nosuch]\naccount = 'a'\n",
+            "unknown cluster 'nosuch'",
+            "known clusters: aws, dsi, ilc, lab, marlowe",
+        ),
+        ("[clusters.ilc]\naccout = 'a'\n", "unknown key(s) accout", "account (str)"),
+        ("[clusters.ilc]\nmax_gpus = -1\n", "max_gpus: -1 is not an integer >= 0", None),
+        ("[clusters.ilc]\nmax_gpus = true\n", "max_gpus: True is not an integer", None),
+        ("[clusters.ilc]\nrefused_hosts = 'x'\n", "refused_hosts: 'x' is not a list of non-empty strings", None),
+        ("[[clusters.ilc.tiers]]\nqos = 'a'\n", "a tier needs a name", None),
+        ("[[clusters.ilc.tiers]]\nname = 'a'\ncap = 3\n", "unknown key(s) cap", "gpu_cap (int)"),
+        ("[[clusters.ilc.tiers]]\nname='a'\n[[clusters.ilc.tiers]]\nname='a'\n", "given twice: a", None),
+        ("[clusters.aws]\nmax_cost = 5\n", "max_cost needs gpu_hour_cost", None),
+        ("default = 'nosuch'\n", "default: unknown cluster 'nosuch'", "known clusters"),
+        ("[clusters.ilc\n", "is not valid TOML", None),
+    ],
+)
 def test_config_errors_name_the_file_the_key_and_the_choices(toml, text, message, hint):
     path = toml(text)
     with pytest.raises(ConfigError) as e:
@@ -193,14 +209,18 @@ def test_a_metered_default_is_refused(toml):
 
 # -- discovery ---------------------------------------------------------------------------------------------
 # Captured from the lab (scontrol show partition -o; sacctmgr -n -P show qos/assoc; sinfo).
-LAB_PARTITION = ("PartitionName=gpu AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES QoS=N/A "
-                 "DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO MaxNodes=UNLIMITED "
-                 "MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=n[1-2] PriorityJobFactor=1 "
-                 "PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=REQUEUE "
-                 "State=UP TotalCPUs=16 TotalNodes=2 SelectTypeParameters=NONE JobDefaults=(null) "
-                 "DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED TRES=cpu=16,mem=32000M,node=2,billing=16,gres/gpu=8")
+LAB_PARTITION = (
+    "PartitionName=gpu AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES QoS=N/A "
+    "DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO MaxNodes=UNLIMITED "
+    "MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=n[1-2] PriorityJobFactor=1 "
+    "PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=REQUEUE "
+    "State=UP TotalCPUs=16 TotalNodes=2 SelectTypeParameters=NONE JobDefaults=(null) "
+    "DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED TRES=cpu=16,mem=32000M,node=2,billing=16,gres/gpu=8"
+)
 QOS_FIELDS = ("Name", "Priority", "Preempt", "PreemptMode", "GraceTime", "MaxTRESPU", "MaxWall", "Flags")
-LAB_QOS = "normal|100|low|cluster|00:00:00|||\nlow|0||requeue|00:00:20|||\nhigh|1000|low|cluster|00:00:00|gres/gpu=4||\n"
+LAB_QOS = (
+    "normal|100|low|cluster|00:00:00|||\nlow|0||requeue|00:00:20|||\nhigh|1000|low|cluster|00:00:00|gres/gpu=4||\n"
+)
 ASSOC_FIELDS = ("Cluster", "Account", "User", "Partition", "QOS", "DefaultQOS")
 LAB_ASSOC = "lab|lab|roachlab||high,low,normal|normal\n"
 
@@ -210,9 +230,15 @@ def _node(name, gpus, parts):
 
 
 def test_propose_reads_the_labs_tiers_from_captured_text():
-    d = propose("lab", partitions=[parse_key_values(LAB_PARTITION)], qos=parse_sacctmgr(LAB_QOS, QOS_FIELDS),
-                assocs=parse_sacctmgr(LAB_ASSOC, ASSOC_FIELDS), nodes=[_node("n1", 4, ("gpu",)), _node("n2", 4, ("gpu",))],
-                config={"PreemptType": "preempt/qos", "PreemptMode": "REQUEUE"}, user="roachlab")
+    d = propose(
+        "lab",
+        partitions=[parse_key_values(LAB_PARTITION)],
+        qos=parse_sacctmgr(LAB_QOS, QOS_FIELDS),
+        assocs=parse_sacctmgr(LAB_ASSOC, ASSOC_FIELDS),
+        nodes=[_node("n1", 4, ("gpu",)), _node("n2", 4, ("gpu",))],
+        config={"PreemptType": "preempt/qos", "PreemptMode": "REQUEUE"},
+        user="roachlab",
+    )
     assert_the_labs_tiers(d)
     low = d.tiers[-1]
     assert (low.grace_time_s, low.preempt_mode, low.priority_tier) == (20, "REQUEUE", 1)
@@ -234,18 +260,37 @@ def assert_the_labs_tiers(d):
 
 def test_propose_with_partition_priority_preemption():
     parts = [
-        parse_key_values("PartitionName=general Default=YES PriorityTier=1 PreemptMode=REQUEUE GraceTime=300 "
-                         "AllowQos=ALL QoS=gen State=UP MaxTime=2-00:00:00 TRES=cpu=64,gres/gpu=16"),
-        parse_key_values("PartitionName=protected Default=NO PriorityTier=10 PreemptMode=OFF GraceTime=0 "
-                         "AllowQos=ALL QoS=N/A State=UP MaxTime=04:00:00 TRES=cpu=64,gres/gpu=16"),
-        parse_key_values("PartitionName=cpu Default=NO PriorityTier=1 PreemptMode=OFF AllowQos=ALL State=UP TRES=cpu=64"),
+        parse_key_values(
+            "PartitionName=general Default=YES PriorityTier=1 PreemptMode=REQUEUE GraceTime=300 "
+            "AllowQos=ALL QoS=gen State=UP MaxTime=2-00:00:00 TRES=cpu=64,gres/gpu=16"
+        ),
+        parse_key_values(
+            "PartitionName=protected Default=NO PriorityTier=10 PreemptMode=OFF GraceTime=0 "
+            "AllowQos=ALL QoS=N/A State=UP MaxTime=04:00:00 TRES=cpu=64,gres/gpu=16"
+        ),
+        parse_key_values(
+            "PartitionName=cpu Default=NO PriorityTier=1 PreemptMode=OFF AllowQos=ALL State=UP TRES=cpu=64"
+        ),
     ]
     qos = parse_sacctmgr("normal|0||cluster|00:00:00|||\ngen|0||cluster|00:00:00|gres/gpu=4||\n", QOS_FIELDS)
-    nodes = [_node("g1", 8, ("general", "protected")), _node("g2", 8, ("general", "protected")), _node("c1", 0, ("cpu",))]
-    d = propose("dsi", partitions=parts, qos=qos, assocs=parse_sacctmgr("dsi|me|me||normal|normal\n", ASSOC_FIELDS),
-                nodes=nodes, config={"PreemptType": "preempt/partition_prio", "PreemptMode": "REQUEUE"}, user="me")
-    assert [p.tier for p in d.tiers] == [Tier("protected", partition="protected"),
-                                         Tier("general", partition="general", gpu_cap=4, preemptible=True)]
+    nodes = [
+        _node("g1", 8, ("general", "protected")),
+        _node("g2", 8, ("general", "protected")),
+        _node("c1", 0, ("cpu",)),
+    ]
+    d = propose(
+        "dsi",
+        partitions=parts,
+        qos=qos,
+        assocs=parse_sacctmgr("dsi|me|me||normal|normal\n", ASSOC_FIELDS),
+        nodes=nodes,
+        config={"PreemptType": "preempt/partition_prio", "PreemptMode": "REQUEUE"},
+        user="me",
+    )
+    assert [p.tier for p in d.tiers] == [
+        Tier("protected", partition="protected"),
+        Tier("general", partition="general", gpu_cap=4, preemptible=True),
+    ]
     assert d.tiers[1].grace_time_s == 300 and "partition QOS gen" in d.tiers[1].cap_from
     assert any("cpu" in n for n in d.notes) and d.max_gpus_per_node == 8
 
@@ -304,29 +349,50 @@ def test_get_cluster_applies_clusters_toml_to_a_name_and_takes_an_object_as_give
 
 
 @pytest.mark.lab
-def test_job_commands_reach_a_cluster_the_way_clusters_toml_says(lab, sshd, user_slurm, jobs, toml, tmp_path,
-                                                                  monkeypatch):
+def test_job_commands_reach_a_cluster_the_way_clusters_toml_says(
+    lab, sshd, user_slurm, jobs, toml, tmp_path, monkeypatch
+):
     """dsi is reached as clusters.toml says: its ssh alias and setup lines lead to the lab's Slurm through a real
     sshd. `roach clusters show`, `ls`, `status` and `cancel` (none of which submits) all see it; the module's own
     alias (login.ds) reaches nothing here, so a command that ignored the file would fail."""
     from roach.cli.app import cli as roach_cli
-    from roach.records.store import JobRecord, Store, utc_now
+    from roach.records.job_record import JobRecord, utc_now
+    from roach.records.store import Store
 
-    toml(f'[clusters.dsi]\nssh_alias = "{sshd.alias}"\nssh_config = "{sshd.config_path}"\n'
-         f'remote_setup = ["export SLURM_CONF={lab.slurm_conf}"]\naccount = "lab"\n')
+    toml(
+        f'[clusters.dsi]\nssh_alias = "{sshd.alias}"\nssh_config = "{sshd.config_path}"\n'
+        f'remote_setup = ["export SLURM_CONF={lab.slurm_conf}"]\naccount = "lab"\n'
+    )
     shown = json.loads(cli("clusters", "show", "dsi", "--json").output)
     assert shown["reached"] == f"ssh {sshd.alias}" and shown["default_account"] == "lab"
     assert shown["config"]["configured"] and shown["remote_setup"] == [f"export SLURM_CONF={lab.slurm_conf}"]
-    held = user_slurm.sbatch(["--hold", "--time=1", "--output=/dev/null", "--job-name=cfg-alias"],
-                             "#!/bin/bash\ntrue\n")
+    held = user_slurm.sbatch(
+        ["--hold", "--time=1", "--output=/dev/null", "--job-name=cfg-alias"], "#!/bin/bash\ntrue\n"
+    )
     jobs.append(held)
     monkeypatch.setenv("ROACH_STORE", str(tmp_path / "store.sqlite"))
     run_id = f"cfg-alias-{held}"
     with Store() as store:
-        store.add(JobRecord(cluster="dsi", job_id=held, run_id=run_id, name="cfg-alias", target="pkg.m:f",
-                            commit="0" * 40, repo="file:///nowhere", log_path="/dev/null", bundle_dir="/nowhere",
-                            run_dir="/nowhere", submitted_at=utc_now(), resources={}, status="submitted",
-                            slurm_state=None, exit_code=None, recorded_at=None))
+        store.add(
+            JobRecord(
+                cluster="dsi",
+                job_id=held,
+                run_id=run_id,
+                name="cfg-alias",
+                target="pkg.m:f",
+                commit="0" * 40,
+                repo="file:///nowhere",
+                log_path="/dev/null",
+                bundle_dir="/nowhere",
+                run_dir="/nowhere",
+                submitted_at=utc_now(),
+                resources={},
+                status="submitted",
+                slurm_state=None,
+                exit_code=None,
+                recorded_at=None,
+            )
+        )
 
     def roach(*args: str):
         return CliRunner().invoke(roach_cli, list(args), catch_exceptions=False)
@@ -339,14 +405,16 @@ def test_job_commands_reach_a_cluster_the_way_clusters_toml_says(lab, sshd, user
     assert r.exit_code == 0 and json.loads(r.output)["state"] == "PENDING", r.output
     r = roach("cancel", run_id)
     assert r.exit_code == 0 and f"cancelled job {held} (run {run_id}) on dsi" in r.output, r.output
-    wait_until("the cancelled job to leave the queue",
-               lambda: not [q for q in user_slurm.squeue(job_ids=[held]) if q.state.is_active], timeout=30)
+    wait_until(
+        "the cancelled job to leave the queue",
+        lambda: not [q for q in user_slurm.squeue(job_ids=[held]) if q.state.is_active],
+        timeout=30,
+    )
 
 
 def test_an_ssh_alias_the_caller_chose_is_not_replaced_by_clusters_toml(tmp_path, monkeypatch):
-    from roach.clusters.userconfig import get_cluster
     from roach.clusters.cluster import module_cluster
-    from roach.clusters.userconfig import configured
+    from roach.clusters.userconfig import configured, get_cluster
 
     toml = tmp_path / "clusters.toml"
     toml.write_text('[clusters.dsi]\nssh_alias = "from-toml"\naccount = "acct1"\n')

@@ -66,10 +66,16 @@ def test_no_module_imports_roach_inside_a_function():
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(fn):
-                names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
-                         else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-                found += [f"{rel}:{node.lineno} {n}" for n in names
-                          if n.startswith("roach") and (rel, n) not in LAZY_IMPORTS]
+                names = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else []
+                )
+                found += [
+                    f"{rel}:{node.lineno} {n}" for n in names if n.startswith("roach") and (rel, n) not in LAZY_IMPORTS
+                ]
     assert found == []
 
 
@@ -82,6 +88,9 @@ def test_no_module_imports_a_private_name_of_another():
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("roach"):
-                found += [f"{path.relative_to(package.parent)}:{node.lineno} {node.module}.{a.name}"
-                          for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                found += [
+                    f"{path.relative_to(package.parent)}:{node.lineno} {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert found == []

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from roach.cli.remote import DOCTOR_FAILED, doctor as doctor_cmd
+from roach.cli.remote import DOCTOR_FAILED
+from roach.cli.remote import doctor as doctor_cmd
 from roach.errors import UsageError
-from roach.slurm.clusters.lab import LAB
-from roach.workspace.file import WORKSPACE_FILE
-from roach.workspace.doctor import check_workspace, doctor
 from roach.model.resources import Resources
+from roach.slurm.clusters.lab import LAB
+from roach.workspace.doctor import check_workspace, doctor
+from roach.workspace.file import WORKSPACE_FILE
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
 ORDER = ["ssh", "rsync-local", "rsync-remote", "rsync-copy", "slurm-commands", "partitions", "accounts"]
@@ -139,29 +140,42 @@ def test_slurm_commands_missing_after_remote_setup_are_listed(cluster, shared_tm
 
 @pytest.mark.lab
 def test_presets_naming_a_missing_account_or_partition_are_named(cluster):
-    presets = {**cluster.presets, "GOOD": Resources(account="lab", partition="gpu"),
-               "BAD_ACCOUNT": Resources(account="nosuch"), "BAD_PART": Resources(partition="nopart")}
+    presets = {
+        **cluster.presets,
+        "GOOD": Resources(account="lab", partition="gpu"),
+        "BAD_ACCOUNT": Resources(account="nosuch"),
+        "BAD_PART": Resources(partition="nopart"),
+    }
     by = _by_name(doctor(cluster.with_(presets=presets)))
     assert not by["partitions"].ok
     assert by["partitions"].detail == "preset BAD_PART names partition 'nopart', which does not exist"
     assert "gpu" in by["partitions"].hint
     assert not by["accounts"].ok
-    assert by["accounts"].detail == ("preset BAD_ACCOUNT names account 'nosuch', which user roachlab has no "
-                                     "association with")
+    assert by["accounts"].detail == (
+        "preset BAD_ACCOUNT names account 'nosuch', which user roachlab has no association with"
+    )
     assert "accounts of roachlab: lab" in by["accounts"].hint
     good = _by_name(doctor(cluster.with_(presets={"GOOD": presets["GOOD"]})))
     assert good["partitions"].ok and good["accounts"].ok and "lab" in good["accounts"].detail
 
 
 @pytest.mark.lab
-def test_a_remote_root_missing_on_the_cluster_or_reached_elsewhere_fails_the_workspace_check(cluster, tmp_path,
-                                                                                           sshd: SSHServer):
-    _workspace(tmp_path, {"remote_root": "$HOME/neurico_workspaces/never-made",
-                          "rsync_remote_root": f"{sshd.alias}:~/neurico_workspaces/never-made/"})
+def test_a_remote_root_missing_on_the_cluster_or_reached_elsewhere_fails_the_workspace_check(
+    cluster, tmp_path, sshd: SSHServer
+):
+    _workspace(
+        tmp_path,
+        {
+            "remote_root": "$HOME/neurico_workspaces/never-made",
+            "rsync_remote_root": f"{sshd.alias}:~/neurico_workspaces/never-made/",
+        },
+    )
     by = _by_name(doctor(cluster, workspace=tmp_path))
     assert not by["workspace"].ok
-    assert by["workspace"].detail.startswith("the remote root /home/roachlab/neurico_workspaces/never-made "
-                                             "(remote_root $HOME/neurico_workspaces/never-made in ")
+    assert by["workspace"].detail.startswith(
+        "the remote root /home/roachlab/neurico_workspaces/never-made "
+        "(remote_root $HOME/neurico_workspaces/never-made in "
+    )
     assert "runtime creates the remote workspace" in by["workspace"].hint
     _workspace(tmp_path, {"remote_root": "/tmp", "rsync_remote_root": "elsewhere:/tmp/"})
     by = _by_name(doctor(cluster, workspace=tmp_path))
@@ -189,8 +203,9 @@ def test_cli_passes_with_the_alias_and_fails_with_exit_7(lab, sshd: SSHServer, t
     assert f"{tmp_path / WORKSPACE_FILE} is missing" in res.output
     assert "1 of 8 checks failed for cluster lab" in res.output
 
-    res = CliRunner().invoke(doctor_cmd, ["--cluster", "lab", "--ssh-alias", "roach-missing-alias",
-                                          "--ssh-config", str(sshd.config_path)])
+    res = CliRunner().invoke(
+        doctor_cmd, ["--cluster", "lab", "--ssh-alias", "roach-missing-alias", "--ssh-config", str(sshd.config_path)]
+    )
     assert res.exit_code == 7 and "Could not resolve hostname roach-missing-alias" in res.output
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from roach.lab.config import LAB_USER
+from roach.model.job_state import JobState
+from roach.records.store import Store
 from roach.runtime import attempts
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB, NODES2_GPU2
-from roach.model.job_state import JobState
-from roach.records.store import Store
 from tests.conftest import slack
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
@@ -57,8 +57,18 @@ def test_every_rank_of_two_nodes_runs_a_function_without_collectives(git_repo, s
     git_repo.commit(PKG, "ranks without collectives")
     store = Store(tmp_path / "store.sqlite")
     roots = {"log_root": str(shared_tmp / "logs"), "clone_root": str(shared_tmp / "clones")}
-    jobs = [submit("pkg.ranks:per_rank", cluster=CLUSTER, repo_root=git_repo.work, store=store,
-                   resources=NODES2_GPU2, name=f"ranks{i}", **roots) for i in range(RUNS)]
+    jobs = [
+        submit(
+            "pkg.ranks:per_rank",
+            cluster=CLUSTER,
+            repo_root=git_repo.work,
+            store=store,
+            resources=NODES2_GPU2,
+            name=f"ranks{i}",
+            **roots,
+        )
+        for i in range(RUNS)
+    ]
     try:
         for job in jobs:
             assert job.wait(timeout=slack(300)).state is JobState.COMPLETED, job.log()

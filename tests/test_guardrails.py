@@ -4,22 +4,20 @@ after, the store, the log root). Lab-based fake clusters stand in for metered or
 from __future__ import annotations
 
 import socket
+import subprocess
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import subprocess
-
 import pytest
 
-from roach.lab.config import LAB_USER
-from roach.slurm import Resources
 from roach.clusters import guardrails
-from roach.slurm import submit
+from roach.clusters.guardrails import Refused, check, check_live
+from roach.lab.config import LAB_USER
+from roach.records.store import Store
+from roach.slurm import Resources, submit
 from roach.slurm.clusters import ilc
 from roach.slurm.clusters.lab import GPU1, GPU2, GPU4, LAB
-from roach.clusters.guardrails import Refused, check, check_live
-from roach.records.store import Store
 from tests.conftest import slack
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
@@ -42,7 +40,8 @@ def test_metered_needs_the_confirmation():
 
 
 def test_the_shipped_metered_clusters_refuse_without_confirmation():
-    from roach.slurm.clusters.aws import AWS, H100 as AWS_H100
+    from roach.slurm.clusters.aws import AWS
+    from roach.slurm.clusters.aws import H100 as AWS_H100
     from roach.slurm.clusters.marlowe import H100, MARLOWE
 
     for cluster, preset in ((MARLOWE, H100), (AWS, AWS_H100)):
@@ -69,8 +68,11 @@ def test_a_sweep_is_one_submission_for_the_caps():
     """Every run is within the caps; the runs held at once, or all of them together, may not be."""
     capped = LAB.with_(max_gpus=3, max_gpu_hours=4, gpu_hour_cost=1.5, max_cost=5.0)  # GPU2: 1 GPU-hour a run
     guardrails.check_caps(capped, GPU2, runs=3, parallelism=1)  # 2 GPUs at once, 3 GPU-hours, 4.50
-    with pytest.raises(Refused, match=r"a sweep of 2 runs of 2 GPUs may hold 4 GPUs at once \(2 runs\), more than "
-                                      r"the 3 GPUs per submission allowed on lab") as e:
+    with pytest.raises(
+        Refused,
+        match=r"a sweep of 2 runs of 2 GPUs may hold 4 GPUs at once \(2 runs\), more than "
+        r"the 3 GPUs per submission allowed on lab",
+    ) as e:
         guardrails.check_caps(capped, GPU2, runs=2)
     assert e.value.rule == "cap" and "parallelism" in e.value.hint
     with pytest.raises(Refused, match=r"a sweep of 5 runs of 1 GPU-hours asks for 5 GPU-hours, more than the 4 "):
@@ -84,7 +86,9 @@ def test_a_sweep_is_one_submission_for_the_caps():
 
 def test_submit_hosts_and_refused_hosts():
     login = LAB.with_(refused_hosts=("ilc-login*",), refused_host_reason="its home is AFS")
-    with pytest.raises(Refused, match=r"ilc-login2.example.org is not a submit host for lab .*'ilc-login\*'\): its home is AFS") as e:
+    with pytest.raises(
+        Refused, match=r"ilc-login2.example.org is not a submit host for lab .*'ilc-login\*'\): its home is AFS"
+    ) as e:
         check(login, GPU1, hostname="ilc-login2.example.org")
     assert e.value.rule == "host"
     check(login, GPU1, hostname="ilc-node7")
@@ -122,7 +126,9 @@ def test_requests_no_tier_can_satisfy_offline():
         check(LAB.with_(partitions=("gpu",)), GPU1.replace(partition="nopart"))
     with pytest.raises(Refused, match="8 GPUs per node is more than any node of lab has"):
         check(LAB.with_(max_gpus_per_node=4), GPU1.replace(gpus_per_node=8))
-    from roach.slurm.clusters.dsi import DSI, GPU1 as DSI_GPU1
+    from roach.slurm.clusters.dsi import DSI
+    from roach.slurm.clusters.dsi import GPU1 as DSI_GPU1
+
     check(DSI, DSI_GPU1.replace(partition="interactive"))
     with pytest.raises(Refused, match="partition 'gpu' is not a partition of dsi"):
         check(DSI, DSI_GPU1.replace(partition="gpu"))
@@ -157,8 +163,17 @@ def _refused(repo, shared_tmp, user_slurm, cluster, resources, rule, match, **kw
     store = Store(shared_tmp / "store.sqlite")
     log_root = shared_tmp / "logs"
     with pytest.raises(Refused) as e:
-        submit("pkg.jobs:hello", cluster=cluster, resources=resources, name=name, repo_root=repo.work, store=store,
-               log_root=str(log_root), clone_root=str(shared_tmp / "clones"), **kw)
+        submit(
+            "pkg.jobs:hello",
+            cluster=cluster,
+            resources=resources,
+            name=name,
+            repo_root=repo.work,
+            store=store,
+            log_root=str(log_root),
+            clone_root=str(shared_tmp / "clones"),
+            **kw,
+        )
     assert e.value.rule == rule and match in str(e.value), str(e.value)
     after = user_slurm.squeue()
     assert not [r for r in after if r.raw_id not in before and r.name == name]  # nothing queued ...
@@ -171,9 +186,16 @@ def _refused(repo, shared_tmp, user_slurm, cluster, resources, rule, match, **kw
 def test_submit_refuses_a_metered_cluster_without_confirmation_and_submits_with_it(repo, shared_tmp, user_slurm, jobs):
     metered = CLUSTER.with_(metered=True, budget="pretend dollars")
     _refused(repo, shared_tmp, user_slurm, metered, GPU1, "metered", "cluster lab is metered (pretend dollars)")
-    job = submit("pkg.jobs:hello", cluster=metered, resources=GPU1.replace(time="00:01:00"), allow_metered=True,
-                 repo_root=repo.work, store=Store(shared_tmp / "ok.sqlite"), log_root=str(shared_tmp / "ok-logs"),
-                 clone_root=str(shared_tmp / "clones"))
+    job = submit(
+        "pkg.jobs:hello",
+        cluster=metered,
+        resources=GPU1.replace(time="00:01:00"),
+        allow_metered=True,
+        repo_root=repo.work,
+        store=Store(shared_tmp / "ok.sqlite"),
+        log_root=str(shared_tmp / "ok-logs"),
+        clone_root=str(shared_tmp / "clones"),
+    )
     jobs.append(job.job_id)  # cancelled, and waited for, at the end
     assert Path(job.paths.job_json).exists()
 
@@ -186,7 +208,9 @@ def test_submit_refuses_a_cluster_marked_metered_in_clusters_toml(repo, shared_t
 
 @pytest.mark.lab
 def test_submit_refuses_more_than_the_cap(repo, shared_tmp, user_slurm, config):
-    _refused(repo, shared_tmp, user_slurm, CLUSTER.with_(max_gpus=2), GPU4, "cap", "more than the 2 GPUs per submission")
+    _refused(
+        repo, shared_tmp, user_slurm, CLUSTER.with_(max_gpus=2), GPU4, "cap", "more than the 2 GPUs per submission"
+    )
     config.write_text("[clusters.lab]\nmax_gpu_hours = 0.25\n")
     _refused(repo, shared_tmp, user_slurm, CLUSTER, GPU1, "cap", "0.5 GPU-hours (1 GPUs x 0.5 h) is more than the 0.25")
 
@@ -202,11 +226,25 @@ def test_submit_refuses_a_host_that_is_not_a_submit_host(repo, shared_tmp, user_
 
 @pytest.mark.lab
 def test_submit_refuses_what_no_tier_can_satisfy(repo, shared_tmp, user_slurm):
-    _refused(repo, shared_tmp, user_slurm, CLUSTER, GPU1.replace(qos="nosuch"), "unsatisfiable",
-             "qos 'nosuch' is not a QOS of lab")
+    _refused(
+        repo,
+        shared_tmp,
+        user_slurm,
+        CLUSTER,
+        GPU1.replace(qos="nosuch"),
+        "unsatisfiable",
+        "qos 'nosuch' is not a QOS of lab",
+    )
     sized = CLUSTER.with_(max_gpus_per_node=4)
-    _refused(repo, shared_tmp, user_slurm, sized, Resources(gpus_per_node=6, time="00:05:00"), "unsatisfiable",
-             "6 GPUs per node is more than any node of lab has (4)")
+    _refused(
+        repo,
+        shared_tmp,
+        user_slurm,
+        sized,
+        Resources(gpus_per_node=6, time="00:05:00"),
+        "unsatisfiable",
+        "6 GPUs per node is more than any node of lab has (4)",
+    )
 
 
 def test_hours_and_gpu_hours_read_slurm_times():
@@ -217,25 +255,30 @@ def test_hours_and_gpu_hours_read_slurm_times():
 
 # -- the default cluster at submit ---------------------------------------------------------------------------
 def test_submit_without_a_cluster_goes_to_the_configured_default(tmp_path, monkeypatch, lab, git_repo, shared_tmp):
-    from roach.slurm import submit as submit_fn
     from roach.model.job_state import JobState
     from roach.records.store import Store
+    from roach.slurm import submit as submit_fn
 
     toml = tmp_path / "clusters.toml"
     toml.write_text('default = "lab"\n')
     monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(toml))
     git_repo.commit({"pkg/__init__.py": "", "pkg/f.py": "def f():\n    return 7\n"})
     subprocess.run(["chown", "-R", "root", str(git_repo.remote)], check=True)  # this job runs as root
-    job = submit_fn("pkg.f:f", resources="CPU", repo_root=git_repo.work, log_root=str(shared_tmp / "logs"),
-                    store=Store(tmp_path / "s.sqlite"))
+    job = submit_fn(
+        "pkg.f:f",
+        resources="CPU",
+        repo_root=git_repo.work,
+        log_root=str(shared_tmp / "logs"),
+        store=Store(tmp_path / "s.sqlite"),
+    )
     assert job.cluster.name == "lab"
     assert job.wait(timeout=slack(120)).state is JobState.COMPLETED
 
 
 def test_a_metered_default_cluster_is_refused_before_anything(tmp_path, monkeypatch, git_repo, shared_tmp):
     from roach.errors import RoachError
-    from roach.slurm import submit as submit_fn
     from roach.records.store import Store
+    from roach.slurm import submit as submit_fn
 
     toml = tmp_path / "clusters.toml"
     toml.write_text('default = "marlowe"\n')
@@ -243,6 +286,5 @@ def test_a_metered_default_cluster_is_refused_before_anything(tmp_path, monkeypa
     git_repo.commit({"pkg/__init__.py": "", "pkg/f.py": "def f():\n    return 7\n"})
     store = Store(tmp_path / "s.sqlite")
     with pytest.raises(RoachError, match="metered"):
-        submit_fn("pkg.f:f", resources="H100", repo_root=git_repo.work, log_root=str(shared_tmp / "logs"),
-                  store=store)
+        submit_fn("pkg.f:f", resources="H100", repo_root=git_repo.work, log_root=str(shared_tmp / "logs"), store=store)
     assert store.recent() == [] and not (shared_tmp / "logs").exists()

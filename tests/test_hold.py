@@ -25,15 +25,19 @@ from click.testing import CliRunner
 from roach.cli.app import CONTEXT, RoachGroup
 from roach.cli.hold import COMMANDS
 from roach.errors import UsageError, WaitTimeoutError
-from roach.lab.config import LAB_USER
-from roach.slurm import Resources
-from roach.slurm import submit
-from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
-from roach.launch.hold_steps import SIGNAL_PROGRAM, StepKind, classify_step, idle_holders, parse_steps, steps_format
 from roach.hold.hold import hold, render_holder
-from roach.launch.hold_steps import STEP_RANKS
-from roach.launch.inside_attempts import EXIT_LEFT
+from roach.lab.config import LAB_USER
+from roach.launch.hold_steps import (
+    SIGNAL_PROGRAM,
+    STEP_RANKS,
+    StepKind,
+    classify_step,
+    idle_holders,
+    parse_steps,
+    steps_format,
+)
 from roach.launch.inside_attempts import (
+    EXIT_LEFT,
     AttemptExit,
     AttemptPaths,
     attempt_id,
@@ -41,14 +45,17 @@ from roach.launch.inside_attempts import (
     read_attempts,
     split_attempt_id,
 )
-from roach.launch.inside_script import AttemptInputs, render_driver, render_step
 from roach.launch.inside_job import InsideJob, job_for
-from roach.slurmio.parse import RS, US
+from roach.launch.inside_script import AttemptInputs, render_driver, render_step
 from roach.model.job_state import JobState
-from roach.records.store import JobRecord, Store
-from roach.slurmio.clusterfs import ClusterFS
+from roach.records.job_record import JobRecord
+from roach.records.store import Store
+from roach.slurm import Resources, submit
+from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from roach.slurmio.client import SlurmClient
+from roach.slurmio.clusterfs import ClusterFS
 from roach.slurmio.mock_transport import MockTransport
+from roach.slurmio.parse import RS, US
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import GitRepo, slack, wait_until
 from tests.support.stores import roots_under, store_at
@@ -64,18 +71,25 @@ def _squeue_steps(*rows: tuple[str, ...]) -> str:
 
 def test_steps_format_and_parse_tell_the_ranks_step_from_node_steps():
     assert steps_format() == f"StepId:{US},StepName:{US},NumTasks:{US},TimeUsed:{US},StepState:{US},Nodes:{RS}"
-    text = _squeue_steps(("412.3", "roach-ranks:2", "4", "1:02", "RUNNING", "n[1-2]"),
-                         ("412.4", "roach-signal", "2", "0:00", "RUNNING", "n[1-2]"),
-                         ("412.5", "python", "4", "10:00", "RUNNING", "n[1-2]"),
-                         ("412.6", "bash", "2", "0:03", "RUNNING", "n[1-2]"),
-                         ("412.7", "weird name", "3", "0:03", "RUNNING", "n1"),
-                         ("412.batch", "batch", "1", "1-02:03:04", "RUNNING", "n1"),
-                         ("412.extern", "extern", "2", "5:00", "RUNNING", "n[1-2]"))
+    text = _squeue_steps(
+        ("412.3", "roach-ranks:2", "4", "1:02", "RUNNING", "n[1-2]"),
+        ("412.4", "roach-signal", "2", "0:00", "RUNNING", "n[1-2]"),
+        ("412.5", "python", "4", "10:00", "RUNNING", "n[1-2]"),
+        ("412.6", "bash", "2", "0:03", "RUNNING", "n[1-2]"),
+        ("412.7", "weird name", "3", "0:03", "RUNNING", "n1"),
+        ("412.batch", "batch", "1", "1-02:03:04", "RUNNING", "n1"),
+        ("412.extern", "extern", "2", "5:00", "RUNNING", "n[1-2]"),
+    )
     steps = parse_steps(text, gpus=4, nodes=2)
     assert [(s.id, s.kind, s.attempt) for s in steps] == [
-        ("412.3", StepKind.RANKS, 2), ("412.4", StepKind.SIGNAL, None), ("412.5", StepKind.RANKS, None),
-        ("412.6", StepKind.NODE, None), ("412.7", StepKind.OTHER, None), ("412.batch", StepKind.BATCH, None),
-        ("412.extern", StepKind.EXTERN, None)]
+        ("412.3", StepKind.RANKS, 2),
+        ("412.4", StepKind.SIGNAL, None),
+        ("412.5", StepKind.RANKS, None),
+        ("412.6", StepKind.NODE, None),
+        ("412.7", StepKind.OTHER, None),
+        ("412.batch", StepKind.BATCH, None),
+        ("412.extern", StepKind.EXTERN, None),
+    ]
     assert steps[0].elapsed_s == 62 and steps[5].elapsed_s == 93784 and steps[0].nodelist == "n[1-2]"
     assert steps[0].describe() == "ranks' step (4 tasks, one per GPU) of attempt 2"
     assert parse_steps("") == []
@@ -84,12 +98,14 @@ def test_steps_format_and_parse_tell_the_ranks_step_from_node_steps():
 
 
 def test_idle_holders_asks_once_for_all_and_counts_only_attempts_and_strangers():
-    steps = _squeue_steps(("7.batch", "batch", "1", "9:00", "RUNNING", "n1"),
-                          ("7.4", "roach-signal", "1", "0:01", "RUNNING", "n1"),
-                          ("8.batch", "batch", "1", "9:00", "RUNNING", "n2"),
-                          ("8.2", "roach-ranks:1", "4", "1:00", "RUNNING", "n2"),
-                          ("9.batch", "batch", "1", "9:00", "RUNNING", "n3"),
-                          ("9.0", "python", "1", "1:00", "RUNNING", "n3"))
+    steps = _squeue_steps(
+        ("7.batch", "batch", "1", "9:00", "RUNNING", "n1"),
+        ("7.4", "roach-signal", "1", "0:01", "RUNNING", "n1"),
+        ("8.batch", "batch", "1", "9:00", "RUNNING", "n2"),
+        ("8.2", "roach-ranks:1", "4", "1:00", "RUNNING", "n2"),
+        ("9.batch", "batch", "1", "9:00", "RUNNING", "n3"),
+        ("9.0", "python", "1", "1:00", "RUNNING", "n3"),
+    )
     t = MockTransport({"squeue": steps})
     assert idle_holders(SlurmClient(t), [7, 8, 9, 10]) == {7: True, 8: False, 9: False}  # 10: not running
     assert len(t.calls) == 1 and t.argvs[0][:5] == ("squeue", "--steps", "--noheader", "--jobs", "7,8,9,10")
@@ -132,18 +148,38 @@ HOSTILE = "/tmp/we ird/$(touch pwned)/`id`/'q\"/\nrm -rf x"
 
 
 def _inputs(tmp: str = HOSTILE, **kw) -> AttemptInputs:
-    base = dict(cluster=LAB, resources=NODES2_GPU2, holder=412, attempt=2, run_id="r-1",
-                paths=AttemptPaths(tmp, "r-1", 412, 2), nodes=("n1", "n2"), gpus_per_node=2,
-                roach_path=f"{tmp}/bundles/roach-x", repo_url=f"file://{tmp}/remote.git", repo_name="work",
-                commit="c" * 40, clone_root=f"{tmp}/clones", run_dir=f"{tmp}/runs/r-1")
+    base = dict(
+        cluster=LAB,
+        resources=NODES2_GPU2,
+        holder=412,
+        attempt=2,
+        run_id="r-1",
+        paths=AttemptPaths(tmp, "r-1", 412, 2),
+        nodes=("n1", "n2"),
+        gpus_per_node=2,
+        roach_path=f"{tmp}/bundles/roach-x",
+        repo_url=f"file://{tmp}/remote.git",
+        repo_name="work",
+        commit="c" * 40,
+        clone_root=f"{tmp}/clones",
+        run_dir=f"{tmp}/runs/r-1",
+    )
     base.update(kw)
     return AttemptInputs(**base)
 
 
 def test_driver_and_step_scripts_are_valid_bash_and_quote_hostile_paths(tmp_path):
     i = _inputs()
-    values = [i.roach_path, i.repo_url, i.clone_root, i.run_dir, i.paths.bundle_dir, i.paths.step_sh, i.paths.spec,
-              i.paths.node_sh]
+    values = [
+        i.roach_path,
+        i.repo_url,
+        i.clone_root,
+        i.run_dir,
+        i.paths.bundle_dir,
+        i.paths.step_sh,
+        i.paths.spec,
+        i.paths.node_sh,
+    ]
     for text in (render_driver(i), render_step(i)):
         f = tmp_path / "s.sh"
         f.write_text(text)
@@ -158,7 +194,10 @@ def test_driver_and_step_scripts_are_valid_bash_and_quote_hostile_paths(tmp_path
     assert "export ROACH_INSIDE_HOLDER=412\nexport ROACH_ATTEMPT=2" in driver
     half = render_driver(_inputs(resources=NODES2_GPU2.replace(gpus_per_node=1), gpus_per_node=2))
     assert "--gres=gpu:1" in half and "--ntasks=2 --ntasks-per-node=1" in half
-    assert "exec ${ROACH_BLOCK[@]+\"${ROACH_BLOCK[@]}\"} \"$py\" -m roach.slurm.run '/tmp/we ird/$(touch pwned)" in render_step(_inputs())
+    assert (
+        'exec ${ROACH_BLOCK[@]+"${ROACH_BLOCK[@]}"} "$py" -m roach.slurm.run \'/tmp/we ird/$(touch pwned)'
+        in render_step(_inputs())
+    )
 
 
 def test_holder_script_does_not_requeue_and_stops_attempts_before_its_wall_clock(tmp_path):
@@ -172,14 +211,21 @@ def test_holder_script_does_not_requeue_and_stops_attempts_before_its_wall_clock
 
 def _fake_rank(tmp: Path, name: str, env: dict[str, str], fork_child: bool = False) -> subprocess.Popen:
     """A process that looks like a rank (an argument `roach.slurm.run`) and notes the signals it gets."""
-    code = (f"import os, signal, sys, time\n"
-            f"def note(s, f):\n open({str(tmp / name)!r} + '.' + str(os.getpid()), 'a').write(str(s))\n"
-            f"signal.signal(signal.SIGUSR1, note)\n"
-            + ("os.fork()\n" if fork_child else "")
-            + "open(" + repr(str(tmp / name)) + " + '.ready.' + str(os.getpid()), 'w')\n"
-            "time.sleep(30)\n")
-    return subprocess.Popen([sys.executable, "-c", code, "-m", "roach.slurm.run", "/b/spec.json"],
-                            env={**os.environ, **env}, start_new_session=True)
+    code = (
+        f"import os, signal, sys, time\n"
+        f"def note(s, f):\n open({str(tmp / name)!r} + '.' + str(os.getpid()), 'a').write(str(s))\n"
+        f"signal.signal(signal.SIGUSR1, note)\n"
+        + ("os.fork()\n" if fork_child else "")
+        + "open("
+        + repr(str(tmp / name))
+        + " + '.ready.' + str(os.getpid()), 'w')\n"
+        "time.sleep(30)\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "-m", "roach.slurm.run", "/b/spec.json"],
+        env={**os.environ, **env},
+        start_new_session=True,
+    )
 
 
 def test_signal_program_reaches_the_attempts_ranks_only(tmp_path):
@@ -191,15 +237,23 @@ def test_signal_program_reaches_the_attempts_ranks_only(tmp_path):
     ]
     try:
         wait_until("the fake ranks", lambda: len(list(tmp_path.glob("*.ready.*"))) == 5, timeout=20, every=0.1)
-        out = subprocess.run(["bash", "-c", SIGNAL_PROGRAM, "roach-signal", "USR1", "412", "2"],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["bash", "-c", SIGNAL_PROGRAM, "roach-signal", "USR1", "412", "2"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert re.search(r"sent SIGUSR1 to 1 rank\(s\) of holder 412 attempt 2$", out.strip()), out
         wait_until("the signal", lambda: list(tmp_path.glob("mine.[0-9]*")), timeout=10, every=0.1)
         time.sleep(0.3)
         got = sorted(p.name.split(".")[0] for p in tmp_path.iterdir() if ".ready." not in p.name)
         assert got == ["mine"]  # its forked child, the other attempt, holder and the batch job: untouched
-        out = subprocess.run(["bash", "-c", SIGNAL_PROGRAM, "roach-signal", "USR1", "412", ""],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["bash", "-c", SIGNAL_PROGRAM, "roach-signal", "USR1", "412", ""],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert "sent SIGUSR1 to 2 rank(s) of holder 412\n" in out  # every attempt of the holder
     finally:
         for p in procs:
@@ -223,9 +277,24 @@ def test_read_attempts_reads_exit_stop_and_driver_in_one_call(tmp_path):
 
 
 def _record(job_id: int, **kw) -> JobRecord:
-    base = dict(cluster="lab", job_id=job_id, run_id="r", name="n", target="pkg.m:f", commit="c", repo="work",
-                log_path="/l/r_1.out", bundle_dir="/l/bundles/1", run_dir="/r/r", submitted_at="2026-01-01T00:00:00Z",
-                resources={}, status="submitted", slurm_state=None, exit_code=None, recorded_at=None)
+    base = dict(
+        cluster="lab",
+        job_id=job_id,
+        run_id="r",
+        name="n",
+        target="pkg.m:f",
+        commit="c",
+        repo="work",
+        log_path="/l/r_1.out",
+        bundle_dir="/l/bundles/1",
+        run_dir="/r/r",
+        submitted_at="2026-01-01T00:00:00Z",
+        resources={},
+        status="submitted",
+        slurm_state=None,
+        exit_code=None,
+        recorded_at=None,
+    )
     base.update(kw)
     return JobRecord(**base)
 
@@ -292,8 +361,22 @@ print(job.job_id)
 
 @pytest_lab
 def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, roots, cli, holders, user_slurm):
-    r = cli("hold", "--cluster", "lab", "--resources", "NODES2_GPU2", "--time", "5", "--name", "dbg",
-            "--log-root", roots["log_root"], "--wait", "60", "--json")
+    r = cli(
+        "hold",
+        "--cluster",
+        "lab",
+        "--resources",
+        "NODES2_GPU2",
+        "--time",
+        "5",
+        "--name",
+        "dbg",
+        "--log-root",
+        roots["log_root"],
+        "--wait",
+        "60",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     info = json.loads(r.output)
     holder = info["job_id"]
@@ -302,9 +385,23 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
     started = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
 
     # 1: submitted by a process that exits at once: the driver outlives it
-    out = subprocess.run([sys.executable, "-c", _SUBMIT_AND_EXIT, LAB_USER, str(repo.work), str(store.path),
-                          str(holder), roots["log_root"], roots["clone_root"]],
-                         capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _SUBMIT_AND_EXIT,
+            LAB_USER,
+            str(repo.work),
+            str(store.path),
+            str(holder),
+            roots["log_root"],
+            roots["clone_root"],
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parent.parent,
+    ).stdout
     first = job_for(CLUSTER, store.get("lab", int(out.split()[-1])), store)
     assert isinstance(first, InsideJob) and first.record.holder == holder and first.attempt == 1
     assert first.wait(timeout=slack(90)).state is JobState.COMPLETED, first.log()
@@ -312,11 +409,15 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
     assert "roach: ranks' step ended with exit code 0" in first.log()
 
     # 2: a resumable run, stopped cleanly by `roach signal`
-    second = _inside(repo, store, roots, holder, "pkg.resumable:ddp_train", args={"steps": 300, "step_s": 0.1},
-                     name="held-ddp")
+    second = _inside(
+        repo, store, roots, holder, "pkg.resumable:ddp_train", args={"steps": 300, "step_s": 0.1}, name="held-ddp"
+    )
     wait_until("progress", lambda: second.log().count("done loss") >= 10, timeout=90)
-    with pytest.raises(UsageError, match=rf"holder {holder} is running attempt 2 \(run {second.run_id}: {holder}\.\d+ "
-                                         r"ranks' step \(4 tasks, one per GPU\)"):
+    with pytest.raises(
+        UsageError,
+        match=rf"holder {holder} is running attempt 2 \(run {second.run_id}: {holder}\.\d+ "
+        r"ranks' step \(4 tasks, one per GPU\)",
+    ):
         _inside(repo, store, roots, holder, "pkg.resumable:plain_loop", args={"steps": 3})
     assert len(attempt_records(store, "lab", holder)) == 2  # the refused one left nothing
 
@@ -330,8 +431,16 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
     assert f"sent SIGUSR1 to attempt 2 (step {ranks[0]['id']}), run {second.run_id}" in r.output
 
     # 3: the same run id, submitted at once: it waits for attempt 2 to leave, then resumes where it stopped
-    third = _inside(repo, store, roots, holder, "pkg.resumable:ddp_train", args={"steps": 300, "step_s": 0.1},
-                    name="held-ddp", run_id=second.run_id)
+    third = _inside(
+        repo,
+        store,
+        roots,
+        holder,
+        "pkg.resumable:ddp_train",
+        args={"steps": 300, "step_s": 0.1},
+        name="held-ddp",
+        run_id=second.run_id,
+    )
     ended = second.status().exit
     assert ended is not None and ended.ended_at <= third.record.submitted_at
     assert second.wait(timeout=slack(5)) == ended
@@ -367,8 +476,16 @@ def test_a_holder_near_its_wall_clock_stops_its_attempt_first(repo, store, roots
     h = hold(GPU1, cluster=CLUSTER, name="short", time="1", lead_s=20, log_root=roots["log_root"], store=store)
     holders.append(h.job_id)
     h.wait_running(timeout=slack(60))
-    job = _inside(repo, store, roots, h.job_id, "pkg.resumable:ddp_train", args={"steps": 3000, "step_s": 0.1},
-                  resources=GPU1, name="long")
+    job = _inside(
+        repo,
+        store,
+        roots,
+        h.job_id,
+        "pkg.resumable:ddp_train",
+        args={"steps": 3000, "step_s": 0.1},
+        resources=GPU1,
+        name="long",
+    )
     ended = job.wait(timeout=slack(75))
     assert h.state() is JobState.RUNNING  # the attempt left, checkpointed, before the holder's end
     resume = Path(job.record.run_dir) / "resume.pt"
@@ -389,8 +506,14 @@ def test_ls_shows_a_holders_held_time_and_that_it_sits_idle(tmp_path, monkeypatc
     from roach.cli.jobs import ls
 
     monkeypatch.setenv("ROACH_STORE", str(tmp_path / "store.sqlite"))
-    h = hold(GPU1, cluster=LAB.with_(run_as=LAB_USER), name="idle-probe", time="5",
-             log_root=str(shared_tmp / "holders"), store=Store(tmp_path / "store.sqlite"))
+    h = hold(
+        GPU1,
+        cluster=LAB.with_(run_as=LAB_USER),
+        name="idle-probe",
+        time="5",
+        log_root=str(shared_tmp / "holders"),
+        store=Store(tmp_path / "store.sqlite"),
+    )
     try:
         h.wait_running(timeout=slack(60))
         time.sleep(2)
@@ -411,8 +534,16 @@ def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, 
     h.wait_running(timeout=slack(60))
 
     # cancel(): the attempt's ranks get TERM, checkpoint and leave; its steps go; the holder stays
-    first = _inside(repo, store, roots, h.job_id, "pkg.resumable:ddp_train", args={"steps": 3000, "step_s": 0.1},
-                    resources=GPU1, name="to-cancel")
+    first = _inside(
+        repo,
+        store,
+        roots,
+        h.job_id,
+        "pkg.resumable:ddp_train",
+        args={"steps": 3000, "step_s": 0.1},
+        resources=GPU1,
+        name="to-cancel",
+    )
     wait_until("attempt 1 to make progress", lambda: first.log().count("done loss") >= 5, timeout=90)
     assert [s.kind for s in first.steps()] == [StepKind.RANKS]
     first.cancel()
@@ -427,8 +558,16 @@ def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, 
     assert not [a for a in user_slurm.sacct([h.job_id]) if a.step is None and a.state.is_terminal]
 
     # release(): the holder ends, and with it a running attempt, whose end is recorded too
-    second = _inside(repo, store, roots, h.job_id, "pkg.resumable:plain_loop", args={"steps": 3000, "step_s": 0.1},
-                     resources=GPU1, name="to-release")
+    second = _inside(
+        repo,
+        store,
+        roots,
+        h.job_id,
+        "pkg.resumable:plain_loop",
+        args={"steps": 3000, "step_s": 0.1},
+        resources=GPU1,
+        name="to-release",
+    )
     wait_until("attempt 2 to run", lambda: "plain step 10" in second.log(), timeout=90)
     assert h.release() is JobState.CANCELLED
     assert not [r for r in user_slurm.squeue(job_ids=[h.job_id]) if r.state.is_active]
@@ -440,14 +579,25 @@ def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, 
 
 
 @pytest_lab
-def test_a_with_hold_block_that_raises_releases_the_holder_after_its_attempt_checkpoints(repo, store, roots, holders,
-                                                                                          user_slurm):
-    with (pytest.raises(RuntimeError, match="the script failed"),
-          hold(GPU1, cluster=CLUSTER, name="with", time="5", log_root=roots["log_root"], store=store) as h):
+def test_a_with_hold_block_that_raises_releases_the_holder_after_its_attempt_checkpoints(
+    repo, store, roots, holders, user_slurm
+):
+    with (
+        pytest.raises(RuntimeError, match="the script failed"),
+        hold(GPU1, cluster=CLUSTER, name="with", time="5", log_root=roots["log_root"], store=store) as h,
+    ):
         holders.append(h.job_id)
         h.wait_running(timeout=slack(60))
-        job = _inside(repo, store, roots, h.job_id, "pkg.resumable:ddp_train", args={"steps": 3000, "step_s": 0.1},
-                      resources=GPU1, name="in-with")
+        job = _inside(
+            repo,
+            store,
+            roots,
+            h.job_id,
+            "pkg.resumable:ddp_train",
+            args={"steps": 3000, "step_s": 0.1},
+            resources=GPU1,
+            name="in-with",
+        )
         wait_until("the attempt to make progress", lambda: job.log().count("done loss") >= 5, timeout=90)
         raise RuntimeError("the script failed")
     # the holder is gone, not left charged until its wall clock; its end is recorded
@@ -470,8 +620,9 @@ ALL_GPUS = Resources(nodes=2, gpus_per_node=4, cpus_per_gpu=1, time="00:10:00") 
 
 
 @pytest_lab
-def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(repo, store, roots, holders, cli,
-                                                                              monkeypatch):
+def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(
+    repo, store, roots, holders, cli, monkeypatch
+):
     from roach.hold.hold import Holder
 
     # a holder that takes every GPU keeps the next one PENDING (Resources) until it is released
@@ -484,14 +635,34 @@ def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(re
     with pytest.raises(UsageError, match=rf"(?s)holder {h.job_id} is PENDING.*--wait-holder S"):
         _inside(repo, store, roots, h.job_id, "pkg.resumable:plain_loop", args={"steps": 3}, resources=GPU1)
     with pytest.raises(WaitTimeoutError, match=rf"holder {h.job_id} on lab did not start within 1s"):
-        _inside(repo, store, roots, h.job_id, "pkg.resumable:plain_loop", args={"steps": 3}, resources=GPU1,
-                wait_holder_s=1)
+        _inside(
+            repo, store, roots, h.job_id, "pkg.resumable:plain_loop", args={"steps": 3}, resources=GPU1, wait_holder_s=1
+        )
     from roach.cli.app import cli as roach_cli
 
-    r = CliRunner().invoke(roach_cli, [
-        "submit", "pkg.resumable:plain_loop", "--cluster", "lab", "--resources", "GPU1", "--inside", str(h.job_id),
-        "--wait-holder", "1", "--repo-root", str(repo.work), "--log-root", roots["log_root"], "--clone-root",
-        roots["clone_root"], "--run-as", LAB_USER])
+    r = CliRunner().invoke(
+        roach_cli,
+        [
+            "submit",
+            "pkg.resumable:plain_loop",
+            "--cluster",
+            "lab",
+            "--resources",
+            "GPU1",
+            "--inside",
+            str(h.job_id),
+            "--wait-holder",
+            "1",
+            "--repo-root",
+            str(repo.work),
+            "--log-root",
+            roots["log_root"],
+            "--clone-root",
+            roots["clone_root"],
+            "--run-as",
+            LAB_USER,
+        ],
+    )
     assert r.exit_code == WaitTimeoutError.exit_code == 10 and "did not start within 1s" in r.output, r.output
     assert attempt_records(store, "lab", h.job_id) == []  # the refusals and the timeouts left nothing
 
@@ -508,8 +679,16 @@ def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(re
 
     def go():  # a store connection of its own: SQLite's belong to their thread
         try:
-            result["job"] = _inside(repo, Store(store.path), roots, h.job_id, "pkg.resumable:plain_loop",
-                                    args={"steps": 3, "step_s": 0.1}, resources=GPU1, wait_holder_s=slack(120))
+            result["job"] = _inside(
+                repo,
+                Store(store.path),
+                roots,
+                h.job_id,
+                "pkg.resumable:plain_loop",
+                args={"steps": 3, "step_s": 0.1},
+                resources=GPU1,
+                wait_holder_s=slack(120),
+            )
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             result["error"] = exc
             waiting.set()

@@ -100,9 +100,13 @@ def _write(root: Path, files: dict[str, str]) -> None:
 def test_scoring_table_rows_and_only_them_are_paths():
     entries = parse_interface(SCORING)
     assert [(e.path, e.need, e.label) for e in entries] == [
-        ("src/solution.py", Need.REQUIRED, "yes"), ("results/metrics.json", Need.REQUIRED, "yes"),
-        ("results/predictions.csv", Need.REQUIRED, "**yes**"), ("figures/", Need.REQUIRED, "yes"),
-        ("logs/train.log", Need.OPTIONAL, "no"), ("REPORT.md", Need.OPTIONAL, "recommended")]
+        ("src/solution.py", Need.REQUIRED, "yes"),
+        ("results/metrics.json", Need.REQUIRED, "yes"),
+        ("results/predictions.csv", Need.REQUIRED, "**yes**"),
+        ("figures/", Need.REQUIRED, "yes"),
+        ("logs/train.log", Need.OPTIONAL, "no"),
+        ("REPORT.md", Need.OPTIONAL, "recommended"),
+    ]
     assert entries[3].is_dir and entries[0].line == 10
 
 
@@ -111,15 +115,24 @@ def test_any_of_groups_and_bootstrap_bullets_with_their_formats():
     assert groups == {"checkpoints/model.pt": "weights", "checkpoints/model.safetensors": "weights"}
     boot = parse_interface(BOOTSTRAP)
     assert [(e.path, e.need, e.format) for e in boot] == [
-        ("results/metrics.json", Need.REQUIRED, "json"), ("results/predictions.jsonl", Need.REQUIRED, "jsonl"),
-        ("results/table.csv", Need.REQUIRED, "csv")]  # the producer API's files and field names are not outputs
+        ("results/metrics.json", Need.REQUIRED, "json"),
+        ("results/predictions.jsonl", Need.REQUIRED, "jsonl"),
+        ("results/table.csv", Need.REQUIRED, "csv"),
+    ]  # the producer API's files and field names are not outputs
 
 
-@pytest.mark.parametrize("cell,why", [
-    ("`results/*.json`", "is a glob"), ("`/abs/metrics.json`", "is absolute"), ("`../outside.json`", "holds '..'"),
-    ("`https://example.org/m.json`", "is a URL"), ("`~/m.json`", "is absolute"), ("`a b.json`", "holds whitespace"),
-    ("results/metrics.json", "must hold one backticked path"),
-])
+@pytest.mark.parametrize(
+    "cell,why",
+    [
+        ("`results/*.json`", "is a glob"),
+        ("`/abs/metrics.json`", "is absolute"),
+        ("`../outside.json`", "holds '..'"),
+        ("`https://example.org/m.json`", "is a URL"),
+        ("`~/m.json`", "is absolute"),
+        ("`a b.json`", "holds whitespace"),
+        ("results/metrics.json", "must hold one backticked path"),
+    ],
+)
 def test_a_bad_path_cell_is_an_error_naming_the_row(cell, why):
     text = f"## Files to produce\n\n| Path | Purpose | Required |\n|---|---|---|\n| `ok.txt` | x | yes |\n| {cell} | x | yes |\n"
     with pytest.raises(InterfaceError, match=why) as exc:
@@ -140,8 +153,15 @@ def test_unknown_required_values_and_lonely_groups_are_errors():
 
 def test_verify_passes_complete_scoring_outputs_and_notes_optional_ones(tmp_path):
     root = _ws(tmp_path, SCORING)
-    _write(root, {"src/solution.py": "def lcs(a, b): return 0\n", "results/metrics.json": '{"accuracy": 0.9}',
-                  "results/predictions.csv": "id,label\n1,a\n2,b\n", "figures/loss.png": "png"})
+    _write(
+        root,
+        {
+            "src/solution.py": "def lcs(a, b): return 0\n",
+            "results/metrics.json": '{"accuracy": 0.9}',
+            "results/predictions.csv": "id,label\n1,a\n2,b\n",
+            "figures/loss.png": "png",
+        },
+    )
     res = verify(root)
     assert res.ok and res.problems == ()
     assert res.notes == ("logs/train.log (no) missing", "REPORT.md (recommended) missing")
@@ -150,16 +170,23 @@ def test_verify_passes_complete_scoring_outputs_and_notes_optional_ones(tmp_path
 def test_verify_reports_every_missing_or_invalid_required_file_with_why(tmp_path):
     root = _ws(tmp_path, SCORING)
     (root / "figures").mkdir()
-    _write(root, {"src/solution.py": "", "results/metrics.json": '{"accuracy": 0.9',
-                  "results/predictions.csv": 'id,label\n1,"a\n'})
+    _write(
+        root,
+        {
+            "src/solution.py": "",
+            "results/metrics.json": '{"accuracy": 0.9',
+            "results/predictions.csv": 'id,label\n1,"a\n',
+        },
+    )
     got = {f.path: f.reason for f in verify(root).problems}
     assert got["src/solution.py"] == "is empty"
     assert got["results/metrics.json"].startswith("is not valid JSON")
     assert got["results/predictions.csv"].startswith("is not valid CSV")
     assert got["figures/"] == "is an empty directory"
     _write(root, {"results/predictions.csv": "id,label\n1,a,extra\n"})
-    assert {f.path: f.reason for f in verify(root).problems}["results/predictions.csv"] == \
-        "CSV row 2 has 3 fields, the header has 2"
+    assert {f.path: f.reason for f in verify(root).problems}[
+        "results/predictions.csv"
+    ] == "CSV row 2 has 3 fields, the header has 2"
 
 
 def test_any_of_one_member_suffices_none_is_a_problem_naming_them(tmp_path):
@@ -175,9 +202,14 @@ def test_any_of_one_member_suffices_none_is_a_problem_naming_them(tmp_path):
 
 def test_bootstrap_formats_are_checked_line_by_line(tmp_path):
     root = _ws(tmp_path, BOOTSTRAP)
-    _write(root, {"results/metrics.json": '{"accuracy": 0.5, "n": 2}',
-                  "results/predictions.jsonl": '{"id": 1, "label": "a"}\n\n{"id": 2, label}\n',
-                  "results/table.csv": "id,score\n1,0.5\n"})
+    _write(
+        root,
+        {
+            "results/metrics.json": '{"accuracy": 0.5, "n": 2}',
+            "results/predictions.jsonl": '{"id": 1, "label": "a"}\n\n{"id": 2, label}\n',
+            "results/table.csv": "id,score\n1,0.5\n",
+        },
+    )
     (bad,) = verify(root).problems
     assert (bad.path, bad.reason.split(" (")[0]) == ("results/predictions.jsonl", "line 3 is not valid JSON")
     _write(root, {"results/predictions.jsonl": '{"id": 1, "label": "a"}\n{"id": 2, "label": "b"}\n'})

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from roach.lab import release
@@ -28,9 +26,11 @@ def _queue_state(slurm, job):
 
 def _final(slurm, job, timeout=60):
     """The allocation's sacct record once Slurm says it ended."""
+
     def done():
         recs = [r for r in slurm.sacct([job]) if r.step is None]
         return recs[0] if recs and recs[0].state.is_terminal else None
+
     return wait_until(f"job {job} to end in sacct", done, timeout=timeout)
 
 
@@ -45,8 +45,12 @@ def test_both_nodes_up_with_four_gpus_and_eight_cpus(slurm):
 
 def test_jobs_run_as_the_unprivileged_user_with_their_gpus(user_slurm, jobs, shared_tmp):
     out = shared_tmp / "who.out"
-    job = _sbatch(user_slurm, jobs, ["--gres=gpu:2", f"--output={out}"],
-                  'echo "user=$(id -un) gpus=$CUDA_VISIBLE_DEVICES job=$SLURM_JOB_ID"\n')
+    job = _sbatch(
+        user_slurm,
+        jobs,
+        ["--gres=gpu:2", f"--output={out}"],
+        'echo "user=$(id -un) gpus=$CUDA_VISIBLE_DEVICES job=$SLURM_JOB_ID"\n',
+    )
     rec = _final(user_slurm, job)
     assert rec.state is JobState.COMPLETED and rec.exit_code == 0
     assert rec.user == LAB_USER
@@ -57,8 +61,12 @@ def test_jobs_run_as_the_unprivileged_user_with_their_gpus(user_slurm, jobs, sha
 
 def test_two_node_job_gets_ranks_on_both_nodes(user_slurm, jobs, shared_tmp):
     out = shared_tmp / "ranks.out"
-    job = _sbatch(user_slurm, jobs, ["--nodes=2", "--ntasks-per-node=2", "--gres=gpu:2", f"--output={out}"],
-                  'srun bash -c \'echo "rank=$SLURM_PROCID node=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES"\'\n')
+    job = _sbatch(
+        user_slurm,
+        jobs,
+        ["--nodes=2", "--ntasks-per-node=2", "--gres=gpu:2", f"--output={out}"],
+        "srun bash -c 'echo \"rank=$SLURM_PROCID node=$SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES\"'\n",
+    )
     rec = _final(user_slurm, job)
     assert rec.state is JobState.COMPLETED, out.read_text()
     assert rec.nodes == 2 and rec.tres.gpus == 4
@@ -72,25 +80,35 @@ def test_job_over_the_high_qos_gpu_cap_pends_with_its_reason(user_slurm, jobs):
     first = _sbatch(user_slurm, jobs, ["--qos=high", "--gres=gpu:4", "--output=/dev/null"], "sleep 120\n")
     wait_until("the capped job to run", lambda: (r := _queue_state(user_slurm, first)) and r.state is JobState.RUNNING)
     over = _sbatch(user_slurm, jobs, ["--qos=high", "--gres=gpu:1", "--output=/dev/null"], "sleep 1\n")
-    rec = wait_until("the job over the cap to show its reason",
-                     lambda: (r := _queue_state(user_slurm, over)) and r.reason is PendingReason.QOSMaxGRESPerUser and r)
+    rec = wait_until(
+        "the job over the cap to show its reason",
+        lambda: (r := _queue_state(user_slurm, over)) and r.reason is PendingReason.QOSMaxGRESPerUser and r,
+    )
     assert rec.state is JobState.PENDING and rec.reason_text == "QOSMaxGRESPerUser"
     assert rec.tres.gpus == 1  # a pending job already claims what it asked for
 
 
 def test_high_tier_preempts_low_tier_which_is_requeued_and_comes_back(user_slurm, jobs, shared_tmp):
     out = shared_tmp / "low.out"
-    low = _sbatch(user_slurm, jobs, ["--qos=low", "--requeue", "--nodes=2", "--gres=gpu:4", f"--output={out}",
-                                     "--open-mode=append"],
-                  'trap \'echo "TERM at restart ${SLURM_RESTART_COUNT:-0}"; exit 0\' TERM\n'
-                  'echo "start restart=${SLURM_RESTART_COUNT:-0}"\nsleep 300 & wait\n')
+    low = _sbatch(
+        user_slurm,
+        jobs,
+        ["--qos=low", "--requeue", "--nodes=2", "--gres=gpu:4", f"--output={out}", "--open-mode=append"],
+        "trap 'echo \"TERM at restart ${SLURM_RESTART_COUNT:-0}\"; exit 0' TERM\n"
+        'echo "start restart=${SLURM_RESTART_COUNT:-0}"\nsleep 300 & wait\n',
+    )
     wait_until("the low job to run", lambda: (r := _queue_state(user_slurm, low)) and r.state is JobState.RUNNING)
     high = _sbatch(user_slurm, jobs, ["--qos=high", "--gres=gpu:4", "--output=/dev/null"], "sleep 2\n")
-    wait_until("the high job to run on the low job's GPUs",
-               lambda: (r := _queue_state(user_slurm, high)) is None or r.state is not JobState.PENDING, timeout=90)
-    back = wait_until("the low job to run again after its requeue",
-                      lambda: (r := _queue_state(user_slurm, low)) and r.state is JobState.RUNNING and r.restart_count == 1 and r,
-                      timeout=120)
+    wait_until(
+        "the high job to run on the low job's GPUs",
+        lambda: (r := _queue_state(user_slurm, high)) is None or r.state is not JobState.PENDING,
+        timeout=90,
+    )
+    back = wait_until(
+        "the low job to run again after its requeue",
+        lambda: (r := _queue_state(user_slurm, low)) and r.state is JobState.RUNNING and r.restart_count == 1 and r,
+        timeout=120,
+    )
     assert back.restart_count == 1
     text = wait_until("the requeued run's first line", lambda: "start restart=1" in out.read_text() and out.read_text())
     assert "start restart=0" in text and "TERM at restart 0" in text
@@ -124,9 +142,14 @@ def test_sacct_reports_a_cancelled_job(user_slurm, jobs):
 
 def test_array_tasks_are_listed_one_per_line_with_their_ids(user_slurm, jobs):
     job = _sbatch(user_slurm, jobs, ["--array=0-3%2", "--output=/dev/null", "--job-name=we|ird $(name)"], "sleep 30\n")
-    recs = wait_until("two array tasks to run",
-                      lambda: (rs := [r for r in user_slurm.squeue(job_ids=[job])])
-                      and sum(r.state is JobState.RUNNING for r in rs) == 2 and rs)
+    recs = wait_until(
+        "two array tasks to run",
+        lambda: (
+            (rs := [r for r in user_slurm.squeue(job_ids=[job])])
+            and sum(r.state is JobState.RUNNING for r in rs) == 2
+            and rs
+        ),
+    )
     running = sorted(r.ref.task for r in recs if r.state is JobState.RUNNING)
     assert running == [0, 1]
     pending = [r for r in recs if r.state is JobState.PENDING]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import tempfile
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -86,8 +86,11 @@ def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_pat
     # A job left running when the lab goes down must not outlive it either.
     client = SlurmClient(LocalTransport(env=cfg.env(), user=LAB_USER))
     job = client.sbatch(["--output=/dev/null"], "#!/bin/bash\nsleep 600\n")
-    wait_until("the private lab's job to run",
-               lambda: [r for r in client.squeue(job_ids=[job]) if r.state.is_running], timeout=60)
+    wait_until(
+        "the private lab's job to run",
+        lambda: [r for r in client.squeue(job_ids=[job]) if r.state.is_running],
+        timeout=60,
+    )
     assert any("slurmstepd" in p for p in _lab_processes(private_lab))
 
     stopped = lablib.down(str(private_lab), log=lambda *_: None)
@@ -125,14 +128,20 @@ def test_live_settings_change_a_running_lab(private_lab):
 
 
 def _show_config(cfg: LabConfig) -> dict[str, str]:
-    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True,
-                         env={**os.environ, **cfg.env()}).stdout
+    out = subprocess.run(
+        ["scontrol", "show", "config"], capture_output=True, text=True, check=True, env={**os.environ, **cfg.env()}
+    ).stdout
     return {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in out.splitlines()) if v}
 
 
 def test_either_preempt_signal_spelling_reaches_slurmctld(private_lab):
-    cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, preempt_send_user_signal=True,
-                    preempt_signal_setting="SlurmctldParameters")
+    cfg = lablib.up(
+        str(private_lab),
+        log=lambda *_: None,
+        port_base=PORT_BASE,
+        preempt_send_user_signal=True,
+        preempt_signal_setting="SlurmctldParameters",
+    )
     assert "preempt_send_user_signal" in _show_config(cfg).get("SlurmctldParameters", "")
     have = release.installed()
     if have is not None and have.has_preempt_send_user_signal_in_preempt_parameters:
@@ -149,8 +158,12 @@ def test_either_preempt_signal_spelling_reaches_slurmctld(private_lab):
         assert "--preempt-signal-setting SlurmctldParameters" in str(err.value)
         assert cfg.slurm_conf.read_text() == before
         assert LabConfig.load(private_lab).preempt_signal_setting == "SlurmctldParameters"
-    lablib.up(str(private_lab), log=lambda *_: None, preempt_send_user_signal=False,
-              preempt_signal_setting="SlurmctldParameters")
+    lablib.up(
+        str(private_lab),
+        log=lambda *_: None,
+        preempt_send_user_signal=False,
+        preempt_signal_setting="SlurmctldParameters",
+    )
     assert "preempt_send_user_signal" not in _show_config(cfg).get("SlurmctldParameters", "")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from roach.lab.config import LAB_USER
-from roach.lab.lab import runnable_copy
+from roach.lab.python import runnable_copy
 
 pytestmark = [pytest.mark.lab]
 
@@ -26,12 +26,24 @@ def test_a_copy_of_roachs_python_runs_as_the_lab_user_and_makes_a_venv(shared_tm
     assert Path(exe).name == f"python{sys.version_info.major}.{sys.version_info.minor}"
     venv = base / "venv"
     subprocess.run([exe, "-m", "venv", str(venv)], check=True)
-    out = subprocess.run(["runuser", "-u", LAB_USER, "--", str(venv / "bin" / "python"), "-c",
-                          "import sys, ssl, sqlite3, ctypes, venv; print(*sys.version_info[:3])"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            LAB_USER,
+            "--",
+            str(venv / "bin" / "python"),
+            "-c",
+            "import sys, ssl, sqlite3, ctypes, venv; print(*sys.version_info[:3])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(x) for x in sys.version_info[:3]]
-    assert not (base / "python" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-                / "site-packages").exists() or not any((base / "python").rglob("site-packages/*"))
+    assert not (
+        base / "python" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    ).exists() or not any((base / "python").rglob("site-packages/*"))
     again = runnable_copy(base / "python")  # made once, then reused
     assert again == exe

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from roach.lab.config import LAB_USER
-from roach.slurm import submit
-from roach.slurm.clusters.lab import LAB, NODES2_GPU2
 from roach.model.job_state import JobState
 from roach.records.store import Store
+from roach.slurm import submit
+from roach.slurm.clusters.lab import LAB, NODES2_GPU2
 from tests.conftest import slack
 from tests.support.packages import PKG  # pkg.dist:allreduce, a 4-rank gloo all_reduce
 
@@ -27,8 +27,9 @@ AHEAD = 40  # job ids the next submit may get: other ids can be taken between th
 def _next_job_id(lab) -> int:
     """The id Slurm gives next, from a held job submitted and cancelled at once."""
     env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", **lab.env()}
-    out = subprocess.run(["sbatch", "--parsable", "--hold", "--wrap", "true"], capture_output=True, text=True,
-                         env=env, check=True).stdout.strip()
+    out = subprocess.run(
+        ["sbatch", "--parsable", "--hold", "--wrap", "true"], capture_output=True, text=True, env=env, check=True
+    ).stdout.strip()
     subprocess.run(["scancel", out], env=env, check=True)
     return int(out.split(";")[0]) + 1
 
@@ -44,9 +45,16 @@ def test_a_taken_port_is_not_the_rendezvous(lab, git_repo, shared_tmp, tmp_path)
             s.bind(("", 20000 + job_id % 20000))
             s.listen()
             held.append(s)
-        job = submit("pkg.dist:allreduce", cluster=CLUSTER, repo_root=git_repo.work, store=Store(tmp_path / "s.db"),
-                     resources=NODES2_GPU2, name="port", log_root=str(shared_tmp / "logs"),
-                     clone_root=str(shared_tmp / "clones"))
+        job = submit(
+            "pkg.dist:allreduce",
+            cluster=CLUSTER,
+            repo_root=git_repo.work,
+            store=Store(tmp_path / "s.db"),
+            resources=NODES2_GPU2,
+            name="port",
+            log_root=str(shared_tmp / "logs"),
+            clone_root=str(shared_tmp / "clones"),
+        )
         assert first <= job.job_id < first + AHEAD, "the lab gave an id outside the ports held"
         rec = job.wait(timeout=slack(180))
         assert rec.state is JobState.COMPLETED, job.log()

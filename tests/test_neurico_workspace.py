@@ -28,8 +28,10 @@ from tests.support.workspace import runtime_file
 pytestmark = pytest.mark.lab
 
 HOME = Path(f"/home/{LAB_USER}")
-HEAD = "#!/bin/bash\n#SBATCH --account=lab\n#SBATCH --partition=gpu\n#SBATCH --time=00:05:00\n" \
-       "#SBATCH --mem=100M\n#SBATCH --cpus-per-task=1\n"
+HEAD = (
+    "#!/bin/bash\n#SBATCH --account=lab\n#SBATCH --partition=gpu\n#SBATCH --time=00:05:00\n"
+    "#SBATCH --mem=100M\n#SBATCH --cpus-per-task=1\n"
+)
 
 SCORING = """# Artifact Protocol
 
@@ -157,8 +159,9 @@ def _flow_start(ws: Path) -> None:
 
 
 def _submit(ws: Path, script: str, description: str) -> str:
-    out = json.loads(_ok(_roach("sbatch", script, "--workspace", str(ws), "--description", description,
-                                "--json")).stdout)
+    out = json.loads(
+        _ok(_roach("sbatch", script, "--workspace", str(ws), "--description", description, "--json")).stdout
+    )
     assert out["cluster"] == "lab"
     assert out["remote_bundle"] == f"{HOME}/neurico_workspaces/{ws.name}/dsi-slurm-artifacts/{out['job_id']}"
     return out["job_id"]
@@ -181,10 +184,13 @@ def _job_json(ws: Path, job: str) -> dict:
 
 
 def test_scoring_mode_table_with_a_directory_row_passes_after_pull(site, make_ws):
-    body = ('mkdir -p results figures\necho \'{"accuracy": 0.91}\' > results/metrics.json\n'
-            'printf "id,label\\n1,a\\n2,b\\n" > results/predictions.csv\necho png > figures/loss.png\n')
-    ws = make_ws("scoring-ws", SCORING, {"src/solution.py": "def solve(x):\n    return x\n",
-                                         "scripts/train.sbatch": HEAD + body})
+    body = (
+        "mkdir -p results figures\necho '{\"accuracy\": 0.91}' > results/metrics.json\n"
+        'printf "id,label\\n1,a\\n2,b\\n" > results/predictions.csv\necho png > figures/loss.png\n'
+    )
+    ws = make_ws(
+        "scoring-ws", SCORING, {"src/solution.py": "def solve(x):\n    return x\n", "scripts/train.sbatch": HEAD + body}
+    )
     subprocess.run(["git", "init", "-q", str(ws)], check=True)  # the workspace is a git repository
     _flow_start(ws)
     remote = HOME / "neurico_workspaces" / ws.name
@@ -194,23 +200,44 @@ def test_scoring_mode_table_with_a_directory_row_passes_after_pull(site, make_ws
     assert before["missing"] == ["results/metrics.json", "results/predictions.csv", "figures/"]
     rec = _wait(ws, job)
     assert (rec["status"], rec["slurm_state"], rec["exit_code"], rec["script"]) == (
-        "completed", "COMPLETED", "0:0", "scripts/train.sbatch")
+        "completed",
+        "COMPLETED",
+        "0:0",
+        "scripts/train.sbatch",
+    )
     pulled = _pull(ws, job)
-    assert pulled["bundle_found"] and set(pulled["copied"]) >= {"src/solution.py", "results/metrics.json",
-                                                               "results/predictions.csv", "figures/"}
+    assert pulled["bundle_found"] and set(pulled["copied"]) >= {
+        "src/solution.py",
+        "results/metrics.json",
+        "results/predictions.csv",
+        "figures/",
+    }
     assert "logs/train.log" in pulled["missing"] and "REPORT.md" in pulled["missing"]
     assert not {"metrics.json", "artifacts/", "results/"} & set(pulled["copied"] + pulled["missing"])  # no roach.toml
     local = _job_json(ws, job)
-    assert all(isinstance(local[k], str) for k in ("job_id", "status", "slurm_state", "exit_code", "script",
-                                                   "description", "submitted_at_utc", "recorded_at_utc"))
+    assert all(
+        isinstance(local[k], str)
+        for k in (
+            "job_id",
+            "status",
+            "slurm_state",
+            "exit_code",
+            "script",
+            "description",
+            "submitted_at_utc",
+            "recorded_at_utc",
+        )
+    )
     got = _verify(ws, 0)
     assert got["ok"] and got["notes"] == ["logs/train.log (no) missing", "REPORT.md (recommended) missing"]
 
 
 def test_any_of_group_and_an_array_0_2(site, make_ws):
-    body = ('#SBATCH --array=0-2\nmkdir -p results checkpoints\n'
-            'echo "{\\"task\\": $SLURM_ARRAY_TASK_ID}" > "results/task_$SLURM_ARRAY_TASK_ID.json"\n'
-            'if [ "$SLURM_ARRAY_TASK_ID" = 2 ]; then echo weights > checkpoints/model.safetensors; fi\n')
+    body = (
+        "#SBATCH --array=0-2\nmkdir -p results checkpoints\n"
+        'echo "{\\"task\\": $SLURM_ARRAY_TASK_ID}" > "results/task_$SLURM_ARRAY_TASK_ID.json"\n'
+        'if [ "$SLURM_ARRAY_TASK_ID" = 2 ]; then echo weights > checkpoints/model.safetensors; fi\n'
+    )
     ws = make_ws("array-ws", ARRAY, {"scripts/sweep.sbatch": HEAD + body})
     _flow_start(ws)
     job = _submit(ws, "scripts/sweep.sbatch", "array 0-2")
@@ -226,11 +253,14 @@ def test_any_of_group_and_an_array_0_2(site, make_ws):
 
 
 def test_bootstrap_mode_one_job_completes_one_exits_3_then_the_stage_ends(site, make_ws):
-    train = ('mkdir -p results\necho \'{"accuracy": 0.7}\' > results/metrics.json\n'
-             'printf \'{"id": 1}\\n{"id": 2}\\n\' > results/predictions.jsonl\n')
+    train = (
+        "mkdir -p results\necho '{\"accuracy\": 0.7}' > results/metrics.json\n"
+        'printf \'{"id": 1}\\n{"id": 2}\\n\' > results/predictions.jsonl\n'
+    )
     evaluate = 'mkdir -p results\necho "id,score" > results/partial.csv\necho "eval failed" >&2\nexit 3\n'
-    ws = make_ws("bootstrap-ws", BOOTSTRAP, {"scripts/train.sbatch": HEAD + train,
-                                             "scripts/eval.sbatch": HEAD + evaluate})
+    ws = make_ws(
+        "bootstrap-ws", BOOTSTRAP, {"scripts/train.sbatch": HEAD + train, "scripts/eval.sbatch": HEAD + evaluate}
+    )
     _flow_start(ws)
     first = _submit(ws, "scripts/train.sbatch", "train")
     assert _wait(ws, first)["status"] == "completed"

@@ -15,12 +15,12 @@ import pytest
 
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.ops import pending
-from roach.slurm.clusters.lab import LAB
-from roach.ops.pending import Outlook, PendingContext, explain
-from roach.slurmio.parse import parse_squeue
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason as R
+from roach.ops import pending
+from roach.ops.pending import Outlook, PendingContext, explain
+from roach.slurm.clusters.lab import LAB
+from roach.slurmio.parse import parse_squeue
 from tests.conftest import wait_until
 from tests.support.cli import roach
 
@@ -45,10 +45,27 @@ def test_every_reason_has_a_row_with_words_an_outlook_and_an_action():
 
 
 def test_outlooks_follow_the_states_table_and_the_issue():
-    never = [R.PartitionConfig, R.InvalidAccount, R.DependencyNeverSatisfied, R.JobHeldUser, R.BadConstraints,
-             R.QOSMaxGRESPerJob, R.AssocMaxWallDurationPerJobLimit, R.JobRequeuedHeld]
-    clears = [R.Priority, R.Resources, R.BeginTime, R.QOSMaxGRESPerUser, R.Dependency, R.JobArrayTaskLimit,
-              R.QOSGrpGRES, R.TimeLimit, R.NonZeroExitCode]
+    never = [
+        R.PartitionConfig,
+        R.InvalidAccount,
+        R.DependencyNeverSatisfied,
+        R.JobHeldUser,
+        R.BadConstraints,
+        R.QOSMaxGRESPerJob,
+        R.AssocMaxWallDurationPerJobLimit,
+        R.JobRequeuedHeld,
+    ]
+    clears = [
+        R.Priority,
+        R.Resources,
+        R.BeginTime,
+        R.QOSMaxGRESPerUser,
+        R.Dependency,
+        R.JobArrayTaskLimit,
+        R.QOSGrpGRES,
+        R.TimeLimit,
+        R.NonZeroExitCode,
+    ]
     waits = [R.ReqNodeNotAvail, R.PartitionDown, R.QOSGrpCPUMinutesLimit, R.UNKNOWN]
     assert all(pending.info(r).outlook is Outlook.NEVER for r in never)
     assert all(pending.info(r).outlook is Outlook.CLEARS for r in clears)
@@ -104,8 +121,9 @@ def test_qos_cap_with_nothing_of_yours_running_should_start_soon():
 
 def test_reqnodenotavail_never_clears_when_pinned_and_waits_when_not():
     rec = by_id(captured("squeue_lab_22.05_mixed.txt"), "64")
-    rec = replace(rec, reason=R.parse("ReqNodeNotAvail, UnavailableNodes:n2"),
-                  reason_text="ReqNodeNotAvail, UnavailableNodes:n2")
+    rec = replace(
+        rec, reason=R.parse("ReqNodeNotAvail, UnavailableNodes:n2"), reason_text="ReqNodeNotAvail, UnavailableNodes:n2"
+    )
     pinned = explain(rec, PendingContext(req_nodes="n2"))
     assert pinned.outlook is Outlook.NEVER and "pinned to n2" in pinned.detail
     assert "without --nodelist" in pinned.action
@@ -115,11 +133,18 @@ def test_reqnodenotavail_never_clears_when_pinned_and_waits_when_not():
     assert unknown.outlook is Outlook.WAITS and unknown.detail == ""
 
 
-@pytest.mark.parametrize("job, reason, outlook", [
-    ("64", R.Resources, Outlook.CLEARS), ("65", R.Priority, Outlook.CLEARS), ("67", R.BeginTime, Outlook.CLEARS),
-    ("66", R.JobHeldUser, Outlook.NEVER), ("70", R.DependencyNeverSatisfied, Outlook.NEVER),
-    ("69", R.Dependency, Outlook.CLEARS), ("68_2", R.JobArrayTaskLimit, Outlook.CLEARS),
-])
+@pytest.mark.parametrize(
+    "job, reason, outlook",
+    [
+        ("64", R.Resources, Outlook.CLEARS),
+        ("65", R.Priority, Outlook.CLEARS),
+        ("67", R.BeginTime, Outlook.CLEARS),
+        ("66", R.JobHeldUser, Outlook.NEVER),
+        ("70", R.DependencyNeverSatisfied, Outlook.NEVER),
+        ("69", R.Dependency, Outlook.CLEARS),
+        ("68_2", R.JobArrayTaskLimit, Outlook.CLEARS),
+    ],
+)
 def test_captured_reasons(job, reason, outlook):
     rec = by_id(captured("squeue_lab_22.05_mixed.txt"), job)
     exp = explain(rec, PendingContext(queue=captured("squeue_lab_22.05_mixed.txt"), tiers=LAB.tiers))
@@ -149,13 +174,25 @@ def store_env(monkeypatch):
 
 @pytest.mark.lab
 def test_roach_why_on_the_lab(user_slurm, jobs, store_env):
-    over = user_slurm.sbatch(["--qos=high", "--nodelist=n1", "--ntasks=2", "--gpus-per-task=4", "--time=1",
-                              "--output=/dev/null", "--job-name=why-over-cap"], "#!/bin/bash\nsleep 30\n")
-    held = user_slurm.sbatch(["--hold", "--time=1", "--output=/dev/null", "--job-name=why-held"],
-                             "#!/bin/bash\ntrue\n")
+    over = user_slurm.sbatch(
+        [
+            "--qos=high",
+            "--nodelist=n1",
+            "--ntasks=2",
+            "--gpus-per-task=4",
+            "--time=1",
+            "--output=/dev/null",
+            "--job-name=why-over-cap",
+        ],
+        "#!/bin/bash\nsleep 30\n",
+    )
+    held = user_slurm.sbatch(["--hold", "--time=1", "--output=/dev/null", "--job-name=why-held"], "#!/bin/bash\ntrue\n")
     jobs += [over, held]
-    wait_until("the over-cap job's reason", lambda: [q for q in user_slurm.squeue(job_ids=[over])
-                                                     if q.reason is R.QOSMaxGRESPerUser], timeout=30)
+    wait_until(
+        "the over-cap job's reason",
+        lambda: [q for q in user_slurm.squeue(job_ids=[over]) if q.reason is R.QOSMaxGRESPerUser],
+        timeout=30,
+    )
     run = roach("why", str(over), "--cluster", "lab", "--run-as", LAB_USER)
     assert run.exit_code == 0, run.output
     assert "pending on QOSMaxGRESPerUser" in run.output and "tier high" in run.output

@@ -12,14 +12,14 @@ from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
 from roach.cli.clusters import COMMANDS
+from roach.clusters.guardrails import Refused
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.slurm.clusters.lab import LAB
-from roach.clusters.guardrails import Refused
-from roach.ops.plan import Plan, choose, plan
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
 from roach.ops.events import TierRow
+from roach.ops.plan import Plan, choose, plan
+from roach.slurm.clusters.lab import LAB
 from tests.conftest import wait_until
 
 NOW = datetime(2026, 1, 1, 12, 0, 0)
@@ -35,8 +35,11 @@ def config(tmp_path, monkeypatch):
 
 
 def rows(high=0, normal=0, low=0):
-    return [TierRow("high", 4, high, high, 0), TierRow("normal", None, normal, normal, 0),
-            TierRow("low", None, low, low, 0, True)]
+    return [
+        TierRow("high", 4, high, high, 0),
+        TierRow("normal", None, normal, normal, 0),
+        TierRow("low", None, low, low, 0, True),
+    ]
 
 
 def probe_from(starts):
@@ -46,6 +49,7 @@ def probe_from(starts):
         asked.append(tier.name)
         s = starts[tier.name]
         return (None, None, s) if isinstance(s, str) else (NOW + timedelta(minutes=s), "n1", "ok")
+
     return probe, asked
 
 
@@ -55,7 +59,9 @@ def test_high_while_it_has_room():
     placements, chosen, why = choose(TIERS, rows(high=2), REQ, NOW, probe)
     assert chosen.tier == "high" and chosen.resources.qos == "high" and asked == ["high", "normal", "low"]
     assert chosen.finish == NOW + timedelta(hours=2)
-    assert "normal, low would start as soon, and high is higher in the cluster's order and is not preemptible" in why[-1]
+    assert (
+        "normal, low would start as soon, and high is higher in the cluster's order and is not preemptible" in why[-1]
+    )
 
 
 def test_a_claimed_cap_is_skipped_without_asking_slurm():
@@ -65,8 +71,10 @@ def test_a_claimed_cap_is_skipped_without_asking_slurm():
     assert placements[0].why.startswith("cap 4 GPUs per user, you claim 3 (3 running, 0 pending): 1 free < 2 asked")
     assert any(w.startswith("not high: cap 4") for w in why)
     assert "later: normal (starts at 2026-01-01 12:30:00 (in 0h30m))" in why[-1]
-    assert why[-1].endswith("; not high, though higher in the cluster's order: its cap is claimed by your own jobs "
-                            "(3/4 GPUs: 3 running, 0 pending; 1 free < 2 asked)")
+    assert why[-1].endswith(
+        "; not high, though higher in the cluster's order: its cap is claimed by your own jobs "
+        "(3/4 GPUs: 3 running, 0 pending; 1 free < 2 asked)"
+    )
 
 
 def test_the_soonest_start_wins_not_the_order():
@@ -79,8 +87,9 @@ def test_the_soonest_start_wins_not_the_order():
 def test_a_tier_slurm_refuses_above_the_choice_is_said_too():
     probe, _ = probe_from({"high": "sbatch: error: Batch job submission failed", "normal": 0, "low": 0})
     _, chosen, why = choose(TIERS, rows(), REQ, NOW, probe)
-    assert chosen.tier == "normal" and why[-1].endswith("; not high, though higher in the cluster's order: Slurm "
-                                                        "would not take it")
+    assert chosen.tier == "normal" and why[-1].endswith(
+        "; not high, though higher in the cluster's order: Slurm would not take it"
+    )
 
 
 def test_nothing_possible_and_slurms_refusal_is_said():
@@ -130,8 +139,20 @@ def _high_claim(user_slurm) -> int:
 @pytest.mark.lab
 def test_lab_plan_picks_high_when_it_has_room(user_slurm, tmp_path):
     wait_until("room on high for the lab user", lambda: _high_claim(user_slurm) <= 2, timeout=120, every=2)
-    r = cli("plan", "--cluster", "lab", "--gpus", "2", "--time", "00:10:00", "--run-as", LAB_USER, "--json",
-            "--write", str(tmp_path / "res.py"))
+    r = cli(
+        "plan",
+        "--cluster",
+        "lab",
+        "--gpus",
+        "2",
+        "--time",
+        "00:10:00",
+        "--run-as",
+        LAB_USER,
+        "--json",
+        "--write",
+        str(tmp_path / "res.py"),
+    )
     p = json.loads(r.output)
     assert r.exit_code == 0 and p["chosen"]["tier"] == "high", p["reasoning"]
     assert p["chosen"]["resources"]["qos"] == "high" and p["reasoning"][-1].startswith("high: ")
@@ -145,18 +166,29 @@ def test_lab_plan_picks_high_when_it_has_room(user_slurm, tmp_path):
 @pytest.mark.lab
 def test_lab_plan_picks_low_when_the_users_own_jobs_claim_highs_cap(user_slurm, jobs):
     for _ in range(2):  # 4 GPUs on high, running or pending: either way they claim the cap
-        jobs.append(user_slurm.sbatch(["--qos=high", "--gres=gpu:2", "--time=3", "--output=/dev/null",
-                                       "--job-name=plan-occupy"], "#!/bin/bash\nsleep 120\n"))
+        jobs.append(
+            user_slurm.sbatch(
+                ["--qos=high", "--gres=gpu:2", "--time=3", "--output=/dev/null", "--job-name=plan-occupy"],
+                "#!/bin/bash\nsleep 120\n",
+            )
+        )
     r = cli("plan", "--cluster", "lab", "--gpus", "2", "--time", "00:10:00", "--run-as", LAB_USER, "--json")
     p = json.loads(r.output)
     assert r.exit_code == 0 and [t["tier"] for t in p["tiers"]] == ["high", "low"], r.output
     high = p["placements"][0]
-    assert not high["possible"] and "cap 4 GPUs per user, you claim" in high["why"] and "skipped without asking" in high["why"]
+    assert (
+        not high["possible"]
+        and "cap 4 GPUs per user, you claim" in high["why"]
+        and "skipped without asking" in high["why"]
+    )
     assert p["chosen"]["tier"] == "low" and p["chosen"]["resources"]["qos"] == "low", p["reasoning"]
     assert p["chosen"]["preemptible"] and p["reasoning"][-1].startswith("low: ")
     # why low: high, higher in the order, has its cap claimed by the user's own jobs (N/4, N >= 4)
-    claimed = re.search(r"; not high, though higher in the cluster's order: its cap is claimed by your own jobs "
-                        r"\((\d+)/4 GPUs: \d+ running, \d+ pending; \d+ free < 2 asked\)$", p["reasoning"][-1])
+    claimed = re.search(
+        r"; not high, though higher in the cluster's order: its cap is claimed by your own jobs "
+        r"\((\d+)/4 GPUs: \d+ running, \d+ pending; \d+ free < 2 asked\)$",
+        p["reasoning"][-1],
+    )
     assert claimed and int(claimed[1]) >= 4, p["reasoning"]
     text = cli("plan", "--cluster", "lab", "--gpus", "2", "--time", "00:10:00", "--run-as", LAB_USER).output
     assert "chosen: low (" in text and "its cap is claimed by your own jobs" in text and "--qos=low" in text
@@ -166,10 +198,12 @@ def test_lab_plan_picks_low_when_the_users_own_jobs_claim_highs_cap(user_slurm, 
 def test_lab_plan_sees_the_account_clusters_toml_gives(user_slurm, config):
     """`roach plan` gets the lab by name with clusters.toml applied: the account given there is the plan's."""
     config.write_text('[clusters.lab]\naccount = "lab"\n')
-    p = json.loads(cli("plan", "--cluster", "lab", "--gpus", "1", "--time", "00:05:00", "--run-as", LAB_USER,
-                       "--json").output)
-    assert p["chosen"]["resources"]["account"] == "lab" and all(pl["resources"]["account"] == "lab"
-                                                                for pl in p["placements"])
+    p = json.loads(
+        cli("plan", "--cluster", "lab", "--gpus", "1", "--time", "00:05:00", "--run-as", LAB_USER, "--json").output
+    )
+    assert p["chosen"]["resources"]["account"] == "lab" and all(
+        pl["resources"]["account"] == "lab" for pl in p["placements"]
+    )
     config.write_text('[clusters.lab]\naccount = "not-an-account-of-yours"\n')
     r = cli("plan", "--cluster", "lab", "--gpus", "1", "--run-as", LAB_USER)
     assert r.exit_code == 2 and "account 'not-an-account-of-yours' is not one of yours on lab" in r.output

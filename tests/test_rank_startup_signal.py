@@ -42,14 +42,20 @@ def _start_rank(tmp_path: Path, blocked: bool) -> subprocess.Popen:
     (tmp_path / "slow").mkdir()
     (tmp_path / "slow" / "sitecustomize.py").write_text(SLOW_START)
     spec = tmp_path / "spec.json"
-    spec.write_text('{"version": 1, "target": "pkg.f:train", "args": {}, "run_id": "r1", '
-                    f'"run_dir": "{tmp_path}/run", "python_path": ["."], "checkpoint_signal": "USR1"}}')
-    script = (f"source {NODE_SH}\nroach_block_signals USR1\n" + ("" if blocked else "ROACH_BLOCK=()\n")
-              + f'exec ${{ROACH_BLOCK[@]+"${{ROACH_BLOCK[@]}}"}} {sys.executable} -m roach.slurm.run {spec}\n')
+    spec.write_text(
+        '{"version": 1, "target": "pkg.f:train", "args": {}, "run_id": "r1", '
+        f'"run_dir": "{tmp_path}/run", "python_path": ["."], "checkpoint_signal": "USR1"}}'
+    )
+    script = (
+        f"source {NODE_SH}\nroach_block_signals USR1\n"
+        + ("" if blocked else "ROACH_BLOCK=()\n")
+        + f'exec ${{ROACH_BLOCK[@]+"${{ROACH_BLOCK[@]}}"}} {sys.executable} -m roach.slurm.run {spec}\n'
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env.update(ROACH_CLONE_DIR=str(tmp_path), PYTHONPATH=f"{tmp_path}/slow:{REPO}")
-    return subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    return subprocess.Popen(
+        ["bash", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def _signal_during_start(p: subprocess.Popen) -> str:

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from roach.lab.config import LAB_USER
-from roach.slurm.clusters.lab import GPU1, LAB
-from roach.ops.rebalance import Candidate, checkpoints, plan_promotions, promotable
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason as R
 from roach.model.tiers import Tier
 from roach.ops.events import TierRow
+from roach.ops.rebalance import Candidate, checkpoints, plan_promotions, promotable
+from roach.slurm.clusters.lab import GPU1, LAB
 from tests.conftest import wait_until
 from tests.support.cli import roach
 from tests.support.stores import store_at
@@ -28,8 +28,11 @@ TIERS = (Tier("high", qos="high", gpu_cap=4), Tier("normal", qos="normal"), Tier
 
 
 def rows(high_claimed: int = 0) -> list[TierRow]:
-    return [TierRow("high", 4, high_claimed, high_claimed, 0), TierRow("normal", None, 0, 0, 0),
-            TierRow("low", None, 0, 0, 0, True)]
+    return [
+        TierRow("high", 4, high_claimed, high_claimed, 0),
+        TierRow("normal", None, 0, 0, 0),
+        TierRow("low", None, 0, 0, 0, True),
+    ]
 
 
 def cand(key: str, tier: str = "low", gpus: int = 1, left: float = 1.0, submitted: float = 0.0, **kw) -> Candidate:
@@ -88,7 +91,7 @@ def test_checkpointing_is_read_from_the_log_or_resume_pt():
 
 
 # -- on the lab ----------------------------------------------------------------------------------------------------
-FUNCS = '''
+FUNCS = """
 import time
 
 def train(run, steps=400, step_s=0.2):
@@ -106,7 +109,7 @@ def plain(run, steps=400, step_s=0.2):
         if step % 10 == 0:
             run.log("plain step %d", step)
         time.sleep(step_s)
-'''
+"""
 CLUSTER = LAB.with_(run_as=LAB_USER)
 
 
@@ -128,8 +131,15 @@ def store(monkeypatch):
 def _submit(repo, store, target, **kw):
     from roach.slurm import submit
 
-    return submit(target, cluster=CLUSTER, repo_root=repo.work, store=store, log_root=str(repo.base / "logs"),
-                  clone_root=str(repo.base / "clones"), **kw)
+    return submit(
+        target,
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        log_root=str(repo.base / "logs"),
+        clone_root=str(repo.base / "clones"),
+        **kw,
+    )
 
 
 def _cancel_run(store, client):
@@ -160,8 +170,11 @@ def test_promote_a_pending_run_resubmits_its_run_id_on_the_tier(lab, repo, store
         # resubmitted at the run's own commit, not at the newer HEAD
         assert new.commit == job.record.commit != repo.git("rev-parse", "HEAD").strip()
         wait_until("the old job to be cancelled", lambda: job.state() is JobState.CANCELLED, timeout=30)
-        (q,) = wait_until("the new job's reason", lambda: [q for q in user_slurm.squeue(job_ids=[new.job_id])
-                                                           if q.reason is not R.NONE], timeout=30)
+        (q,) = wait_until(
+            "the new job's reason",
+            lambda: [q for q in user_slurm.squeue(job_ids=[new.job_id]) if q.reason is not R.NONE],
+            timeout=30,
+        )
         assert q.qos == "high" and q.state is JobState.PENDING and q.reason is R.BeginTime
         why = roach("why", new.run_id, "--run-as", LAB_USER)
         assert "pending on BeginTime" in why.output and "clears by itself" in why.output and "tier high" in why.output

@@ -18,19 +18,20 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import cli
-from roach.lab.config import LAB_USER
-from roach.records.bundle import FINAL_STATUSES, JobJson
-from roach.slurm.clusters.lab import CPU, LAB
-from roach.records.finals import End, record_ends
 from roach.hold.hold import hold
+from roach.lab.config import LAB_USER
 from roach.launch.inside_job import InsideJob
 from roach.launch.job import Job
-from roach.slurmio.mock_transport import MockTransport
-from roach.records.store import JobRecord, Store
 from roach.launch.submit import submit
 from roach.launch.sweep import Sweep, sweep
-from roach.slurmio.transport import LocalTransport
+from roach.records.bundle import FINAL_STATUSES, JobJson
+from roach.records.finals import End, record_ends
+from roach.records.job_record import JobRecord
+from roach.records.store import Store
 from roach.records.workspace import WorkspaceJob
+from roach.slurm.clusters.lab import CPU, LAB
+from roach.slurmio.mock_transport import MockTransport
+from roach.slurmio.transport import LocalTransport
 from tests.conftest import GitRepo, slack, wait_until
 from tests.support.watch import record
 
@@ -64,28 +65,55 @@ def _ended(client, ids: list[str]) -> bool:
 @pytest.fixture(scope="module")
 def ended(base, user_slurm) -> dict[str, Job]:
     """One tiny job per path, all queued at once, ended in sacct and recorded nowhere yet."""
-    jobs = {p: submit("pkg.tiny:hello", {"x": i}, resources=CPU, cluster=CLUSTER, repo_root=base / "work",
-                      store=Store(base / f"{p}.sqlite"), name=f"final-{p}", **_roots(base))
-            for i, p in enumerate(PATHS)}
-    wait_until("the tiny jobs to end", lambda: _ended(user_slurm, [str(j.job_id) for j in jobs.values()]),
-               timeout=slack(180), every=1)
+    jobs = {
+        p: submit(
+            "pkg.tiny:hello",
+            {"x": i},
+            resources=CPU,
+            cluster=CLUSTER,
+            repo_root=base / "work",
+            store=Store(base / f"{p}.sqlite"),
+            name=f"final-{p}",
+            **_roots(base),
+        )
+        for i, p in enumerate(PATHS)
+    }
+    wait_until(
+        "the tiny jobs to end",
+        lambda: _ended(user_slurm, [str(j.job_id) for j in jobs.values()]),
+        timeout=slack(180),
+        every=1,
+    )
     return jobs
 
 
 @pytest.fixture(scope="module")
 def sweeps(base, user_slurm) -> dict[str, Sweep]:
     """Two tiny sweeps of two runs (one for Sweep.states, one for Sweep.wait), ended and recorded nowhere."""
-    out = {p: sweep("pkg.tiny:hello", [{"x": 1}, {"x": 2}], resources=CPU, cluster=CLUSTER, repo_root=base / "work",
-                    store=Store(base / f"sweep-{p}.sqlite"), name=f"final-sweep-{p}", **_roots(base))
-           for p in ("states", "wait")}
-    wait_until("the tiny sweeps to end", lambda: _ended(user_slurm, [j.slurm_id for s in out.values() for j in s]),
-               timeout=slack(180), every=1)
+    out = {
+        p: sweep(
+            "pkg.tiny:hello",
+            [{"x": 1}, {"x": 2}],
+            resources=CPU,
+            cluster=CLUSTER,
+            repo_root=base / "work",
+            store=Store(base / f"sweep-{p}.sqlite"),
+            name=f"final-sweep-{p}",
+            **_roots(base),
+        )
+        for p in ("states", "wait")
+    }
+    wait_until(
+        "the tiny sweeps to end",
+        lambda: _ended(user_slurm, [j.slurm_id for s in out.values() for j in s]),
+        timeout=slack(180),
+        every=1,
+    )
     return out
 
 
 def roach(store: Path, *args: str):
-    r = CliRunner().invoke(cli, [*args, "--run-as", LAB_USER], env={"ROACH_STORE": str(store)},
-                           catch_exceptions=False)
+    r = CliRunner().invoke(cli, [*args, "--run-as", LAB_USER], env={"ROACH_STORE": str(store)}, catch_exceptions=False)
     return r
 
 
@@ -97,7 +125,12 @@ def assert_open(rec: JobRecord) -> None:
     """job.json as submit writes it: no end yet, and status already one of the schema's values."""
     d = raw(rec)
     assert (d["status"], d["live_state"], d["slurm_state"], d["exit_code"], d["recorded_at_utc"]) == (
-        "unknown", "submitted", None, None, None), d
+        "unknown",
+        "submitted",
+        None,
+        None,
+        None,
+    ), d
 
 
 def assert_final(store: Store, rec: JobRecord, status: str = "completed") -> dict:
@@ -108,7 +141,11 @@ def assert_final(store: Store, rec: JobRecord, status: str = "completed") -> dic
     assert JobJson.from_json(json.dumps(d)).is_final if "run_id" in d else True
     now = store.get(rec.cluster, rec.job_id, rec.task)
     assert (now.status, now.slurm_state, now.exit_code, now.recorded_at) == (
-        d["status"], d["slurm_state"], d["exit_code"], d["recorded_at_utc"])
+        d["status"],
+        d["slurm_state"],
+        d["exit_code"],
+        d["recorded_at_utc"],
+    )
     assert now.job_json_at is not None and not now.job_json_behind
     return d
 
@@ -189,8 +226,14 @@ def test_holder_release_and_an_attempt_seen_by_status(base):
     h = hold(CPU, cluster=CLUSTER, name="final", time="5", log_root=str(base / "holders"), store=store)
     try:
         h.wait_running(timeout=slack(60))
-        att = h.submit("pkg.tiny:hello", {"x": 7}, repo_root=base / "work", clone_root=str(base / "clones"),
-                       log_root=str(base / "logs"), name="final-attempt")
+        att = h.submit(
+            "pkg.tiny:hello",
+            {"x": 7},
+            repo_root=base / "work",
+            clone_root=str(base / "clones"),
+            log_root=str(base / "logs"),
+            name="final-attempt",
+        )
         assert isinstance(att, InsideJob)
         assert_open(att.record)
         wait_until("the attempt's driver to write its exit", lambda: Path(att.paths.exit).exists(), timeout=slack(90))
@@ -214,8 +257,9 @@ def test_a_job_json_left_at_submitted_by_an_older_roach_is_repaired(ended, comma
     store = _store(job)
     (a,) = [a for a in job.client.sacct([str(job.job_id)]) if a.step is None]
     end = End.of_acct(job.record, a)
-    store.update_final(job.cluster.name, job.job_id, end.status, end.slurm_state, end.exit_code,
-                       "2026-01-01T00:00:00Z")  # the store half only, as the older roach did
+    store.update_final(
+        job.cluster.name, job.job_id, end.status, end.slurm_state, end.exit_code, "2026-01-01T00:00:00Z"
+    )  # the store half only, as the older roach did
     old = {k: v for k, v in raw(job.record).items() if k != "live_state"}
     old["status"] = "submitted"
     Path(job.record.bundle_dir, "job.json").write_text(json.dumps(old, indent=2) + "\n")
@@ -234,19 +278,30 @@ def test_record_ends_rewrites_a_workspace_job_json_too_in_one_command(tmp_path):
     """The remote workspace's job.json (the seeds' schema, array tasks nested) gets the end the same way."""
     bundle = tmp_path / "dsi-slurm-artifacts" / "9"
     bundle.mkdir(parents=True)
-    (bundle / "job.json").write_text(WorkspaceJob(job_id="9", script="run.sh", array="0-1",
-                                                  tasks={"0": {"status": "x"}}).to_json())
+    (bundle / "job.json").write_text(
+        WorkspaceJob(job_id="9", script="run.sh", array="0-1", tasks={"0": {"status": "x"}}).to_json()
+    )
     other = tmp_path / "bundles" / "10"
     other.mkdir(parents=True)
     with Store(tmp_path / "s.sqlite") as store:
-        recs = [replace(record(9), bundle_dir=str(bundle)), replace(record(10), bundle_dir=str(other))]  # 10: no job.json
+        recs = [
+            replace(record(9), bundle_dir=str(bundle)),
+            replace(record(10), bundle_dir=str(other)),
+        ]  # 10: no job.json
         store.add_many(recs)
         t = MockTransport(inner=LocalTransport())
-        got = record_ends(store, t, [End(recs[0], "failed", "FAILED", "1:0"), End(recs[1], "completed", "COMPLETED", "0:0")])
+        got = record_ends(
+            store, t, [End(recs[0], "failed", "FAILED", "1:0"), End(recs[1], "completed", "COMPLETED", "0:0")]
+        )
         assert len(t.calls) == 1
         ws = WorkspaceJob.from_json((bundle / "job.json").read_text())
         assert (ws.status, ws.slurm_state, ws.exit_code, ws.live_state, ws.is_final) == (
-            "failed", "FAILED", "1:0", "ended", True)
+            "failed",
+            "FAILED",
+            "1:0",
+            "ended",
+            True,
+        )
         assert ws.tasks == {"0": {"status": "x"}} and ws.array == "0-1"  # nested keys untouched
         assert [r.job_json_at is not None for r in got] == [True, True]  # a missing file is not retried
         assert not (other / "job.json").exists()

@@ -30,8 +30,20 @@ TRAIN = "def train(run, lr):\n    return lr\n\n\ndef evaluate(run):\n    pass\n"
 
 
 def git(cwd: Path, *args: str) -> str:
-    argv = ["git", "-c", "user.name=Roach Test", "-c", "user.email=roach@example.invalid",
-            "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", "-C", str(cwd), *args]
+    argv = [
+        "git",
+        "-c",
+        "user.name=Roach Test",
+        "-c",
+        "user.email=roach@example.invalid",
+        "-c",
+        "init.defaultBranch=main",
+        "-c",
+        "commit.gpgsign=false",
+        "-C",
+        str(cwd),
+        *args,
+    ]
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -82,8 +94,13 @@ def test_clean_pushed_repo_is_described(tmp_path: Path) -> None:
     remote, work = make_repo(tmp_path)
     info = inspect_repo(work / "pkg")  # any directory inside the working tree will do
     assert info == RepoInfo(
-        root=work.resolve(), name="work", commit=git(work, "rev-parse", "HEAD"), branch="main",
-        upstream="origin/main", remote="origin", url=remote.as_uri(),
+        root=work.resolve(),
+        name="work",
+        commit=git(work, "rev-parse", "HEAD"),
+        branch="main",
+        upstream="origin/main",
+        remote="origin",
+        url=remote.as_uri(),
     )
     assert re.fullmatch(r"[0-9a-f]{40}", info.commit)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -164,7 +181,9 @@ def test_unpushed_commit_is_refused_with_sha_and_subject(repo: Path) -> None:
     with pytest.raises(UsageError) as err:
         inspect_repo(repo)
     sha = short(repo)
-    assert err.value.message.startswith(f"commit {sha} (Tune the learning rate) is not on origin/main (as last fetched)")
+    assert err.value.message.startswith(
+        f"commit {sha} (Tune the learning rate) is not on origin/main (as last fetched)"
+    )
     assert f"  {sha} Tune the learning rate" in err.value.message
     assert err.value.hint == "run `git push` (to origin/main), then submit again"
     git(repo, "push", "-q")
@@ -273,10 +292,20 @@ def test_hostile_directory_name(tmp_path: Path) -> None:
         inspect_repo(work)
 
 
-@pytest.mark.parametrize(("raw", "clean"), [
-    ("work", "work"), ("my repo", "my_repo"), ("proj $(x)", "proj_x_"), (".hidden", "hidden"),
-    ("-opt", "opt"), ("$$$", "_"), ("...", "repo"), ("v1.2-rc_3", "v1.2-rc_3"), ("ünï", "_n_"),
-])
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        ("work", "work"),
+        ("my repo", "my_repo"),
+        ("proj $(x)", "proj_x_"),
+        (".hidden", "hidden"),
+        ("-opt", "opt"),
+        ("$$$", "_"),
+        ("...", "repo"),
+        ("v1.2-rc_3", "v1.2-rc_3"),
+        ("ünï", "_n_"),
+    ],
+)
 def test_sanitize_name(raw: str, clean: str) -> None:
     assert sanitize_name(raw) == clean
 
@@ -293,16 +322,19 @@ def test_parse_target() -> None:
     assert parse_target("train:main") == ("train", "main")
 
 
-@pytest.mark.parametrize(("target", "why"), [
-    ("pkg.train", "it has no ':'"),
-    ("pkg.train:train:x", "it needs exactly one ':'"),
-    ("pkg..train:train", "'pkg..train' is not a dotted module name"),
-    (":train", "'' is not a dotted module name"),
-    ("pkg/train.py:train", "'pkg/train.py' is not a dotted module name"),
-    ("pkg.class:train", "'pkg.class' is not a dotted module name"),
-    ("pkg.train:Trainer.fit", "'Trainer.fit' is not the name of a function"),
-    ("pkg.train:", "'' is not the name of a function"),
-])
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [
+        ("pkg.train", "it has no ':'"),
+        ("pkg.train:train:x", "it needs exactly one ':'"),
+        ("pkg..train:train", "'pkg..train' is not a dotted module name"),
+        (":train", "'' is not a dotted module name"),
+        ("pkg/train.py:train", "'pkg/train.py' is not a dotted module name"),
+        ("pkg.class:train", "'pkg.class' is not a dotted module name"),
+        ("pkg.train:Trainer.fit", "'Trainer.fit' is not the name of a function"),
+        ("pkg.train:", "'' is not the name of a function"),
+    ],
+)
 def test_bad_target_form_shows_expected_form(target: str, why: str) -> None:
     with pytest.raises(UsageError) as err:
         parse_target(target)
@@ -312,7 +344,10 @@ def test_bad_target_form_shows_expected_form(target: str, why: str) -> None:
 
 def test_module_path_candidates() -> None:
     assert module_path_candidates("pkg.sub.mod:f") == [
-        "pkg/sub/mod/__init__.py", "pkg/sub/mod.py", "src/pkg/sub/mod/__init__.py", "src/pkg/sub/mod.py",
+        "pkg/sub/mod/__init__.py",
+        "pkg/sub/mod.py",
+        "src/pkg/sub/mod/__init__.py",
+        "src/pkg/sub/mod.py",
     ]
 
 
@@ -323,7 +358,9 @@ def test_target_ok(repo: Path) -> None:
 
 
 def test_target_without_colon_is_refused(repo: Path) -> None:
-    with pytest.raises(UsageError, match=r"target 'pkg.train' is not of the form 'package.module:function': it has no ':'"):
+    with pytest.raises(
+        UsageError, match=r"target 'pkg.train' is not of the form 'package.module:function': it has no ':'"
+    ):
         check_target(inspect_repo(repo), "pkg.train")
 
 
@@ -355,7 +392,11 @@ def test_misspelt_function_suggests_the_close_one(repo: Path) -> None:
 
 
 def test_nested_function_does_not_count(repo: Path) -> None:
-    commit(repo, "Nested", **{"pkg/nest.py": "def outer():\n    def inner():\n        pass\n\nclass K:\n    def m(self):\n        pass\n"})
+    commit(
+        repo,
+        "Nested",
+        **{"pkg/nest.py": "def outer():\n    def inner():\n        pass\n\nclass K:\n    def m(self):\n        pass\n"},
+    )
     git(repo, "push", "-q")
     info = inspect_repo(repo)
     with pytest.raises(UsageError, match=r"(?m)has no top-level function 'inner'; its top-level functions are: outer$"):
@@ -377,7 +418,23 @@ def test_assignments_imports_and_conditional_defs_count(repo: Path) -> None:
     commit(repo, "Bindings", **{"pkg/bind.py": src})
     git(repo, "push", "-q")
     info = inspect_repo(repo)
-    for name in ["os", "j", "p", "reduce", "train", "fast", "a", "b", "c", "typed", "y", "go", "other", "fh", "loop_var"]:
+    for name in [
+        "os",
+        "j",
+        "p",
+        "reduce",
+        "train",
+        "fast",
+        "a",
+        "b",
+        "c",
+        "typed",
+        "y",
+        "go",
+        "other",
+        "fh",
+        "loop_var",
+    ]:
         check_target(info, f"pkg.bind:{name}")
     with pytest.raises(UsageError, match=r"(?m)its top-level functions are: y, go, other$"):
         check_target(info, "pkg.bind:path")
@@ -448,7 +505,9 @@ def test_module_is_checked_at_the_commit_not_the_working_tree(repo: Path) -> Non
     with pytest.raises(UsageError) as err:
         check_target(info, "pkg.later:later")
     assert err.value.message.startswith(f"module 'pkg.later' is not in commit {short(repo)}; tried:\n")
-    assert err.value.hint == f"pkg/later.py exists in the working tree but not at commit {short(repo)}: commit and push it"
+    assert (
+        err.value.hint == f"pkg/later.py exists in the working tree but not at commit {short(repo)}: commit and push it"
+    )
 
 
 def test_function_is_checked_at_the_commit(repo: Path) -> None:
@@ -456,7 +515,9 @@ def test_function_is_checked_at_the_commit(repo: Path) -> None:
     commit(repo, "Add finetune", **{"pkg/train.py": TRAIN + "\ndef finetune(run):\n    pass\n"})
     git(repo, "push", "-q")
     check_target(inspect_repo(repo), "pkg.train:finetune")
-    with pytest.raises(UsageError, match=rf"pkg/train.py at commit {short(repo, old.commit)} has no top-level function 'finetune'"):
+    with pytest.raises(
+        UsageError, match=rf"pkg/train.py at commit {short(repo, old.commit)} has no top-level function 'finetune'"
+    ):
         check_target(old, "pkg.train:finetune")
 
 

@@ -13,10 +13,7 @@ import pytest
 
 from roach.errors import RoachError
 from roach.lab.config import LAB_USER
-from roach.slurm import submit, sweep
-from roach.slurmio.clusterfs import ClusterFS
-from roach.slurm.clusters.lab import CPU, LAB, NODES2_GPU2
-from roach.slurmio.mock_transport import MockTransport
+from roach.model.job_state import JobState
 from roach.records.results import (
     NotCompletedError,
     ResultMissingError,
@@ -24,8 +21,11 @@ from roach.records.results import (
     failing_traceback,
     read_many,
 )
-from roach.model.job_state import JobState
 from roach.records.store import Store
+from roach.slurm import submit, sweep
+from roach.slurm.clusters.lab import CPU, LAB, NODES2_GPU2
+from roach.slurmio.clusterfs import ClusterFS
+from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
@@ -35,7 +35,7 @@ RANK1_RAISED = (DATA / "log_lab_22.05_rank1_raised_2x2.txt").read_text()  # 2 no
 
 PKG = {
     "pkg/__init__.py": "",
-    "pkg/res.py": '''
+    "pkg/res.py": """
 import time
 
 
@@ -75,7 +75,7 @@ def tenfold(x):
     if x == 1:
         raise KeyError(f"no run {x}")
     return 10 * x
-''',
+""",
 }
 
 
@@ -91,14 +91,18 @@ def test_the_failing_ranks_traceback_is_read_from_a_real_labelled_log():
 
 
 def test_only_the_last_attempt_of_a_log_counts_and_a_log_without_a_traceback_has_none():
-    later = ("roach: attempt 2 of run boom-x: job 1 on n[1-2] (restart count 1) at 2026-12-01T10:59:24Z\n"
-             "0: 2026-12-01T10:59:25Z roach rank 0: caught_signal TERM at step 4\n"
-             "slurmstepd: error: *** JOB 1 ON n1 CANCELLED AT 2026-12-01T10:59:26 ***\n")
+    later = (
+        "roach: attempt 2 of run boom-x: job 1 on n[1-2] (restart count 1) at 2026-12-01T10:59:24Z\n"
+        "0: 2026-12-01T10:59:25Z roach rank 0: caught_signal TERM at step 4\n"
+        "slurmstepd: error: *** JOB 1 ON n1 CANCELLED AT 2026-12-01T10:59:26 ***\n"
+    )
     assert failing_traceback(RANK1_RAISED + later) == (None, ())
     assert failing_traceback(later + RANK1_RAISED)[0] == 1
     assert failing_traceback("") == (None, ())
     # srun pads the label when there are 10 or more ranks: " 3: ..."
-    padded = "\n".join(" 3: " + ln.split(": ", 1)[1] if ln.startswith("1: ") else ln for ln in RANK1_RAISED.splitlines())
+    padded = "\n".join(
+        " 3: " + ln.split(": ", 1)[1] if ln.startswith("1: ") else ln for ln in RANK1_RAISED.splitlines()
+    )
     rank, tb = failing_traceback(padded.replace("roach rank 1:", "roach rank 3:"))
     assert rank == 3 and tb[-1] == "ValueError: rank 1 exploded on purpose"
 
@@ -119,17 +123,35 @@ def test_read_many_reads_missing_binary_and_tailed_files_in_one_call(tmp_path):
 
 
 def test_errors_name_the_state_the_rank_the_exception_and_the_log():
-    err = NotCompletedError("job 7 (run r) on lab", run_id="r", state=JobState.FAILED, state_text="FAILED",
-                            log_path="/l/r_7.out", rank=1, traceback=("Traceback (most recent call last):",
-                                                                      "ValueError: nope"))
+    err = NotCompletedError(
+        "job 7 (run r) on lab",
+        run_id="r",
+        state=JobState.FAILED,
+        state_text="FAILED",
+        log_path="/l/r_7.out",
+        rank=1,
+        traceback=("Traceback (most recent call last):", "ValueError: nope"),
+    )
     text = str(err)
-    assert err.exit_code == 6 and "job 7 (run r) on lab did not complete: FAILED; rank 1 raised ValueError: nope" in text
+    assert (
+        err.exit_code == 6 and "job 7 (run r) on lab did not complete: FAILED; rank 1 raised ValueError: nope" in text
+    )
     assert "read its log: roach logs r (/l/r_7.out)" in text
-    timeout = NotCompletedError("job 8 (run s) on lab", run_id="s", state=JobState.TIMEOUT, state_text="TIMEOUT",
-                                log_path="/l/s_8.out", rank=None, traceback=(), log_tail=("slurmstepd: TIME LIMIT",))
+    timeout = NotCompletedError(
+        "job 8 (run s) on lab",
+        run_id="s",
+        state=JobState.TIMEOUT,
+        state_text="TIMEOUT",
+        log_path="/l/s_8.out",
+        rank=None,
+        traceback=(),
+        log_tail=("slurmstepd: TIME LIMIT",),
+    )
     assert "no rank raised. The log ends:\n    slurmstepd: TIME LIMIT" in str(timeout)
     both = SweepNotCompletedError("sw", 3, {2: timeout, 0: err})
-    assert both.exit_code == 6 and "2 of the 3 runs of sweep sw did not complete: runs 0 (FAILED), 2 (TIMEOUT)" in str(both)
+    assert both.exit_code == 6 and "2 of the 3 runs of sweep sw did not complete: runs 0 (FAILED), 2 (TIMEOUT)" in str(
+        both
+    )
 
 
 # -- on the lab ----------------------------------------------------------------------------------------------
@@ -148,10 +170,12 @@ def _submit(repo, store, roots, target, args=None, **kw):
 
 
 @pytest.mark.lab
-def test_result_returns_the_json_value_and_the_pickled_one_unpickled_only_on_request(repo, store, roots,
-                                                                                     monkeypatch):
-    jobs = [_submit(repo, store, roots, "pkg.res:as_json", {"n": 4}), _submit(repo, store, roots, "pkg.res:as_set", {"n": 5}),
-            _submit(repo, store, roots, "pkg.res:a_point", {"x": 1, "y": 2})]
+def test_result_returns_the_json_value_and_the_pickled_one_unpickled_only_on_request(repo, store, roots, monkeypatch):
+    jobs = [
+        _submit(repo, store, roots, "pkg.res:as_json", {"n": 4}),
+        _submit(repo, store, roots, "pkg.res:as_set", {"n": 5}),
+        _submit(repo, store, roots, "pkg.res:a_point", {"x": 1, "y": 2}),
+    ]
     as_json, as_set = (j.result(timeout=slack(120)) for j in jobs[:2])
     assert as_json == {"n": 4, "rank": 0, "squares": [0, 1, 4, 9]}
     assert as_set == {0, 1, 2, 3, 4}
@@ -190,8 +214,15 @@ def test_result_of_a_failed_job_raises_with_its_state_and_the_failing_ranks_trac
 
 @pytest.mark.lab
 def test_sweep_results_come_in_grid_order_and_a_failed_run_carries_its_error(repo, store, roots):
-    sw = sweep("pkg.res:tenfold", [{"x": x} for x in (3, 1, 0, 2)], resources=CPU, cluster=CLUSTER,
-               repo_root=repo.work, store=store, **roots)
+    sw = sweep(
+        "pkg.res:tenfold",
+        [{"x": x} for x in (3, 1, 0, 2)],
+        resources=CPU,
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        **roots,
+    )
     with pytest.raises(SweepNotCompletedError) as caught:
         sw.results(timeout=slack(240), poll_s=2)
     err = caught.value
@@ -204,15 +235,24 @@ def test_sweep_results_come_in_grid_order_and_a_failed_run_carries_its_error(rep
 
 
 @pytest.mark.lab
-def test_result_reads_through_the_ssh_transport_with_the_clusters_home(git_repo, shared_tmp, tmp_path, lab,
-                                                                       sshd: SSHServer):
+def test_result_reads_through_the_ssh_transport_with_the_clusters_home(
+    git_repo, shared_tmp, tmp_path, lab, sshd: SSHServer
+):
     git_repo.commit(PKG, "the test package")
     env = lab.env()
     cluster = LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
     run_root = f"~/roach-results-test-{os.getpid()}"  # the lab user's home: ~ as the cluster expands it
-    job = submit("pkg.res:as_set", {"n": 3}, resources="CPU", cluster=cluster, repo_root=git_repo.work,
-                 store=Store(tmp_path / "store.sqlite"), run_root=run_root, log_root=str(shared_tmp / "logs"),
-                 clone_root=str(shared_tmp / "clones"))
+    job = submit(
+        "pkg.res:as_set",
+        {"n": 3},
+        resources="CPU",
+        cluster=cluster,
+        repo_root=git_repo.work,
+        store=Store(tmp_path / "store.sqlite"),
+        run_root=run_root,
+        log_root=str(shared_tmp / "logs"),
+        clone_root=str(shared_tmp / "clones"),
+    )
     try:
         before = sshd.accepted_connections()
         assert job.result(timeout=slack(120)) == {0, 1, 2}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -13,10 +12,9 @@ import pytest
 from roach.errors import UsageError
 from roach.lab import lab as lablib
 from roach.lab.config import LAB_USER
-from roach.slurm import resume
-from roach.slurm import submit
-from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from roach.model.job_state import JobState
+from roach.slurm import resume, submit
+from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from tests.conftest import lab_queue, slack, wait_until
 from tests.support.stores import roots_under, store_at
 
@@ -37,7 +35,6 @@ RESUMABLE = (Path(__file__).parent / "jobs" / "resumable.py").read_text()
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     import os
-    import shutil
     import tempfile
 
     from tests.conftest import GitRepo
@@ -69,8 +66,10 @@ def _preempt(slurm) -> int:
     so it can only start by preempting the low job there."""
     n1 = next(n for n in slurm.nodes() if n.name == "n1")
     gpus = min(n1.gpus_total, n1.gpus_total - n1.gpus_used + 1)
-    return slurm.sbatch(["--qos=high", "--nodelist=n1", f"--gres=gpu:{gpus}", "--time=1", "--output=/dev/null",
-                         "--job-name=preemptor"], "#!/bin/bash\nsleep 2\n")
+    return slurm.sbatch(
+        ["--qos=high", "--nodelist=n1", f"--gres=gpu:{gpus}", "--time=1", "--output=/dev/null", "--job-name=preemptor"],
+        "#!/bin/bash\nsleep 2\n",
+    )
 
 
 def _attempts(log: str) -> list[str]:
@@ -85,13 +84,23 @@ def _drive(job, slurm, preemptions: int, timeout: float = 420):
     while done < preemptions:
         assert time.monotonic() < deadline, job.log()[-3000:]
         attempts = _attempts(job.log())
-        if attempts and attempts[-1].count("done loss") >= 5 and "preempted at step" not in attempts[-1] \
-                and "wall clock at step" not in attempts[-1]:
+        if (
+            attempts
+            and attempts[-1].count("done loss") >= 5
+            and "preempted at step" not in attempts[-1]
+            and "wall clock at step" not in attempts[-1]
+        ):
             n = len(attempts)
             _preempt(slurm)
-            wait_until("the attempt to leave", lambda: len(_attempts(job.log())) > n
-                       or "preempted at step" in _attempts(job.log())[-1]
-                       or job.state().is_terminal, timeout=90)
+            wait_until(
+                "the attempt to leave",
+                lambda n=n: (
+                    len(_attempts(job.log())) > n
+                    or "preempted at step" in _attempts(job.log())[-1]
+                    or job.state().is_terminal
+                ),
+                timeout=90,
+            )
             done = job.log().count("preempted at step")
         time.sleep(0.5)
     return job.wait(timeout=max(30, deadline - time.monotonic()))
@@ -105,7 +114,7 @@ def _check_resumed_run(job, log: str, reference_digest: str, signal_name: str):
     assert sum("caught_signal" in ln for ln in rank0) >= 3
     resumed = re.findall(r"0: \S+ roach rank 0: resumed at step (\d+)", log)
     assert len(resumed) >= 3 and all(int(n) > 0 for n in resumed)
-    assert f"preempted at step" in log and f"({'checkpointed'}, {signal_name})" in log
+    assert "preempted at step" in log and f"({'checkpointed'}, {signal_name})" in log
     run_dir = Path(job.record.run_dir)
     assert json.loads((run_dir / "result.json").read_text()) == reference_digest  # bitwise the same parameters
     assert (run_dir / "resume.pt").exists()  # roach never deletes it
@@ -114,8 +123,15 @@ def _check_resumed_run(job, log: str, reference_digest: str, signal_name: str):
 @pytest.fixture(scope="module")
 def reference(repo, store, roots):
     """The same training, uninterrupted (normal tier, same 4 ranks on 2 nodes), started first."""
-    job = _submit(repo, store, roots, "pkg.resumable:ddp_train", args={"steps": STEPS, "step_s": STEP_S},
-                  resources=NODES2_GPU2.replace(time="00:10:00"), name="reference")
+    job = _submit(
+        repo,
+        store,
+        roots,
+        "pkg.resumable:ddp_train",
+        args={"steps": STEPS, "step_s": STEP_S},
+        resources=NODES2_GPU2.replace(time="00:10:00"),
+        name="reference",
+    )
     return job
 
 
@@ -126,8 +142,15 @@ def _digest(job) -> str:
 
 
 def test_preempted_twice_and_wall_clock_once_gives_bitwise_the_same_model(reference, repo, store, roots, slurm):
-    job = _submit(repo, store, roots, "pkg.resumable:ddp_train", args={"steps": STEPS, "step_s": STEP_S},
-                  resources=SHORT, name="interrupted")
+    job = _submit(
+        repo,
+        store,
+        roots,
+        "pkg.resumable:ddp_train",
+        args={"steps": STEPS, "step_s": STEP_S},
+        resources=SHORT,
+        name="interrupted",
+    )
     rec = _drive(job, slurm, preemptions=2)
     assert rec.state is JobState.COMPLETED, job.log()[-3000:]
     runs = [r for r in job.client.sacct([job.job_id], duplicates=True) if r.step is None]
@@ -144,8 +167,15 @@ def send_user_signal(lab):
 
 def test_same_with_preempt_send_user_signal(send_user_signal, reference, repo, store, roots, slurm):
     assert LAB.client().capabilities(refresh=True).preempt_send_user_signal
-    job = _submit(repo, store, roots, "pkg.resumable:ddp_train", args={"steps": STEPS, "step_s": STEP_S},
-                  resources=SHORT, name="interrupted-usr1")
+    job = _submit(
+        repo,
+        store,
+        roots,
+        "pkg.resumable:ddp_train",
+        args={"steps": STEPS, "step_s": STEP_S},
+        resources=SHORT,
+        name="interrupted-usr1",
+    )
     rec = _drive(job, slurm, preemptions=2)
     assert rec.state is JobState.COMPLETED, job.log()[-3000:]
     # With the site setting on, preemption sends the job's USR1: it must count as a preemption, not a wall clock.
@@ -153,20 +183,37 @@ def test_same_with_preempt_send_user_signal(send_user_signal, reference, repo, s
 
 
 def test_cancelled_while_pending_and_resubmitted_on_another_tier_resumes(repo, store, roots, user_slurm):
-    job = _submit(repo, store, roots, "pkg.resumable:ddp_train", args={"steps": 60, "step_s": 0.1},
-                  resources=NODES2_GPU2.replace(time="00:05:00"), name="moved")
+    job = _submit(
+        repo,
+        store,
+        roots,
+        "pkg.resumable:ddp_train",
+        args={"steps": 60, "step_s": 0.1},
+        resources=NODES2_GPU2.replace(time="00:05:00"),
+        name="moved",
+    )
     wait_until("some progress", lambda: job.log().count("done loss") >= 10, timeout=120)
     job.cancel()  # TERM: the ranks checkpoint at their step and the job does not come back
     rec = job.wait(timeout=slack(120))
     assert rec.state is JobState.CANCELLED
     saved_at = int(re.findall(r"checkpoint at step (\d+)", job.log())[-1])
     # A pending job (held on purpose) is cancelled and moved to the low tier with its run id.
-    held = resume(job.run_id, resources=NODES2_GPU2.replace(qos="normal", time="00:05:00", extra=("--begin=now+1hour",)),
-                  cluster=CLUSTER, repo_root=repo.work, store=store)
+    held = resume(
+        job.run_id,
+        resources=NODES2_GPU2.replace(qos="normal", time="00:05:00", extra=("--begin=now+1hour",)),
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+    )
     wait_until("the held job to pend", lambda: held.state() is JobState.PENDING)
     held.cancel()
-    moved = resume(job.run_id, resources=NODES2_GPU2.replace(qos="low", time="00:05:00"), cluster=CLUSTER,
-                   repo_root=repo.work, store=store)
+    moved = resume(
+        job.run_id,
+        resources=NODES2_GPU2.replace(qos="low", time="00:05:00"),
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+    )
     assert moved.wait(timeout=slack(180)).state is JobState.COMPLETED, moved.log()[-3000:]
     assert f"resumed at step {saved_at}" in moved.log()
     assert moved.job_id != job.job_id and moved.run_id == job.run_id
@@ -180,8 +227,15 @@ def test_a_run_id_that_does_not_exist_is_an_error_not_a_fresh_start(repo, store,
 
 
 def test_non_checkpointing_function_restarts_from_the_top_and_says_so(repo, store, roots, slurm):
-    job = _submit(repo, store, roots, "pkg.resumable:plain_loop", args={"steps": 60, "step_s": 0.2},
-                  resources=NODES2_GPU2.replace(qos="low", time="00:05:00"), name="plain")
+    job = _submit(
+        repo,
+        store,
+        roots,
+        "pkg.resumable:plain_loop",
+        args={"steps": 60, "step_s": 0.2},
+        resources=NODES2_GPU2.replace(qos="low", time="00:05:00"),
+        name="plain",
+    )
     wait_until("the first attempt to run", lambda: "plain step 10" in job.log(), timeout=120)
     _preempt(slurm)
     rec = job.wait(timeout=slack(240))
@@ -193,30 +247,53 @@ def test_non_checkpointing_function_restarts_from_the_top_and_says_so(repo, stor
 
 
 def test_a_completed_run_does_not_run_again_when_requeued(repo, store, roots, slurm):
-    job = _submit(repo, store, roots, "pkg.resumable:plain_loop", args={"steps": 3, "step_s": 0.1},
-                  resources=GPU1, name="once")
+    job = _submit(
+        repo, store, roots, "pkg.resumable:plain_loop", args={"steps": 3, "step_s": 0.1}, resources=GPU1, name="once"
+    )
     assert job.wait(timeout=slack(120)).state is JobState.COMPLETED
     slurm.requeue(job.job_id)
-    wait_until("the requeued job to run again and end",
-               lambda: "already completed" in job.log() and job.state().is_terminal, timeout=120)
+    wait_until(
+        "the requeued job to run again and end",
+        lambda: "already completed" in job.log() and job.state().is_terminal,
+        timeout=120,
+    )
     assert len(re.findall(r"rank 0: plain step 0$", job.log(), re.M)) == 1
 
 
 def test_node_failure_requeues_onto_the_other_node_which_resumes(repo, store, roots, slurm):
-    job = _submit(repo, store, roots, "pkg.resumable:ddp_train", args={"steps": 200, "step_s": 0.1},
-                  resources=GPU1.replace(time="00:05:00"), name="nodefail", checkpoint_every=10)
+    job = _submit(
+        repo,
+        store,
+        roots,
+        "pkg.resumable:ddp_train",
+        args={"steps": 200, "step_s": 0.1},
+        resources=GPU1.replace(time="00:05:00"),
+        name="nodefail",
+        checkpoint_every=10,
+    )
     # Waiting to start is its own wait: the lab's GPUs may still be held by the tests before this one.
-    rec = wait_until("the job to start", lambda: [r for r in slurm.squeue(job_ids=[job.job_id]) if r.state.is_running],
-                     timeout=300, explain=lambda: lab_queue(slurm))
-    wait_until("two checkpoints", lambda: job.log().count("checkpoint at step") >= 2, timeout=120,
-               explain=lambda: lab_queue(slurm) + "\nlog:\n" + job.log()[-3000:])
+    rec = wait_until(
+        "the job to start",
+        lambda: [r for r in slurm.squeue(job_ids=[job.job_id]) if r.state.is_running],
+        timeout=300,
+        explain=lambda: lab_queue(slurm),
+    )
+    wait_until(
+        "two checkpoints",
+        lambda: job.log().count("checkpoint at step") >= 2,
+        timeout=120,
+        explain=lambda: lab_queue(slurm) + "\nlog:\n" + job.log()[-3000:],
+    )
     node, other = rec[0].nodelist, ({"n1", "n2"} - {rec[0].nodelist}).pop()
     try:
         # DOWN fails the job on it (NODE_FAIL, requeued); DRAIN keeps the lab's slurmd from taking it back.
         slurm.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=roach-test"], retry=False)
         slurm.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=roach-test"], retry=False)
-        wait_until(f"the job to run again on {other}",
-                   lambda: f"on {other} (restart count 1)" in job.log() and "resumed at step" in job.log(), timeout=150)
+        wait_until(
+            f"the job to run again on {other}",
+            lambda: f"on {other} (restart count 1)" in job.log() and "resumed at step" in job.log(),
+            timeout=150,
+        )
     finally:
         slurm.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], retry=False, ok_codes=(0, 1))
     assert job.wait(timeout=slack(180)).state is JobState.COMPLETED, job.log()[-3000:]

@@ -20,8 +20,9 @@ from tests.conftest import slack
 
 
 def _run(tmp_path, **kw) -> Run:
-    run = Run(run_id="r1", job_id=7, rank=0, world_size=1, local_rank=0, local_world_size=1, node="n1",
-              run_dir=tmp_path, **kw)
+    run = Run(
+        run_id="r1", job_id=7, rank=0, world_size=1, local_rank=0, local_world_size=1, node="n1", run_dir=tmp_path, **kw
+    )
     run.signals = SignalHandler(on_catch=lambda sig: run.log("caught_signal %s at step %d", sig.name[3:], run.step))
     run.signals.install()
     return run
@@ -166,12 +167,22 @@ def test_a_rank_that_has_not_caught_the_signal_yet_stops_for_the_one_another_ran
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    procs = [subprocess.Popen([str(python), "-c", _TWO_RANKS, str(rank), f"file://{tmp_path}/init", str(run_dir)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) for rank in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [str(python), "-c", _TWO_RANKS, str(rank), f"file://{tmp_path}/init", str(run_dir)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for rank in (0, 1)
+    ]
     outs = [p.communicate(timeout=slack(120))[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     said = [json.loads(ln) for out in outs for ln in out.splitlines() if ln.startswith("{")]
-    assert said == [{"rank": 0, "signal": "SIGUSR1", "step": 6, "saved": True},
-                    {"rank": 1, "signal": "SIGUSR1", "step": 6, "saved": True}], outs
+    assert said == [
+        {"rank": 0, "signal": "SIGUSR1", "step": 6, "saved": True},
+        {"rank": 1, "signal": "SIGUSR1", "step": 6, "saved": True},
+    ], outs
     assert "checkpoint at step 6 after caught_signal USR1" in outs[0], outs[0]
     assert (run_dir / "resume.pt").exists()  # torch.save's: it loads where torch is

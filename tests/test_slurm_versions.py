@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from roach.errors import ParseError, SlurmError, SlurmTransientError
+from roach.model.job_state import JobState
+from roach.model.states import PendingReason
 from roach.slurmio import parse as P
 from roach.slurmio.capabilities import Capabilities, from_config, has_only_job_state
 from roach.slurmio.queue_states import parse_squeue_states
-from roach.model.job_state import JobState
-from roach.model.states import PendingReason
 from tests.support.slurm import client
 
 DATA = Path(__file__).parent / "data"
@@ -46,9 +46,11 @@ class Recording:
 
     @cached_property
     def caps(self) -> Capabilities:
-        return from_config(P.parse_show_config(self.text("scontrol_show_config.txt")),
-                           json="--json" in self.text("squeue_help.txt"),
-                           only_job_state=has_only_job_state(self.text("squeue_help.txt")))
+        return from_config(
+            P.parse_show_config(self.text("scontrol_show_config.txt")),
+            json="--json" in self.text("squeue_help.txt"),
+            only_job_state=has_only_job_state(self.text("squeue_help.txt")),
+        )
 
     def squeue(self, name: str) -> dict[str, list[P.QueueRecord]]:
         return _by_role(P.parse_squeue(self.text(name)))
@@ -96,42 +98,65 @@ def test_squeue_mixed_queue(rec):
     q = rec.squeue("squeue_mixed.txt")
     one = {role: rs[0] for role, rs in q.items() if role != "rec-array"}
     expect = {
-        "rec-qosmax": ("PENDING", PendingReason.QOSMaxGRESPerUser), "rec-resources": ("PENDING", PendingReason.Resources),
-        "rec-priority": ("PENDING", PendingReason.Priority), "rec-held": ("PENDING", PendingReason.JobHeldUser),
-        "rec-begin": ("PENDING", PendingReason.BeginTime), "rec-dep": ("PENDING", PendingReason.Dependency),
+        "rec-qosmax": ("PENDING", PendingReason.QOSMaxGRESPerUser),
+        "rec-resources": ("PENDING", PendingReason.Resources),
+        "rec-priority": ("PENDING", PendingReason.Priority),
+        "rec-held": ("PENDING", PendingReason.JobHeldUser),
+        "rec-begin": ("PENDING", PendingReason.BeginTime),
+        "rec-dep": ("PENDING", PendingReason.Dependency),
         "rec-depnever": ("PENDING", PendingReason.DependencyNeverSatisfied),
-        "rec-timeout": ("RUNNING", PendingReason.NONE), "rec-gpu1": ("RUNNING", PendingReason.NONE),
-        "rec-srun": ("RUNNING", PendingReason.NONE), "rec-high-a": ("RUNNING", PendingReason.NONE),
+        "rec-timeout": ("RUNNING", PendingReason.NONE),
+        "rec-gpu1": ("RUNNING", PendingReason.NONE),
+        "rec-srun": ("RUNNING", PendingReason.NONE),
+        "rec-high-a": ("RUNNING", PendingReason.NONE),
         "rec-high-b": ("RUNNING", PendingReason.NONE),
     }
     assert {role: (r.state.name, r.reason) for role, r in one.items()} == expect
     assert one["rec-qosmax"].qos == "high" and one["rec-qosmax"].tres.gpus == 1
-    assert (one["rec-qosmax"].user, one["rec-qosmax"].account, one["rec-qosmax"].partition) == ("roachlab", "lab", "gpu")
+    assert (one["rec-qosmax"].user, one["rec-qosmax"].account, one["rec-qosmax"].partition) == (
+        "roachlab",
+        "lab",
+        "gpu",
+    )
     assert one["rec-resources"].tres == P.Tres(cpu=8, mem_mb=4000, nodes=1, billing=8)
-    assert one["rec-held"].reason.is_held and one["rec-depnever"].reason.never_starts and one["rec-dep"].reason.will_clear
-    assert one["rec-begin"].start_time is not None and (one["rec-begin"].start_time - one["rec-begin"].submit_time).total_seconds() >= 3599
+    assert (
+        one["rec-held"].reason.is_held and one["rec-depnever"].reason.never_starts and one["rec-dep"].reason.will_clear
+    )
+    assert (
+        one["rec-begin"].start_time is not None
+        and (one["rec-begin"].start_time - one["rec-begin"].submit_time).total_seconds() >= 3599
+    )
     assert one["rec-qosmax"].start_time is None  # N/A
     high = one["rec-high-a"]
     assert (high.nodelist, high.tres.gpus, high.time_limit_s, high.restart_count) == ("n1", 2, YEAR, 0)
     assert one["rec-timeout"].time_limit_s == 60 and one["rec-gpu1"].time_limit_s in (None, YEAR)  # no --time: either
     array = q["rec-array"]
     assert sorted((r.ref.task, r.state.name, r.reason_text) for r in array) == [
-        (0, "RUNNING", "None"), (1, "RUNNING", "None"), (2, "PENDING", "JobArrayTaskLimit"),
-        (3, "PENDING", "JobArrayTaskLimit")]
+        (0, "RUNNING", "None"),
+        (1, "RUNNING", "None"),
+        (2, "PENDING", "JobArrayTaskLimit"),
+        (3, "PENDING", "JobArrayTaskLimit"),
+    ]
     assert len({r.ref.job for r in array}) == 1  # every task under the array's id
     assert all(r.time_limit_s == 300 for r in array)
 
 
 def test_squeue_completing(rec):
     q = rec.squeue("squeue_completing.txt")
-    r, = q["rec-ignore-term"]
+    (r,) = q["rec-ignore-term"]
     assert r.state is JobState.COMPLETING and r.state.is_running and not r.state.is_terminal
 
 
 def test_squeue_preemption_and_requeue_sequence(rec):
-    low, = rec.squeue("squeue_low_running.txt")["rec-low"]
+    (low,) = rec.squeue("squeue_low_running.txt")["rec-low"]
     assert (low.state, low.qos, low.tres.cpu, low.tres.gpus, low.nodelist, low.restart_count) == (
-        JobState.RUNNING, "low", 8, 4, "n2", 0)  # --exclusive took the whole node
+        JobState.RUNNING,
+        "low",
+        8,
+        4,
+        "n2",
+        0,
+    )  # --exclusive took the whole node
     waiting = rec.squeue("squeue_preemptor_pending.txt")
     preemptor = waiting["rec-preemptor"][0]  # its reason reads None until the scheduler first looks at it
     assert preemptor.state is JobState.PENDING and preemptor.reason in (PendingReason.Resources, PendingReason.NONE)
@@ -140,22 +165,22 @@ def test_squeue_preemption_and_requeue_sequence(rec):
     low = requeued["rec-low"][0]
     assert (low.state, low.reason, low.restart_count) == (JobState.PENDING, PendingReason.BeginTime, 1)
     assert requeued["rec-preemptor"][0].state is JobState.RUNNING
-    back, = rec.squeue("squeue_requeued_running.txt")["rec-low"]
+    (back,) = rec.squeue("squeue_requeued_running.txt")["rec-low"]
     assert (back.state, back.restart_count, back.nodelist) == (JobState.RUNNING, 1, "n2")
 
 
 def test_squeue_scontrol_requeue_and_requeuehold(rec):
-    r, = rec.squeue("squeue_requeue_completing.txt")["rec-requeue"]
+    (r,) = rec.squeue("squeue_requeue_completing.txt")["rec-requeue"]
     assert r.state in (JobState.COMPLETING, JobState.PENDING) and r.restart_count == 1
-    r, = rec.squeue("squeue_requeuehold_completing.txt")["rec-requeue"]
+    (r,) = rec.squeue("squeue_requeuehold_completing.txt")["rec-requeue"]
     assert r.restart_count == 2 and r.reason is PendingReason.JobRequeuedHeld
-    r, = rec.squeue("squeue_requeuehold_pending.txt")["rec-requeue"]
+    (r,) = rec.squeue("squeue_requeuehold_pending.txt")["rec-requeue"]
     assert (r.state, r.reason, r.restart_count) == (JobState.PENDING, PendingReason.JobRequeuedHeld, 2)
     assert r.reason.is_held  # squeue says PENDING, not REQUEUE_HOLD: the reason carries the hold
 
 
 def test_squeue_two_node_job(rec):
-    r, = rec.squeue("squeue_two_nodes.txt")["rec-two"]
+    (r,) = rec.squeue("squeue_two_nodes.txt")["rec-two"]
     assert (r.state, r.nodes, r.nodelist) == (JobState.RUNNING, 2, "n[1-2]")
     # --exclusive --gres=gpu:1: the allocation may hold every GPU of the nodes (each recording here does)
     assert r.tres.gpus in (2, 8) and (r.tres.cpu, r.tres.mem_mb, r.tres.nodes, r.tres.billing) == (16, 8000, 2, 16)
@@ -164,8 +189,14 @@ def test_squeue_two_node_job(rec):
 def test_squeue_states_all_shows_ended_jobs(rec):
     q = rec.squeue("squeue_states_all_ended.txt")
     assert q and all(r.state.is_terminal for rs in q.values() for r in rs)
-    want = {"rec-timeout": JobState.TIMEOUT, "rec-ok": JobState.COMPLETED, "rec-kill9": JobState.FAILED,
-            "rec-gpu1": JobState.CANCELLED, "rec-ignore-term": JobState.CANCELLED, "rec-array": JobState.COMPLETED}
+    want = {
+        "rec-timeout": JobState.TIMEOUT,
+        "rec-ok": JobState.COMPLETED,
+        "rec-kill9": JobState.FAILED,
+        "rec-gpu1": JobState.CANCELLED,
+        "rec-ignore-term": JobState.CANCELLED,
+        "rec-array": JobState.COMPLETED,
+    }
     # MinJobAge (60 s) lets the earliest ends leave the list: check those still in it
     assert {role: rs[0].state for role, rs in q.items() if role in want} == {r: want[r] for r in q if r in want}
     assert "rec-timeout" in q and q["rec-timeout"][0].reason is PendingReason.TimeLimit
@@ -179,13 +210,19 @@ def test_only_job_state_output_parses_to_the_same_states_as_the_full_squeue(rec)
     full = P.parse_squeue(rec.text("squeue_mixed.txt"))
     # the full squeue lists each pending task; --only-job-state keeps a pending range as one line
     assert {(str(r.ref), r.state) for r in states if r.ref.tasks is None} == {
-        (str(r.ref), r.state) for r in full if r.ref.task is None or r.state is not JobState.PENDING}
+        (str(r.ref), r.state) for r in full if r.ref.task is None or r.state is not JobState.PENDING
+    }
     array = parse_squeue_states(rec.text("squeue_only_job_state_array.txt"))
     assert sorted((str(r.ref), r.state.name) for r in array) == sorted(
-        [(f"{array[0].ref.job}_[2-3]", "PENDING"), (f"{array[0].ref.job}_0", "RUNNING"),
-         (f"{array[0].ref.job}_1", "RUNNING")])
+        [
+            (f"{array[0].ref.job}_[2-3]", "PENDING"),
+            (f"{array[0].ref.job}_0", "RUNNING"),
+            (f"{array[0].ref.job}_1", "RUNNING"),
+        ]
+    )
     assert [r.state for r in parse_squeue_states(rec.text("squeue_only_job_state_completing.txt"))] == [
-        JobState.COMPLETING]
+        JobState.COMPLETING
+    ]
     assert parse_squeue_states(rec.text("squeue_only_job_state_ended.txt")) == []  # ended jobs leave it
 
 
@@ -202,9 +239,9 @@ def test_only_job_state_takes_no_user_filter(rec):
 def test_sacct_allocations_mixed_queue(rec):
     a = rec.sacct("sacct_X_mixed.txt")
     assert all(r.step is None for rs in a.values() for r in rs)
-    fail, = a["rec-fail"]
+    (fail,) = a["rec-fail"]
     assert (fail.state, fail.exit_code, fail.exit_signal, fail.end_time is not None) == (JobState.FAILED, 3, 0, True)
-    qosmax, = a["rec-qosmax"]
+    (qosmax,) = a["rec-qosmax"]
     assert (qosmax.state, qosmax.start_time, qosmax.tres) == (JobState.PENDING, None, P.Tres())  # no AllocTRES yet
     # sacct keeps the reason slurmdbd was last sent, which may be older than squeue's
     assert qosmax.reason in (PendingReason.QOSMaxGRESPerUser, PendingReason.NONE)
@@ -212,7 +249,7 @@ def test_sacct_allocations_mixed_queue(rec):
     # a job not eligible yet (held, --begin later, a task limit) may fall outside the --starttime window
     assert [r.reason for r in a.get("rec-held", [])] in ([], [PendingReason.JobHeldUser])
     assert [r.reason for r in a.get("rec-begin", [])] in ([], [PendingReason.BeginTime])
-    t1, = a["rec-timeout"]
+    (t1,) = a["rec-timeout"]
     assert (t1.state, t1.time_limit_s, t1.end_time, t1.start_time is not None) == (JobState.RUNNING, 60, None, True)
     assert a["rec-high-a"][0].tres.gpus == 2 and a["rec-high-a"][0].time_limit_s == YEAR
     tasks = {str(r.ref): r for r in a["rec-array"]}
@@ -242,10 +279,14 @@ def test_sacct_allocations_of_ended_jobs(rec):
     a = rec.sacct("sacct_X_ended.txt")
     got = {role: (rs[0].state, rs[0].exit_code, rs[0].exit_signal) for role, rs in a.items()}
     assert got == {
-        "rec-timeout": (JobState.TIMEOUT, 0, 0), "rec-gpu1": (JobState.CANCELLED, 0, 0),
-        "rec-fail": (JobState.FAILED, 3, 0), "rec-held": (JobState.CANCELLED, 0, 0),
-        "rec-ok": (JobState.COMPLETED, 0, 0), "rec-kill9": (JobState.FAILED, 0, 9),
-        "rec-ignore-term": (JobState.CANCELLED, 0, 0)}
+        "rec-timeout": (JobState.TIMEOUT, 0, 0),
+        "rec-gpu1": (JobState.CANCELLED, 0, 0),
+        "rec-fail": (JobState.FAILED, 3, 0),
+        "rec-held": (JobState.CANCELLED, 0, 0),
+        "rec-ok": (JobState.COMPLETED, 0, 0),
+        "rec-kill9": (JobState.FAILED, 0, 9),
+        "rec-ignore-term": (JobState.CANCELLED, 0, 0),
+    }
     assert re.fullmatch(r"CANCELLED by \d+", a["rec-gpu1"][0].state_text)
     assert a["rec-held"][0].start_time is None  # cancelled while held
     assert a["rec-ok"][0].state.is_success and not a["rec-kill9"][0].state.is_success
@@ -276,7 +317,11 @@ def test_sacct_duplicates_show_the_preempted_run_and_the_requeued_one(rec):
     steps = P.parse_sacct(rec.text("sacct_D_steps_preempted.txt"))
     low = running[0].ref.job
     assert [(r.state_text, r.exit_signal) for r in steps if r.ref.job == low] == [
-        ("PREEMPTED", 0), ("CANCELLED", 15), ("RUNNING", 0), ("RUNNING", 0)]
+        ("PREEMPTED", 0),
+        ("CANCELLED", 15),
+        ("RUNNING", 0),
+        ("RUNNING", 0),
+    ]
 
 
 def test_sacct_duplicates_after_scontrol_requeue(rec):
@@ -289,7 +334,7 @@ def test_sacct_duplicates_after_scontrol_requeue(rec):
 
 
 def test_sacct_record_of_a_job_that_just_started(rec):
-    r, = P.parse_sacct(rec.text("sacct_X_just_started.txt"))
+    (r,) = P.parse_sacct(rec.text("sacct_X_just_started.txt"))
     # slurmdbd may have only the start message yet (a placeholder name, PENDING) or the whole record
     assert r.state in (JobState.PENDING, JobState.RUNNING) and r.name in ("allocation", "rec-high-b")
 
@@ -300,7 +345,10 @@ def test_sacct_array_done_and_two_node_steps(rec):
     two = P.parse_sacct(rec.text("sacct_steps_two_nodes.txt"))
     gpus = P.parse_squeue(rec.text("squeue_two_nodes.txt"))[0].tres.gpus  # 2, or 8 where --exclusive takes all
     assert [(r.step, r.nodes, r.nodelist, r.tres.cpu) for r in two] == [
-        (None, 2, "n[1-2]", 16), ("batch", 1, "n1", 8), ("0", 2, "n[1-2]", 16)]
+        (None, 2, "n[1-2]", 16),
+        ("batch", 1, "n1", 8),
+        ("0", 2, "n[1-2]", 16),
+    ]
     assert (two[0].tres.gpus, two[1].tres.gpus) == (gpus, gpus // 2) and 2 <= two[2].tres.gpus <= gpus
 
 
@@ -330,18 +378,22 @@ def test_every_state_and_reason_recorded_is_a_known_member(rec):
 
 
 # -- sinfo, scontrol, sacctmgr -----------------------------------------------------------------------
-@pytest.mark.parametrize("name,expected", [
-    ("idle", [("n1", "idle", 0, 8, 4, 0, 0), ("n2", "idle", 0, 8, 4, 0, 0)]),
-    ("mixed", [("n1", "mixed", 5, 8, 4, 3, 2500), ("n2", "mixed", 2, 8, 4, 2, 1000)]),
-    ("allocated", [("n1", "allocated", 8, 8, 4, None, 4000), ("n2", "allocated", 8, 8, 4, None, 4000)]),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("idle", [("n1", "idle", 0, 8, 4, 0, 0), ("n2", "idle", 0, 8, 4, 0, 0)]),
+        ("mixed", [("n1", "mixed", 5, 8, 4, 3, 2500), ("n2", "mixed", 2, 8, 4, 2, 1000)]),
+        ("allocated", [("n1", "allocated", 8, 8, 4, None, 4000), ("n2", "allocated", 8, 8, 4, None, 4000)]),
+    ],
+)
 def test_sinfo_nodes(rec, name, expected):
     nodes = P.parse_sinfo_nodes(rec.text(f"sinfo_nodes_{name}.txt"))
     if name == "allocated":  # the two-node --exclusive job: as many GPUs per node as its allocation has
         per_node = P.parse_squeue(rec.text("squeue_two_nodes.txt"))[0].tres.gpus // 2
         expected = [(*e[:5], per_node, e[6]) for e in expected]
-    assert [(n.name, n.state, n.cpus_alloc, n.cpus_total, n.gpus_total, n.gpus_used, n.alloc_mem_mb)
-            for n in nodes] == expected
+    assert [
+        (n.name, n.state, n.cpus_alloc, n.cpus_total, n.gpus_total, n.gpus_used, n.alloc_mem_mb) for n in nodes
+    ] == expected
     assert all(n.partitions == ("gpu",) and n.memory_mb == 16000 and n.available for n in nodes)
 
 
@@ -350,7 +402,9 @@ def test_scontrol_show_job(rec):
     assert (run["JobName"], run["JobState"], run["Reason"]) == ("rec-gpu1", "RUNNING", "None")
     assert run["UserId"].startswith("roachlab(") and run["CPUs/Task"] == "1"
     # TRES= (22.05) or ReqTRES= and AllocTRES= (24.11, 26.05); TresPerNode gres:gpu:1 or gres/gpu:1
-    assert P.parse_tres(run.get("AllocTRES", run.get("TRES", ""))).gpus == 1 and P.parse_gres_gpus(run["TresPerNode"]) == 1
+    assert (
+        P.parse_tres(run.get("AllocTRES", run.get("TRES", ""))).gpus == 1 and P.parse_gres_gpus(run["TresPerNode"]) == 1
+    )
     assert run["ReqNodeList"] == "n1"  # what `roach why` reads
     assert P.parse_duration(run["TimeLimit"]) in (None, YEAR)  # no --time: UNLIMITED, or 365 days on 24.11+
     assert P.parse_time(run["EndTime"]) is None or P.parse_duration(run["TimeLimit"]) == YEAR
@@ -367,28 +421,47 @@ def test_scontrol_show_job_of_an_array_lists_each_record(rec):
     slurm, _, _ = client((0, rec.text("scontrol_show_job_pending_array.txt"), ""))
     first = slurm.show_job(1)
     assert (first["JobState"], first["Reason"], first["ArrayTaskId"]) == ("PENDING", "JobArrayTaskLimit", "2-3%2")
-    records = [P.parse_key_values(r) for r in re.split(r"\n(?=JobId=)", rec.text("scontrol_show_job_pending_array.txt").strip())]
+    records = [
+        P.parse_key_values(r)
+        for r in re.split(r"\n(?=JobId=)", rec.text("scontrol_show_job_pending_array.txt").strip())
+    ]
     assert sorted((r["ArrayTaskId"], r["JobState"]) for r in records) == [
-        ("0", "RUNNING"), ("1", "RUNNING"), ("2-3%2", "PENDING")]
+        ("0", "RUNNING"),
+        ("1", "RUNNING"),
+        ("2-3%2", "PENDING"),
+    ]
     assert all(r["JobName"] == "we|ird $(name) x line2" for r in records)
 
 
 def test_scontrol_show_partition(rec):
-    part, = [P.parse_key_values(ln) for ln in rec.text("scontrol_show_partition.txt").splitlines() if ln.strip()]
-    assert (part["PartitionName"], part["Nodes"], part["PreemptMode"], part["State"]) == ("gpu", "n[1-2]", "REQUEUE", "UP")
+    (part,) = [P.parse_key_values(ln) for ln in rec.text("scontrol_show_partition.txt").splitlines() if ln.strip()]
+    assert (part["PartitionName"], part["Nodes"], part["PreemptMode"], part["State"]) == (
+        "gpu",
+        "n[1-2]",
+        "REQUEUE",
+        "UP",
+    )
     assert P.parse_duration(part["MaxTime"]) is None
     assert P.parse_tres(part["TRES"]) == P.Tres(cpu=16, mem_mb=32000, nodes=2, gpus_by_type=(("", 8),), billing=16)
 
 
 def test_sacctmgr_qos_and_associations(rec):
-    slurm, _, _ = client((0, rec.text("sacctmgr_show_qos.txt"), ""), (0, rec.text("sacctmgr_show_assoc_user.txt"), ""),
-                         (0, rec.text("sacctmgr_show_assoc.txt"), ""))
+    slurm, _, _ = client(
+        (0, rec.text("sacctmgr_show_qos.txt"), ""),
+        (0, rec.text("sacctmgr_show_assoc_user.txt"), ""),
+        (0, rec.text("sacctmgr_show_assoc.txt"), ""),
+    )
     qos = {q["Name"]: q for q in slurm.qos()}
     assert set(qos) == {"normal", "low", "high"}
     assert P.parse_duration(qos["low"]["GraceTime"]) == 20 and P.parse_tres(qos["high"]["MaxTRESPU"]).gpus == 4
     assert qos["high"]["Preempt"] == "low" and qos["low"]["PreemptMode"] == "requeue"
-    mine, = slurm.associations("roachlab")
-    assert (mine["Account"], mine["User"], mine["QOS"], mine["DefaultQOS"]) == ("lab", "roachlab", "high,low,normal", "normal")
+    (mine,) = slurm.associations("roachlab")
+    assert (mine["Account"], mine["User"], mine["QOS"], mine["DefaultQOS"]) == (
+        "lab",
+        "roachlab",
+        "high,low,normal",
+        "normal",
+    )
     assert ("lab", "roachlab") in [(a["Account"], a["User"]) for a in slurm.associations()]
 
 
@@ -398,11 +471,14 @@ def test_sbatch_parsable(rec):
 
 
 # -- errors, through the client ------------------------------------------------------------------------
-@pytest.mark.parametrize("name,call", [
-    ("squeue_controller_down", lambda s: s.squeue()),
-    ("sinfo_controller_down", lambda s: s.nodes()),
-    ("sacct_slurmdbd_down", lambda s: s.sacct([1])),
-])
+@pytest.mark.parametrize(
+    "name,call",
+    [
+        ("squeue_controller_down", lambda s: s.squeue()),
+        ("sinfo_controller_down", lambda s: s.nodes()),
+        ("sacct_slurmdbd_down", lambda s: s.sacct([1])),
+    ],
+)
 def test_an_unreachable_daemon_is_transient_and_retried(rec, name, call):
     stderr = rec.text(f"{name}.stderr.txt")
     slurm, tr, sleeps = client(*[(1, "", stderr)] * 3, retries=2)
@@ -419,10 +495,15 @@ def test_writes_to_an_unreachable_controller_are_transient_and_run_once(rec, nam
     assert len(tr.calls) == 1 and sleeps == []
 
 
-@pytest.mark.parametrize("name,hint_word", [
-    ("sbatch_invalid_qos", "sacctmgr"), ("sbatch_invalid_account", "sacctmgr show assoc"),
-    ("sbatch_invalid_partition", "sinfo -s"), ("sbatch_too_many_gpus", "ask for less per node"),
-])
+@pytest.mark.parametrize(
+    "name,hint_word",
+    [
+        ("sbatch_invalid_qos", "sacctmgr"),
+        ("sbatch_invalid_account", "sacctmgr show assoc"),
+        ("sbatch_invalid_partition", "sinfo -s"),
+        ("sbatch_too_many_gpus", "ask for less per node"),
+    ],
+)
 def test_sbatch_rejections_say_what_to_do(rec, name, hint_word):
     stderr = rec.text(f"{name}.stderr.txt")
     slurm, tr, _ = client((1, "", stderr))
@@ -432,15 +513,19 @@ def test_sbatch_rejections_say_what_to_do(rec, name, hint_word):
 
 
 def test_unknown_ids(rec):
-    slurm, _, _ = client((1, "", rec.text("squeue_unknown_id.stderr.txt")),
-                          (1, "", rec.text("scontrol_show_job_invalid_id.stderr.txt")),
-                          (1, "", rec.text("scontrol_requeue_invalid_id.stderr.txt")))
+    slurm, _, _ = client(
+        (1, "", rec.text("squeue_unknown_id.stderr.txt")),
+        (1, "", rec.text("scontrol_show_job_invalid_id.stderr.txt")),
+        (1, "", rec.text("scontrol_requeue_invalid_id.stderr.txt")),
+    )
     assert slurm.squeue(job_ids=[999999]) == []
     assert slurm.show_job(999999) is None
     with pytest.raises(SlurmError) as exc:
         slurm.requeue(999999)
     assert "sacct" in exc.value.hint
-    said = rec.text("scancel_invalid_id.stderr.txt")  # empty in these recordings (exit 0); the older 22.05 capture says so
+    said = rec.text(
+        "scancel_invalid_id.stderr.txt"
+    )  # empty in these recordings (exit 0); the older 22.05 capture says so
     assert said == "" or "Invalid job id specified" in said
 
 
@@ -455,6 +540,10 @@ def test_sacct_invalid_time_is_not_retried(rec):
 def test_roach_pins_no_json_data_parser_version():
     # data parsers are versioned (v0.0.40 on 24.11 is refused by 26.05, "unable to find plugin"): roach
     # reads Slurm's text output and only probes whether --json exists, so it must never name one
-    pinned = [f"{p.relative_to(ROOT)}:{i}" for p in (ROOT / "roach").rglob("*.py")
-              for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"--json=v?\d|data_parser", line)]
+    pinned = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in (ROOT / "roach").rglob("*.py")
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"--json=v?\d|data_parser", line)
+    ]
     assert pinned == []

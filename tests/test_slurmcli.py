@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from roach.errors import SlurmError, SlurmTransientError, TransportError
+from roach.model.job_state import JobState
 from roach.slurmio import parse as P
 from roach.slurmio.mock_transport import MockTransport, UnexpectedCommand
-from roach.slurmio.queue_states import parse_squeue_states
 from roach.slurmio.parse import in_array
-from roach.model.job_state import JobState
+from roach.slurmio.queue_states import parse_squeue_states
 from roach.slurmio.transport import LocalTransport, Result, Transport
 from tests.support.slurm import client
 
@@ -43,8 +43,11 @@ def test_the_mock_transport_is_a_transport_that_records_and_answers_as_the_real_
     assert t.run(["squeue", "--me"]) == Result(("squeue", "--me"), 0, "out\n", "")
     assert t.run(["scontrol", "release", 7], input="x") == Result(("scontrol", "release", "7"), 1, "", INVALID_ID)
     assert t.run(("scontrol", "hold", "7")).ok  # the longest prefix wins; a shorter one answers the rest
-    assert [(c.argv, c.input) for c in t.calls] == [(("squeue", "--me"), None), (("scontrol", "release", "7"), "x"),
-                                                     (("scontrol", "hold", "7"), None)]
+    assert [(c.argv, c.input) for c in t.calls] == [
+        (("squeue", "--me"), None),
+        (("scontrol", "release", "7"), "x"),
+        (("scontrol", "hold", "7"), None),
+    ]
     with pytest.raises(UnexpectedCommand, match="sacct"):
         t.run(["sacct"])
     with pytest.raises(TransportError, match="empty command"):
@@ -63,8 +66,12 @@ def test_the_mock_transport_is_a_transport_that_records_and_answers_as_the_real_
 
 # -- retries -----------------------------------------------------------------------------------------
 def test_transient_errors_are_retried_with_doubling_backoff():
-    slurm, tr, sleeps = client((1, "", CONTROLLER_DOWN), (1, "", SOCKET_TIMEOUT),
-                               (0, data("squeue_lab_22.05_two_nodes.txt"), ""), backoff_s=0.5)
+    slurm, tr, sleeps = client(
+        (1, "", CONTROLLER_DOWN),
+        (1, "", SOCKET_TIMEOUT),
+        (0, data("squeue_lab_22.05_two_nodes.txt"), ""),
+        backoff_s=0.5,
+    )
     recs = slurm.squeue()
     assert [r.job_id for r in recs] == ["81"]
     assert sleeps == [0.5, 1.0]
@@ -106,12 +113,15 @@ def test_a_non_transient_error_is_raised_at_once():
     assert str(exc.value) == "sacct failed (exit 1): Invalid time specification (pos=0): garbage"
 
 
-@pytest.mark.parametrize("stderr_file,hint_word", [
-    ("sbatch_lab_22.05_invalid_qos.stderr.txt", "sacctmgr"),
-    ("sbatch_lab_22.05_invalid_account.stderr.txt", "sacctmgr show assoc"),
-    ("sbatch_lab_22.05_invalid_partition.stderr.txt", "sinfo -s"),
-    ("sbatch_lab_22.05_too_many_gpus.stderr.txt", "ask for less per node"),
-])
+@pytest.mark.parametrize(
+    "stderr_file,hint_word",
+    [
+        ("sbatch_lab_22.05_invalid_qos.stderr.txt", "sacctmgr"),
+        ("sbatch_lab_22.05_invalid_account.stderr.txt", "sacctmgr show assoc"),
+        ("sbatch_lab_22.05_invalid_partition.stderr.txt", "sinfo -s"),
+        ("sbatch_lab_22.05_too_many_gpus.stderr.txt", "ask for less per node"),
+    ],
+)
 def test_sbatch_rejections_raise_slurm_error_with_what_to_do(stderr_file, hint_word):
     stderr = data(stderr_file)
     slurm, tr, sleeps = client((1, "", stderr))
@@ -140,12 +150,15 @@ def test_scancel_is_not_retried_even_when_the_error_is_transient():
     assert len(tr.calls) == 1 and sleeps == [] and exc.value.returncode == 8
 
 
-@pytest.mark.parametrize("call,argv", [
-    (lambda s: s.requeue(80), ("scontrol", "requeue", "80")),
-    (lambda s: s.requeue(80, hold=True), ("scontrol", "requeuehold", "80")),
-    (lambda s: s.release(80), ("scontrol", "release", "80")),
-    (lambda s: s.hold(80), ("scontrol", "hold", "80")),
-])
+@pytest.mark.parametrize(
+    "call,argv",
+    [
+        (lambda s: s.requeue(80), ("scontrol", "requeue", "80")),
+        (lambda s: s.requeue(80, hold=True), ("scontrol", "requeuehold", "80")),
+        (lambda s: s.release(80), ("scontrol", "release", "80")),
+        (lambda s: s.hold(80), ("scontrol", "hold", "80")),
+    ],
+)
 def test_scontrol_writes_run_once(call, argv):
     slurm, tr, sleeps = client((1, "", SOCKET_TIMEOUT))
     with pytest.raises(SlurmTransientError):
@@ -165,7 +178,9 @@ def test_sbatch_sends_the_script_on_stdin_and_returns_the_id():
     slurm, tr, _ = client((0, "81\n", ""))
     script = "#!/bin/bash\necho 'it''s' \"$(hostname)\"\n"
     assert slurm.sbatch(["--job-name=a b", "--gres=gpu:1"], script) == 81
-    assert [(c.argv, c.input) for c in tr.calls] == [(("sbatch", "--parsable", "--job-name=a b", "--gres=gpu:1"), script)]
+    assert [(c.argv, c.input) for c in tr.calls] == [
+        (("sbatch", "--parsable", "--job-name=a b", "--gres=gpu:1"), script)
+    ]
 
 
 def test_squeue_argv_always_has_noheader_and_the_format():
@@ -249,10 +264,12 @@ def test_show_job_of_a_name_with_a_newline_keeps_the_whole_record():
 
 
 def test_reads_parse_the_captured_outputs():
-    slurm, tr, _ = client((0, data("sinfo_nodes_lab_22.05_mixed.txt"), ""),
-                          (0, data("scontrol_show_partition_lab_22.05.txt"), ""),
-                          (0, data("sacctmgr_show_qos_lab_22.05.txt"), ""),
-                          (0, data("sacctmgr_show_assoc_user_lab_22.05.txt"), ""))
+    slurm, tr, _ = client(
+        (0, data("sinfo_nodes_lab_22.05_mixed.txt"), ""),
+        (0, data("scontrol_show_partition_lab_22.05.txt"), ""),
+        (0, data("sacctmgr_show_qos_lab_22.05.txt"), ""),
+        (0, data("sacctmgr_show_assoc_user_lab_22.05.txt"), ""),
+    )
     assert [(n.name, n.gpus_used) for n in slurm.nodes()] == [("n1", 3), ("n2", 2)]
     assert [p["PartitionName"] for p in slurm.partitions()] == ["gpu"]
     assert {q["Name"]: q["MaxTRESPU"] for q in slurm.qos()} == {"normal": "", "low": "", "high": "gres/gpu=4"}
@@ -260,10 +277,23 @@ def test_reads_parse_the_captured_outputs():
     assert tr.argvs == [
         ("sinfo", "--Node", "--noheader", "-O", P.sinfo_format()),
         ("scontrol", "show", "partition", "-o"),
-        ("sacctmgr", "--noheader", "--parsable2", "show", "qos",
-         "format=Name,Priority,Preempt,PreemptMode,GraceTime,MaxTRESPU,MaxWall,Flags"),
-        ("sacctmgr", "--noheader", "--parsable2", "show", "assoc",
-         "format=Cluster,Account,User,Partition,QOS,DefaultQOS", "user=roachlab"),
+        (
+            "sacctmgr",
+            "--noheader",
+            "--parsable2",
+            "show",
+            "qos",
+            "format=Name,Priority,Preempt,PreemptMode,GraceTime,MaxTRESPU,MaxWall,Flags",
+        ),
+        (
+            "sacctmgr",
+            "--noheader",
+            "--parsable2",
+            "show",
+            "assoc",
+            "format=Cluster,Account,User,Partition,QOS,DefaultQOS",
+            "user=roachlab",
+        ),
     ]
 
 
@@ -296,7 +326,10 @@ def test_job_states_use_only_job_state_where_squeue_lists_it(version):
     assert slurm.capabilities().only_job_state is True
     assert tr.argvs[2] == ("squeue", "--noheader", "--only-job-state", "--jobs", str(job))
     assert sorted((str(r.ref), r.state.name) for r in got) == [
-        (f"{job}_0", "RUNNING"), (f"{job}_1", "RUNNING"), (f"{job}_[2-3]", "PENDING")]
+        (f"{job}_0", "RUNNING"),
+        (f"{job}_1", "RUNNING"),
+        (f"{job}_[2-3]", "PENDING"),
+    ]
     slurm.job_states([job, "13_1"])
     assert tr.argvs[3][-1] == f"{job},13_1" and len(tr.calls) == 4  # probed once
 
@@ -311,8 +344,13 @@ def test_job_states_without_only_job_state_run_the_full_squeue():
 def test_job_states_fall_back_to_the_full_squeue_when_the_light_one_fails():
     # its error names no cause; the full squeue then says what is wrong (and is retried if transient)
     down = data("24.11/squeue_only_job_state_controller_down.stderr.txt")
-    slurm, tr, sleeps = client(_probed("24.11"), _help("24.11"), (1, "", down), (1, "", CONTROLLER_DOWN),
-                               (0, data("24.11/squeue_two_nodes.txt"), ""))
+    slurm, tr, sleeps = client(
+        _probed("24.11"),
+        _help("24.11"),
+        (1, "", down),
+        (1, "", CONTROLLER_DOWN),
+        (0, data("24.11/squeue_two_nodes.txt"), ""),
+    )
     got = slurm.job_states([5])
     assert [a[2] for a in tr.argvs[2:]] == ["--only-job-state", "--array", "--array"] and sleeps == [1.0]
     assert [r.state.name for r in got] == ["RUNNING"]
@@ -357,8 +395,20 @@ def test_input_goes_to_stdin_and_without_input_stdin_is_empty():
 
 def test_hostile_arguments_reach_the_program_verbatim_and_run_nothing(tmp_path):
     marker = tmp_path / "pwned"
-    args = ["it's", '"quoted"', f"$(touch {marker})", f"`touch {marker}`", "a b  c", "line1\nline2",
-            f"; touch {marker}", "&& id", "*", "$HOME", "|", "-n"]
+    args = [
+        "it's",
+        '"quoted"',
+        f"$(touch {marker})",
+        f"`touch {marker}`",
+        "a b  c",
+        "line1\nline2",
+        f"; touch {marker}",
+        "&& id",
+        "*",
+        "$HOME",
+        "|",
+        "-n",
+    ]
     res = LocalTransport().run(["printf", r"%s\n", *args])
     assert res.ok and res.stdout == "".join(f"{a}\n" for a in args)
     assert not marker.exists()

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from roach.errors import ParseError
-from roach.slurmio import parse as P
-from roach.slurmio.capabilities import Capabilities, RateLimit, from_config, parse_version
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
+from roach.slurmio import parse as P
+from roach.slurmio.capabilities import Capabilities, RateLimit, from_config, parse_version
 
 DATA = Path(__file__).parent / "data"
 WEIRD = "we|ird $(name) x\nline2"  # the lab job name: a pipe, spaces, $() and a newline
@@ -34,13 +34,34 @@ def t(hh_mm_ss: str, day: int = 29) -> datetime:
 
 
 def queue_row(r: P.QueueRecord) -> tuple:
-    return (r.job_id, r.raw_id, r.state.name, r.reason_text, r.elapsed_s, r.time_limit_s, r.restart_count, r.nodes,
-            r.nodelist, r.tres.gpus)
+    return (
+        r.job_id,
+        r.raw_id,
+        r.state.name,
+        r.reason_text,
+        r.elapsed_s,
+        r.time_limit_s,
+        r.restart_count,
+        r.nodes,
+        r.nodelist,
+        r.tres.gpus,
+    )
 
 
 def acct_row(r: P.AcctRecord) -> tuple:
-    return (r.job_id, r.raw_id, r.state_text, r.exit_code, r.exit_signal, r.elapsed_s, r.time_limit_s, r.nodes,
-            r.nodelist, r.tres.gpus, r.reason_text)
+    return (
+        r.job_id,
+        r.raw_id,
+        r.state_text,
+        r.exit_code,
+        r.exit_signal,
+        r.elapsed_s,
+        r.time_limit_s,
+        r.nodes,
+        r.nodelist,
+        r.tres.gpus,
+        r.reason_text,
+    )
 
 
 # -- squeue ------------------------------------------------------------------------------------------
@@ -109,18 +130,18 @@ def test_squeue_preemption_and_requeue_sequence():
 
 
 def test_squeue_scontrol_requeue_and_requeuehold():
-    rec, = P.parse_squeue(data("squeue_lab_22.05_requeue_completing.txt"))
+    (rec,) = P.parse_squeue(data("squeue_lab_22.05_requeue_completing.txt"))
     assert queue_row(rec) == ("80", 80, "COMPLETING", "None", 0, None, 1, 1, "n1", 0)
-    rec, = P.parse_squeue(data("squeue_lab_22.05_requeuehold_completing.txt"))
+    (rec,) = P.parse_squeue(data("squeue_lab_22.05_requeuehold_completing.txt"))
     assert queue_row(rec) == ("80", 80, "COMPLETING", "job requeued in held state", 0, None, 2, 1, "n1", 0)
-    rec, = P.parse_squeue(data("squeue_lab_22.05_requeuehold_pending.txt"))
+    (rec,) = P.parse_squeue(data("squeue_lab_22.05_requeuehold_pending.txt"))
     assert queue_row(rec) == ("80", 80, "PENDING", "job requeued in held state", 0, None, 2, 1, "", 0)
     assert rec.reason is PendingReason.JobRequeuedHeld and rec.reason.is_held
     assert rec.state is JobState.PENDING  # squeue says PENDING, not REQUEUE_HOLD: the reason carries the hold
 
 
 def test_squeue_two_node_job():
-    rec, = P.parse_squeue(data("squeue_lab_22.05_two_nodes.txt"))
+    (rec,) = P.parse_squeue(data("squeue_lab_22.05_two_nodes.txt"))
     assert queue_row(rec) == ("81", 81, "RUNNING", "None", 1, None, 0, 2, "n[1-2]", 2)
     assert rec.tres == P.Tres(cpu=16, mem_mb=8000, nodes=2, gpus_by_type=(("", 2),), billing=16)
 
@@ -180,8 +201,17 @@ def test_sacct_with_steps_mixed_queue():
     recs = P.parse_sacct(data("sacct_steps_lab_22.05_mixed.txt"))
     assert len(recs) == 25
     steps = {r.job_id: r for r in recs if r.step is not None}
-    assert sorted(steps) == ["57.batch", "58.batch", "59.0", "59.batch", "60.batch", "61.batch", "62.batch",
-                             "68_0.batch", "68_1.batch"]
+    assert sorted(steps) == [
+        "57.batch",
+        "58.batch",
+        "59.0",
+        "59.batch",
+        "60.batch",
+        "61.batch",
+        "62.batch",
+        "68_0.batch",
+        "68_1.batch",
+    ]
     srun = steps["59.0"]
     assert (srun.ref, srun.step, srun.raw_id, srun.name) == (P.JobRef(59), "0", "59.0", "sleep")
     assert (srun.state, srun.start_time, srun.nodelist) == (JobState.RUNNING, t("23:39:47"), "n2")
@@ -208,7 +238,12 @@ def test_sacct_allocations_of_ended_jobs():
     ]
     by = {r.job_id: r for r in recs}
     assert [by[j].state for j in ("57", "58", "60", "73", "74")] == [
-        JobState.TIMEOUT, JobState.CANCELLED, JobState.FAILED, JobState.COMPLETED, JobState.FAILED]
+        JobState.TIMEOUT,
+        JobState.CANCELLED,
+        JobState.FAILED,
+        JobState.COMPLETED,
+        JobState.FAILED,
+    ]
     assert (by["57"].start_time, by["57"].end_time) == (t("23:39:38"), t("23:41:07"))
     assert (by["66"].start_time, by["66"].end_time) == (None, t("23:40:09"))  # cancelled while held: Start=None
     assert by["73"].state.is_success and not by["74"].state.is_success
@@ -239,11 +274,18 @@ def test_sacct_duplicates_show_the_preempted_run_and_the_requeued_one():
     assert (pending[0].submit_time, pending[1].submit_time) == (t("23:40:31"), t("23:41:07"))
     running = P.parse_sacct(data("sacct_XD_lab_22.05_preempted_then_running.txt"))
     assert [(r.state, r.start_time, r.end_time) for r in running] == [
-        (JobState.PREEMPTED, t("23:40:32"), t("23:41:07")), (JobState.RUNNING, t("23:41:22"), None)]
+        (JobState.PREEMPTED, t("23:40:32"), t("23:41:07")),
+        (JobState.RUNNING, t("23:41:22"), None),
+    ]
     steps = P.parse_sacct(data("sacct_D_steps_lab_22.05_preempted.txt"))
     assert [(r.job_id, r.state_text, r.exit_signal) for r in steps] == [
-        ("76", "PREEMPTED", 0), ("76.batch", "CANCELLED", 15), ("77", "COMPLETED", 0),
-        ("77.batch", "COMPLETED", 0), ("76", "RUNNING", 0), ("76.batch", "RUNNING", 0)]
+        ("76", "PREEMPTED", 0),
+        ("76.batch", "CANCELLED", 15),
+        ("77", "COMPLETED", 0),
+        ("77.batch", "COMPLETED", 0),
+        ("76", "RUNNING", 0),
+        ("76.batch", "RUNNING", 0),
+    ]
 
 
 def test_sacct_duplicates_after_scontrol_requeue():
@@ -255,11 +297,13 @@ def test_sacct_duplicates_after_scontrol_requeue():
     held = P.parse_sacct(data("sacct_XD_lab_22.05_requeued_twice_held.txt"))
     # after `scontrol requeuehold` both runs read REQUEUED; the held one waiting now has no record of its own
     assert [(r.state, r.end_time) for r in held] == [
-        (JobState.REQUEUED, t("23:41:51")), (JobState.REQUEUED, t("23:42:32"))]
+        (JobState.REQUEUED, t("23:41:51")),
+        (JobState.REQUEUED, t("23:42:32")),
+    ]
 
 
 def test_sacct_record_of_a_job_that_just_started_is_still_incomplete():
-    rec, = P.parse_sacct(data("sacct_X_lab_22.05_just_started.txt"))
+    (rec,) = P.parse_sacct(data("sacct_X_lab_22.05_just_started.txt"))
     # slurmdbd had only the start message: a placeholder name, no partition, QOS Unknown, 0 nodes, PENDING
     assert acct_row(rec) == ("76", "76", "PENDING", 0, 0, 0, None, 0, "n2", 0, "None")
     assert (rec.name, rec.partition, rec.qos, rec.tres) == ("allocation", "", "Unknown", P.Tres())
@@ -275,7 +319,10 @@ def test_sacct_array_tasks_done_and_two_node_steps():
     ]
     two = P.parse_sacct(data("sacct_steps_lab_22.05_two_nodes.txt"))
     assert [(r.job_id, r.nodes, r.nodelist, r.tres.gpus, r.tres.cpu) for r in two] == [
-        ("81", 2, "n[1-2]", 2, 16), ("81.batch", 1, "n1", 1, 8), ("81.0", 2, "n[1-2]", 2, 16)]
+        ("81", 2, "n[1-2]", 2, 16),
+        ("81.batch", 1, "n1", 1, 8),
+        ("81.0", 2, "n[1-2]", 2, 16),
+    ]
 
 
 def test_sacct_timestamps_under_slurm_time_format_relative_are_refused():
@@ -286,11 +333,13 @@ def test_sacct_timestamps_under_slurm_time_format_relative_are_refused():
 
 
 def test_the_name_with_a_newline_survives_squeue_and_sacct():
-    for name, parse in [("squeue_lab_22.05_mixed.txt", P.parse_squeue),
-                        ("squeue_states_all_lab_22.05_ended.txt", P.parse_squeue),
-                        ("sacct_X_lab_22.05_mixed.txt", P.parse_sacct),
-                        ("sacct_steps_lab_22.05_mixed.txt", P.parse_sacct),
-                        ("sacct_X_lab_22.05_array_done.txt", P.parse_sacct)]:
+    for name, parse in [
+        ("squeue_lab_22.05_mixed.txt", P.parse_squeue),
+        ("squeue_states_all_lab_22.05_ended.txt", P.parse_squeue),
+        ("sacct_X_lab_22.05_mixed.txt", P.parse_sacct),
+        ("sacct_steps_lab_22.05_mixed.txt", P.parse_sacct),
+        ("sacct_X_lab_22.05_array_done.txt", P.parse_sacct),
+    ]:
         recs = [r for r in parse(data(name)) if r.ref.job == 68 and getattr(r, "step", None) is None]
         assert recs and {r.name for r in recs} == {WEIRD}, name
     # the record after the name is read whole
@@ -321,13 +370,30 @@ def test_every_state_and_reason_in_the_captures_is_a_known_member():
                 seen_reasons.add((s, PendingReason.parse(s)))
     assert [text for text, r in seen_reasons if r is PendingReason.UNKNOWN] == []
     assert {r for _, r in seen_reasons} == {
-        PendingReason.NONE, PendingReason.Priority, PendingReason.Resources, PendingReason.BeginTime,
-        PendingReason.Dependency, PendingReason.DependencyNeverSatisfied, PendingReason.JobArrayTaskLimit,
-        PendingReason.JobHeldUser, PendingReason.QOSMaxGRESPerUser, PendingReason.JobRequeuedHeld,
-        PendingReason.TimeLimit, PendingReason.JobLaunchFailure}
+        PendingReason.NONE,
+        PendingReason.Priority,
+        PendingReason.Resources,
+        PendingReason.BeginTime,
+        PendingReason.Dependency,
+        PendingReason.DependencyNeverSatisfied,
+        PendingReason.JobArrayTaskLimit,
+        PendingReason.JobHeldUser,
+        PendingReason.QOSMaxGRESPerUser,
+        PendingReason.JobRequeuedHeld,
+        PendingReason.TimeLimit,
+        PendingReason.JobLaunchFailure,
+    }
     assert seen_states == {
-        JobState.PENDING, JobState.RUNNING, JobState.COMPLETING, JobState.COMPLETED, JobState.FAILED,
-        JobState.CANCELLED, JobState.TIMEOUT, JobState.PREEMPTED, JobState.REQUEUED}
+        JobState.PENDING,
+        JobState.RUNNING,
+        JobState.COMPLETING,
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.PREEMPTED,
+        JobState.REQUEUED,
+    }
 
 
 # -- field counts ------------------------------------------------------------------------------------
@@ -365,15 +431,19 @@ def test_sinfo_and_sacctmgr_field_counts_are_checked():
 
 
 # -- sinfo, scontrol, sacctmgr -----------------------------------------------------------------------
-@pytest.mark.parametrize("name,expected", [
-    ("idle", [("n1", "idle", 0, 8, 4, 0, 0), ("n2", "idle", 0, 8, 4, 0, 0)]),
-    ("mixed", [("n1", "mixed", 5, 8, 4, 3, 2500), ("n2", "mixed", 2, 8, 4, 2, 1000)]),
-    ("allocated", [("n1", "allocated", 8, 8, 4, 1, 4000), ("n2", "allocated", 8, 8, 4, 1, 4000)]),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("idle", [("n1", "idle", 0, 8, 4, 0, 0), ("n2", "idle", 0, 8, 4, 0, 0)]),
+        ("mixed", [("n1", "mixed", 5, 8, 4, 3, 2500), ("n2", "mixed", 2, 8, 4, 2, 1000)]),
+        ("allocated", [("n1", "allocated", 8, 8, 4, 1, 4000), ("n2", "allocated", 8, 8, 4, 1, 4000)]),
+    ],
+)
 def test_sinfo_nodes(name, expected):
     nodes = P.parse_sinfo_nodes(data(f"sinfo_nodes_lab_22.05_{name}.txt"))
-    assert [(n.name, n.state, n.cpus_alloc, n.cpus_total, n.gpus_total, n.gpus_used, n.alloc_mem_mb)
-            for n in nodes] == expected
+    assert [
+        (n.name, n.state, n.cpus_alloc, n.cpus_total, n.gpus_total, n.gpus_used, n.alloc_mem_mb) for n in nodes
+    ] == expected
     assert all(n.partitions == ("gpu",) and n.memory_mb == 16000 and n.available for n in nodes)
 
 
@@ -398,8 +468,10 @@ def test_scontrol_show_job_of_an_array_lists_each_record():
     text = data("scontrol_show_job_lab_22.05_pending_array.txt")
     records = [P.parse_key_values(r) for r in re.split(r"\n(?=JobId=)", text.strip())]
     assert [(r["JobId"], r["ArrayTaskId"], r["JobState"], r["Reason"]) for r in records] == [
-        ("68", "2-3%2", "PENDING", "JobArrayTaskLimit"), ("72", "1", "RUNNING", "None"),
-        ("71", "0", "RUNNING", "None")]
+        ("68", "2-3%2", "PENDING", "JobArrayTaskLimit"),
+        ("72", "1", "RUNNING", "None"),
+        ("71", "0", "RUNNING", "None"),
+    ]
     # whitespace splitting folds the name's newline into a space; the keys after it are intact
     assert records[0]["JobName"] == "we|ird $(name) x line2" and records[0]["UserId"] == "roachlab(1001)"
 
@@ -407,7 +479,11 @@ def test_scontrol_show_job_of_an_array_lists_each_record():
 def test_scontrol_show_partition():
     part = P.parse_key_values(data("scontrol_show_partition_lab_22.05.txt"))
     assert (part["PartitionName"], part["Nodes"], part["PreemptMode"], part["State"]) == (
-        "gpu", "n[1-2]", "REQUEUE", "UP")
+        "gpu",
+        "n[1-2]",
+        "REQUEUE",
+        "UP",
+    )
     assert P.parse_duration(part["MaxTime"]) is None and part["DefaultTime"] == "NONE"
     assert P.parse_tres(part["TRES"]) == P.Tres(cpu=16, mem_mb=32000, nodes=2, gpus_by_type=(("", 8),), billing=16)
 
@@ -423,19 +499,37 @@ def test_sacctmgr_qos_and_associations():
     assert P.parse_duration(qos[1]["GraceTime"]) == 20 and P.parse_tres(qos[2]["MaxTRESPU"]).gpus == 4
     assoc_fields = ("Cluster", "Account", "User", "Partition", "QOS", "DefaultQOS")
     mine = P.parse_sacctmgr(data("sacctmgr_show_assoc_user_lab_22.05.txt"), assoc_fields)
-    assert mine == [{"Cluster": "lab", "Account": "lab", "User": "roachlab", "Partition": "",
-                     "QOS": "high,low,normal", "DefaultQOS": "normal"}]
+    assert mine == [
+        {
+            "Cluster": "lab",
+            "Account": "lab",
+            "User": "roachlab",
+            "Partition": "",
+            "QOS": "high,low,normal",
+            "DefaultQOS": "normal",
+        }
+    ]
     every = P.parse_sacctmgr(data("sacctmgr_show_assoc_lab_22.05.txt"), assoc_fields)
     assert [(a["Account"], a["User"]) for a in every] == [
-        ("root", ""), ("root", "root"), ("lab", ""), ("lab", "roachlab"), ("lab", "root")]
+        ("root", ""),
+        ("root", "root"),
+        ("lab", ""),
+        ("lab", "roachlab"),
+        ("lab", "root"),
+    ]
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("57\n", (57, None)),
-    ("57;lab\n", (57, "lab")),
-    ("sbatch: warning: can't honor --ntasks-per-node set to 2 which doesn't match the requested tasks 4\n81\n",
-     (81, None)),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("57\n", (57, None)),
+        ("57;lab\n", (57, "lab")),
+        (
+            "sbatch: warning: can't honor --ntasks-per-node set to 2 which doesn't match the requested tasks 4\n81\n",
+            (81, None),
+        ),
+    ],
+)
 def test_parse_sbatch(text, expected):
     assert P.parse_sbatch(text) == expected
 
@@ -450,15 +544,27 @@ def test_parse_sbatch_without_a_bare_id_is_refused(text):
 def test_show_config_and_capabilities_of_the_lab():
     config = P.parse_show_config(data("scontrol_show_config_22.05.txt"))
     assert (config["SLURM_VERSION"], config["MinJobAge"], config["SlurmctldParameters"]) == (
-        "22.05.8", "60 sec", "(null)")
+        "22.05.8",
+        "60 sec",
+        "(null)",
+    )
     assert config["InteractiveStepOptions"] == "--interactive --preserve-env --pty $SHELL"
     assert config["AuthInfo"] == "socket=/var/lib/roach/lab/munge/munge.socket,cred_expire=10"  # '=' in a value
     assert "Slurmctld(primary) at vm is UP" not in str(config)
     caps = from_config(config, json=True)
     assert caps == Capabilities(
-        version=(22, 5, 8), cluster_name="lab", accounting=True, min_job_age_s=60, preempt_type="preempt/qos",
-        preempt_mode="REQUEUE", preempt_send_user_signal=False, kill_wait_s=30, max_array_size=10001,
-        max_job_count=20000, json=True)
+        version=(22, 5, 8),
+        cluster_name="lab",
+        accounting=True,
+        min_job_age_s=60,
+        preempt_type="preempt/qos",
+        preempt_mode="REQUEUE",
+        preempt_send_user_signal=False,
+        kill_wait_s=30,
+        max_array_size=10001,
+        max_job_count=20000,
+        json=True,
+    )
     assert caps.preemption_requeues and caps.to_json()["version"] == (22, 5, 8)
 
 
@@ -471,13 +577,20 @@ def test_capabilities_of_a_25_11_config_which_has_preempt_parameters():
 
 
 @pytest.mark.parametrize("version", ["22.05", "25.11"])
-@pytest.mark.parametrize("key, value, sends", [
-    ("PreemptParameters", "send_user_signal", True),  # 23.02+
-    ("PreemptParameters", "reclaim_licenses,send_user_signal,min_exempt_priority=100", True),
-    ("PreemptParameters", "reclaim_licenses", False),
-    ("SlurmctldParameters", "enable_configless,preempt_send_user_signal", True),  # the old name, an alias since 23.02
-    ("SlurmctldParameters", "enable_configless", False),
-])
+@pytest.mark.parametrize(
+    "key, value, sends",
+    [
+        ("PreemptParameters", "send_user_signal", True),  # 23.02+
+        ("PreemptParameters", "reclaim_licenses,send_user_signal,min_exempt_priority=100", True),
+        ("PreemptParameters", "reclaim_licenses", False),
+        (
+            "SlurmctldParameters",
+            "enable_configless,preempt_send_user_signal",
+            True,
+        ),  # the old name, an alias since 23.02
+        ("SlurmctldParameters", "enable_configless", False),
+    ],
+)
 def test_capabilities_read_either_preemption_signal_setting(version, key, value, sends):
     text = data(f"scontrol_show_config_{version}.txt")
     line = f"{key:<23} = {value}"
@@ -491,7 +604,8 @@ def test_capabilities_read_either_preemption_signal_setting(version, key, value,
 
 def test_capabilities_see_preempt_send_user_signal_among_other_parameters():
     text = data("scontrol_show_config_22.05.txt").replace(
-        "SlurmctldParameters     = (null)", "SlurmctldParameters     = enable_configless,preempt_send_user_signal")
+        "SlurmctldParameters     = (null)", "SlurmctldParameters     = enable_configless,preempt_send_user_signal"
+    )
     assert from_config(P.parse_show_config(text), json=False).preempt_send_user_signal is True
 
 
@@ -525,9 +639,18 @@ AllowedRAMSpace         = 100.0%
 def test_capabilities_of_older_slurm_versions():
     old = from_config(P.parse_show_config(CONFIG_2_3_2), json=False)
     assert old == Capabilities(
-        version=(2, 3, 2), cluster_name="cluster", accounting=False, min_job_age_s=300, preempt_type="preempt/none",
-        preempt_mode="OFF", preempt_send_user_signal=False, kill_wait_s=30, max_array_size=1001, max_job_count=10000,
-        json=False)
+        version=(2, 3, 2),
+        cluster_name="cluster",
+        accounting=False,
+        min_job_age_s=300,
+        preempt_type="preempt/none",
+        preempt_mode="OFF",
+        preempt_send_user_signal=False,
+        kill_wait_s=30,
+        max_array_size=1001,
+        max_job_count=10000,
+        json=False,
+    )
     assert not old.preemption_requeues
     config = P.parse_show_config(CONFIG_20_11_6)
     assert config["AllowedRAMSpace"] == "100.0%" and "Cgroup Support Configuration:" not in config
@@ -539,8 +662,10 @@ def test_show_config_without_a_version_is_refused():
         P.parse_show_config("slurm_load_ctl_conf error: Unable to contact slurm controller (connect failure)\n")
 
 
-@pytest.mark.parametrize("text,expected", [("22.05.8", (22, 5, 8)), ("2.3.2", (2, 3, 2)), ("25.11", (25, 11, 0)),
-                                           ("slurm-wlm 22.05.8", None)])
+@pytest.mark.parametrize(
+    "text,expected",
+    [("22.05.8", (22, 5, 8)), ("2.3.2", (2, 3, 2)), ("25.11", (25, 11, 0)), ("slurm-wlm 22.05.8", None)],
+)
 def test_parse_version(text, expected):
     if expected is None:
         with pytest.raises(ParseError):
@@ -550,19 +675,41 @@ def test_parse_version(text, expected):
 
 
 # -- scalar parsers on other Slurm versions -------------------------------------------------------------
-@pytest.mark.parametrize("text,seconds", [
-    # lab 22.05 (squeue TimeUsed/TimeLimit)
-    ("0:00", 0), ("1:29", 89), ("5:00", 300), ("1:30", 90), ("365-00:00:00", YEAR), ("UNLIMITED", None),
-    # OSC/ood_core spec/fixtures/output/slurm/null_submit_time.txt (squeue TIME, TIME_LIMIT, TIME_LEFT)
-    ("3:52:31", 13951), ("35:16", 2116), ("7:15:21", 26121), ("4-00:00:00", 345600), ("3-20:07:29", 331649),
-    ("20:00:00", 72000), ("INVALID", None),  # TIME_LEFT of a job past its limit (TIMEOUT)
-    # gc3pie/gc3pie gc3libs/backends/tests/test_slurm.py (sacct Elapsed and TotalCPU, Slurm 2.6 to 16.05)
-    ("01:21:47", 4907), ("05:05.002", 305), ("58:10.420", 3490), ("00:00:00", 0),
-    # nordugrid/arc src/services/a-rex/infoproviders/test/slurmpy.t (Slurm 2.3.2; the test expects 83 and 360)
-    ("1:23", 83), ("6:00", 360),
-    # nulls
-    ("N/A", None), ("", None), ("(null)", None), ("Unknown", None), ("NONE", None), ("INFINITE", None),
-])
+@pytest.mark.parametrize(
+    "text,seconds",
+    [
+        # lab 22.05 (squeue TimeUsed/TimeLimit)
+        ("0:00", 0),
+        ("1:29", 89),
+        ("5:00", 300),
+        ("1:30", 90),
+        ("365-00:00:00", YEAR),
+        ("UNLIMITED", None),
+        # OSC/ood_core spec/fixtures/output/slurm/null_submit_time.txt (squeue TIME, TIME_LIMIT, TIME_LEFT)
+        ("3:52:31", 13951),
+        ("35:16", 2116),
+        ("7:15:21", 26121),
+        ("4-00:00:00", 345600),
+        ("3-20:07:29", 331649),
+        ("20:00:00", 72000),
+        ("INVALID", None),  # TIME_LEFT of a job past its limit (TIMEOUT)
+        # gc3pie/gc3pie gc3libs/backends/tests/test_slurm.py (sacct Elapsed and TotalCPU, Slurm 2.6 to 16.05)
+        ("01:21:47", 4907),
+        ("05:05.002", 305),
+        ("58:10.420", 3490),
+        ("00:00:00", 0),
+        # nordugrid/arc src/services/a-rex/infoproviders/test/slurmpy.t (Slurm 2.3.2; the test expects 83 and 360)
+        ("1:23", 83),
+        ("6:00", 360),
+        # nulls
+        ("N/A", None),
+        ("", None),
+        ("(null)", None),
+        ("Unknown", None),
+        ("NONE", None),
+        ("INFINITE", None),
+    ],
+)
 def test_parse_duration(text, seconds):
     assert P.parse_duration(text) == seconds
 
@@ -573,8 +720,10 @@ def test_parse_duration_refuses_what_is_not_a_duration(text):
         P.parse_duration(text)
 
 
-@pytest.mark.parametrize("text,seconds", [("525600", YEAR), ("5", 300), ("1", 60), ("Partition_Limit", None),
-                                          ("UNLIMITED", None), ("", None)])
+@pytest.mark.parametrize(
+    "text,seconds",
+    [("525600", YEAR), ("5", 300), ("1", 60), ("Partition_Limit", None), ("UNLIMITED", None), ("", None)],
+)
 def test_parse_minutes(text, seconds):
     assert P.parse_minutes(text) == seconds
 
@@ -587,18 +736,28 @@ def test_parse_time():
         P.parse_time("4 Sep 11:18")
 
 
-@pytest.mark.parametrize("text,expected", [
-    # lab 22.05: squeue tres-alloc, then sacct AllocTRES (sorted by name)
-    ("cpu=8,mem=4000M,node=1,billing=8,gres/gpu=4", P.Tres(8, 4000, 1, (("", 4),), 8)),
-    ("billing=8,cpu=8,gres/gpu=4,mem=4000M,node=1", P.Tres(8, 4000, 1, (("", 4),), 8)),
-    # OSC/ood_core spec/fixtures/output/slurm/squeue_gpu_types.txt: typed count next to the untyped total
-    ("cpu=17,mem=64G,node=1,billing=17,gres/gpu=1,gres/gpu:a100=1", P.Tres(17, 65536, 1, (("", 1), ("a100", 1)), 17)),
-    ("cpu=21,mem=84567M,node=1,billing=21,gres/gpu=2", P.Tres(21, 84567, 1, (("", 2),), 21)),
-    # OSC/ood_core spec/fixtures/output/slurm/owens_partitions.txt (partition TRES, excerpt of the items)
-    ("cpu=23000,mem=120391880M,node=810,billing=23000,gres/gpfs:ess=810,gres/gpu=154,gres/gpu:p100=154,"
-     "license/abaqus@osc=350", P.Tres(23000, 120391880, 810, (("", 154), ("p100", 154)), 23000)),
-    ("(null)", P.Tres()), ("", P.Tres()),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        # lab 22.05: squeue tres-alloc, then sacct AllocTRES (sorted by name)
+        ("cpu=8,mem=4000M,node=1,billing=8,gres/gpu=4", P.Tres(8, 4000, 1, (("", 4),), 8)),
+        ("billing=8,cpu=8,gres/gpu=4,mem=4000M,node=1", P.Tres(8, 4000, 1, (("", 4),), 8)),
+        # OSC/ood_core spec/fixtures/output/slurm/squeue_gpu_types.txt: typed count next to the untyped total
+        (
+            "cpu=17,mem=64G,node=1,billing=17,gres/gpu=1,gres/gpu:a100=1",
+            P.Tres(17, 65536, 1, (("", 1), ("a100", 1)), 17),
+        ),
+        ("cpu=21,mem=84567M,node=1,billing=21,gres/gpu=2", P.Tres(21, 84567, 1, (("", 2),), 21)),
+        # OSC/ood_core spec/fixtures/output/slurm/owens_partitions.txt (partition TRES, excerpt of the items)
+        (
+            "cpu=23000,mem=120391880M,node=810,billing=23000,gres/gpfs:ess=810,gres/gpu=154,gres/gpu:p100=154,"
+            "license/abaqus@osc=350",
+            P.Tres(23000, 120391880, 810, (("", 154), ("p100", 154)), 23000),
+        ),
+        ("(null)", P.Tres()),
+        ("", P.Tres()),
+    ],
+)
 def test_parse_tres(text, expected):
     assert P.parse_tres(text) == expected
 
@@ -610,47 +769,78 @@ def test_tres_gpus_never_adds_the_untyped_total_to_the_typed_counts():
     assert P.parse_tres("cpu=4,gres/gpu:a100=2,gres/gpu:h100=4").gpus == 6
 
 
-@pytest.mark.parametrize("text,mb", [("500M", 500), ("64G", 65536), ("84567M", 84567), ("1T", 1048576),
-                                     ("1612088K", 1574), ("72.50M", 72), ("4000Mc", 4000)])
+@pytest.mark.parametrize(
+    "text,mb",
+    [
+        ("500M", 500),
+        ("64G", 65536),
+        ("84567M", 84567),
+        ("1T", 1048576),
+        ("1612088K", 1574),
+        ("72.50M", 72),
+        ("4000Mc", 4000),
+    ],
+)
 def test_parse_memory_mb(text, mb):
     assert P.parse_memory_mb(text) == mb
 
 
 # OSC/ood_core spec/fixtures/output/slurm/sinfo_gres.txt (OSC Ascend/Cardinal, `sinfo -O ...,Gres,GresUsed`):
-OSC_GRES_2 = ("gpu:a100:2(S:2,7),nsight:no_consume:1,pfsdir:scratch:no_consume:1,gpfs:scratch:no_consume:1,"
-              "gpfs:ess:no_consume:1,vis:no_consume:1,overlay:apps:no_consume:1,overlay:apps_src:no_consume:1,"
-              "bind:apps:no_consume:1,bind:apps_src:no_consume:1")
-OSC_USED_0 = ("gpu:a100:0(IDX:N/A),nsight:0,pfsdir:scratch:0,gpfs:scratch:0,gpfs:ess:0,vis:0,overlay:apps:0,"
-              "overlay:apps_src:0,bind:apps:0,bind:apps_src:0")
+OSC_GRES_2 = (
+    "gpu:a100:2(S:2,7),nsight:no_consume:1,pfsdir:scratch:no_consume:1,gpfs:scratch:no_consume:1,"
+    "gpfs:ess:no_consume:1,vis:no_consume:1,overlay:apps:no_consume:1,overlay:apps_src:no_consume:1,"
+    "bind:apps:no_consume:1,bind:apps_src:no_consume:1"
+)
+OSC_USED_0 = (
+    "gpu:a100:0(IDX:N/A),nsight:0,pfsdir:scratch:0,gpfs:scratch:0,gpfs:ess:0,vis:0,overlay:apps:0,"
+    "overlay:apps_src:0,bind:apps:0,bind:apps_src:0"
+)
 
 
-@pytest.mark.parametrize("text,gpus", [
-    (OSC_GRES_2, 2), (OSC_USED_0, 0),
-    ("gpu:a100:3(S:2,4,7),nsight:no_consume:1,pfsdir:scratch:no_consume:1", 3),
-    ("gpu:a100:4(S:0-3),nsight:no_consume:1", 4),
-    ("gpu:a100:2(IDX:0,2),nsight:0,pfsdir:scratch:0", 2),
-    ("gpu:a100:4(IDX:0-3),pfsdir:scratch:0,gpfs:scratch:0", 4),
-    ("pfsdir:scratch:no_consume:1,gpfs:scratch:no_consume:1,gpfs:ess:no_consume:1", 0),
-    # the same forms untyped, as `gpu:2(IDX:0-1)`, and the lab's fake GPUs (no index)
-    ("gpu:2(IDX:0-1)", 2), ("gpu:a100:2(S:0-1)", 2), ("gpu:4", 4), ("gpu:3", 3), ("gpu:0", 0),
-    # OSC/ood_core squeue_gpu_types.txt TRES_PER_NODE, lab scontrol TresPerNode, sacctmgr MaxTRESPU
-    ("gres/gpu:a100:1", 1), ("gres:gpu:1", 1), ("gres/gpu=4", 4),
-    ("(null)", 0), ("N/A", 0), ("", 0),
-])
+@pytest.mark.parametrize(
+    "text,gpus",
+    [
+        (OSC_GRES_2, 2),
+        (OSC_USED_0, 0),
+        ("gpu:a100:3(S:2,4,7),nsight:no_consume:1,pfsdir:scratch:no_consume:1", 3),
+        ("gpu:a100:4(S:0-3),nsight:no_consume:1", 4),
+        ("gpu:a100:2(IDX:0,2),nsight:0,pfsdir:scratch:0", 2),
+        ("gpu:a100:4(IDX:0-3),pfsdir:scratch:0,gpfs:scratch:0", 4),
+        ("pfsdir:scratch:no_consume:1,gpfs:scratch:no_consume:1,gpfs:ess:no_consume:1", 0),
+        # the same forms untyped, as `gpu:2(IDX:0-1)`, and the lab's fake GPUs (no index)
+        ("gpu:2(IDX:0-1)", 2),
+        ("gpu:a100:2(S:0-1)", 2),
+        ("gpu:4", 4),
+        ("gpu:3", 3),
+        ("gpu:0", 0),
+        # OSC/ood_core squeue_gpu_types.txt TRES_PER_NODE, lab scontrol TresPerNode, sacctmgr MaxTRESPU
+        ("gres/gpu:a100:1", 1),
+        ("gres:gpu:1", 1),
+        ("gres/gpu=4", 4),
+        ("(null)", 0),
+        ("N/A", 0),
+        ("", 0),
+    ],
+)
 def test_parse_gres_gpus(text, gpus):
     assert P.parse_gres_gpus(text) == gpus
 
 
-@pytest.mark.parametrize("text,ref", [
-    # facebookincubator/submitit submitit/slurm/test_slurm.py (sacct JobID of arrays)
-    ("20956421_[2-4%25]", P.JobRef(20956421, None, "2-4%25")),
-    ("20956421_0", P.JobRef(20956421, 0)),
-    ("20_[2-7,12-17,22%56]", P.JobRef(20, None, "2-7,12-17,22%56")),
-    ("12_[2,4-12]", P.JobRef(12, None, "2,4-12")),
-    ("5610980", P.JobRef(5610980)),
-    # lab 22.05
-    ("68_[2-3%2]", P.JobRef(68, None, "2-3%2")), ("68_3", P.JobRef(68, 3)), (" 57 ", P.JobRef(57)),
-])
+@pytest.mark.parametrize(
+    "text,ref",
+    [
+        # facebookincubator/submitit submitit/slurm/test_slurm.py (sacct JobID of arrays)
+        ("20956421_[2-4%25]", P.JobRef(20956421, None, "2-4%25")),
+        ("20956421_0", P.JobRef(20956421, 0)),
+        ("20_[2-7,12-17,22%56]", P.JobRef(20, None, "2-7,12-17,22%56")),
+        ("12_[2,4-12]", P.JobRef(12, None, "2,4-12")),
+        ("5610980", P.JobRef(5610980)),
+        # lab 22.05
+        ("68_[2-3%2]", P.JobRef(68, None, "2-3%2")),
+        ("68_3", P.JobRef(68, 3)),
+        (" 57 ", P.JobRef(57)),
+    ],
+)
 def test_jobref_parse_and_str(text, ref):
     assert P.JobRef.parse(text) == ref
     assert P.JobRef.parse(str(ref)) == ref
@@ -662,16 +852,24 @@ def test_jobref_refuses_what_is_not_a_job_id(text):
         P.JobRef.parse(text)
 
 
-@pytest.mark.parametrize("text,state", [
-    ("CANCELLED by 1000", JobState.CANCELLED),  # gc3pie test_slurm.py
-    ("CANCELLED by 1001", JobState.CANCELLED),  # lab
-    ("NODE_FAIL", JobState.NODE_FAIL),  # gc3pie test_slurm.py
-    ("TIMEOUT", JobState.TIMEOUT), ("TO", JobState.TIMEOUT), ("R", JobState.RUNNING),  # OSC null_submit_time.txt
-    ("CD", JobState.COMPLETED),  # OSC non_utf8_job_name.txt
-    ("OUT_OF_MEMORY", JobState.OUT_OF_MEMORY),
-    ("OUT_OF_ME+", JobState.OUT_OF_MEMORY), ("CANCELLED+", JobState.CANCELLED),  # sacct without -P cuts at 10
-    ("PREEMPTED", JobState.PREEMPTED), ("REQUEUED", JobState.REQUEUED), ("COMPLETING", JobState.COMPLETING),
-])
+@pytest.mark.parametrize(
+    "text,state",
+    [
+        ("CANCELLED by 1000", JobState.CANCELLED),  # gc3pie test_slurm.py
+        ("CANCELLED by 1001", JobState.CANCELLED),  # lab
+        ("NODE_FAIL", JobState.NODE_FAIL),  # gc3pie test_slurm.py
+        ("TIMEOUT", JobState.TIMEOUT),
+        ("TO", JobState.TIMEOUT),
+        ("R", JobState.RUNNING),  # OSC null_submit_time.txt
+        ("CD", JobState.COMPLETED),  # OSC non_utf8_job_name.txt
+        ("OUT_OF_MEMORY", JobState.OUT_OF_MEMORY),
+        ("OUT_OF_ME+", JobState.OUT_OF_MEMORY),
+        ("CANCELLED+", JobState.CANCELLED),  # sacct without -P cuts at 10
+        ("PREEMPTED", JobState.PREEMPTED),
+        ("REQUEUED", JobState.REQUEUED),
+        ("COMPLETING", JobState.COMPLETING),
+    ],
+)
 def test_job_state_parse(text, state):
     assert JobState.parse(text) is state
 
@@ -682,25 +880,39 @@ def test_job_state_refuses_an_unknown_state():
         JobState.parse("RUNING")
 
 
-@pytest.mark.parametrize("text,reason", [
-    ("Resources", PendingReason.Resources), ("(Resources)", PendingReason.Resources),  # squeue %R wraps it
-    ("Priority", PendingReason.Priority), ("QOSMaxGRESPerUser", PendingReason.QOSMaxGRESPerUser),
-    ("TimeLimit", PendingReason.TimeLimit),  # OSC null_submit_time.txt, on a TIMEOUT job
-    ("NonZeroExitCode", PendingReason.NonZeroExitCode),  # lab `squeue -t all` of an exit 3
-    ("job requeued in held state", PendingReason.JobRequeuedHeld),
-    ("job_requeued_in_held_state", PendingReason.JobRequeuedHeld),  # scontrol's spelling of the same
-    ("None", PendingReason.NONE), ("(null)", PendingReason.NONE), ("", PendingReason.NONE),
-    ("SomeReasonOfSlurm99", PendingReason.UNKNOWN),
-])
+@pytest.mark.parametrize(
+    "text,reason",
+    [
+        ("Resources", PendingReason.Resources),
+        ("(Resources)", PendingReason.Resources),  # squeue %R wraps it
+        ("Priority", PendingReason.Priority),
+        ("QOSMaxGRESPerUser", PendingReason.QOSMaxGRESPerUser),
+        ("TimeLimit", PendingReason.TimeLimit),  # OSC null_submit_time.txt, on a TIMEOUT job
+        ("NonZeroExitCode", PendingReason.NonZeroExitCode),  # lab `squeue -t all` of an exit 3
+        ("job requeued in held state", PendingReason.JobRequeuedHeld),
+        ("job_requeued_in_held_state", PendingReason.JobRequeuedHeld),  # scontrol's spelling of the same
+        ("None", PendingReason.NONE),
+        ("(null)", PendingReason.NONE),
+        ("", PendingReason.NONE),
+        ("SomeReasonOfSlurm99", PendingReason.UNKNOWN),
+    ],
+)
 def test_pending_reason_parse(text, reason):
     assert PendingReason.parse(text) is reason
 
 
-@pytest.mark.parametrize("text,pair", [
-    ("0:0", (0, 0)), ("3:0", (3, 0)), ("0:9", (0, 9)), ("0:15", (0, 15)),  # lab
-    ("1:0", (1, 0)), ("0:1", (0, 1)),  # gc3pie test_slurm.py (FAILED; TIMEOUT on Slurm 14.11)
-    ("0:125", (0, 125)),  # OUT_OF_MEMORY
-])
+@pytest.mark.parametrize(
+    "text,pair",
+    [
+        ("0:0", (0, 0)),
+        ("3:0", (3, 0)),
+        ("0:9", (0, 9)),
+        ("0:15", (0, 15)),  # lab
+        ("1:0", (1, 0)),
+        ("0:1", (0, 1)),  # gc3pie test_slurm.py (FAILED; TIMEOUT on Slurm 14.11)
+        ("0:125", (0, 125)),  # OUT_OF_MEMORY
+    ],
+)
 def test_parse_exit_code(text, pair):
     assert P.parse_exit_code(text) == pair
 
@@ -718,19 +930,23 @@ def test_parse_exit_code_refuses_garbage(text):
 
 def test_parse_key_values_of_other_versions():
     # hpcugent/vsc-administration test/slurm_scontrol.py: `scontrol show partition --oneliner` (Slurm 20.11)
-    line = ("PartitionName=mypart AllowGroups=gabc,wheel AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES "
-            "QoS=N/A DefaultTime=01:00:00 DisableRootJobs=YES ExclusiveUser=NO GraceTime=0 Hidden=NO "
-            "MaxNodes=UNLIMITED MaxTime=3-00:00:00 MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=node1,node2 "
-            "PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE "
-            "PreemptMode=OFF State=UP TotalCPUs=32 TotalNodes=2 SelectTypeParameters=NONE JobDefaults=(null) "
-            "DefMemPerCPU=800 MaxMemPerNode=3200 TRESBillingWeights=CPU=1,Mem=1.33G")
+    line = (
+        "PartitionName=mypart AllowGroups=gabc,wheel AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES "
+        "QoS=N/A DefaultTime=01:00:00 DisableRootJobs=YES ExclusiveUser=NO GraceTime=0 Hidden=NO "
+        "MaxNodes=UNLIMITED MaxTime=3-00:00:00 MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=node1,node2 "
+        "PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE "
+        "PreemptMode=OFF State=UP TotalCPUs=32 TotalNodes=2 SelectTypeParameters=NONE JobDefaults=(null) "
+        "DefMemPerCPU=800 MaxMemPerNode=3200 TRESBillingWeights=CPU=1,Mem=1.33G"
+    )
     kv = P.parse_key_values(line)
     assert len(kv) == 33
     assert (kv["MaxTime"], kv["TRESBillingWeights"], kv["JobDefaults"]) == ("3-00:00:00", "CPU=1,Mem=1.33G", "(null)")
     assert P.parse_duration(kv["MaxTime"]) == 3 * 86400 and P.parse_duration(kv["DefaultTime"]) == 3600
     # nordugrid/arc slurmpy.t: `scontrol show node --oneliner` of Slurm 2.3.2
-    node = P.parse_key_values("NodeName=test-machine Arch=i686 CoresPerSocket=1 CPUAlloc=0 CPUErr=0 CPUTot=1 "
-                              "Features=(null) Gres=(null) NodeAddr=test-machine State=IDLE Reason=(null)")
+    node = P.parse_key_values(
+        "NodeName=test-machine Arch=i686 CoresPerSocket=1 CPUAlloc=0 CPUErr=0 CPUTot=1 "
+        "Features=(null) Gres=(null) NodeAddr=test-machine State=IDLE Reason=(null)"
+    )
     assert (node["CPUTot"], node["State"], P.parse_gres_gpus(node["Gres"])) == ("1", "IDLE", 0)
 
 
@@ -743,13 +959,18 @@ def test_parse_key_values_refuses_text_that_does_not_start_with_a_key():
 def test_capabilities_read_the_rpc_rate_limit(version):
     text = data(f"scontrol_show_config_{version}.txt")
     assert from_config(P.parse_show_config(text), json=False).rate_limit is None
-    on = re.sub(r"^SlurmctldParameters +=.*$", "SlurmctldParameters     = enable_configless,rl_enable", text, flags=re.M)
+    on = re.sub(
+        r"^SlurmctldParameters +=.*$", "SlurmctldParameters     = enable_configless,rl_enable", text, flags=re.M
+    )
     caps = from_config(P.parse_show_config(on), json=False)
     assert caps.rate_limit == RateLimit(bucket_size=30, refill_rate=2, refill_period_s=1)  # Slurm's defaults
     assert caps.min_round_interval_s(3) == 1.5
-    tuned = re.sub(r"^SlurmctldParameters +=.*$",
-                   "SlurmctldParameters     = rl_enable,rl_bucket_size=50,rl_refill_rate=1,rl_refill_period=5,rl_log_freq=0",
-                   text, flags=re.M)
+    tuned = re.sub(
+        r"^SlurmctldParameters +=.*$",
+        "SlurmctldParameters     = rl_enable,rl_bucket_size=50,rl_refill_rate=1,rl_refill_period=5,rl_log_freq=0",
+        text,
+        flags=re.M,
+    )
     caps = from_config(P.parse_show_config(tuned), json=False)
     assert caps.rate_limit == RateLimit(bucket_size=50, refill_rate=1, refill_period_s=5)
     assert caps.min_round_interval_s(3) == 15.0

@@ -20,8 +20,24 @@ from roach.slurmio.transport import Transport
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
 HOSTILE = [
-    "it's", 'say "hi"', "$(touch {d}/dollar)", "`touch {d}/backtick`", "a b  c", "line1\nline2", "; touch {d}/semi",
-    "*", "~", "-n", "", "\\", "a;b|c&d", "$HOME", "'; touch {d}/quote; '", "\t", "ünï©ødé", "{d}/*",
+    "it's",
+    'say "hi"',
+    "$(touch {d}/dollar)",
+    "`touch {d}/backtick`",
+    "a b  c",
+    "line1\nline2",
+    "; touch {d}/semi",
+    "*",
+    "~",
+    "-n",
+    "",
+    "\\",
+    "a;b|c&d",
+    "$HOME",
+    "'; touch {d}/quote; '",
+    "\t",
+    "ünï©ødé",
+    "{d}/*",
 ]
 
 
@@ -59,8 +75,10 @@ def fresh(sshd: SSHServer):
 # -- the remote command string (pure) --------------------------------------------------------------------------
 def test_remote_command_quotes_each_argument_once_and_exports_env_after_setup():
     cmd = remote_command(["printf", "%s\n", "a b", "$(x)"], {"SLURM_CONF": "/etc/slurm conf"}, ["module load slurm"])
-    assert cmd == ("module load slurm; export SLURM_CONF='/etc/slurm conf'; export SLURM_TIME_FORMAT=standard; "
-                   "printf '%s\n' 'a b' '$(x)'")
+    assert cmd == (
+        "module load slurm; export SLURM_CONF='/etc/slurm conf'; export SLURM_TIME_FORMAT=standard; "
+        "printf '%s\n' 'a b' '$(x)'"
+    )
     assert shlex.split(cmd.split("; ")[-1]) == ["printf", "%s\n", "a b", "$(x)"]
 
 
@@ -145,7 +163,7 @@ def test_stdin_text_and_bytes_round_trip(fresh):
 
 def test_remote_exit_codes_pass_through_as_results(fresh):
     t = fresh()
-    assert t.run(["sh", "-c", "echo oops >&2; exit 3"]) .returncode == 3
+    assert t.run(["sh", "-c", "echo oops >&2; exit 3"]).returncode == 3
     res = t.run(["sh", "-c", "exit 255"])  # the command's own 255 (no ssh message): still a result
     assert res.returncode == 255
     assert t.run(["false"]).returncode == 1
@@ -184,8 +202,9 @@ def test_slurm_client_over_ssh_reads_the_lab(lab, fresh, user_slurm):
 # -- failures become roach errors ------------------------------------------------------------------------------
 def test_auth_failure_is_a_transport_error_with_a_batchmode_hint_and_no_backoff(sshd: SSHServer):
     clock = FakeClock()
-    t = SSHTransport(sshd.nokey_alias, config_file=sshd.config_path, control_dir=sshd.control_dir,
-                     clock=clock, sleep=clock.sleep)
+    t = SSHTransport(
+        sshd.nokey_alias, config_file=sshd.config_path, control_dir=sshd.control_dir, clock=clock, sleep=clock.sleep
+    )
     for _ in range(2):  # not a reason to back off: the second call tries again
         with pytest.raises(TransportError) as exc:
             t.run(["true"])
@@ -303,8 +322,9 @@ def test_rsync_args_ride_on_the_shared_connection(fresh, sshd: SSHServer, tmp_pa
     src.write_text("payload")
     remote = t.run(["mktemp", "-d"]).stdout.strip()
     try:
-        subprocess.run(["rsync", *t.rsync_args(), str(src), f"{sshd.alias}:{remote}/"], check=True,
-                       capture_output=True, text=True)
+        subprocess.run(
+            ["rsync", *t.rsync_args(), str(src), f"{sshd.alias}:{remote}/"], check=True, capture_output=True, text=True
+        )
         assert t.run(["cat", f"{remote}/x y.txt"]).stdout == "payload"
     finally:
         t.run(["rm", "-rf", remote])
@@ -313,9 +333,9 @@ def test_rsync_args_ride_on_the_shared_connection(fresh, sshd: SSHServer, tmp_pa
 
 # -- which alias a submission records (the store's via) ----------------------------------------------------------
 def test_only_an_alias_other_than_the_clusters_own_is_recorded(tmp_path, monkeypatch):
+    from roach.clusters.route import submitted_via
     from roach.clusters.userconfig import get_cluster
     from roach.slurm.clusters.lab import LAB
-    from roach.clusters.route import submitted_via
 
     monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(tmp_path / "clusters.toml"))
     dsi = get_cluster("dsi")

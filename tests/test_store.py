@@ -11,16 +11,29 @@ from dataclasses import replace
 import pytest
 
 from roach.errors import RoachError, UsageError
-from roach.records.store import SCHEMA_VERSION, JobRecord, Store, default_store_path, utc_now
+from roach.records.job_record import JobRecord, utc_now
+from roach.records.schema import SCHEMA_VERSION
+from roach.records.store import Store, default_store_path
 
 
 def rec(job_id: int = 100, run_id: str = "r-abc", cluster: str = "ilc", **kw) -> JobRecord:
     base = JobRecord(
-        cluster=cluster, job_id=job_id, run_id=run_id, name="train", target="pkg.mod:main", commit="deadbeef",
-        repo="/home/u/repo", log_path=f"/scratch/logs/{run_id}_{job_id}.out",
-        bundle_dir=f"/scratch/logs/bundles/{job_id}", run_dir=f"/scratch/runs/{run_id}",
-        submitted_at="2026-01-02T03:04:05Z", resources={"gpus": 4, "partition": "gpu", "nested": {"a": [1, 2]}},
-        status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
+        cluster=cluster,
+        job_id=job_id,
+        run_id=run_id,
+        name="train",
+        target="pkg.mod:main",
+        commit="deadbeef",
+        repo="/home/u/repo",
+        log_path=f"/scratch/logs/{run_id}_{job_id}.out",
+        bundle_dir=f"/scratch/logs/bundles/{job_id}",
+        run_dir=f"/scratch/runs/{run_id}",
+        submitted_at="2026-01-02T03:04:05Z",
+        resources={"gpus": 4, "partition": "gpu", "nested": {"a": [1, 2]}},
+        status="submitted",
+        slurm_state=None,
+        exit_code=None,
+        recorded_at=None,
     )
     return replace(base, **kw)
 
@@ -76,7 +89,11 @@ def test_update_final(store):
     store.update_final("ilc", 100, "cancelled", "CANCELLED by 1001", "0:15", "2026-01-02T04:00:00Z")
     got = store.get("ilc", 100)
     assert (got.status, got.slurm_state, got.exit_code, got.recorded_at) == (
-        "cancelled", "CANCELLED by 1001", "0:15", "2026-01-02T04:00:00Z")
+        "cancelled",
+        "CANCELLED by 1001",
+        "0:15",
+        "2026-01-02T04:00:00Z",
+    )
     assert got.is_final and got.resources == rec().resources
 
 
@@ -175,7 +192,9 @@ def test_newer_schema_is_refused(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(RoachError, match=f"schema version {SCHEMA_VERSION + 1}; this roach reads up to {SCHEMA_VERSION}"):
+    with pytest.raises(
+        RoachError, match=f"schema version {SCHEMA_VERSION + 1}; this roach reads up to {SCHEMA_VERSION}"
+    ):
         Store(path).recent()
 
 
@@ -335,26 +354,35 @@ def test_add_many_is_all_or_nothing(store):
 
 def test_update_final_many_records_every_run_in_one_go(store):
     store.add_many([rec(700, run_id=f"s-{i}", task=i) for i in range(3)])
-    store.update_final_many("ilc", [(700, 0, "completed", "COMPLETED", "0:0"), (700, 2, "failed", "FAILED", "1:0")],
-                            "2026-01-01T00:00:00Z")
+    store.update_final_many(
+        "ilc", [(700, 0, "completed", "COMPLETED", "0:0"), (700, 2, "failed", "FAILED", "1:0")], "2026-01-01T00:00:00Z"
+    )
     assert [(r.status, r.exit_code) for r in store.array_tasks("ilc", 700)] == [
-        ("completed", "0:0"), ("submitted", None), ("failed", "1:0")]
+        ("completed", "0:0"),
+        ("submitted", None),
+        ("failed", "1:0"),
+    ]
     with pytest.raises(UsageError, match="not a final status"):
         store.update_final_many("ilc", [(700, 1, "running", None, None)], "2026-01-01T00:00:00Z")
     assert store.get("ilc", 700, 1).status == "submitted"
 
 
 def test_a_version_2_store_gets_the_via_config_column(tmp_path):
-    from roach.records.store import _SCHEMA
+    from roach.records.schema import SCHEMA as _SCHEMA
 
     path = tmp_path / "v2.sqlite"
     conn = sqlite3.connect(path)
-    v2 = _SCHEMA.replace("    via          TEXT,", "    via          TEXT").split("    via_config")[0] + ");" \
+    v2 = (
+        _SCHEMA.replace("    via          TEXT,", "    via          TEXT").split("    via_config")[0]
+        + ");"
         + _SCHEMA.split(");", 1)[1]
+    )
     conn.executescript(v2 + "PRAGMA user_version=2;")
-    conn.execute("INSERT INTO jobs (cluster, job_id, run_id, name, target, \"commit\", repo, log_path, bundle_dir, run_dir,"
-                 " submitted_at, resources, status, via) VALUES ('dsi', 5, 'r5', 'n', 'p.m:f', 'c', 'r', '/l', '/b',"
-                 " '/r', '2026-01-01T00:00:00Z', '{}', 'submitted', 'other')")
+    conn.execute(
+        'INSERT INTO jobs (cluster, job_id, run_id, name, target, "commit", repo, log_path, bundle_dir, run_dir,'
+        " submitted_at, resources, status, via) VALUES ('dsi', 5, 'r5', 'n', 'p.m:f', 'c', 'r', '/l', '/b',"
+        " '/r', '2026-01-01T00:00:00Z', '{}', 'submitted', 'other')"
+    )
     conn.commit()
     conn.close()
     s = Store(path)
@@ -369,23 +397,34 @@ def test_a_version_2_store_gets_the_via_config_column(tmp_path):
 def test_a_version_3_stores_ended_jobs_have_their_job_json_behind(tmp_path):
     """An older roach recorded ends in the store only: after the upgrade they say their job.json may lack
     the end (so `roach ls`/`status` write it), and a new end records when job.json got it."""
-    from roach.records.store import _SCHEMA, FinalRow
+    from roach.records.job_record import FinalRow
+    from roach.records.schema import SCHEMA as _SCHEMA
 
     path = tmp_path / "v3.sqlite"
     conn = sqlite3.connect(path)
-    v3 = _SCHEMA.replace("    via_config   TEXT,", "    via_config   TEXT").split("    job_json_at")[0] + ");" \
+    v3 = (
+        _SCHEMA.replace("    via_config   TEXT,", "    via_config   TEXT").split("    job_json_at")[0]
+        + ");"
         + _SCHEMA.split(");", 1)[1]
+    )
     conn.executescript(v3 + "PRAGMA user_version=3;")
     for job, status, state in ((5, "completed", "'COMPLETED'"), (6, "submitted", "NULL")):
-        conn.execute("INSERT INTO jobs (cluster, job_id, run_id, name, target, \"commit\", repo, log_path, bundle_dir,"
-                     " run_dir, submitted_at, resources, status, slurm_state) VALUES ('dsi', ?, 'r', 'n', 'p.m:f', 'c',"
-                     f" 'r', '/l', '/b', '/r', '2026-01-01T00:00:00Z', '{{}}', ?, {state})", (job, status))
+        conn.execute(
+            'INSERT INTO jobs (cluster, job_id, run_id, name, target, "commit", repo, log_path, bundle_dir,'
+            " run_dir, submitted_at, resources, status, slurm_state) VALUES ('dsi', ?, 'r', 'n', 'p.m:f', 'c',"
+            f" 'r', '/l', '/b', '/r', '2026-01-01T00:00:00Z', '{{}}', ?, {state})",
+            (job, status),
+        )
     conn.commit()
     conn.close()
     s = Store(path)
     assert [(r.job_id, r.job_json_at, r.job_json_behind) for r in s.all_jobs()] == [(5, None, True), (6, None, False)]
-    assert s.record_ends([FinalRow("dsi", 6, None, "failed", "FAILED", "1:0", "2026-01-02T00:00:00Z",
-                                   "2026-01-02T00:00:01Z")]) == 1
+    assert (
+        s.record_ends(
+            [FinalRow("dsi", 6, None, "failed", "FAILED", "1:0", "2026-01-02T00:00:00Z", "2026-01-02T00:00:01Z")]
+        )
+        == 1
+    )
     assert (s.get("dsi", 6).job_json_at, s.get("dsi", 6).job_json_behind) == ("2026-01-02T00:00:01Z", False)
     s.close()
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
@@ -403,4 +442,7 @@ def test_a_sweeps_runs_are_found_by_its_id_and_nothing_else(store):
 def test_submission_counts_per_run(store):
     store.add_many([rec(900 + i, run_id=f"r{i % 3}") for i in range(7)])
     assert store.submission_counts([f"r{i}" for i in range(3)] + ["nope"] + [f"x{i}" for i in range(600)]) == {
-        "r0": 3, "r1": 2, "r2": 2}
+        "r0": 3,
+        "r1": 2,
+        "r2": 2,
+    }

@@ -13,12 +13,11 @@ import pytest
 
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.slurm import Resources
-from roach.slurm import submit
-from roach.records.bundle import JobJson
-from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from roach.model.job_state import JobState
-from tests.conftest import slack, wait_until
+from roach.records.bundle import JobJson
+from roach.slurm import Resources, submit
+from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
+from tests.conftest import slack
 from tests.support.packages import PKG
 
 pytestmark = pytest.mark.lab
@@ -92,9 +91,15 @@ def test_clone_is_shared_read_only_at_the_commit_and_made_once_under_concurrency
     logs = [j.log() for j in jobs]
     assert sum(log.count("cloned ") for log in logs) == 1, logs  # one clone, made once
     clone = Path(roots["clone_root"]) / f"work-{commit}"
-    assert subprocess.run(["git", "-c", "safe.directory=*", "-C", str(clone), "rev-parse", "HEAD"],
-                          capture_output=True, text=True).stdout.strip() == commit
-    results = {json.loads((Path(roots["log_root"]).parent / "runs" / j.run_id / "result.json").read_text()) for j in jobs}
+    assert (
+        subprocess.run(
+            ["git", "-c", "safe.directory=*", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        == commit
+    )
+    results = {
+        json.loads((Path(roots["log_root"]).parent / "runs" / j.run_id / "result.json").read_text()) for j in jobs
+    }
     assert results == {"refused: PermissionError"}
     assert not os.stat(clone).st_mode & 0o222
     assert [p.name for p in Path(roots["clone_root"]).iterdir() if not p.name.startswith(".")] == [f"work-{commit}"]
@@ -137,8 +142,19 @@ def test_secrets_reach_the_function_and_no_file_roach_wrote(repo, store, roots, 
     job = _submit(repo, store, roots, "pkg.jobs:uses_secret", secrets_dir=str(sdir), job_env={"MODE": "offline"})
     assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()
     assert "token present: True (31 chars)" in job.log()
-    leaks = subprocess.run(["grep", "-rl", "--", secret, roots["log_root"], str(Path(roots["log_root"]).parent / "runs"),
-                            str(store.path.parent)], capture_output=True, text=True).stdout
+    leaks = subprocess.run(
+        [
+            "grep",
+            "-rl",
+            "--",
+            secret,
+            roots["log_root"],
+            str(Path(roots["log_root"]).parent / "runs"),
+            str(store.path.parent),
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout
     assert leaks == ""
 
 
@@ -158,8 +174,12 @@ def test_secrets_readable_by_others_are_refused_before_submitting(repo, store, r
 def test_bad_input_is_refused_and_nothing_is_submitted_or_written(case, repo, store, roots, user_slurm):
     target, kw = "pkg.jobs:hello", {}
     expect = {
-        "dirty": "uncommitted|untracked|modified", "unpushed": "not on origin/main", "no_module": "pkg.missing",
-        "no_function": "nosuch", "non_json": "not JSON-serialisable", "preset": "no preset 'GPU9'(.|\n)*GPU1",
+        "dirty": "uncommitted|untracked|modified",
+        "unpushed": "not on origin/main",
+        "no_module": "pkg.missing",
+        "no_function": "nosuch",
+        "non_json": "not JSON-serialisable",
+        "preset": "no preset 'GPU9'(.|\n)*GPU1",
         "resources": "invalid Resources",
     }[case]
     if case == "dirty":
@@ -227,9 +247,19 @@ def test_a_cluster_that_cannot_reach_the_git_remote_gets_the_commit_as_a_bundle(
         for args in (["add", "-A"], ["commit", "-q", "-m", "pkg"], ["push", "-q", "-u", "origin", "HEAD:main"]):
             subprocess.run([*GIT, "-C", str(work), *args], check=True, capture_output=True)
         cluster = CLUSTER.with_(git_reachable=False)
-        job = submit("pkg.jobs:hello", args={"who": "mirror"}, resources=GPU1, cluster=cluster, repo_root=work,
-                     store=store, **roots)
+        job = submit(
+            "pkg.jobs:hello",
+            args={"who": "mirror"},
+            resources=GPU1,
+            cluster=cluster,
+            repo_root=work,
+            store=store,
+            **roots,
+        )
         assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()
-        assert "hello mirror" in job.log() and f"{roots['log_root']}/bundles/git/work.git" in Path(job.paths.spec).read_text()
+        assert (
+            "hello mirror" in job.log()
+            and f"{roots['log_root']}/bundles/git/work.git" in Path(job.paths.spec).read_text()
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -4,24 +4,24 @@ changed in submit: the bundle, the shipped roach and the clone all go through th
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import cli
-from roach.cli.views import follow_log
 from roach.cli.jobs import logs
+from roach.cli.views import follow_log
 from roach.errors import TransportError
 from roach.lab.config import LAB_USER
-from roach.slurm import submit
-from roach.slurm.clusters.lab import LAB
 from roach.launch.job import Job
-from roach.slurmio.ssh import SSHTransport
 from roach.model.job_state import JobState
 from roach.records.store import Store
+from roach.slurm import submit
+from roach.slurm.clusters.lab import LAB
+from roach.slurmio.ssh import SSHTransport
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack, wait_until
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.lab
 
 PKG = {
     "pkg/__init__.py": "",
-    "pkg/jobs.py": '''
+    "pkg/jobs.py": """
 import getpass
 
 def hello(run, who="world"):
@@ -41,7 +41,7 @@ def hello(run, who="world"):
 def nap(seconds):
     import time
     time.sleep(seconds)
-''',
+""",
 }
 
 
@@ -51,14 +51,23 @@ def cluster(lab, sshd: SSHServer):
     return LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
 
 
-def test_a_function_submitted_over_ssh_runs_and_its_log_reads_back(git_repo, shared_tmp: Path, tmp_path, cluster,
-                                                                   sshd: SSHServer, monkeypatch, capsys):
+def test_a_function_submitted_over_ssh_runs_and_its_log_reads_back(
+    git_repo, shared_tmp: Path, tmp_path, cluster, sshd: SSHServer, monkeypatch, capsys
+):
     git_repo.commit(PKG, "the test package")
     store = Store(tmp_path / "store.sqlite")
     roots = {"log_root": str(shared_tmp / "logs"), "clone_root": str(shared_tmp / "clones")}
     before = sshd.accepted_connections()
-    job = submit("pkg.jobs:hello", {"who": "ssh"}, resources="CPU", cluster=cluster, repo_root=git_repo.work,
-                 store=store, description="over ssh", **roots)
+    job = submit(
+        "pkg.jobs:hello",
+        {"who": "ssh"},
+        resources="CPU",
+        cluster=cluster,
+        repo_root=git_repo.work,
+        store=store,
+        description="over ssh",
+        **roots,
+    )
     try:
         rec = job.wait(timeout=slack(120))
     finally:
@@ -87,8 +96,9 @@ def test_a_function_submitted_over_ssh_runs_and_its_log_reads_back(git_repo, sha
     assert os.path.exists(job.paths.job_json)
 
 
-def test_a_commit_reaches_a_cluster_without_the_remote_as_an_incremental_git_bundle(git_repo, shared_tmp: Path,
-                                                                                     cluster, sshd: SSHServer):
+def test_a_commit_reaches_a_cluster_without_the_remote_as_an_incremental_git_bundle(
+    git_repo, shared_tmp: Path, cluster, sshd: SSHServer
+):
     from roach.launch.gitpush import push_commit
 
     data = {"data/table.txt": os.urandom(100_000).hex()}  # so that what a second commit adds is small beside it
@@ -101,9 +111,18 @@ def test_a_commit_reaches_a_cluster_without_the_remote_as_an_incremental_git_bun
     assert p1.url == f"{mirrors}/work.git" and Path(p1.url).owner() == LAB_USER
 
     def clone_at(commit: str, dest: str) -> str:
-        res = t.run(["sh", "-c", 'git clone -q --no-checkout "$1" "$2" && git -C "$2" -c advice.detachedHead=false '
-                     'checkout -q --detach "$3" && git -C "$2" rev-parse HEAD && cat "$2/pkg/jobs.py"',
-                     "sh", p1.url, dest, commit])
+        res = t.run(
+            [
+                "sh",
+                "-c",
+                'git clone -q --no-checkout "$1" "$2" && git -C "$2" -c advice.detachedHead=false '
+                'checkout -q --detach "$3" && git -C "$2" rev-parse HEAD && cat "$2/pkg/jobs.py"',
+                "sh",
+                p1.url,
+                dest,
+                commit,
+            ]
+        )
         assert res.ok, res.stderr
         return res.stdout
 
@@ -150,19 +169,41 @@ def alias_cli(lab, sshd: SSHServer, git_repo, shared_tmp: Path, tmp_path, monkey
     master.close()
     ns = type("AliasCLI", (), {})()
     ns.master, ns.jobs, ns.cfg, ns.work = master, [], str(sshd.config_path), str(git_repo.work)
-    ns.common = ["--cluster", "lab", "--resources", "CPU", "--repo-root", str(git_repo.work),
-                 "--log-root", str(shared_tmp / "logs"), "--clone-root", str(shared_tmp / "clones"), "--json"]
+    ns.common = [
+        "--cluster",
+        "lab",
+        "--resources",
+        "CPU",
+        "--repo-root",
+        str(git_repo.work),
+        "--log-root",
+        str(shared_tmp / "logs"),
+        "--clone-root",
+        str(shared_tmp / "clones"),
+        "--json",
+    ]
     yield ns
     if ns.jobs:
         run(LocalTransport(env=lab.env(), user=LAB_USER), ["scancel", *map(str, ns.jobs)])
     master.close()
 
 
-def test_a_job_submitted_through_an_alias_is_read_back_and_listed_through_it(alias_cli, sshd: SSHServer,
-                                                                              no_local_slurm):
+def test_a_job_submitted_through_an_alias_is_read_back_and_listed_through_it(
+    alias_cli, sshd: SSHServer, no_local_slurm
+):
     cfg = alias_cli.cfg
-    r = roach("submit", "pkg.jobs:hello", *alias_cli.common, "--arg", "who=alias", "--ssh-alias", sshd.alias,
-              "--ssh-config", cfg, "--wait")
+    r = roach(
+        "submit",
+        "pkg.jobs:hello",
+        *alias_cli.common,
+        "--arg",
+        "who=alias",
+        "--ssh-alias",
+        sshd.alias,
+        "--ssh-config",
+        cfg,
+        "--wait",
+    )
     assert r.exit_code == 0, r.output
     job = json.loads(r.stdout)
     alias_cli.jobs.append(job["job_id"])
@@ -212,8 +253,9 @@ def test_a_job_submitted_through_an_alias_is_read_back_and_listed_through_it(ali
     assert again["job_id"] != job["job_id"] and used == []
 
 
-def test_cancel_and_ls_go_per_cluster_and_alias_and_an_explicit_alias_overrides(alias_cli, sshd: SSHServer,
-                                                                                user_slurm, monkeypatch):
+def test_cancel_and_ls_go_per_cluster_and_alias_and_an_explicit_alias_overrides(
+    alias_cli, sshd: SSHServer, user_slurm, monkeypatch
+):
     cfg = alias_cli.cfg
     submitted = {}
     for how, extra in (("alias", ["--ssh-alias", sshd.alias, "--ssh-config", cfg]), ("local", ["--run-as", LAB_USER])):
@@ -223,8 +265,11 @@ def test_cancel_and_ls_go_per_cluster_and_alias_and_an_explicit_alias_overrides(
         alias_cli.jobs.append(submitted[how]["job_id"])
     assert (submitted["alias"]["via"], submitted["local"]["via"]) == (sshd.alias, None)
     ids = [j["job_id"] for j in submitted.values()]
-    wait_until("both naps to run", lambda: len([q for q in user_slurm.squeue(job_ids=ids) if q.state.is_running]) == 2,
-               timeout=120)
+    wait_until(
+        "both naps to run",
+        lambda: len([q for q in user_slurm.squeue(job_ids=ids) if q.state.is_running]) == 2,
+        timeout=120,
+    )
 
     calls: list[tuple[str, str]] = []
     real_local, real_ssh = LocalTransport.run, SSHTransport.run
@@ -258,11 +303,17 @@ def test_cancel_and_ls_go_per_cluster_and_alias_and_an_explicit_alias_overrides(
     assert [c for c in calls if c[0] == "local"] == [] and ("ssh", "scancel") in calls
     r = roach("cancel", submitted["local"]["run_id"], "--run-as", LAB_USER, "--json")
     assert json.loads(r.stdout)["cancelled"] is True and ("local", "scancel") in calls
-    wait_until("both naps to leave the queue",
-               lambda: not [q for q in user_slurm.squeue(job_ids=ids) if q.state.is_active])
+    wait_until(
+        "both naps to leave the queue", lambda: not [q for q in user_slurm.squeue(job_ids=ids) if q.state.is_active]
+    )
     # accounting records the cancellation a moment after the queue lets the job go
-    wait_until("status to say CANCELLED", lambda: json.loads(
-        roach("status", submitted["alias"]["run_id"], "--ssh-config", cfg, "--json").stdout)["state"] == "CANCELLED")
+    wait_until(
+        "status to say CANCELLED",
+        lambda: (
+            json.loads(roach("status", submitted["alias"]["run_id"], "--ssh-config", cfg, "--json").stdout)["state"]
+            == "CANCELLED"
+        ),
+    )
 
     r = roach("ls", "--ssh-alias", sshd.alias)
     assert r.exit_code == 2 and "--cluster" in r.stderr
@@ -270,12 +321,22 @@ def test_cancel_and_ls_go_per_cluster_and_alias_and_an_explicit_alias_overrides(
     assert r.exit_code == 2 and "--ssh-config needs an ssh alias" in r.stderr
 
 
-def test_roach_watch_reaches_a_sweep_through_the_alias_it_was_submitted_through(alias_cli, sshd: SSHServer,
-                                                                                 no_local_slurm, tmp_path):
+def test_roach_watch_reaches_a_sweep_through_the_alias_it_was_submitted_through(
+    alias_cli, sshd: SSHServer, no_local_slurm, tmp_path
+):
     grid = tmp_path / "grid.json"
     grid.write_text(json.dumps([{"who": f"w{i}"} for i in range(3)]))
-    r = roach("sweep", "pkg.jobs:hello", "--grid", str(grid), *alias_cli.common, "--ssh-alias", sshd.alias,
-              "--ssh-config", alias_cli.cfg)
+    r = roach(
+        "sweep",
+        "pkg.jobs:hello",
+        "--grid",
+        str(grid),
+        *alias_cli.common,
+        "--ssh-alias",
+        sshd.alias,
+        "--ssh-config",
+        alias_cli.cfg,
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     alias_cli.jobs += out["array_ids"]
@@ -288,22 +349,51 @@ def test_roach_watch_reaches_a_sweep_through_the_alias_it_was_submitted_through(
     assert used == []
 
 
-def test_an_attempt_inside_a_holder_reached_over_ssh_runs_and_its_driver_outlives_the_call(alias_cli, sshd: SSHServer,
-                                                                                          no_local_slurm):
+def test_an_attempt_inside_a_holder_reached_over_ssh_runs_and_its_driver_outlives_the_call(
+    alias_cli, sshd: SSHServer, no_local_slurm
+):
     common = ["--cluster", "lab", "--ssh-alias", sshd.alias, "--ssh-config", alias_cli.cfg]
-    r = roach("hold", *common, "--resources", "GPU1", "--time", "5", "--log-root",
-              alias_cli.common[alias_cli.common.index("--log-root") + 1], "--wait", "60", "--json")
+    r = roach(
+        "hold",
+        *common,
+        "--resources",
+        "GPU1",
+        "--time",
+        "5",
+        "--log-root",
+        alias_cli.common[alias_cli.common.index("--log-root") + 1],
+        "--wait",
+        "60",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     holder = json.loads(r.stdout)["job_id"]
     alias_cli.jobs.append(holder)
     used = no_local_slurm()  # the attempt's node step, ranks' step and driver all go through ssh
-    r = roach("submit", "pkg.jobs:hello", *alias_cli.common[:-1], "--resources", "GPU1", "--arg", "who=inside",
-              "--inside", str(holder), "--ssh-alias", sshd.alias, "--ssh-config", alias_cli.cfg, "--json")
+    r = roach(
+        "submit",
+        "pkg.jobs:hello",
+        *alias_cli.common[:-1],
+        "--resources",
+        "GPU1",
+        "--arg",
+        "who=inside",
+        "--inside",
+        str(holder),
+        "--ssh-alias",
+        sshd.alias,
+        "--ssh-config",
+        alias_cli.cfg,
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     run_id = json.loads(r.stdout)["run_id"]
     # the submitting call has returned: the driver runs on detached on the login host
-    wait_until("the attempt to complete", lambda: json.loads(roach("status", run_id, "--json").stdout)["state"]
-               == "COMPLETED", timeout=90)
+    wait_until(
+        "the attempt to complete",
+        lambda: json.loads(roach("status", run_id, "--json").stdout)["state"] == "COMPLETED",
+        timeout=90,
+    )
     log = roach("logs", run_id).stdout
     got = json.loads(roach("status", run_id, "--json").stdout)
     assert "hello inside from n" in log and f"_{holder}.out" in got["log"]

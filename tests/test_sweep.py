@@ -9,18 +9,18 @@ import pytest
 
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.records.bundle import JobJson
-from roach.slurm.clusters.lab import CPU, LAB
-from roach.model.job_state import JobState
-from roach.records.store import Store
 from roach.launch.sweep import Sweep, read_grid, split, sweep
+from roach.model.job_state import JobState
+from roach.records.bundle import JobJson
+from roach.records.store import Store
+from roach.slurm.clusters.lab import CPU, LAB
 from tests.conftest import slack, wait_until
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 
 PKG = {
     "pkg/__init__.py": "",
-    "pkg/grid.py": '''
+    "pkg/grid.py": """
 import time
 
 def counter(run, steps=40, step_s=0.25):
@@ -42,7 +42,7 @@ def fail_on(run, x, bad=-1):
     if x == bad:
         raise ValueError(f"x={x} fails on purpose")
     return x
-''',
+""",
 }
 
 
@@ -73,8 +73,19 @@ def test_grid_files(tmp_path):
 
 def test_a_sweep_split_over_arrays_runs_every_grid_entry_as_its_own_run(repo, store, roots, shared_tmp):
     grid = [{"x": i, "tag": f"t{i}"} for i in range(7)]
-    sw = sweep("pkg.grid:square", grid, resources=CPU, cluster=CLUSTER, repo_root=repo.work, store=store,
-               parallelism=3, max_array_size=3, name="sq", description="squares", **roots)
+    sw = sweep(
+        "pkg.grid:square",
+        grid,
+        resources=CPU,
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        parallelism=3,
+        max_array_size=3,
+        name="sq",
+        description="squares",
+        **roots,
+    )
     assert len(sw.array_ids) == 3 and len(sw) == 7  # 3 + 3 + 1
     done = sw.wait(timeout=slack(240), poll_s=2)
     assert {r: a.state for r, a in done.items()} == {f"{sw.sweep_id}-{i}": JobState.COMPLETED for i in range(7)}
@@ -90,7 +101,9 @@ def test_a_sweep_split_over_arrays_runs_every_grid_entry_as_its_own_run(repo, st
         assert (jj.job_id, jj.run_id, jj.status, jj.exit_code) == (job.slurm_id, job.run_id, "completed", "0:0")
         assert jj.script.endswith(f"/bundles/{sw.array_ids[i // 3]}/job.sh") and jj.description == "squares"
     recs = store.array_tasks("lab", sw.array_ids[1])
-    assert [(r.task, r.run_id, r.status) for r in recs] == [(t, f"{sw.sweep_id}-{3 + t}", "completed") for t in range(3)]
+    assert [(r.task, r.run_id, r.status) for r in recs] == [
+        (t, f"{sw.sweep_id}-{3 + t}", "completed") for t in range(3)
+    ]
     assert store.find(f"{sw.array_ids[2]}_0").run_id == f"{sw.sweep_id}-6"
     # with parallelism, the arrays run one after the other: each later one depends on the one before
     script = Path(roots["log_root"], "bundles", str(sw.array_ids[1]), "job.sh").read_text()
@@ -98,8 +111,15 @@ def test_a_sweep_split_over_arrays_runs_every_grid_entry_as_its_own_run(repo, st
 
 
 def test_a_failed_run_is_that_run_only(repo, store, roots):
-    sw = sweep("pkg.grid:fail_on", [{"x": i, "bad": 1} for i in range(3)], resources=CPU, cluster=CLUSTER,
-               repo_root=repo.work, store=store, **roots)
+    sw = sweep(
+        "pkg.grid:fail_on",
+        [{"x": i, "bad": 1} for i in range(3)],
+        resources=CPU,
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        **roots,
+    )
     assert len(sw.array_ids) == 1
     later = Sweep.load(sw.sweep_id, store=store)  # as another process would, from the store
     assert ([j.slurm_id for j in later], later.array_ids) == ([j.slurm_id for j in sw], sw.array_ids)
@@ -111,8 +131,10 @@ def test_a_failed_run_is_that_run_only(repo, store, roots):
 
 def test_bad_grids_are_refused_before_anything_is_queued(repo, store, roots):
     def go(grid, **kw):
-        return sweep("pkg.grid:square", grid, resources=CPU, cluster=CLUSTER, repo_root=repo.work, store=store,
-                     **roots, **kw)
+        return sweep(
+            "pkg.grid:square", grid, resources=CPU, cluster=CLUSTER, repo_root=repo.work, store=store, **roots, **kw
+        )
+
     with pytest.raises(UsageError, match="grid is empty"):
         go([])
     with pytest.raises(UsageError, match="not JSON-serialisable"):
@@ -130,8 +152,15 @@ def test_bad_grids_are_refused_before_anything_is_queued(repo, store, roots):
 
 
 def test_a_signalled_run_of_a_sweep_checkpoints_requeues_itself_and_resumes_at_its_step(repo, store, roots, slurm):
-    sw = sweep("pkg.grid:counter", [{"steps": 40}, {"steps": 5}], resources=CPU, cluster=CLUSTER,
-               repo_root=repo.work, store=store, **roots)
+    sw = sweep(
+        "pkg.grid:counter",
+        [{"steps": 40}, {"steps": 5}],
+        resources=CPU,
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        **roots,
+    )
     first = sw[0]
     wait_until("run 0 reaching step 8", lambda: "step 8 done" in first.log(), timeout=120)
     # what the wall clock's warning does: USR1 to the task's ranks (not its batch shell)
@@ -141,7 +170,9 @@ def test_a_signalled_run_of_a_sweep_checkpoints_requeues_itself_and_resumes_at_i
     log = first.log()
     assert "caught_signal USR1" in log and "requeueing job" in log, log
     assert "resumed at step" in log, log
-    assert json.loads(Path(roots["log_root"]).parent.joinpath("runs", first.run_id, "result.json").read_text()) == sum(range(40))
+    assert json.loads(Path(roots["log_root"]).parent.joinpath("runs", first.run_id, "result.json").read_text()) == sum(
+        range(40)
+    )
     assert (Path(roots["log_root"]).parent / "runs" / first.run_id / "resume.pt").exists()
     assert "caught_signal" not in sw[1].log()  # the other run of the array was left alone
 
@@ -158,9 +189,28 @@ def test_roach_sweep_from_a_grid_file_then_status_and_logs_of_one_run(repo, root
     def roach(*args):
         return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
-    r = roach("sweep", "pkg.grid:fail_on", "--grid", str(grid), "--cluster", "lab", "--resources", "CPU",
-              "--run-as", LAB_USER, "--repo-root", str(repo.work), "--log-root", roots["log_root"],
-              "--clone-root", roots["clone_root"], "--sweep-id", "cli-sweep", "--wait", "--json")
+    r = roach(
+        "sweep",
+        "pkg.grid:fail_on",
+        "--grid",
+        str(grid),
+        "--cluster",
+        "lab",
+        "--resources",
+        "CPU",
+        "--run-as",
+        LAB_USER,
+        "--repo-root",
+        str(repo.work),
+        "--log-root",
+        roots["log_root"],
+        "--clone-root",
+        roots["clone_root"],
+        "--sweep-id",
+        "cli-sweep",
+        "--wait",
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert (out["sweep_id"], out["runs"], out["states"], out["failed"]) == ("cli-sweep", 3, {"COMPLETED": 3}, [])
@@ -173,22 +223,46 @@ def test_roach_sweep_from_a_grid_file_then_status_and_logs_of_one_run(repo, root
     assert "finished; result in" in r.output and r.exit_code == 0
     r = roach("ls", "--cluster", "lab", "--run-as", LAB_USER, "--json")
     rows = {v["run_id"]: v for v in json.loads(r.output)}
-    assert {(rows[f"cli-sweep-{t}"]["job_id"], rows[f"cli-sweep-{t}"]["task"], rows[f"cli-sweep-{t}"]["status"])
-            for t in range(3)} == {(array_id, t, "completed") for t in range(3)}
+    assert {
+        (rows[f"cli-sweep-{t}"]["job_id"], rows[f"cli-sweep-{t}"]["task"], rows[f"cli-sweep-{t}"]["status"])
+        for t in range(3)
+    } == {(array_id, t, "completed") for t in range(3)}
     r = roach("ls", "--cluster", "lab", "--run-as", LAB_USER)
     assert f"{array_id}_2" in r.output and "cli-sweep-2" in r.output
     r = roach("status", str(array_id), "--run-as", LAB_USER)
     assert r.exit_code == 2 and "job array of 3 tasks" in r.output
-    r = roach("sweep", "pkg.grid:fail_on", "--grid", str(grid), "--cluster", "lab", "--resources", "CPU",
-              "--run-as", LAB_USER, "--repo-root", str(repo.work), "--sweep-id", "cli-sweep")
+    r = roach(
+        "sweep",
+        "pkg.grid:fail_on",
+        "--grid",
+        str(grid),
+        "--cluster",
+        "lab",
+        "--resources",
+        "CPU",
+        "--run-as",
+        LAB_USER,
+        "--repo-root",
+        str(repo.work),
+        "--sweep-id",
+        "cli-sweep",
+    )
     assert r.exit_code == 2 and "sweep id cli-sweep is already used" in r.output
 
 
 def test_a_cancelled_run_of_a_sweep_is_resumed_alone_as_a_plain_job_with_its_args(repo, store, roots):
     from roach.launch.submit import resume
 
-    sw = sweep("pkg.grid:counter", [{"steps": 30}], resources=CPU, cluster=CLUSTER, repo_root=repo.work,
-               store=store, checkpoint_every=1, **roots)
+    sw = sweep(
+        "pkg.grid:counter",
+        [{"steps": 30}],
+        resources=CPU,
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        checkpoint_every=1,
+        **roots,
+    )
     run = sw[0]
     wait_until("the run reaching step 6", lambda: "step 6 done" in run.log(), timeout=120)
     run.cancel()
@@ -204,8 +278,18 @@ def test_a_cancelled_run_of_a_sweep_is_resumed_alone_as_a_plain_job_with_its_arg
 def test_roach_clean_ends_a_sweep_and_removes_its_logs_and_bundles_keeping_checkpoints(repo, store, roots):
     from roach.ops.clean import clean
 
-    sw = sweep("pkg.grid:counter", [{"steps": 400} for _ in range(4)], resources=CPU, cluster=CLUSTER,
-               repo_root=repo.work, store=store, checkpoint_every=1, parallelism=2, experiment="sweepclean", **roots)
+    sw = sweep(
+        "pkg.grid:counter",
+        [{"steps": 400} for _ in range(4)],
+        resources=CPU,
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        checkpoint_every=1,
+        parallelism=2,
+        experiment="sweepclean",
+        **roots,
+    )
     wait_until("two runs checkpointing", lambda: sum("step 3 done" in j.log() for j in sw) == 2, timeout=120)
     (report,) = clean("sweepclean", store=store, cluster=CLUSTER)
     assert len(report.cancelled) >= 2 and not report.failed
@@ -216,7 +300,9 @@ def test_roach_clean_ends_a_sweep_and_removes_its_logs_and_bundles_keeping_check
     assert not (logs / "bundles" / str(sw.array_ids[0])).exists()
     assert not list((logs / "bundles").glob(f"{sw.array_ids[0]}_*"))
     kept = sorted(Path(p).parent.name for p in report.checkpoints_kept)
-    assert kept == sorted(j.run_id for j in sw if j.task in (0, 1)) and all(Path(p).exists() for p in report.checkpoints_kept)
+    assert kept == sorted(j.run_id for j in sw if j.task in (0, 1)) and all(
+        Path(p).exists() for p in report.checkpoints_kept
+    )
 
 
 def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, roots, monkeypatch):
@@ -239,13 +325,25 @@ def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, 
     per_size = {}
     for n in (3, 60):
         calls.clear()
-        sw = sweep("pkg.grid:square", [{"x": i} for i in range(n)], resources=CPU, cluster=CLUSTER,
-                   repo_root=repo.work, store=store, **roots)
-        per_size[n] = sorted(c for c in calls if not c.startswith("remote:")), sum(c.startswith("remote:") for c in calls)
+        sw = sweep(
+            "pkg.grid:square",
+            [{"x": i} for i in range(n)],
+            resources=CPU,
+            cluster=CLUSTER,
+            repo_root=repo.work,
+            store=store,
+            **roots,
+        )
+        per_size[n] = (
+            sorted(c for c in calls if not c.startswith("remote:")),
+            sum(c.startswith("remote:") for c in calls),
+        )
         sw.cancel()
     assert per_size[3] == per_size[60], per_size  # the same Slurm commands, the same number of remote calls
     slurm_calls, _ = per_size[60]
-    assert slurm_calls.count("sbatch") == 1 and slurm_calls.count("scontrol") <= 3 and len(slurm_calls) <= 8, slurm_calls
+    assert slurm_calls.count("sbatch") == 1 and slurm_calls.count("scontrol") <= 3 and len(slurm_calls) <= 8, (
+        slurm_calls
+    )
 
 
 def test_roach_watch_reports_every_run_of_a_sweep_and_records_each_job_json(repo, roots, tmp_path, monkeypatch):
@@ -255,10 +353,21 @@ def test_roach_watch_reports_every_run_of_a_sweep_and_records_each_job_json(repo
 
     monkeypatch.setenv("ROACH_STORE", str(tmp_path / "watch-store.sqlite"))
     n = 12
-    sw = sweep("pkg.grid:fail_on", [{"x": i, "bad": 5} for i in range(n)], resources=CPU, cluster=CLUSTER,
-               repo_root=repo.work, store=Store(tmp_path / "watch-store.sqlite"), max_array_size=8, **roots)
-    run = CliRunner().invoke(cli, ["watch", "--cluster", "lab", "--run-as", LAB_USER, "--json", "--interval", "1",
-                                   "--heartbeat", "3600"], catch_exceptions=False)
+    sw = sweep(
+        "pkg.grid:fail_on",
+        [{"x": i, "bad": 5} for i in range(n)],
+        resources=CPU,
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=Store(tmp_path / "watch-store.sqlite"),
+        max_array_size=8,
+        **roots,
+    )
+    run = CliRunner().invoke(
+        cli,
+        ["watch", "--cluster", "lab", "--run-as", LAB_USER, "--json", "--interval", "1", "--heartbeat", "3600"],
+        catch_exceptions=False,
+    )
     events = [json.loads(line) for line in run.output.splitlines() if line.startswith("{")]
     ours = {j.slurm_id for j in sw}
     started = [e["job_id"] for e in events if e["event"] == "started" and e["job_id"] in ours]
@@ -277,8 +386,15 @@ def test_a_grid_larger_than_the_clusters_max_array_size_is_split_transparently(r
 
     lablib.up(log=lambda *_: None, max_array_size=4)  # task indices 0..3: four tasks an array
     try:
-        sw = sweep("pkg.grid:square", [{"x": i} for i in range(9)], resources=CPU, cluster=CLUSTER,
-                   repo_root=repo.work, store=store, **roots)
+        sw = sweep(
+            "pkg.grid:square",
+            [{"x": i} for i in range(9)],
+            resources=CPU,
+            cluster=CLUSTER,
+            repo_root=repo.work,
+            store=store,
+            **roots,
+        )
     finally:
         lablib.up(log=lambda *_: None, max_array_size=lab.max_array_size)
     assert [len(store.array_tasks("lab", a)) for a in sw.array_ids] == [4, 4, 1]
@@ -289,16 +405,24 @@ def test_a_grid_larger_than_the_clusters_max_array_size_is_split_transparently(r
 
 
 def test_the_caps_per_submission_hold_for_a_sweep_as_a_whole(repo, store, roots, tmp_path, monkeypatch):
-    from roach.slurm.clusters.lab import GPU1
     from roach.clusters.guardrails import Refused
+    from roach.slurm.clusters.lab import GPU1
 
     toml = tmp_path / "clusters.toml"
     toml.write_text("[clusters.lab]\nmax_gpus = 2\nmax_gpu_hours = 2\n")
     monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(toml))
 
     def go(n, **kw):
-        return sweep("pkg.grid:square", [{"x": i} for i in range(n)], resources=GPU1.replace(time="00:30:00"),
-                     cluster=CLUSTER, repo_root=repo.work, store=store, **roots, **kw)
+        return sweep(
+            "pkg.grid:square",
+            [{"x": i} for i in range(n)],
+            resources=GPU1.replace(time="00:30:00"),
+            cluster=CLUSTER,
+            repo_root=repo.work,
+            store=store,
+            **roots,
+            **kw,
+        )
 
     with pytest.raises(Refused, match="may hold 3 GPUs at once") as e:
         go(3)  # each run is within the caps; three at once are not

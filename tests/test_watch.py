@@ -16,18 +16,19 @@ from pathlib import Path
 import pytest
 
 from roach.lab.config import LAB_USER
-from roach.slurmio.capabilities import RateLimit
-from roach.records.bundle import JobJson
-from roach.slurm.clusters.lab import GPU1, LAB
-from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import RS, US
-from roach.records.store import Store, utc_now
-from roach.slurmio.transport import LocalTransport
-from roach.records.results import JOB_NOT_COMPLETED
-from roach.watch.watcher import Watcher
 from roach.ops.events import Event, EventKind, tier_table
+from roach.records.bundle import JobJson
+from roach.records.job_record import utc_now
+from roach.records.results import JOB_NOT_COMPLETED
+from roach.records.store import Store
+from roach.slurm.clusters.lab import GPU1, LAB
+from roach.slurmio.capabilities import RateLimit
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.mock_transport import MockTransport
+from roach.slurmio.parse import RS, US
+from roach.slurmio.transport import LocalTransport
 from roach.watch.logs import StallRule, parse_look, read_facts
+from roach.watch.watcher import Watcher
 from tests.conftest import slack, wait_until
 from tests.support.cli import roach
 from tests.support.watch import T0, TIERED, TRAIN, FakeCluster, FakeLog, kinds, only, record, sa, sq, watcher
@@ -75,7 +76,11 @@ def test_started_and_finished_once_each_then_queue_empty(fake, store, clock):
         if w.finished:
             break
     assert [(e.kind.value, e.job_id) for e in seen if e.kind in (EventKind.STARTED, EventKind.FINISHED)] == [
-        ("started", "11"), ("started", "12"), ("finished", "11"), ("finished", "12")]
+        ("started", "11"),
+        ("started", "12"),
+        ("finished", "11"),
+        ("finished", "12"),
+    ]
     fin = {e.job_id: e for e in only(seen, EventKind.FINISHED)}
     assert fin["11"].data["state"] == "COMPLETED" and fin["12"].data["exit_code"] == "3:0"
     assert "FAILED, exit 3:0" in fin["12"].message
@@ -174,8 +179,10 @@ def test_captured_requeued_run_after_running(fake, store, clock):
 def test_never_starts_said_once_on_the_second_sighting_and_pinned_nodes_asked_once(fake, store, clock):
     store.add(record(51))
     store.add(record(52))
-    fake.queue = [sq(51, "PENDING", reason="ReqNodeNotAvail, UnavailableNodes:n2"),
-                  sq(52, "PENDING", reason="JobHeldUser")]
+    fake.queue = [
+        sq(51, "PENDING", reason="ReqNodeNotAvail, UnavailableNodes:n2"),
+        sq(52, "PENDING", reason="JobHeldUser"),
+    ]
     fake.req_nodes = {"51": "n2"}
     w = watcher(fake, store, clock)
     assert not only(w.round(), EventKind.NEVER_STARTS)  # a held job may be mid-submission: wait a round
@@ -236,8 +243,11 @@ def test_start_probe_gates_promotions_and_runs_at_most_once_per_tier(fake, store
     store.add(record(66, qos="low"))
     store.add(record(67, qos="low"))
     store.add(record(68, qos="high"))
-    fake.queue = [sq(66, "PENDING", qos="low", reason="Resources"), sq(67, "PENDING", qos="low", reason="Resources"),
-                  sq(68, qos="high", gpus=4)]
+    fake.queue = [
+        sq(66, "PENDING", qos="low", reason="Resources"),
+        sq(67, "PENDING", qos="low", reason="Resources"),
+        sq(68, qos="high", gpus=4),
+    ]
     fake.logs["/logs/run68_68.out"] = FakeLog(1, T0, [])  # the look brings the cluster's clock: 08:00:00
     fake.starts_at = "2027-01-15T09:00:00"  # an hour away: no slot now
     w = watcher(fake, store, clock, probe_window_s=120)
@@ -283,25 +293,39 @@ def test_resumed_and_from_the_top_lines_from_the_log(fake, store, clock):
     store.add(record(91))
     log = "/logs/run91_91.out"
     fake.queue = [sq(91)]
-    attempt1 = ["roach: attempt 1 of run run91: job 91 on n1 (restart count 0)",
-                "0: 2027-01-15T07:59:00Z roach rank 0: fresh start: no resume.pt in /runs/run91",
-                "0: 2027-01-15T07:59:01Z roach rank 0: step 0/100"]
+    attempt1 = [
+        "roach: attempt 1 of run run91: job 91 on n1 (restart count 0)",
+        "0: 2027-01-15T07:59:00Z roach rank 0: fresh start: no resume.pt in /runs/run91",
+        "0: 2027-01-15T07:59:01Z roach rank 0: step 0/100",
+    ]
     fake.logs[log] = FakeLog(10, T0, attempt1)
     w = watcher(fake, store, clock)
     assert not only(w.round(), EventKind.RESUMED)
-    fake.logs[log] = FakeLog(20, T0 + 5, attempt1 + [
-        "0: 2027-01-15T07:59:05Z roach rank 0: preempted at step 7 (checkpointed, TERM): requeueing job 91",
-        "roach: attempt 2 of run run91: job 91 on n2 (restart count 1)",
-        "0: 2027-01-15T07:59:20Z roach rank 0: resumed at step 7 (checkpoint of job 91; restart count 1)"])
+    fake.logs[log] = FakeLog(
+        20,
+        T0 + 5,
+        attempt1
+        + [
+            "0: 2027-01-15T07:59:05Z roach rank 0: preempted at step 7 (checkpointed, TERM): requeueing job 91",
+            "roach: attempt 2 of run run91: job 91 on n2 (restart count 1)",
+            "0: 2027-01-15T07:59:20Z roach rank 0: resumed at step 7 (checkpoint of job 91; restart count 1)",
+        ],
+    )
     fake.queue = [sq(91, elapsed="0:01", restarts=1)]
     clock.tick(10)
     ev = w.round()
     assert kinds(ev) == ["resumed", "preempted", "started"]
     assert "resumed at step 7 (attempt 2)" in ev[0].message
     assert ev[1].kind is EventKind.PREEMPTED  # the log says preempted, though normal is not preemptible
-    fake.logs[log] = FakeLog(30, T0 + 15, fake.logs[log].lines + [
-        "roach: attempt 3 of run run91: job 91 on n2 (restart count 2)",
-        "0: 2027-01-15T07:59:40Z roach rank 0: restart count 2 and no resume.pt: this attempt starts from the top"])
+    fake.logs[log] = FakeLog(
+        30,
+        T0 + 15,
+        fake.logs[log].lines
+        + [
+            "roach: attempt 3 of run run91: job 91 on n2 (restart count 2)",
+            "0: 2027-01-15T07:59:40Z roach rank 0: restart count 2 and no resume.pt: this attempt starts from the top",
+        ],
+    )
     fake.queue = [sq(91, elapsed="0:01", restarts=2)]
     clock.tick(10)
     assert "from_the_top" in kinds(w.round())
@@ -440,14 +464,21 @@ def test_given_array_id_is_watched_task_by_task(fake, store, clock):
 
 
 def test_look_output_and_log_facts():
-    out = (f"T{US}1800000000{US}2027-01-15T08:00:00{RS}D{US}/l{US}42{US}1000 250{RS}"
-           f"F{US}/l/a b'$(x).out{US}12 1799999990{US}roach: attempt 1 of run r\nstep 3/10\n{RS}M{US}/l/missing{RS}")
+    out = (
+        f"T{US}1800000000{US}2027-01-15T08:00:00{RS}D{US}/l{US}42{US}1000 250{RS}"
+        f"F{US}/l/a b'$(x).out{US}12 1799999990{US}roach: attempt 1 of run r\nstep 3/10\n{RS}M{US}/l/missing{RS}"
+    )
     look = parse_look(out)
     assert look.now == 1800000000 and look.disks["/l"].free_fraction == 0.25
     assert look.logs["/l/a b'$(x).out"].size == 12 and not look.logs["/l/missing"].exists
-    facts = read_facts(["roach: attempt 2 of run r", "0: 2027-01-15T07:59:00Z roach rank 0: resumed at step 40",
-                        "0: 2027-01-15T07:59:01Z roach rank 0: step 40/120",
-                        "0: 2027-01-15T07:59:02Z roach rank 0: caught_signal TERM at step 41"])
+    facts = read_facts(
+        [
+            "roach: attempt 2 of run r",
+            "0: 2027-01-15T07:59:00Z roach rank 0: resumed at step 40",
+            "0: 2027-01-15T07:59:01Z roach rank 0: step 40/120",
+            "0: 2027-01-15T07:59:02Z roach rank 0: caught_signal TERM at step 41",
+        ]
+    )
     assert (facts.attempt, facts.resumed_at, facts.step, facts.steps_total, facts.checkpoints) == (2, 40, 40, 120, True)
     assert facts.progress.endswith("step 40/120")
 
@@ -457,7 +488,7 @@ def test_the_look_is_one_command_and_takes_hostile_paths(tmp_path):
 
     d = tmp_path / "lo gs'$(touch pwned)"
     d.mkdir()
-    log = d / "run \"x\"\n_1.out"
+    log = d / 'run "x"\n_1.out'
     log.write_text("roach: attempt 1 of run r\nnoise\n0: 2027-01-15T07:59:01Z roach rank 0: step 3/9\n\x1e junk \x1f\n")
     transport = MockTransport(inner=LocalTransport())
     seen = watch_logs.look(transport, [str(log), str(d / "missing.out")], [str(d)])
@@ -475,12 +506,15 @@ def test_cli_json_and_exec_with_a_hostile_path(tmp_path, monkeypatch):
     out = tmp_path / "we'ird $(dir) x"
     out.mkdir()
     script = out / "hook.py"
-    script.write_text("import os, sys\nopen(sys.argv[1], 'a').write(os.environ['ROACH_EVENT'] + ' ' + sys.stdin.read())\n")
+    script.write_text(
+        "import os, sys\nopen(sys.argv[1], 'a').write(os.environ['ROACH_EVENT'] + ' ' + sys.stdin.read())\n"
+    )
     sink = out / "events log.txt"
     import shlex
 
-    emit = cli_watch._emitter(True, shlex.split(f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} "
-                                                f"{shlex.quote(str(sink))}"))
+    emit = cli_watch._emitter(
+        True, shlex.split(f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {shlex.quote(str(sink))}")
+    )
     ev = Event(EventKind.STARTED, T0, "lab", "job 1 started", "1", "r1", data={"tier": "high"})
     emit(ev)
     kind, payload = sink.read_text().split(" ", 1)
@@ -502,8 +536,15 @@ def _submit(repo, store, cluster=CLUSTER, **kw):
 
     kw.setdefault("resources", GPU1.replace(time="00:05:00"))
     base = repo.base
-    return submit("pkg.train:train", cluster=cluster, repo_root=repo.work, store=store,
-                  log_root=str(base / "logs"), clone_root=str(base / "clones"), **kw)
+    return submit(
+        "pkg.train:train",
+        cluster=cluster,
+        repo_root=repo.work,
+        store=store,
+        log_root=str(base / "logs"),
+        clone_root=str(base / "clones"),
+        **kw,
+    )
 
 
 def _run(w: Watcher, events: list[Event], timeout: float) -> int:
@@ -565,8 +606,9 @@ def test_slurm_calls_per_round_are_the_same_for_6_and_300_jobs(lab, user_slurm, 
     few, w6 = per_round(six)
     array = user_slurm.sbatch([*held, "--array=0-299"], "#!/bin/bash\ntrue\n")
     jobs.append(array)
-    wait_until("300 array tasks in the queue",
-               lambda: len([q for q in user_slurm.squeue(job_ids=[array])]) == 300, timeout=30)
+    wait_until(
+        "300 array tasks in the queue", lambda: len([q for q in user_slurm.squeue(job_ids=[array])]) == 300, timeout=30
+    )
     store.watch_reset("lab")
     many, w300 = per_round([*six, array])
     assert few == many == [1, 1], (few, many)  # one squeue a round, whatever the number of jobs
@@ -585,12 +627,17 @@ def test_slurm_calls_per_round_are_the_same_for_6_and_300_jobs(lab, user_slurm, 
 @pytest.mark.lab
 def test_a_run_whose_log_stops_is_reported_stalled(lab, repo, store, user_slurm):
     job = _submit(repo, store, args={"steps": 100, "step_s": 0.3, "hang_at": 12}, name="hangs")
-    w = Watcher(CLUSTER, CLUSTER.client(), store, interval_s=1.0, heartbeat_s=1e9,
-                stall=StallRule(factor=3.0, min_s=4.0))
+    w = Watcher(
+        CLUSTER, CLUSTER.client(), store, interval_s=1.0, heartbeat_s=1e9, stall=StallRule(factor=3.0, min_s=4.0)
+    )
     events: list[Event] = []
     try:
-        wait_until("a stalled line", lambda: [e for e in (events.extend(w.round()) or events)
-                                             if e.kind is EventKind.STALLED], timeout=60, every=1.0)
+        wait_until(
+            "a stalled line",
+            lambda: [e for e in (events.extend(w.round()) or events) if e.kind is EventKind.STALLED],
+            timeout=60,
+            every=1.0,
+        )
     finally:
         job.cancel()
     stalled = only(events, EventKind.STALLED)
@@ -601,13 +648,27 @@ def test_a_run_whose_log_stops_is_reported_stalled(lab, repo, store, user_slurm)
 
 @pytest.mark.lab
 def test_a_job_bigger_than_its_tier_cap_is_reported_never_starting(lab, user_slurm, jobs, store):
-    big = user_slurm.sbatch(["--qos=high", "--nodelist=n1", "--ntasks=2", "--gpus-per-task=4", "--time=1",
-                             "--output=/dev/null", "--job-name=never-big"], "#!/bin/bash\nsleep 30\n")
+    big = user_slurm.sbatch(
+        [
+            "--qos=high",
+            "--nodelist=n1",
+            "--ntasks=2",
+            "--gpus-per-task=4",
+            "--time=1",
+            "--output=/dev/null",
+            "--job-name=never-big",
+        ],
+        "#!/bin/bash\nsleep 30\n",
+    )
     jobs.append(big)
     w = Watcher(CLUSTER, CLUSTER.client(), store, job_ids=(str(big),), heartbeat_s=1e9)
     events: list[Event] = []
-    wait_until("a never-starts line", lambda: [e for e in (events.extend(w.round()) or events)
-                                               if e.kind is EventKind.NEVER_STARTS], timeout=30, every=1.0)
+    wait_until(
+        "a never-starts line",
+        lambda: [e for e in (events.extend(w.round()) or events) if e.kind is EventKind.NEVER_STARTS],
+        timeout=30,
+        every=1.0,
+    )
     (never,) = only(events, EventKind.NEVER_STARTS)
     assert never.data["reason"] == "QOSMaxGRESPerUser" and "asks for 8 GPUs" in never.message
 
@@ -620,11 +681,11 @@ def test_roach_watch_cli_once_json_and_an_empty_queue(lab, user_slurm, jobs, tmp
     run = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--job", str(held), "--once", "--json")
     assert run.exit_code == 0, run.output
     lines = [json.loads(ln) for ln in run.output.splitlines()]
-    assert [ln["event"] for ln in lines] == ["heartbeat"] and {t["tier"] for t in lines[0]["tiers"]} == {
-        "high", "low"}
+    assert [ln["event"] for ln in lines] == ["heartbeat"] and {t["tier"] for t in lines[0]["tiers"]} == {"high", "low"}
     user_slurm.scancel([held])
-    wait_until("the held job to be accounted", lambda: [a for a in user_slurm.sacct([held]) if a.state.is_terminal],
-               timeout=30)
+    wait_until(
+        "the held job to be accounted", lambda: [a for a in user_slurm.sacct([held]) if a.state.is_terminal], timeout=30
+    )
     run = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "0.5", "--job", str(held))
     assert run.exit_code == JOB_NOT_COMPLETED, run.output  # it ended CANCELLED
     assert "finished" in run.output and "CANCELLED" in run.output and "queue empty" in run.output
@@ -687,15 +748,22 @@ def _view(store: Store, key) -> dict:
 @pytest.mark.lab
 def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, store):
     cluster, root, _, _ = plab
-    job = _submit(repo, store, cluster, args={"steps": 400, "step_s": 0.2}, name="preemptible",
-                  resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n1",)))
+    job = _submit(
+        repo,
+        store,
+        cluster,
+        args={"steps": 400, "step_s": 0.2},
+        name="preemptible",
+        resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n1",)),
+    )
     w = Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9)
     events: list[Event] = []
     _rounds_until(w, events, "the run to start", lambda e: e.kind is EventKind.STARTED)
     wait_until("progress", lambda: "step 20" in job.log(), timeout=30)
     w.round()
-    root.sbatch(["--qos=high", "--nodelist=n1", "--gres=gpu:4", "--time=1", "--output=/dev/null"],
-                "#!/bin/bash\nsleep 5\n")
+    root.sbatch(
+        ["--qos=high", "--nodelist=n1", "--gres=gpu:4", "--time=1", "--output=/dev/null"], "#!/bin/bash\nsleep 5\n"
+    )
     deadline = time.monotonic() + slack(60)
     while time.monotonic() < deadline:
         new = w.round()
@@ -716,13 +784,21 @@ def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, rep
 
     cluster, root, mine, _ = plab
     opts = ["--time=5", "--output=/dev/null"]
-    high = [mine.sbatch(["--qos=high", "--gres=gpu:2", "--nodelist=n1", *opts], "#!/bin/bash\nsleep 300\n")
-            for _ in range(2)]
+    high = [
+        mine.sbatch(["--qos=high", "--gres=gpu:2", "--nodelist=n1", *opts], "#!/bin/bash\nsleep 300\n")
+        for _ in range(2)
+    ]
     # under srun, so that preemption's TERM ends it at once instead of after the low tier's grace time
     mine.sbatch(["--qos=low", "--gres=gpu:4", "--nodelist=n2", *opts], "#!/bin/bash\nsrun sleep 300\n")
     wait_until("the fillers to run", lambda: len([q for q in mine.squeue() if q.state.is_running]) == 3, timeout=60)
-    job = _submit(repo, store, cluster, args={"steps": 50, "step_s": 0.2}, name="wants-high",
-                  resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n2",)))
+    job = _submit(
+        repo,
+        store,
+        cluster,
+        args={"steps": 50, "step_s": 0.2},
+        name="wants-high",
+        resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n2",)),
+    )
     w = Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9)
     events: list[Event] = []
     for _ in range(3):
@@ -731,8 +807,11 @@ def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, rep
     assert not only(events, EventKind.PROMOTION), [e.line() for e in events]  # high is full: 4/4
     assert _view(store, job.job_id)["state"] == "PENDING"
     mine.scancel([high[0]])
-    wait_until("the high job to leave the queue", lambda: not [q for q in mine.squeue(job_ids=[high[0]])
-                                                                if q.state.is_active], timeout=30)
+    wait_until(
+        "the high job to leave the queue",
+        lambda: not [q for q in mine.squeue(job_ids=[high[0]]) if q.state.is_active],
+        timeout=30,
+    )
     promo = only(w.round(), EventKind.PROMOTION)
     assert len(promo) == 1 and promo[0].job_id == str(job.job_id), [e.line() for e in events]
     assert promo[0].data["to_tier"] == "high" and promo[0].data["room"] == 2
@@ -745,13 +824,22 @@ def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, rep
     moved = only(w.round(), EventKind.PROMOTED)
     assert len(moved) == 1, [e.line() for e in events]
     new_id = moved[0].data["new_job_id"]
-    started = _rounds_until(w, events, "the promoted job to start",
-                            lambda e: e.kind is EventKind.STARTED and e.job_id == str(new_id), timeout=90)
+    started = _rounds_until(
+        w,
+        events,
+        "the promoted job to start",
+        lambda e: e.kind is EventKind.STARTED and e.job_id == str(new_id),
+        timeout=90,
+    )
     assert started[0].data["tier"] == "high"
     assert store.get("lab", new_id).run_id == job.run_id
-    fin = [e for e in events if e.kind is EventKind.FINISHED and e.job_id == str(job.job_id)] or \
-        _rounds_until(w, events, "the old job's end", lambda e: e.kind is EventKind.FINISHED
-                      and e.job_id == str(job.job_id), timeout=30)
+    fin = [e for e in events if e.kind is EventKind.FINISHED and e.job_id == str(job.job_id)] or _rounds_until(
+        w,
+        events,
+        "the old job's end",
+        lambda e: e.kind is EventKind.FINISHED and e.job_id == str(job.job_id),
+        timeout=30,
+    )
     assert fin[0].data["state"] == "CANCELLED" and f"continued as job {new_id}" in fin[0].message
 
 
@@ -763,8 +851,9 @@ def test_a_job_pinned_to_a_drained_node_never_starts(plab, store):
         pinned = mine.sbatch(["--nodelist=n2", "--time=1", "--output=/dev/null"], "#!/bin/bash\ntrue\n")
         w = Watcher(cluster, cluster.client(), store, job_ids=(str(pinned),), heartbeat_s=1e9)
         events: list[Event] = []
-        (never,) = _rounds_until(w, events, "a never-starts line", lambda e: e.kind is EventKind.NEVER_STARTS,
-                                 timeout=30)
+        (never,) = _rounds_until(
+            w, events, "a never-starts line", lambda e: e.kind is EventKind.NEVER_STARTS, timeout=30
+        )
     finally:
         root.run(["scontrol", "update", "NodeName=n2", "State=RESUME"], retry=False)
     assert never.data["reason"] == "ReqNodeNotAvail" and "pinned to n2" in never.message
@@ -775,8 +864,19 @@ def test_a_job_pinned_to_a_drained_node_never_starts(plab, store):
 def test_a_reservation_that_moves_then_vanishes_is_said_once_each(plab, store):
     cluster, root, mine, _ = plab
     resv = "roach-watch-resv"
-    root.run(["scontrol", "create", "reservation", f"ReservationName={resv}", "StartTime=now+3600", "Duration=10",
-              "Nodes=n1", f"Users={LAB_USER}"], retry=False)
+    root.run(
+        [
+            "scontrol",
+            "create",
+            "reservation",
+            f"ReservationName={resv}",
+            "StartTime=now+3600",
+            "Duration=10",
+            "Nodes=n1",
+            f"Users={LAB_USER}",
+        ],
+        retry=False,
+    )
     job = None
     try:
         # held, so that it cannot start in the reservation when it begins
@@ -797,8 +897,13 @@ def test_a_reservation_that_moves_then_vanishes_is_said_once_each(plab, store):
         # it starts now and ends 2 s later (a round may see that move too); Slurm then deletes it, and the job
         # pending on it loses it (RESV_DEL_HOLD)
         root.run(["scontrol", "update", f"ReservationName={resv}", "StartTime=now", "EndTime=now+2"], retry=False)
-        (gone,) = _rounds_until(w, events, "the vanished line", lambda e: e.kind is EventKind.RESERVATION
-                                and e.data["change"] == "vanished", timeout=60)
+        (gone,) = _rounds_until(
+            w,
+            events,
+            "the vanished line",
+            lambda e: e.kind is EventKind.RESERVATION and e.data["change"] == "vanished",
+            timeout=60,
+        )
         assert f"reservation {resv}, which no longer exists" in gone.message and gone.job_id == str(job)
         for _ in range(2):
             events += w.round()
@@ -839,19 +944,27 @@ def test_slurmctld_and_slurmdbd_restart_mid_watch(plab, private, store):
         assert kinds(outage) == ["outage"] and "slurmctld unreachable" in outage[0].message
         assert w.next_delay() > w.interval_s  # backing off
         time.sleep(max(0.0, 6 - (time.monotonic() - stopped)))  # the short job ends while the controller is away
-        daemons["slurmctld"].start(ready=lambda: subprocess.run(["scontrol", "ping"], env=env,
-                                                                capture_output=True).returncode == 0)
-        wait_until("the short job to leave the queue", lambda: not [
-            q for q in mine.squeue(job_ids=[short]) if q.state.is_active], timeout=60)
+        daemons["slurmctld"].start(
+            ready=lambda: subprocess.run(["scontrol", "ping"], env=env, capture_output=True).returncode == 0
+        )
+        wait_until(
+            "the short job to leave the queue",
+            lambda: not [q for q in mine.squeue(job_ids=[short]) if q.state.is_active],
+            timeout=60,
+        )
         back = w.round()
         events += outage + back
         assert "recovered" in kinds(back) and "slurmdbd unreachable" in " ".join(e.message for e in back)
         assert not only(back, EventKind.FINISHED)
     finally:
-        daemons["slurmdbd"].start(ready=lambda: subprocess.run(["sacctmgr", "-n", "show", "cluster"], env=env,
-                                                               capture_output=True).returncode == 0)
-        daemons["slurmctld"].start(ready=lambda: subprocess.run(["scontrol", "ping"], env=env,
-                                                                capture_output=True).returncode == 0)
+        daemons["slurmdbd"].start(
+            ready=lambda: (
+                subprocess.run(["sacctmgr", "-n", "show", "cluster"], env=env, capture_output=True).returncode == 0
+            )
+        )
+        daemons["slurmctld"].start(
+            ready=lambda: subprocess.run(["scontrol", "ping"], env=env, capture_output=True).returncode == 0
+        )
     fin = _rounds_until(w, events, "the short job's end", lambda e: e.kind is EventKind.FINISHED, timeout=60)
     assert [e.job_id for e in fin] == [str(short)] and fin[0].data["state"] == "COMPLETED"
     assert len(only(events, EventKind.OUTAGE)) == 2  # slurmctld once, slurmdbd once

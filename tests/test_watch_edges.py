@@ -13,21 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from roach.lab.config import LAB_USER
-from roach.records.bundle import JobJson, final_job_json
-from roach.slurm.clusters.lab import GPU1, LAB
-from roach.launch.holder import HOLD_TARGET
 from roach.hold.hold import hold
+from roach.lab.config import LAB_USER
+from roach.launch.holder import HOLD_TARGET
 from roach.launch.inside_attempts import attempt_id
+from roach.ops.events import EventKind
+from roach.records.bundle import JobJson, final_job_json
+from roach.records.final_files import Final, record_finals
+from roach.records.store import Store
+from roach.slurm.clusters.lab import GPU1, LAB
 from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.parse import RS, US, parse_sacct
-from roach.records.store import Store
 from roach.slurmio.transport import LocalTransport
-from roach.watch.watcher import Watcher
-from roach.ops.events import EventKind
-from roach.records.final_files import Final, record_finals
 from roach.watch.lock import WATCH_BUSY, lock_path
 from roach.watch.resv import Reservation, parse_queue, parse_reservations, queue_format
+from roach.watch.watcher import Watcher
 from tests.conftest import slack
 from tests.support.cli import roach
 from tests.support.watch import kinds, only, record, sa, sq, watcher
@@ -38,10 +38,18 @@ AT = "2026-11-30T00:00:00Z"
 
 # -- final states into job.json ----------------------------------------------------------------------------
 def _job_json(job_id: str, path: Path) -> JobJson:
-    base = JobJson(job_id=job_id, script=str(path.parent / "job.sh"), description='say "hi" \\ $(x) `id`\nline 2 ü',
-                   submitted_at_utc="2026-11-29T23:39:47Z", cluster="lab", run_id=f"r-{job_id}", commit="c" * 40,
-                   resources={"status": "nested, not touched", "qos": "low", "extra": ['--x="y"']},
-                   name='n "q" \\', target="pkg.m:f")
+    base = JobJson(
+        job_id=job_id,
+        script=str(path.parent / "job.sh"),
+        description='say "hi" \\ $(x) `id`\nline 2 ü',
+        submitted_at_utc="2026-11-29T23:39:47Z",
+        cluster="lab",
+        run_id=f"r-{job_id}",
+        commit="c" * 40,
+        resources={"status": "nested, not touched", "qos": "low", "extra": ['--x="y"']},
+        name='n "q" \\',
+        target="pkg.m:f",
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(base.to_json())
     return base
@@ -57,11 +65,22 @@ def test_final_states_rewrite_only_the_four_final_keys_of_many_job_json_in_one_c
     (acct_a,) = parse_sacct(sa(41, "CANCELLED by 1001", exit_code="0:15"))
     (acct_b,) = parse_sacct(sa(42, "COMPLETED"))
     transport = MockTransport(inner=LocalTransport())
-    out = record_finals(transport, [Final.of(str(a), acct_a, AT), Final.of(str(b), acct_b, AT),
-                                    Final.of(str(d / "44" / "job.json"), acct_b, AT), Final.of(str(bad), acct_b, AT)])
+    out = record_finals(
+        transport,
+        [
+            Final.of(str(a), acct_a, AT),
+            Final.of(str(b), acct_b, AT),
+            Final.of(str(d / "44" / "job.json"), acct_b, AT),
+            Final.of(str(bad), acct_b, AT),
+        ],
+    )
     assert len(transport.calls) == 1 and not (Path.cwd() / "pwned").exists()
-    assert out == {str(a): "written", str(b): "written", str(d / "44" / "job.json"): "missing",
-                   str(bad): "not roach's job.json"}
+    assert out == {
+        str(a): "written",
+        str(b): "written",
+        str(d / "44" / "job.json"): "missing",
+        str(bad): "not roach's job.json",
+    }
     # byte for byte what Job.wait() writes, through JobJson
     assert a.read_text() == final_job_json(base_a, acct_a, AT).to_json()
     assert b.read_text() == final_job_json(base_b, acct_b, AT).to_json()
@@ -85,8 +104,10 @@ def test_jobs_ending_in_one_round_get_their_job_json_in_one_command(fake, store,
     assert kinds(w.round()) == ["finished", "finished"]
     writes = [c for c in fake.calls[before:] if c[0] == "sh" and "recorded_at_utc" in c[4]]
     assert len(writes) == 1
-    assert fake.finals == {"/logs/bundles/45/job.json": ["completed", "COMPLETED", "0:0", store.get("lab", 45).recorded_at],
-                           "/logs/bundles/46/job.json": ["failed", "FAILED", "2:0", store.get("lab", 46).recorded_at]}
+    assert fake.finals == {
+        "/logs/bundles/45/job.json": ["completed", "COMPLETED", "0:0", store.get("lab", 45).recorded_at],
+        "/logs/bundles/46/job.json": ["failed", "FAILED", "2:0", store.get("lab", 46).recorded_at],
+    }
     clock.tick(10)
     before = len(fake.calls)
     w.round()  # nothing ended: no write
@@ -94,15 +115,18 @@ def test_jobs_ending_in_one_round_get_their_job_json_in_one_command(fake, store,
 
 
 # -- reservations ------------------------------------------------------------------------------------------
-SHOW_RESV = ("ReservationName=r1 StartTime=2026-11-30T02:10:57 EndTime=2026-11-30T02:15:57 Duration=00:05:00 Nodes=n1 "
-             "NodeCnt=1 CoreCnt=8 Features=(null) PartitionName=(null) Flags=SPEC_NODES TRES=cpu=8 Users=roachlab "
-             "Groups=(null) Accounts=(null) Licenses=(null) State=INACTIVE BurstBuffer=(null) Watts=n/a "
-             "MaxStartDelay=(null)\n")  # scontrol show reservation -o, Slurm 22.05.8
+SHOW_RESV = (
+    "ReservationName=r1 StartTime=2026-11-30T02:10:57 EndTime=2026-11-30T02:15:57 Duration=00:05:00 Nodes=n1 "
+    "NodeCnt=1 CoreCnt=8 Features=(null) PartitionName=(null) Flags=SPEC_NODES TRES=cpu=8 Users=roachlab "
+    "Groups=(null) Accounts=(null) Licenses=(null) State=INACTIVE BurstBuffer=(null) Watts=n/a "
+    "MaxStartDelay=(null)\n"
+)  # scontrol show reservation -o, Slurm 22.05.8
 
 
 def test_reservations_and_the_queue_with_them_are_read_from_slurms_output():
-    assert parse_reservations(SHOW_RESV) == {"r1": Reservation("r1", "2026-11-30T02:10:57", "2026-11-30T02:15:57",
-                                                                "INACTIVE")}
+    assert parse_reservations(SHOW_RESV) == {
+        "r1": Reservation("r1", "2026-11-30T02:10:57", "2026-11-30T02:15:57", "INACTIVE")
+    }
     assert parse_reservations("No reservations in the system\n") == {}
     assert queue_format().endswith(f"StartTime:{US},Reservation:{RS}")
     text = sq(5, "PENDING", reason="Reservation").replace(RS, f"{US}r1{RS}") + sq(6).replace(RS, f"{US}(null){RS}")
@@ -175,8 +199,9 @@ def test_heartbeat_shows_holders_held_time_and_flags_an_idle_one(fake, store, cl
 
     (beat,), asked = round_()
     assert asked == 1 and beat.data["watching"] == 2  # the holder and job 91; the attempt is the holder's
-    assert beat.data["holders"] == [{"job_id": "90", "run_id": "hold-dbg", "name": "dbg", "held_s": 723,
-                                     "time_limit_s": None, "idle": True}]
+    assert beat.data["holders"] == [
+        {"job_id": "90", "run_id": "hold-dbg", "name": "dbg", "held_s": 723, "time_limit_s": None, "idle": True}
+    ]
     assert "holder 90 (dbg) held 12m03s: IDLE: charged, no attempt runs" in beat.line()
     assert not [c for c in fake.calls if c[0] == "sacct"]  # the attempt's id is never asked of Slurm
     clock.tick(10)
@@ -218,18 +243,21 @@ time.sleep(120)
 
 
 @pytest.mark.lab
-def test_a_second_watch_on_one_store_and_cluster_exits_9_and_a_dead_ones_lock_is_taken_over(lab, tmp_path,
-                                                                                           monkeypatch):
+def test_a_second_watch_on_one_store_and_cluster_exits_9_and_a_dead_ones_lock_is_taken_over(lab, tmp_path, monkeypatch):
     store = tmp_path / "store.sqlite"
-    first = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(store), "lab"], stdout=subprocess.PIPE, text=True,
-                             cwd=REPO)
+    first = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(store), "lab"], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
     try:
         assert first.stdout.readline().strip() == "locked"
         monkeypatch.setenv("ROACH_STORE", str(store))
         r = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once")
         assert r.exit_code == WATCH_BUSY == 9, r.output
-        assert f"another `roach watch` (pid {first.pid}) is already watching cluster lab with the store {store}" \
-            in r.output and f"kill {first.pid}" in r.output
+        assert (
+            f"another `roach watch` (pid {first.pid}) is already watching cluster lab with the store {store}"
+            in r.output
+            and f"kill {first.pid}" in r.output
+        )
         monkeypatch.setenv("ROACH_STORE", str(tmp_path / "other.sqlite"))  # another store: not blocked
         r = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once")
         assert r.exit_code == 0, r.output

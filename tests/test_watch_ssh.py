@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from roach.slurm import submit
 from roach.records.bundle import JobJson
-from roach.slurm.clusters.lab import GPU1, LAB
 from roach.records.store import Store
+from roach.slurm import submit
+from roach.slurm.clusters.lab import GPU1, LAB
 from roach.watch.watcher import Watcher
 from tests.conftest import slack
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
@@ -31,14 +31,22 @@ def _submitted_over_ssh(git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServ
     cluster = LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
     git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
     store = Store(tmp_path / "store.sqlite")
-    job = submit("pkg.train:train", {"steps": steps, "step_s": 0.3}, resources=GPU1.replace(time="00:05:00"),
-                 cluster=cluster, repo_root=git_repo.work, store=store, log_root=str(shared_tmp / "logs"),
-                 clone_root=str(shared_tmp / "clones"))
+    job = submit(
+        "pkg.train:train",
+        {"steps": steps, "step_s": 0.3},
+        resources=GPU1.replace(time="00:05:00"),
+        cluster=cluster,
+        repo_root=git_repo.work,
+        store=store,
+        log_root=str(shared_tmp / "logs"),
+        clone_root=str(shared_tmp / "clones"),
+    )
     return env, cluster, store, job
 
 
-def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection(git_repo, shared_tmp: Path,
-                                                                                   tmp_path, lab, sshd: SSHServer):
+def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection(
+    git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer
+):
     env, cluster, store, job = _submitted_over_ssh(git_repo, shared_tmp, tmp_path, lab, sshd, steps=15)
     w = Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9)
     connections = sshd.accepted_connections()
@@ -65,12 +73,17 @@ def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection
     rec = store.get("lab", job.job_id)
     assert rec.status == "completed"
     on_cluster = JobJson.from_json(Path(job.paths.job_json).read_text())
-    assert (on_cluster.status, on_cluster.exit_code, on_cluster.recorded_at_utc) == ("completed", "0:0", rec.recorded_at)
+    assert (on_cluster.status, on_cluster.exit_code, on_cluster.recorded_at_utc) == (
+        "completed",
+        "0:0",
+        rec.recorded_at,
+    )
     assert "outage" not in said
 
 
 def test_killing_sshd_mid_watch_is_one_outage_a_backoff_then_recovery_and_no_job_marked_ended(
-        git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer):
+    git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer
+):
     from roach.slurmio.client import SlurmClient
 
     env, cluster, store, job = _submitted_over_ssh(git_repo, shared_tmp, tmp_path, lab, sshd, steps=40)

@@ -22,8 +22,13 @@ from roach.lab.config import LabConfig
 
 REPO = Path(__file__).resolve().parent.parent
 LAB_STATE = Path("/var/lib/roach/lab")
-ALWAYS = ["slurm/README.md", "lab/templates/slurm.conf", "lab/templates/gres.conf",
-          "lab/templates/slurmdbd.conf", "lab/templates/my.cnf"]
+ALWAYS = [
+    "slurm/README.md",
+    "lab/templates/slurm.conf",
+    "lab/templates/gres.conf",
+    "lab/templates/slurmdbd.conf",
+    "lab/templates/my.cnf",
+]
 # Source-tree clutter that must not go into the copy the wheel is built from.
 SKIP = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", "bench")
 
@@ -58,15 +63,18 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     assert len(wheels) == 1, wheels
     _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp)  # no --system-site-packages
     _run([str(venv / "bin" / "pip"), "install", str(wheels[0])], cwd=tmp)  # click and rich from the index
-    site = _run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                cwd=tmp).stdout.strip()
+    site = _run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], cwd=tmp
+    ).stdout.strip()
     return venv, Path(site)
 
 
 def test_installed_package_is_the_wheel_not_the_source(installed):
     venv, site = installed
-    r = _run([str(venv / "bin" / "python"), "-c", "import roach, sys; print(roach.__file__); print(sys.prefix)"],
-             cwd=venv.parent)
+    r = _run(
+        [str(venv / "bin" / "python"), "-c", "import roach, sys; print(roach.__file__); print(sys.prefix)"],
+        cwd=venv.parent,
+    )
     location, prefix = r.stdout.split()
     assert Path(location).is_relative_to(site), location
     assert Path(prefix) == venv
@@ -78,8 +86,10 @@ def test_package_data_is_inside_the_installed_package(installed):
     expected = _package_data_in_source()
     if (REPO / "roach" / "runtime" / "node.sh").exists():
         assert "runtime/node.sh" in expected
-    code = ("import json, sys; from importlib import resources; root = resources.files('roach'); "
-            "print(json.dumps({p: str(root.joinpath(p)) for p in sys.argv[1:] if root.joinpath(p).is_file()}))")
+    code = (
+        "import json, sys; from importlib import resources; root = resources.files('roach'); "
+        "print(json.dumps({p: str(root.joinpath(p)) for p in sys.argv[1:] if root.joinpath(p).is_file()}))"
+    )
     r = _run([str(venv / "bin" / "python"), "-c", code, *expected], cwd=venv.parent)
     found = json.loads(r.stdout)
     assert sorted(found) == expected, f"missing from the wheel: {sorted(set(expected) - set(found))}"

@@ -13,31 +13,26 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from roach.clusters.cluster import Cluster
 import click
+import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import RoachGroup
 from roach.cli.workspace import COMMANDS, MISSING_REQUIRED
+from roach.clusters.cluster import Cluster
 from roach.errors import SlurmError, TransportError, UsageError
 from roach.lab.config import LAB_USER
-from roach.slurm.clusters.lab import LAB
 from roach.records.bundle import FINAL_STATUSES
-from roach.workspace.file import WORKSPACE_FILE
+from roach.records.store import Store
+from roach.records.workspace import WorkspaceJob, final_record
+from roach.slurm.clusters.lab import LAB
 from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.parse import US, parse_sacct
-from roach.records.store import Store
 from roach.slurmio.transport import LocalTransport, Transport
-from roach.workspace.script import ScriptRefused
-from roach.workspace.base import Workspace
-from roach.workspace.file import WorkspaceError
-from roach.records.workspace import WorkspaceJob
 from roach.workspace.backend import pull, required_files, sbatch_script, sync, verify, wait
-from roach.workspace.base import Settings, min_poll_interval
-from roach.records.workspace import final_record
-from roach.workspace.script import ADDED_MARK, prepare_script, read_directives
+from roach.workspace.base import Settings, Workspace, min_poll_interval
+from roach.workspace.file import WORKSPACE_FILE, WorkspaceError
+from roach.workspace.script import ADDED_MARK, ScriptRefused, prepare_script, read_directives
 from tests.conftest import private_store, wait_until
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
@@ -61,8 +56,10 @@ def store_path() -> Iterator[Path]:
     yield from private_store("roach-ws-store-")
 
 
-HEAD = "#!/bin/bash\n#SBATCH --account=lab\n#SBATCH --partition=gpu\n#SBATCH --time=00:05:00\n" \
-       "#SBATCH --mem=100M\n#SBATCH --cpus-per-task=1\n"
+HEAD = (
+    "#!/bin/bash\n#SBATCH --account=lab\n#SBATCH --partition=gpu\n#SBATCH --time=00:05:00\n"
+    "#SBATCH --mem=100M\n#SBATCH --cpus-per-task=1\n"
+)
 
 
 # -- the script (pure) ---------------------------------------------------------------------------------------
@@ -83,8 +80,11 @@ def test_account_partition_cpus_and_a_used_gpu_are_required_and_checks_can_be_sk
         prepare_script(text, "t.sbatch")
     assert exc.value.missing == ("account", "partition", "cpus", "gpus")
     assert "(line 5 uses a GPU)" in exc.value.message and "--no-check-account" in exc.value.hint
-    ok = prepare_script(text.replace("#SBATCH --time", "#SBATCH -p gpu -c4 --gres=gpu:1\n#SBATCH --time"), "t.sbatch",
-                        skip_checks=("account",))
+    ok = prepare_script(
+        text.replace("#SBATCH --time", "#SBATCH -p gpu -c4 --gres=gpu:1\n#SBATCH --time"),
+        "t.sbatch",
+        skip_checks=("account",),
+    )
     assert {d.key for d in ok.directives} >= {"partition", "cpus", "gpus", "time", "memory"}
     with pytest.raises(UsageError, match="unknown check"):
         prepare_script(text, "t.sbatch", skip_checks=("acount",))
@@ -95,13 +95,17 @@ def test_account_partition_cpus_and_a_used_gpu_are_required_and_checks_can_be_sk
 def test_missing_log_lines_are_added_after_the_header_and_reported_the_file_is_untouched():
     text = HEAD + "# a comment\necho hi\n#SBATCH --qos=low\n"
     p = prepare_script(text, "s.sbatch")
-    assert p.added == ("#SBATCH --output=dsi-slurm-artifacts/%j/slurm_%j.out",
-                       "#SBATCH --error=dsi-slurm-artifacts/%j/slurm_%j.err")
+    assert p.added == (
+        "#SBATCH --output=dsi-slurm-artifacts/%j/slurm_%j.out",
+        "#SBATCH --error=dsi-slurm-artifacts/%j/slurm_%j.err",
+    )
     assert p.text == HEAD + ADDED_MARK + "\n" + "\n".join(p.added) + "\n# a comment\necho hi\n#SBATCH --qos=low\n"
     assert any("comes after the first command; sbatch ignores it" in n for n in p.notes)
     arr = prepare_script(HEAD + "#SBATCH --array=0-2\necho $SLURM_ARRAY_TASK_ID\n", "a.sbatch")
-    assert arr.array == "0-2" and arr.added == ("#SBATCH --output=dsi-slurm-artifacts/%A/slurm_%A_%a.out",
-                                                "#SBATCH --error=dsi-slurm-artifacts/%A/slurm_%A_%a.err")
+    assert arr.array == "0-2" and arr.added == (
+        "#SBATCH --output=dsi-slurm-artifacts/%A/slurm_%A_%a.out",
+        "#SBATCH --error=dsi-slurm-artifacts/%A/slurm_%A_%a.err",
+    )
     own = prepare_script(HEAD + "#SBATCH -o out.log\n#SBATCH --error=dsi-slurm-artifacts/%j/e.err\n", "o.sbatch")
     assert own.added == () and own.text == HEAD + "#SBATCH -o out.log\n#SBATCH --error=dsi-slurm-artifacts/%j/e.err\n"
     assert any("--output=out.log does not write into dsi-slurm-artifacts" in n for n in own.notes)
@@ -144,7 +148,11 @@ def test_a_missing_or_invalid_workspace_file_is_the_blocker(tmp_path):
         Workspace.load(tmp_path)
     _ws_file(tmp_path, {"remote_root": "/r/ws/", "rsync_remote_root": "me@login.ds:/r/ws/"})
     ws = Workspace.load(tmp_path)
-    assert (ws.remote_root, ws.rsync_host, ws.remote_bundle("7")) == ("/r/ws", "login.ds", "/r/ws/dsi-slurm-artifacts/7")
+    assert (ws.remote_root, ws.rsync_host, ws.remote_bundle("7")) == (
+        "/r/ws",
+        "login.ds",
+        "/r/ws/dsi-slurm-artifacts/7",
+    )
 
 
 def test_roach_toml_sets_cluster_excludes_and_outputs(tmp_path):
@@ -221,14 +229,39 @@ def test_verify_lists_what_is_missing(tmp_path):
 
 # -- the final state of an array (pure, captured sacct text) ---------------------------------------------------
 def _acct(job: str, state: str, code: str) -> str:
-    return US.join([job, "1", "a.sbatch", LAB_USER, "lab", "gpu", "normal", state, code, "3", "5",
-                    "2024-05-01T10:00:00", "2024-05-01T10:00:01", "2024-05-01T10:00:04", "1", "n1",
-                    "billing=1,cpu=1,mem=100M,node=1", "None"])
+    return US.join(
+        [
+            job,
+            "1",
+            "a.sbatch",
+            LAB_USER,
+            "lab",
+            "gpu",
+            "normal",
+            state,
+            code,
+            "3",
+            "5",
+            "2024-05-01T10:00:00",
+            "2024-05-01T10:00:01",
+            "2024-05-01T10:00:04",
+            "1",
+            "n1",
+            "billing=1,cpu=1,mem=100M,node=1",
+            "None",
+        ]
+    )
 
 
 def test_an_array_is_as_bad_as_its_worst_task_and_every_task_is_kept():
-    text = "\n".join([_acct("40_0", "COMPLETED", "0:0"), _acct("40_1", "FAILED", "3:0"),
-                      _acct("40_2", "CANCELLED by 1001", "0:15"), _acct("41", "COMPLETED", "0:0")])
+    text = "\n".join(
+        [
+            _acct("40_0", "COMPLETED", "0:0"),
+            _acct("40_1", "FAILED", "3:0"),
+            _acct("40_2", "CANCELLED by 1001", "0:15"),
+            _acct("41", "COMPLETED", "0:0"),
+        ]
+    )
     base = WorkspaceJob(job_id="40", array="0-2", script="a.sbatch")
     rec = final_record(base, parse_sacct(text), "2024-05-01T10:01:00Z")
     assert (rec.status, rec.slurm_state, rec.exit_code) == ("failed", "FAILED", "3:0")
@@ -279,9 +312,16 @@ def cancel_after(user_slurm):
 
 @pytest.mark.lab
 def test_sync_excludes_defaults_and_never_deletes_by_default(ws, cluster, sshd: SSHServer):
-    files = {"src/train.py": "print('train')\n", ".venv/bin/python": "x", "pkg/__pycache__/m.pyc": "x",
-             ".cache/c": "x", "logs/old.log": "x", ".conda/x": "x", "data/keep.csv": "a,b\n",
-             "dsi-slurm-artifacts/9/slurm_9.out": "a stale local copy"}
+    files = {
+        "src/train.py": "print('train')\n",
+        ".venv/bin/python": "x",
+        "pkg/__pycache__/m.pyc": "x",
+        ".cache/c": "x",
+        "logs/old.log": "x",
+        ".conda/x": "x",
+        "data/keep.csv": "a,b\n",
+        "dsi-slurm-artifacts/9/slurm_9.out": "a stale local copy",
+    }
     for rel, text in files.items():
         (ws.root / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws.root / rel).write_text(text)
@@ -323,27 +363,39 @@ def _flow(ws, cluster, sshd, rel, description, **kw):
 
 @pytest.mark.lab
 def test_a_job_that_completes_end_to_end(ws, cluster, sshd: SSHServer):
-    body = ('test -d "dsi-slurm-artifacts/$SLURM_JOB_ID" && echo "bundle existed before the job ran"\n'
-            'echo "to stderr" >&2\nmkdir -p results artifacts\necho \'{"acc": 0.9}\' > metrics.json\n'
-            'echo pred > results/predictions.csv\necho model > artifacts/model.txt\nsleep 3\n')
+    body = (
+        'test -d "dsi-slurm-artifacts/$SLURM_JOB_ID" && echo "bundle existed before the job ran"\n'
+        'echo "to stderr" >&2\nmkdir -p results artifacts\necho \'{"acc": 0.9}\' > metrics.json\n'
+        "echo pred > results/predictions.csv\necho model > artifacts/model.txt\nsleep 3\n"
+    )
     rel = _script(ws, "scripts/train.sbatch", body)
     original = (ws.root / rel).read_text()
     sync(ws, cluster)
     before = sshd.accepted_connections()
     sub, rec, events, marks = _flow(ws, cluster, sshd, rel, "a probe that completes")
     assert (ws.root / rel).read_text() == original  # the user's file is never changed
-    assert sub.script.added == ("#SBATCH --output=dsi-slurm-artifacts/%j/slurm_%j.out",
-                                "#SBATCH --error=dsi-slurm-artifacts/%j/slurm_%j.err")
+    assert sub.script.added == (
+        "#SBATCH --output=dsi-slurm-artifacts/%j/slurm_%j.out",
+        "#SBATCH --error=dsi-slurm-artifacts/%j/slurm_%j.err",
+    )
     assert [e.kind for e in events][-1] == "gone" and any(e.text == "RUNNING=1" for e in events)
     assert marks["gone"] == marks["first"]  # the whole watch was one session: no new one while it looped
     assert sshd.accepted_connections() <= before + 1
 
     remote_bundle = Path(sub.remote_bundle)
     assert (rec.status, rec.slurm_state, rec.exit_code) == ("completed", "COMPLETED", "0:0")
-    for side in (json.loads((remote_bundle / "job.json").read_text()), json.loads((sub.local_bundle / "job.json").read_text())):
+    for side in (
+        json.loads((remote_bundle / "job.json").read_text()),
+        json.loads((sub.local_bundle / "job.json").read_text()),
+    ):
         assert {k: side[k] for k in ("job_id", "status", "slurm_state", "exit_code", "script", "description")} == {
-            "job_id": sub.job_id, "status": "completed", "slurm_state": "COMPLETED", "exit_code": "0:0",
-            "script": "scripts/train.sbatch", "description": "a probe that completes"}
+            "job_id": sub.job_id,
+            "status": "completed",
+            "slurm_state": "COMPLETED",
+            "exit_code": "0:0",
+            "script": "scripts/train.sbatch",
+            "description": "a probe that completes",
+        }
         assert side["submitted_at_utc"] <= side["recorded_at_utc"] and side["cluster"] == "lab"
     assert (remote_bundle / "submitted-train.sbatch").read_text().count(ADDED_MARK) == 1
 
@@ -358,7 +410,8 @@ def test_a_job_that_completes_end_to_end(ws, cluster, sshd: SSHServer):
 
     (ws.root / "scoring").mkdir()
     (ws.root / "scoring" / "interface.md").write_text(
-        "## Required files\n- `metrics.json`\n- `results/predictions.csv`\n- `figures/loss.png`\n")
+        "## Required files\n- `metrics.json`\n- `results/predictions.csv`\n- `figures/loss.png`\n"
+    )
     got = verify(ws)
     assert got.missing == ("figures/loss.png",)
 
@@ -381,11 +434,17 @@ def test_a_cancelled_job_is_recorded_cancelled_by_pull_without_a_wait(ws, cluste
     cancel_after.append(sub.job_id)
     wait_until("the job to write its partial result", lambda: (Path(ws.remote_root) / "results" / "part.txt").exists())
     early = pull(ws, sub.job_id, cluster)  # still running: copies what exists, job.json stays open
-    assert early.still_queued == ("RUNNING",) and (early.record.status, early.record.live_state) == ("unknown", "submitted")
+    assert early.still_queued == ("RUNNING",) and (early.record.status, early.record.live_state) == (
+        "unknown",
+        "submitted",
+    )
     assert not early.record.is_final
     user_slurm.scancel([sub.job_id])
-    wait_until("the job to leave the queue", lambda: not [r for r in user_slurm.squeue(job_ids=[sub.job_id])
-                                                          if r.state.is_active], timeout=60)
+    wait_until(
+        "the job to leave the queue",
+        lambda: not [r for r in user_slurm.squeue(job_ids=[sub.job_id]) if r.state.is_active],
+        timeout=60,
+    )
     res = pull(ws, sub.job_id, cluster)
     assert res.record.status == "cancelled" and res.record.slurm_state.startswith("CANCELLED")
     assert res.copied == ("results/",) and (ws.root / "results" / "part.txt").read_text() == "partial\n"
@@ -396,8 +455,9 @@ def test_a_cancelled_job_is_recorded_cancelled_by_pull_without_a_wait(ws, cluste
 
 @pytest.mark.lab
 def test_an_array_of_three(ws, cluster, sshd: SSHServer):
-    rel = _script(ws, "array.sbatch", 'echo "task $SLURM_ARRAY_TASK_ID"\nsleep 1\n',
-                  head=HEAD + "#SBATCH --array=0-2\n")
+    rel = _script(
+        ws, "array.sbatch", 'echo "task $SLURM_ARRAY_TASK_ID"\nsleep 1\n', head=HEAD + "#SBATCH --array=0-2\n"
+    )
     sub, rec, _, _ = _flow(ws, cluster, sshd, rel, "three tasks")
     assert sub.script.added[0] == "#SBATCH --output=dsi-slurm-artifacts/%A/slurm_%A_%a.out"
     assert (rec.status, rec.array, sorted(rec.tasks)) == ("completed", "0-2", ["0", "1", "2"])
@@ -431,7 +491,11 @@ def test_a_dropped_connection_records_the_last_state_backs_off_and_retries_once(
     assert len(notes) == 1 and "connection lost" in notes[0].text and "trying once more in 3s" in notes[0].text
     # the last known state, here: in live_state; status stays one of the schema's values until the end, and
     # the skill's string fields are "" until known
-    assert (seen["kept"]["status"], seen["kept"]["live_state"], seen["kept"]["slurm_state"]) == ("unknown", "running", "")
+    assert (seen["kept"]["status"], seen["kept"]["live_state"], seen["kept"]["slurm_state"]) == (
+        "unknown",
+        "running",
+        "",
+    )
     assert seen["kept"]["last_seen_utc"]
     assert seen["resumed"] - seen["noted"] >= 2.5  # it backed off before the one retry
     assert sshd.accepted_connections() == seen["accepted"] + 1  # exactly one new login: the retry
@@ -447,10 +511,17 @@ def _bounce(sshd: SSHServer) -> None:
 
 # -- the commands ----------------------------------------------------------------------------------------------
 @pytest.mark.lab
-def test_cli_refuses_a_script_lacking_time_and_mem_and_reports_added_lines(ws, cluster, sshd: SSHServer,
-                                                                             cancel_after):
-    base = ["--workspace", str(ws.root), "--cluster", "lab", "--ssh-alias", sshd.alias,
-            "--ssh-config", str(sshd.config_path)]
+def test_cli_refuses_a_script_lacking_time_and_mem_and_reports_added_lines(ws, cluster, sshd: SSHServer, cancel_after):
+    base = [
+        "--workspace",
+        str(ws.root),
+        "--cluster",
+        "lab",
+        "--ssh-alias",
+        sshd.alias,
+        "--ssh-config",
+        str(sshd.config_path),
+    ]
     _script(ws, "bad.sbatch", "true\n", head="#!/bin/bash\n#SBATCH --account=lab --partition=gpu -c 1\n")
     res = _cli("sbatch", "bad.sbatch", *base, "--description", "x")
     assert res.exit_code == 2
@@ -464,9 +535,12 @@ def test_cli_refuses_a_script_lacking_time_and_mem_and_reports_added_lines(ws, c
     out = json.loads(res.output)
     cancel_after.append(out["job_id"])
     assert out["run_id"] == f"sbatch-{out['job_id']}"
-    assert out["added"] == ["#SBATCH --output=dsi-slurm-artifacts/%j/slurm_%j.out",
-                            "#SBATCH --error=dsi-slurm-artifacts/%j/slurm_%j.err",
-                            "#SBATCH --requeue", "#SBATCH --signal=B:USR1@300"]
+    assert out["added"] == [
+        "#SBATCH --output=dsi-slurm-artifacts/%j/slurm_%j.out",
+        "#SBATCH --error=dsi-slurm-artifacts/%j/slurm_%j.err",
+        "#SBATCH --requeue",
+        "#SBATCH --signal=B:USR1@300",
+    ]
     res = CliRunner().invoke(app, ["wait", out["job_id"], *base, "--interval", "1", "--pull", "--json"])
     assert res.exit_code == 0, res.output + res.stderr
     got = json.loads(res.stdout)
@@ -492,8 +566,8 @@ def test_cli_says_a_missing_workspace_file_is_the_blocker(tmp_path):
 
 
 def test_the_stores_log_path_fills_the_ids_and_name_and_keeps_an_arrays_task():
-    from roach.slurmio.parse import in_array
     from roach.records.workspace import log_path
+    from roach.slurmio.parse import in_array
 
     assert log_path("dsi-slurm-artifacts/%j/slurm_%j.out", "12", "t", "/w") == "/w/dsi-slurm-artifacts/12/slurm_12.out"
     assert log_path("/logs/%x-%A_%a.%%.out", "12", "train", "/w") == "/logs/train-12_%a.%.out"
@@ -504,7 +578,15 @@ def test_the_stores_log_path_fills_the_ids_and_name_and_keeps_an_arrays_task():
 def test_array_sizes_and_an_array_accounting_has_not_caught_up_with():
     from roach.records.workspace import array_size
 
-    assert [array_size(s) for s in ("0-2", "0-99%10", "1,3,8-10", "0-9:3", "7", "x", None)] == [3, 100, 5, 4, 1, None, None]
+    assert [array_size(s) for s in ("0-2", "0-99%10", "1,3,8-10", "0-9:3", "7", "x", None)] == [
+        3,
+        100,
+        5,
+        4,
+        1,
+        None,
+        None,
+    ]
     base = WorkspaceJob(job_id="40", array="0-2")
     lagging = parse_sacct(_acct("40", "COMPLETED", "0:0"))  # sacct briefly lists only the array's own record
     assert final_record(base, lagging, "now") is None
@@ -627,13 +709,19 @@ def ssh_only():
 
 @pytest.mark.lab
 def test_a_submitted_script_is_in_the_store_and_ls_status_logs_wait_read_it_through_its_alias(
-        ws, cluster, sshd: SSHServer, own_store, cancel_after, ssh_only):
+    ws, cluster, sshd: SSHServer, own_store, cancel_after, ssh_only
+):
     rel = _script(ws, "scripts/hello.sbatch", 'echo "hello from the workspace"\nsleep 2\n')
     sub = sbatch_script(ws, cluster, rel, "seen by roach ls")
     cancel_after.append(sub.job_id)
     rec = own_store.get("lab", int(sub.job_id))
     assert (rec.run_id, rec.target, rec.name, rec.via, rec.status) == (
-        f"sbatch-{sub.job_id}", "scripts/hello.sbatch", "hello.sbatch", sshd.alias, "submitted")
+        f"sbatch-{sub.job_id}",
+        "scripts/hello.sbatch",
+        "hello.sbatch",
+        sshd.alias,
+        "submitted",
+    )
     assert rec.log_path == f"{ws.remote_root}/dsi-slurm-artifacts/{sub.job_id}/slurm_{sub.job_id}.out"
     assert (rec.bundle_dir, rec.run_dir, rec.commit) == (sub.remote_bundle, ws.remote_root, "")
     assert rec.resources["backend"] == "remote-workspace" and rec.resources["time"] == "00:05:00"
@@ -668,18 +756,27 @@ def test_a_submitted_script_is_in_the_store_and_ls_status_logs_wait_read_it_thro
 
 
 @pytest.mark.lab
-def test_a_script_array_is_one_store_job_as_bad_as_its_worst_task(ws, cluster, sshd: SSHServer, own_store,
-                                                                   user_slurm, cancel_after):
+def test_a_script_array_is_one_store_job_as_bad_as_its_worst_task(
+    ws, cluster, sshd: SSHServer, own_store, user_slurm, cancel_after
+):
     body = 'echo "task $SLURM_ARRAY_TASK_ID"\nif [ "$SLURM_ARRAY_TASK_ID" = 1 ]; then exit 3; fi\n'
     sub = sbatch_script(ws, cluster, _script(ws, "three.sbatch", body, head=HEAD + "#SBATCH --array=0-2\n"), "")
     cancel_after.append(sub.job_id)
     assert own_store.get("lab", int(sub.job_id)).log_path.endswith(f"/{sub.job_id}/slurm_{sub.job_id}_%a.out")
-    wait_until("the array to leave the queue", lambda: not [q for q in user_slurm.squeue(job_ids=[sub.job_id])
-                                                            if q.state.is_active], timeout=120)
+    wait_until(
+        "the array to leave the queue",
+        lambda: not [q for q in user_slurm.squeue(job_ids=[sub.job_id]) if q.state.is_active],
+        timeout=120,
+    )
     cfg = str(sshd.config_path)
-    got = wait_until("accounting to have all three tasks ended",
-                     lambda: (s := json.loads(_roach("status", sub.job_id, "--json", "--ssh-config", cfg).stdout))
-                     ["status"] in FINAL_STATUSES and s)
+    got = wait_until(
+        "accounting to have all three tasks ended",
+        lambda: (
+            (s := json.loads(_roach("status", sub.job_id, "--json", "--ssh-config", cfg).stdout))["status"]
+            in FINAL_STATUSES
+            and s
+        ),
+    )
     assert (got["status"], got["state"], got["exit_code"]) == ("failed", "FAILED", "3:0")
     assert own_store.get("lab", int(sub.job_id)).status == "failed"
     r = _roach("logs", sub.job_id, "--ssh-config", cfg)
@@ -695,8 +792,9 @@ def _refuses_release(inner: Transport) -> MockTransport:
 
 
 @pytest.mark.lab
-def test_a_failure_after_the_record_is_added_cancels_the_held_job_and_removes_the_record(ws, cluster, own_store,
-                                                                                         user_slurm):
+def test_a_failure_after_the_record_is_added_cancels_the_held_job_and_removes_the_record(
+    ws, cluster, own_store, user_slurm
+):
     name = f"rollback-{os.getpid()}-{time.monotonic_ns()}"
     rel = _script(ws, "held.sbatch", "true\n", head=HEAD + f"#SBATCH --job-name={name}\n")
     with pytest.raises(SlurmError, match="Access/permission denied"):

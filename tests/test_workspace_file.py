@@ -19,8 +19,16 @@ from roach.workspace.file import (
 from tests.support.workspace import runtime_file
 
 
-@pytest.mark.parametrize("text", ["$HOME/neurico_workspaces/ws", "${HOME}/neurico_workspaces/ws",
-                                  "~/neurico_workspaces/ws", "~/neurico_workspaces/ws/", "$HOME//neurico_workspaces/./ws"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "$HOME/neurico_workspaces/ws",
+        "${HOME}/neurico_workspaces/ws",
+        "~/neurico_workspaces/ws",
+        "~/neurico_workspaces/ws/",
+        "$HOME//neurico_workspaces/./ws",
+    ],
+)
 def test_every_home_spelling_is_one_place_made_absolute_with_the_clusters_home(text):
     p = parse_remote_path(text, "remote_root")
     assert (p.home, p.path) == (True, "neurico_workspaces/ws")
@@ -32,8 +40,14 @@ def test_absolute_and_bare_home_roots_and_what_is_refused():
     assert parse_remote_path("/scratch/me/ws/", "r").resolve("/home/x") == "/scratch/me/ws"
     assert parse_remote_path("$HOME", "r").resolve("/home/x") == "/home/x"
     assert parse_remote_path("neurico_workspaces/ws/", "r", relative_is_home=True).home  # rsync's host:path
-    for bad, why in [("rel/ws", "neither an absolute path"), ("$USER/ws", "neither"), ("~other/ws", "neither"),
-                     ("$HOMEDIR/ws", "neither"), ("$HOME/../etc", "holds '..'"), ("", "is empty")]:
+    for bad, why in [
+        ("rel/ws", "neither an absolute path"),
+        ("$USER/ws", "neither"),
+        ("~other/ws", "neither"),
+        ("$HOMEDIR/ws", "neither"),
+        ("$HOME/../etc", "holds '..'"),
+        ("", "is empty"),
+    ]:
         with pytest.raises(WorkspaceError, match=why):
             parse_remote_path(bad, "remote_root")
     assert parse_remote_path("/a/$(touch x)/b", "r").path == "/a/$(touch x)/b"  # absolute: taken literally
@@ -45,7 +59,12 @@ def test_the_runtimes_file_loads_as_written(tmp_path):
     runtime_file(ws_dir)
     f = load_workspace_file(ws_dir, env={})
     assert (f.backend, f.ssh_host, f.workspace_name, f.alias, f.rsync_host) == (
-        "dsi-slurm", "login.ds", "my-idea_1.2", "login.ds", "login.ds")
+        "dsi-slurm",
+        "login.ds",
+        "my-idea_1.2",
+        "login.ds",
+        "login.ds",
+    )
     assert f.remote_root.text == "$HOME/neurico_workspaces/my-idea_1.2" and f.remote_root.home
     assert f.notes == () and f.source == "file"
     ws = Workspace.load(ws_dir)
@@ -59,8 +78,15 @@ def test_the_runtimes_file_loads_as_written(tmp_path):
     assert done.remote_bundle("7") == "/home/roachlab/neurico_workspaces/my-idea_1.2/dsi-slurm-artifacts/7"
 
 
-@pytest.mark.parametrize("root,rsync", [("/abs/ws", "login.ds:/abs/ws/"), ("~/ws", "login.ds:ws/"),
-                                        ("${HOME}/ws", "login.ds:~/ws"), ("/abs/ws", "login.ds:~/ws/")])
+@pytest.mark.parametrize(
+    "root,rsync",
+    [
+        ("/abs/ws", "login.ds:/abs/ws/"),
+        ("~/ws", "login.ds:ws/"),
+        ("${HOME}/ws", "login.ds:~/ws"),
+        ("/abs/ws", "login.ds:~/ws/"),
+    ],
+)
 def test_spellings_that_may_be_one_place_load(tmp_path, root, rsync):
     runtime_file(tmp_path, remote_root=root, rsync_remote_root=rsync)
     load_workspace_file(tmp_path, env={})  # an absolute root against ~/: the cluster's $HOME decides later
@@ -112,8 +138,9 @@ def test_the_cluster_is_the_one_whose_alias_is_ssh_host(tmp_path, monkeypatch):
     runtime_file(tmp_path, ssh_host="login.other", rsync_remote_root="login.other:~/w/", remote_root="~/w")
     c = cluster_for_file(load_workspace_file(tmp_path, env={}))
     assert (c.name, c.ssh_alias) == ("dsi", "login.other")  # nobody's alias: the backend's cluster through it
-    runtime_file(tmp_path, backend="other", ssh_host="login.other", rsync_remote_root="login.other:~/w/",
-                 remote_root="~/w")
+    runtime_file(
+        tmp_path, backend="other", ssh_host="login.other", rsync_remote_root="login.other:~/w/", remote_root="~/w"
+    )
     with pytest.raises(UsageError, match="no cluster given"):
         cluster_for_file(load_workspace_file(tmp_path, env={}))
 

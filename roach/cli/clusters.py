@@ -13,18 +13,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from roach.cli.common import echo_json as _echo_json, json_option, run_as_option
+from roach.cli.common import echo_json as _echo_json
+from roach.cli.common import json_option, run_as_option
 from roach.clusters.cluster import Cluster, known_clusters, module_cluster
-from roach.clusters.userconfig import get_cluster
-from roach.records.store import Store
-from roach.clusters.userconfig import default_cluster_name
-from roach.clusters.userconfig import config_path, load
-from roach.clusters.userconfig import configured
 from roach.clusters.discover import discover
-from roach.clusters.userconfig import save_block
+from roach.clusters.userconfig import config_path, configured, default_cluster_name, get_cluster, load, save_block
+from roach.ops.clean import clean, clones
 from roach.ops.plan import plan
-from roach.ops.clean import clean
-from roach.ops.clean import clones
+from roach.records.store import Store
 
 
 def _console() -> Console:
@@ -49,23 +45,57 @@ def describe(c: Cluster) -> dict[str, Any]:
     """Everything roach knows about a cluster (after clusters.toml), as plain data."""
 
     cfg = load()
-    out: dict[str, Any] = {"name": c.name, "description": c.description, "budget": c.budget, "metered": c.metered,
-                           "reached": f"ssh {c.ssh_alias}" if c.ssh_alias else "this machine (no ssh)",
-                           "backend": c.backend, "page": page_path(c.name),
-                           "module": f"roach.slurm.clusters.{c.name}", "site_file": f"roach/slurm/clusters/{c.name}.sh",
-                           "config": {"path": str(config_path()), "configured": c.name in cfg.clusters,
-                                      "default_cluster": (cfg.default or "ilc") == c.name}}
-    skip = {"name", "description", "budget", "metered", "ssh_alias", "backend", "presets", "tiers", "env_factory",
-            "host_check"}
+    out: dict[str, Any] = {
+        "name": c.name,
+        "description": c.description,
+        "budget": c.budget,
+        "metered": c.metered,
+        "reached": f"ssh {c.ssh_alias}" if c.ssh_alias else "this machine (no ssh)",
+        "backend": c.backend,
+        "page": page_path(c.name),
+        "module": f"roach.slurm.clusters.{c.name}",
+        "site_file": f"roach/slurm/clusters/{c.name}.sh",
+        "config": {
+            "path": str(config_path()),
+            "configured": c.name in cfg.clusters,
+            "default_cluster": (cfg.default or "ilc") == c.name,
+        },
+    }
+    skip = {
+        "name",
+        "description",
+        "budget",
+        "metered",
+        "ssh_alias",
+        "backend",
+        "presets",
+        "tiers",
+        "env_factory",
+        "host_check",
+    }
     for f in fields(c):
         if f.name not in skip:
             v = getattr(c, f.name)
             out[f.name] = list(v) if isinstance(v, tuple) else v
     out["host_check"] = getattr(c.host_check, "__doc__", None) if c.host_check else None
-    out["presets"] = {k: {"resources": {a: b for a, b in r.to_json().items() if b not in (None, [], ())},
-                          "sbatch": r.sbatch_options(c.gpu_flag)} for k, r in c.presets.items()}
-    out["tiers"] = [{"name": t.name, "partition": t.partition, "qos": t.qos, "constraint": t.constraint,
-                     "gpu_cap": t.gpu_cap, "preemptible": t.preemptible} for t in c.tiers]
+    out["presets"] = {
+        k: {
+            "resources": {a: b for a, b in r.to_json().items() if b not in (None, [], ())},
+            "sbatch": r.sbatch_options(c.gpu_flag),
+        }
+        for k, r in c.presets.items()
+    }
+    out["tiers"] = [
+        {
+            "name": t.name,
+            "partition": t.partition,
+            "qos": t.qos,
+            "constraint": t.constraint,
+            "gpu_cap": t.gpu_cap,
+            "preemptible": t.preemptible,
+        }
+        for t in c.tiers
+    ]
     out["site_file_text"] = c.site_file()
     return out
 
@@ -75,15 +105,41 @@ def _print_cluster(d: dict[str, Any]) -> None:
     console.print(Text(f"{d['name']}: {d['description']}", style="bold"), soft_wrap=True)
     metered = Text("metered", style="bold red") if d["metered"] else Text("not metered", style="green")
     console.print(Text.assemble("  budget: ", metered, f" ({d['budget'] or '?'})"), soft_wrap=True)
-    for key in ("reached", "backend", "gpu_flag", "default_account", "default_partition", "partitions", "qos_names",
-                "max_gpus", "max_gpu_hours", "gpu_hour_cost", "max_cost", "max_gpus_per_node", "submit_hosts", "refused_hosts",
-                "refused_host_reason", "host_check", "node_scratch", "min_poll_s", "signal_lead_s",
-                "checkpoint_signal", "ssh_config", "remote_setup", "page", "module", "site_file"):
+    for key in (
+        "reached",
+        "backend",
+        "gpu_flag",
+        "default_account",
+        "default_partition",
+        "partitions",
+        "qos_names",
+        "max_gpus",
+        "max_gpu_hours",
+        "gpu_hour_cost",
+        "max_cost",
+        "max_gpus_per_node",
+        "submit_hosts",
+        "refused_hosts",
+        "refused_host_reason",
+        "host_check",
+        "node_scratch",
+        "min_poll_s",
+        "signal_lead_s",
+        "checkpoint_signal",
+        "ssh_config",
+        "remote_setup",
+        "page",
+        "module",
+        "site_file",
+    ):
         v = d.get(key)
         console.print(f"  {key}: {'-' if v in (None, [], '') else v}", soft_wrap=True)
     cfg = d["config"]
-    console.print(f"  clusters.toml: {cfg['path']} ({'configures it' if cfg['configured'] else 'says nothing of it'}"
-                  f"{'; the default cluster' if cfg['default_cluster'] else ''})", soft_wrap=True)
+    console.print(
+        f"  clusters.toml: {cfg['path']} ({'configures it' if cfg['configured'] else 'says nothing of it'}"
+        f"{'; the default cluster' if cfg['default_cluster'] else ''})",
+        soft_wrap=True,
+    )
     console.print("  presets:" + ("" if d["presets"] else " (none)"))
     for k, p in d["presets"].items():
         console.print(f"    {k}: {' '.join(p['sbatch'])}", soft_wrap=True)
@@ -109,9 +165,17 @@ def clusters(ctx: click.Context, as_json: bool) -> None:
     rows = []
     for name in known_clusters():
         c = configured(module_cluster(name), cfg)  # the file read once for all of them
-        rows.append({"name": name, "metered": c.metered, "reached": f"ssh {c.ssh_alias}" if c.ssh_alias else "local",
-                     "default": (cfg.default or "ilc") == name, "configured": name in cfg.clusters,
-                     "tiers": [t.name for t in c.tiers], "description": c.description})
+        rows.append(
+            {
+                "name": name,
+                "metered": c.metered,
+                "reached": f"ssh {c.ssh_alias}" if c.ssh_alias else "local",
+                "default": (cfg.default or "ilc") == name,
+                "configured": name in cfg.clusters,
+                "tiers": [t.name for t in c.tiers],
+                "description": c.description,
+            }
+        )
     if as_json:
         _echo_json(rows)
         return
@@ -120,8 +184,13 @@ def clusters(ctx: click.Context, as_json: bool) -> None:
         table.add_column(header, overflow="fold")
     for r in rows:
         name = r["name"] + (" (default)" if r["default"] else "")
-        table.add_row(name, Text("metered", style="red") if r["metered"] else "no", r["reached"],
-                      " ".join(r["tiers"]) or "-", r["description"])
+        table.add_row(
+            name,
+            Text("metered", style="red") if r["metered"] else "no",
+            r["reached"],
+            " ".join(r["tiers"]) or "-",
+            r["description"],
+        )
     _console().print(table)
 
 
@@ -151,8 +220,12 @@ def discover_cmd(name: str, save: bool, run_as: str | None, as_json: bool) -> No
         _echo_json({**d.to_json(), "saved": str(saved) if saved else None})
         return
     click.echo(d.toml(), nl=False)
-    click.echo(f"\nsaved in {saved}" if saved else "\n(not saved: check it, then run again with --save, or copy it "
-                                                   "into clusters.toml)", err=True)
+    click.echo(
+        f"\nsaved in {saved}"
+        if saved
+        else "\n(not saved: check it, then run again with --save, or copy it into clusters.toml)",
+        err=True,
+    )
 
 
 @click.command("plan")
@@ -160,12 +233,18 @@ def discover_cmd(name: str, save: bool, run_as: str | None, as_json: bool) -> No
 @click.option("--gpus", type=click.IntRange(min=1), required=True, help="GPUs in all.")
 @click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="Nodes to spread them over.")
 @click.option("--time", "wall", default="01:00:00", show_default=True, help="Wall clock (Slurm's [D-]HH:MM:SS).")
-@click.option("--write", "write", type=click.Path(dir_okay=False), default=None,
-              help="Write the chosen Resources to FILE (Python, or JSON for *.json) for a submit script.")
+@click.option(
+    "--write",
+    "write",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the chosen Resources to FILE (Python, or JSON for *.json) for a submit script.",
+)
 @run_as_option
 @json_option
-def plan_cmd(cluster: str | None, gpus: int, nodes: int, wall: str, write: str | None, run_as: str | None,
-             as_json: bool) -> None:
+def plan_cmd(
+    cluster: str | None, gpus: int, nodes: int, wall: str, write: str | None, run_as: str | None, as_json: bool
+) -> None:
     """Work out where GPUS would finish soonest now: your claims per tier, caps, sbatch --test-only per tier."""
 
     p = plan(_configured(cluster, run_as), gpus, nodes, wall)
@@ -216,8 +295,9 @@ def clean_cmd(experiment: str, cluster: str | None, dry_run: bool, run_as: str |
         raise SystemExit(1)
 
 
-def _clones(cluster: str | None, clone_root: str, node: tuple[str, ...], run_as: str | None, as_json: bool,
-            prune: bool) -> None:
+def _clones(
+    cluster: str | None, clone_root: str, node: tuple[str, ...], run_as: str | None, as_json: bool, prune: bool
+) -> None:
 
     with Store() as store:
         found = clones(_configured(cluster, run_as), clone_root=clone_root, nodes=node, store=store, prune=prune)
@@ -236,10 +316,17 @@ def _clones(cluster: str | None, clone_root: str, node: tuple[str, ...], run_as:
 
 _clone_options = [
     click.option("--cluster", metavar="NAME", default=None, help="The cluster. [default: the default cluster]"),
-    click.option("--clone-root", default="~/roach_clones", show_default=True, help="Where the clones are on each node."),
-    click.option("--node", multiple=True, metavar="NAME",
-                 help="A node to look at (repeatable). [default: the nodes the store's jobs ran on]"),
-    run_as_option, json_option,
+    click.option(
+        "--clone-root", default="~/roach_clones", show_default=True, help="Where the clones are on each node."
+    ),
+    click.option(
+        "--node",
+        multiple=True,
+        metavar="NAME",
+        help="A node to look at (repeatable). [default: the nodes the store's jobs ran on]",
+    ),
+    run_as_option,
+    json_option,
 ]
 
 
@@ -252,8 +339,9 @@ def _with_clone_options(f):
 @click.group("clones", invoke_without_command=True)
 @_with_clone_options
 @click.pass_context
-def clones_cmd(ctx: click.Context, cluster: str | None, clone_root: str, node: tuple[str, ...], run_as: str | None,
-               as_json: bool) -> None:
+def clones_cmd(
+    ctx: click.Context, cluster: str | None, clone_root: str, node: tuple[str, ...], run_as: str | None, as_json: bool
+) -> None:
     """List the clones on each node: size, and whether a job uses them (`prune` removes unused ones)."""
     if ctx.invoked_subcommand is None:
         _clones(cluster, clone_root, node, run_as, as_json, prune=False)
@@ -267,4 +355,3 @@ def prune_cmd(cluster: str | None, clone_root: str, node: tuple[str, ...], run_a
 
 
 COMMANDS = [clusters, plan_cmd, clean_cmd, clones_cmd]
-

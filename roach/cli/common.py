@@ -12,10 +12,17 @@ import click
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 run_as_option = click.option(
-    "--run-as", metavar="USER", default=None,
-    help="Run Slurm's commands as this local user (needs root); the lab's user is roachlab.")
-ssh_config_option = click.option("--ssh-config", metavar="FILE", default=None,
-                                 help="The ssh config file that defines the alias (default: ~/.ssh/config).")
+    "--run-as",
+    metavar="USER",
+    default=None,
+    help="Run Slurm's commands as this local user (needs root); the lab's user is roachlab.",
+)
+ssh_config_option = click.option(
+    "--ssh-config",
+    metavar="FILE",
+    default=None,
+    help="The ssh config file that defines the alias (default: ~/.ssh/config).",
+)
 
 
 def echo_json(data: Any) -> None:

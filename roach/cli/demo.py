@@ -49,8 +49,17 @@ def train(run, steps=40, lr=0.1):
     return {"w": round(w, 3), "b": round(b, 3)}
 '''
 
-GIT = ["git", "-c", "user.name=roach demo", "-c", "user.email=demo@roach", "-c", "init.defaultBranch=main",
-       "-c", "safe.directory=*"]
+GIT = [
+    "git",
+    "-c",
+    "user.name=roach demo",
+    "-c",
+    "user.email=demo@roach",
+    "-c",
+    "init.defaultBranch=main",
+    "-c",
+    "safe.directory=*",
+]
 
 
 def _make_repo(base: Path, as_user: str | None) -> Path:
@@ -76,9 +85,17 @@ def main(state_dir: str | None = None, say=print) -> int:
     os.chmod(base, 0o755)
     work = _make_repo(base, as_user)
     cluster = LAB.with_(run_as=as_user) if as_user else LAB
-    job = submit("demo.train:train", args={"steps": 40, "lr": 0.3}, resources=NODES2_GPU2, cluster=cluster,
-                 name="demo", repo_root=work, log_root="~/roach-demo/slurm-logs", clone_root="~/roach_clones",
-                 description="roach lab demo: a tiny data-parallel training loop")
+    job = submit(
+        "demo.train:train",
+        args={"steps": 40, "lr": 0.3},
+        resources=NODES2_GPU2,
+        cluster=cluster,
+        name="demo",
+        repo_root=work,
+        log_root="~/roach-demo/slurm-logs",
+        clone_root="~/roach_clones",
+        description="roach lab demo: a tiny data-parallel training loop",
+    )
     say(f"submitted {job} as {as_user or 'you'}: 2 nodes x 2 GPUs, 4 ranks")
     say(f"log: {job.paths.log}")
     shown = 0

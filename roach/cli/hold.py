@@ -14,17 +14,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from roach.errors import UsageError
-from roach.runtime.signals import parse_signal
-from roach.cli.common import echo_json as _echo_json, json_option, run_as_option, ssh_config_option
+from roach.cli.common import echo_json as _echo_json
+from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.jobs import cluster_option, ssh_alias_option
-from roach.clusters.userconfig import get_cluster
 from roach.clusters.cluster import with_ssh_override
-from roach.hold.hold import Holder, hold as hold_allocation
-from roach.launch.holder import HolderInfo
+from roach.clusters.userconfig import get_cluster
+from roach.errors import UsageError
+from roach.hold.hold import Holder
+from roach.hold.hold import hold as hold_allocation
 from roach.launch.hold_steps import Step, StepKind
+from roach.launch.holder import HolderInfo
 from roach.launch.inside_attempts import AttemptPaths, attempt_records
 from roach.records.store import Store
+from roach.runtime.signals import parse_signal
 
 
 def _console() -> Console:
@@ -54,8 +56,10 @@ def _info_line(h: Holder, info: HolderInfo, idle: bool | None) -> Text:
     if info.reason:
         parts.append(f" ({info.reason})")
     if info.state.is_running or info.state.is_terminal:
-        parts.append(f" on {info.nodelist} ({info.nodes} node(s) x {info.gpus_per_node} GPU(s)), held "
-                     f"{_hms(info.held_s)} of {_hms(info.time_limit_s)}")
+        parts.append(
+            f" on {info.nodelist} ({info.nodes} node(s) x {info.gpus_per_node} GPU(s)), held "
+            f"{_hms(info.held_s)} of {_hms(info.time_limit_s)}"
+        )
     if idle:
         parts += ["  ", Text("IDLE: charged, no attempt runs", style="bold yellow")]
     return Text.assemble(*parts)
@@ -64,24 +68,57 @@ def _info_line(h: Holder, info: HolderInfo, idle: bool | None) -> Text:
 # -- commands -------------------------------------------------------------------------------------------
 @click.command("hold")
 @click.option("--cluster", required=True, metavar="NAME", help="The cluster to hold nodes on (e.g. lab).")
-@click.option("--resources", "preset", required=True, metavar="PRESET",
-              help="A resources preset of the cluster: the nodes and GPUs the attempts will run on.")
+@click.option(
+    "--resources",
+    "preset",
+    required=True,
+    metavar="PRESET",
+    help="A resources preset of the cluster: the nodes and GPUs the attempts will run on.",
+)
 @click.option("--time", default=None, metavar="TIME", help="Wall clock of the holder. [default: the preset's]")
 @click.option("--name", default="hold", show_default=True, help="The holder's job name.")
-@click.option("--log-root", metavar="PATH", default="~/roach/holders", show_default=True,
-              help="Cluster directory for the holder's log and bundle (absolute or ~/...).")
-@click.option("--lead", "lead_s", type=click.IntRange(min=1), default=None, metavar="SECONDS",
-              help="Stop the running attempt this long before the wall clock. [default: the cluster's signal lead]")
+@click.option(
+    "--log-root",
+    metavar="PATH",
+    default="~/roach/holders",
+    show_default=True,
+    help="Cluster directory for the holder's log and bundle (absolute or ~/...).",
+)
+@click.option(
+    "--lead",
+    "lead_s",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    help="Stop the running attempt this long before the wall clock. [default: the cluster's signal lead]",
+)
 @click.option("--metered", "allow_metered", is_flag=True, help="Confirm that a metered cluster may be used.")
-@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-              help="Wait up to SECONDS for the holder to run, and print its nodes.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Wait up to SECONDS for the holder to run, and print its nodes.",
+)
 @run_as_option
 @ssh_alias_option
 @ssh_config_option
 @json_option
-def hold(cluster: str, preset: str, time: str | None, name: str, log_root: str, lead_s: int | None,
-         allow_metered: bool, wait_s: float | None, run_as: str | None, ssh_alias: str | None,
-         ssh_config: str | None, as_json: bool) -> None:
+def hold(
+    cluster: str,
+    preset: str,
+    time: str | None,
+    name: str,
+    log_root: str,
+    lead_s: int | None,
+    allow_metered: bool,
+    wait_s: float | None,
+    run_as: str | None,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+    as_json: bool,
+) -> None:
     """Queue a holder: a job that takes the nodes and sleeps, so that attempts start at once inside it.
 
     It is charged while it sleeps: `roach release` it once an attempt trains correctly, and submit the real
@@ -90,17 +127,28 @@ def hold(cluster: str, preset: str, time: str | None, name: str, log_root: str, 
     c = get_cluster(cluster)
     c = with_ssh_override(c.with_(run_as=run_as) if run_as else c, ssh_alias, ssh_config)
     with Store() as store:
-        h = hold_allocation(preset, cluster=c, name=name, log_root=log_root, time=time, lead_s=lead_s,
-                            allow_metered=allow_metered, store=store)
+        h = hold_allocation(
+            preset,
+            cluster=c,
+            name=name,
+            log_root=log_root,
+            time=time,
+            lead_s=lead_s,
+            allow_metered=allow_metered,
+            store=store,
+        )
         info = h.wait_running(timeout=wait_s) if wait_s is not None else h.info()
     if as_json:
-        _echo_json({"job_id": h.job_id, "cluster": c.name, "log": h.log_path, **asdict(info),
-                    "state": info.state.value})
+        _echo_json(
+            {"job_id": h.job_id, "cluster": c.name, "log": h.log_path, **asdict(info), "state": info.state.value}
+        )
         return
     out = _console()
     out.print(_info_line(h, info, None))
-    out.print(f"  log {h.log_path}\n  attempts: roach submit TARGET --cluster {c.name} --resources {preset} "
-              f"--inside {h.job_id}\n  end it:   roach release {h.job_id}")
+    out.print(
+        f"  log {h.log_path}\n  attempts: roach submit TARGET --cluster {c.name} --resources {preset} "
+        f"--inside {h.job_id}\n  end it:   roach release {h.job_id}"
+    )
 
 
 @click.command("steps")
@@ -117,11 +165,27 @@ def steps(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> N
         listed: list[Step] = h.steps(info) if info.state.is_running else []
         runs = {AttemptPaths.of(r).attempt: r.run_id for r in attempt_records(store, h.cluster.name, h.job_id)}
     idle = info.state.is_running and not [s for s in listed if s.kind.is_attempt or s.kind is StepKind.OTHER]
-    rows = [{**asdict(s), "id": s.id, "kind": s.kind.value, "what": s.describe(),
-             "run_id": runs.get(s.attempt) if s.attempt is not None else None} for s in listed]
+    rows = [
+        {
+            **asdict(s),
+            "id": s.id,
+            "kind": s.kind.value,
+            "what": s.describe(),
+            "run_id": runs.get(s.attempt) if s.attempt is not None else None,
+        }
+        for s in listed
+    ]
     if as_json:
-        _echo_json({"holder": h.job_id, "state": info.state.value, "idle": idle, "held_s": info.held_s,
-                    "time_limit_s": info.time_limit_s, "steps": rows})
+        _echo_json(
+            {
+                "holder": h.job_id,
+                "state": info.state.value,
+                "idle": idle,
+                "held_s": info.held_s,
+                "time_limit_s": info.time_limit_s,
+                "steps": rows,
+            }
+        )
         return
     out = _console()
     out.print(_info_line(h, info, idle))
@@ -132,8 +196,9 @@ def steps(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> N
         table.add_column(header, overflow="fold")
     for r, s in zip(rows, listed):
         style = "bold" if s.kind is StepKind.RANKS else ""
-        table.add_row(s.id, s.name, Text(r["what"], style=style), str(s.tasks), s.nodelist, _hms(s.elapsed_s),
-                      r["run_id"] or "")
+        table.add_row(
+            s.id, s.name, Text(r["what"], style=style), str(s.tasks), s.nodelist, _hms(s.elapsed_s), r["run_id"] or ""
+        )
     if not out.is_terminal:  # piped: whole values, one line per step, for grep and awk
         out.width = 100_000
     out.print(table)
@@ -141,8 +206,9 @@ def steps(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> N
 
 @click.command("signal")
 @click.argument("ref", metavar="HOLDER")
-@click.option("--step", default=None, metavar="N",
-              help="The ranks' step to stop (N or HOLDER.N). [default: the one running]")
+@click.option(
+    "--step", default=None, metavar="N", help="The ranks' step to stop (N or HOLDER.N). [default: the one running]"
+)
 @click.option("--sig", default="USR1", show_default=True, help="The signal: USR1 (checkpoint and leave), TERM, ...")
 @cluster_option
 @run_as_option
@@ -169,10 +235,14 @@ def signal(ref: str, step: str | None, sig: str, cluster: str | None, run_as: st
     for line in report.lines:
         out.print(line)
     if report.ranks == 0:
-        raise UsageError(f"no rank of attempt {report.attempt} was found on the nodes of step {report.step}",
-                         hint=f"it may have just ended: `roach steps {h.job_id}`")
-    out.print(f"sent SIG{report.signal} to attempt {report.attempt} (step {report.step})"
-              + (f", run {rec.run_id}; it checkpoints and exits at its next step\n  log {rec.log_path}" if rec else ""))
+        raise UsageError(
+            f"no rank of attempt {report.attempt} was found on the nodes of step {report.step}",
+            hint=f"it may have just ended: `roach steps {h.job_id}`",
+        )
+    out.print(
+        f"sent SIG{report.signal} to attempt {report.attempt} (step {report.step})"
+        + (f", run {rec.run_id}; it checkpoints and exits at its next step\n  log {rec.log_path}" if rec else "")
+    )
 
 
 @click.command("release")
@@ -191,15 +261,24 @@ def release(ref: str, cluster: str | None, run_as: str | None, as_json: bool) ->
         else:
             state = before.state
     if as_json:
-        _echo_json({"holder": h.job_id, "was": before.state.value, "state": state.value, "held_s": before.held_s,
-                    "stopped_steps": [s.id for s in running]})
+        _echo_json(
+            {
+                "holder": h.job_id,
+                "was": before.state.value,
+                "state": state.value,
+                "held_s": before.held_s,
+                "stopped_steps": [s.id for s in running],
+            }
+        )
         return
     if not before.state.is_active:
         click.echo(f"holder {h.job_id} already ended ({before.state.value}); nothing to release")
         return
-    click.echo(f"released holder {h.job_id} on {h.cluster.name} (it was {before.state.value}, held "
-               f"{_hms(before.held_s)}): {state.value}"
-               + (f"; stopped {', '.join(s.id for s in running)} (SIGTERM)" if running else ""))
+    click.echo(
+        f"released holder {h.job_id} on {h.cluster.name} (it was {before.state.value}, held "
+        f"{_hms(before.held_s)}): {state.value}"
+        + (f"; stopped {', '.join(s.id for s in running)} (SIGTERM)" if running else "")
+    )
 
 
 COMMANDS = (hold, steps, signal, release)

@@ -10,8 +10,7 @@ than its cluster's own is read through that alias again (the store's ``via``); `
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from inspect import signature
@@ -21,94 +20,46 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from roach.cli.common import echo_json as _echo_json, json_option, run_as_option, ssh_config_option
+from roach.cli.args import cli_cluster, parse_args, parse_args_json, parse_env, submit_cluster
+from roach.cli.common import echo_json as _echo_json
+from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.views import JobView, follow_log, grouped_views, live_views, print_view, reach, state_text
-from roach.errors import TransportError, UsageError, WaitTimeoutError
-from roach.clusters.cluster import Cluster, with_ssh_override
+from roach.clusters.cluster import with_ssh_override
 from roach.clusters.userconfig import get_cluster
+from roach.errors import TransportError, UsageError, WaitTimeoutError
+from roach.launch.inside_job import job_for
 from roach.launch.job import Job
-from roach.records.results import JOB_NOT_COMPLETED
-from roach.records.store import JobRecord, Store
 from roach.launch.submit import resume as resume_run
 from roach.launch.submit import submit as submit_job
-from roach.workspace.file import archived_bundle, earlier_stage_error
+from roach.records.job_record import JobRecord
+from roach.records.results import JOB_NOT_COMPLETED
+from roach.records.store import Store
 from roach.records.workspace import is_workspace_record
-from roach.clusters.userconfig import default_cluster_name
-from roach.launch.inside_job import job_for
+from roach.workspace.file import archived_bundle, earlier_stage_error
 
-
-cluster_option = click.option("--cluster", metavar="NAME", default=None,
-                              help="Only look on this cluster (needed when a job id is recorded on several).")
+cluster_option = click.option(
+    "--cluster",
+    metavar="NAME",
+    default=None,
+    help="Only look on this cluster (needed when a job id is recorded on several).",
+)
 ssh_alias_option = click.option(
-    "--ssh-alias", metavar="ALIAS", default=None,
+    "--ssh-alias",
+    metavar="ALIAS",
+    default=None,
     help="Reach the cluster by `ssh ALIAS` [default: the alias the job was submitted through, else the "
-         "cluster's own way].")
+    "cluster's own way].",
+)
 
 
-# -- parsing --------------------------------------------------------------------------------------------
-def parse_arg_value(text: str) -> Any:
-    """A ``--arg`` value: JSON when it parses (``1e-3``, ``200``, ``["a","b"]``, ``true``), else the text."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def _pairs(param: str, values: Iterable[str], form: str) -> list[tuple[str, str]]:
-    pairs = []
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{item!r} is not of the form {form}", param_hint=param)
-        pairs.append((key, value))
-    return pairs
-
-
-def _parse_args(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in _pairs("--arg", values, "KEY=VALUE (e.g. --arg lr=1e-3)"):
-        if not key.isidentifier():
-            raise click.BadParameter(f"{key!r} is not a keyword argument name", param_hint="--arg")
-        if key in out:
-            raise click.BadParameter(f"{key!r} is given twice", param_hint="--arg")
-        out[key] = parse_arg_value(value)
-    return out
-
-
-def _parse_args_json(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Any]:
-    if value is None:
-        return {}
-    try:
-        data = json.loads(value)
-    except ValueError as e:
-        raise click.BadParameter(f"not JSON ({e}): {value!r}", param_hint="--args-json") from None
-    if not isinstance(data, dict):
-        raise click.BadParameter(f"must be a JSON object of keyword arguments, got {type(data).__name__}",
-                                 param_hint="--args-json")
-    return data
-
-
-def parse_env(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
-    return dict(_pairs("--env", values, "NAME=VALUE (e.g. --env WANDB_MODE=offline)"))
-
-
-def cli_cluster(name: str, run_as: str | None) -> Cluster:
-    c = get_cluster(name)
-    return c.with_(run_as=run_as) if run_as else c
-
-
-def submit_cluster(cluster: str | None, run_as: str | None, ssh_alias: str | None,
-                   ssh_config: str | None) -> Cluster | None:
-    """The cluster a submission goes to, reached through ``ssh_alias``/``ssh_config`` when given (None: the
-    configured default, chosen by submit itself)."""
-    if cluster is None and (ssh_alias or ssh_config):
-
-        cluster = default_cluster_name()
-    return with_ssh_override(cli_cluster(cluster, run_as), ssh_alias, ssh_config) if cluster else None
-
-
-def _job(ref: str, cluster: str | None, run_as: str | None, store: Store, ssh_alias: str | None = None,
-         ssh_config: str | None = None) -> Job:
+def _job(
+    ref: str,
+    cluster: str | None,
+    run_as: str | None,
+    store: Store,
+    ssh_alias: str | None = None,
+    ssh_config: str | None = None,
+) -> Job:
     """The recorded job ``ref`` names (run id or job id), reached the way it was submitted unless ``ssh_alias``
     says otherwise; roach only acts on jobs in its store."""
     if cluster is not None:
@@ -125,25 +76,46 @@ def _explained(rec: JobRecord, ssh_alias: str | None) -> Iterator[None]:
         yield
     except TransportError as err:
         if rec.via and not ssh_alias:
-            err.hint = (f"{err.hint + '; ' if err.hint else ''}job {rec.slurm_id} was submitted through ssh alias "
-                        f"{rec.via!r}" + (f" (from {rec.via_config})" if rec.via_config else "") + ", so roach reads "
-                        "it that way: pass --ssh-config FILE if that alias is now defined in another file, or "
-                        "--ssh-alias ALIAS to reach the cluster another way")
+            err.hint = (
+                f"{err.hint + '; ' if err.hint else ''}job {rec.slurm_id} was submitted through ssh alias "
+                f"{rec.via!r}" + (f" (from {rec.via_config})" if rec.via_config else "") + ", so roach reads "
+                "it that way: pass --ssh-config FILE if that alias is now defined in another file, or "
+                "--ssh-alias ALIAS to reach the cluster another way"
+            )
         raise
 
 
 # -- commands -------------------------------------------------------------------------------------------
 _CLONE_ROOT = signature(submit_job).parameters["clone_root"].default
 _WHERE_OPTIONS = (
-    click.option("--repo-root", default=".", show_default=True, type=click.Path(file_okay=False),
-                 help="The git repository whose pushed HEAD runs."),
-    click.option("--log-root", metavar="PATH", default=None,
-                 help="Cluster directory for logs and bundles (absolute or ~/...). [default: ~/roach/<repo>/slurm-logs]"),
-    click.option("--clone-root", metavar="PATH", default=None, help=f"Cluster directory for clones. [default: {_CLONE_ROOT}]"),
-    click.option("--secrets-dir", metavar="PATH", default=None,
-                 help="Cluster directory of secret files (one per variable, mode 600) exported to the ranks."),
-    click.option("--run-root", metavar="PATH", default=None,
-                 help="Cluster directory for run directories. [default: runs/ beside the log root]"),
+    click.option(
+        "--repo-root",
+        default=".",
+        show_default=True,
+        type=click.Path(file_okay=False),
+        help="The git repository whose pushed HEAD runs.",
+    ),
+    click.option(
+        "--log-root",
+        metavar="PATH",
+        default=None,
+        help="Cluster directory for logs and bundles (absolute or ~/...). [default: ~/roach/<repo>/slurm-logs]",
+    ),
+    click.option(
+        "--clone-root", metavar="PATH", default=None, help=f"Cluster directory for clones. [default: {_CLONE_ROOT}]"
+    ),
+    click.option(
+        "--secrets-dir",
+        metavar="PATH",
+        default=None,
+        help="Cluster directory of secret files (one per variable, mode 600) exported to the ranks.",
+    ),
+    click.option(
+        "--run-root",
+        metavar="PATH",
+        default=None,
+        help="Cluster directory for run directories. [default: runs/ beside the log root]",
+    ),
 )
 
 
@@ -157,42 +129,104 @@ def where_options(command):
 
 @click.command()
 @click.argument("target")
-@click.option("--cluster", default=None, metavar="NAME",
-              help="The cluster to run on (e.g. lab). [default: clusters.toml's default, else ilc]")
-@click.option("--experiment", default=None, metavar="NAME",
-              help="The experiment the run belongs to (what `roach clean` cleans). [default: the log root's parent]")
-@click.option("--resources", "preset", required=True, metavar="PRESET", help="A resources preset of the cluster (the lab: CPU, GPU1, GPU2, ...).")
-@click.option("--arg", "kwargs", multiple=True, metavar="KEY=VALUE", callback=_parse_args,
-              help="A keyword argument of the function; VALUE is read as JSON when it parses (1e-3, 200, "
-                   '["a","b"], true), else kept as a string. Repeatable.')
-@click.option("--args-json", metavar="JSON", callback=_parse_args_json,
-              help="Keyword arguments as one JSON object; --arg may add others, not repeat them.")
+@click.option(
+    "--cluster",
+    default=None,
+    metavar="NAME",
+    help="The cluster to run on (e.g. lab). [default: clusters.toml's default, else ilc]",
+)
+@click.option(
+    "--experiment",
+    default=None,
+    metavar="NAME",
+    help="The experiment the run belongs to (what `roach clean` cleans). [default: the log root's parent]",
+)
+@click.option(
+    "--resources",
+    "preset",
+    required=True,
+    metavar="PRESET",
+    help="A resources preset of the cluster (the lab: CPU, GPU1, GPU2, ...).",
+)
+@click.option(
+    "--arg",
+    "kwargs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    callback=parse_args,
+    help="A keyword argument of the function; VALUE is read as JSON when it parses (1e-3, 200, "
+    '["a","b"], true), else kept as a string. Repeatable.',
+)
+@click.option(
+    "--args-json",
+    metavar="JSON",
+    callback=parse_args_json,
+    help="Keyword arguments as one JSON object; --arg may add others, not repeat them.",
+)
 @click.option("--name", default=None, help="The job's name. [default: the function's name]")
-@click.option("--env", "job_env", multiple=True, metavar="NAME=VALUE", callback=parse_env,
-              help="An environment variable for the job's ranks. Repeatable.")
+@click.option(
+    "--env",
+    "job_env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    callback=parse_env,
+    help="An environment variable for the job's ranks. Repeatable.",
+)
 @where_options
 @click.option("--run-id", metavar="ID", default=None, help="The run's id. [default: <name>-<UTC time>-<random>]")
 @click.option("--description", default="", help="Free text kept in the job's job.json.")
-@click.option("--metered", "allow_metered", is_flag=True,
-              help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.")
-@click.option("--inside", type=int, metavar="HOLDER", default=None,
-              help="Start now as steps of this running holder (roach hold) instead of queuing a job.")
+@click.option(
+    "--metered",
+    "allow_metered",
+    is_flag=True,
+    help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.",
+)
+@click.option(
+    "--inside",
+    type=int,
+    metavar="HOLDER",
+    default=None,
+    help="Start now as steps of this running holder (roach hold) instead of queuing a job.",
+)
 @click.option("--force", is_flag=True, help="With --inside: start even beside another attempt's running ranks.")
-@click.option("--wait-holder", "wait_holder_s", type=click.FloatRange(min=0), metavar="S", default=None,
-              help="With --inside: wait up to S seconds for a holder still pending to run (without it, a pending "
-                   "holder is refused).")
+@click.option(
+    "--wait-holder",
+    "wait_holder_s",
+    type=click.FloatRange(min=0),
+    metavar="S",
+    default=None,
+    help="With --inside: wait up to S seconds for a holder still pending to run (without it, a pending "
+    "holder is refused).",
+)
 @run_as_option
-@click.option("--ssh-alias", metavar="ALIAS", default=None,
-              help="Reach the cluster by `ssh ALIAS` instead of its own way; recorded, so later commands read the "
-                   "job the same way.")
+@click.option(
+    "--ssh-alias",
+    metavar="ALIAS",
+    default=None,
+    help="Reach the cluster by `ssh ALIAS` instead of its own way; recorded, so later commands read the "
+    "job the same way.",
+)
 @ssh_config_option
-@click.option("--wait", is_flag=True,
-              help=f"Wait for the job to end; exit 0 if it COMPLETED, {JOB_NOT_COMPLETED} if not.")
+@click.option(
+    "--wait", is_flag=True, help=f"Wait for the job to end; exit 0 if it COMPLETED, {JOB_NOT_COMPLETED} if not."
+)
 @json_option
 @click.pass_context
-def submit(ctx: click.Context, target: str, cluster: str, preset: str, kwargs: dict[str, Any],
-           args_json: dict[str, Any], job_env: dict[str, str], run_as: str | None, ssh_alias: str | None,
-           ssh_config: str | None, wait: bool, as_json: bool, **paths: Any) -> None:
+def submit(
+    ctx: click.Context,
+    target: str,
+    cluster: str,
+    preset: str,
+    kwargs: dict[str, Any],
+    args_json: dict[str, Any],
+    job_env: dict[str, str],
+    run_as: str | None,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+    wait: bool,
+    as_json: bool,
+    **paths: Any,
+) -> None:
     """Run TARGET (package.module:function) of the repository's pushed HEAD as a Slurm job.
 
     Prints the job id, run id and log path.
@@ -203,30 +237,62 @@ def submit(ctx: click.Context, target: str, cluster: str, preset: str, kwargs: d
     options = {k: v for k, v in paths.items() if v is not None}
     target_cluster = submit_cluster(cluster, run_as, ssh_alias, ssh_config)
     with Store() as store:
-        job = submit_job(target, {**args_json, **kwargs}, resources=preset, cluster=target_cluster,
-                         job_env=job_env, store=store, **options)
+        job = submit_job(
+            target,
+            {**args_json, **kwargs},
+            resources=preset,
+            cluster=target_cluster,
+            job_env=job_env,
+            store=store,
+            **options,
+        )
         _report_submitted(ctx, job, run_as, wait, as_json)
 
 
 @click.command()
 @click.argument("run_id")
-@click.option("--cluster", metavar="NAME", default=None,
-              help="Run it on this cluster (one that sees the same run directory). [default: where it last ran]")
-@click.option("--resources", "preset", metavar="PRESET", default=None,
-              help="A resources preset of that cluster. [default: what its last job asked for]")
-@click.option("--repo-root", default=".", show_default=True, type=click.Path(file_okay=False),
-              help="The git repository whose pushed HEAD the job runs.")
+@click.option(
+    "--cluster",
+    metavar="NAME",
+    default=None,
+    help="Run it on this cluster (one that sees the same run directory). [default: where it last ran]",
+)
+@click.option(
+    "--resources",
+    "preset",
+    metavar="PRESET",
+    default=None,
+    help="A resources preset of that cluster. [default: what its last job asked for]",
+)
+@click.option(
+    "--repo-root",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="The git repository whose pushed HEAD the job runs.",
+)
 @click.option("--metered", "allow_metered", is_flag=True, help="Confirm that a metered cluster may be used.")
 @run_as_option
 @ssh_alias_option
 @ssh_config_option
-@click.option("--wait", is_flag=True,
-              help=f"Wait for the job to end; exit 0 if it COMPLETED, {JOB_NOT_COMPLETED} if not.")
+@click.option(
+    "--wait", is_flag=True, help=f"Wait for the job to end; exit 0 if it COMPLETED, {JOB_NOT_COMPLETED} if not."
+)
 @json_option
 @click.pass_context
-def resume(ctx: click.Context, run_id: str, cluster: str | None, preset: str | None, repo_root: str,
-           allow_metered: bool, run_as: str | None, ssh_alias: str | None, ssh_config: str | None, wait: bool,
-           as_json: bool) -> None:
+def resume(
+    ctx: click.Context,
+    run_id: str,
+    cluster: str | None,
+    preset: str | None,
+    repo_root: str,
+    allow_metered: bool,
+    run_as: str | None,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+    wait: bool,
+    as_json: bool,
+) -> None:
     """Submit RUN_ID again so it continues from its checkpoint (resume.pt), here or on another cluster.
 
     A run id roach has no record of, or whose run directory is gone, is an error, never a fresh start.
@@ -234,18 +300,28 @@ def resume(ctx: click.Context, run_id: str, cluster: str | None, preset: str | N
     with Store() as store:
         rec = store.latest_for_run(run_id)
         if rec is not None and is_workspace_record(rec):
-            raise UsageError(f"{run_id} is a sbatch job of a remote workspace ({rec.target}), not a roach run",
-                             hint=f"submit its script again: roach sbatch {rec.target}")
+            raise UsageError(
+                f"{run_id} is a sbatch job of a remote workspace ({rec.target}), not a roach run",
+                hint=f"submit its script again: roach sbatch {rec.target}",
+            )
         name = cluster or (rec.cluster if rec else None)
         if rec is not None and name == rec.cluster:  # where it ran: the way it was submitted, unless told
             target_cluster = reach(rec, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config)
         else:
             target_cluster = with_ssh_override(cli_cluster(name, run_as), ssh_alias, ssh_config) if name else None
-        job = resume_run(run_id, resources=preset, cluster=target_cluster, repo_root=repo_root, store=store,
-                         allow_metered=allow_metered)
+        job = resume_run(
+            run_id,
+            resources=preset,
+            cluster=target_cluster,
+            repo_root=repo_root,
+            store=store,
+            allow_metered=allow_metered,
+        )
         if rec is not None and job.record.commit != rec.commit and not as_json:
-            click.echo(f"code: commit {job.record.commit[:12]}, the repository's HEAD; its last job ran "
-                       f"{rec.commit[:12]} (the checkpoint must load in the new code)")
+            click.echo(
+                f"code: commit {job.record.commit[:12]}, the repository's HEAD; its last job ran "
+                f"{rec.commit[:12]} (the checkpoint must load in the new code)"
+            )
         _report_submitted(ctx, job, run_as, wait, as_json)
 
 
@@ -253,14 +329,12 @@ def _report_submitted(ctx: click.Context, job: Job, run_as: str | None, wait: bo
     """Print what was submitted; with ``wait``, wait for it and exit 6 unless it completed."""
     view = JobView.of(job.record, None, job.record.status)
     if not as_json:
-        Console(highlight=False).print(f"submitted {job}\n"
-                                       f"  log {job.record.log_path}", soft_wrap=True)
+        Console(highlight=False).print(f"submitted {job}\n  log {job.record.log_path}", soft_wrap=True)
     if wait:
         try:
             acct = job.wait()
         except KeyboardInterrupt:
-            click.echo(f"stopped waiting; job {job.job_id} goes on (`roach cancel {job.run_id}` stops it)",
-                       err=True)
+            click.echo(f"stopped waiting; job {job.job_id} goes on (`roach cancel {job.run_id}` stops it)", err=True)
             raise click.Abort() from None
         view = JobView.of(job.record, acct.state.value, job.record.status, None, job.record.exit_code)
     if as_json:
@@ -269,8 +343,11 @@ def _report_submitted(ctx: click.Context, job: Job, run_as: str | None, wait: bo
         print_view(view)
     if wait and not view.ok:
         if not as_json:
-            click.echo(f"job {view.slurm_id} did not complete; read its log: roach logs {view.run_id}"
-                       + (f" --run-as {run_as}" if run_as else ""), err=True)
+            click.echo(
+                f"job {view.slurm_id} did not complete; read its log: roach logs {view.run_id}"
+                + (f" --run-as {run_as}" if run_as else ""),
+                err=True,
+            )
         ctx.exit(JOB_NOT_COMPLETED)
 
 
@@ -281,8 +358,9 @@ def _report_submitted(ctx: click.Context, job: Job, run_as: str | None, wait: bo
 @ssh_alias_option
 @ssh_config_option
 @json_option
-def status(ref: str, cluster: str | None, run_as: str | None, ssh_alias: str | None, ssh_config: str | None,
-           as_json: bool) -> None:
+def status(
+    ref: str, cluster: str | None, run_as: str | None, ssh_alias: str | None, ssh_config: str | None, as_json: bool
+) -> None:
     """Show the state of one job (a run id names its latest job)."""
     with Store() as store:
         job = _job(ref, cluster, run_as, store, ssh_alias, ssh_config)
@@ -302,7 +380,9 @@ def _earlier_stage(rec) -> str | None:
     if not is_workspace_record(rec):
         return None
     archived = archived_bundle(rec.resources.get("workspace") or "", str(rec.job_id))
-    return None if archived is None else earlier_stage_error(rec.resources["workspace"], str(rec.job_id), archived).message
+    return (
+        None if archived is None else earlier_stage_error(rec.resources["workspace"], str(rec.job_id), archived).message
+    )
 
 
 @click.command()
@@ -313,16 +393,25 @@ def _earlier_stage(rec) -> str | None:
 @run_as_option
 @ssh_alias_option
 @ssh_config_option
-def logs(ref: str, follow: bool, lines: int | None, cluster: str | None, run_as: str | None, ssh_alias: str | None,
-         ssh_config: str | None) -> None:
+def logs(
+    ref: str,
+    follow: bool,
+    lines: int | None,
+    cluster: str | None,
+    run_as: str | None,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+) -> None:
     """Print a job's log (a run id names its latest job)."""
     with Store() as store:
         job = _job(ref, cluster, run_as, store, ssh_alias, ssh_config)
     path = job.record.log_path  # where the job writes it (a sweep's run: <sweep_id>_<array>_<task>.out)
     if is_workspace_record(job.record):  # a sbatch script's log: where its --output said
         if job.record.resources.get("array") is not None:
-            raise UsageError(f"job {job.job_id} is an array: each task writes its own log ({path})",
-                             hint=f"`roach pull {job.job_id}` brings them all back to dsi-slurm-artifacts/{job.job_id}/")
+            raise UsageError(
+                f"job {job.job_id} is an array: each task writes its own log ({path})",
+                hint=f"`roach pull {job.job_id}` brings them all back to dsi-slurm-artifacts/{job.job_id}/",
+            )
     with _explained(job.record, ssh_alias):
         if follow:
             follow_log(job, lines, path=path)
@@ -339,12 +428,26 @@ def logs(ref: str, follow: bool, lines: int | None, cluster: str | None, run_as:
 @run_as_option
 @ssh_alias_option
 @ssh_config_option
-@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=120.0, show_default=True, metavar="S",
-              help="Wait up to S seconds for the job to end (its ranks checkpoint first) and record its end in "
-                   "job.json and the store; 0: return at once (the next status, ls or watch records it).")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=120.0,
+    show_default=True,
+    metavar="S",
+    help="Wait up to S seconds for the job to end (its ranks checkpoint first) and record its end in "
+    "job.json and the store; 0: return at once (the next status, ls or watch records it).",
+)
 @json_option
-def cancel(ref: str, cluster: str | None, run_as: str | None, ssh_alias: str | None, ssh_config: str | None,
-           wait_s: float, as_json: bool) -> None:
+def cancel(
+    ref: str,
+    cluster: str | None,
+    run_as: str | None,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+    wait_s: float,
+    as_json: bool,
+) -> None:
     """Cancel one job that roach submitted (a run id names its latest job)."""
     with Store() as store:
         job = _job(ref, cluster, run_as, store, ssh_alias, ssh_config)
@@ -362,30 +465,48 @@ def cancel(ref: str, cluster: str | None, run_as: str | None, ssh_alias: str | N
     if as_json:
         _echo_json({**asdict(view), "cancelled": queued, "ended": ended})
     elif queued:
-        click.echo(f"cancelled job {job.job_id} (run {job.run_id}) on {job.cluster.name} (it was {view.state})"
-                   + (f"; it ended {ended}, recorded" if ended else
-                      "; its end is recorded by the next `roach status`, `ls` or `watch`"))
+        click.echo(
+            f"cancelled job {job.job_id} (run {job.run_id}) on {job.cluster.name} (it was {view.state})"
+            + (
+                f"; it ended {ended}, recorded"
+                if ended
+                else "; its end is recorded by the next `roach status`, `ls` or `watch`"
+            )
+        )
     else:
-        click.echo(f"job {job.job_id} (run {job.run_id}) already ended ({view.state or view.status}); nothing to cancel")
+        click.echo(
+            f"job {job.job_id} (run {job.run_id}) already ended ({view.state or view.status}); nothing to cancel"
+        )
 
 
 @click.command("ls")
 @cluster_option
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many jobs to list.")
 @run_as_option
-@click.option("--ssh-alias", metavar="ALIAS", default=None,
-              help="With --cluster: reach it by `ssh ALIAS` [default: each job the way it was submitted].")
-@click.option("--ssh-config", metavar="FILE", default=None,
-              help="The ssh config file that defines the aliases jobs are reached through (default: ~/.ssh/config).")
+@click.option(
+    "--ssh-alias",
+    metavar="ALIAS",
+    default=None,
+    help="With --cluster: reach it by `ssh ALIAS` [default: each job the way it was submitted].",
+)
+@click.option(
+    "--ssh-config",
+    metavar="FILE",
+    default=None,
+    help="The ssh config file that defines the aliases jobs are reached through (default: ~/.ssh/config).",
+)
 @json_option
-def ls(cluster: str | None, limit: int, run_as: str | None, ssh_alias: str | None, ssh_config: str | None,
-       as_json: bool) -> None:
+def ls(
+    cluster: str | None, limit: int, run_as: str | None, ssh_alias: str | None, ssh_config: str | None, as_json: bool
+) -> None:
     """List recent jobs from the store, newest first, with their live states."""
     if cluster is not None:
         get_cluster(cluster)
     elif ssh_alias is not None:
-        raise UsageError("--ssh-alias reaches one cluster, and the store may list several",
-                         hint="name it: roach ls --cluster NAME --ssh-alias ALIAS")
+        raise UsageError(
+            "--ssh-alias reaches one cluster, and the store may list several",
+            hint="name it: roach ls --cluster NAME --ssh-alias ALIAS",
+        )
     with Store() as store:
         records = store.recent(limit, cluster)
         ordered = grouped_views(records, store, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config)
@@ -405,4 +526,3 @@ def ls(cluster: str | None, limit: int, run_as: str | None, ssh_alias: str | Non
     if not console.is_terminal:  # piped: whole values, one line per job, for grep and awk
         console.width = 100_000
     console.print(table)
-

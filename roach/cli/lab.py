@@ -35,25 +35,44 @@ def lab() -> None:
 
 @lab.command()
 @state_dir_option
-@click.option("--port-base", type=int, default=None, help=f"First of the five ports the lab binds. {_default('port_base')}")
-@click.option("--min-job-age", type=int, default=None, help=f"Seconds slurmctld keeps a finished job. {_default('min_job_age')}")
+@click.option(
+    "--port-base", type=int, default=None, help=f"First of the five ports the lab binds. {_default('port_base')}"
+)
+@click.option(
+    "--min-job-age", type=int, default=None, help=f"Seconds slurmctld keeps a finished job. {_default('min_job_age')}"
+)
 @click.option("--max-array-size", type=int, default=None, help=f"Slurm's MaxArraySize. {_default('max_array_size')}")
 @click.option("--max-job-count", type=int, default=None, help=f"Slurm's MaxJobCount. {_default('max_job_count')}")
 @click.option(
-    "--preempt-send-user-signal/--no-preempt-send-user-signal", default=None,
+    "--preempt-send-user-signal/--no-preempt-send-user-signal",
+    default=None,
     help=f"Send the job's --signal before preempting it. {_default('preempt_send_user_signal')}",
 )
 @click.option(
-    "--preempt-signal-setting", type=click.Choice([s.value for s in lablib.PreemptSignalSetting]), default=None,
+    "--preempt-signal-setting",
+    type=click.Choice([s.value for s in lablib.PreemptSignalSetting]),
+    default=None,
     help="Which slurm.conf setting says so: SlurmctldParameters=preempt_send_user_signal (every release) or "
-         f"PreemptParameters=send_user_signal (23.02+). {_default('preempt_signal_setting')}",
+    f"PreemptParameters=send_user_signal (23.02+). {_default('preempt_signal_setting')}",
 )
-@click.option("--low-grace-time", type=int, default=None, help=f"Seconds a preempted low job gets. {_default('low_grace_time')}")
-@click.option("--high-gpu-cap", type=int, default=None, help=f"GPUs per user in the high QOS. {_default('high_gpu_cap')}")
-@click.option("--prolog", default=None, metavar="PATH",
-              help="slurmd's Prolog script, run as root before each job on a node (\"\" for none). [default: none]")
-@click.option("--job-package", "job_packages", multiple=True,
-              help="A pip requirement to install into the venv the lab's jobs run in (repeatable), e.g. torch==2.13.0.")
+@click.option(
+    "--low-grace-time", type=int, default=None, help=f"Seconds a preempted low job gets. {_default('low_grace_time')}"
+)
+@click.option(
+    "--high-gpu-cap", type=int, default=None, help=f"GPUs per user in the high QOS. {_default('high_gpu_cap')}"
+)
+@click.option(
+    "--prolog",
+    default=None,
+    metavar="PATH",
+    help='slurmd\'s Prolog script, run as root before each job on a node ("" for none). [default: none]',
+)
+@click.option(
+    "--job-package",
+    "job_packages",
+    multiple=True,
+    help="A pip requirement to install into the venv the lab's jobs run in (repeatable), e.g. torch==2.13.0.",
+)
 def up(state_dir: str | None, job_packages: tuple[str, ...], **options) -> None:
     """Start whatever part of the lab is not running (as root); a no-op when it is all up.
 
@@ -97,8 +116,9 @@ def _render_status(st: lablib.LabStatus) -> None:
     console.print(headline, soft_wrap=True)
     daemons = Table("daemon", "pid", "running", "log")
     for d in st.daemons:
-        daemons.add_row(d.name, str(d.pid) if d.pid else "-",
-                        Text("yes", "green") if d.running else Text("no", "red"), d.log)
+        daemons.add_row(
+            d.name, str(d.pid) if d.pid else "-", Text("yes", "green") if d.running else Text("no", "red"), d.log
+        )
     console.print(daemons)
     nodes = Table("node", "state", "gpus", "cpus")
     for name, state in sorted(st.nodes.items()):

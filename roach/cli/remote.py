@@ -12,10 +12,10 @@ from rich.text import Text
 from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.clusters.userconfig import get_cluster
 from roach.errors import UsageError
-from roach.workspace.file import WORKSPACE_FILE
+from roach.workspace.base import Workspace, resolve_cluster
 from roach.workspace.doctor import Check
 from roach.workspace.doctor import doctor as run_doctor
-from roach.workspace.base import Workspace, resolve_cluster
+from roach.workspace.file import WORKSPACE_FILE
 
 DOCTOR_FAILED = 7  # exit code: at least one prerequisite is missing (each is printed with what to do)
 
@@ -33,29 +33,56 @@ def _render(cluster: Cluster, checks: list[Check]) -> None:
             console.print(Text(f"{'':<21}hint: {ch.hint}", style="yellow"), soft_wrap=True)
     failed = [ch for ch in checks if not ch.ok]
     if failed:
-        console.print(Text(f"{len(failed)} of {len(checks)} checks failed for cluster {cluster.name}",
-                           style="bold red"))
+        console.print(
+            Text(f"{len(failed)} of {len(checks)} checks failed for cluster {cluster.name}", style="bold red")
+        )
     else:
         console.print(Text(f"cluster {cluster.name}: all {len(checks)} checks passed", style="bold green"))
 
 
 @click.command()
-@click.option("--cluster", "name", default=None, metavar="NAME",
-              help="The cluster to check (e.g. lab; default: the one the workspace file names).")
-@click.option("--workspace", type=click.Path(file_okay=False), default=None,
-              help="A local workspace folder: also check that it names its remote root "
-                   "(.neurico/dsi_slurm_remote_workspace.json) and that the root exists on the cluster "
-                   "(default: here, when here has that file).")
-@click.option("--ssh-alias", metavar="ALIAS", default=None,
-              help="Reach the cluster by `ssh ALIAS` instead of its own setting.")
-@click.option("--ssh-config", metavar="FILE", default=None,
-              help="The ssh config file that defines the alias (default: ~/.ssh/config).")
-@click.option("--remote-rsync", metavar="PATH", default="rsync", show_default=True,
-              help="rsync's command on the cluster (passed as rsync --rsync-path).")
+@click.option(
+    "--cluster",
+    "name",
+    default=None,
+    metavar="NAME",
+    help="The cluster to check (e.g. lab; default: the one the workspace file names).",
+)
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="A local workspace folder: also check that it names its remote root "
+    "(.neurico/dsi_slurm_remote_workspace.json) and that the root exists on the cluster "
+    "(default: here, when here has that file).",
+)
+@click.option(
+    "--ssh-alias", metavar="ALIAS", default=None, help="Reach the cluster by `ssh ALIAS` instead of its own setting."
+)
+@click.option(
+    "--ssh-config",
+    metavar="FILE",
+    default=None,
+    help="The ssh config file that defines the alias (default: ~/.ssh/config).",
+)
+@click.option(
+    "--remote-rsync",
+    metavar="PATH",
+    default="rsync",
+    show_default=True,
+    help="rsync's command on the cluster (passed as rsync --rsync-path).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_context
-def doctor(ctx: click.Context, name: str | None, workspace: str | None, ssh_alias: str | None, ssh_config: str | None,
-           remote_rsync: str, as_json: bool) -> None:
+def doctor(
+    ctx: click.Context,
+    name: str | None,
+    workspace: str | None,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+    remote_rsync: str,
+    as_json: bool,
+) -> None:
     """Check a cluster's prerequisites, in order, and say each missing one plainly.
 
     For a cluster reached over SSH: the alias connects without a prompt, rsync works through it, Slurm's
@@ -66,8 +93,10 @@ def doctor(ctx: click.Context, name: str | None, workspace: str | None, ssh_alia
         workspace = "."
     if name is None:
         if workspace is None:
-            raise UsageError("no cluster given", hint="pass --cluster NAME, or --workspace DIR of a workspace whose "
-                                                      f"{WORKSPACE_FILE} names it")
+            raise UsageError(
+                "no cluster given",
+                hint=f"pass --cluster NAME, or --workspace DIR of a workspace whose {WORKSPACE_FILE} names it",
+            )
 
         cluster = with_ssh_override(resolve_cluster(Workspace.load(workspace), None), ssh_alias, ssh_config)
     else:
@@ -75,8 +104,7 @@ def doctor(ctx: click.Context, name: str | None, workspace: str | None, ssh_alia
     checks = run_doctor(cluster, workspace=workspace, remote_rsync=remote_rsync)
     ok = all(ch.ok for ch in checks)
     if as_json:
-        click.echo(json.dumps({"cluster": cluster.name, "ok": ok, "checks": [ch.to_json() for ch in checks]},
-                              indent=2))
+        click.echo(json.dumps({"cluster": cluster.name, "ok": ok, "checks": [ch.to_json() for ch in checks]}, indent=2))
     else:
         _render(cluster, checks)
     if not ok:

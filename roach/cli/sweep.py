@@ -9,44 +9,85 @@ from typing import Any
 import click
 from rich.console import Console
 
+from roach.cli.args import parse_env, submit_cluster
 from roach.cli.common import json_option, run_as_option, ssh_config_option
-from roach.records.results import JOB_NOT_COMPLETED
-from roach.cli.jobs import parse_env, ssh_alias_option, submit_cluster, where_options
-from roach.records.store import Store
+from roach.cli.jobs import ssh_alias_option, where_options
 from roach.launch.sweep import read_grid
 from roach.launch.sweep import sweep as sweep_runs
+from roach.records.results import JOB_NOT_COMPLETED
+from roach.records.store import Store
 
 
 @click.command()
 @click.argument("target")
-@click.option("--grid", "grid_file", required=True, metavar="FILE.json|FILE.jsonl",
-              help="The runs' keyword arguments: a JSON list of objects, or one JSON object per line.")
-@click.option("--cluster", default=None, metavar="NAME",
-              help="The cluster to run on (e.g. lab). [default: clusters.toml's default, else ilc]")
+@click.option(
+    "--grid",
+    "grid_file",
+    required=True,
+    metavar="FILE.json|FILE.jsonl",
+    help="The runs' keyword arguments: a JSON list of objects, or one JSON object per line.",
+)
+@click.option(
+    "--cluster",
+    default=None,
+    metavar="NAME",
+    help="The cluster to run on (e.g. lab). [default: clusters.toml's default, else ilc]",
+)
 @click.option("--resources", "preset", required=True, metavar="PRESET", help="A resources preset of the cluster.")
 @click.option("--parallelism", type=int, default=None, metavar="K", help="At most K runs at once (--array=...%K).")
 @click.option("--name", default=None, help="The jobs' name. [default: the function's name]")
-@click.option("--sweep-id", default=None, metavar="ID",
-              help="The sweep's id; run i is <ID>-<i>. [default: <name>-<UTC time>-<random>]")
-@click.option("--env", "job_env", multiple=True, metavar="NAME=VALUE", callback=parse_env,
-              help="An environment variable for every run's ranks. Repeatable.")
+@click.option(
+    "--sweep-id",
+    default=None,
+    metavar="ID",
+    help="The sweep's id; run i is <ID>-<i>. [default: <name>-<UTC time>-<random>]",
+)
+@click.option(
+    "--env",
+    "job_env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    callback=parse_env,
+    help="An environment variable for every run's ranks. Repeatable.",
+)
 @where_options
 @click.option("--experiment", default=None, metavar="NAME", help="The experiment the runs belong to (roach clean).")
 @click.option("--description", default="", help="Free text kept in every run's job.json.")
-@click.option("--max-array-size", type=int, default=None, metavar="N",
-              help="Split into arrays of at most N tasks. [default and upper bound: the cluster's MaxArraySize]")
-@click.option("--metered", "allow_metered", is_flag=True,
-              help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.")
+@click.option(
+    "--max-array-size",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Split into arrays of at most N tasks. [default and upper bound: the cluster's MaxArraySize]",
+)
+@click.option(
+    "--metered",
+    "allow_metered",
+    is_flag=True,
+    help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.",
+)
 @run_as_option
 @ssh_alias_option
 @ssh_config_option
-@click.option("--wait", is_flag=True,
-              help=f"Wait for every run to end; exit 0 if all COMPLETED, {JOB_NOT_COMPLETED} if not.")
+@click.option(
+    "--wait", is_flag=True, help=f"Wait for every run to end; exit 0 if all COMPLETED, {JOB_NOT_COMPLETED} if not."
+)
 @json_option
 @click.pass_context
-def sweep(ctx: click.Context, target: str, grid_file: str, cluster: str | None, preset: str,
-          job_env: dict[str, str], run_as: str | None, ssh_alias: str | None, ssh_config: str | None, wait: bool,
-          as_json: bool, **options: Any) -> None:
+def sweep(
+    ctx: click.Context,
+    target: str,
+    grid_file: str,
+    cluster: str | None,
+    preset: str,
+    job_env: dict[str, str],
+    run_as: str | None,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+    wait: bool,
+    as_json: bool,
+    **options: Any,
+) -> None:
     """Run TARGET (package.module:function) once per entry of the grid file, as Slurm job arrays.
 
     Prints the sweep id, its arrays and where the logs go; `roach ls` and `roach watch` show its runs.
@@ -54,16 +95,28 @@ def sweep(ctx: click.Context, target: str, grid_file: str, cluster: str | None, 
     grid = read_grid(grid_file)
     options = {k: v for k, v in options.items() if v is not None}
     with Store() as store:
-        sw = sweep_runs(target, grid, resources=preset, cluster=submit_cluster(cluster, run_as, ssh_alias, ssh_config),
-                        job_env=job_env, store=store, **options)
+        sw = sweep_runs(
+            target,
+            grid,
+            resources=preset,
+            cluster=submit_cluster(cluster, run_as, ssh_alias, ssh_config),
+            job_env=job_env,
+            store=store,
+            **options,
+        )
         out: dict[str, Any] = {
-            "sweep_id": sw.sweep_id, "cluster": sw.cluster.name, "array_ids": sw.array_ids, "runs": len(sw),
+            "sweep_id": sw.sweep_id,
+            "cluster": sw.cluster.name,
+            "array_ids": sw.array_ids,
+            "runs": len(sw),
             "log_root": sw[0].record.log_path.rsplit("/", 1)[0],
         }
         if not as_json:
             Console(highlight=False).print(
                 f"submitted {sw}\n  runs {sw[0].run_id} .. {sw[-1].run_id}\n  logs {out['log_root']}/"
-                f"{sw.sweep_id}_<array>_<task>.out", soft_wrap=True)
+                f"{sw.sweep_id}_<array>_<task>.out",
+                soft_wrap=True,
+            )
         if wait:
             try:
                 done = sw.wait()
@@ -78,7 +131,9 @@ def sweep(ctx: click.Context, target: str, grid_file: str, cluster: str | None, 
             click.echo("ended: " + ", ".join(f"{n} {s}" for s, n in sorted(out["states"].items())))
         if wait and out["failed"]:
             if not as_json:
-                click.echo(f"{len(out['failed'])} runs did not complete, e.g. `roach logs {out['failed'][0]}`", err=True)
+                click.echo(
+                    f"{len(out['failed'])} runs did not complete, e.g. `roach logs {out['failed'][0]}`", err=True
+                )
             ctx.exit(JOB_NOT_COMPLETED)
 
 

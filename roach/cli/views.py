@@ -18,25 +18,22 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from roach.errors import RoachError
-from roach.records.bundle import status_from_state
 from roach.clusters.cluster import Cluster, with_ssh_override
-from roach.clusters.userconfig import get_cluster
-from roach.records.finals import End, record_ends, repairs
-from roach.launch.inside_attempts import attempt_end
-from roach.launch.job import Job
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
-from roach.model.job_state import JobState
-from roach.records.store import JobRecord, Store, utc_now
-from roach.records.workspace import WorkspaceJob, final_record, is_workspace_record
-from roach.launch.inside_attempts import split_attempt_id
-from roach.clusters.userconfig import configured
-from roach.launch.holder import HOLD_TARGET
+from roach.clusters.userconfig import configured, get_cluster
+from roach.errors import RoachError
 from roach.launch.hold_steps import idle_holders
-from roach.launch.inside_attempts import is_attempt
+from roach.launch.holder import HOLD_TARGET
+from roach.launch.inside_attempts import attempt_end, is_attempt, read_attempts, split_attempt_id
+from roach.launch.job import Job
+from roach.model.job_state import JobState
+from roach.records.bundle import status_from_state
+from roach.records.finals import End, record_ends, repairs
+from roach.records.job_record import JobRecord, utc_now
+from roach.records.store import Store
+from roach.records.workspace import WorkspaceJob, final_record, is_workspace_record
+from roach.slurmio.client import SlurmClient
 from roach.slurmio.clusterfs import ClusterFS
-from roach.launch.inside_attempts import read_attempts
+from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
 
 
 @dataclass(frozen=True)
@@ -71,13 +68,36 @@ class JobView:
         return f"{self.job_id}_{self.task}" if self.task is not None else str(self.job_id)
 
     @classmethod
-    def of(cls, rec: JobRecord, state: str | None, status: str, reason: str | None = None,
-           exit_code: str | None = None, **extra: Any) -> "JobView":
+    def of(
+        cls,
+        rec: JobRecord,
+        state: str | None,
+        status: str,
+        reason: str | None = None,
+        exit_code: str | None = None,
+        **extra: Any,
+    ) -> JobView:
 
         holder, attempt = split_attempt_id(rec.job_id) or (None, None)
-        return cls(rec.run_id, rec.job_id, rec.cluster, rec.name, rec.target, state, status, reason, exit_code,
-                   rec.submitted_at, rec.log_path, via=rec.via, task=rec.task, holder=holder, attempt=attempt,
-                   commit=rec.commit, **extra)
+        return cls(
+            rec.run_id,
+            rec.job_id,
+            rec.cluster,
+            rec.name,
+            rec.target,
+            state,
+            status,
+            reason,
+            exit_code,
+            rec.submitted_at,
+            rec.log_path,
+            via=rec.via,
+            task=rec.task,
+            holder=holder,
+            attempt=attempt,
+            commit=rec.commit,
+            **extra,
+        )
 
     @property
     def ok(self) -> bool:
@@ -98,8 +118,9 @@ def _stored_state(rec: JobRecord) -> str | None:
     return _state_name(rec.slurm_state)
 
 
-def reach(rec: JobRecord, *, run_as: str | None = None, ssh_alias: str | None = None,
-          ssh_config: str | None = None) -> Cluster:
+def reach(
+    rec: JobRecord, *, run_as: str | None = None, ssh_alias: str | None = None, ssh_config: str | None = None
+) -> Cluster:
     """The cluster as a command reaches ``rec``'s job: through ``ssh_alias`` (``--ssh-alias``) if given, else
     the alias it was submitted through (the store's ``via``), else the cluster's own way. ``ssh_config`` names
     the config file that defines the alias; ``run_as`` applies when the cluster is reached locally."""
@@ -112,8 +133,14 @@ def reach(rec: JobRecord, *, run_as: str | None = None, ssh_alias: str | None = 
     return with_ssh_override(c, ssh_alias, ssh_config)
 
 
-def grouped_views(records: list[JobRecord], store: Store, *, run_as: str | None = None,
-                  ssh_alias: str | None = None, ssh_config: str | None = None) -> list[JobView]:
+def grouped_views(
+    records: list[JobRecord],
+    store: Store,
+    *,
+    run_as: str | None = None,
+    ssh_alias: str | None = None,
+    ssh_config: str | None = None,
+) -> list[JobView]:
     """The views of ``records`` (any clusters), in their order: one :func:`live_views` (one ``squeue`` of the
     user's queue, at most one ``sacct``) per cluster and the alias it is reached through. ``ssh_config``
     applies to the groups reached over SSH only."""
@@ -257,8 +284,14 @@ def state_text(v: JobView) -> Text:
 def print_view(v: JobView) -> None:
     console = Console(highlight=False)
     where = f"{v.cluster} (via ssh {v.via})" if v.via else v.cluster
-    console.print(Text.assemble(f"job {v.slurm_id} (run {v.run_id}) on {where}: ", state_text(v),
-                                f"  exit {v.exit_code}" if v.exit_code else ""), soft_wrap=True)
+    console.print(
+        Text.assemble(
+            f"job {v.slurm_id} (run {v.run_id}) on {where}: ",
+            state_text(v),
+            f"  exit {v.exit_code}" if v.exit_code else "",
+        ),
+        soft_wrap=True,
+    )
     console.print(f"  name {v.name}  target {v.target}  submitted {v.submitted_at}", soft_wrap=True)
     console.print(f"  log {v.log}", soft_wrap=True)
 
@@ -268,8 +301,9 @@ FOLLOW_POLL_S = 2.0  # `logs -f`: how often the log is read for new lines
 STATE_POLL_S = 10.0  # `logs -f`: how often Slurm is asked whether the job ended
 
 
-def follow_log(job: Job, lines: int | None, *, path: str | None = None, sleep=time.sleep,
-               clock=time.monotonic) -> JobState:
+def follow_log(
+    job: Job, lines: int | None, *, path: str | None = None, sleep=time.sleep, clock=time.monotonic
+) -> JobState:
     """Print the log (``path``, default the job's) as it grows until the job ends: read it every
     ``FOLLOW_POLL_S`` (only lines not yet printed, through the cluster's ``tail``), ask Slurm every
     ``STATE_POLL_S``. Returns the final state."""
@@ -283,8 +317,9 @@ def follow_log(job: Job, lines: int | None, *, path: str | None = None, sleep=ti
             ended, next_state = state.is_terminal, clock() + STATE_POLL_S
         res = transport.run(["tail", "-n", f"+{done + 1}", "--", path])
         if res.returncode != 0 and job.fs.exists(path):
-            raise RoachError(f"reading {path} failed: {res.stderr.strip()}",
-                             hint="check that the submitting user may read the log")
+            raise RoachError(
+                f"reading {path} failed: {res.stderr.strip()}", hint="check that the submitting user may read the log"
+            )
         new = res.stdout.splitlines(keepends=True) if res.returncode == 0 else []
         if new and not ended and not new[-1].endswith("\n"):
             new = new[:-1]  # a line still being written: print it once it is whole

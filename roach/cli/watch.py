@@ -11,36 +11,51 @@ import sys
 
 import click
 
-from roach.errors import SlurmError, TransportError, UsageError
+from roach.cli.args import cli_cluster
 from roach.cli.common import json_option, ssh_config_option
-from roach.cli.jobs import cli_cluster, ssh_alias_option
-from roach.slurmio.capabilities import RateLimit
+from roach.cli.jobs import ssh_alias_option
 from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.clusters.userconfig import get_cluster
+from roach.errors import SlurmError, TransportError, UsageError
+from roach.model.states import PendingReason
+from roach.model.tiers import tier_of
+from roach.ops.events import Event
 from roach.ops.pending import PendingContext, explain
-from roach.ops.rebalance import move as move_run, promote as promote_job
+from roach.ops.rebalance import move as move_run
+from roach.ops.rebalance import promote as promote_job
+from roach.records.job_record import JobRecord
+from roach.records.store import Store
+from roach.slurmio.capabilities import RateLimit
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.parse import QueueRecord
-from roach.records.store import JobRecord, Store
-from roach.model.tiers import tier_of
-from roach.watch.watcher import Watcher
-from roach.ops.events import Event
 from roach.watch.lock import WatchLock
 from roach.watch.logs import StallRule
-from roach.model.states import PendingReason
+from roach.watch.watcher import Watcher
 
 EXEC_TIMEOUT_S = 60.0
 
-cluster_option = click.option("--cluster", metavar="NAME", default=None,
-                              help="The cluster (needed when the store holds jobs on several, or for a job roach "
-                                   "did not submit).")
+cluster_option = click.option(
+    "--cluster",
+    metavar="NAME",
+    default=None,
+    help="The cluster (needed when the store holds jobs on several, or for a job roach did not submit).",
+)
 run_as_option = click.option(
-    "--run-as", metavar="USER", default=None,
-    help="Run Slurm's commands (and read the logs) as this local user (needs root); the lab's user is roachlab.")
-repo_option = click.option("--repo-root", default=".", show_default=True, type=click.Path(file_okay=False),
-                           help="The repository the run was submitted from (it must have the run's commit, pushed).")
-new_commit_option = click.option("--allow-new-commit", is_flag=True,
-                                 help="Resubmit at the repository's HEAD instead of the run's own commit.")
+    "--run-as",
+    metavar="USER",
+    default=None,
+    help="Run Slurm's commands (and read the logs) as this local user (needs root); the lab's user is roachlab.",
+)
+repo_option = click.option(
+    "--repo-root",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="The repository the run was submitted from (it must have the run's commit, pushed).",
+)
+new_commit_option = click.option(
+    "--allow-new-commit", is_flag=True, help="Resubmit at the repository's HEAD instead of the run's own commit."
+)
 
 
 def _pick_cluster(name: str | None, store: Store) -> str:
@@ -51,10 +66,14 @@ def _pick_cluster(name: str | None, store: Store) -> str:
     if len(names) == 1:
         return names[0]
     if not names:
-        raise UsageError("no job of roach's store is still running or pending on any cluster",
-                         hint="name the cluster to watch: --cluster NAME (and --job ID for jobs roach did not submit)")
-    raise UsageError(f"the store has unfinished jobs on several clusters: {', '.join(names)}",
-                     hint=f"watch one: --cluster {names[0]}")
+        raise UsageError(
+            "no job of roach's store is still running or pending on any cluster",
+            hint="name the cluster to watch: --cluster NAME (and --job ID for jobs roach did not submit)",
+        )
+    raise UsageError(
+        f"the store has unfinished jobs on several clusters: {', '.join(names)}",
+        hint=f"watch one: --cluster {names[0]}",
+    )
 
 
 def _emitter(as_json: bool, exec_cmd: list[str] | None):
@@ -64,46 +83,104 @@ def _emitter(as_json: bool, exec_cmd: list[str] | None):
         sys.stdout.flush()
         if exec_cmd:
             try:
-                r = subprocess.run(exec_cmd, input=data + "\n", text=True, capture_output=True, timeout=EXEC_TIMEOUT_S,
-                                   env={**os.environ, "ROACH_EVENT": event.kind.value})
+                r = subprocess.run(
+                    exec_cmd,
+                    input=data + "\n",
+                    text=True,
+                    capture_output=True,
+                    timeout=EXEC_TIMEOUT_S,
+                    env={**os.environ, "ROACH_EVENT": event.kind.value},
+                )
             except (OSError, subprocess.SubprocessError) as e:
                 click.echo(f"roach watch: --exec {exec_cmd[0]} failed for a {event.kind.value} event: {e}", err=True)
                 return
             if r.returncode != 0:
-                click.echo(f"roach watch: --exec {exec_cmd[0]} exited {r.returncode} for a {event.kind.value} event: "
-                           f"{(r.stderr or r.stdout).strip()[-300:]}", err=True)
+                click.echo(
+                    f"roach watch: --exec {exec_cmd[0]} exited {r.returncode} for a {event.kind.value} event: "
+                    f"{(r.stderr or r.stdout).strip()[-300:]}",
+                    err=True,
+                )
+
     return emit
 
 
 @click.command()
 @cluster_option
 @run_as_option
-@click.option("--interval", type=click.FloatRange(min=0.1), default=60.0, show_default=True, metavar="S",
-              help="Seconds between rounds, never under the cluster's floor (doubled per round while Slurm is "
-                   "unreachable, up to 300).")
-@click.option("--heartbeat", type=click.FloatRange(min=1), default=900.0, show_default=True, metavar="S",
-              help="Seconds between heartbeat lines (the tier table, whatever happened).")
-@click.option("--job", "job_ids", multiple=True, metavar="ID",
-              help="Also watch this job of yours (e.g. one roach did not submit). Repeatable.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds between rounds, never under the cluster's floor (doubled per round while Slurm is "
+    "unreachable, up to 300).",
+)
+@click.option(
+    "--heartbeat",
+    type=click.FloatRange(min=1),
+    default=900.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds between heartbeat lines (the tier table, whatever happened).",
+)
+@click.option(
+    "--job",
+    "job_ids",
+    multiple=True,
+    metavar="ID",
+    help="Also watch this job of yours (e.g. one roach did not submit). Repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per event, one a line.")
-@click.option("--exec", "exec_cmd", metavar="CMD",
-              help="Run CMD for each event with the event's JSON on stdin and ROACH_EVENT set to its kind. CMD is "
-                   "split into arguments like a shell would (shlex) but no shell runs it.")
-@click.option("--rebalance", is_flag=True,
-              help="Make the promotions itself: cancel a pending run and resubmit its run id into the tier with "
-                   "room (needs --repo-root at the runs' commit).")
+@click.option(
+    "--exec",
+    "exec_cmd",
+    metavar="CMD",
+    help="Run CMD for each event with the event's JSON on stdin and ROACH_EVENT set to its kind. CMD is "
+    "split into arguments like a shell would (shlex) but no shell runs it.",
+)
+@click.option(
+    "--rebalance",
+    is_flag=True,
+    help="Make the promotions itself: cancel a pending run and resubmit its run id into the tier with "
+    "room (needs --repo-root at the runs' commit).",
+)
 @repo_option
-@click.option("--probe-window", type=click.FloatRange(min=0), default=None, metavar="S",
-              help="Ask `sbatch --test-only` per tier, and count a tier as having room only if a job would start "
-                   "within S seconds (uncapped tiers too).")
-@click.option("--stall-after", type=click.FloatRange(min=1), default=60.0, show_default=True, metavar="S",
-              help="The least silence before a log counts as stalled (else 3x the run's usual gap).")
+@click.option(
+    "--probe-window",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="S",
+    help="Ask `sbatch --test-only` per tier, and count a tier as having room only if a job would start "
+    "within S seconds (uncapped tiers too).",
+)
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(min=1),
+    default=60.0,
+    show_default=True,
+    metavar="S",
+    help="The least silence before a log counts as stalled (else 3x the run's usual gap).",
+)
 @click.option("--once", is_flag=True, help="One round, then exit.")
 @ssh_alias_option
 @ssh_config_option
-def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: float, job_ids: tuple[str, ...],
-          as_json: bool, exec_cmd: str | None, rebalance: bool, repo_root: str, probe_window: float | None,
-          stall_after: float, once: bool, ssh_alias: str | None, ssh_config: str | None) -> None:
+def watch(
+    cluster: str | None,
+    run_as: str | None,
+    interval: float,
+    heartbeat: float,
+    job_ids: tuple[str, ...],
+    as_json: bool,
+    exec_cmd: str | None,
+    rebalance: bool,
+    repo_root: str,
+    probe_window: float | None,
+    stall_after: float,
+    once: bool,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+) -> None:
     """Watch your jobs until every one has ended: started, finished, preempted, stalled, never-starts and
     promotion lines on change, a heartbeat with the tier table every --heartbeat seconds.
 
@@ -128,10 +205,19 @@ def watch(cluster: str | None, run_as: str | None, interval: float, heartbeat: f
             return promote_job(p.key, p.to_tier, cluster=c, store=store, repo_root=repo_root).job_id
 
         w_client = c.client()
-        w = Watcher(c, w_client, store, interval_s=interval, heartbeat_s=heartbeat, job_ids=tuple(job_ids),
-                    rebalance=rebalance, promoter=promoter if rebalance else None,
-                    stall=StallRule(min_s=stall_after), probe_window_s=probe_window,
-                    rate_limit=None if once else _rate_limit(w_client))
+        w = Watcher(
+            c,
+            w_client,
+            store,
+            interval_s=interval,
+            heartbeat_s=heartbeat,
+            job_ids=tuple(job_ids),
+            rebalance=rebalance,
+            promoter=promoter if rebalance else None,
+            stall=StallRule(min_s=stall_after),
+            probe_window_s=probe_window,
+            rate_limit=None if once else _rate_limit(w_client),
+        )
         try:
             with WatchLock(store.path, c.name):  # one watcher per store and cluster (exit 9 if another runs)
                 status = w.run(_emitter(as_json, argv), once=once)
@@ -155,9 +241,11 @@ def _recorded_way(store: Store, c: Cluster, ssh_config: str | None) -> tuple[str
     name one (and only one); ``ssh_config`` given wins over the recorded file."""
     ways = sorted({(r.via, r.via_config or "") for r in store.unfinished(c.name) if r.via})
     if len({alias for alias, _ in ways}) > 1:
-        raise UsageError(f"the unfinished jobs on {c.name} were submitted through several ssh aliases: "
-                         f"{', '.join(sorted({a for a, _ in ways}))}",
-                         hint=f"watch through one of them: --ssh-alias {ways[0][0]}")
+        raise UsageError(
+            f"the unfinished jobs on {c.name} were submitted through several ssh aliases: "
+            f"{', '.join(sorted({a for a, _ in ways}))}",
+            hint=f"watch through one of them: --ssh-alias {ways[0][0]}",
+        )
     if not ways:
         return None, ssh_config
     return ways[0][0], ssh_config or ways[0][1] or None
@@ -197,8 +285,11 @@ def why(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> Non
     if not mine or not mine[0].state.is_pending:
         state = mine[0].state.value if mine else "not in the queue"
         if as_json:
-            click.echo(json.dumps({"job_id": job, "run_id": rec.run_id if rec else None, "state": state,
-                                   "pending": False}, indent=2))
+            click.echo(
+                json.dumps(
+                    {"job_id": job, "run_id": rec.run_id if rec else None, "state": state, "pending": False}, indent=2
+                )
+            )
         else:
             more = f" on {mine[0].nodelist}" if mine and mine[0].nodelist else ""
             hint = "" if mine else " (`roach status` shows how it ended)"
@@ -208,8 +299,18 @@ def why(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> Non
     exp = explain(q, PendingContext(queue=queue, tiers=c.tiers, req_nodes=_req_nodes(client, q)))
     tier = tier_of(c.tiers, q.partition, q.qos)
     if as_json:
-        click.echo(json.dumps({**exp.to_json(), "run_id": rec.run_id if rec else None, "state": q.state.value,
-                               "pending": True, "tier": tier.name if tier else None}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    **exp.to_json(),
+                    "run_id": rec.run_id if rec else None,
+                    "state": q.state.value,
+                    "pending": True,
+                    "tier": tier.name if tier else None,
+                },
+                indent=2,
+            )
+        )
         return
     click.echo(f"{label}{', tier ' + tier.name if tier else ''}: pending on {q.reason_text or q.reason.value}")
     click.echo(f"  means:   {exp.meaning}")
@@ -240,8 +341,9 @@ def _req_nodes(client, q: QueueRecord) -> str | None:
 @cluster_option
 @run_as_option
 @json_option
-def promote(ref: str, tier: str, repo_root: str, allow_new_commit: bool, cluster: str | None, run_as: str | None,
-            as_json: bool) -> None:
+def promote(
+    ref: str, tier: str, repo_root: str, allow_new_commit: bool, cluster: str | None, run_as: str | None, as_json: bool
+) -> None:
     """Move a pending JOB (run id or job id) to TIER: hold it, resubmit its run id there, cancel it.
 
     A pending job loses nothing by moving.
@@ -251,26 +353,54 @@ def promote(ref: str, tier: str, repo_root: str, allow_new_commit: bool, cluster
         c = cli_cluster(rec.cluster, run_as)
         new = promote_job(ref, tier, cluster=c, store=store, repo_root=repo_root, allow_new_commit=allow_new_commit)
     if as_json:
-        click.echo(json.dumps({"run_id": rec.run_id, "old_job": rec.job_id, "new_job": new.job_id, "tier": tier,
-                               "log": new.record.log_path}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "run_id": rec.run_id,
+                    "old_job": rec.job_id,
+                    "new_job": new.job_id,
+                    "tier": tier,
+                    "log": new.record.log_path,
+                },
+                indent=2,
+            )
+        )
     else:
-        click.echo(f"promoted run {rec.run_id} to tier {tier}: job {rec.job_id} cancelled, job {new.job_id} "
-                   f"submitted\n  log {new.record.log_path}")
+        click.echo(
+            f"promoted run {rec.run_id} to tier {tier}: job {rec.job_id} cancelled, job {new.job_id} "
+            f"submitted\n  log {new.record.log_path}"
+        )
 
 
 @click.command()
 @click.argument("ref", metavar="RUN")
 @click.option("--to", "tier", required=True, metavar="TIER", help="The tier to move it to (the cluster's tier names).")
 @click.option("--force", is_flag=True, help="Move a running run that does not checkpoint (it starts over).")
-@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=300.0, show_default=True, metavar="S",
-              help="How long to wait for the new job's log to say where it resumed.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=300.0,
+    show_default=True,
+    metavar="S",
+    help="How long to wait for the new job's log to say where it resumed.",
+)
 @repo_option
 @new_commit_option
 @cluster_option
 @run_as_option
 @json_option
-def move(ref: str, tier: str, force: bool, wait_s: float, repo_root: str, allow_new_commit: bool,
-         cluster: str | None, run_as: str | None, as_json: bool) -> None:
+def move(
+    ref: str,
+    tier: str,
+    force: bool,
+    wait_s: float,
+    repo_root: str,
+    allow_new_commit: bool,
+    cluster: str | None,
+    run_as: str | None,
+    as_json: bool,
+) -> None:
     """Move RUN to TIER: a running run checkpoints (scancel: TERM at its step boundary), is resubmitted with its
     run id, and its new log must say `resumed at step N`; a pending one is promoted.
 
@@ -279,23 +409,36 @@ def move(ref: str, tier: str, force: bool, wait_s: float, repo_root: str, allow_
     with Store() as store:
         rec = store.find(ref, cluster=cluster)
         c = cli_cluster(rec.cluster, run_as)
-        result = move_run(ref, tier, cluster=c, store=store, repo_root=repo_root, force=force,
-                          allow_new_commit=allow_new_commit, wait_s=wait_s)
+        result = move_run(
+            ref,
+            tier,
+            cluster=c,
+            store=store,
+            repo_root=repo_root,
+            force=force,
+            allow_new_commit=allow_new_commit,
+            wait_s=wait_s,
+        )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
     if result.how == "promoted":
-        click.echo(f"run {result.run_id} was pending: promoted to tier {result.tier} as job {result.new_job} "
-                   f"(job {result.old_job} cancelled)")
+        click.echo(
+            f"run {result.run_id} was pending: promoted to tier {result.tier} as job {result.new_job} "
+            f"(job {result.old_job} cancelled)"
+        )
         return
-    ck = (f"checkpointed at step {result.checkpoint_step}" + ("" if result.fresh_checkpoint else
-          " (no fresh checkpoint after the signal: it resumes from an older one)")
-          if result.checkpoint_step is not None else "had no checkpoint: it starts from the top")
-    click.echo(f"moved run {result.run_id} to tier {result.tier}: job {result.old_job} {ck}; job {result.new_job} "
-               "submitted")
+    ck = (
+        f"checkpointed at step {result.checkpoint_step}"
+        + ("" if result.fresh_checkpoint else " (no fresh checkpoint after the signal: it resumes from an older one)")
+        if result.checkpoint_step is not None
+        else "had no checkpoint: it starts from the top"
+    )
+    click.echo(
+        f"moved run {result.run_id} to tier {result.tier}: job {result.old_job} {ck}; job {result.new_job} submitted"
+    )
     if result.verified:
         click.echo(f"  job {result.new_job} resumed at step {result.resumed_at}")
     elif result.verified is None:
         click.echo(f"  job {result.new_job} has not started within {wait_s:.0f}s; `roach watch` says when it resumes")
     click.echo(f"  log {result.log}")
-

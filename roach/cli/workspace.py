@@ -15,37 +15,60 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from roach.cli.common import echo_json as _echo_json, json_option, ssh_config_option as config_option
-from roach.records.results import JOB_NOT_COMPLETED
+from roach.cli.common import echo_json as _echo_json
+from roach.cli.common import json_option
+from roach.cli.common import ssh_config_option as config_option
 from roach.clusters.cluster import Cluster, with_ssh_override
+from roach.records.results import JOB_NOT_COMPLETED
+from roach.records.workspace import run_id_of
 from roach.workspace.backend import (
     CHECKABLE_SKIPS,
-    pull as pull_job,
     sbatch_script,
+)
+from roach.workspace.backend import (
+    pull as pull_job,
+)
+from roach.workspace.backend import (
     sync as sync_ws,
+)
+from roach.workspace.backend import (
     verify as verify_ws,
+)
+from roach.workspace.backend import (
     wait as wait_job,
 )
-from roach.workspace.base import DEFAULT_EXCLUDES, Workspace
+from roach.workspace.base import DEFAULT_EXCLUDES, Workspace, resolve_cluster
 from roach.workspace.wait import WaitEvent
-from roach.workspace.base import resolve_cluster
-from roach.records.workspace import run_id_of
 
 MISSING_REQUIRED = 7  # exit code: something required is missing (same code as `roach doctor`)
 
-workspace_option = click.option("--workspace", "workspace_dir", type=click.Path(file_okay=False), default=".",
-                                show_default=True, help="The local workspace folder (holds .neurico/).")
-cluster_option = click.option("--cluster", "cluster_name", metavar="NAME", default=None,
-                              help="The cluster (default: the job's record, else roach.toml [workspace] cluster).")
-alias_option = click.option("--ssh-alias", metavar="ALIAS", default=None,
-                            help="Reach the cluster by `ssh ALIAS` instead of its own setting.")
+workspace_option = click.option(
+    "--workspace",
+    "workspace_dir",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="The local workspace folder (holds .neurico/).",
+)
+cluster_option = click.option(
+    "--cluster",
+    "cluster_name",
+    metavar="NAME",
+    default=None,
+    help="The cluster (default: the job's record, else roach.toml [workspace] cluster).",
+)
+alias_option = click.option(
+    "--ssh-alias", metavar="ALIAS", default=None, help="Reach the cluster by `ssh ALIAS` instead of its own setting."
+)
 
 
 def _console(err: bool = False) -> Console:
     return Console(highlight=False, stderr=err, soft_wrap=True)
 
 
-def _cluster(ws: Workspace, name: str | None, alias: str | None, config: str | None, job_id: str | None = None) -> Cluster:
+def _cluster(
+    ws: Workspace, name: str | None, alias: str | None, config: str | None, job_id: str | None = None
+) -> Cluster:
     return with_ssh_override(resolve_cluster(ws, name, job_id), alias, config)
 
 
@@ -57,37 +80,62 @@ def _notes(ws: Workspace) -> None:
 def _record_line(rec) -> Text:
     style = "green" if rec.status == "completed" else ("yellow" if not rec.is_final else "red")
     shown = rec.status if rec.is_final else rec.live_state  # before the end, status is "unknown"
-    return Text.assemble(f"job {rec.job_id}: ", (shown, f"bold {style}"),
-                         f"  slurm_state {rec.slurm_state}  exit {rec.exit_code}" if rec.is_final else "")
+    return Text.assemble(
+        f"job {rec.job_id}: ",
+        (shown, f"bold {style}"),
+        f"  slurm_state {rec.slurm_state}  exit {rec.exit_code}" if rec.is_final else "",
+    )
 
 
 @click.command()
 @workspace_option
 @cluster_option
-@click.option("--exclude", "extra", multiple=True, metavar="PATTERN",
-              help="Leave this out too (rsync pattern). Repeatable.")
-@click.option("--no-default-excludes", is_flag=True,
-              help=f"Send what the defaults leave out ({' '.join(DEFAULT_EXCLUDES)}, or roach.toml's exclude).")
+@click.option(
+    "--exclude", "extra", multiple=True, metavar="PATTERN", help="Leave this out too (rsync pattern). Repeatable."
+)
+@click.option(
+    "--no-default-excludes",
+    is_flag=True,
+    help=f"Send what the defaults leave out ({' '.join(DEFAULT_EXCLUDES)}, or roach.toml's exclude).",
+)
 @click.option("--include-git", is_flag=True, help="Send .git/ too (left out by default).")
 @click.option("--delete", is_flag=True, help="Remove remote files that are not here (never done without it).")
 @click.option("--dry-run", is_flag=True, help="Say what would be sent; send nothing.")
 @alias_option
 @config_option
 @json_option
-def sync(workspace_dir: str, cluster_name: str | None, extra: tuple[str, ...], no_default_excludes: bool,
-         include_git: bool, delete: bool, dry_run: bool, ssh_alias: str | None, ssh_config: str | None,
-         as_json: bool) -> None:
+def sync(
+    workspace_dir: str,
+    cluster_name: str | None,
+    extra: tuple[str, ...],
+    no_default_excludes: bool,
+    include_git: bool,
+    delete: bool,
+    dry_run: bool,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+    as_json: bool,
+) -> None:
     """Copy the workspace up to its remote root (rsync over the cluster's one SSH connection)."""
     ws = Workspace.load(workspace_dir)
     _notes(ws)
-    res = sync_ws(ws, _cluster(ws, cluster_name, ssh_alias, ssh_config), excludes=() if no_default_excludes else None,
-                  extra_excludes=extra, delete=delete, dry_run=dry_run, include_git=include_git)
+    res = sync_ws(
+        ws,
+        _cluster(ws, cluster_name, ssh_alias, ssh_config),
+        excludes=() if no_default_excludes else None,
+        extra_excludes=extra,
+        delete=delete,
+        dry_run=dry_run,
+        include_git=include_git,
+    )
     if as_json:
         _echo_json(asdict(res))
         return
     verb = "would send" if dry_run else "sent"
-    _console().print(f"{verb} {len(res.changed)} file(s) from {res.source} to {res.destination}"
-                     + (f", deleted {len(res.deleted)}" if res.deleted else ""))
+    _console().print(
+        f"{verb} {len(res.changed)} file(s) from {res.source} to {res.destination}"
+        + (f", deleted {len(res.deleted)}" if res.deleted else "")
+    )
     _console().print(f"  excluded: {' '.join(res.excludes) or '(nothing)'} (and dsi-slurm-artifacts/ always)")
 
 
@@ -96,18 +144,36 @@ def sync(workspace_dir: str, cluster_name: str | None, extra: tuple[str, ...], n
 @workspace_option
 @cluster_option
 @click.option("--description", default="", help="Short purpose of the job (kept in job.json).")
-@click.option("--preemptible", is_flag=True,
-              help="Add --requeue and --signal=B:USR1@300 where missing (for a partition that preempts).")
+@click.option(
+    "--preemptible",
+    is_flag=True,
+    help="Add --requeue and --signal=B:USR1@300 where missing (for a partition that preempts).",
+)
 @click.option("--no-check-account", is_flag=True, help="Do not require --account (for a site without accounts).")
-@click.option("--no-check", "skips", multiple=True, type=click.Choice(CHECKABLE_SKIPS),
-              help="Do not require this request. Repeatable.")
+@click.option(
+    "--no-check",
+    "skips",
+    multiple=True,
+    type=click.Choice(CHECKABLE_SKIPS),
+    help="Do not require this request. Repeatable.",
+)
 @click.option("--sync", "sync_first", is_flag=True, help="Sync the workspace up first.")
 @alias_option
 @config_option
 @json_option
-def sbatch(script: str, workspace_dir: str, cluster_name: str | None, description: str, preemptible: bool,
-           no_check_account: bool, skips: tuple[str, ...], sync_first: bool, ssh_alias: str | None,
-           ssh_config: str | None, as_json: bool) -> None:
+def sbatch(
+    script: str,
+    workspace_dir: str,
+    cluster_name: str | None,
+    description: str,
+    preemptible: bool,
+    no_check_account: bool,
+    skips: tuple[str, ...],
+    sync_first: bool,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+    as_json: bool,
+) -> None:
     """Submit SCRIPT (a sbatch script of the workspace) from the remote root, logs into its bundle.
 
     The script must ask for an account, partition, time, memory and CPUs (and GPUs if it uses them);
@@ -123,9 +189,18 @@ def sbatch(script: str, workspace_dir: str, cluster_name: str | None, descriptio
     skip = set(skips) | ({"account"} if no_check_account else set())
     sub = sbatch_script(ws, cluster, script, description, preemptible=preemptible, skip_checks=tuple(sorted(skip)))
     if as_json:
-        _echo_json({"job_id": sub.job_id, "run_id": run_id_of(sub.job_id), "cluster": sub.cluster,
-                    "script": sub.script.path, "added": list(sub.script.added), "notes": list(sub.script.notes),
-                    "remote_bundle": sub.remote_bundle, "local_bundle": str(sub.local_bundle)})
+        _echo_json(
+            {
+                "job_id": sub.job_id,
+                "run_id": run_id_of(sub.job_id),
+                "cluster": sub.cluster,
+                "script": sub.script.path,
+                "added": list(sub.script.added),
+                "notes": list(sub.script.notes),
+                "remote_bundle": sub.remote_bundle,
+                "local_bundle": str(sub.local_bundle),
+            }
+        )
         return
     con = _console()
     con.print(f"submitted job {sub.job_id} ({sub.script.path}) on {sub.cluster}; bundle {sub.remote_bundle}")
@@ -140,15 +215,29 @@ def sbatch(script: str, workspace_dir: str, cluster_name: str | None, descriptio
 @click.argument("job_id", metavar="JOB")
 @workspace_option
 @cluster_option
-@click.option("--interval", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
-              help="Seconds between looks at the queue (default and minimum: 60; the lab allows 1).")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    metavar="SECONDS",
+    help="Seconds between looks at the queue (default and minimum: 60; the lab allows 1).",
+)
 @click.option("--pull", "then_pull", is_flag=True, help="Then copy the bundle and outputs back (as `roach pull`).")
 @alias_option
 @config_option
 @json_option
 @click.pass_context
-def wait(ctx: click.Context, job_id: str, workspace_dir: str, cluster_name: str | None, interval: float | None,
-         then_pull: bool, ssh_alias: str | None, ssh_config: str | None, as_json: bool) -> None:
+def wait(
+    ctx: click.Context,
+    job_id: str,
+    workspace_dir: str,
+    cluster_name: str | None,
+    interval: float | None,
+    then_pull: bool,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+    as_json: bool,
+) -> None:
     """Watch JOB from one session on the cluster until it ends; record job.json there and here.
 
     Prints a line per state change. Exits 0 if the job COMPLETED, 6 if it ended otherwise.
@@ -178,9 +267,16 @@ def wait(ctx: click.Context, job_id: str, workspace_dir: str, cluster_name: str 
 
 
 def _pull_json(res) -> dict:
-    return {"job_id": res.job_id, "status": res.record.status, "bundle": str(res.bundle),
-            "bundle_found": res.bundle_found, "copied": list(res.copied), "missing": list(res.missing),
-            "still_queued": list(res.still_queued), "notes": list(res.notes)}
+    return {
+        "job_id": res.job_id,
+        "status": res.record.status,
+        "bundle": str(res.bundle),
+        "bundle_found": res.bundle_found,
+        "copied": list(res.copied),
+        "missing": list(res.missing),
+        "still_queued": list(res.still_queued),
+        "notes": list(res.notes),
+    }
 
 
 def _print_pull(res) -> None:
@@ -194,23 +290,41 @@ def _print_pull(res) -> None:
     for note in res.notes:
         con.print(Text(f"  note: {note}", style="yellow"))
     if res.still_queued:
-        con.print(Text(f"  the job is still queued ({', '.join(res.still_queued)}): job.json is not final; "
-                       f"`roach wait {res.job_id}`", style="yellow"))
+        con.print(
+            Text(
+                f"  the job is still queued ({', '.join(res.still_queued)}): job.json is not final; "
+                f"`roach wait {res.job_id}`",
+                style="yellow",
+            )
+        )
 
 
 @click.command()
 @click.argument("job_id", metavar="JOB")
 @workspace_option
 @cluster_option
-@click.option("--output", "outputs", multiple=True, metavar="PATH",
-              help="Another output to bring back (workspace-relative), besides every path scoring/interface.md "
-                   "names and roach.toml's outputs. Repeatable.")
+@click.option(
+    "--output",
+    "outputs",
+    multiple=True,
+    metavar="PATH",
+    help="Another output to bring back (workspace-relative), besides every path scoring/interface.md "
+    "names and roach.toml's outputs. Repeatable.",
+)
 @alias_option
 @config_option
 @json_option
 @click.pass_context
-def pull(ctx: click.Context, job_id: str, workspace_dir: str, cluster_name: str | None, outputs: tuple[str, ...],
-         ssh_alias: str | None, ssh_config: str | None, as_json: bool) -> None:
+def pull(
+    ctx: click.Context,
+    job_id: str,
+    workspace_dir: str,
+    cluster_name: str | None,
+    outputs: tuple[str, ...],
+    ssh_alias: str | None,
+    ssh_config: str | None,
+    as_json: bool,
+) -> None:
     """Copy JOB's bundle back to dsi-slurm-artifacts/JOB/ and its outputs to the same paths here.
 
     The outputs: every path scoring/interface.md names, roach.toml's outputs (with neither: metrics.json
@@ -239,16 +353,26 @@ def verify(ctx: click.Context, workspace_dir: str, as_json: bool) -> None:
     """
     res = verify_ws(Path(workspace_dir))
     if as_json:
-        _echo_json({"interface": str(res.interface), "ok": res.ok, "required": list(res.required),
-                    "missing": list(res.missing), "problems": [{"path": f.path, "reason": f.reason} for f in res.problems],
-                    "notes": list(res.notes)})
+        _echo_json(
+            {
+                "interface": str(res.interface),
+                "ok": res.ok,
+                "required": list(res.required),
+                "missing": list(res.missing),
+                "problems": [{"path": f.path, "reason": f.reason} for f in res.problems],
+                "notes": list(res.notes),
+            }
+        )
     else:
         con = _console()
         if res.ok:
             con.print(Text(f"all {len(res.entries)} file(s) {res.interface} names are usable", style="bold green"))
         else:
-            con.print(Text(f"{len(res.problems)} required file(s) missing or invalid (from {res.interface}):",
-                           style="bold red"))
+            con.print(
+                Text(
+                    f"{len(res.problems)} required file(s) missing or invalid (from {res.interface}):", style="bold red"
+                )
+            )
             for f in res.problems:
                 con.print(f"  {f.path}: {f.reason}")
         for note in res.notes:

@@ -15,8 +15,8 @@ from importlib import resources as ilr
 
 from roach.errors import UsageError
 from roach.model.resources import GpuFlag, Resources
-from roach.slurmio.client import SlurmClient
 from roach.model.tiers import Tier
+from roach.slurmio.client import SlurmClient
 from roach.slurmio.ssh import SSHTransport
 from roach.slurmio.transport import LocalTransport, Transport
 
@@ -78,8 +78,10 @@ class Cluster:
         try:
             return self.presets[name]
         except KeyError:
-            raise UsageError(f"cluster {self.name} has no preset {name!r}",
-                             hint=f"valid presets: {', '.join(sorted(self.presets)) or '(none)'}") from None
+            raise UsageError(
+                f"cluster {self.name} has no preset {name!r}",
+                hint=f"valid presets: {', '.join(sorted(self.presets)) or '(none)'}",
+            ) from None
 
     def with_(self, **changes) -> Cluster:
         return replace(self, **changes)
@@ -89,8 +91,9 @@ SITES = "roach.slurm.clusters"  # the site modules' package: its public path is 
 
 
 def known_clusters() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(importlib.import_module(SITES).__path__)
-                  if not m.name.startswith("_"))
+    return sorted(
+        m.name for m in pkgutil.iter_modules(importlib.import_module(SITES).__path__) if not m.name.startswith("_")
+    )
 
 
 def module_cluster(name: str) -> Cluster:
@@ -107,8 +110,10 @@ def module_cluster(name: str) -> Cluster:
 def with_ssh_override(cluster: Cluster, ssh_alias: str | None, ssh_config: str | None) -> Cluster:
     """``cluster`` reached through another ssh alias and/or config file (the CLI's --ssh-alias/--ssh-config)."""
     if ssh_config is not None and ssh_alias is None and cluster.ssh_alias is None:
-        raise UsageError(f"--ssh-config needs an ssh alias, and cluster {cluster.name} is reached locally",
-                         hint="add --ssh-alias ALIAS (a Host in that config file)")
+        raise UsageError(
+            f"--ssh-config needs an ssh alias, and cluster {cluster.name} is reached locally",
+            hint="add --ssh-alias ALIAS (a Host in that config file)",
+        )
     if ssh_alias is not None or ssh_config is not None:
         return cluster.with_(ssh_alias=ssh_alias or cluster.ssh_alias, ssh_config=ssh_config or cluster.ssh_config)
     return cluster

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roach.clusters.cluster import Cluster
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import NodeRecord, parse_duration, parse_tres
-from roach.model.tiers import Tier
-from roach.clusters.userconfig import cluster_block
 from roach.clusters.guardrails import whoami
+from roach.clusters.userconfig import cluster_block
+from roach.model.tiers import Tier
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.fields import parse_duration, parse_tres
+from roach.slurmio.parse import NodeRecord
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,12 @@ class ProposedTier:
     default_qos: bool = False  # the user's DefaultQOS: where a job that names no QOS lands
 
     def note(self) -> str:
-        bits = [f"PriorityTier {self.priority_tier}", f"QOS priority {self.qos_priority}",
-                f"PreemptMode {self.preempt_mode}", f"GraceTime {self.grace_time_s if self.grace_time_s is not None else '?'}s"]
+        bits = [
+            f"PriorityTier {self.priority_tier}",
+            f"QOS priority {self.qos_priority}",
+            f"PreemptMode {self.preempt_mode}",
+            f"GraceTime {self.grace_time_s if self.grace_time_s is not None else '?'}s",
+        ]
         if self.max_wall:
             bits.append(f"MaxWall {self.max_wall}")
         bits.append(f"cap: {self.cap_from}" if self.cap_from else "no per-user GPU cap")
@@ -49,11 +54,21 @@ class ProposedTier:
 
     def to_json(self) -> dict[str, Any]:
         t = self.tier
-        return {"name": t.name, "partition": t.partition, "qos": t.qos, "constraint": t.constraint,
-                "gpu_cap": t.gpu_cap, "preemptible": t.preemptible, "priority_tier": self.priority_tier,
-                "qos_priority": self.qos_priority, "preempt_mode": self.preempt_mode,
-                "grace_time_s": self.grace_time_s, "max_wall": self.max_wall, "cap_from": self.cap_from,
-                "default_qos": self.default_qos}
+        return {
+            "name": t.name,
+            "partition": t.partition,
+            "qos": t.qos,
+            "constraint": t.constraint,
+            "gpu_cap": t.gpu_cap,
+            "preemptible": t.preemptible,
+            "priority_tier": self.priority_tier,
+            "qos_priority": self.qos_priority,
+            "preempt_mode": self.preempt_mode,
+            "grace_time_s": self.grace_time_s,
+            "max_wall": self.max_wall,
+            "cap_from": self.cap_from,
+            "default_qos": self.default_qos,
+        }
 
 
 @dataclass(frozen=True)
@@ -71,23 +86,37 @@ class Discovery:
 
     def values(self) -> dict[str, Any]:
         """The clusters.toml keys proposed besides the tiers."""
-        return {"account": self.accounts[0] if len(self.accounts) == 1 else None,
-                "partitions": list(self.partitions), "qos_names": list(self.qos_names),
-                "max_gpus_per_node": self.max_gpus_per_node}
+        return {
+            "account": self.accounts[0] if len(self.accounts) == 1 else None,
+            "partitions": list(self.partitions),
+            "qos_names": list(self.qos_names),
+            "max_gpus_per_node": self.max_gpus_per_node,
+        }
 
     def toml(self) -> str:
-        comments = [f"proposed by `roach clusters discover {self.cluster}` for user {self.user or '?'} "
-                    f"({self.preempt_type}); check it, then save it in clusters.toml"]
+        comments = [
+            f"proposed by `roach clusters discover {self.cluster}` for user {self.user or '?'} "
+            f"({self.preempt_type}); check it, then save it in clusters.toml"
+        ]
         if len(self.accounts) > 1:
             comments.append(f"your accounts: {', '.join(self.accounts)}: set account = one of them")
         comments.extend(self.notes)
         return cluster_block(self.cluster, self.values(), [(p.tier, p.note()) for p in self.tiers], comments)
 
     def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "user": self.user, "preempt_type": self.preempt_type,
-                "accounts": list(self.accounts), "partitions": list(self.partitions), "qos_names": list(self.qos_names),
-                "default_partition": self.default_partition, "max_gpus_per_node": self.max_gpus_per_node,
-                "tiers": [p.to_json() for p in self.tiers], "notes": list(self.notes), "toml": self.toml()}
+        return {
+            "cluster": self.cluster,
+            "user": self.user,
+            "preempt_type": self.preempt_type,
+            "accounts": list(self.accounts),
+            "partitions": list(self.partitions),
+            "qos_names": list(self.qos_names),
+            "default_partition": self.default_partition,
+            "max_gpus_per_node": self.max_gpus_per_node,
+            "tiers": [p.to_json() for p in self.tiers],
+            "notes": list(self.notes),
+            "toml": self.toml(),
+        }
 
 
 def _int(text: str | None, default: int = 0) -> int:
@@ -113,9 +142,16 @@ def _preempts_off(mode: str) -> bool:
     return mode.upper().split(",")[0] in ("OFF", "")
 
 
-def propose(name: str, *, partitions: Sequence[Mapping[str, str]], qos: Sequence[Mapping[str, str]],
-            assocs: Sequence[Mapping[str, str]], nodes: Sequence[NodeRecord], config: Mapping[str, str],
-            user: str | None = None) -> Discovery:
+def propose(
+    name: str,
+    *,
+    partitions: Sequence[Mapping[str, str]],
+    qos: Sequence[Mapping[str, str]],
+    assocs: Sequence[Mapping[str, str]],
+    nodes: Sequence[NodeRecord],
+    config: Mapping[str, str],
+    user: str | None = None,
+) -> Discovery:
     """The tier table these reads imply (pure)."""
     preempt_type = config.get("PreemptType", "preempt/none")
     cluster_mode = config.get("PreemptMode", "OFF").upper()
@@ -131,7 +167,9 @@ def propose(name: str, *, partitions: Sequence[Mapping[str, str]], qos: Sequence
     gpu_parts = [p for p in parts if gpus_of(p) > 0] or parts
     notes: list[str] = []
     if len(gpu_parts) < len(parts):
-        notes.append(f"partitions without GPUs left out: {', '.join(p['PartitionName'] for p in parts if p not in gpu_parts)}")
+        notes.append(
+            f"partitions without GPUs left out: {', '.join(p['PartitionName'] for p in parts if p not in gpu_parts)}"
+        )
     defaults = [p["PartitionName"] for p in parts if p.get("Default") == "YES"]
     default_part = defaults[0] if defaults else None
     user_assocs = [a for a in assocs if not user or a.get("User") == user]
@@ -150,12 +188,17 @@ def propose(name: str, *, partitions: Sequence[Mapping[str, str]], qos: Sequence
                 preempted_by.setdefault(victim, set()).add(q["Name"])
 
     def part_preemptible(p: Mapping[str, str]) -> bool:
-        if preempt_type != "preempt/partition_prio" or _preempts_off(_effective_mode(p.get("PreemptMode"), cluster_mode)):
+        if preempt_type != "preempt/partition_prio" or _preempts_off(
+            _effective_mode(p.get("PreemptMode"), cluster_mode)
+        ):
             return False
         mine = part_nodes[p["PartitionName"]]
-        return any(_int(o.get("PriorityTier")) > _int(p.get("PriorityTier")) and (part_nodes[o["PartitionName"]] & mine
-                                                                                  or not mine)
-                   for o in parts if o is not p)
+        return any(
+            _int(o.get("PriorityTier")) > _int(p.get("PriorityTier"))
+            and (part_nodes[o["PartitionName"]] & mine or not mine)
+            for o in parts
+            if o is not p
+        )
 
     proposals: list[ProposedTier] = []
     one_part = len(gpu_parts) == 1 and gpu_parts[0]["PartitionName"] == default_part
@@ -168,13 +211,21 @@ def propose(name: str, *, partitions: Sequence[Mapping[str, str]], qos: Sequence
         part_qos = qos_by.get(p.get("QoS", ""), {})
         for qname in usable:
             q = qos_by.get(qname, {})
-            caps = [(c, f"QOS {qname} MaxTRESPerUser {q.get('MaxTRESPU')}") for c in [_gpu_cap(q.get("MaxTRESPU"))] if c]
-            caps += [(c, f"partition QOS {p.get('QoS')} MaxTRESPerUser {part_qos.get('MaxTRESPU')}")
-                     for c in [_gpu_cap(part_qos.get("MaxTRESPU"))] if c]
+            caps = [
+                (c, f"QOS {qname} MaxTRESPerUser {q.get('MaxTRESPU')}") for c in [_gpu_cap(q.get("MaxTRESPU"))] if c
+            ]
+            caps += [
+                (c, f"partition QOS {p.get('QoS')} MaxTRESPerUser {part_qos.get('MaxTRESPU')}")
+                for c in [_gpu_cap(part_qos.get("MaxTRESPU"))]
+                if c
+            ]
             cap, cap_from = min(caps) if caps else (None, "")
             qmode = _effective_mode(q.get("PreemptMode"), cluster_mode)
-            qos_pre = (preempt_type == "preempt/qos" and bool(preempted_by.get(qname, set()) - {qname})
-                       and not _preempts_off(qmode))
+            qos_pre = (
+                preempt_type == "preempt/qos"
+                and bool(preempted_by.get(qname, set()) - {qname})
+                and not _preempts_off(qmode)
+            )
             preemptible = qos_pre or part_preemptible(p)
             mode = qmode if preempt_type == "preempt/qos" else _effective_mode(p.get("PreemptMode"), cluster_mode)
             grace = parse_duration(q.get("GraceTime", "")) if q.get("GraceTime") else None
@@ -184,15 +235,34 @@ def propose(name: str, *, partitions: Sequence[Mapping[str, str]], qos: Sequence
             tier_qos = None if len(usable) == 1 and len(user_qos) == 1 else (qname or None)
             tname = "-".join(x for x in (tier_part, tier_qos) if x) or pname
             wall = q.get("MaxWall") or (p.get("MaxTime") if p.get("MaxTime") not in (None, "UNLIMITED") else None)
-            proposals.append(ProposedTier(
-                Tier(tname, partition=tier_part, qos=tier_qos, gpu_cap=cap, preemptible=preemptible),
-                priority_tier=_int(p.get("PriorityTier"), 1), qos_priority=_int(q.get("Priority")),
-                preempt_mode=mode, grace_time_s=grace, max_wall=wall or None, cap_from=cap_from,
-                default_qos=bool(tier_qos) and qname in default_qos))
+            proposals.append(
+                ProposedTier(
+                    Tier(tname, partition=tier_part, qos=tier_qos, gpu_cap=cap, preemptible=preemptible),
+                    priority_tier=_int(p.get("PriorityTier"), 1),
+                    qos_priority=_int(q.get("Priority")),
+                    preempt_mode=mode,
+                    grace_time_s=grace,
+                    max_wall=wall or None,
+                    cap_from=cap_from,
+                    default_qos=bool(tier_qos) and qname in default_qos,
+                )
+            )
     proposals.sort(key=lambda t: (-t.priority_tier, -t.qos_priority, t.tier.preemptible, t.tier.name))
-    max_gpn = max((n.gpus_total for n in nodes if set(n.partitions) & {p["PartitionName"] for p in gpu_parts}), default=0)
-    return Discovery(name, user, tuple(proposals), accounts, tuple(p["PartitionName"] for p in parts), default_part,
-                     max_gpn or None, preempt_type, tuple(notes), tuple(q for q in user_qos if q))
+    max_gpn = max(
+        (n.gpus_total for n in nodes if set(n.partitions) & {p["PartitionName"] for p in gpu_parts}), default=0
+    )
+    return Discovery(
+        name,
+        user,
+        tuple(proposals),
+        accounts,
+        tuple(p["PartitionName"] for p in parts),
+        default_part,
+        max_gpn or None,
+        preempt_type,
+        tuple(notes),
+        tuple(q for q in user_qos if q),
+    )
 
 
 def discover(cluster: Cluster, client: SlurmClient | None = None) -> Discovery:
@@ -200,6 +270,12 @@ def discover(cluster: Cluster, client: SlurmClient | None = None) -> Discovery:
 
     client = client or cluster.client()
     user = whoami(client)
-    return propose(cluster.name, partitions=client.partitions(), qos=client.qos(),
-                   assocs=client.associations(user=user) if user else client.associations(),
-                   nodes=client.nodes(), config=client.config(), user=user)
+    return propose(
+        cluster.name,
+        partitions=client.partitions(),
+        qos=client.qos(),
+        assocs=client.associations(user=user) if user else client.associations(),
+        nodes=client.nodes(),
+        config=client.config(),
+        user=user,
+    )

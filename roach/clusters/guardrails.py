@@ -13,12 +13,12 @@ import fnmatch
 import socket
 from collections.abc import Callable
 
-from roach.errors import UsageError
 from roach.clusters.cluster import Cluster
+from roach.clusters.userconfig import configured
+from roach.errors import UsageError
 from roach.model.resources import Resources
 from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import parse_duration, parse_memory_mb
-from roach.clusters.userconfig import configured
+from roach.slurmio.fields import parse_duration, parse_memory_mb
 
 
 class Refused(UsageError):
@@ -50,11 +50,13 @@ def check(cluster: Cluster, resources: Resources, *, allow_metered: bool = False
 
 def check_metered(c: Cluster, allow_metered: bool) -> None:
     if c.metered and not allow_metered:
-        raise Refused("metered",
-                      f"cluster {c.name} is metered ({c.budget or 'it spends a budget'}): roach uses it only when it is "
-                      "named explicitly and the spending is confirmed",
-                      hint=f"if the person whose budget it is asked for {c.name}, pass allow_metered=True "
-                           f"(--metered); never as a fallback when another cluster is full")
+        raise Refused(
+            "metered",
+            f"cluster {c.name} is metered ({c.budget or 'it spends a budget'}): roach uses it only when it is "
+            "named explicitly and the spending is confirmed",
+            hint=f"if the person whose budget it is asked for {c.name}, pass allow_metered=True "
+            f"(--metered); never as a fallback when another cluster is full",
+        )
 
 
 def _host_names(hostname: str | None) -> list[str]:
@@ -67,20 +69,30 @@ def check_host(c: Cluster, hostname: str | None = None, host_check: Callable[[],
     names = _host_names(hostname)
     refused = [p for p in c.refused_hosts if any(fnmatch.fnmatch(n, p) for n in names)]
     if refused:
-        raise Refused("host", f"{names[0]} is not a submit host for {c.name} (it matches refused_hosts "
-                              f"{refused[0]!r}): {c.refused_host_reason or 'clusters.toml refuses it'}",
-                      hint=f"submit from a host matching {', '.join(c.submit_hosts)}" if c.submit_hosts
-                      else "submit from one of the cluster's submit hosts")
+        raise Refused(
+            "host",
+            f"{names[0]} is not a submit host for {c.name} (it matches refused_hosts "
+            f"{refused[0]!r}): {c.refused_host_reason or 'clusters.toml refuses it'}",
+            hint=f"submit from a host matching {', '.join(c.submit_hosts)}"
+            if c.submit_hosts
+            else "submit from one of the cluster's submit hosts",
+        )
     if c.submit_hosts and not any(fnmatch.fnmatch(n, p) for n in names for p in c.submit_hosts):
-        raise Refused("host", f"{names[0]} is not a submit host for {c.name}: submit_hosts are "
-                              f"{', '.join(c.submit_hosts)}" + (f" ({c.refused_host_reason})" if c.refused_host_reason else ""),
-                      hint="submit from one of those hosts, or add this one to submit_hosts in clusters.toml if it is one")
+        raise Refused(
+            "host",
+            f"{names[0]} is not a submit host for {c.name}: submit_hosts are "
+            f"{', '.join(c.submit_hosts)}" + (f" ({c.refused_host_reason})" if c.refused_host_reason else ""),
+            hint="submit from one of those hosts, or add this one to submit_hosts in clusters.toml if it is one",
+        )
     check = host_check or c.host_check
     if hostname is None and check is not None:  # a named host is not this one: its local checks cannot run
         reason = check()
         if reason:
-            raise Refused("host", f"{names[0]} is not a submit host for {c.name}: {reason}",
-                          hint="submit from one of the cluster's nodes")
+            raise Refused(
+                "host",
+                f"{names[0]} is not a submit host for {c.name}: {reason}",
+                hint="submit from one of the cluster's nodes",
+            )
 
 
 def check_caps(c: Cluster, res: Resources, *, runs: int | None = None, parallelism: int | None = None) -> None:
@@ -93,21 +105,31 @@ def check_caps(c: Cluster, res: Resources, *, runs: int | None = None, paralleli
     where = "clusters.toml" if c.max_gpus is not None or c.max_gpu_hours is not None or c.max_cost is not None else ""
     cap = f"raise the cap in [clusters.{c.name}] of {where or 'clusters.toml'} if the person whose budget it is said so"
     if runs is None:
-        asked = (f"{res.total_gpus} GPUs ({res.nodes} node(s) x {res.gpus_per_node}) is",
-                 f"{gh:g} GPU-hours ({res.total_gpus} GPUs x {hours(res):g} h) is",
-                 f"{gh:g} GPU-hours at {c.gpu_hour_cost:g} per GPU-hour costs {cost:.2f}," if cost is not None else "")
+        asked = (
+            f"{res.total_gpus} GPUs ({res.nodes} node(s) x {res.gpus_per_node}) is",
+            f"{gh:g} GPU-hours ({res.total_gpus} GPUs x {hours(res):g} h) is",
+            f"{gh:g} GPU-hours at {c.gpu_hour_cost:g} per GPU-hour costs {cost:.2f}," if cost is not None else "",
+        )
         hint = f"ask for less, or {cap}"
     else:
-        asked = (f"a sweep of {runs} runs of {res.total_gpus} GPUs may hold {gpus} GPUs at once ({at_once} runs),",
-                 f"a sweep of {runs} runs of {gpu_hours(res):g} GPU-hours asks for {gh:g} GPU-hours,",
-                 f"a sweep of {runs} runs ({gh:g} GPU-hours at {c.gpu_hour_cost:g}) costs {cost:.2f},"
-                 if cost is not None else "")
+        asked = (
+            f"a sweep of {runs} runs of {res.total_gpus} GPUs may hold {gpus} GPUs at once ({at_once} runs),",
+            f"a sweep of {runs} runs of {gpu_hours(res):g} GPU-hours asks for {gh:g} GPU-hours,",
+            f"a sweep of {runs} runs ({gh:g} GPU-hours at {c.gpu_hour_cost:g}) costs {cost:.2f},"
+            if cost is not None
+            else "",
+        )
         hint = f"let fewer run at once (parallelism / --parallelism), ask for fewer runs or less time, or {cap}"
     if c.max_gpus is not None and gpus > c.max_gpus:
-        raise Refused("cap", f"{asked[0]} more than the {c.max_gpus} GPUs per submission allowed on {c.name}", hint=hint)
+        raise Refused(
+            "cap", f"{asked[0]} more than the {c.max_gpus} GPUs per submission allowed on {c.name}", hint=hint
+        )
     if c.max_gpu_hours is not None and gh > c.max_gpu_hours:
-        raise Refused("cap", f"{asked[1]} more than the {c.max_gpu_hours:g} GPU-hours per submission allowed on "
-                             f"{c.name}", hint=hint)
+        raise Refused(
+            "cap",
+            f"{asked[1]} more than the {c.max_gpu_hours:g} GPU-hours per submission allowed on {c.name}",
+            hint=hint,
+        )
     if c.max_cost is not None and cost is not None and cost > c.max_cost:
         raise Refused("cap", f"{asked[2]} more than the {c.max_cost:g} per submission allowed on {c.name}", hint=hint)
 
@@ -124,29 +146,50 @@ def check_satisfiable(c: Cluster, res: Resources) -> None:
     """Offline: a QOS that is not one of ``c``'s (its ``qos_names``, else its tiers'), a partition that no tier (or
     no known partition) of ``c`` has; more GPUs per node than its largest node."""
     if res.qos is not None and c.qos_names and res.qos not in c.qos_names:
-        raise Refused("unsatisfiable", f"qos {res.qos!r} is not a QOS of {c.name}",
-                      hint=f"its QOS: {', '.join(c.qos_names)}; tiers, top down: {_tiers_text(c)}")
+        raise Refused(
+            "unsatisfiable",
+            f"qos {res.qos!r} is not a QOS of {c.name}",
+            hint=f"its QOS: {', '.join(c.qos_names)}; tiers, top down: {_tiers_text(c)}",
+        )
     if res.qos is not None and not c.qos_names and c.tiers and not any(t.qos in (None, res.qos) for t in c.tiers):
-        raise Refused("unsatisfiable", f"qos {res.qos!r} is in no tier of {c.name}",
-                      hint=f"tiers, top down: {_tiers_text(c)}")
+        raise Refused(
+            "unsatisfiable", f"qos {res.qos!r} is in no tier of {c.name}", hint=f"tiers, top down: {_tiers_text(c)}"
+        )
     # a known QOS outside the tiers (the lab's default, normal) fits any partition as far as roach can tell offline
     tier_qos = not c.qos_names or any(t.qos == res.qos for t in c.tiers)
     if res.partition is not None:
         if c.partitions and res.partition not in c.partitions:
-            raise Refused("unsatisfiable", f"partition {res.partition!r} is not a partition of {c.name}",
-                          hint=f"partitions: {', '.join(c.partitions)}")
+            raise Refused(
+                "unsatisfiable",
+                f"partition {res.partition!r} is not a partition of {c.name}",
+                hint=f"partitions: {', '.join(c.partitions)}",
+            )
         if not c.partitions and c.tiers and not any(t.partition in (None, res.partition) for t in c.tiers):
-            raise Refused("unsatisfiable", f"partition {res.partition!r} is in no tier of {c.name}",
-                          hint=f"tiers, top down: {_tiers_text(c)}")
-    if tier_qos and res.qos is not None and res.partition is not None and c.tiers and not any(
-            t.matches(res.partition, res.qos) for t in c.tiers) and not c.partitions:
-        raise Refused("unsatisfiable", f"partition {res.partition!r} with qos {res.qos!r} is no tier of {c.name}",
-                      hint=f"tiers, top down: {_tiers_text(c)}")
+            raise Refused(
+                "unsatisfiable",
+                f"partition {res.partition!r} is in no tier of {c.name}",
+                hint=f"tiers, top down: {_tiers_text(c)}",
+            )
+    if (
+        tier_qos
+        and res.qos is not None
+        and res.partition is not None
+        and c.tiers
+        and not any(t.matches(res.partition, res.qos) for t in c.tiers)
+        and not c.partitions
+    ):
+        raise Refused(
+            "unsatisfiable",
+            f"partition {res.partition!r} with qos {res.qos!r} is no tier of {c.name}",
+            hint=f"tiers, top down: {_tiers_text(c)}",
+        )
     if c.max_gpus_per_node is not None and res.gpus_per_node > c.max_gpus_per_node:
-        raise Refused("unsatisfiable", f"{res.gpus_per_node} GPUs per node is more than any node of {c.name} has "
-                                       f"({c.max_gpus_per_node})",
-                      hint=f"spread them: nodes={-(-res.total_gpus // c.max_gpus_per_node)}, "
-                           f"gpus_per_node<={c.max_gpus_per_node}")
+        raise Refused(
+            "unsatisfiable",
+            f"{res.gpus_per_node} GPUs per node is more than any node of {c.name} has ({c.max_gpus_per_node})",
+            hint=f"spread them: nodes={-(-res.total_gpus // c.max_gpus_per_node)}, "
+            f"gpus_per_node<={c.max_gpus_per_node}",
+        )
 
 
 def whoami(client: SlurmClient) -> str | None:
@@ -168,8 +211,11 @@ def check_live(cluster: Cluster, res: Resources, client: SlurmClient | None = No
     else:
         names = {p.get("PartitionName"): p for p in client.partitions()}
         if part not in names:
-            raise Refused("unsatisfiable", f"partition {part!r} does not exist on {c.name}",
-                          hint=f"partitions: {', '.join(sorted(n for n in names if n))}")
+            raise Refused(
+                "unsatisfiable",
+                f"partition {part!r} does not exist on {c.name}",
+                hint=f"partitions: {', '.join(sorted(n for n in names if n))}",
+            )
         allow = names[part].get("AllowQos", "ALL")
         if res.qos and allow not in ("ALL", "") and res.qos not in allow.split(","):
             raise Refused("unsatisfiable", f"partition {part} does not allow qos {res.qos}", hint=f"it allows: {allow}")
@@ -179,21 +225,30 @@ def check_live(cluster: Cluster, res: Resources, client: SlurmClient | None = No
     fit = [n for n in pool if n.gpus_total >= res.gpus_per_node and n.cpus_total >= cpus and n.memory_mb >= mem]
     if len(fit) < res.nodes:
         biggest = max((n.gpus_total for n in pool), default=0)
-        raise Refused("unsatisfiable",
-                      f"{res.nodes} node(s) with {res.gpus_per_node} GPUs, {cpus} CPUs"
-                      + (f", {res.mem} memory" if res.mem else "") + f" each: {len(fit)} node(s) of "
-                      f"{c.name}{' partition ' + part if part else ''} could ever run that (of {len(pool)}; "
-                      f"the largest has {biggest} GPUs)",
-                      hint="ask for fewer GPUs (or CPUs, memory) per node and more nodes")
+        raise Refused(
+            "unsatisfiable",
+            f"{res.nodes} node(s) with {res.gpus_per_node} GPUs, {cpus} CPUs"
+            + (f", {res.mem} memory" if res.mem else "")
+            + f" each: {len(fit)} node(s) of "
+            f"{c.name}{' partition ' + part if part else ''} could ever run that (of {len(pool)}; "
+            f"the largest has {biggest} GPUs)",
+            hint="ask for fewer GPUs (or CPUs, memory) per node and more nodes",
+        )
     if res.qos or res.account:
         user = whoami(client)
         assocs = client.associations(user=user) if user else []
         if assocs:
             if res.account and res.account not in {a["Account"] for a in assocs}:
-                raise Refused("unsatisfiable", f"account {res.account!r} is not one of yours on {c.name}",
-                              hint=f"your accounts: {', '.join(sorted({a['Account'] for a in assocs}))}")
+                raise Refused(
+                    "unsatisfiable",
+                    f"account {res.account!r} is not one of yours on {c.name}",
+                    hint=f"your accounts: {', '.join(sorted({a['Account'] for a in assocs}))}",
+                )
             mine = [a for a in assocs if not res.account or a["Account"] == res.account]
             qos = {q for a in mine for q in a["QOS"].split(",") if q}
             if res.qos and qos and res.qos not in qos:
-                raise Refused("unsatisfiable", f"qos {res.qos!r} is not one you may use on {c.name}",
-                              hint=f"your QOS: {', '.join(sorted(qos))}")
+                raise Refused(
+                    "unsatisfiable",
+                    f"qos {res.qos!r} is not one you may use on {c.name}",
+                    hint=f"your QOS: {', '.join(sorted(qos))}",
+                )

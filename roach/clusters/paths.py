@@ -34,4 +34,5 @@ def check_cluster_path(label: str, path: str | None) -> None:
         raise UsageError(
             f"{label} {path!r} has characters roach does not put in a Slurm job's paths: {shown}",
             hint=f"use a path of letters, digits and {' '.join(SAFE_PUNCTUATION)} (a leading ~/ is the cluster's "
-                 "home); sbatch splits #SBATCH lines on spaces and reads % as a pattern")
+            "home); sbatch splits #SBATCH lines on spaces and reads % as a pattern",
+        )

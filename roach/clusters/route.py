@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from roach.clusters.cluster import Cluster, known_clusters
 from roach.clusters.userconfig import configured, get_cluster
-from roach.records.store import JobRecord
+from roach.records.job_record import JobRecord
 
 
 def submitted_route(cluster: Cluster) -> dict[str, str | None]:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roach.errors import UsageError
 from roach.clusters.cluster import Cluster, known_clusters, module_cluster
+from roach.errors import UsageError
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
 
@@ -54,8 +54,14 @@ _TIER_KEYS: dict[str, tuple[str, str]] = {
     "gpu_cap": ("int", "GPUs one user may claim here, running plus pending"),
     "preemptible": ("bool", "jobs here can be preempted"),
 }
-_KIND_TEXT = {"str": "a non-empty string", "int": "an integer >= 0", "float": "a number >= 0", "bool": "true or false",
-              "list[str]": "a list of non-empty strings", "list[table]": "a list of tables"}
+_KIND_TEXT = {
+    "str": "a non-empty string",
+    "int": "an integer >= 0",
+    "float": "a number >= 0",
+    "bool": "true or false",
+    "list[str]": "a list of non-empty strings",
+    "list[table]": "a list of tables",
+}
 _TOP_KEYS = {"default": "the cluster used when none is named", "clusters": "[clusters.NAME] tables"}
 
 
@@ -124,14 +130,20 @@ def _tier(path: Path, where: str, raw: dict[str, Any]) -> Tier:
 def _cluster(path: Path, name: str, raw: Any) -> ClusterSettings:
     where = f"[clusters.{name}]"
     if name not in known_clusters():
-        raise _err(path, where, f"unknown cluster {name!r}",
-                   hint=f"known clusters: {', '.join(known_clusters())} (a new cluster is a module and a page: "
-                        "docs/clusters/README.md)")
+        raise _err(
+            path,
+            where,
+            f"unknown cluster {name!r}",
+            hint=f"known clusters: {', '.join(known_clusters())} (a new cluster is a module and a page: "
+            "docs/clusters/README.md)",
+        )
     if not isinstance(raw, dict):
         raise _err(path, where, "must be a table")
     unknown = sorted(set(raw) - set(_CLUSTER_KEYS))
     if unknown:
-        raise _err(path, where, f"unknown key(s) {', '.join(unknown)}", hint=f"valid keys: {_valid_list(_CLUSTER_KEYS)}")
+        raise _err(
+            path, where, f"unknown key(s) {', '.join(unknown)}", hint=f"valid keys: {_valid_list(_CLUSTER_KEYS)}"
+        )
     values = {k: _typed(path, f"{where} {k}", _CLUSTER_KEYS[k][0], v) for k, v in raw.items()}
     tiers = None
     if "tiers" in values:
@@ -153,20 +165,28 @@ def load(path: str | os.PathLike[str] | None = None) -> UserConfig:
     except FileNotFoundError:
         return UserConfig(p, False)
     except OSError as e:
-        raise ConfigError(f"cannot read {p}: {e}", hint="fix its permissions, or point $ROACH_CLUSTERS_TOML elsewhere") from e
+        raise ConfigError(
+            f"cannot read {p}: {e}", hint="fix its permissions, or point $ROACH_CLUSTERS_TOML elsewhere"
+        ) from e
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p} is not valid TOML: {e}", hint="see docs/clusters/README.md for its form") from None
     unknown = sorted(set(raw) - set(_TOP_KEYS))
     if unknown:
-        raise _err(p, "top level", f"unknown key(s) {', '.join(unknown)}",
-                   hint="valid: " + "; ".join(f"{k}: {v}" for k, v in _TOP_KEYS.items()))
+        raise _err(
+            p,
+            "top level",
+            f"unknown key(s) {', '.join(unknown)}",
+            hint="valid: " + "; ".join(f"{k}: {v}" for k, v in _TOP_KEYS.items()),
+        )
     default = raw.get("default")
     if default is not None:
         _typed(p, "default", "str", default)
         if default not in known_clusters():
-            raise _err(p, "default", f"unknown cluster {default!r}", hint=f"known clusters: {', '.join(known_clusters())}")
+            raise _err(
+                p, "default", f"unknown cluster {default!r}", hint=f"known clusters: {', '.join(known_clusters())}"
+            )
     clusters_raw = raw.get("clusters", {})
     if not isinstance(clusters_raw, dict):
         raise _err(p, "clusters", "must be a table of [clusters.NAME] tables")
@@ -186,7 +206,8 @@ def default_cluster_name(config: UserConfig | None = None) -> str:
         raise ConfigError(
             f"{cfg.path}: default = {name!r} is a metered cluster; a metered cluster is never a default",
             hint=f"set default to an unmetered cluster (built-in: {BUILTIN_DEFAULT}), and name {name} with "
-                 "--metered (allow_metered=True) each time you mean to spend it")
+            "--metered (allow_metered=True) each time you mean to spend it",
+        )
     return name
 
 
@@ -205,9 +226,16 @@ def configured(cluster: Cluster | str, config: UserConfig | None = None) -> Clus
     changes: dict[str, Any] = {}
     if s.tiers is not None:
         changes["tiers"] = s.tiers
-    simple = {"account": "default_account", "partition": "default_partition", "max_gpus": "max_gpus",
-              "max_gpu_hours": "max_gpu_hours", "gpu_hour_cost": "gpu_hour_cost", "max_cost": "max_cost",
-              "max_gpus_per_node": "max_gpus_per_node", "ssh_config": "ssh_config"}
+    simple = {
+        "account": "default_account",
+        "partition": "default_partition",
+        "max_gpus": "max_gpus",
+        "max_gpu_hours": "max_gpu_hours",
+        "gpu_hour_cost": "gpu_hour_cost",
+        "max_cost": "max_cost",
+        "max_gpus_per_node": "max_gpus_per_node",
+        "ssh_config": "ssh_config",
+    }
     for key, attr in simple.items():
         if key in v:
             changes[attr] = v[key]
@@ -216,13 +244,21 @@ def configured(cluster: Cluster | str, config: UserConfig | None = None) -> Clus
             changes[key] = tuple(v[key])
     if "metered" in v:
         if not v["metered"] and c.metered:
-            raise _err(cfg.path, f"[clusters.{c.name}] metered", f"{c.name} is metered ({c.budget or 'by its module'}); "
-                       "clusters.toml cannot unmark it", hint="remove the line")
+            raise _err(
+                cfg.path,
+                f"[clusters.{c.name}] metered",
+                f"{c.name} is metered ({c.budget or 'by its module'}); clusters.toml cannot unmark it",
+                hint="remove the line",
+            )
         changes["metered"] = v["metered"] or c.metered
     if "ssh_alias" in v:
         if c.ssh_alias is None:
-            raise _err(cfg.path, f"[clusters.{c.name}] ssh_alias", f"{c.name} is driven from its own nodes, not over ssh",
-                       hint="remove the line")
+            raise _err(
+                cfg.path,
+                f"[clusters.{c.name}] ssh_alias",
+                f"{c.name} is driven from its own nodes, not over ssh",
+                hint="remove the line",
+            )
         changes["ssh_alias"] = v["ssh_alias"]
     own = module_cluster(c.name) if c.name in known_clusters() else None
     if own is not None and (c.ssh_alias, c.ssh_config) != (own.ssh_alias, own.ssh_config):
@@ -273,8 +309,7 @@ def _toml_value(v: Any) -> str:
     raise TypeError(f"no TOML form for {v!r}")
 
 
-def cluster_block(name: str, values: Mapping[str, Any], tiers: list[tuple[Tier, str]],
-                  comments: list[str] = ()) -> str:
+def cluster_block(name: str, values: Mapping[str, Any], tiers: list[tuple[Tier, str]], comments: list[str] = ()) -> str:
     """A ``[clusters.NAME]`` block (keys, then one ``[[clusters.NAME.tiers]]`` table per tier, each with a
     comment line), in the form :func:`load` reads back."""
     lines = [f"# {c}" for c in comments]
@@ -299,8 +334,10 @@ def save_block(name: str, block: str, path: Path | None = None) -> Path:
     p = path or config_path()
     cfg = load(p)
     if name in cfg.clusters:
-        raise ConfigError(f"{p} already has [clusters.{name}]; roach does not overwrite what you wrote",
-                          hint="edit the file by hand with the proposal printed above, or delete that section first")
+        raise ConfigError(
+            f"{p} already has [clusters.{name}]; roach does not overwrite what you wrote",
+            hint="edit the file by hand with the proposal printed above, or delete that section first",
+        )
     text = p.read_text() if p.exists() else ""
     p.parent.mkdir(parents=True, exist_ok=True)
     new = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text else "") + block

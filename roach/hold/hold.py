@@ -13,21 +13,21 @@ from __future__ import annotations
 
 import shlex
 
-from roach.errors import UsageError
 from roach.clusters import guardrails
-from roach.records.bundle import BundlePaths, JobJson
 from roach.clusters.cluster import Cluster
-from roach.clusters.userconfig import get_cluster
 from roach.clusters.paths import check_cluster_path
-from roach.slurmio.clusterfs import ClusterFS
-from roach.launch.hold_steps import SIGNAL_PROGRAM, STEP_SIGNAL
-from roach.model.resources import Resources
 from roach.clusters.route import submitted_route
+from roach.clusters.userconfig import configured, fill_resources, get_cluster
+from roach.errors import UsageError
+from roach.launch.hold_steps import SIGNAL_PROGRAM, STEP_SIGNAL
 from roach.launch.holder import HOLD_TARGET, HOLDER_NAME, HolderHandle
 from roach.launch.submit import new_run_id, released_or_undone, resolve_resources
-from roach.clusters.userconfig import configured, fill_resources
 from roach.launch.submit import submit as submit_run
-from roach.records.store import JobRecord, Store, utc_now
+from roach.model.resources import Resources
+from roach.records.bundle import BundlePaths, JobJson
+from roach.records.job_record import JobRecord, utc_now
+from roach.records.store import Store
+from roach.slurmio.clusterfs import ClusterFS
 
 
 class Holder(HolderHandle):
@@ -39,21 +39,29 @@ class Holder(HolderHandle):
         if "resources" not in kwargs:
             if self.record is None:
                 raise UsageError(f"{self} has no record to take resources from", hint="pass resources=")
-            kwargs["resources"] = Resources(**{k: tuple(v) if k == "extra" else v
-                                               for k, v in self.record.resources.items()})
+            kwargs["resources"] = Resources(
+                **{k: tuple(v) if k == "extra" else v for k, v in self.record.resources.items()}
+            )
         kwargs.setdefault("store", self.store)
         return submit_run(target, args, cluster=self.cluster, inside=self.job_id, **kwargs)
 
 
 # -- hold() ------------------------------------------------------------------------------------------------
-def render_holder(*, cluster: Cluster, resources: Resources, name: str, hold_id: str, log_root: str,
-                  lead_s: int) -> str:
+def render_holder(
+    *, cluster: Cluster, resources: Resources, name: str, hold_id: str, log_root: str, lead_s: int
+) -> str:
     """The holder's batch script: sleep; on ``USR1`` (``lead_s`` before the wall clock, up to Slurm's 30 s
     timer earlier) mark the holder as ending (so no attempt starts any more) and stop the attempts' ranks,
     then once more 10 s later for ranks that were starting at that moment."""
     sig = cluster.checkpoint_signal
-    opts = [f"--job-name={name}", f"--output={log_root}/{hold_id}_%j.out", "--open-mode=append", "--no-requeue",
-            f"--signal=B:USR1@{lead_s}", *resources.sbatch_options(cluster.gpu_flag)]
+    opts = [
+        f"--job-name={name}",
+        f"--output={log_root}/{hold_id}_%j.out",
+        "--open-mode=append",
+        "--no-requeue",
+        f"--signal=B:USR1@{lead_s}",
+        *resources.sbatch_options(cluster.gpu_flag),
+    ]
     header = "\n".join(f"#SBATCH {o}" for o in opts)
     return f"""#!/bin/bash
 {header}
@@ -117,8 +125,10 @@ def hold(
         res = res.replace(time=time)
     guardrails.check(cluster, res, allow_metered=allow_metered)
     if not HOLDER_NAME.fullmatch(name):
-        raise UsageError(f"holder name {name!r} has characters Slurm logs and file names do not take",
-                         hint="use letters, digits and . _ - + = @ :")
+        raise UsageError(
+            f"holder name {name!r} has characters Slurm logs and file names do not take",
+            hint="use letters, digits and . _ - + = @ :",
+        )
     lead = cluster.signal_lead_s if lead_s is None else lead_s
     if not isinstance(lead, int) or lead < 1:
         raise UsageError(f"lead_s={lead!r} must be a whole number of seconds >= 1")
@@ -133,18 +143,43 @@ def hold(
     text = render_holder(cluster=cluster, resources=res, name=name, hold_id=hold_id, log_root=abs_log_root, lead_s=lead)
     job_id = client.sbatch(["--hold"], text)
     paths = BundlePaths(abs_log_root, hold_id, job_id)
-    with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir,
-                            f"queueing holder {job_id}"):
+    with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir, f"queueing holder {job_id}"):
         submitted = utc_now()
         fs.write(paths.script, text)
-        fs.write(paths.job_json, JobJson(
-            job_id=str(job_id), script=paths.script, description=description, submitted_at_utc=submitted,
-            cluster=cluster.name, run_id=hold_id, commit="", resources=res.to_json(), name=name,
-            target=HOLD_TARGET).to_json())
+        fs.write(
+            paths.job_json,
+            JobJson(
+                job_id=str(job_id),
+                script=paths.script,
+                description=description,
+                submitted_at_utc=submitted,
+                cluster=cluster.name,
+                run_id=hold_id,
+                commit="",
+                resources=res.to_json(),
+                name=name,
+                target=HOLD_TARGET,
+            ).to_json(),
+        )
         record = JobRecord(
-            cluster=cluster.name, job_id=job_id, run_id=hold_id, name=name, target=HOLD_TARGET, commit="", repo="",
-            log_path=paths.log, bundle_dir=paths.bundle_dir, run_dir="", submitted_at=submitted,
-            resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
-            holder=job_id, **submitted_route(cluster))
+            cluster=cluster.name,
+            job_id=job_id,
+            run_id=hold_id,
+            name=name,
+            target=HOLD_TARGET,
+            commit="",
+            repo="",
+            log_path=paths.log,
+            bundle_dir=paths.bundle_dir,
+            run_dir="",
+            submitted_at=submitted,
+            resources=res.to_json(),
+            status="submitted",
+            slurm_state=None,
+            exit_code=None,
+            recorded_at=None,
+            holder=job_id,
+            **submitted_route(cluster),
+        )
         store.add(record)
     return Holder(cluster, job_id, record, store)

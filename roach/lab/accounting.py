@@ -16,8 +16,10 @@ from roach.lab.config import ACCOUNT, CLUSTER_NAME, LAB_USER, LabConfig
 def _run(argv: list[str], cfg: LabConfig, input: str | None = None) -> str:
     r = subprocess.run(argv, capture_output=True, text=True, input=input, env={**os.environ, **cfg.env()}, timeout=60)
     if r.returncode != 0:
-        raise LabError(f"{' '.join(argv)} failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()}",
-                       hint=f"read the logs in {cfg.log_dir}")
+        raise LabError(
+            f"{' '.join(argv)} failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()}",
+            hint=f"read the logs in {cfg.log_dir}",
+        )
     return r.stdout
 
 
@@ -54,11 +56,14 @@ def ensure_cluster(cfg: LabConfig) -> None:
 # The tiers: a capped high-priority QOS, the normal default, and a low one that the others preempt.
 def tiers(cfg: LabConfig) -> dict[str, list[str]]:
     return {
-        "low": ["Priority=0", "PreemptMode=requeue", f"GraceTime={cfg.low_grace_time}",
-                "Description=preemptible"],
+        "low": ["Priority=0", "PreemptMode=requeue", f"GraceTime={cfg.low_grace_time}", "Description=preemptible"],
         "normal": ["Priority=100", "Preempt=low", "Description=default"],
-        "high": ["Priority=1000", "Preempt=low", f"MaxTRESPerUser=gres/gpu={cfg.high_gpu_cap}",
-                 "Description=high priority, capped per user"],
+        "high": [
+            "Priority=1000",
+            "Preempt=low",
+            f"MaxTRESPerUser=gres/gpu={cfg.high_gpu_cap}",
+            "Description=high priority, capped per user",
+        ],
     }
 
 
@@ -69,15 +74,25 @@ def ensure_tiers_and_users(cfg: LabConfig) -> None:
             _sacctmgr(cfg, "add", "qos", name)
         _sacctmgr(cfg, "modify", "qos", "where", f"name={name}", "set", *settings)
     if ACCOUNT not in _names(cfg, "account", "account"):
-        _sacctmgr(cfg, "add", "account", ACCOUNT, f"Cluster={CLUSTER_NAME}", "Description=roach lab",
-                  "Organization=roach")
+        _sacctmgr(
+            cfg, "add", "account", ACCOUNT, f"Cluster={CLUSTER_NAME}", "Description=roach lab", "Organization=roach"
+        )
     users = _names(cfg, "user", "user")
     for user in (pwd.getpwuid(0).pw_name, LAB_USER):
         if user not in users or ACCOUNT not in _user_accounts(cfg, user):
             _sacctmgr(cfg, "add", "user", user, f"Account={ACCOUNT}", f"Cluster={CLUSTER_NAME}")
         _sacctmgr(cfg, "modify", "user", "where", f"name={user}", "set", f"DefaultAccount={ACCOUNT}")
-        _sacctmgr(cfg, "modify", "user", "where", f"name={user}", f"account={ACCOUNT}", "set",
-                  "QOS=high,normal,low", "DefaultQOS=normal")
+        _sacctmgr(
+            cfg,
+            "modify",
+            "user",
+            "where",
+            f"name={user}",
+            f"account={ACCOUNT}",
+            "set",
+            "QOS=high,normal,low",
+            "DefaultQOS=normal",
+        )
 
 
 def _user_accounts(cfg: LabConfig, user: str) -> set[str]:

@@ -29,7 +29,6 @@ ACCOUNT = "lab"
 PARTITION = "gpu"
 
 
-
 class PreemptSignalSetting(str, Enum):
     """Where slurm.conf says "send the job's --signal before preempting it": both spellings work from 23.02."""
 
@@ -85,8 +84,10 @@ class LabConfig:
             raise UsageError(f"port base {self.port_base} is out of range", hint="pick one in 1024-65530")
         known = [s.value for s in PreemptSignalSetting]
         if self.preempt_signal_setting not in known:
-            raise UsageError(f"unknown preemption signal setting {self.preempt_signal_setting!r}",
-                             hint=f"use one of: {', '.join(known)}")
+            raise UsageError(
+                f"unknown preemption signal setting {self.preempt_signal_setting!r}",
+                hint=f"use one of: {', '.join(known)}",
+            )
         if self.prolog and not os.path.isabs(self.prolog):
             raise UsageError(f"the Prolog {self.prolog!r} is not an absolute path", hint="give its full path")
 
@@ -139,7 +140,7 @@ class LabConfig:
         atomic_write(self.saved_path, json.dumps(asdict(self), indent=2) + "\n")
 
     @classmethod
-    def load(cls, state_dir: str | os.PathLike[str] | None = None) -> "LabConfig":
+    def load(cls, state_dir: str | os.PathLike[str] | None = None) -> LabConfig:
         """The configuration a previous `roach lab up` saved in ``state_dir``."""
         state = Path(state_dir) if state_dir else default_state_dir()
         path = state / "lab.json"
@@ -156,8 +157,11 @@ class LabConfig:
     # -- rendering -----------------------------------------------------------------------------------
     def _values(self) -> dict[str, str]:
         have = release.installed()
-        cgroup = "CgroupPlugin=disabled" if have is not None and have.knows_cgroup_plugin_disabled else (
-            "# (this Slurm has no CgroupPlugin=disabled: the default, where no cgroup plugin is used)")
+        cgroup = (
+            "CgroupPlugin=disabled"
+            if have is not None and have.knows_cgroup_plugin_disabled
+            else ("# (this Slurm has no CgroupPlugin=disabled: the default, where no cgroup plugin is used)")
+        )
         setting = PreemptSignalSetting(self.preempt_signal_setting)
         params = [setting.line()] if self.preempt_send_user_signal else []
         return {
@@ -188,8 +192,13 @@ class LabConfig:
         """Write every config file from its template; returns the files whose content changed."""
         values = self._values()
         changed = []
-        for name, mode in (("slurm.conf", 0o644), ("gres.conf", 0o644), ("cgroup.conf", 0o644), ("slurmdbd.conf", 0o600),
-                           ("my.cnf", 0o644)):
+        for name, mode in (
+            ("slurm.conf", 0o644),
+            ("gres.conf", 0o644),
+            ("cgroup.conf", 0o644),
+            ("slurmdbd.conf", 0o600),
+            ("my.cnf", 0o644),
+        ):
             template = resources.files("roach.lab").joinpath("templates", name).read_text()
             text = Template(template).substitute(values)
             path = self.etc / name

@@ -60,8 +60,13 @@ class Daemon:
         env = {**os.environ, **dict(self.env)}
         with open(self.logfile, "ab") as log:
             proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True, close_fds=True,
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
             )
         if not self.forks:
             self.pidfile.write_text(f"{proc.pid}\n")

@@ -7,7 +7,6 @@ import pwd
 import shutil
 import stat
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -16,15 +15,29 @@ from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
 from roach.lab import accounting, release
 from roach.lab.config import (
-    CPUS_PER_NODE, GPUS_PER_NODE, LAB_USER, NODES, LabConfig, PreemptSignalSetting, default_state_dir,
+    CPUS_PER_NODE,
+    GPUS_PER_NODE,
+    LAB_USER,
+    NODES,
+    LabConfig,
+    PreemptSignalSetting,
+    default_state_dir,
 )
 from roach.lab.daemons import Daemon, check_port_free, processes_in, wait_for
+from roach.lab.python import ensure_job_venv
 
 # binary -> Debian package that ships it
 REQUIRED = {
-    "slurmctld": "slurmctld", "slurmd": "slurmd", "slurmdbd": "slurmdbd", "sbatch": "slurm-client",
-    "sacctmgr": "slurm-client", "munged": "munge", "mariadbd": "mariadb-server",
-    "mariadb-install-db": "mariadb-server", "mariadb": "mariadb-client", "runuser": "util-linux",
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "slurmdbd": "slurmdbd",
+    "sbatch": "slurm-client",
+    "sacctmgr": "slurm-client",
+    "munged": "munge",
+    "mariadbd": "mariadb-server",
+    "mariadb-install-db": "mariadb-server",
+    "mariadb": "mariadb-client",
+    "runuser": "util-linux",
 }
 APT_LINE = "apt-get install -y slurm-wlm slurmdbd munge mariadb-server python3-venv"
 
@@ -56,25 +69,51 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     run, log = cfg.run_dir, cfg.log_dir
     munged = Daemon(
         "munged",
-        (_which("munged") or "munged", "--force", f"--socket={cfg.munge_socket}", f"--key-file={cfg.etc / 'munge.key'}",
-         f"--pid-file={run / 'munged.pid'}", f"--log-file={log / 'munged.log'}", f"--seed-file={cfg.state / 'munge' / 'seed'}"),
-        run / "munged.pid", log / "munged.log",
+        (
+            _which("munged") or "munged",
+            "--force",
+            f"--socket={cfg.munge_socket}",
+            f"--key-file={cfg.etc / 'munge.key'}",
+            f"--pid-file={run / 'munged.pid'}",
+            f"--log-file={log / 'munged.log'}",
+            f"--seed-file={cfg.state / 'munge' / 'seed'}",
+        ),
+        run / "munged.pid",
+        log / "munged.log",
     )
     mariadbd = Daemon(
-        "mariadbd", (_which("mariadbd") or "mariadbd", f"--defaults-file={cfg.my_cnf}"),
-        run / "mariadbd.pid", log / "mariadbd.log", ports=(cfg.port("db_port"),), forks=False,
+        "mariadbd",
+        (_which("mariadbd") or "mariadbd", f"--defaults-file={cfg.my_cnf}"),
+        run / "mariadbd.pid",
+        log / "mariadbd.log",
+        ports=(cfg.port("db_port"),),
+        forks=False,
     )
     slurmdbd = Daemon(
-        "slurmdbd", (_which("slurmdbd") or "slurmdbd",), run / "slurmdbd.pid", log / "slurmdbd.log",
-        ports=(cfg.port("dbd_port"),), env=env,
+        "slurmdbd",
+        (_which("slurmdbd") or "slurmdbd",),
+        run / "slurmdbd.pid",
+        log / "slurmdbd.log",
+        ports=(cfg.port("dbd_port"),),
+        env=env,
     )
     slurmctld = Daemon(
-        "slurmctld", (_which("slurmctld") or "slurmctld", "-f", str(cfg.slurm_conf)), run / "slurmctld.pid",
-        log / "slurmctld.log", ports=(cfg.port("ctld_port"),), env=env,
+        "slurmctld",
+        (_which("slurmctld") or "slurmctld", "-f", str(cfg.slurm_conf)),
+        run / "slurmctld.pid",
+        log / "slurmctld.log",
+        ports=(cfg.port("ctld_port"),),
+        env=env,
     )
     slurmds = [
-        Daemon(f"slurmd-{n}", (_which("slurmd") or "slurmd", "-N", n, "-f", str(cfg.slurm_conf)), run / f"slurmd-{n}.pid",
-               log / f"slurmd-{n}.log", ports=(cfg.port(f"{n}_port"),), env=env)
+        Daemon(
+            f"slurmd-{n}",
+            (_which("slurmd") or "slurmd", "-N", n, "-f", str(cfg.slurm_conf)),
+            run / f"slurmd-{n}.pid",
+            log / f"slurmd-{n}.log",
+            ports=(cfg.port(f"{n}_port"),),
+            env=env,
+        )
         for n in NODES
     ]
     return [munged, mariadbd, slurmdbd, slurmctld, *slurmds]
@@ -85,7 +124,16 @@ def _by_name(cfg: LabConfig) -> dict[str, Daemon]:
 
 
 def _prepare(cfg: LabConfig) -> None:
-    for d in ("etc", "log", "run", "ctld", "mysql", "tmp", *(f"spool/{n}" for n in NODES), *(f"dev/{n}" for n in NODES)):
+    for d in (
+        "etc",
+        "log",
+        "run",
+        "ctld",
+        "mysql",
+        "tmp",
+        *(f"spool/{n}" for n in NODES),
+        *(f"dev/{n}" for n in NODES),
+    ):
         (cfg.state / d).mkdir(parents=True, exist_ok=True)
     # munged refuses group/world-writable directories; clients must reach its socket.
     for d in (cfg.state, cfg.etc, cfg.log_dir, cfg.run_dir, cfg.munge_socket.parent):
@@ -103,99 +151,18 @@ def _prepare(cfg: LabConfig) -> None:
     _ensure_lab_user()
 
 
-def _ensure_job_venv(cfg: LabConfig, packages: tuple[str, ...] = ()) -> None:
-    """The venv the lab's jobs run in (site file lab.sh): the system python, readable by the lab user."""
-    venv = cfg.state / "pyenv"
-    if not (venv / "bin" / "python").exists():
-        _make_venv(venv)
-    if packages:
-        r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *packages], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise LabError(f"could not install {' '.join(packages)} into the lab's job venv {venv}:\n{r.stderr[-2000:]}",
-                           hint="check the package names and that pip can reach its index")
-
-
-def job_python(state: Path | None = None) -> str:
-    """The Python the jobs' venv is made from: the one roach runs on, where the lab's user may run it; else,
-    where the system's is another version, a copy of roach's in the lab's state folder that the lab's user
-    may run (root's pyenv is closed to it); else the system's. So the jobs run roach's Python where they can: on Debian 13 the system's is 3.13, for which the
-    job packages (torch==2.13.0 for 3.11 on this kind's disk) may not exist.
-    """
-    system = shutil.which("python3", path="/usr/bin:/bin") or "python3"
-    own = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-    if own == os.path.realpath(system):
-        return system
-    if _lab_user_runs(own):
-        return own
-    if state is not None and _minor_version(system) != sys.version_info[:2]:
-        copy = runnable_copy(state / "python")
-        if copy is not None:
-            return copy
-    return system
-
-
-def _minor_version(python: str) -> tuple[int, ...]:
-    r = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True,
-                       timeout=60)
-    return tuple(int(x) for x in r.stdout.split()) if r.returncode == 0 else ()
-
-
-def _lab_user_runs(python: str) -> bool:
-    r = subprocess.run(["runuser", "-u", LAB_USER, "--", python, "-c", "import venv"], capture_output=True, timeout=60)
-    return r.returncode == 0
-
-
-def runnable_copy(dest: Path) -> str | None:
-    """This Python copied to ``dest`` (:func:`copy_python`), where the lab's user may run it: the copy's
-    python, reused when already there, or None where that cannot be made (no patchelf)."""
-    exe = dest / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-    if exe.exists() and _lab_user_runs(str(exe)):
-        return str(exe)
-    made = copy_python(dest)
-    return made if made is not None and _lab_user_runs(made) else None
-
-
-def copy_python(dest: Path) -> str | None:
-    """This Python's installation (no site-packages, no test suite) copied to ``dest``, open to all, its
-    libpython found beside it (patchelf; a pyenv build names it by an absolute path): the copy's python, or
-    None without patchelf. Also what ``make test-matrix`` puts into a Debian root for its lab's jobs."""
-    exe_name = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    patchelf = shutil.which("patchelf")
-    if patchelf is None:
-        return None
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(Path(sys.base_prefix), tmp, symlinks=True, ignore=lambda d, names: [
-        n for n in names if (Path(d).name.startswith("python") and n in ("site-packages", "test"))])
-    r = subprocess.run([patchelf, "--set-rpath", "$ORIGIN/../lib", str(tmp / "bin" / exe_name)], capture_output=True,
-                       text=True)
-    if r.returncode == 0:
-        r = subprocess.run(["chmod", "-R", "go+rX", str(tmp)], capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        return None
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.rename(dest)
-    return str(dest / "bin" / exe_name)
-
-
-def _make_venv(venv: Path) -> None:
-    python = job_python(venv.parent)
-    r = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True)
-    if r.returncode != 0:
-        shutil.rmtree(venv, ignore_errors=True)
-        raise LabError(f"could not make the lab's job venv {venv}: {r.stderr.strip() or r.stdout.strip()}",
-                       hint="install python3-venv: apt-get install -y python3-venv")
-
-
 def _ensure_lab_user() -> None:
     try:
         pwd.getpwnam(LAB_USER)
     except KeyError:
-        r = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", LAB_USER], capture_output=True, text=True)
+        r = subprocess.run(
+            ["useradd", "--create-home", "--shell", "/bin/bash", LAB_USER], capture_output=True, text=True
+        )
         if r.returncode != 0:
-            raise LabError(f"could not create the lab's user {LAB_USER}: {r.stderr.strip()}",
-                           hint="create it by hand: useradd -m roachlab") from None
+            raise LabError(
+                f"could not create the lab's user {LAB_USER}: {r.stderr.strip()}",
+                hint="create it by hand: useradd -m roachlab",
+            ) from None
 
 
 def _ok(argv: list[str], cfg: LabConfig) -> bool:
@@ -209,28 +176,49 @@ def _init_mariadb(cfg: LabConfig) -> None:
         return
     data.mkdir(parents=True, exist_ok=True)
     r = subprocess.run(
-        [_which("mariadb-install-db") or "mariadb-install-db", f"--defaults-file={cfg.my_cnf}",
-         "--auth-root-authentication-method=socket", "--skip-test-db"],
-        capture_output=True, text=True,
+        [
+            _which("mariadb-install-db") or "mariadb-install-db",
+            f"--defaults-file={cfg.my_cnf}",
+            "--auth-root-authentication-method=socket",
+            "--skip-test-db",
+        ],
+        capture_output=True,
+        text=True,
     )
     if r.returncode != 0:
         shutil.rmtree(data, ignore_errors=True)  # a half-made datadir would be mistaken for a made one
-        raise LabError(f"mariadb-install-db failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}",
-                       hint=f"read {cfg.log_dir / 'mariadbd.log'}")
+        raise LabError(
+            f"mariadb-install-db failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}",
+            hint=f"read {cfg.log_dir / 'mariadbd.log'}",
+        )
 
 
 def _nodes_up(cfg: LabConfig) -> bool:
-    r = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %t"], capture_output=True, text=True,
-                       env={**os.environ, **cfg.env()}, timeout=30)
+    r = subprocess.run(
+        ["sinfo", "-N", "-h", "-o", "%N %t"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **cfg.env()},
+        timeout=30,
+    )
     if r.returncode != 0:
         return False
     states = dict(line.split() for line in r.stdout.splitlines() if line.strip())
-    return set(states) >= set(NODES) and all(states[n].rstrip("*~#!%$@^-") in {"idle", "mix", "alloc", "comp"} for n in NODES)
+    return set(states) >= set(NODES) and all(
+        states[n].rstrip("*~#!%$@^-") in {"idle", "mix", "alloc", "comp"} for n in NODES
+    )
 
 
 # Settings a running lab takes with `scontrol reconfigure` (and sacctmgr for the tiers); others need a restart.
-LIVE = {"preempt_send_user_signal", "preempt_signal_setting", "min_job_age", "max_array_size", "low_grace_time",
-        "high_gpu_cap", "prolog"}
+LIVE = {
+    "preempt_send_user_signal",
+    "preempt_signal_setting",
+    "min_job_age",
+    "max_array_size",
+    "low_grace_time",
+    "high_gpu_cap",
+    "prolog",
+}
 
 
 def resolve_config(state_dir: str | None = None, **options) -> LabConfig:
@@ -279,7 +267,7 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     cfg = resolve_config(state_dir, **options)
     ds = _by_name(cfg)
     if all(d.alive() for d in ds.values()) and _nodes_up(cfg):
-        _ensure_job_venv(cfg, job_packages)
+        ensure_job_venv(cfg, job_packages)
         saved = LabConfig.load(cfg.state)
         if cfg != saved:
             _reconfigure_live(cfg)
@@ -294,7 +282,7 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
             for port in d.ports:
                 check_port_free(port, d.name)
     _prepare(cfg)
-    _ensure_job_venv(cfg, job_packages)
+    ensure_job_venv(cfg, job_packages)
     cfg.save()
     ds["munged"].start(ready=lambda: cfg.munge_socket.exists())
     _init_mariadb(cfg)
@@ -308,9 +296,13 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     _reconfigure(cfg, "after setting the QOS tiers")
     for n in NODES:
         ds[f"slurmd-{n}"].start(ready=lambda: True)
-    wait_for("both nodes to register with slurmctld", lambda: _nodes_up(cfg) or _resume_down_nodes(cfg),
-             timeout=90, logs=[ds["slurmctld"], *(ds[f"slurmd-{n}"] for n in NODES)])
-    log(f"lab is up ({cfg.state}); run: eval \"$(roach lab env)\"")
+    wait_for(
+        "both nodes to register with slurmctld",
+        lambda: _nodes_up(cfg) or _resume_down_nodes(cfg),
+        timeout=90,
+        logs=[ds["slurmctld"], *(ds[f"slurmd-{n}"] for n in NODES)],
+    )
+    log(f'lab is up ({cfg.state}); run: eval "$(roach lab env)"')
     return cfg
 
 
@@ -353,12 +345,23 @@ def _comm(pid: int) -> str:
 
 def _resume_down_nodes(cfg: LabConfig) -> bool:
     """A node left DOWN by an unclean stop comes back only when told; nothing else blocks start-up."""
-    r = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %t"], capture_output=True, text=True,
-                       env={**os.environ, **cfg.env()}, timeout=30)
-    down = [line.split()[0] for line in r.stdout.splitlines() if line.split()[1:] and line.split()[1].startswith("down")]
+    r = subprocess.run(
+        ["sinfo", "-N", "-h", "-o", "%N %t"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **cfg.env()},
+        timeout=30,
+    )
+    down = [
+        line.split()[0] for line in r.stdout.splitlines() if line.split()[1:] and line.split()[1].startswith("down")
+    ]
     if down:
-        subprocess.run(["scontrol", "update", f"NodeName={','.join(sorted(set(down)))}", "State=RESUME"],
-                       capture_output=True, env={**os.environ, **cfg.env()}, timeout=30)
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={','.join(sorted(set(down)))}", "State=RESUME"],
+            capture_output=True,
+            env={**os.environ, **cfg.env()},
+            timeout=30,
+        )
     return False
 
 
@@ -387,8 +390,13 @@ def _end_jobs(cfg: LabConfig, timeout: float = 40.0) -> None:
         subprocess.run(["scancel", "--user", user], capture_output=True, env=env, timeout=30)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        r = subprocess.run(["squeue", "-h", "-t", "RUNNING,COMPLETING,SUSPENDED", "-o", "%i"],
-                           capture_output=True, text=True, env=env, timeout=30)
+        r = subprocess.run(
+            ["squeue", "-h", "-t", "RUNNING,COMPLETING,SUSPENDED", "-o", "%i"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+        )
         if r.returncode != 0 or not r.stdout.strip():
             return
         time.sleep(0.5)
@@ -430,8 +438,13 @@ def status(state_dir: str | None = None) -> LabStatus:
     nodes: dict[str, str] = {}
     if any(d.name == "slurmctld" and d.running for d in ds):
         try:
-            r = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %t"], capture_output=True, text=True,
-                               env={**os.environ, **cfg.env()}, timeout=30)
+            r = subprocess.run(
+                ["sinfo", "-N", "-h", "-o", "%N %t"],
+                capture_output=True,
+                text=True,
+                env={**os.environ, **cfg.env()},
+                timeout=30,
+            )
             nodes = dict(line.split() for line in r.stdout.splitlines() if line.strip())
         except (OSError, subprocess.SubprocessError):
             pass

@@ -24,21 +24,25 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from roach.errors import RoachError
 from roach.clusters.cluster import Cluster
 from roach.clusters.userconfig import get_cluster
+from roach.errors import RoachError
 from roach.slurmio.clusterfs import ClusterFS
 from roach.slurmio.transport import Transport
 
 DEFAULT_MIRROR_ROOT = "~/roach_clones/.mirrors"
 
 # $1 mirror, $2 commit: "have", or "need" then the commits it has under refs/roach/.
-_STATE = ('set -e; m=$1; [ -d "$m" ] || git init -q --bare "$m"; '
-          'if git -C "$m" cat-file -e "$2^{commit}" 2>/dev/null; then echo have; else echo need; '
-          'git -C "$m" for-each-ref --format="%(objectname)" refs/roach/; fi')
+_STATE = (
+    'set -e; m=$1; [ -d "$m" ] || git init -q --bare "$m"; '
+    'if git -C "$m" cat-file -e "$2^{commit}" 2>/dev/null; then echo have; else echo need; '
+    'git -C "$m" for-each-ref --format="%(objectname)" refs/roach/; fi'
+)
 # $1 mirror, $2 commit, $3 temp file: the bundle on stdin, fetched into refs/roach/<commit>.
-_FETCH = ('set -e; m=$1; b=$3; trap \'rm -f "$b"\' EXIT; cat > "$b"; '
-          'git -C "$m" fetch -q "$b" "refs/roach/$2:refs/roach/$2"; git -C "$m" cat-file -e "$2^{commit}"')
+_FETCH = (
+    'set -e; m=$1; b=$3; trap \'rm -f "$b"\' EXIT; cat > "$b"; '
+    'git -C "$m" fetch -q "$b" "refs/roach/$2:refs/roach/$2"; git -C "$m" cat-file -e "$2^{commit}"'
+)
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,14 @@ def _git(repo: Path, *args: str, input: bytes | None = None) -> subprocess.Compl
     return proc
 
 
-def push_commit(cluster: Cluster | str, repo_root: str | os.PathLike[str] = ".", commit: str | None = None, *,
-                mirror_root: str = DEFAULT_MIRROR_ROOT, transport: Transport | None = None) -> PushedCommit:
+def push_commit(
+    cluster: Cluster | str,
+    repo_root: str | os.PathLike[str] = ".",
+    commit: str | None = None,
+    *,
+    mirror_root: str = DEFAULT_MIRROR_ROOT,
+    transport: Transport | None = None,
+) -> PushedCommit:
     """Make ``commit`` (default: HEAD) of the repository at ``repo_root`` present in the cluster's mirror."""
     c = get_cluster(cluster)
     t = transport if transport is not None else c.transport()
@@ -69,12 +79,18 @@ def push_commit(cluster: Cluster | str, repo_root: str | os.PathLike[str] = ".",
     state = t.run(["sh", "-c", _STATE, "sh", mirror, sha])
     lines = state.stdout.split()
     if state.returncode != 0 or not lines or lines[0] not in ("have", "need"):
-        raise RoachError(f"could not prepare the git mirror {mirror} on {c.name}: {state.stderr.strip()}",
-                         hint="git must be installed on the login host")
+        raise RoachError(
+            f"could not prepare the git mirror {mirror} on {c.name}: {state.stderr.strip()}",
+            hint="git must be installed on the login host",
+        )
     if lines[0] == "have":
         return PushedCommit(mirror, sha, 0, ())
-    known = [s for s in lines[1:] if subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{s}^{{commit}}"],
-                                                   capture_output=True).returncode == 0]
+    known = [
+        s
+        for s in lines[1:]
+        if subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{s}^{{commit}}"], capture_output=True).returncode
+        == 0
+    ]
     # A bundle carries refs: name the commit by a ref that exists only while the bundle is built.
     ref = f"refs/roach/{sha}"
     _git(root, "update-ref", ref, sha)
@@ -84,7 +100,8 @@ def push_commit(cluster: Cluster | str, repo_root: str | os.PathLike[str] = ".",
         _git(root, "update-ref", "-d", ref)
     res = t.run(["sh", "-c", _FETCH, "sh", mirror, sha, f"{mirror}/roach-incoming-{sha[:12]}.bundle"], input=data)
     if res.returncode != 0:
-        raise RoachError(f"sending commit {sha[:12]} to {mirror} on {c.name} failed: {res.stderr.strip()}",
-                         hint="check the free space and permissions of the mirror's directory")
+        raise RoachError(
+            f"sending commit {sha[:12]} to {mirror} on {c.name} failed: {res.stderr.strip()}",
+            hint="check the free space and permissions of the mirror's directory",
+        )
     return PushedCommit(mirror, sha, len(data), tuple(known))
-

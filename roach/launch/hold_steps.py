@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from roach.errors import RoachError
 from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import US, RS, parse_duration, parse_int
+from roach.slurmio.fields import parse_duration, parse_int
+from roach.slurmio.parse import RS, US
 
 STEP_NODE, STEP_RANKS, STEP_SIGNAL = "roach-node", "roach-ranks", "roach-signal"  # step names; + ":<attempt>"
 
@@ -89,10 +90,14 @@ class Step:
         return f"{self.holder}.{self.step}"
 
     def describe(self) -> str:
-        what = {StepKind.RANKS: f"ranks' step ({self.tasks} tasks, one per GPU)",
-                StepKind.NODE: f"node step ({self.tasks} task(s), one per node)",
-                StepKind.SIGNAL: "roach signal's step", StepKind.BATCH: "the holder's sleeping shell",
-                StepKind.EXTERN: "extern step", StepKind.OTHER: f"not roach's ({self.tasks} tasks)"}[self.kind]
+        what = {
+            StepKind.RANKS: f"ranks' step ({self.tasks} tasks, one per GPU)",
+            StepKind.NODE: f"node step ({self.tasks} task(s), one per node)",
+            StepKind.SIGNAL: "roach signal's step",
+            StepKind.BATCH: "the holder's sleeping shell",
+            StepKind.EXTERN: "extern step",
+            StepKind.OTHER: f"not roach's ({self.tasks} tasks)",
+        }[self.kind]
         return what + (f" of attempt {self.attempt}" if self.attempt is not None else "")
 
 
@@ -130,15 +135,27 @@ def parse_steps(text: str, gpus: int = 0, nodes: int = 0) -> list[Step]:
             continue
         f = chunk.split(US)
         if len(f) != len(STEP_FIELDS):
-            raise RoachError(f"squeue -s: expected {len(STEP_FIELDS)} fields in {chunk!r}",
-                             hint="the cluster's Slurm prints a step format roach does not know; "
-                                  "report it with this line")
+            raise RoachError(
+                f"squeue -s: expected {len(STEP_FIELDS)} fields in {chunk!r}",
+                hint="the cluster's Slurm prints a step format roach does not know; report it with this line",
+            )
         sid, name, ntasks, used, state, nodelist = (x.strip() for x in f)
         job, _, step = sid.partition(".")
         tasks = parse_int(ntasks, "a task count")
         kind, attempt = classify_step(name, step, tasks, gpus, nodes)
-        out.append(Step(holder=parse_int(job, "a job id"), step=step, name=name, tasks=tasks, nodelist=nodelist,
-                        elapsed_s=parse_duration(used) or 0, state=state, kind=kind, attempt=attempt))
+        out.append(
+            Step(
+                holder=parse_int(job, "a job id"),
+                step=step,
+                name=name,
+                tasks=tasks,
+                nodelist=nodelist,
+                elapsed_s=parse_duration(used) or 0,
+                state=state,
+                kind=kind,
+                attempt=attempt,
+            )
+        )
     return out
 
 
@@ -167,4 +184,3 @@ def idle_holders(client: SlurmClient, holder_ids: Iterable[int]) -> dict[int, bo
         if s.kind.is_attempt or s.kind is StepKind.OTHER:
             running[s.holder] = False
     return {j: v for j, v in running.items() if j in seen}
-

@@ -13,18 +13,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Self
 
-from roach.errors import RoachError, UsageError, WaitTimeoutError
 from roach.clusters.cluster import Cluster
-from roach.slurmio.clusterfs import ClusterFS
-from roach.records.finals import End, record_ends
-from roach.launch.inside_attempts import AttemptPaths, attempt_records
+from roach.clusters.route import reaching
+from roach.errors import RoachError, UsageError, WaitTimeoutError
 from roach.launch.hold_steps import SENT, SIGNAL_PROGRAM, STEP_SIGNAL, Step, StepKind, list_steps
+from roach.launch.inside_attempts import AttemptPaths, attempt_records
+from roach.model.job_state import JobState
+from roach.records.finals import End, record_ends
+from roach.records.job_record import JobRecord, utc_now
+from roach.records.store import Store
 from roach.runtime.signals import parse_signal
 from roach.slurmio.client import SlurmClient
+from roach.slurmio.clusterfs import ClusterFS
 from roach.slurmio.parse import AcctRecord
-from roach.clusters.route import reaching
-from roach.model.job_state import JobState
-from roach.records.store import JobRecord, Store, utc_now
 
 HOLD_TARGET = "roach:hold"  # the target of a holder's record: it runs no function
 HOLDER_NAME = re.compile(r"[A-Za-z0-9._+=@:-]{1,128}")
@@ -105,14 +106,18 @@ class HolderHandle:
             exc.add_note(f"roach: releasing {self} failed too: {err}; end it with `roach release {self.job_id}`")
 
     @classmethod
-    def from_ref(cls, ref: str | int, *, cluster: str | Cluster | None = None, store: Store | None = None) -> HolderHandle:
+    def from_ref(
+        cls, ref: str | int, *, cluster: str | Cluster | None = None, store: Store | None = None
+    ) -> HolderHandle:
         """The holder a job id (or the holder's record's run id) names, from the store."""
         store = store or Store()
         cname = cluster.name if isinstance(cluster, Cluster) else cluster
         rec = store.find(str(ref), cluster=cname)
         if rec.target != HOLD_TARGET:
-            raise UsageError(f"job {rec.job_id} (run {rec.run_id}) is not a holder: it runs {rec.target}",
-                             hint="`roach ls` marks holders; `roach hold` makes one")
+            raise UsageError(
+                f"job {rec.job_id} (run {rec.run_id}) is not a holder: it runs {rec.target}",
+                hint="`roach ls` marks holders; `roach hold` makes one",
+            )
         return cls(reaching(rec, cluster), rec.job_id, rec, store)
 
     # -- state -----------------------------------------------------------------------------------------
@@ -122,16 +127,20 @@ class HolderHandle:
         if q:
             r = q[0]
             reason = r.reason_text if r.state.is_pending and r.reason_text not in ("", "None") else None
-            return HolderInfo(self.job_id, r.state, reason, r.nodelist, r.nodes, r.tres.gpus, r.elapsed_s,
-                              r.time_limit_s)
+            return HolderInfo(
+                self.job_id, r.state, reason, r.nodelist, r.nodes, r.tres.gpus, r.elapsed_s, r.time_limit_s
+            )
         acct = [a for a in self.client.sacct([self.job_id]) if a.step is None and a.ref.job == self.job_id]
         if not acct:
-            raise RoachError(f"{self} is neither in squeue nor in sacct",
-                             hint="the controller may have restarted without accounting; check `sacct -j`")
+            raise RoachError(
+                f"{self} is neither in squeue nor in sacct",
+                hint="the controller may have restarted without accounting; check `sacct -j`",
+            )
         a = acct[-1]
         self._record_final(a)
-        return HolderInfo(self.job_id, a.state.after_queue(), None, a.nodelist, a.nodes, a.tres.gpus, a.elapsed_s,
-                          a.time_limit_s)
+        return HolderInfo(
+            self.job_id, a.state.after_queue(), None, a.nodelist, a.nodes, a.tres.gpus, a.elapsed_s, a.time_limit_s
+        )
 
     def state(self) -> JobState:
         return self.info().state
@@ -145,11 +154,15 @@ class HolderHandle:
             if info.state.is_running and not info.state.is_ending:
                 return info
             if info.state.is_terminal:
-                raise RoachError(f"{self} ended ({info.state.value}) before it ran",
-                                 hint="read its log" + (f": {self.log_path}" if self.log_path else ""))
+                raise RoachError(
+                    f"{self} ended ({info.state.value}) before it ran",
+                    hint="read its log" + (f": {self.log_path}" if self.log_path else ""),
+                )
             if deadline is not None and time.monotonic() > deadline:
-                raise WaitTimeoutError(f"{self} did not start within {timeout:.0f}s (pending: {info.reason or '?'})",
-                                 hint="wait again, or `roach release` it and hold something that fits")
+                raise WaitTimeoutError(
+                    f"{self} did not start within {timeout:.0f}s (pending: {info.reason or '?'})",
+                    hint="wait again, or `roach release` it and hold something that fits",
+                )
             time.sleep(poll_s)
 
     def steps(self, info: HolderInfo | None = None) -> list[Step]:
@@ -197,34 +210,58 @@ class HolderHandle:
             if not hits:
                 raise UsageError(f"{self} has no step {want}", hint=_steps_hint(steps))
             if hits[0].kind is not StepKind.RANKS:
-                raise UsageError(f"step {hits[0].id} is {hits[0].describe()}, not an attempt's ranks' step",
-                                 hint=_steps_hint(steps))
+                raise UsageError(
+                    f"step {hits[0].id} is {hits[0].describe()}, not an attempt's ranks' step", hint=_steps_hint(steps)
+                )
             target = hits[0]
         elif len(ranks) == 1:
             target = ranks[0]
         else:
-            raise UsageError(f"{self} runs {'no' if not ranks else len(ranks)} ranks' steps"
-                             + ("" if not ranks else ": say which with --step"), hint=_steps_hint(steps))
+            raise UsageError(
+                f"{self} runs {'no' if not ranks else len(ranks)} ranks' steps"
+                + ("" if not ranks else ": say which with --step"),
+                hint=_steps_hint(steps),
+            )
         if target.attempt is None:
-            raise UsageError(f"step {target.id} ({target.name}) is not an attempt roach started",
-                             hint="roach signals only the ranks of its own attempts (`roach submit --inside`)")
+            raise UsageError(
+                f"step {target.id} ({target.name}) is not an attempt roach started",
+                hint="roach signals only the ranks of its own attempts (`roach submit --inside`)",
+            )
         self._note_stop(target, name)
         n_nodes = len(self.client.run(["scontrol", "show", "hostnames", target.nodelist]).stdout.split())
-        argv = ["srun", f"--jobid={self.job_id}", "--overlap", f"--job-name={STEP_SIGNAL}",
-                f"--nodelist={target.nodelist}", f"--nodes={n_nodes}", f"--ntasks={n_nodes}", "--ntasks-per-node=1",
-                "bash", "-c", SIGNAL_PROGRAM, STEP_SIGNAL, name, str(self.job_id), str(target.attempt)]
+        argv = [
+            "srun",
+            f"--jobid={self.job_id}",
+            "--overlap",
+            f"--job-name={STEP_SIGNAL}",
+            f"--nodelist={target.nodelist}",
+            f"--nodes={n_nodes}",
+            f"--ntasks={n_nodes}",
+            "--ntasks-per-node=1",
+            "bash",
+            "-c",
+            SIGNAL_PROGRAM,
+            STEP_SIGNAL,
+            name,
+            str(self.job_id),
+            str(target.attempt),
+        ]
         out = self.client.run(argv, retry=False).stdout
         lines = tuple(ln for ln in out.splitlines() if ln.strip())
-        return SignalReport(self.job_id, target.id, target.attempt, name,
-                            sum(int(m[2]) for m in SENT.finditer(out)), lines)
+        return SignalReport(
+            self.job_id, target.id, target.attempt, name, sum(int(m[2]) for m in SENT.finditer(out)), lines
+        )
 
     def _note_stop(self, target: Step, sig: str) -> None:
         """Mark the attempt as asked to stop (a new attempt then waits for it instead of refusing) and say so
         in its log."""
         if self.store is None:
             return
-        recs = [r for r in attempt_records(self.store, self.cluster.name, self.job_id)
-                if AttemptPaths.of(r).attempt == target.attempt]
+        recs = [
+            r
+            for r in attempt_records(self.store, self.cluster.name, self.job_id)
+            if AttemptPaths.of(r).attempt == target.attempt
+        ]
         if not recs:
             return
         p = AttemptPaths.of(recs[0])
@@ -254,5 +291,3 @@ class HolderHandle:
 def _steps_hint(steps: list[Step]) -> str:
     listed = "; ".join(f"{s.id} {s.name}: {s.describe()}" for s in steps if s.kind not in (StepKind.EXTERN,))
     return f"its steps: {listed or '(none)'} (`roach steps` lists them)"
-
-

@@ -22,20 +22,21 @@ import posixpath
 import time
 from typing import Any
 
-from roach.errors import RoachError, UsageError
-from roach.records.bundle import JobJson
 from roach.clusters.cluster import Cluster
-from roach.slurmio.clusterfs import ClusterFS
-from roach.launch.holder import HolderHandle, HolderInfo
+from roach.clusters.route import submitted_route
+from roach.errors import RoachError, UsageError
 from roach.launch.hold_steps import StepKind
+from roach.launch.holder import HolderHandle, HolderInfo
 from roach.launch.inside_attempts import AttemptPaths, attempt_id, attempt_records, read_attempts, split_attempt_id
 from roach.launch.inside_job import InsideJob
 from roach.launch.inside_script import AttemptInputs, render_driver, render_step
-from roach.model.resources import Resources
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
+from roach.model.resources import Resources
+from roach.records.bundle import JobJson
+from roach.records.job_record import JobRecord, utc_now
+from roach.records.store import Store
 from roach.slurmio.client import SlurmClient
-from roach.clusters.route import submitted_route
-from roach.records.store import JobRecord, Store, utc_now
+from roach.slurmio.clusterfs import ClusterFS
 
 SETTLE_S = 120.0  # how long a new attempt waits for a stopped one's steps to leave squeue -s
 
@@ -50,7 +51,8 @@ def _check_fits(res: Resources, info: HolderInfo, holder: int) -> None:
         raise UsageError(
             f"the attempt asks {res.nodes} node(s) x {res.gpus_per_node} GPU(s) and holder {holder} has "
             f"{info.nodes} node(s) x {info.gpus_per_node} GPU(s) ({info.nodelist})",
-            hint="ask for at most what the holder has (its time, account and QOS are the holder's)")
+            hint="ask for at most what the holder has (its time, account and QOS are the holder's)",
+        )
 
 
 def _wait_for_previous(h: HolderHandle, info: HolderInfo, store: Store, fs: ClusterFS, settle_s: float) -> None:
@@ -70,39 +72,65 @@ def _wait_for_previous(h: HolderHandle, info: HolderInfo, store: Store, fs: Clus
                 where = ", ".join(f"{s.id} {s.describe()} for {s.elapsed_s} s" for s in own) or "starting"
                 raise UsageError(
                     f"holder {h.job_id} is running attempt {n} (run {r.run_id}: {where}); a second attempt "
-                    f"would run on the same GPUs", hint=f"stop it first: `roach signal {h.job_id}` (it checkpoints "
-                    f"and exits; submit again then), or pass force=True (--force) to run both")
+                    f"would run on the same GPUs",
+                    hint=f"stop it first: `roach signal {h.job_id}` (it checkpoints "
+                    f"and exits; submit again then), or pass force=True (--force) to run both",
+                )
             if alive or own:
                 busy.append(f"attempt {n} (run {r.run_id})")
         strangers = [s for s in steps if s.attempt is None or s.attempt not in by_n]
         for s in strangers:
             if s.kind is StepKind.RANKS:
-                raise UsageError(f"holder {h.job_id} runs step {s.id} ({s.name}: {s.describe()}), which roach did "
-                                 f"not start here; a second instance would run on the same GPUs",
-                                 hint="end that step first, or pass force=True (--force)")
+                raise UsageError(
+                    f"holder {h.job_id} runs step {s.id} ({s.name}: {s.describe()}), which roach did "
+                    f"not start here; a second instance would run on the same GPUs",
+                    hint="end that step first, or pass force=True (--force)",
+                )
             busy.append(f"step {s.id}")
         if not busy:
             return
         if time.monotonic() > deadline:
-            raise UsageError(f"{', '.join(busy)} still in holder {h.job_id} after {settle_s:.0f} s",
-                             hint=f"`roach steps {h.job_id}` shows what runs; wait, or pass force=True (--force)")
+            raise UsageError(
+                f"{', '.join(busy)} still in holder {h.job_id} after {settle_s:.0f} s",
+                hint=f"`roach steps {h.job_id}` shows what runs; wait, or pass force=True (--force)",
+            )
         time.sleep(max(1.0, min(h.cluster.min_poll_s, 5.0)))
 
 
 def _next_attempt(fs: ClusterFS, store: Store, cluster: str, holder: int, bundle_root: str) -> int:
-    res = fs.transport.run(["sh", "-c", 'cd "$1" 2>/dev/null && ls -1d -- "$2".* 2>/dev/null || true', "sh",
-                            bundle_root, str(holder)])
+    res = fs.transport.run(
+        ["sh", "-c", 'cd "$1" 2>/dev/null && ls -1d -- "$2".* 2>/dev/null || true', "sh", bundle_root, str(holder)]
+    )
     used = [int(x.rpartition(".")[2]) for x in res.stdout.split() if x.rpartition(".")[2].isdigit()]
     used += [(split_attempt_id(r.job_id) or (0, 0))[1] for r in attempt_records(store, cluster, holder)]
     return max(used, default=0) + 1
 
 
 def submit_inside(
-    *, holder: int, cluster: Cluster, resources: Resources, target: str, args: dict[str, Any],
-    job_env: dict[str, str], name: str, run_id: str, repo: Any, python_path: list[str], log_root: str,
-    abs_log_root: str, clone_root: str, secrets_dir: str | None, run_dir: str, description: str,
-    checkpoint_every: int | None, store: Store, client: SlurmClient, fs: ClusterFS, force: bool = False,
-    settle_s: float = SETTLE_S, wait_holder_s: float | None = None,
+    *,
+    holder: int,
+    cluster: Cluster,
+    resources: Resources,
+    target: str,
+    args: dict[str, Any],
+    job_env: dict[str, str],
+    name: str,
+    run_id: str,
+    repo: Any,
+    python_path: list[str],
+    log_root: str,
+    abs_log_root: str,
+    clone_root: str,
+    secrets_dir: str | None,
+    run_dir: str,
+    description: str,
+    checkpoint_every: int | None,
+    store: Store,
+    client: SlurmClient,
+    fs: ClusterFS,
+    force: bool = False,
+    settle_s: float = SETTLE_S,
+    wait_holder_s: float | None = None,
 ) -> InsideJob:
     """Start an attempt now as steps of ``holder``; the values are submit()'s, validated there. A holder
     still pending is waited for up to ``wait_holder_s`` (None: refused at once)."""
@@ -113,21 +141,26 @@ def submit_inside(
         info = h.wait_running(timeout=wait_holder_s)
     if not info.state.is_running:
         why = f" ({info.reason})" if info.reason else ""
-        raise UsageError(f"holder {holder} is {info.state.value}{why}: an attempt starts only inside a running holder",
-                         hint="wait for it: submit(..., wait_holder_s=S) (--wait-holder S), or `roach hold --wait`, "
-                              "Holder.wait_running()" if info.state.is_pending
-                         else "hold again (`roach hold`)")
+        raise UsageError(
+            f"holder {holder} is {info.state.value}{why}: an attempt starts only inside a running holder",
+            hint="wait for it: submit(..., wait_holder_s=S) (--wait-holder S), or `roach hold --wait`, "
+            "Holder.wait_running()"
+            if info.state.is_pending
+            else "hold again (`roach hold`)",
+        )
     _check_fits(resources, info, holder)
     lead = h.lead_s()
     ending = h.ending_path is not None and fs.exists(h.ending_path)
     if not force and (ending or lead is not None and info.time_left_s is not None and info.time_left_s <= lead):
-        raise UsageError(f"holder {holder} ends in {info.time_left_s} s and already stopped its attempts "
-                         f"({lead} s before its end, up to 30 s earlier): this attempt would be killed without a "
-                         f"checkpoint",
-                         hint="release it and hold again (`roach release`, `roach hold`)")
+        raise UsageError(
+            f"holder {holder} ends in {info.time_left_s} s and already stopped its attempts "
+            f"({lead} s before its end, up to 30 s earlier): this attempt would be killed without a "
+            f"checkpoint",
+            hint="release it and hold again (`roach release`, `roach hold`)",
+        )
     if not force:
         _wait_for_previous(h, info, store, fs, settle_s)
-    nodes = tuple(client.run(["scontrol", "show", "hostnames", info.nodelist]).stdout.split())[:resources.nodes]
+    nodes = tuple(client.run(["scontrol", "show", "hostnames", info.nodelist]).stdout.split())[: resources.nodes]
     bundle_root = posixpath.join(abs_log_root, "bundles")
     fs.makedirs(bundle_root)
     n = _next_attempt(fs, store, cluster.name, holder, bundle_root)
@@ -137,10 +170,25 @@ def submit_inside(
             n += 1
             continue
         record = JobRecord(
-            cluster=cluster.name, job_id=attempt_id(holder, n), run_id=run_id, name=name, target=target,
-            commit=repo.commit, repo=repo.name, log_path=paths.log, bundle_dir=paths.bundle_dir, run_dir=run_dir,
-            submitted_at=utc_now(), resources=resources.to_json(), status="submitted", slurm_state=None,
-            exit_code=None, recorded_at=None, holder=holder, **submitted_route(cluster))
+            cluster=cluster.name,
+            job_id=attempt_id(holder, n),
+            run_id=run_id,
+            name=name,
+            target=target,
+            commit=repo.commit,
+            repo=repo.name,
+            log_path=paths.log,
+            bundle_dir=paths.bundle_dir,
+            run_dir=run_dir,
+            submitted_at=utc_now(),
+            resources=resources.to_json(),
+            status="submitted",
+            slurm_state=None,
+            exit_code=None,
+            recorded_at=None,
+            holder=holder,
+            **submitted_route(cluster),
+        )
         try:
             store.add(record)
         except UsageError:
@@ -153,27 +201,62 @@ def submit_inside(
     try:
         ship_runtime(fs, bundle_root)
         inputs = AttemptInputs(
-            cluster=cluster, resources=resources, holder=holder, attempt=n, run_id=run_id, paths=paths, nodes=nodes,
-            gpus_per_node=info.gpus_per_node, roach_path=runtime_dir(bundle_root), repo_url=repo.url,
-            repo_name=repo.name, commit=repo.commit, clone_root=clone_root, run_dir=run_dir,
-            holder_ending=h.ending_path)
+            cluster=cluster,
+            resources=resources,
+            holder=holder,
+            attempt=n,
+            run_id=run_id,
+            paths=paths,
+            nodes=nodes,
+            gpus_per_node=info.gpus_per_node,
+            roach_path=runtime_dir(bundle_root),
+            repo_url=repo.url,
+            repo_name=repo.name,
+            commit=repo.commit,
+            clone_root=clone_root,
+            run_dir=run_dir,
+            holder_ending=h.ending_path,
+        )
         spec = {
-            "version": 1, "target": target, "args": args, "run_id": run_id, "name": name, "cluster": cluster.name,
-            "run_dir": run_dir, "log_root": log_root, "clone_root": clone_root, "secrets_dir": secrets_dir,
-            "job_env": job_env, "python_path": python_path, "checkpoint_every": checkpoint_every,
+            "version": 1,
+            "target": target,
+            "args": args,
+            "run_id": run_id,
+            "name": name,
+            "cluster": cluster.name,
+            "run_dir": run_dir,
+            "log_root": log_root,
+            "clone_root": clone_root,
+            "secrets_dir": secrets_dir,
+            "job_env": job_env,
+            "python_path": python_path,
+            "checkpoint_every": checkpoint_every,
             "checkpoint_signal": cluster.checkpoint_signal,
             # A step cannot be requeued: a wall-clock stop must never `scontrol requeue` the holder.
-            "max_timeout_requeues": 0, "holder": holder, "attempt": n,
+            "max_timeout_requeues": 0,
+            "holder": holder,
+            "attempt": n,
             "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
         }
         fs.write(paths.spec, json.dumps(spec, indent=2) + "\n")
         fs.write(paths.node_sh, node_script(), mode="755")
         fs.write(paths.step_sh, render_step(inputs), mode="755")
         fs.write(paths.driver, render_driver(inputs), mode="755")
-        fs.write(paths.job_json, JobJson(
-            job_id=str(holder), script=paths.driver, description=description, submitted_at_utc=record.submitted_at,
-            cluster=cluster.name, run_id=run_id, commit=repo.commit, resources=resources.to_json(), name=name,
-            target=target).to_json())
+        fs.write(
+            paths.job_json,
+            JobJson(
+                job_id=str(holder),
+                script=paths.driver,
+                description=description,
+                submitted_at_utc=record.submitted_at,
+                cluster=cluster.name,
+                run_id=run_id,
+                commit=repo.commit,
+                resources=resources.to_json(),
+                name=name,
+                target=target,
+            ).to_json(),
+        )
         launched = fs.transport.run(["sh", "-c", _LAUNCH, "sh", paths.bundle_dir, paths.driver, paths.log])
         if launched.returncode != 0 or not launched.stdout.strip().isdigit():
             raise RoachError(f"starting the driver failed: {launched.stderr.strip() or launched.stdout.strip()}")

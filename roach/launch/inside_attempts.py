@@ -11,9 +11,10 @@ import posixpath
 from dataclasses import dataclass
 
 from roach.errors import RoachError
-from roach.records.finals import End
 from roach.model.job_state import JobState
-from roach.records.store import JobRecord, Store
+from roach.records.finals import End
+from roach.records.job_record import JobRecord
+from roach.records.store import Store
 from roach.slurmio.clusterfs import ClusterFS
 
 EXIT_LEFT = 3  # rank 0's exit code when the ranks checkpointed and left (roach.runtime.attempts)

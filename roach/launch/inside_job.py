@@ -25,7 +25,8 @@ from roach.launch.inside_attempts import (
 from roach.launch.job import Job
 from roach.model.job_state import JobState
 from roach.records.finals import record_ends
-from roach.records.store import JobRecord, Store, utc_now
+from roach.records.job_record import JobRecord, utc_now
+from roach.records.store import Store
 
 _LOST_GRACE_S = 30.0  # after the holder ended, how long a driver may take to write its exit status
 
@@ -88,8 +89,10 @@ class InsideJob(Job):
                 self.record_final(lost, "FAILED (the holder ended and the driver wrote no exit status)")
                 return lost
             if deadline is not None and time.monotonic() > deadline:
-                raise WaitTimeoutError(f"{self} did not end within {timeout:.0f}s",
-                                 hint=f"wait again, or stop it: roach signal {self.holder}")
+                raise WaitTimeoutError(
+                    f"{self} did not end within {timeout:.0f}s",
+                    hint=f"wait again, or stop it: roach signal {self.holder}",
+                )
             time.sleep(poll_s)
 
     def record_final(self, ex: AttemptExit, text: str | None = None) -> None:  # type: ignore[override]

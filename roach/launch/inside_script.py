@@ -74,10 +74,17 @@ def render_driver(i: AttemptInputs) -> str:
     """``driver.sh``: runs detached on the submit host; its output is the run's log."""
     q, res, p = shlex.quote, i.resources, i.paths
     exports = {
-        "ROACH_RUN_ID": i.run_id, "ROACH_REPO_URL": i.repo_url, "ROACH_REPO_NAME": i.repo_name,
-        "ROACH_COMMIT": i.commit, "ROACH_CLONE_ROOT": i.clone_root, "ROACH_ROACH_PATH": i.roach_path,
-        "ROACH_RUN_DIR": i.run_dir, "ROACH_BUNDLE": p.bundle_dir, "ROACH_INSIDE_HOLDER": str(i.holder),
-        "ROACH_ATTEMPT": str(i.attempt), "ROACH_MASTER_NODE": i.nodes[0],
+        "ROACH_RUN_ID": i.run_id,
+        "ROACH_REPO_URL": i.repo_url,
+        "ROACH_REPO_NAME": i.repo_name,
+        "ROACH_COMMIT": i.commit,
+        "ROACH_CLONE_ROOT": i.clone_root,
+        "ROACH_ROACH_PATH": i.roach_path,
+        "ROACH_RUN_DIR": i.run_dir,
+        "ROACH_BUNDLE": p.bundle_dir,
+        "ROACH_INSIDE_HOLDER": str(i.holder),
+        "ROACH_ATTEMPT": str(i.attempt),
+        "ROACH_MASTER_NODE": i.nodes[0],
         "ROACH_MASTER_PORT_FROM": str(20000 + (i.holder + 1009 * i.attempt) % 20000),
     }
     export_lines = "\n".join(f"export {k}={q(v)}" for k, v in exports.items())
@@ -87,19 +94,52 @@ def render_driver(i: AttemptInputs) -> str:
     per_task = [f"--cpus-per-task={cpus}"] if cpus else []
     gpus = []
     if res.gpus_per_node and res.gpus_per_node < i.gpus_per_node:  # a part of the holder's GPUs
-        gpus = [f"--gres=gpu:{res.gpus_per_node}" if i.cluster.gpu_flag == "gres"
-                else f"--gpus-per-node={res.gpus_per_node}"]
-    node_step = " ".join(q(a) for a in ["srun", *common, f"--job-name={STEP_NODE}:{i.attempt}", f"--ntasks={n}",
-                                         "--ntasks-per-node=1", "--kill-on-bad-exit=1", "bash", p.step_sh, "prepare"])
-    ranks_step = " ".join(q(a) for a in [
-        "srun", *common, f"--job-name={STEP_RANKS}:{i.attempt}", f"--ntasks={n * res.tasks_per_node}",
-        f"--ntasks-per-node={res.tasks_per_node}", *per_task, *gpus, "--kill-on-bad-exit=1",
-        f"--wait={i.cluster.rank_exit_wait_s}", "--label", "bash", p.step_sh, "rank"])
-    ending_check = "" if i.holder_ending is None else f"""if [ -e {q(i.holder_ending)} ]; then
+        gpus = [
+            f"--gres=gpu:{res.gpus_per_node}"
+            if i.cluster.gpu_flag == "gres"
+            else f"--gpus-per-node={res.gpus_per_node}"
+        ]
+    node_step = " ".join(
+        q(a)
+        for a in [
+            "srun",
+            *common,
+            f"--job-name={STEP_NODE}:{i.attempt}",
+            f"--ntasks={n}",
+            "--ntasks-per-node=1",
+            "--kill-on-bad-exit=1",
+            "bash",
+            p.step_sh,
+            "prepare",
+        ]
+    )
+    ranks_step = " ".join(
+        q(a)
+        for a in [
+            "srun",
+            *common,
+            f"--job-name={STEP_RANKS}:{i.attempt}",
+            f"--ntasks={n * res.tasks_per_node}",
+            f"--ntasks-per-node={res.tasks_per_node}",
+            *per_task,
+            *gpus,
+            "--kill-on-bad-exit=1",
+            f"--wait={i.cluster.rank_exit_wait_s}",
+            "--label",
+            "bash",
+            p.step_sh,
+            "rank",
+        ]
+    )
+    ending_check = (
+        ""
+        if i.holder_ending is None
+        else f"""if [ -e {q(i.holder_ending)} ]; then
   echo "roach: holder {i.holder} is near its wall clock and stopped its attempts; the ranks did not start"
   finish 130
 fi
 """
+    )
     return f"""#!/bin/bash
 # roach attempt {i.attempt} of run {i.run_id} inside holder {i.holder}: started detached on the submit host by
 # submit(inside={i.holder}); its output is the run's log. It runs the node step, then the ranks' step, as steps
@@ -115,7 +155,7 @@ finish() {{
   exit "$1"
 }}
 echo "$(hostname) $$" > "$ROACH_BUNDLE/driver.pid"
-echo "roach: attempt {i.attempt} of run $ROACH_RUN_ID: inside holder {i.holder} on {','.join(i.nodes)} at $(now) \\
+echo "roach: attempt {i.attempt} of run $ROACH_RUN_ID: inside holder {i.holder} on {",".join(i.nodes)} at $(now) \\
 (a step of the holder: no requeue)"
 first={q(i.nodes[0])}
 MASTER_ADDR="$(scontrol show node "$first" | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p' | head -n 1)"

@@ -6,17 +6,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from roach.errors import RoachError, UsageError, WaitTimeoutError
-from roach.records.bundle import BundlePaths
 from roach.clusters.cluster import Cluster
-from roach.slurmio.clusterfs import ClusterFS
-from roach.records.finals import End, record_ends
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import AcctRecord, in_array
-from roach.model.job_state import JobState
-from roach.records.store import JobRecord, Store
 from roach.clusters.route import reaching
+from roach.errors import RoachError, UsageError, WaitTimeoutError
+from roach.model.job_state import JobState
+from roach.records.bundle import BundlePaths
+from roach.records.finals import End, record_ends
+from roach.records.job_record import JobRecord
 from roach.records.results import collect, ended
+from roach.records.store import Store
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.clusterfs import ClusterFS
+from roach.slurmio.parse import AcctRecord, in_array
 
 
 @dataclass
@@ -78,7 +79,7 @@ class Job:
         return self._fs
 
     @classmethod
-    def from_ref(cls, ref: str | int, *, cluster: str | Cluster | None = None, store: Store | None = None) -> "Job":
+    def from_ref(cls, ref: str | int, *, cluster: str | Cluster | None = None, store: Store | None = None) -> Job:
         """The job named by a run id (its latest job) or a job id, from the store."""
         store = store or Store()
         cname = cluster.name if isinstance(cluster, Cluster) else cluster
@@ -98,8 +99,10 @@ class Job:
             return recs[0].state
         final = self._accounting()
         if final is None:
-            raise RoachError(f"{self} is neither in squeue nor in sacct",
-                             hint="the controller may have restarted without accounting; check `sacct -j`")
+            raise RoachError(
+                f"{self} is neither in squeue nor in sacct",
+                hint="the controller may have restarted without accounting; check `sacct -j`",
+            )
         if final.state.is_terminal and not self.record.is_final:
             self.record_final(final)
         return final.state.after_queue()
@@ -124,9 +127,11 @@ class Job:
                     self.record_final(rec)
                     return rec
             if deadline is not None and time.monotonic() > deadline:
-                raise WaitTimeoutError(f"{self} did not end within {timeout:.0f}s",
-                                 hint=f"it is still {queued[0].state.value if queued else 'being accounted'}; "
-                                      "wait again or `roach cancel`")
+                raise WaitTimeoutError(
+                    f"{self} did not end within {timeout:.0f}s",
+                    hint=f"it is still {queued[0].state.value if queued else 'being accounted'}; "
+                    "wait again or `roach cancel`",
+                )
             time.sleep(poll_s)
 
     def record_final(self, rec: AcctRecord) -> None:

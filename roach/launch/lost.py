@@ -71,8 +71,9 @@ def settle(store: Store, cluster: str, client, now: Callable[[], float] = time.t
         return []
     held = _held_jobs(client)
     known = {r.job_id for r in store.unfinished(cluster)}
-    found = {i["log_prefix"]: [j for j, path in held if path.startswith(i["log_prefix"]) and j not in known]
-             for i in items}
+    found = {
+        i["log_prefix"]: [j for j, path in held if path.startswith(i["log_prefix"]) and j not in known] for i in items
+    }
     ids = sorted({j for js in found.values() for j in js})
     if ids:
         client.scancel(ids)
@@ -99,7 +100,11 @@ def after_loss(store: Store, cluster, log_prefix: str, sleep: Callable[[float], 
             return f"the held job it had queued (job {', '.join(map(str, ids))}) was cancelled: nothing is left"
         failed = None
     if failed is not None:
-        return (f"the job it may have queued (held, logging to {log_prefix}<job id>.out) could not be looked for "
-                f"({failed}); the next submit to {cluster.name} cancels it")
-    return (f"no held job of it was found; should the controller queue it late, the next submit to {cluster.name} "
-            f"cancels it")
+        return (
+            f"the job it may have queued (held, logging to {log_prefix}<job id>.out) could not be looked for "
+            f"({failed}); the next submit to {cluster.name} cancels it"
+        )
+    return (
+        f"no held job of it was found; should the controller queue it late, the next submit to {cluster.name} "
+        f"cancels it"
+    )

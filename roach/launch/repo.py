@@ -39,8 +39,14 @@ _SHOWN = 20  # files or commits listed in a message before "and N more"
 _GIT_TIMEOUT = 60.0
 # Variables that would point git at another repository than repo_root (set inside git hooks, say).
 _GIT_LOCATION_VARS = (
-    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_PREFIX",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
 )
 
 
@@ -67,22 +73,33 @@ def _git(cwd: Path, *args: str, ok: Sequence[int] = (0,), raw: bool = False) -> 
     env.update(LC_ALL="C", GIT_OPTIONAL_LOCKS="0")  # English messages; never write the index
     try:
         proc = subprocess.run(
-            argv, capture_output=True, env=env, stdin=subprocess.DEVNULL, timeout=_GIT_TIMEOUT, text=not raw,
+            argv,
+            capture_output=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            timeout=_GIT_TIMEOUT,
+            text=not raw,
             **({} if raw else {"encoding": "utf-8", "errors": "replace"}),
         )
     except FileNotFoundError as exc:
-        raise TransportError("git is not installed (or not on PATH)", argv,
-                             hint="install git (Debian: apt-get install git) or fix PATH") from exc
+        raise TransportError(
+            "git is not installed (or not on PATH)", argv, hint="install git (Debian: apt-get install git) or fix PATH"
+        ) from exc
     except subprocess.TimeoutExpired as exc:
-        raise TransportError(f"git timed out after {exc.timeout:.0f}s: {' '.join(argv)}", argv,
-                             hint="is the repository on a slow or hung file system?") from exc
+        raise TransportError(
+            f"git timed out after {exc.timeout:.0f}s: {' '.join(argv)}",
+            argv,
+            hint="is the repository on a slow or hung file system?",
+        ) from exc
     except OSError as exc:
         raise TransportError(f"could not run git: {exc}", argv) from exc
     if proc.returncode not in ok:
         stderr = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode("utf-8", "replace")
         last = stderr.strip().splitlines()[-1] if stderr.strip() else "(no stderr)"
-        raise RoachError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {last}",
-                         hint="run that command yourself to see what git says")
+        raise RoachError(
+            f"`{' '.join(argv)}` failed (exit {proc.returncode}): {last}",
+            hint="run that command yourself to see what git says",
+        )
     return proc
 
 
@@ -118,22 +135,30 @@ def commit_subject(root: Path, commit: str) -> str:
 
 def _toplevel(repo_root: Path) -> Path:
     if not repo_root.is_dir():
-        raise UsageError(f"repo_root {str(repo_root)!r} is not a directory",
-                         hint="pass repo_root= the directory of the git repository that holds your code")
+        raise UsageError(
+            f"repo_root {str(repo_root)!r} is not a directory",
+            hint="pass repo_root= the directory of the git repository that holds your code",
+        )
     proc = _git(repo_root, "rev-parse", "--show-toplevel", ok=range(256))
     if proc.returncode == 0 and proc.stdout.strip():
         return Path(proc.stdout.rstrip("\n"))
     err = proc.stderr.strip()
     if "dubious ownership" in err:
-        raise UsageError(f"git refuses {str(repo_root)!r}: it is owned by another user",
-                         hint=f"if you trust it: git config --global --add safe.directory {repo_root.resolve()}")
+        raise UsageError(
+            f"git refuses {str(repo_root)!r}: it is owned by another user",
+            hint=f"if you trust it: git config --global --add safe.directory {repo_root.resolve()}",
+        )
     if "not a git repository" in err:
-        raise UsageError(f"{str(repo_root)!r} is not inside a git repository; roach jobs clone a commit from "
-                         "the repository's remote",
-                         hint="pass repo_root= the directory of your git repository, or create one with "
-                              "`git init`, commit and push it")
-    raise UsageError(f"{str(repo_root)!r} has no git working tree: {err.splitlines()[-1] if err else 'git said nothing'}",
-                     hint="pass repo_root= a git working tree (a clone, not a bare repository)")
+        raise UsageError(
+            f"{str(repo_root)!r} is not inside a git repository; roach jobs clone a commit from "
+            "the repository's remote",
+            hint="pass repo_root= the directory of your git repository, or create one with "
+            "`git init`, commit and push it",
+        )
+    raise UsageError(
+        f"{str(repo_root)!r} has no git working tree: {err.splitlines()[-1] if err else 'git said nothing'}",
+        hint="pass repo_root= a git working tree (a clone, not a bare repository)",
+    )
 
 
 def _dirty(root: Path) -> list[str]:
@@ -177,36 +202,47 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
     root = _toplevel(Path(repo_root))
     head = _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}", ok=(0, 1)).stdout.strip()
     if not head:
-        raise UsageError(f"the repository {str(root)!r} has no commit yet",
-                         hint="commit your code and push it: git add -A && git commit && git push -u origin HEAD")
+        raise UsageError(
+            f"the repository {str(root)!r} has no commit yet",
+            hint="commit your code and push it: git add -A && git commit && git push -u origin HEAD",
+        )
     branch = _git(root, "symbolic-ref", "-q", "--short", "HEAD", ok=(0, 1)).stdout.strip()
     if not branch:
-        raise UsageError(f"HEAD of {str(root)!r} is detached (at {short_sha(root, head)}); roach submits the "
-                         "commit at the tip of a branch that is pushed",
-                         hint="check out a branch (`git switch -c <branch>`) and push it: git push -u origin <branch>")
+        raise UsageError(
+            f"HEAD of {str(root)!r} is detached (at {short_sha(root, head)}); roach submits the "
+            "commit at the tip of a branch that is pushed",
+            hint="check out a branch (`git switch -c <branch>`) and push it: git push -u origin <branch>",
+        )
     fmt = "%(upstream)%0a%(upstream:short)%0a%(upstream:remotename)"
     lines = _git(root, "for-each-ref", f"--format={fmt}", f"refs/heads/{branch}").stdout.split("\n")
     upstream_ref, upstream, remote = (lines + ["", "", ""])[:3]
     if not upstream_ref:
-        raise UsageError(f"branch {branch!r} has no upstream, so roach cannot tell where the job clones it from",
-                         hint=f"push it and set the upstream: git push -u origin {branch}")
+        raise UsageError(
+            f"branch {branch!r} has no upstream, so roach cannot tell where the job clones it from",
+            hint=f"push it and set the upstream: git push -u origin {branch}",
+        )
     if remote in ("", ".") or not upstream_ref.startswith("refs/remotes/"):
-        raise UsageError(f"the upstream of branch {branch!r} is {upstream!r}, a local branch; the job clones from a remote",
-                         hint=f"push to a remote and track it: git push -u origin {branch}")
+        raise UsageError(
+            f"the upstream of branch {branch!r} is {upstream!r}, a local branch; the job clones from a remote",
+            hint=f"push to a remote and track it: git push -u origin {branch}",
+        )
     if not _git(root, "rev-parse", "--verify", "-q", f"{upstream_ref}^{{commit}}", ok=(0, 1)).stdout.strip():
-        raise UsageError(f"branch {branch!r} tracks {upstream!r}, which does not exist locally (never fetched, "
-                         "or deleted on the remote)",
-                         hint=f"push it: git push -u {remote} {branch}")
+        raise UsageError(
+            f"branch {branch!r} tracks {upstream!r}, which does not exist locally (never fetched, "
+            "or deleted on the remote)",
+            hint=f"push it: git push -u {remote} {branch}",
+        )
     url = _git(root, "remote", "get-url", remote).stdout.strip()
     if commit is not None:
         return _pinned(root, commit, branch, upstream, upstream_ref, remote, url)
 
     dirty = _dirty(root)
     if dirty:
-        raise UsageError(f"the working tree of {str(root)!r} has {len(dirty)} uncommitted change(s); the job "
-                         f"clones commit {short_sha(root, head)} and would not see them:\n{_listing(dirty)}",
-                         hint="commit them (and push), or stash them (`git stash -u`), or add files that "
-                              "are not code to .gitignore")
+        raise UsageError(
+            f"the working tree of {str(root)!r} has {len(dirty)} uncommitted change(s); the job "
+            f"clones commit {short_sha(root, head)} and would not see them:\n{_listing(dirty)}",
+            hint="commit them (and push), or stash them (`git stash -u`), or add files that are not code to .gitignore",
+        )
 
     pushed = _git(root, "merge-base", "--is-ancestor", head, upstream_ref, ok=(0, 1)).returncode == 0
     if not pushed:
@@ -215,24 +251,34 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
         hint = f"run `git push` (to {upstream}), then submit again"
         if behind:
             hint = f"{upstream} has {behind} commit(s) you do not have: `git pull --rebase`, then `git push`"
-        raise UsageError(f"commit {short_sha(root, head)} ({commit_subject(root, head)}) is not on {upstream} "
-                         f"(as last fetched); the job clones from {url} and would not find it. Unpushed:\n"
-                         f"{_listing(ahead)}", hint=hint)
+        raise UsageError(
+            f"commit {short_sha(root, head)} ({commit_subject(root, head)}) is not on {upstream} "
+            f"(as last fetched); the job clones from {url} and would not find it. Unpushed:\n"
+            f"{_listing(ahead)}",
+            hint=hint,
+        )
 
-    return RepoInfo(root=root, name=sanitize_name(root.name), commit=head, branch=branch,
-                    upstream=upstream, remote=remote, url=url)
+    return RepoInfo(
+        root=root, name=sanitize_name(root.name), commit=head, branch=branch, upstream=upstream, remote=remote, url=url
+    )
 
 
 def _pinned(root: Path, commit: str, branch: str, upstream: str, upstream_ref: str, remote: str, url: str) -> RepoInfo:
     full = _git(root, "rev-parse", "--verify", "-q", f"{commit}^{{commit}}", ok=(0, 1)).stdout.strip()
     if not full:
-        raise UsageError(f"commit {commit[:12]} is not in the repository {str(root)!r}",
-                         hint="fetch it (`git fetch`), or pass --repo-root to a clone that has it")
+        raise UsageError(
+            f"commit {commit[:12]} is not in the repository {str(root)!r}",
+            hint="fetch it (`git fetch`), or pass --repo-root to a clone that has it",
+        )
     if _git(root, "merge-base", "--is-ancestor", full, upstream_ref, ok=(0, 1)).returncode != 0:
-        raise UsageError(f"commit {short_sha(root, full)} is not on {upstream} (as last fetched): the job clones "
-                         f"from {url} and might not find it", hint=f"push it, or `git fetch {remote}` if it is there")
-    return RepoInfo(root=root, name=sanitize_name(root.name), commit=full, branch=branch,
-                    upstream=upstream, remote=remote, url=url)
+        raise UsageError(
+            f"commit {short_sha(root, full)} is not on {upstream} (as last fetched): the job clones "
+            f"from {url} and might not find it",
+            hint=f"push it, or `git fetch {remote}` if it is there",
+        )
+    return RepoInfo(
+        root=root, name=sanitize_name(root.name), commit=full, branch=branch, upstream=upstream, remote=remote, url=url
+    )
 
 
 # ------------------------------------------------------------------------------------ check_target
@@ -250,11 +296,16 @@ def parse_target(target: str) -> tuple[str, str]:
         raise UsageError(f"target {target!r} is not of the form {TARGET_FORM!r}: {why}", hint=example)
     module, function = target.split(":")
     if not module or not all(_is_name(part) for part in module.split(".")):
-        raise UsageError(f"target {target!r} is not of the form {TARGET_FORM!r}: {module!r} is not a dotted "
-                         "module name", hint=example)
+        raise UsageError(
+            f"target {target!r} is not of the form {TARGET_FORM!r}: {module!r} is not a dotted module name",
+            hint=example,
+        )
     if not _is_name(function):
-        raise UsageError(f"target {target!r} is not of the form {TARGET_FORM!r}: {function!r} is not the name "
-                         "of a function (methods and nested names are not supported)", hint=example)
+        raise UsageError(
+            f"target {target!r} is not of the form {TARGET_FORM!r}: {function!r} is not the name "
+            "of a function (methods and nested names are not supported)",
+            hint=example,
+        )
     return module, function
 
 
@@ -288,8 +339,9 @@ def locate_module(info: RepoInfo, target: str) -> str:
     hint = f"check the module name in {target!r}; paths are relative to the repository root {str(info.root)!r}"
     if on_disk:
         hint = f"{on_disk[0]} exists in the working tree but not at commit {short}: commit and push it"
-    raise UsageError(f"module {parse_target(target)[0]!r} is not in commit {short}; tried:\n{_listing(candidates)}",
-                     hint=hint)
+    raise UsageError(
+        f"module {parse_target(target)[0]!r} is not in commit {short}; tried:\n{_listing(candidates)}", hint=hint
+    )
 
 
 def _read_blob(info: RepoInfo, path: str) -> bytes:
@@ -297,15 +349,20 @@ def _read_blob(info: RepoInfo, path: str) -> bytes:
     for _ in range(8):
         mode, kind, obj = _tree_entries(info.root, info.commit, [path]).get(path, ("", "", ""))
         if kind != "blob":
-            raise UsageError(f"{path} is a symlink at commit {short_sha(info.root, info.commit)} whose target is "
-                             "not a file in the repository", hint="make the module a regular file")
+            raise UsageError(
+                f"{path} is a symlink at commit {short_sha(info.root, info.commit)} whose target is "
+                "not a file in the repository",
+                hint="make the module a regular file",
+            )
         data = _git(info.root, "cat-file", "blob", obj, raw=True).stdout
         if mode != "120000":
             return data
         target = posixpath.normpath(posixpath.join(posixpath.dirname(path), data.decode("utf-8", "replace")))
         if target.startswith("../") or target == ".." or posixpath.isabs(target):
-            raise UsageError(f"{path} is a symlink to {target!r}, outside the repository",
-                             hint="the job only has the repository's files: make the module a regular file")
+            raise UsageError(
+                f"{path} is a symlink to {target!r}, outside the repository",
+                hint="the job only has the repository's files: make the module a regular file",
+            )
         path = target
     raise UsageError(f"{path}: too many levels of symlinks", hint="make the module a regular file")
 
@@ -378,20 +435,29 @@ def check_target(info: RepoInfo, target: str) -> None:
     except SyntaxError as exc:
         where = f"{path}:{exc.lineno}" if exc.lineno else path
         text = f"\n    {exc.text.strip()}" if exc.text and exc.text.strip() else ""
-        raise UsageError(f"{where}: syntax error at commit {short}: {exc.msg}{text}",
-                         hint=f"fix line {exc.lineno} of {path}, commit and push, then submit again") from exc
+        raise UsageError(
+            f"{where}: syntax error at commit {short}: {exc.msg}{text}",
+            hint=f"fix line {exc.lineno} of {path}, commit and push, then submit again",
+        ) from exc
     except ValueError as exc:  # e.g. null bytes
-        raise UsageError(f"{path} at commit {short} cannot be parsed as Python: {exc}",
-                         hint=f"check that {path} is a Python source file") from exc
+        raise UsageError(
+            f"{path} at commit {short} cannot be parsed as Python: {exc}",
+            hint=f"check that {path} is a Python source file",
+        ) from exc
     functions, others, classes, star = _top_level(tree.body)
     if function in functions or function in others or (star and function not in classes):
         return
     if function in classes:
-        raise UsageError(f"{function!r} in {path} is a class, not a function (commit {short})",
-                         hint=f"wrap it in a top-level function, e.g. `def run_{function.lower()}(...)`, and name that")
+        raise UsageError(
+            f"{function!r} in {path} is a class, not a function (commit {short})",
+            hint=f"wrap it in a top-level function, e.g. `def run_{function.lower()}(...)`, and name that",
+        )
     choices = ", ".join(functions) if functions else "(none)"
     close = difflib.get_close_matches(function, functions, n=1)
-    hint = (f"did you mean {close[0]!r}? " if close else "") + \
-        f"name one of them, e.g. '{parse_target(target)[0]}:{(close or functions or ['function'])[0]}'"
-    raise UsageError(f"{path} at commit {short} has no top-level function {function!r}; its top-level "
-                     f"functions are: {choices}", hint=hint)
+    hint = (
+        f"did you mean {close[0]!r}? " if close else ""
+    ) + f"name one of them, e.g. '{parse_target(target)[0]}:{(close or functions or ['function'])[0]}'"
+    raise UsageError(
+        f"{path} at commit {short} has no top-level function {function!r}; its top-level functions are: {choices}",
+        hint=hint,
+    )

@@ -61,24 +61,34 @@ def render(i: ScriptInputs) -> str:
     # No "B:" in --signal: the ranks get the signal directly, the batch shell does not.
     a = i.array
     log = sweep_log(i.log_root, a.sweep_id, "%A", "%a") if a else f"{i.log_root}/{i.run_id}_%j.out"
-    opts = [f"--job-name={i.name}", f"--output={log}", "--open-mode=append",
-            "--requeue", f"--signal={i.cluster.checkpoint_signal}@{i.cluster.signal_lead_s}",
-            *i.resources.sbatch_options(i.cluster.gpu_flag)]
+    opts = [
+        f"--job-name={i.name}",
+        f"--output={log}",
+        "--open-mode=append",
+        "--requeue",
+        f"--signal={i.cluster.checkpoint_signal}@{i.cluster.signal_lead_s}",
+        *i.resources.sbatch_options(i.cluster.gpu_flag),
+    ]
     if a:
         opts.append(f"--array=0-{a.count - 1}" + (f"%{a.parallelism}" if a.parallelism else ""))
         if a.after is not None:
             opts.append(f"--dependency=afterany:{a.after}")
     header = "\n".join(f"#SBATCH {o}" for o in opts)
     exports = {
-        "ROACH_REPO_URL": i.repo_url, "ROACH_REPO_NAME": i.repo_name,
-        "ROACH_COMMIT": i.commit, "ROACH_CLONE_ROOT": i.clone_root, "ROACH_ROACH_PATH": i.roach_path,
+        "ROACH_REPO_URL": i.repo_url,
+        "ROACH_REPO_NAME": i.repo_name,
+        "ROACH_COMMIT": i.commit,
+        "ROACH_CLONE_ROOT": i.clone_root,
+        "ROACH_ROACH_PATH": i.roach_path,
     }
     if not a:
         exports |= {"ROACH_RUN_ID": i.run_id, "ROACH_RUN_DIR": i.run_dir}
     export_lines = "\n".join(f"export {k}={q(v)}" for k, v in exports.items())
     if a:  # one script for every task: the task's run id and directory come from its index
-        export_lines += (f'\nexport ROACH_RUN_ID={q(a.sweep_id)}-$(( SLURM_ARRAY_TASK_ID + {a.offset} ))'
-                         f'\nexport ROACH_RUN_DIR={q(a.run_root.rstrip("/") or "/")}/"$ROACH_RUN_ID"')
+        export_lines += (
+            f"\nexport ROACH_RUN_ID={q(a.sweep_id)}-$(( SLURM_ARRAY_TASK_ID + {a.offset} ))"
+            f'\nexport ROACH_RUN_DIR={q(a.run_root.rstrip("/") or "/")}/"$ROACH_RUN_ID"'
+        )
         bundle = f'{q(i.bundle_root)}/"$SLURM_ARRAY_JOB_ID"'
     else:
         bundle = f'{q(i.bundle_root)}/"$SLURM_JOB_ID"'

@@ -19,8 +19,16 @@ from roach.slurmio.clusterfs import ClusterFS, package_files, shipped_dir
 PACKAGE_DIR = Path(roach.__file__).parent
 
 # Paths relative to the package: a file, or a directory shipped whole.
-SHIPPED = ("__init__.py", "_fs.py", "errors.py", "model/__init__.py", "model/job_state.py", "runtime", "slurm/__init__.py",
-           "slurm/run.py")
+SHIPPED = (
+    "__init__.py",
+    "_fs.py",
+    "errors.py",
+    "model/__init__.py",
+    "model/job_state.py",
+    "runtime",
+    "slurm/__init__.py",
+    "slurm/run.py",
+)
 
 
 def runtime_files(package_dir: Path = PACKAGE_DIR) -> list[Path]:
@@ -33,8 +41,10 @@ def runtime_files(package_dir: Path = PACKAGE_DIR) -> list[Path]:
         elif path.is_file():
             files.append(path)
         else:
-            raise RoachError(f"roach's runtime file {path} is missing: this roach installation is incomplete",
-                             hint="reinstall roach (pip install --force-reinstall roach)")
+            raise RoachError(
+                f"roach's runtime file {path} is missing: this roach installation is incomplete",
+                hint="reinstall roach (pip install --force-reinstall roach)",
+            )
     return sorted(files)
 
 

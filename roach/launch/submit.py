@@ -14,34 +14,43 @@ import secrets as _secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from roach.errors import RoachError, TransportError, UsageError
-from roach.runtime.rank import task_spec
 from roach.clusters import guardrails
-from roach.launch import script as batch
-from roach.records.bundle import BundlePaths, JobJson
 from roach.clusters.cluster import Cluster
-from roach.clusters.userconfig import get_cluster
 from roach.clusters.paths import check_cluster_path
-from roach.slurmio.clusterfs import ClusterFS
+from roach.clusters.route import as_recorded, submitted_route
+from roach.clusters.userconfig import configured, default_cluster_name, fill_resources, get_cluster
+from roach.errors import RoachError, TransportError, UsageError
+from roach.launch import lost
+from roach.launch import script as batch
+from roach.launch.gitpush import push_commit
+from roach.launch.inside import submit_inside
 from roach.launch.job import Job
 from roach.launch.repo import check_target, inspect_repo, locate_module, parse_target
-from roach.model.resources import Resources
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
-from roach.clusters.route import as_recorded, submitted_route
-from roach.records.store import JobRecord, Store, utc_now
-from roach.clusters.userconfig import configured, default_cluster_name, fill_resources
-from roach.launch.inside import submit_inside
-from roach.launch.gitpush import push_commit
-from roach.launch import lost
+from roach.model.resources import Resources
+from roach.records.bundle import BundlePaths, JobJson
+from roach.records.job_record import JobRecord, utc_now
+from roach.records.store import Store
+from roach.runtime.rank import task_spec
+from roach.slurmio.clusterfs import ClusterFS
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_RESERVED_ENV = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                 "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "NODE_RANK"}
+_RESERVED_ENV = {
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "CUDA_VISIBLE_DEVICES",
+    "PYTHONPATH",
+    "NODE_RANK",
+}
 
 
 def check_args(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -51,8 +60,10 @@ def check_args(args: Mapping[str, Any]) -> dict[str, Any]:
         try:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
-            raise UsageError(f"argument {key}={value!r} is not JSON-serialisable ({exc})",
-                             hint="pass plain values (numbers, strings, lists, dicts) and build objects inside the function") from None
+            raise UsageError(
+                f"argument {key}={value!r} is not JSON-serialisable ({exc})",
+                hint="pass plain values (numbers, strings, lists, dicts) and build objects inside the function",
+            ) from None
     return dict(args)
 
 
@@ -69,7 +80,7 @@ def _check_env(job_env: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def new_run_id(name: str) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     base = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:60] or "run"
     return f"{base}-{stamp}-{_secrets.token_hex(2)}"
 
@@ -79,8 +90,10 @@ def resolve_resources(resources: Resources | str, cluster: Cluster) -> Resources
         return resources
     if isinstance(resources, str):
         return cluster.preset(resources)
-    raise UsageError(f"resources must be a Resources or a preset name, got {type(resources).__name__}",
-                     hint=f"presets of {cluster.name}: {', '.join(sorted(cluster.presets))}")
+    raise UsageError(
+        f"resources must be a Resources or a preset name, got {type(resources).__name__}",
+        hint=f"presets of {cluster.name}: {', '.join(sorted(cluster.presets))}",
+    )
 
 
 def default_run_root(log_root: str) -> str:
@@ -105,10 +118,22 @@ class Prepared:
     fs: ClusterFS
 
 
-def prepare(target: str, *, resources: Resources | str, cluster: Cluster | str | None, name: str | None,
-            job_env: Mapping[str, str] | None, repo_root: str | Path, log_root: str | None, clone_root: str,
-            secrets_dir: str | None, allow_metered: bool, experiment: str | None, store: Store | None,
-            commit: str | None = None) -> Prepared:
+def prepare(
+    target: str,
+    *,
+    resources: Resources | str,
+    cluster: Cluster | str | None,
+    name: str | None,
+    job_env: Mapping[str, str] | None,
+    repo_root: str | Path,
+    log_root: str | None,
+    clone_root: str,
+    secrets_dir: str | None,
+    allow_metered: bool,
+    experiment: str | None,
+    store: Store | None,
+    commit: str | None = None,
+) -> Prepared:
     """The checks that can refuse a submission, in order, before anything is written or queued."""
 
     # No cluster named: the configured default (ilc out of the box), never a metered one.
@@ -121,8 +146,10 @@ def prepare(target: str, *, resources: Resources | str, cluster: Cluster | str |
     env = _check_env(job_env)
     name = name or target.rsplit(":", 1)[-1]
     if not re.fullmatch(r"[A-Za-z0-9._+=@:-]{1,128}", name):
-        raise UsageError(f"job name {name!r} has characters Slurm logs and file names do not take",
-                         hint="use letters, digits and . _ - + = @ :")
+        raise UsageError(
+            f"job name {name!r} has characters Slurm logs and file names do not take",
+            hint="use letters, digits and . _ - + = @ :",
+        )
     repo = inspect_repo(repo_root, commit)
     check_target(repo, target)
     module_path = locate_module(repo, target)
@@ -174,15 +201,36 @@ def submit(
     that pushed commit instead of HEAD (what promote and move use to resubmit a run's own code).
     """
     if run_id is not None and not RUN_ID.match(run_id):
-        raise UsageError(f"run id {run_id!r} is not valid", hint="letters, digits, . _ - (up to 128), starting with a letter or digit")
-    if wait_holder_s is not None and (inside is None or isinstance(wait_holder_s, bool)
-                                      or not isinstance(wait_holder_s, (int, float)) or not wait_holder_s >= 0):
-        raise UsageError(f"wait_holder_s={wait_holder_s!r} (--wait-holder) needs inside= (--inside) and a number "
-                         f"of seconds >= 0", hint="name the holder to run in and how long to wait for it to run")
+        raise UsageError(
+            f"run id {run_id!r} is not valid",
+            hint="letters, digits, . _ - (up to 128), starting with a letter or digit",
+        )
+    if wait_holder_s is not None and (
+        inside is None
+        or isinstance(wait_holder_s, bool)
+        or not isinstance(wait_holder_s, (int, float))
+        or not wait_holder_s >= 0
+    ):
+        raise UsageError(
+            f"wait_holder_s={wait_holder_s!r} (--wait-holder) needs inside= (--inside) and a number of seconds >= 0",
+            hint="name the holder to run in and how long to wait for it to run",
+        )
     args = check_args(args or {})
-    p = prepare(target, resources=resources, cluster=cluster, name=name, job_env=job_env, repo_root=repo_root,
-                log_root=log_root, clone_root=clone_root, secrets_dir=secrets_dir, allow_metered=allow_metered,
-                experiment=experiment, store=store, commit=commit)
+    p = prepare(
+        target,
+        resources=resources,
+        cluster=cluster,
+        name=name,
+        job_env=job_env,
+        repo_root=repo_root,
+        log_root=log_root,
+        clone_root=clone_root,
+        secrets_dir=secrets_dir,
+        allow_metered=allow_metered,
+        experiment=experiment,
+        store=store,
+        commit=commit,
+    )
     cluster, res, env, name, repo, store = p.cluster, p.resources, p.env, p.name, p.repo, p.store
     python_path, log_root, abs_log_root, client, fs = p.python_path, p.log_root, p.abs_log_root, p.client, p.fs
     resuming = run_id is not None
@@ -199,13 +247,30 @@ def submit(
         )
 
     if inside is not None:  # steps of a running holder, started now (roach/launch/inside.py)
-
         return submit_inside(
-            holder=int(inside), cluster=cluster, resources=res, target=target, args=args, job_env=env, name=name,
-            run_id=run_id, repo=repo, python_path=python_path, log_root=log_root, abs_log_root=abs_log_root,
-            clone_root=clone_root, secrets_dir=secrets_dir, run_dir=run_dir, description=description,
-            checkpoint_every=checkpoint_every, store=store, client=client, fs=fs, force=force,
-            wait_holder_s=wait_holder_s)
+            holder=int(inside),
+            cluster=cluster,
+            resources=res,
+            target=target,
+            args=args,
+            job_env=env,
+            name=name,
+            run_id=run_id,
+            repo=repo,
+            python_path=python_path,
+            log_root=log_root,
+            abs_log_root=abs_log_root,
+            clone_root=clone_root,
+            secrets_dir=secrets_dir,
+            run_dir=run_dir,
+            description=description,
+            checkpoint_every=checkpoint_every,
+            store=store,
+            client=client,
+            fs=fs,
+            force=force,
+            wait_holder_s=wait_holder_s,
+        )
 
     guardrails.check_live(cluster, res, client)
     bundle_root = posixpath.join(abs_log_root, "bundles")
@@ -213,38 +278,81 @@ def submit(
     # submit fills from here (a git bundle over the transport), after the job is queued held.
     mirror_root = posixpath.join(bundle_root, "git")
     repo_url = repo.url if cluster.git_reachable else posixpath.join(mirror_root, f"{Path(repo.root).name}.git")
-    script_text = batch.render(batch.ScriptInputs(
-        cluster=cluster, resources=res, name=name, run_id=run_id, log_root=abs_log_root, bundle_root=bundle_root,
-        roach_path=runtime_dir(bundle_root), repo_url=repo_url, repo_name=repo.name,
-        commit=repo.commit, clone_root=clone_root, run_dir=run_dir,
-    ))
+    script_text = batch.render(
+        batch.ScriptInputs(
+            cluster=cluster,
+            resources=res,
+            name=name,
+            run_id=run_id,
+            log_root=abs_log_root,
+            bundle_root=bundle_root,
+            roach_path=runtime_dir(bundle_root),
+            repo_url=repo_url,
+            repo_name=repo.name,
+            commit=repo.commit,
+            clone_root=clone_root,
+            run_dir=run_dir,
+        )
+    )
     job_id = _sbatch_held(client, store, cluster, script_text, f"{abs_log_root}/{run_id}_")
     paths = BundlePaths(abs_log_root, run_id, job_id)
-    with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir,
-                            f"submission of job {job_id}"):
+    with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir, f"submission of job {job_id}"):
         fs.makedirs(abs_log_root)
         ship_runtime(fs, bundle_root)
         if not cluster.git_reachable:
-
             push_commit(cluster, repo.root, repo.commit, mirror_root=mirror_root, transport=client.transport)
         spec = {
-            "version": 1, "target": target, "args": args, "run_id": run_id, "name": name, "cluster": cluster.name,
-            "run_dir": run_dir, "log_root": log_root, "clone_root": clone_root, "secrets_dir": secrets_dir,
-            "job_env": env, "python_path": python_path, "checkpoint_every": checkpoint_every,
-            "checkpoint_signal": cluster.checkpoint_signal, "max_timeout_requeues": cluster.max_timeout_requeues, "repo": {"url": repo_url, "commit": repo.commit, "name": repo.name},
+            "version": 1,
+            "target": target,
+            "args": args,
+            "run_id": run_id,
+            "name": name,
+            "cluster": cluster.name,
+            "run_dir": run_dir,
+            "log_root": log_root,
+            "clone_root": clone_root,
+            "secrets_dir": secrets_dir,
+            "job_env": env,
+            "python_path": python_path,
+            "checkpoint_every": checkpoint_every,
+            "checkpoint_signal": cluster.checkpoint_signal,
+            "max_timeout_requeues": cluster.max_timeout_requeues,
+            "repo": {"url": repo_url, "commit": repo.commit, "name": repo.name},
         }
         submitted = utc_now()
-        jj = JobJson(job_id=str(job_id), script=paths.script, description=description, submitted_at_utc=submitted,
-                     cluster=cluster.name, run_id=run_id, commit=repo.commit, resources=res.to_json(), name=name,
-                     target=target)
+        jj = JobJson(
+            job_id=str(job_id),
+            script=paths.script,
+            description=description,
+            submitted_at_utc=submitted,
+            cluster=cluster.name,
+            run_id=run_id,
+            commit=repo.commit,
+            resources=res.to_json(),
+            name=name,
+            target=target,
+        )
         fs.write(paths.script, script_text)
         fs.write(paths.spec, json.dumps(spec, indent=2) + "\n")
         fs.write(paths.node_sh, node_script(), mode="755")
         fs.write(paths.job_json, jj.to_json())
         record = JobRecord(
-            cluster=cluster.name, job_id=job_id, run_id=run_id, name=name, target=target, commit=repo.commit,
-            repo=repo.name, log_path=paths.log, bundle_dir=paths.bundle_dir, run_dir=run_dir, submitted_at=submitted,
-            resources=res.to_json(), status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
+            cluster=cluster.name,
+            job_id=job_id,
+            run_id=run_id,
+            name=name,
+            target=target,
+            commit=repo.commit,
+            repo=repo.name,
+            log_path=paths.log,
+            bundle_dir=paths.bundle_dir,
+            run_dir=run_dir,
+            submitted_at=submitted,
+            resources=res.to_json(),
+            status="submitted",
+            slurm_state=None,
+            exit_code=None,
+            recorded_at=None,
             **submitted_route(cluster),
         )
         store.add(record)
@@ -266,13 +374,17 @@ def _sbatch_held(client, store: Store, cluster: Cluster, script_text: str, log_p
         return client.sbatch(["--hold"], script_text)
     except TransportError as exc:
         what = lost.after_loss(store, cluster, log_prefix)
-        raise TransportError(f"{exc} (while sbatch ran on {cluster.name}: {what})", exc.argv,
-                             hint="submit again once the connection is back") from exc
+        raise TransportError(
+            f"{exc} (while sbatch ran on {cluster.name}: {what})",
+            exc.argv,
+            hint="submit again once the connection is back",
+        ) from exc
 
 
 @contextmanager
-def released_or_undone(client, fs: ClusterFS, store: Store, cluster: str, job_id: int | list[int],
-                       bundle_dir: str | list[str], what: str) -> Iterator[None]:
+def released_or_undone(
+    client, fs: ClusterFS, store: Store, cluster: str, job_id: int | list[int], bundle_dir: str | list[str], what: str
+) -> Iterator[None]:
     """The protocol of a held job (or several: a sweep's arrays): the block writes the bundles and the
     store records, then the jobs are released in one call. If anything fails, the held jobs are cancelled,
     their records deleted and their bundles removed: never a job without a record, nor a record without
@@ -325,10 +437,22 @@ def resume(
     if resources is None:
         resources = Resources(**{k: tuple(v) if k == "extra" else v for k, v in rec.resources.items()})
     kwargs: dict[str, Any] = dict(
-        name=rec.name, job_env=spec.get("job_env") or None, log_root=spec["log_root"],
-        clone_root=spec["clone_root"], secrets_dir=spec.get("secrets_dir"),
-        run_root=posixpath.dirname(spec["run_dir"]), checkpoint_every=spec.get("checkpoint_every"),
+        name=rec.name,
+        job_env=spec.get("job_env") or None,
+        log_root=spec["log_root"],
+        clone_root=spec["clone_root"],
+        secrets_dir=spec.get("secrets_dir"),
+        run_root=posixpath.dirname(spec["run_dir"]),
+        checkpoint_every=spec.get("checkpoint_every"),
     )
     kwargs.update(overrides)
-    return submit(spec["target"], spec["args"], resources=resources, cluster=given or old, repo_root=repo_root,
-                  run_id=run_id, store=store, **kwargs)
+    return submit(
+        spec["target"],
+        spec["args"],
+        resources=resources,
+        cluster=given or old,
+        repo_root=repo_root,
+        run_id=run_id,
+        store=store,
+        **kwargs,
+    )

@@ -12,31 +12,31 @@ from __future__ import annotations
 import json
 import posixpath
 import time
-from itertools import chain
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from roach.errors import UsageError, WaitTimeoutError
 from roach.clusters import guardrails
-from roach.launch import script as batch
-from roach.records.bundle import BundlePaths, JobJson
 from roach.clusters.cluster import Cluster
 from roach.clusters.paths import check_cluster_path
-from roach.records.finals import End, record_ends
-from roach.launch.job import Job
-from roach.model.resources import Resources
-from roach.launch.shipping import node_script, runtime_dir, ship_runtime
-from roach.slurmio.parse import AcctRecord, array_ranges
-from roach.clusters.route import submitted_route
-from roach.model.job_state import JobState
-from roach.records.store import JobRecord, Store, utc_now
+from roach.clusters.route import reaching, submitted_route
 from roach.clusters.userconfig import configured
+from roach.errors import UsageError, WaitTimeoutError
+from roach.launch import script as batch
+from roach.launch.job import Job
+from roach.launch.shipping import node_script, runtime_dir, ship_runtime
 from roach.launch.submit import RUN_ID, check_args, default_run_root, new_run_id, prepare, released_or_undone
-from roach.clusters.route import reaching
-from roach.slurmio.clusterfs import ClusterFS
+from roach.model.job_state import JobState
+from roach.model.resources import Resources
+from roach.records.bundle import BundlePaths, JobJson
+from roach.records.finals import End, record_ends
+from roach.records.job_record import JobRecord, utc_now
 from roach.records.results import NotCompletedError, SweepNotCompletedError, collect, ended
+from roach.records.store import Store
+from roach.slurmio.clusterfs import ClusterFS
+from roach.slurmio.parse import AcctRecord, array_ranges
 
 
 def split(n: int, max_array_size: int) -> list[tuple[int, int]]:
@@ -80,14 +80,16 @@ class Sweep:
     store: Store | None = field(default=None, repr=False)
 
     @classmethod
-    def load(cls, sweep_id: str, *, store: Store | None = None, cluster: Cluster | None = None) -> "Sweep":
+    def load(cls, sweep_id: str, *, store: Store | None = None, cluster: Cluster | None = None) -> Sweep:
         """The sweep ``sweep_id`` as the store recorded it (from another process, later)."""
 
         store = store or Store()
         recs = store.sweep_runs(sweep_id)
         if not recs:
-            raise UsageError(f"no sweep {sweep_id!r} in the store {store.path}",
-                             hint="`roach ls` lists the runs roach knows; a sweep's runs are <sweep_id>-<i>")
+            raise UsageError(
+                f"no sweep {sweep_id!r} in the store {store.path}",
+                hint="`roach ls` lists the runs roach knows; a sweep's runs are <sweep_id>-<i>",
+            )
         c = reaching(recs[0], cluster)
         ids = sorted({r.job_id for r in recs})
         return cls(c, sweep_id, ids, [Job(c, r, store) for r in recs], store)
@@ -131,8 +133,9 @@ class Sweep:
                     if a.state.is_terminal and not j.record.is_final:
                         ended.append((j, a))
         if ended:  # what it learned of the runs' ends is recorded, as wait() records it
-            for (j, _), rec in zip(ended, record_ends(self.store, self.client.transport,
-                                                      [End.of_acct(j.record, a) for j, a in ended])):
+            for (j, _), rec in zip(
+                ended, record_ends(self.store, self.client.transport, [End.of_acct(j.record, a) for j, a in ended])
+            ):
                 j.record = rec
         return out
 
@@ -158,14 +161,18 @@ class Sweep:
                     self._record_final(done)
                     return done
             if deadline is not None and time.monotonic() > deadline:
-                raise WaitTimeoutError(f"{self} did not end within {timeout:.0f}s",
-                                 hint="wait again, watch it with `roach watch`, or `roach cancel` its runs")
+                raise WaitTimeoutError(
+                    f"{self} did not end within {timeout:.0f}s",
+                    hint="wait again, watch it with `roach watch`, or `roach cancel` its runs",
+                )
             time.sleep(poll_s)
 
     def _record_final(self, done: dict[str, AcctRecord]) -> None:
         """Each run's final state into the store (one transaction) and its job.json (one command, as the
         watch records them)."""
-        recs = record_ends(self.store, self.client.transport, [End.of_acct(j.record, done[j.run_id]) for j in self.jobs])
+        recs = record_ends(
+            self.store, self.client.transport, [End.of_acct(j.record, done[j.run_id]) for j in self.jobs]
+        )
         for j, rec in zip(self.jobs, recs):
             j.record = rec
 
@@ -230,38 +237,67 @@ def sweep(
     if max_array_size is not None and max_array_size < 1:
         raise UsageError(f"max_array_size must be at least 1, got {max_array_size}")
     if sweep_id is not None and not RUN_ID.match(f"{sweep_id}-{len(grid)}"):
-        raise UsageError(f"sweep id {sweep_id!r} is not valid",
-                         hint="letters, digits, . _ - (its run ids <sweep_id>-<i> must fit in 128)")
+        raise UsageError(
+            f"sweep id {sweep_id!r} is not valid",
+            hint="letters, digits, . _ - (its run ids <sweep_id>-<i> must fit in 128)",
+        )
     if not grid:
         raise UsageError("the grid is empty: a sweep needs at least one set of arguments")
-    p = prepare(target, resources=resources, cluster=cluster, name=name, job_env=job_env, repo_root=repo_root,
-                log_root=log_root, clone_root=clone_root, secrets_dir=secrets_dir, allow_metered=allow_metered,
-                experiment=experiment, store=store)
+    p = prepare(
+        target,
+        resources=resources,
+        cluster=cluster,
+        name=name,
+        job_env=job_env,
+        repo_root=repo_root,
+        log_root=log_root,
+        clone_root=clone_root,
+        secrets_dir=secrets_dir,
+        allow_metered=allow_metered,
+        experiment=experiment,
+        store=store,
+    )
     cluster, res, client, fs, store, repo = p.cluster, p.resources, p.client, p.fs, p.store, p.repo
     guardrails.check_caps(configured(cluster), res, runs=len(grid), parallelism=parallelism)
     sweep_id = sweep_id or new_run_id(p.name)
     taken = [r for r in (store.latest_for_run(batch.sweep_run_id(sweep_id, i)) for i in (0, len(grid) - 1)) if r]
     if taken:
-        raise UsageError(f"sweep id {sweep_id} is already used (run {taken[0].run_id}, job {taken[0].slurm_id})",
-                         hint="omit sweep_id for a new one, or resume its runs one by one with `roach resume RUN`")
+        raise UsageError(
+            f"sweep id {sweep_id} is already used (run {taken[0].run_id}, job {taken[0].slurm_id})",
+            hint="omit sweep_id for a new one, or resume its runs one by one with `roach resume RUN`",
+        )
     run_root = run_root or default_run_root(p.log_root)
     check_cluster_path("run_root", run_root)
     if not cluster.git_reachable:
-        raise UsageError(f"cluster {cluster.name} cannot reach the git remote: sweeps there are not supported yet",
-                         hint="submit the runs one by one with submit(), which ships the commit as a git bundle")
+        raise UsageError(
+            f"cluster {cluster.name} cannot reach the git remote: sweeps there are not supported yet",
+            hint="submit the runs one by one with submit(), which ships the commit as a git bundle",
+        )
     guardrails.check_live(cluster, res, client)
     limit = client.capabilities().max_array_size  # task indices 0 .. MaxArraySize-1: that many tasks an array
     parts = split(len(grid), min(limit, max_array_size or limit))
 
     bundle_root = posixpath.join(p.abs_log_root, "bundles")
-    inputs = dict(cluster=cluster, resources=res, name=p.name, run_id=sweep_id, log_root=p.abs_log_root,
-                  bundle_root=bundle_root, roach_path=runtime_dir(bundle_root), repo_url=repo.url,
-                  repo_name=repo.name, commit=repo.commit, clone_root=clone_root, run_dir=run_root)
+    inputs = dict(
+        cluster=cluster,
+        resources=res,
+        name=p.name,
+        run_id=sweep_id,
+        log_root=p.abs_log_root,
+        bundle_root=bundle_root,
+        roach_path=runtime_dir(bundle_root),
+        repo_url=repo.url,
+        repo_name=repo.name,
+        commit=repo.commit,
+        clone_root=clone_root,
+        run_dir=run_root,
+    )
     arrays: list[tuple[batch.ArrayPart, int, str]] = []
     try:
         for offset, count in parts:
-            part = batch.ArrayPart(sweep_id, count, offset, parallelism, run_root,
-                                   after=arrays[-1][1] if arrays and parallelism else None)
+            part = batch.ArrayPart(
+                sweep_id, count, offset, parallelism, run_root, after=arrays[-1][1] if arrays and parallelism else None
+            )
             text = batch.render(batch.ScriptInputs(**inputs, array=part))
             arrays.append((part, client.sbatch(["--hold"], text), text))
     except BaseException:
@@ -278,11 +314,22 @@ def sweep(
         shared = BundlePaths(p.abs_log_root, sweep_id, array_id)
         dirs.append(shared.bundle_dir)
         spec = {
-            "version": 1, "target": target, "sweep": {"id": sweep_id, "offset": part.offset, "run_root": run_root},
-            "grid": grid[part.offset:part.offset + part.count], "args": {}, "run_id": sweep_id, "name": p.name,
-            "cluster": cluster.name, "run_dir": run_root, "log_root": p.log_root, "clone_root": clone_root,
-            "secrets_dir": secrets_dir, "job_env": p.env, "python_path": p.python_path,
-            "checkpoint_every": checkpoint_every, "checkpoint_signal": cluster.checkpoint_signal,
+            "version": 1,
+            "target": target,
+            "sweep": {"id": sweep_id, "offset": part.offset, "run_root": run_root},
+            "grid": grid[part.offset : part.offset + part.count],
+            "args": {},
+            "run_id": sweep_id,
+            "name": p.name,
+            "cluster": cluster.name,
+            "run_dir": run_root,
+            "log_root": p.log_root,
+            "clone_root": clone_root,
+            "secrets_dir": secrets_dir,
+            "job_env": p.env,
+            "python_path": p.python_path,
+            "checkpoint_every": checkpoint_every,
+            "checkpoint_signal": cluster.checkpoint_signal,
             "max_timeout_requeues": cluster.max_timeout_requeues,
             "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
         }
@@ -292,17 +339,42 @@ def sweep(
         for t in range(part.count):
             run_id = part.run_id(t)
             paths = BundlePaths(p.abs_log_root, run_id, f"{array_id}_{t}")
-            jj = JobJson(job_id=f"{array_id}_{t}", script=shared.script, description=description,
-                         submitted_at_utc=submitted, cluster=cluster.name, run_id=run_id, commit=repo.commit,
-                         resources=resources_json, name=p.name, target=target)
+            jj = JobJson(
+                job_id=f"{array_id}_{t}",
+                script=shared.script,
+                description=description,
+                submitted_at_utc=submitted,
+                cluster=cluster.name,
+                run_id=run_id,
+                commit=repo.commit,
+                resources=resources_json,
+                name=p.name,
+                target=target,
+            )
             files[paths.job_json] = jj.to_json()
             dirs.append(paths.bundle_dir)
-            records.append(JobRecord(
-                cluster=cluster.name, job_id=array_id, run_id=run_id, name=p.name, target=target,
-                commit=repo.commit, repo=repo.name, log_path=batch.sweep_log(p.abs_log_root, sweep_id, array_id, t),
-                bundle_dir=paths.bundle_dir, run_dir=posixpath.join(run_root, run_id), submitted_at=submitted,
-                resources=resources_json, status="submitted", slurm_state=None, exit_code=None, recorded_at=None,
-                task=t, **route))
+            records.append(
+                JobRecord(
+                    cluster=cluster.name,
+                    job_id=array_id,
+                    run_id=run_id,
+                    name=p.name,
+                    target=target,
+                    commit=repo.commit,
+                    repo=repo.name,
+                    log_path=batch.sweep_log(p.abs_log_root, sweep_id, array_id, t),
+                    bundle_dir=paths.bundle_dir,
+                    run_dir=posixpath.join(run_root, run_id),
+                    submitted_at=submitted,
+                    resources=resources_json,
+                    status="submitted",
+                    slurm_state=None,
+                    exit_code=None,
+                    recorded_at=None,
+                    task=t,
+                    **route,
+                )
+            )
     with released_or_undone(client, fs, store, cluster.name, ids, dirs, f"submission of sweep {sweep_id}"):
         ship_runtime(fs, bundle_root)
         fs.write_many(files)

@@ -95,8 +95,10 @@ class JobState(enum.Enum):
             hits = {m for n, m in _STATE_BY_NAME.items() if n.startswith(word.upper()) and n == m.value}
             if len(hits) == 1:
                 return hits.pop()
-        raise ParseError(f"unknown Slurm job state {text!r}; expected one of: {', '.join(m.value for m in cls)}",
-                         hint="roach knows the states of Slurm 20.11 to 25.11; a newer Slurm may have added one")
+        raise ParseError(
+            f"unknown Slurm job state {text!r}; expected one of: {', '.join(m.value for m in cls)}",
+            hint="roach knows the states of Slurm 20.11 to 25.11; a newer Slurm may have added one",
+        )
 
     @property
     def compact(self) -> str:
@@ -147,7 +149,9 @@ class JobState(enum.Enum):
 
 # Long names and compact codes, upper case (Slurm's own lookup, job_state_num, ignores case too).
 _STATE_BY_NAME: dict[str, JobState] = {
-    **{m.value: m for m in JobState}, **{m._compact: m for m in JobState if m._compact}}
+    **{m.value: m for m in JobState},
+    **{m._compact: m for m in JobState if m._compact},
+}
 
 
 # A queue round parses the same few state texts once per job; the results are enum members, so a cache is safe.

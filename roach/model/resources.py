@@ -7,7 +7,8 @@ itself (job name, output, tasks) cannot be smuggled in through ``extra``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields, replace as _replace
+from dataclasses import dataclass, fields
+from dataclasses import replace as _replace
 from typing import Any, Literal
 
 from roach.errors import UsageError
@@ -16,11 +17,49 @@ GpuFlag = Literal["gres", "gpus-per-node"]
 
 # sbatch options roach sets itself; in ``extra`` they would contradict the plan.
 _MANAGED = {
-    "--job-name", "-J", "--output", "-o", "--error", "-e", "--nodes", "-N", "--ntasks", "-n",
-    "--ntasks-per-node", "--gres", "--gpus", "-G", "--gpus-per-node", "--gpus-per-task", "--cpus-per-task",
-    "-c", "--cpus-per-gpu", "--account", "-A", "--partition", "-p", "--qos", "-q", "--constraint", "-C",
-    "--mem", "--time", "-t", "--reservation", "--hold", "-H", "--parsable", "--array", "-a", "--wrap",
-    "--open-mode", "--signal", "--requeue", "--no-requeue", "--chdir", "-D",
+    "--job-name",
+    "-J",
+    "--output",
+    "-o",
+    "--error",
+    "-e",
+    "--nodes",
+    "-N",
+    "--ntasks",
+    "-n",
+    "--ntasks-per-node",
+    "--gres",
+    "--gpus",
+    "-G",
+    "--gpus-per-node",
+    "--gpus-per-task",
+    "--cpus-per-task",
+    "-c",
+    "--cpus-per-gpu",
+    "--account",
+    "-A",
+    "--partition",
+    "-p",
+    "--qos",
+    "-q",
+    "--constraint",
+    "-C",
+    "--mem",
+    "--time",
+    "-t",
+    "--reservation",
+    "--hold",
+    "-H",
+    "--parsable",
+    "--array",
+    "-a",
+    "--wrap",
+    "--open-mode",
+    "--signal",
+    "--requeue",
+    "--no-requeue",
+    "--chdir",
+    "-D",
 }
 _TIME = re.compile(r"^(?:\d+-\d{1,2}(?::\d{1,2}(?::\d{1,2})?)?|\d+(?::\d{1,2}(?::\d{1,2})?)?)$")
 _MEM = re.compile(r"^\d+[KMGT]?$")
@@ -81,11 +120,14 @@ class Resources:
             if not str(opt).startswith("-"):
                 problems.append(f"extra option {opt!r} must start with '-' (e.g. '--exclusive')")
             elif key in _MANAGED:
-                problems.append(f"extra option {opt!r} contradicts a Resources field or an option roach sets; "
-                                "use the field instead")
+                problems.append(
+                    f"extra option {opt!r} contradicts a Resources field or an option roach sets; use the field instead"
+                )
         if problems:
-            raise UsageError("invalid Resources: " + "; ".join(problems),
-                             hint=f"valid fields: {', '.join(f.name for f in fields(self))}")
+            raise UsageError(
+                "invalid Resources: " + "; ".join(problems),
+                hint=f"valid fields: {', '.join(f.name for f in fields(self))}",
+            )
 
     @property
     def tasks_per_node(self) -> int:
@@ -100,13 +142,14 @@ class Resources:
     def total_gpus(self) -> int:
         return self.nodes * self.gpus_per_node
 
-    def replace(self, **changes: Any) -> "Resources":
+    def replace(self, **changes: Any) -> Resources:
         """A copy with some fields changed; an unknown field is an error that lists the valid ones."""
         valid = {f.name for f in fields(self)}
         unknown = sorted(set(changes) - valid)
         if unknown:
-            raise UsageError(f"unknown Resources field(s): {', '.join(unknown)}",
-                             hint=f"valid fields: {', '.join(sorted(valid))}")
+            raise UsageError(
+                f"unknown Resources field(s): {', '.join(unknown)}", hint=f"valid fields: {', '.join(sorted(valid))}"
+            )
         return _replace(self, **changes)
 
     with_ = replace

@@ -15,16 +15,9 @@ import functools
 import re
 
 from roach.model.job_state import JobState
+from roach.model.reason_table import HELD, NEVER, WAIT, classify
 
 __all__ = ["JobState", "PendingReason"]  # JobState lives in roach.model (a rank needs it); importable here as before
-
-
-# Kinds of pending reason: what waiting on it means for the job.
-_WAIT = "wait"  # clears by itself as the queue moves (jobs end, time passes)
-_STALLED = "stalled"  # waits on the cluster (nodes, partitions, usage decay): may clear, may need an admin
-_NEVER = "never"  # the job as submitted cannot start: someone must change it, or a limit
-_HELD = "held"  # held: starts only once released
-_RUN_ENDED = "run_ended"  # why a run ended; on a pending job, its previous run (requeued)
 
 
 class PendingReason(enum.Enum):
@@ -96,7 +89,7 @@ class PendingReason(enum.Enum):
     SystemFailure = "SystemFailure"
     BurstBufferOperation = "BurstBufferOperation"
     SchedDefer = "SchedDefer"
-    # Accounting limits: the old generic names, then the TRES families (classified by name in _RULES).
+    # Accounting limits: the old generic names, then the TRES families (classified by name in RULES).
     AccountingPolicy = "AccountingPolicy"
     AssociationJobLimit = "AssociationJobLimit"
     AssociationResourceLimit = "AssociationResourceLimit"
@@ -300,17 +293,17 @@ class PendingReason(enum.Enum):
     @property
     def will_clear(self) -> bool:
         """Clears by itself as the queue moves: other jobs end, time passes, a limit frees up."""
-        return _REASON_INFO[self][0] == _WAIT
+        return _REASON_INFO[self][0] == WAIT
 
     @property
     def never_starts(self) -> bool:
         """The job will not start until someone acts: changes the job, releases it, or raises a limit."""
-        return _REASON_INFO[self][0] in (_NEVER, _HELD)
+        return _REASON_INFO[self][0] in (NEVER, HELD)
 
     @property
     def is_held(self) -> bool:
         """A hold: ``scontrol release`` (or an admin) starts it again."""
-        return _REASON_INFO[self][0] == _HELD
+        return _REASON_INFO[self][0] == HELD
 
     @property
     def is_limit(self) -> bool:
@@ -338,89 +331,8 @@ _REASON_PREFIXES: tuple[tuple[str, PendingReason], ...] = (
     (_key("Job is at or exceeds"), PendingReason.TimeLimit),
 )
 
-_HOLD = "release it with `scontrol release <jobid>`"
-# Reasons named one by one: name -> (kind, is_limit, hint).
-_EXPLICIT: dict[str, tuple[str, bool, str]] = {
-    **dict.fromkeys("NONE Priority Resources BeginTime Dependency Prolog Cleaning Licenses Reservation "
-                    "JobArrayTaskLimit FedJobLock BurstBufferResources BurstBufferStageIn Constraints "
-                    "MpiPortsBusy MaxPoweredUpNodes NvidiaImexChannels PowerNotAvail PowerReserved".split(),
-                    (_WAIT, False, "")),
-    # Old generic limits (pre-TRES names) on counts or resources: free up as jobs end.
-    **dict.fromkeys("AccountingPolicy AssociationJobLimit AssociationResourceLimit QOSJobLimit "
-                    "QOSResourceLimit".split(), (_WAIT, True, "")),
-    **dict.fromkeys("UNKNOWN ReqNodeNotAvail NodesDownDrained PartitionDown PartitionInactive FrontEndDown "
-                    "BlockFreeAction BlockMaxError".split(), (_STALLED, False, "")),
-    # Usage-based limits: clear only as recorded usage decays or is reset.
-    **dict.fromkeys("AssociationTimeLimit QOSTimeLimit QOSUsageThreshold".split(), (_STALLED, True, "")),
-    **dict.fromkeys("NodeDown NonZeroExitCode RaisedSignal TimeLimit OutOfMemory InactiveLimit JobLaunchFailure "
-                    "SystemFailure BurstBufferOperation SchedDefer".split(), (_RUN_ENDED, False, "")),
-    "DependencyNeverSatisfied": (_NEVER, False, "A job it depends on ended in a way that can never satisfy the "
-                                 "dependency: cancel it or fix it (`scontrol update JobId=<jobid> Dependency=`)."),
-    "BadConstraints": (_NEVER, False, "No node can ever satisfy the request (features, GRES, CPUs or memory): "
-                       "cancel it and resubmit a request the cluster can meet."),
-    "PartitionConfig": (_NEVER, True, "The request breaks a limit of its partition (see `scontrol show partition`): "
-                        "change the request or the partition."),
-    "PartitionNodeLimit": (_NEVER, True, "The node count is outside the partition's limits: "
-                           "change --nodes or use another partition."),
-    "PartitionTimeLimit": (_NEVER, True, "The --time is over the partition's MaxTime: lower it "
-                           "(`scontrol update JobId=<jobid> TimeLimit=`) or use another partition."),
-    "MaxMemPerLimit": (_NEVER, True, "The memory request is over MaxMemPerCPU/MaxMemPerNode: request less memory."),
-    "InvalidAccount": (_NEVER, False, "The account is not valid for this user: resubmit with an --account "
-                       "from `sacctmgr show assoc user=$USER`."),
-    "InvalidQOS": (_NEVER, False, "The QOS is not valid for this user: resubmit with a --qos the association allows."),
-    "AccountNotAllowed": (_NEVER, False, "The partition does not accept this account: "
-                          "use another --partition or --account."),
-    "QOSNotAllowed": (_NEVER, False, "The partition or association does not allow this QOS: "
-                      "use another --qos or --partition."),
-    "ReservationDeleted": (_NEVER, False, "The reservation it asked for was deleted: remove --reservation "
-                           "(`scontrol update JobId=<jobid> Reservation=`) or cancel it."),
-    "ReservationInvalid": (_NEVER, False, "The reservation it asked for cannot be used: "
-                           "change or remove --reservation."),
-    "DeadLine": (_NEVER, False, "It cannot finish before its --deadline: "
-                 "resubmit with a later deadline or a shorter --time."),
-    "JobHeldUser": (_HELD, False, f"Held by its user: {_HOLD}."),
-    "JobHeldAdmin": (_HELD, False, "Held by an administrator: ask one to release it."),
-    "JobHoldMaxRequeue": (_HELD, False, f"Requeued too many times and held: fix the failure, then {_HOLD}."),
-    "LaunchFailedRequeuedHeld": (_HELD, False, "The launch failed (often a prolog or node problem) and the job "
-                                 f"was held: check the node, then {_HOLD}."),
-    "JobRequeuedHeld": (_HELD, False, f"Requeued into a hold: {_HOLD}."),
-    "JobRequeuedSpecialExit": (_HELD, False, "It exited with the special exit code and was held: "
-                               f"{_HOLD} to rerun it."),
-    "UserEnvFailedRequeuedHeld": (_HELD, False, f"Loading the user environment (--get-user-env) failed: fix the "
-                                  f"login environment, then {_HOLD}."),
-}
 
-# The TRES limit families, by name pattern (fullmatch on the value); first match wins.
-_RULES: tuple[tuple[str, str, bool, str], ...] = (
-    # Running jobs' TRES-minutes: free up as those jobs run on and end.
-    (r"(QOS|Assoc)Grp\w*RunMinutes(Limit)?", _WAIT, True, ""),
-    # Past, present and future usage: clears only as usage decays or an admin resets it.
-    (r"(QOS|Assoc)Grp\w*Minutes(Limit)?", _STALLED, True, ""),
-    # Aggregate limits of the QOS or association: free up as its running jobs end.
-    (r"(QOS|Assoc)Grp\w*", _WAIT, True, ""),
-    # Per-user and per-account caps (the user's own running jobs count): free up as they end. A job that
-    # alone exceeds one waits for ever, but Slurm reports that the same way.
-    (r"(QOSMax|Max)\w*Per(User|Account)(Limit)?|AssocMax(Jobs|SubmitJob)Limit", _WAIT, True, ""),
-    (r"(QOS|Assoc)MaxWallDurationPerJobLimit", _NEVER, True,
-     "The --time is over the MaxWall of its QOS or association: lower it or use another --qos."),
-    # Per-job and per-node caps (and QOS minimums) judge the request alone: it never fits.
-    (r"QOSM(ax|in)\w*", _NEVER, True,
-     "The request is outside a per-job or per-node limit of its QOS: change it or resubmit with another --qos."),
-    (r"AssocMax\w*", _NEVER, True,
-     "The request is over a per-job or per-node limit of the association: shrink it or ask an admin to raise it."),
-)
-
-
-def _classify(reason: PendingReason) -> tuple[str, bool, str]:
-    if reason.name in _EXPLICIT:
-        return _EXPLICIT[reason.name]
-    for pattern, kind, limit, hint in _RULES:
-        if re.fullmatch(pattern, reason.value):
-            return kind, limit, hint
-    raise RuntimeError(f"roach.model.states: no classification for PendingReason.{reason.name}")  # a bug here
-
-
-_REASON_INFO: dict[PendingReason, tuple[str, bool, str]] = {r: _classify(r) for r in PendingReason}
+_REASON_INFO: dict[PendingReason, tuple[str, bool, str]] = {r: classify(r) for r in PendingReason}
 
 
 # A round parses the same few state and reason texts once per job: a queue of 1,000 array tasks holds a

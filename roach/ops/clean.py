@@ -22,26 +22,30 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from roach.errors import RoachError, UsageError, WaitTimeoutError
-from roach.runtime.checkpoint import RESUME_FILE
 from roach.clusters.cluster import Cluster
-from roach.clusters.userconfig import get_cluster
-from roach.slurmio.client import SlurmClient
-from roach.records.store import JobRecord, Store
+from roach.clusters.userconfig import configured, get_cluster
+from roach.errors import RoachError, UsageError, WaitTimeoutError
+from roach.records.job_record import JobRecord
+from roach.records.store import Store
 from roach.records.workspace import is_workspace_record
-from roach.clusters.userconfig import configured
+from roach.runtime.checkpoint import RESUME_FILE
+from roach.slurmio.client import SlurmClient
 
 # Fixed programs run on the login host or a node; paths and names are their arguments, never spliced in.
 # The login host's print NUL-terminated paths (a path may hold a newline).
 _EXISTING = 'for p in "$@"; do if [ -e "$p" ]; then printf "%s\\0" "$p"; fi; done'
-_REMOVE = ('for p in "$@"; do case "$p" in */bundles/*|*.out) if [ -e "$p" ]; then rm -rf -- "$p" && '
-           'printf "%s\\0" "$p"; fi;; *) echo "refusing $p" >&2; exit 2;; esac; done')
+_REMOVE = (
+    'for p in "$@"; do case "$p" in */bundles/*|*.out) if [ -e "$p" ]; then rm -rf -- "$p" && '
+    'printf "%s\\0" "$p"; fi;; *) echo "refusing $p" >&2; exit 2;; esac; done'
+)
 # A log root is removed only when nothing but bundles/ with shipped roach copies is left in it.
-_TIDY = ('for d in "$@"; do [ -d "$d" ] || continue; other=$(find "$d" -mindepth 1 -maxdepth 1 ! -name bundles | head -n 1); '
-         'left=$(find "$d/bundles" -mindepth 1 -maxdepth 1 ! -name "roach-*" 2>/dev/null | head -n 1); '
-         'if [ -z "$other" ] && [ -z "$left" ]; then rm -rf -- "$d" && printf "%s\\0" "$d"; fi; done')
+_TIDY = (
+    'for d in "$@"; do [ -d "$d" ] || continue; other=$(find "$d" -mindepth 1 -maxdepth 1 ! -name bundles | head -n 1); '
+    'left=$(find "$d/bundles" -mindepth 1 -maxdepth 1 ! -name "roach-*" 2>/dev/null | head -n 1); '
+    'if [ -z "$other" ] && [ -z "$left" ]; then rm -rf -- "$d" && printf "%s\\0" "$d"; fi; done'
+)
 # On a node: MODE(list|delete) DIR... -- RUN... -- EXCLUDE...: <dir>/<run>* (not <dir>/<excluded>*).
-_SCRATCH = r'''set -u
+_SCRATCH = r"""set -u
 mode=$1; shift; dirs=(); runs=(); excl=(); which=dirs
 for a in "$@"; do
   if [ "$a" = "--" ]; then if [ $which = dirs ]; then which=runs; else which=excl; fi; continue; fi
@@ -55,9 +59,9 @@ for d in "${dirs[@]}"; do for r in "${runs[@]}"; do for p in "$d/$r"*; do
   if [ "$mode" = delete ]; then chmod -R u+w -- "$p" 2>/dev/null; rm -rf -- "$p" && echo "deleted $p" || echo "failed $p"
   else echo "found $p"; fi
 done; done; done
-'''
+"""
 # On a node: MODE(list|prune) CLONE_ROOT KEEP...: one line per clone: name, KiB, complete, used, action.
-_CLONES = r'''set -u
+_CLONES = r"""set -u
 mode=$1; root=$2; shift 2
 case "$root" in "~") root=$HOME;; "~/"*) root="$HOME/${root#"~/"}";; esac
 [ -d "$root" ] || exit 0
@@ -79,7 +83,7 @@ for d in "$root"/*; do
   fi
   printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${size:-0}" "$complete" "$used" "$action"
 done
-'''
+"""
 
 
 def _nul(text: str) -> list[str]:
@@ -119,16 +123,33 @@ def hostnames(client: SlurmClient, lists: Iterable[str]) -> list[str]:
     return sorted({ln.strip() for ln in out.splitlines() if ln.strip()})
 
 
-def on_nodes(cluster: Cluster, client: SlurmClient, nodes: Sequence[str], program: str, args: Sequence[str],
-             *, name: str, immediate_s: int = 60) -> dict[str, tuple[int, str, str]]:
+def on_nodes(
+    cluster: Cluster,
+    client: SlurmClient,
+    nodes: Sequence[str],
+    program: str,
+    args: Sequence[str],
+    *,
+    name: str,
+    immediate_s: int = 60,
+) -> dict[str, tuple[int, str, str]]:
     """Run ``bash -c program`` with ``args`` once on each node as a short job (``srun``, one CPU, five
     minutes; given up when no CPU frees within ``immediate_s``). Nodes in parallel; returns rc, stdout,
     stderr per node."""
     parts = {n.name: n.partitions for n in client.nodes()}
 
     def one(node: str) -> tuple[int, str, str]:
-        argv = ["srun", f"--nodelist={node}", "--nodes=1", "--ntasks=1", "--cpus-per-task=1", "--time=5",
-                f"--immediate={immediate_s}", f"--job-name={name}", "--quiet"]
+        argv = [
+            "srun",
+            f"--nodelist={node}",
+            "--nodes=1",
+            "--ntasks=1",
+            "--cpus-per-task=1",
+            "--time=5",
+            f"--immediate={immediate_s}",
+            f"--job-name={name}",
+            "--quiet",
+        ]
         if cluster.default_account:
             argv.append(f"--account={cluster.default_account}")
         mine = parts.get(node, ())
@@ -161,29 +182,42 @@ class CleanReport:
         return asdict(self)
 
 
-def clean(experiment: str, *, store: Store | None = None, cluster: Cluster | str | None = None,
-          dry_run: bool = False, wait_s: float = 120.0, immediate_s: int = 60,
-          sleep: Callable[[float], None] = time.sleep) -> list[CleanReport]:
+def clean(
+    experiment: str,
+    *,
+    store: Store | None = None,
+    cluster: Cluster | str | None = None,
+    dry_run: bool = False,
+    wait_s: float = 120.0,
+    immediate_s: int = 60,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[CleanReport]:
     """Cancel every job of ``experiment`` and only those, delete its logs and node-local scratch, keep its
     checkpoints. ``cluster`` limits it to one cluster (and is the object used to reach it)."""
     store = store or Store()
     by_exp = experiments(store)
     if experiment not in by_exp and _workspace_experiment(store, experiment):
-        raise UsageError(f"{experiment!r} holds a remote workspace's `roach sbatch` jobs, not an experiment: "
-                         "clean does not touch them (their bundles and logs are the workspace's record)",
-                         hint="cancel one with `roach cancel sbatch-<JOB_ID>`; "
-                              f"experiments: {', '.join(sorted(by_exp)) or '(none)'}")
+        raise UsageError(
+            f"{experiment!r} holds a remote workspace's `roach sbatch` jobs, not an experiment: "
+            "clean does not touch them (their bundles and logs are the workspace's record)",
+            hint="cancel one with `roach cancel sbatch-<JOB_ID>`; "
+            f"experiments: {', '.join(sorted(by_exp)) or '(none)'}",
+        )
     if experiment not in by_exp:
-        raise UsageError(f"no experiment {experiment!r} in the store {store.path}",
-                         hint=f"experiments: {', '.join(sorted(by_exp)) or '(none)'}")
+        raise UsageError(
+            f"no experiment {experiment!r} in the store {store.path}",
+            hint=f"experiments: {', '.join(sorted(by_exp)) or '(none)'}",
+        )
     given = get_cluster(cluster) if cluster is not None else None
     groups: dict[str, list[JobRecord]] = {}
     for rec in by_exp[experiment]:
         if given is None or rec.cluster == given.name:
             groups.setdefault(rec.cluster, []).append(rec)
     if not groups:
-        raise UsageError(f"experiment {experiment!r} has no job on cluster {given.name if given else '?'}",
-                         hint=f"its clusters: {', '.join(sorted({r.cluster for r in by_exp[experiment]}))}")
+        raise UsageError(
+            f"experiment {experiment!r} has no job on cluster {given.name if given else '?'}",
+            hint=f"its clusters: {', '.join(sorted({r.cluster for r in by_exp[experiment]}))}",
+        )
     reports = []
     for name, recs in groups.items():
         c = given if given is not None else get_cluster(name)
@@ -191,8 +225,16 @@ def clean(experiment: str, *, store: Store | None = None, cluster: Cluster | str
     return reports
 
 
-def _clean_cluster(experiment: str, c: Cluster, recs: list[JobRecord], store: Store, dry_run: bool, wait_s: float,
-                   immediate_s: int, sleep: Callable[[float], None]) -> CleanReport:
+def _clean_cluster(
+    experiment: str,
+    c: Cluster,
+    recs: list[JobRecord],
+    store: Store,
+    dry_run: bool,
+    wait_s: float,
+    immediate_s: int,
+    sleep: Callable[[float], None],
+) -> CleanReport:
 
     c = configured(c)
     client = c.client()
@@ -207,8 +249,11 @@ def _clean_cluster(experiment: str, c: Cluster, recs: list[JobRecord], store: St
         deadline = time.monotonic() + wait_s
         while [q for q in client.squeue(job_ids=sorted(ids)) if q.ref.job in ids and q.state.is_active]:
             if time.monotonic() > deadline:
-                raise WaitTimeoutError(f"jobs of {experiment} on {c.name} were cancelled and are still in the queue after "
-                                 f"{wait_s:.0f}s; nothing was deleted yet", hint=f"run `roach clean {experiment}` again")
+                raise WaitTimeoutError(
+                    f"jobs of {experiment} on {c.name} were cancelled and are still in the queue after "
+                    f"{wait_s:.0f}s; nothing was deleted yet",
+                    hint=f"run `roach clean {experiment}` again",
+                )
             sleep(poll)
     # every node any attempt ran on (-D: requeued runs too)
     acct = client.sacct(sorted(ids), duplicates=True) if ids else []
@@ -220,8 +265,9 @@ def _clean_cluster(experiment: str, c: Cluster, recs: list[JobRecord], store: St
     if dry_run:
         report.scratch = [f"{n}:{d}/{r}*" for n in report.nodes for d in c.node_scratch for r in run_ids]
     elif report.nodes:
-        for node, (rc, out, err) in on_nodes(c, client, report.nodes, _SCRATCH, ["delete", *args],
-                                            name="roach-clean", immediate_s=immediate_s).items():
+        for node, (rc, out, err) in on_nodes(
+            c, client, report.nodes, _SCRATCH, ["delete", *args], name="roach-clean", immediate_s=immediate_s
+        ).items():
             report.scratch += [f"{node}:{ln.split(' ', 1)[1]}" for ln in out.splitlines() if ln.startswith("deleted ")]
             report.failed += [f"{node}:{ln.split(' ', 1)[1]}" for ln in out.splitlines() if ln.startswith("failed ")]
             if rc != 0:
@@ -259,8 +305,15 @@ class Clone:
         return asdict(self)
 
 
-def clones(cluster: Cluster | str, *, clone_root: str = "~/roach_clones", nodes: Sequence[str] = (),
-           store: Store | None = None, prune: bool = False, immediate_s: int = 60) -> list[Clone]:
+def clones(
+    cluster: Cluster | str,
+    *,
+    clone_root: str = "~/roach_clones",
+    nodes: Sequence[str] = (),
+    store: Store | None = None,
+    prune: bool = False,
+    immediate_s: int = 60,
+) -> list[Clone]:
     """The clones under ``clone_root`` on each node (default: every node the store's jobs there ran on).
     With ``prune``, removes those no process uses and no running or pending job of the user's is at."""
 
@@ -273,8 +326,10 @@ def clones(cluster: Cluster | str, *, clone_root: str = "~/roach_clones", nodes:
         acct = client.sacct(ids) if ids else []
         nodes = hostnames(client, [a.nodelist for a in acct if a.step is None])
     if not nodes:
-        raise UsageError(f"no node to look at on {c.name}: the store has no job there that ran on one",
-                         hint="name the nodes: --node NAME (repeatable)")
+        raise UsageError(
+            f"no node to look at on {c.name}: the store has no job there that ran on one",
+            hint="name the nodes: --node NAME (repeatable)",
+        )
     queue = [q for q in client.squeue() if q.state.is_active]
     at: dict[tuple[str, str], list[int]] = {}
     keep: set[str] = set()
@@ -287,13 +342,22 @@ def clones(cluster: Cluster | str, *, clone_root: str = "~/roach_clones", nodes:
         for n in hostnames(client, [q.nodelist]) if q.state.is_running and names else ():
             for name in names:
                 at.setdefault((n, name), []).append(q.raw_id)
-    results = on_nodes(c, client, list(nodes), _CLONES, ["prune" if prune else "list", clone_root, *sorted(keep)],
-                       name="roach-clones", immediate_s=immediate_s)
+    results = on_nodes(
+        c,
+        client,
+        list(nodes),
+        _CLONES,
+        ["prune" if prune else "list", clone_root, *sorted(keep)],
+        name="roach-clones",
+        immediate_s=immediate_s,
+    )
     out: list[Clone] = []
     for node, (rc, stdout, stderr) in results.items():
         if rc != 0:
-            raise RoachError(f"listing the clones on {node} of {c.name} failed (exit {rc}): {stderr.strip()[-300:]}",
-                             hint="the node may be busy (no free CPU within the wait) or down; try again, or --node another")
+            raise RoachError(
+                f"listing the clones on {node} of {c.name} failed (exit {rc}): {stderr.strip()[-300:]}",
+                hint="the node may be busy (no free CPU within the wait) or down; try again, or --node another",
+            )
         for line in stdout.splitlines():
             parts = line.split("\t")
             if len(parts) != 5:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from roach.slurmio.parse import QueueRecord
 from roach.model.tiers import Tier, tier_of
+from roach.slurmio.parse import QueueRecord
 
 
 class EventKind(enum.Enum):
@@ -61,8 +61,15 @@ class TierRow:
         return f"{self.name} {self.claimed}/{self.cap} claimed, {self.free} free"
 
     def to_json(self) -> dict[str, Any]:
-        return {"tier": self.name, "cap": self.cap, "claimed": self.claimed, "running": self.running,
-                "pending": self.pending, "free": self.free, "preemptible": self.preemptible}
+        return {
+            "tier": self.name,
+            "cap": self.cap,
+            "claimed": self.claimed,
+            "running": self.running,
+            "pending": self.pending,
+            "free": self.free,
+            "preemptible": self.preemptible,
+        }
 
 
 def tier_table(tiers: Sequence[Tier], queue: Iterable[QueueRecord]) -> tuple[TierRow, ...]:
@@ -76,8 +83,10 @@ def tier_table(tiers: Sequence[Tier], queue: Iterable[QueueRecord]) -> tuple[Tie
         if t is None:
             continue
         (running if q.state.is_running else pending)[t.name] += q.tres.gpus
-    return tuple(TierRow(t.name, t.gpu_cap, running[t.name] + pending[t.name], running[t.name], pending[t.name],
-                         t.preemptible) for t in tiers)
+    return tuple(
+        TierRow(t.name, t.gpu_cap, running[t.name] + pending[t.name], running[t.name], pending[t.name], t.preemptible)
+        for t in tiers
+    )
 
 
 def tiers_text(rows: Sequence[TierRow]) -> str:
@@ -85,7 +94,7 @@ def tiers_text(rows: Sequence[TierRow]) -> str:
 
 
 def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -110,9 +119,15 @@ class Event:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"event": self.kind.value, "time": iso(self.time), "cluster": self.cluster,
-                               "job_id": self.job_id, "run_id": self.run_id, "name": self.name,
-                               "message": self.message}
+        out: dict[str, Any] = {
+            "event": self.kind.value,
+            "time": iso(self.time),
+            "cluster": self.cluster,
+            "job_id": self.job_id,
+            "run_id": self.run_id,
+            "name": self.name,
+            "message": self.message,
+        }
         out.update(self.data)
         out["tiers"] = [r.to_json() for r in self.tiers]
         return out

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roach.errors import UsageError
-from roach.slurmio.parse import QueueRecord
 from roach.model.states import PendingReason as R
 from roach.model.tiers import Tier, tier_of
+from roach.slurmio.parse import QueueRecord
 
 
 class Outlook(enum.Enum):
@@ -32,8 +32,11 @@ class Outlook(enum.Enum):
 
     @property
     def label(self) -> str:
-        return {"clears": "clears by itself", "waits": "waits on the cluster (may need an admin)",
-                "never": "never starts as it is"}[self.value]
+        return {
+            "clears": "clears by itself",
+            "waits": "waits on the cluster (may need an admin)",
+            "never": "never starts as it is",
+        }[self.value]
 
 
 @dataclass(frozen=True)
@@ -47,29 +50,52 @@ class ReasonInfo:
 
 _RELEASE = "release it: `scontrol release <jobid>`"
 _NOTHING = "nothing: it starts when that changes"
-_ADMIN = "check `sinfo -R` and `scontrol show partition`; if it lasts, ask the admins, or cancel it and submit elsewhere"
+_ADMIN = (
+    "check `sinfo -R` and `scontrol show partition`; if it lasts, ask the admins, or cancel it and submit elsewhere"
+)
 
 # Reasons named one by one: name -> (meaning, outlook or None for the kind states.py gives, action or None).
 _EXPLICIT: dict[str, tuple[str, Outlook | None, str | None]] = {
-    "NONE": ("no reason given yet: the scheduler has not looked at the job since it was queued", None,
-             "nothing: the next scheduling pass gives a reason or starts it"),
-    "UNKNOWN": ("a reason this version of roach does not know (a newer Slurm added it)", Outlook.WAITS,
-                "read it in `scontrol show job <jobid>` and Slurm's squeue man page"),
+    "NONE": (
+        "no reason given yet: the scheduler has not looked at the job since it was queued",
+        None,
+        "nothing: the next scheduling pass gives a reason or starts it",
+    ),
+    "UNKNOWN": (
+        "a reason this version of roach does not know (a newer Slurm added it)",
+        Outlook.WAITS,
+        "read it in `scontrol show job <jobid>` and Slurm's squeue man page",
+    ),
     "Priority": ("jobs of higher priority are ahead of it in the queue", None, _NOTHING),
     "Resources": ("it is next in line, but the nodes it needs are busy", None, _NOTHING),
-    "BeginTime": ("its start time (--begin, or the short wait Slurm adds after a requeue) has not come yet",
-                  None, "nothing: it becomes eligible at its begin time"),
-    "Dependency": ("it waits for the jobs it depends on (--dependency) to reach the state asked for", None,
-                   "nothing, as long as those jobs can still satisfy it"),
-    "SchedDefer": ("the cluster defers scheduling at submit time (SchedulerParameters=defer)", Outlook.CLEARS,
-                   "nothing: the next scheduling pass looks at it"),
+    "BeginTime": (
+        "its start time (--begin, or the short wait Slurm adds after a requeue) has not come yet",
+        None,
+        "nothing: it becomes eligible at its begin time",
+    ),
+    "Dependency": (
+        "it waits for the jobs it depends on (--dependency) to reach the state asked for",
+        None,
+        "nothing, as long as those jobs can still satisfy it",
+    ),
+    "SchedDefer": (
+        "the cluster defers scheduling at submit time (SchedulerParameters=defer)",
+        Outlook.CLEARS,
+        "nothing: the next scheduling pass looks at it",
+    ),
     "Prolog": ("its prolog is running on the allocated nodes", None, "nothing"),
     "Cleaning": ("it was requeued and Slurm is still cleaning up its previous run", None, "nothing"),
     "Licenses": ("the licenses it asked for (--licenses) are in use", None, _NOTHING),
-    "Reservation": ("it waits for its advanced reservation to start or to have room", None,
-                    "nothing while the reservation exists; check it with `scontrol show reservation`"),
-    "JobArrayTaskLimit": ("its array already runs as many tasks at once as its %N limit allows", None,
-                          "nothing: the next task starts when one ends"),
+    "Reservation": (
+        "it waits for its advanced reservation to start or to have room",
+        None,
+        "nothing while the reservation exists; check it with `scontrol show reservation`",
+    ),
+    "JobArrayTaskLimit": (
+        "its array already runs as many tasks at once as its %N limit allows",
+        None,
+        "nothing: the next task starts when one ends",
+    ),
     "FedJobLock": ("a federated sibling cluster holds the job's lock", None, "nothing"),
     "BurstBufferResources": ("the burst buffer space it asked for is in use", None, _NOTHING),
     "BurstBufferStageIn": ("its burst buffer stage-in is running", None, "nothing"),
@@ -79,18 +105,27 @@ _EXPLICIT: dict[str, tuple[str, Outlook | None, str | None]] = {
     "NvidiaImexChannels": ("no free NVIDIA IMEX channel for it", None, _NOTHING),
     "PowerNotAvail": ("the power the job needs is not available yet", None, _NOTHING),
     "PowerReserved": ("the power the job needs is reserved for other jobs", None, _NOTHING),
-    "ReqNodeNotAvail": ("a node it needs is down, drained, or reserved (often for maintenance, or for a "
-                        "higher-priority job the backfill planned)", None,
-                        "if the job is pinned (--nodelist), cancel it and resubmit without the pin; else " + _ADMIN),
-    "NodesDownDrained": ("the nodes it needs are down, drained, or reserved for jobs in higher-priority "
-                         "partitions", None, _ADMIN),
+    "ReqNodeNotAvail": (
+        "a node it needs is down, drained, or reserved (often for maintenance, or for a "
+        "higher-priority job the backfill planned)",
+        None,
+        "if the job is pinned (--nodelist), cancel it and resubmit without the pin; else " + _ADMIN,
+    ),
+    "NodesDownDrained": (
+        "the nodes it needs are down, drained, or reserved for jobs in higher-priority partitions",
+        None,
+        _ADMIN,
+    ),
     "PartitionDown": ("its partition is down", None, _ADMIN),
     "PartitionInactive": ("its partition is inactive", None, _ADMIN),
     "FrontEndDown": ("no front end node is available to launch it", None, _ADMIN),
     "BlockFreeAction": ("(BlueGene) a block is being freed", None, _ADMIN),
     "BlockMaxError": ("(BlueGene) too many blocks in error", None, _ADMIN),
-    "DependencyNeverSatisfied": ("a job it depends on ended in a way that can never satisfy the dependency",
-                                 None, None),
+    "DependencyNeverSatisfied": (
+        "a job it depends on ended in a way that can never satisfy the dependency",
+        None,
+        None,
+    ),
     "BadConstraints": ("no node can ever satisfy the request (features, GRES, CPUs or memory)", None, None),
     "PartitionConfig": ("the request breaks a limit or setting of its partition", None, None),
     "PartitionNodeLimit": ("the node count is outside what its partition allows", None, None),
@@ -106,44 +141,86 @@ _EXPLICIT: dict[str, tuple[str, Outlook | None, str | None]] = {
     "JobHeldUser": ("held by its user (sbatch --hold, or scontrol hold)", None, None),
     "JobHeldAdmin": ("held by an administrator", None, None),
     "JobHoldMaxRequeue": ("requeued more times than the cluster allows, then held", None, None),
-    "LaunchFailedRequeuedHeld": ("its launch failed (often a prolog or node problem); it was requeued held",
-                                 None, None),
+    "LaunchFailedRequeuedHeld": (
+        "its launch failed (often a prolog or node problem); it was requeued held",
+        None,
+        None,
+    ),
     "JobRequeuedHeld": ("it was requeued into a hold (scontrol requeuehold)", None, None),
     "JobRequeuedSpecialExit": ("it exited with the special exit code and was requeued held", None, None),
-    "UserEnvFailedRequeuedHeld": ("loading the user's environment (--get-user-env) failed; requeued held",
-                                  None, None),
-    "AccountingPolicy": ("an accounting limit (QOS or association) stops it for now", None,
-                         "nothing, unless the job alone is above the limit: compare with `sacctmgr show qos` "
-                         "and `sacctmgr show assoc user=$USER`"),
+    "UserEnvFailedRequeuedHeld": ("loading the user's environment (--get-user-env) failed; requeued held", None, None),
+    "AccountingPolicy": (
+        "an accounting limit (QOS or association) stops it for now",
+        None,
+        "nothing, unless the job alone is above the limit: compare with `sacctmgr show qos` "
+        "and `sacctmgr show assoc user=$USER`",
+    ),
     "AssociationJobLimit": ("your association already runs as many jobs as it may", None, _NOTHING),
     "AssociationResourceLimit": ("your association's jobs already hold as much as it may", None, _NOTHING),
-    "AssociationTimeLimit": ("your association used up its time (TRES-minutes) budget", None,
-                             "wait for the usage to decay, or ask the admins to reset or raise it"),
-    "QOSJobLimit": ("its QOS already runs as many jobs (or as much) as it may for you", None,
-                    "nothing, unless the job alone is above the QOS limit (`sacctmgr show qos`): then move it "
-                    "to another QOS or shrink it"),
+    "AssociationTimeLimit": (
+        "your association used up its time (TRES-minutes) budget",
+        None,
+        "wait for the usage to decay, or ask the admins to reset or raise it",
+    ),
+    "QOSJobLimit": (
+        "its QOS already runs as many jobs (or as much) as it may for you",
+        None,
+        "nothing, unless the job alone is above the QOS limit (`sacctmgr show qos`): then move it "
+        "to another QOS or shrink it",
+    ),
     "QOSResourceLimit": ("the jobs of its QOS already hold as much as the QOS allows", None, _NOTHING),
-    "QOSTimeLimit": ("its QOS used up its time (TRES-minutes) budget", None,
-                     "wait for the usage to decay, or move it to another QOS"),
-    "QOSUsageThreshold": ("its QOS's usage is over the QOS's UsageThreshold", None,
-                          "wait for the usage to decay, or move it to another QOS"),
+    "QOSTimeLimit": (
+        "its QOS used up its time (TRES-minutes) budget",
+        None,
+        "wait for the usage to decay, or move it to another QOS",
+    ),
+    "QOSUsageThreshold": (
+        "its QOS's usage is over the QOS's UsageThreshold",
+        None,
+        "wait for the usage to decay, or move it to another QOS",
+    ),
 }
 # Why a run ended. On a pending job: its previous run ended that way and it was requeued.
-for _name, _why in (("NodeDown", "a node of it went down"), ("NonZeroExitCode", "it exited non-zero"),
-                    ("RaisedSignal", "it was killed by a signal"), ("TimeLimit", "it hit its time limit"),
-                    ("OutOfMemory", "it ran out of memory"), ("InactiveLimit", "srun was inactive too long"),
-                    ("JobLaunchFailure", "its launch failed"), ("SystemFailure", "a system failure"),
-                    ("BurstBufferOperation", "a burst buffer operation failed")):
-    _EXPLICIT[_name] = (f"its previous run ended ({_why}) and it is back in the queue", Outlook.CLEARS,
-                        "nothing, unless the previous run failed for a reason that will repeat: read its log")
+for _name, _why in (
+    ("NodeDown", "a node of it went down"),
+    ("NonZeroExitCode", "it exited non-zero"),
+    ("RaisedSignal", "it was killed by a signal"),
+    ("TimeLimit", "it hit its time limit"),
+    ("OutOfMemory", "it ran out of memory"),
+    ("InactiveLimit", "srun was inactive too long"),
+    ("JobLaunchFailure", "its launch failed"),
+    ("SystemFailure", "a system failure"),
+    ("BurstBufferOperation", "a burst buffer operation failed"),
+):
+    _EXPLICIT[_name] = (
+        f"its previous run ended ({_why}) and it is back in the queue",
+        Outlook.CLEARS,
+        "nothing, unless the previous run failed for a reason that will repeat: read its log",
+    )
 
 # The TRES-limit families, read from the reason's name.
-_TRES = {"BB": "burst buffer", "Billing": "billing units", "CPU": "CPUs", "Cpu": "CPUs", "Energy": "energy",
-         "GRES": "GRES (GPUs)", "License": "licenses", "Mem": "memory", "Memory": "memory", "Node": "nodes",
-         "Unknown": "unnamed TRES", "Jobs": "jobs", "SubmitJob": "submitted jobs",
-         "SubmitJobs": "submitted jobs", "Wall": "wall time", "WallDuration": "wall time"}
-_NAME = re.compile(r"(QOS|Assoc)?(Grp|Max|Min)?(BB|Billing|CPU|Cpu|Energy|GRES|License|Memory|Mem|Node|Unknown|"
-                   r"Jobs|SubmitJobs|SubmitJob|WallDuration|Wall)(.*?)(Limit)?")
+_TRES = {
+    "BB": "burst buffer",
+    "Billing": "billing units",
+    "CPU": "CPUs",
+    "Cpu": "CPUs",
+    "Energy": "energy",
+    "GRES": "GRES (GPUs)",
+    "License": "licenses",
+    "Mem": "memory",
+    "Memory": "memory",
+    "Node": "nodes",
+    "Unknown": "unnamed TRES",
+    "Jobs": "jobs",
+    "SubmitJob": "submitted jobs",
+    "SubmitJobs": "submitted jobs",
+    "Wall": "wall time",
+    "WallDuration": "wall time",
+}
+_NAME = re.compile(
+    r"(QOS|Assoc)?(Grp|Max|Min)?(BB|Billing|CPU|Cpu|Energy|GRES|License|Memory|Mem|Node|Unknown|"
+    r"Jobs|SubmitJobs|SubmitJob|WallDuration|Wall)(.*?)(Limit)?"
+)
 
 
 def _family(reason: R) -> str:
@@ -254,8 +331,15 @@ class Explanation:
         return f"{self.reason_text or self.reason.value}: {said}; {self.outlook.label}; action: {self.action}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "reason": self.reason.name, "reason_text": self.reason_text,
-                "outlook": self.outlook.value, "meaning": self.meaning, "detail": self.detail, "action": self.action}
+        return {
+            "job_id": self.job_id,
+            "reason": self.reason.name,
+            "reason_text": self.reason_text,
+            "outlook": self.outlook.value,
+            "meaning": self.meaning,
+            "detail": self.detail,
+            "action": self.action,
+        }
 
 
 # Reasons a per-user GPU cap can be behind (the tiers model GPU caps only).
@@ -280,8 +364,10 @@ def explain(record: QueueRecord, context: PendingContext | None = None) -> Expla
     Raises :class:`UsageError` for a job that is not pending.
     """
     if not record.state.is_pending:
-        raise UsageError(f"job {record.job_id} is {record.state.value}, not pending: there is no pending reason",
-                         hint="`roach status` shows a started job's state")
+        raise UsageError(
+            f"job {record.job_id} is {record.state.value}, not pending: there is no pending reason",
+            hint="`roach status` shows a started job's state",
+        )
     ctx = context or PendingContext()
     reason, job = record.reason, record.job_id
     row = TABLE[reason]
@@ -294,39 +380,60 @@ def explain(record: QueueRecord, context: PendingContext | None = None) -> Expla
             others = _other_tiers(record, ctx, gpus)
             outlook = Outlook.NEVER
             detail = f"it asks for {gpus} GPUs and {where} lets one user claim at most {cap}: it can never start there"
-            action = (f"move it: `roach promote {job} --to {others[0]}`" if others
-                      else f"cancel it and resubmit with at most {cap} GPUs, or on another QOS")
+            action = (
+                f"move it: `roach promote {job} --to {others[0]}`"
+                if others
+                else f"cancel it and resubmit with at most {cap} GPUs, or on another QOS"
+            )
         elif cap is not None and reason is not R.AccountingPolicy:
             held = sum(q.tres.gpus for q in ctx.queue if q.state.is_running and q.qos == record.qos)
             outlook = Outlook.CLEARS
             if held:
-                detail = (f"your running jobs on {where} hold {held} of its {cap} GPUs and it needs {gpus}: it "
-                          f"starts when {max(held + gpus - cap, 1)} of them free up")
+                detail = (
+                    f"your running jobs on {where} hold {held} of its {cap} GPUs and it needs {gpus}: it "
+                    f"starts when {max(held + gpus - cap, 1)} of them free up"
+                )
                 action = "nothing, it clears as your own jobs end; or move it to a tier with room"
             else:
-                detail = (f"none of your running jobs holds the {cap}-GPU cap of {where} now: it should start at "
-                          "the next scheduling pass")
+                detail = (
+                    f"none of your running jobs holds the {cap}-GPU cap of {where} now: it should start at "
+                    "the next scheduling pass"
+                )
                 action = "nothing; if it stays, look for a limit roach does not model: `sacctmgr show qos`"
     elif reason in (R.ReqNodeNotAvail, R.NodesDownDrained):
         unavailable = record.reason_text.partition("UnavailableNodes:")[2].strip()
         if ctx.req_nodes not in (None, "", "(null)"):
             outlook = Outlook.NEVER
-            detail = (f"it is pinned to {ctx.req_nodes} (--nodelist) and {unavailable or 'those nodes'} cannot "
-                      "take it; a pinned job waits on exactly those nodes")
+            detail = (
+                f"it is pinned to {ctx.req_nodes} (--nodelist) and {unavailable or 'those nodes'} cannot "
+                "take it; a pinned job waits on exactly those nodes"
+            )
             action = "cancel it and resubmit without --nodelist (or with nodes that are up)"
         elif ctx.req_nodes is not None:
-            detail = "the nodes it could use" + (f" ({unavailable})" if unavailable else "") + \
-                     " are down, drained or reserved"
+            detail = (
+                "the nodes it could use"
+                + (f" ({unavailable})" if unavailable else "")
+                + " are down, drained or reserved"
+            )
     return Explanation(job, reason, record.reason_text, outlook, row.meaning, detail, action.replace("<jobid>", job))
 
 
 # -- docs/pending.md --------------------------------------------------------------------------------------
 _GROUPS = (
-    ("Scheduling: the queue is working", lambda r: r.name in _EXPLICIT and TABLE[r].outlook is Outlook.CLEARS
-     and not r.is_limit and "previous run" not in TABLE[r].meaning),
+    (
+        "Scheduling: the queue is working",
+        lambda r: (
+            r.name in _EXPLICIT
+            and TABLE[r].outlook is Outlook.CLEARS
+            and not r.is_limit
+            and "previous run" not in TABLE[r].meaning
+        ),
+    ),
     ("Cluster state", lambda r: r.name in _EXPLICIT and TABLE[r].outlook is Outlook.WAITS and not r.is_limit),
-    ("The job as submitted cannot start", lambda r: r.name in _EXPLICIT and TABLE[r].outlook is Outlook.NEVER
-     and not r.is_held),
+    (
+        "The job as submitted cannot start",
+        lambda r: r.name in _EXPLICIT and TABLE[r].outlook is Outlook.NEVER and not r.is_held,
+    ),
     ("Holds", lambda r: r.is_held),
     ("Why the previous run ended (shown on a requeued job)", lambda r: "previous run" in TABLE[r].meaning),
     ("Accounting limits", lambda r: r.is_limit),

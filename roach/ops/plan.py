@@ -20,15 +20,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from roach.errors import UsageError
 from roach.clusters import guardrails
 from roach.clusters.cluster import Cluster
+from roach.clusters.userconfig import configured, fill_resources
+from roach.errors import UsageError
 from roach.model.resources import Resources
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import parse_duration, parse_time
 from roach.model.tiers import Tier
 from roach.ops.events import TierRow, tier_table
-from roach.clusters.userconfig import configured, fill_resources
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.fields import parse_duration, parse_time
 
 _START = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:.*?on nodes (\S+))?")
 
@@ -47,10 +47,16 @@ class Placement:
     why: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"tier": self.tier, "resources": self.resources.to_json(), "preemptible": self.preemptible,
-                "start": self.start.isoformat() if self.start else None,
-                "finish": self.finish.isoformat() if self.finish else None, "nodes": self.nodes,
-                "possible": self.possible, "why": self.why}
+        return {
+            "tier": self.tier,
+            "resources": self.resources.to_json(),
+            "preemptible": self.preemptible,
+            "start": self.start.isoformat() if self.start else None,
+            "finish": self.finish.isoformat() if self.finish else None,
+            "nodes": self.nodes,
+            "possible": self.possible,
+            "why": self.why,
+        }
 
 
 @dataclass(frozen=True)
@@ -70,22 +76,34 @@ class Plan:
         return self.chosen.resources if self.chosen else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "gpus": self.gpus, "nodes": self.nodes, "time": self.time,
-                "now": self.now.isoformat(), "tiers": [r.to_json() for r in self.tiers],
-                "placements": [p.to_json() for p in self.placements],
-                "chosen": self.chosen.to_json() if self.chosen else None, "reasoning": list(self.reasoning)}
+        return {
+            "cluster": self.cluster,
+            "gpus": self.gpus,
+            "nodes": self.nodes,
+            "time": self.time,
+            "now": self.now.isoformat(),
+            "tiers": [r.to_json() for r in self.tiers],
+            "placements": [p.to_json() for p in self.placements],
+            "chosen": self.chosen.to_json() if self.chosen else None,
+            "reasoning": list(self.reasoning),
+        }
 
     def text(self) -> str:
-        head = (f"plan for {self.gpus} GPU{'s' if self.gpus != 1 else ''} on {self.nodes} node"
-                f"{'s' if self.nodes != 1 else ''} for {self.time} on {self.cluster}, read at {self.now:%Y-%m-%d %H:%M:%S}")
+        head = (
+            f"plan for {self.gpus} GPU{'s' if self.gpus != 1 else ''} on {self.nodes} node"
+            f"{'s' if self.nodes != 1 else ''} for {self.time} on {self.cluster}, read at {self.now:%Y-%m-%d %H:%M:%S}"
+        )
         lines = [head, "tiers (yours: claimed = running + pending):"]
         lines += [f"  {r.text()}" + (" (preemptible)" if r.preemptible else "") for r in self.tiers]
         lines.append("candidates:")
         lines += [f"  {p.tier}: {p.why}" for p in self.placements]
         lines.append("why:")
         lines += [f"  {r}" for r in self.reasoning]
-        lines.append(f"chosen: {self.chosen.tier} ({resources_line(self.chosen.resources)})" if self.chosen
-                     else "chosen: nothing: no tier can take this request now")
+        lines.append(
+            f"chosen: {self.chosen.tier} ({resources_line(self.chosen.resources)})"
+            if self.chosen
+            else "chosen: nothing: no tier can take this request now"
+        )
         return "\n".join(lines)
 
     def write(self, path: str | Path) -> Path:
@@ -95,15 +113,22 @@ class Plan:
             raise UsageError("the plan chose no placement: there is nothing to write", hint="read its reasoning")
         p = Path(path)
         if p.suffix == ".json":
-            p.write_text(json.dumps({"resources": self.chosen.resources.to_json(), "plan": self.to_json()}, indent=2) + "\n")
+            p.write_text(
+                json.dumps({"resources": self.chosen.resources.to_json(), "plan": self.to_json()}, indent=2) + "\n"
+            )
             return p
-        args = ", ".join(f"{k}={v!r}" for k, v in self.chosen.resources.to_json().items()
-                         if v != getattr(Resources(), k) or k in ("gpus_per_node", "nodes", "time"))
+        args = ", ".join(
+            f"{k}={v!r}"
+            for k, v in self.chosen.resources.to_json().items()
+            if v != getattr(Resources(), k) or k in ("gpus_per_node", "nodes", "time")
+        )
         comments = "\n".join(f"#   {r}" for r in self.reasoning)
-        p.write_text(f"# Written by `roach plan` at {self.now:%Y-%m-%d %H:%M:%S} (cluster time) for {self.cluster}: "
-                     f"tier {self.chosen.tier}.\n# A record of that moment's cluster, not a default: plan again "
-                     f"before the next submission.\n{comments}\nfrom roach.slurm import Resources\n\n"
-                     f"RESOURCES = Resources({args.replace('extra=[]', 'extra=()')})\n")
+        p.write_text(
+            f"# Written by `roach plan` at {self.now:%Y-%m-%d %H:%M:%S} (cluster time) for {self.cluster}: "
+            f"tier {self.chosen.tier}.\n# A record of that moment's cluster, not a default: plan again "
+            f"before the next submission.\n{comments}\nfrom roach.slurm import Resources\n\n"
+            f"RESOURCES = Resources({args.replace('extra=[]', 'extra=()')})\n"
+        )
         return p
 
 
@@ -113,8 +138,9 @@ def resources_line(res: Resources) -> str:
 
 def ask_start(client: SlurmClient, options: list[str]) -> tuple[datetime | None, str | None, str]:
     """``sbatch --test-only``: (start, nodes, what it said). Submits nothing."""
-    r = client.run(["sbatch", "--test-only", "--job-name=roach-plan", *options, "--wrap", "true"], retry=False,
-                   ok_codes=(0, 1))
+    r = client.run(
+        ["sbatch", "--test-only", "--job-name=roach-plan", *options, "--wrap", "true"], retry=False, ok_codes=(0, 1)
+    )
     said = (r.stderr + "\n" + r.stdout).strip()
     m = _START.search(said)
     if m:
@@ -138,8 +164,14 @@ def _when(start: datetime, now: datetime) -> str:
 Probe = Callable[[Tier, Resources], tuple[datetime | None, str | None, str]]
 
 
-def choose(tiers: Sequence[Tier], rows: Sequence[TierRow], res: Resources, now: datetime, probe: Probe,
-           on_tier: Callable[[Tier], Resources] | None = None) -> tuple[list[Placement], Placement | None, list[str]]:
+def choose(
+    tiers: Sequence[Tier],
+    rows: Sequence[TierRow],
+    res: Resources,
+    now: datetime,
+    probe: Probe,
+    on_tier: Callable[[Tier], Resources] | None = None,
+) -> tuple[list[Placement], Placement | None, list[str]]:
     """The candidates, the choice and the reasons (pure but for ``probe``, asked once per tier with room).
 
     A tier whose per-user cap the user's claims leave too little of is skipped without asking. Of the rest,
@@ -153,14 +185,17 @@ def choose(tiers: Sequence[Tier], rows: Sequence[TierRow], res: Resources, now: 
     for tier, row in zip(tiers, rows):
         on = on_tier(tier) if on_tier else res.replace(**tier.resources_changes())
         if row.free is not None and row.free < gpus:
-            why = (f"cap {row.cap} GPUs per user, you claim {row.claimed} ({row.running} running, {row.pending} "
-                   f"pending): {row.free} free < {gpus} asked; skipped without asking Slurm")
+            why = (
+                f"cap {row.cap} GPUs per user, you claim {row.claimed} ({row.running} running, {row.pending} "
+                f"pending): {row.free} free < {gpus} asked; skipped without asking Slurm"
+            )
             placements.append(Placement(tier.name, on, tier.preemptible, None, None, None, False, why))
             continue
         start, where, said = probe(tier, on)
         if start is None:
-            placements.append(Placement(tier.name, on, tier.preemptible, None, None, None, False,
-                                        f"Slurm would not take it: {said}"))
+            placements.append(
+                Placement(tier.name, on, tier.preemptible, None, None, None, False, f"Slurm would not take it: {said}")
+            )
             continue
         room = f"{row.free} of cap {row.cap} free" if row.cap is not None else "no per-user cap"
         why = f"{_when(start, now)} on {where or '?'} ({room}{', preemptible' if tier.preemptible else ''})"
@@ -181,21 +216,30 @@ def choose(tiers: Sequence[Tier], rows: Sequence[TierRow], res: Resources, now: 
             because += " and is not preemptible"
     if later:
         because += f"; later: {', '.join(later)}"
-    for p, row in list(zip(placements, rows))[:placements.index(chosen)]:  # the tiers above the choice: why not
+    for p, row in list(zip(placements, rows))[: placements.index(chosen)]:  # the tiers above the choice: why not
         if p.possible:
             continue
         if row.free is not None and row.free < gpus:
-            because += (f"; not {p.tier}, though higher in the cluster's order: its cap is claimed by your own jobs "
-                        f"({row.claimed}/{row.cap} GPUs: {row.running} running, {row.pending} pending; {row.free} free < "
-                        f"{gpus} asked)")
+            because += (
+                f"; not {p.tier}, though higher in the cluster's order: its cap is claimed by your own jobs "
+                f"({row.claimed}/{row.cap} GPUs: {row.running} running, {row.pending} pending; {row.free} free < "
+                f"{gpus} asked)"
+            )
         else:
             because += f"; not {p.tier}, though higher in the cluster's order: Slurm would not take it"
     reasoning.append(because)
     return placements, chosen, reasoning
 
 
-def plan(cluster: Cluster | str, gpus: int, nodes: int = 1, time: str = "01:00:00",
-         client: SlurmClient | None = None, *, base: Resources | None = None) -> Plan:
+def plan(
+    cluster: Cluster | str,
+    gpus: int,
+    nodes: int = 1,
+    time: str = "01:00:00",
+    client: SlurmClient | None = None,
+    *,
+    base: Resources | None = None,
+) -> Plan:
     """Where ``gpus`` GPUs over ``nodes`` nodes for ``time`` would finish soonest on ``cluster`` now.
 
     Reads: the user's queue (one squeue), the nodes, partitions and associations (the live guardrail), the
@@ -208,11 +252,15 @@ def plan(cluster: Cluster | str, gpus: int, nodes: int = 1, time: str = "01:00:0
     if not isinstance(gpus, int) or gpus < 1 or not isinstance(nodes, int) or nodes < 1:
         raise UsageError(f"gpus={gpus!r} and nodes={nodes!r} must be integers >= 1")
     if gpus % nodes:
-        raise UsageError(f"{gpus} GPUs do not split evenly over {nodes} nodes (one rank per GPU, the same per node)",
-                         hint=f"ask for a multiple of {nodes} GPUs")
+        raise UsageError(
+            f"{gpus} GPUs do not split evenly over {nodes} nodes (one rank per GPU, the same per node)",
+            hint=f"ask for a multiple of {nodes} GPUs",
+        )
     if not c.tiers:
-        raise UsageError(f"cluster {c.name} declares no tiers: there is nothing to choose between",
-                         hint=f"`roach clusters discover {c.name}` proposes them for clusters.toml")
+        raise UsageError(
+            f"cluster {c.name} declares no tiers: there is nothing to choose between",
+            hint=f"`roach clusters discover {c.name}` proposes them for clusters.toml",
+        )
     res = fill_resources(c, (base or Resources()).replace(nodes=nodes, gpus_per_node=gpus // nodes, time=time))
     guardrails.check_caps(c, res)
     guardrails.check_satisfiable(c, res)
@@ -221,6 +269,11 @@ def plan(cluster: Cluster | str, gpus: int, nodes: int = 1, time: str = "01:00:0
     now = _cluster_now(client)
     rows = tier_table(c.tiers, client.squeue())
     placements, chosen, reasoning = choose(
-        c.tiers, rows, res, now, lambda tier, on: ask_start(client, on.sbatch_options(c.gpu_flag)),
-        on_tier=lambda tier: fill_resources(c, res.replace(**tier.resources_changes())))
+        c.tiers,
+        rows,
+        res,
+        now,
+        lambda tier, on: ask_start(client, on.sbatch_options(c.gpu_flag)),
+        on_tier=lambda tier: fill_resources(c, res.replace(**tier.resources_changes())),
+    )
     return Plan(c.name, gpus, nodes, time, now, rows, tuple(placements), chosen, tuple(reasoning))

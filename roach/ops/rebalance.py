@@ -24,20 +24,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from roach.errors import RoachError, SlurmError, UsageError
-from roach.runtime.checkpoint import RESUME_FILE
 from roach.clusters.cluster import Cluster
-from roach.slurmio.clusterfs import ClusterFS
+from roach.errors import RoachError, SlurmError, UsageError
 from roach.launch.job import Job
-from roach.model.resources import Resources
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import QueueRecord, parse_time
-from roach.model.states import PendingReason
-from roach.records.store import JobRecord, Store
-from roach.model.tiers import Tier, tier_named, tier_of
-from roach.ops.events import TierRow
 from roach.launch.repo import inspect_repo
 from roach.launch.submit import resume
+from roach.model.resources import Resources
+from roach.model.states import PendingReason
+from roach.model.tiers import Tier, tier_named, tier_of
+from roach.ops.events import TierRow
+from roach.records.job_record import JobRecord
+from roach.records.store import Store
+from roach.runtime.checkpoint import RESUME_FILE
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.clusterfs import ClusterFS
+from roach.slurmio.fields import parse_time
+from roach.slurmio.parse import QueueRecord
 
 MOVE_NOT_RESUMED = 8  # exit code: the moved run did not resume at its step
 
@@ -49,8 +51,12 @@ class MoveError(RoachError):
 
 
 # Reasons a job waits on that another tier cannot help with: its own holds, times and dependencies.
-_NOT_A_TIER_PROBLEM = {PendingReason.BeginTime, PendingReason.Dependency, PendingReason.DependencyNeverSatisfied,
-                       PendingReason.JobArrayTaskLimit}
+_NOT_A_TIER_PROBLEM = {
+    PendingReason.BeginTime,
+    PendingReason.Dependency,
+    PendingReason.DependencyNeverSatisfied,
+    PendingReason.JobArrayTaskLimit,
+}
 
 
 def promotable(reason: PendingReason) -> bool:
@@ -93,17 +99,23 @@ class Promotion:
 
     def line(self) -> str:
         room = f"{self.room} free GPU{'s' if self.room != 1 else ''}" if self.room is not None else "a start now"
-        return (f"tier {self.to_tier} has {room} while job {self.key} (run {self.run_id}, {self.gpus} GPU"
-                f"{'s' if self.gpus != 1 else ''}) pends on {self.from_tier}: "
-                f"roach promote {self.run_id} --to {self.to_tier}")
+        return (
+            f"tier {self.to_tier} has {room} while job {self.key} (run {self.run_id}, {self.gpus} GPU"
+            f"{'s' if self.gpus != 1 else ''}) pends on {self.from_tier}: "
+            f"roach promote {self.run_id} --to {self.to_tier}"
+        )
 
 
 def _rank(c: Candidate) -> tuple[bool, float, float]:
     return (not c.urgent, -c.left, -c.submitted)
 
 
-def plan_promotions(tiers: Sequence[Tier], rows: Sequence[TierRow], candidates: Sequence[Candidate],
-                    probe: Callable[[Tier, Candidate], bool] | None = None) -> list[Promotion]:
+def plan_promotions(
+    tiers: Sequence[Tier],
+    rows: Sequence[TierRow],
+    candidates: Sequence[Candidate],
+    probe: Callable[[Tier, Candidate], bool] | None = None,
+) -> list[Promotion]:
     """The promotions to make now, top down. A capped tier's room is its cap minus what the user claims
     (pending included), spent without overshooting; an uncapped tier takes one job a round, and only
     when ``probe`` says such a job would start soon. ``probe`` is asked at most once per tier."""
@@ -119,8 +131,16 @@ def plan_promotions(tiers: Sequence[Tier], rows: Sequence[TierRow], candidates: 
             continue
         # a job on a QOS outside the tier table (a plain default QOS) ranks below every tier, but is never
         # moved onto a preemptible one: that would trade a safe slot for one that can be taken away
-        lower = sorted((c for c in candidates if order.get(c.tier, len(tiers)) > i and c.key not in taken
-                        and not (tier.preemptible and c.tier not in order)), key=_rank)
+        lower = sorted(
+            (
+                c
+                for c in candidates
+                if order.get(c.tier, len(tiers)) > i
+                and c.key not in taken
+                and not (tier.preemptible and c.tier not in order)
+            ),
+            key=_rank,
+        )
         probed = False
         for c in lower:
             if tier.gpu_cap is not None and c.gpus > (room or 0):
@@ -154,8 +174,9 @@ def on_tier(res: Resources, tier: Tier) -> Resources:
 
 def probe_start(client: SlurmClient, options: Sequence[str]) -> datetime | None:
     """When ``sbatch --test-only`` says a job with ``options`` would start (cluster local time), or None."""
-    res = client.run(["sbatch", "--test-only", "--job-name=roach-probe", *options, "--wrap", "true"], retry=False,
-                     ok_codes=(0, 1))
+    res = client.run(
+        ["sbatch", "--test-only", "--job-name=roach-probe", *options, "--wrap", "true"], retry=False, ok_codes=(0, 1)
+    )
     m = _START.search(res.stderr + "\n" + res.stdout)
     return parse_time(m[1]) if m else None
 
@@ -181,8 +202,16 @@ def _resolve(cluster: Cluster, tier: Tier | str) -> Tier:
     return tier_named(cluster.tiers, tier)
 
 
-def promote(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store, repo_root: str | Path = ".",
-            client: SlurmClient | None = None, allow_new_commit: bool = False) -> Job:
+def promote(
+    ref: str | int,
+    tier: Tier | str,
+    *,
+    cluster: Cluster,
+    store: Store,
+    repo_root: str | Path = ".",
+    client: SlurmClient | None = None,
+    allow_new_commit: bool = False,
+) -> Job:
     """Move the pending job ``ref`` (a run id or job id in the store) to ``tier``; returns the new job."""
 
     rec = store.find(str(ref), cluster=cluster.name)
@@ -190,11 +219,15 @@ def promote(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store,
     client = client or cluster.client()
     q = _queued(client, rec.job_id)
     if q is None:
-        raise UsageError(f"job {rec.job_id} (run {rec.run_id}) is not in the queue any more: nothing to promote",
-                         hint="`roach status` shows how it ended")
+        raise UsageError(
+            f"job {rec.job_id} (run {rec.run_id}) is not in the queue any more: nothing to promote",
+            hint="`roach status` shows how it ended",
+        )
     if not q.state.is_pending:
-        raise UsageError(f"job {rec.job_id} (run {rec.run_id}) is {q.state.value}, not pending",
-                         hint=f"a running run moves with `roach move {rec.run_id} --to {target.name}`")
+        raise UsageError(
+            f"job {rec.job_id} (run {rec.run_id}) is {q.state.value}, not pending",
+            hint=f"a running run moves with `roach move {rec.run_id} --to {target.name}`",
+        )
     if tier_of(cluster.tiers, q.partition, q.qos) == target:
         raise UsageError(f"job {rec.job_id} (run {rec.run_id}) already pends on tier {target.name}")
     commit = _commit(rec, repo_root, allow_new_commit)
@@ -203,11 +236,19 @@ def promote(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store,
     try:
         client.hold(rec.job_id)
     except SlurmError as e:
-        raise UsageError(f"job {rec.job_id} could not be held for the move (it may have started): {e.message}",
-                         hint=f"`roach status {rec.run_id}`; a running run moves with `roach move`") from None
+        raise UsageError(
+            f"job {rec.job_id} could not be held for the move (it may have started): {e.message}",
+            hint=f"`roach status {rec.run_id}`; a running run moves with `roach move`",
+        ) from None
     try:
-        new = resume(rec.run_id, resources=on_tier(record_resources(rec), target), cluster=cluster,
-                     repo_root=repo_root, store=store, commit=commit)
+        new = resume(
+            rec.run_id,
+            resources=on_tier(record_resources(rec), target),
+            cluster=cluster,
+            repo_root=repo_root,
+            store=store,
+            commit=commit,
+        )
     except BaseException:
         client.release(rec.job_id)
         raise
@@ -257,9 +298,20 @@ def _mtime(client: SlurmClient, path: str) -> float | None:
     return float(res.stdout.strip()) if res.returncode == 0 and res.stdout.strip().isdigit() else None
 
 
-def move(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store, repo_root: str | Path = ".",
-         force: bool = False, allow_new_commit: bool = False, wait_s: float = 300.0, poll_s: float = 1.0,
-         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> MoveResult:
+def move(
+    ref: str | int,
+    tier: Tier | str,
+    *,
+    cluster: Cluster,
+    store: Store,
+    repo_root: str | Path = ".",
+    force: bool = False,
+    allow_new_commit: bool = False,
+    wait_s: float = 300.0,
+    poll_s: float = 1.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> MoveResult:
     """Move run ``ref`` to ``tier``: a pending job is promoted; a running one is signalled, checkpoints and is
     resubmitted with its run id; then the new log must say ``resumed at step N`` (checked for ``wait_s``).
 
@@ -272,13 +324,23 @@ def move(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store, re
     fs = ClusterFS(client.transport)
     q = _queued(client, rec.job_id)
     if q is not None and q.state.is_pending:
-        new = promote(ref, target, cluster=cluster, store=store, repo_root=repo_root, client=client,
-                      allow_new_commit=allow_new_commit)
-        return MoveResult(rec.run_id, rec.job_id, new.job_id, target.name, "promoted", None, False, None, None,
-                          new.record.log_path)
+        new = promote(
+            ref,
+            target,
+            cluster=cluster,
+            store=store,
+            repo_root=repo_root,
+            client=client,
+            allow_new_commit=allow_new_commit,
+        )
+        return MoveResult(
+            rec.run_id, rec.job_id, new.job_id, target.name, "promoted", None, False, None, None, new.record.log_path
+        )
     if q is None:
-        raise UsageError(f"job {rec.job_id} (run {rec.run_id}) is not in the queue: there is nothing to move",
-                         hint=f"to continue the run elsewhere: roach.slurm.resume({rec.run_id!r}, resources=...)")
+        raise UsageError(
+            f"job {rec.job_id} (run {rec.run_id}) is not in the queue: there is nothing to move",
+            hint=f"to continue the run elsewhere: roach.slurm.resume({rec.run_id!r}, resources=...)",
+        )
     if tier_of(cluster.tiers, q.partition, q.qos) == target:
         raise UsageError(f"job {rec.job_id} (run {rec.run_id}) already runs on tier {target.name}")
     commit = _commit(rec, repo_root, allow_new_commit)
@@ -289,7 +351,8 @@ def move(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store, re
         raise UsageError(
             f"run {rec.run_id} does not checkpoint (its log never says it resumed, started fresh or checkpointed, "
             "and it has no resume.pt): moving it starts it over and loses what it has done",
-            hint="pass --force to move it anyway, or let it finish where it is")
+            hint="pass --force to move it anyway, or let it finish where it is",
+        )
     signalled_at = _remote_now(client)
     client.scancel([rec.job_id])  # TERM: the ranks checkpoint at their step boundary and leave for good
     ended = Job(cluster, rec, store).wait(timeout=max(wait_s, 120.0), poll_s=poll_s)
@@ -298,21 +361,31 @@ def move(ref: str | int, tier: Tier | str, *, cluster: Cluster, store: Store, re
     fresh = mtime is not None and mtime >= signalled_at - 1
     steps = [int(n) for n in _CKPT.findall(after)]
     step = steps[-1] if steps and mtime is not None else None
-    new = resume(rec.run_id, resources=on_tier(record_resources(rec), target), cluster=cluster, repo_root=repo_root,
-                 store=store, commit=commit)
+    new = resume(
+        rec.run_id,
+        resources=on_tier(record_resources(rec), target),
+        cluster=cluster,
+        repo_root=repo_root,
+        store=store,
+        commit=commit,
+    )
     resumed_at, verified = _verify(new, step, wait_s, poll_s, sleep, clock)
-    result = MoveResult(rec.run_id, rec.job_id, new.job_id, target.name, "moved", step, fresh, resumed_at, verified,
-                        new.record.log_path)
+    result = MoveResult(
+        rec.run_id, rec.job_id, new.job_id, target.name, "moved", step, fresh, resumed_at, verified, new.record.log_path
+    )
     if verified is False:
         said = f"resumed at step {resumed_at}" if resumed_at is not None else "started from the top"
-        raise MoveError(f"run {rec.run_id} moved to tier {target.name} as job {new.job_id}, but its log says it {said}"
-                        f" where job {rec.job_id} ({ended.state.value}) checkpointed at step {step}",
-                        hint=f"read both logs: roach logs {rec.job_id}; roach logs {new.job_id}")
+        raise MoveError(
+            f"run {rec.run_id} moved to tier {target.name} as job {new.job_id}, but its log says it {said}"
+            f" where job {rec.job_id} ({ended.state.value}) checkpointed at step {step}",
+            hint=f"read both logs: roach logs {rec.job_id}; roach logs {new.job_id}",
+        )
     return result
 
 
-def _verify(new: Job, step: int | None, wait_s: float, poll_s: float, sleep: Callable[[float], None],
-            clock: Callable[[], float]) -> tuple[int | None, bool | None]:
+def _verify(
+    new: Job, step: int | None, wait_s: float, poll_s: float, sleep: Callable[[float], None], clock: Callable[[], float]
+) -> tuple[int | None, bool | None]:
     """Wait for the new job's log to say where it started: (resumed step or None, as expected?)."""
     deadline = clock() + wait_s
     while True:

@@ -17,8 +17,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from roach.errors import ParseError, RoachError, UsageError
-from roach.slurmio.parse import AcctRecord
 from roach.model.job_state import JobState
+from roach.slurmio.parse import AcctRecord
 
 FINAL_STATUSES = ("completed", "failed", "cancelled", "timeout", "preempted", "unknown")
 ACTIVE_STATUSES = ("submitted", "pending", "running")
@@ -38,6 +38,7 @@ def legacy_status(data: dict[str, Any]) -> dict[str, Any]:
     if "live_state" not in out:
         out["live_state"] = ENDED if out.get("recorded_at_utc") else "submitted"
     return out
+
 
 # Terminal Slurm states and what they mean for the job. Terminal states absent here map to "unknown":
 # REVOKED only says a sibling federation cluster ran the job, so this record knows nothing of the outcome.
@@ -95,8 +96,10 @@ class JobJson:
 
     def __post_init__(self) -> None:
         if self.status not in FINAL_STATUSES:
-            raise UsageError(f"job.json status {self.status!r} is not one of {', '.join(FINAL_STATUSES)}",
-                             hint="a live state goes in live_state")
+            raise UsageError(
+                f"job.json status {self.status!r} is not one of {', '.join(FINAL_STATUSES)}",
+                hint="a live state goes in live_state",
+            )
         if self.live_state not in LIVE_STATES:
             raise UsageError(f"job.json live_state {self.live_state!r} is not one of {', '.join(LIVE_STATES)}")
 
@@ -124,8 +127,10 @@ class JobJson:
         missing = sorted(required - data.keys())
         extra = sorted(data.keys() - set(names))
         if missing or extra:
-            raise ParseError(f"job.json keys do not match: missing {missing}, unexpected {extra}",
-                             hint=f"expected the keys {', '.join(names)}")
+            raise ParseError(
+                f"job.json keys do not match: missing {missing}, unexpected {extra}",
+                hint=f"expected the keys {', '.join(names)}",
+            )
         for key, value in data.items():
             ok = isinstance(value, dict) if key == "resources" else value is None or isinstance(value, str)
             if not ok or (value is None and key in required):
@@ -139,12 +144,20 @@ class JobJson:
 def final_job_json(base: JobJson, rec: AcctRecord, recorded_at: str) -> JobJson:
     """``base`` with the final state sacct reported in ``rec`` (the job's allocation line)."""
     if rec.state.is_active:
-        raise UsageError(f"job {rec.job_id} is still {rec.state.value}; job.json records only a final state",
-                         hint="wait until sacct shows the job ended")
+        raise UsageError(
+            f"job {rec.job_id} is still {rec.state.value}; job.json records only a final state",
+            hint="wait until sacct shows the job ended",
+        )
     if base.job_id not in (str(rec.ref), str(rec.ref.job)):
         raise UsageError(f"sacct record of job {rec.job_id} given for job.json of job {base.job_id}")
-    return replace(base, status=status_from_state(rec.state, rec.state_text), slurm_state=rec.state_text,
-                   exit_code=f"{rec.exit_code}:{rec.exit_signal}", recorded_at_utc=recorded_at, live_state=ENDED)
+    return replace(
+        base,
+        status=status_from_state(rec.state, rec.state_text),
+        slurm_state=rec.state_text,
+        exit_code=f"{rec.exit_code}:{rec.exit_signal}",
+        recorded_at_utc=recorded_at,
+        live_state=ENDED,
+    )
 
 
 def scrub(obj: Any, secret_values: Iterable[str], what: str = "a job file") -> None:
@@ -165,9 +178,10 @@ def scrub(obj: Any, secret_values: Iterable[str], what: str = "a job file") -> N
                 walk(v, f"{where}[{i}]")
         elif isinstance(node, str):
             if any(s in node for s in secrets):
-                raise RoachError(f"a secret value would be written into {what} at {where}",
-                                 hint="pass secrets through the job's secrets, never in arguments, names or "
-                                      "resources")
+                raise RoachError(
+                    f"a secret value would be written into {what} at {where}",
+                    hint="pass secrets through the job's secrets, never in arguments, names or resources",
+                )
         elif node is not None and not isinstance(node, (bool, int, float)):
             walk(str(node), where)  # anything else is written as its text
 
@@ -184,8 +198,10 @@ class BundlePaths:
 
     def __post_init__(self) -> None:
         if not posixpath.isabs(self.log_root):
-            raise UsageError(f"log_root must be an absolute path on the cluster, got {self.log_root!r}",
-                             hint="expand ~ on the cluster before building the job's paths")
+            raise UsageError(
+                f"log_root must be an absolute path on the cluster, got {self.log_root!r}",
+                hint="expand ~ on the cluster before building the job's paths",
+            )
         for label, value in (("run id", self.run_id), ("job id", str(self.job_id))):
             # Both become file names: a slash or an empty one would put files elsewhere.
             if not value or "/" in value or value in (".", ".."):

@@ -79,8 +79,13 @@ class Final:
     @classmethod
     def of(cls, path: str, rec: AcctRecord, recorded_at: str) -> Final:
         """From sacct's record of the job (as :func:`~roach.records.bundle.final_job_json` reads it)."""
-        return cls(path, status_from_state(rec.state, rec.state_text), rec.state_text,
-                   f"{rec.exit_code}:{rec.exit_signal}", recorded_at)
+        return cls(
+            path,
+            status_from_state(rec.state, rec.state_text),
+            rec.state_text,
+            f"{rec.exit_code}:{rec.exit_signal}",
+            recorded_at,
+        )
 
     def args(self) -> list[str]:
         return [self.path, *(json.dumps(getattr(self, k)) for k in FINAL_KEYS)]
@@ -95,8 +100,10 @@ def record_finals(transport: Transport, finals: Sequence[Final]) -> dict[str, st
             raise RoachError(f"job.json path {f.path!r} is not absolute", hint="expand ~ on the cluster first")
     res = transport.run(["sh", "-c", _PROGRAM, "sh", _AWK, *(a for f in finals for a in f.args())])
     if res.returncode != 0:
-        raise RoachError(f"recording final states in job.json failed (exit {res.returncode}): "
-                         f"{res.stderr.strip()[-500:]}", hint="check that the submitting user may write the bundles")
+        raise RoachError(
+            f"recording final states in job.json failed (exit {res.returncode}): {res.stderr.strip()[-500:]}",
+            hint="check that the submitting user may write the bundles",
+        )
     out = {}
     for rec in res.stdout.split(RS):
         tag, _, path = rec.partition(US)

@@ -21,10 +21,11 @@ from dataclasses import dataclass, replace
 
 from roach.errors import RoachError, UsageError
 from roach.records.bundle import FINAL_STATUSES, status_from_state
-from roach.slurmio.parse import AcctRecord
-from roach.records.store import FinalRow, JobRecord, Store, utc_now
-from roach.slurmio.transport import Transport
 from roach.records.final_files import Final, record_finals
+from roach.records.job_record import FinalRow, JobRecord, utc_now
+from roach.records.store import Store
+from roach.slurmio.parse import AcctRecord
+from roach.slurmio.transport import Transport
 
 
 @dataclass(frozen=True)
@@ -45,18 +46,22 @@ class End:
     def of_acct(cls, rec: JobRecord, acct: AcctRecord) -> End:
         """From sacct's line of the job's allocation (it must have ended)."""
         if not acct.state.is_terminal:
-            raise UsageError(f"job {acct.job_id} is still {acct.state.value}; only an end is recorded",
-                             hint="wait until sacct shows the job ended")
-        return cls(rec, status_from_state(acct.state, acct.state_text), acct.state_text,
-                   f"{acct.exit_code}:{acct.exit_signal}")
+            raise UsageError(
+                f"job {acct.job_id} is still {acct.state.value}; only an end is recorded",
+                hint="wait until sacct shows the job ended",
+            )
+        return cls(
+            rec, status_from_state(acct.state, acct.state_text), acct.state_text, f"{acct.exit_code}:{acct.exit_signal}"
+        )
 
     @classmethod
     def of_record(cls, rec: JobRecord) -> End:
         """The end the store already holds (to write a job.json that lacks it)."""
         if not rec.is_final:
             raise UsageError(f"job {rec.slurm_id} on {rec.cluster!r} has no recorded end")
-        return cls(rec, rec.status, rec.slurm_state or "UNKNOWN", rec.exit_code or "unknown",
-                   rec.recorded_at or utc_now())
+        return cls(
+            rec, rec.status, rec.slurm_state or "UNKNOWN", rec.exit_code or "unknown", rec.recorded_at or utc_now()
+        )
 
 
 def job_json_path(rec: JobRecord) -> str:
@@ -65,8 +70,9 @@ def job_json_path(rec: JobRecord) -> str:
     return posixpath.join(rec.bundle_dir, "job.json")
 
 
-def record_ends(store: Store | None, transport: Transport | None, ends: Sequence[End], *,
-                written: bool = False) -> list[JobRecord]:
+def record_ends(
+    store: Store | None, transport: Transport | None, ends: Sequence[End], *, written: bool = False
+) -> list[JobRecord]:
     """Record every end of ``ends``: their job.json files through ``transport`` (one command for all), then
     the store (one transaction). Returns the records as they now are, in order.
 
@@ -88,16 +94,37 @@ def record_ends(store: Store | None, transport: Transport | None, ends: Sequence
             done = set(record_finals(transport, finals))  # each path's outcome: written, missing or not roach's
         except RoachError:
             done = set()  # the cluster could not be written: the store still gets the end, job_json_at unset
-    rows = [FinalRow(e.rec.cluster, e.rec.job_id, e.rec.task, f.status, f.slurm_state, f.exit_code,
-                     f.recorded_at_utc, now if f.path in done else None) for e, f in zip(ends, finals)]
+    rows = [
+        FinalRow(
+            e.rec.cluster,
+            e.rec.job_id,
+            e.rec.task,
+            f.status,
+            f.slurm_state,
+            f.exit_code,
+            f.recorded_at_utc,
+            now if f.path in done else None,
+        )
+        for e, f in zip(ends, finals)
+    ]
     if store is not None:
         recorded = store.record_ends(rows)
         if recorded != len(rows):
             missing = [e.rec.slurm_id for e in ends if store.get(e.rec.cluster, e.rec.job_id, e.rec.task) is None]
-            raise UsageError(f"job {', '.join(missing)} is not in the store {store.path}",
-                             hint="`roach ls` lists the recorded jobs")
-    return [replace(e.rec, status=r.status, slurm_state=r.slurm_state, exit_code=r.exit_code,
-                    recorded_at=r.recorded_at, job_json_at=r.job_json_at) for e, r in zip(ends, rows)]
+            raise UsageError(
+                f"job {', '.join(missing)} is not in the store {store.path}", hint="`roach ls` lists the recorded jobs"
+            )
+    return [
+        replace(
+            e.rec,
+            status=r.status,
+            slurm_state=r.slurm_state,
+            exit_code=r.exit_code,
+            recorded_at=r.recorded_at,
+            job_json_at=r.job_json_at,
+        )
+        for e, r in zip(ends, rows)
+    ]
 
 
 def repairs(records: Sequence[JobRecord]) -> list[End]:

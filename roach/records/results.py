@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from roach.errors import RoachError
-from roach.slurmio.clusterfs import ClusterFS
 from roach.model.job_state import JobState
+from roach.slurmio.clusterfs import ClusterFS
 
 JOB_NOT_COMPLETED = 6  # exit code, as `roach submit --wait` and `roach watch` use it
 RESULT_MISSING = 7  # exit code: something required is missing (here: a completed run's result file)
@@ -32,10 +32,12 @@ CONTEXT_LINES = 10  # the log's last lines an error carries when no rank printed
 
 # Reads each path named on stdin (one per line): "-" when missing, "!" when unreadable, else its bytes
 # (all of them, or its last $1 lines) in base64 on one line. stdin, not argv: a sweep of thousands of runs.
-_READ_MANY = ('while IFS= read -r p; do '
-              'if [ ! -e "$p" ]; then echo -; elif [ ! -r "$p" ] || [ ! -f "$p" ]; then echo "!"; '
-              'elif [ -n "$1" ]; then tail -n "$1" -- "$p" | base64 | tr -d "\\n"; echo; '
-              'else base64 < "$p" | tr -d "\\n"; echo; fi; done')
+_READ_MANY = (
+    "while IFS= read -r p; do "
+    'if [ ! -e "$p" ]; then echo -; elif [ ! -r "$p" ] || [ ! -f "$p" ]; then echo "!"; '
+    'elif [ -n "$1" ]; then tail -n "$1" -- "$p" | base64 | tr -d "\\n"; echo; '
+    'else base64 < "$p" | tr -d "\\n"; echo; fi; done'
+)
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
 _FAILED = re.compile(r"^roach rank (\d+): \S+ failed: ")
 
@@ -47,8 +49,18 @@ class NotCompletedError(RoachError):
 
     exit_code = JOB_NOT_COMPLETED
 
-    def __init__(self, what: str, *, run_id: str, state: JobState, state_text: str, log_path: str,
-                 rank: int | None, traceback: tuple[str, ...], log_tail: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        what: str,
+        *,
+        run_id: str,
+        state: JobState,
+        state_text: str,
+        log_path: str,
+        rank: int | None,
+        traceback: tuple[str, ...],
+        log_tail: tuple[str, ...] = (),
+    ):
         self.run_id, self.state, self.state_text, self.log_path = run_id, state, state_text, log_path
         self.rank, self.traceback, self.log_tail = rank, traceback, log_tail
         if traceback:
@@ -57,8 +69,9 @@ class NotCompletedError(RoachError):
             detail = "; no rank raised. The log ends:\n" + "\n".join(f"    {ln}" for ln in log_tail)
         else:
             detail = "; its log is empty or missing"
-        super().__init__(f"{what} did not complete: {state_text}{detail}",
-                         hint=f"read its log: roach logs {run_id} ({log_path})")
+        super().__init__(
+            f"{what} did not complete: {state_text}{detail}", hint=f"read its log: roach logs {run_id} ({log_path})"
+        )
 
 
 class SweepNotCompletedError(RoachError):
@@ -71,10 +84,12 @@ class SweepNotCompletedError(RoachError):
         first = min(failures)
         listed = ", ".join(f"{i} ({e.state_text})" for i, e in sorted(failures.items())[:10])
         more = f" and {len(failures) - 10} more" if len(failures) > 10 else ""
-        super().__init__(f"{len(failures)} of the {total} runs of sweep {sweep_id} did not complete: runs "
-                         f"{listed}{more}. The first: {failures[first].message}",
-                         hint="each run's error is in .failures (by grid index); results(return_errors=True) "
-                              "returns the others' values with the errors in place")
+        super().__init__(
+            f"{len(failures)} of the {total} runs of sweep {sweep_id} did not complete: runs "
+            f"{listed}{more}. The first: {failures[first].message}",
+            hint="each run's error is in .failures (by grid index); results(return_errors=True) "
+            "returns the others' values with the errors in place",
+        )
 
 
 class ResultMissingError(RoachError):
@@ -98,8 +113,14 @@ class Ended:
 def ended(job: Any, end: Any) -> Ended:
     """The :class:`Ended` of a :class:`~roach.launch.job.Job` (or an attempt inside a holder) and what its
     ``wait()`` returned: sacct's record, or the attempt's exit."""
-    return Ended(str(job), job.run_id, job.record.run_dir, job.record.log_path, end.state,
-                 getattr(end, "state_text", "") or end.state.value)
+    return Ended(
+        str(job),
+        job.run_id,
+        job.record.run_dir,
+        job.record.log_path,
+        end.state,
+        getattr(end, "state_text", "") or end.state.value,
+    )
 
 
 def read_many(fs: ClusterFS, paths: Sequence[str], tail_lines: int | None = None) -> list[bytes | None]:
@@ -109,20 +130,26 @@ def read_many(fs: ClusterFS, paths: Sequence[str], tail_lines: int | None = None
     for p in paths:
         if "\n" in p or not p.startswith("/"):
             raise RoachError(f"cluster path {p!r} is relative or has a newline", hint="expand ~ on the cluster first")
-    res = fs.transport.run(["sh", "-c", _READ_MANY, "sh", "" if tail_lines is None else str(tail_lines)],
-                           input="".join(p + "\n" for p in paths))
-    lines = res.stdout.split("\n")[:len(paths)]
+    res = fs.transport.run(
+        ["sh", "-c", _READ_MANY, "sh", "" if tail_lines is None else str(tail_lines)],
+        input="".join(p + "\n" for p in paths),
+    )
+    lines = res.stdout.split("\n")[: len(paths)]
     if res.returncode != 0 or len(lines) != len(paths):
-        raise RoachError(f"on the cluster, reading {len(paths)} result and log files failed: "
-                         f"{res.stderr.strip() or 'output cut short'}", hint="check that the run directories exist")
+        raise RoachError(
+            f"on the cluster, reading {len(paths)} result and log files failed: "
+            f"{res.stderr.strip() or 'output cut short'}",
+            hint="check that the run directories exist",
+        )
     out: list[bytes | None] = []
     for p, line in zip(paths, lines):
         if line == "-":
             out.append(None)
             continue
         if line == "!":
-            raise RoachError(f"on the cluster, {p} is not a readable file",
-                             hint="read it as the user the job ran as (--run-as)")
+            raise RoachError(
+                f"on the cluster, {p} is not a readable file", hint="read it as the user the job ran as (--run-as)"
+            )
         try:
             out.append(base64.b64decode(line, validate=True))
         except binascii.Error:
@@ -136,8 +163,9 @@ def failing_traceback(log: str) -> tuple[int | None, tuple[str, ...]]:
     lines = log.splitlines()
     start = max((i for i, ln in enumerate(lines) if ln.startswith("roach: attempt ")), default=0)
     labelled = [(int(m[1]), m[2]) for m in map(_LABEL.match, lines[start:]) if m]
-    fail = next(((i, int(m[1])) for i, (r, text) in enumerate(labelled) if (m := _FAILED.match(text))
-                 and int(m[1]) == r), None)
+    fail = next(
+        ((i, int(m[1])) for i, (r, text) in enumerate(labelled) if (m := _FAILED.match(text)) and int(m[1]) == r), None
+    )
     if fail is None:
         return None, ()
     at, rank = fail
@@ -152,18 +180,23 @@ def _value(run: Ended, json_raw: bytes | None, pkl_raw: bytes | None, where: str
         try:
             return json.loads(json_raw)
         except ValueError as exc:
-            raise RoachError(f"{run.what}: {where}/result.json is not JSON: {exc}",
-                             hint="it is rank 0's own write; was it changed after the job?") from None
+            raise RoachError(
+                f"{run.what}: {where}/result.json is not JSON: {exc}",
+                hint="it is rank 0's own write; was it changed after the job?",
+            ) from None
     if pkl_raw is not None:
         try:
             return pickle.loads(pkl_raw)  # the user's own function's value, unpickled on their request
         except Exception as exc:  # noqa: BLE001 - any error a user's class raises while it is rebuilt
-            raise RoachError(f"{run.what}: {where}/result.pkl cannot be unpickled here: {type(exc).__name__}: {exc}",
-                             hint="the classes in the value must be importable in this Python (install or put "
-                                  "the job's package on sys.path); or return plain JSON values") from None
-    raise ResultMissingError(f"{run.what} completed, and its run directory {where} holds no result.json or result.pkl",
-                             hint="the run directory may have been removed; a job that is no roach function "
-                                  "(roach sbatch) has no result")
+            raise RoachError(
+                f"{run.what}: {where}/result.pkl cannot be unpickled here: {type(exc).__name__}: {exc}",
+                hint="the classes in the value must be importable in this Python (install or put "
+                "the job's package on sys.path); or return plain JSON values",
+            ) from None
+    raise ResultMissingError(
+        f"{run.what} completed, and its run directory {where} holds no result.json or result.pkl",
+        hint="the run directory may have been removed; a job that is no roach function (roach sbatch) has no result",
+    )
 
 
 @dataclass(frozen=True)
@@ -201,6 +234,16 @@ def collect(fs: ClusterFS, runs: Sequence[Ended]) -> list[Outcome]:
         r, text = runs[i], (log or b"").decode(errors="replace")
         rank, tb = failing_traceback(text)
         tail = () if tb else tuple(text.splitlines()[-CONTEXT_LINES:])
-        values[i] = Outcome(error=NotCompletedError(r.what, run_id=r.run_id, state=r.state, state_text=r.state_text,
-                                                    log_path=r.log_path, rank=rank, traceback=tb, log_tail=tail))
+        values[i] = Outcome(
+            error=NotCompletedError(
+                r.what,
+                run_id=r.run_id,
+                state=r.state,
+                state_text=r.state_text,
+                log_path=r.log_path,
+                rank=rank,
+                traceback=tb,
+                log_tail=tail,
+            )
+        )
     return values

@@ -15,68 +15,24 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass, fields
-from datetime import datetime, timezone
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
 from roach.errors import RoachError, UsageError
 from roach.records.bundle import FINAL_STATUSES
-
-SCHEMA_VERSION = 4
-BUSY_TIMEOUT_S = 30.0
-
-_SCHEMA = """
-CREATE TABLE jobs (
-    seq          INTEGER PRIMARY KEY AUTOINCREMENT,  -- insertion order: breaks same-second ties
-    cluster      TEXT    NOT NULL,
-    job_id       INTEGER NOT NULL,
-    run_id       TEXT    NOT NULL,
-    name         TEXT    NOT NULL,
-    target       TEXT    NOT NULL,
-    "commit"     TEXT    NOT NULL,
-    repo         TEXT    NOT NULL,
-    log_path     TEXT    NOT NULL,
-    bundle_dir   TEXT    NOT NULL,
-    run_dir      TEXT    NOT NULL,
-    submitted_at TEXT    NOT NULL,
-    resources    TEXT    NOT NULL,  -- JSON object
-    status       TEXT    NOT NULL,
-    slurm_state  TEXT,
-    exit_code    TEXT,
-    recorded_at  TEXT,
-    holder       INTEGER,
-    task         INTEGER,  -- the array task index of a sweep's run, NULL for a plain job
-    via          TEXT,     -- the SSH alias it was submitted through when not the cluster's own, else NULL
-    via_config   TEXT,     -- the ssh config file that alias was taken from (NULL: ssh's default)
-    job_json_at  TEXT      -- when job.json on the cluster was last written with the recorded end (NULL: not yet)
-);
-CREATE UNIQUE INDEX jobs_key ON jobs (cluster, job_id, IFNULL(task, -1));
-CREATE INDEX jobs_run ON jobs (run_id, seq);
-CREATE INDEX jobs_job ON jobs (job_id);
-"""
-
-# Version 1 had no task/via columns and UNIQUE(cluster, job_id) inline, which SQLite cannot alter: the
-# table is rebuilt in place (one transaction), keeping every row and its seq. Version 2 lacked via_config,
-# version 3 job_json_at: its final rows then have NULL there, so `roach ls`/`status` write their job.json.
-_MIGRATE_1_TO_2 = (
-    "ALTER TABLE jobs RENAME TO jobs_v1",
-    "DROP INDEX IF EXISTS jobs_run",
-    "DROP INDEX IF EXISTS jobs_job",
-    *filter(str.strip, _SCHEMA.split(";")),
-    "INSERT INTO jobs (seq, cluster, job_id, run_id, name, target, \"commit\", repo, log_path, bundle_dir, run_dir,"
-    " submitted_at, resources, status, slurm_state, exit_code, recorded_at, holder)"
-    " SELECT seq, cluster, job_id, run_id, name, target, \"commit\", repo, log_path, bundle_dir, run_dir,"
-    " submitted_at, resources, status, slurm_state, exit_code, recorded_at, holder FROM jobs_v1",
-    "DROP TABLE jobs_v1",
+from roach.records.job_record import COLUMNS, FinalRow, JobRecord, from_row
+from roach.records.schema import (
+    EXPERIMENTS_SCHEMA,
+    MIGRATE_1_TO_2,
+    MIGRATE_2_TO_4,
+    MIGRATE_3_TO_4,
+    SCHEMA,
+    SCHEMA_VERSION,
+    WATCH_SCHEMA,
 )
-_MIGRATE_3_TO_4 = ("ALTER TABLE jobs ADD COLUMN job_json_at TEXT",)
-_MIGRATE_2_TO_4 = ("ALTER TABLE jobs ADD COLUMN via_config TEXT", *_MIGRATE_3_TO_4)
 
-
-def utc_now() -> str:
-    """Now in UTC as ``YYYY-MM-DDTHH:MM:SSZ`` (the form job.json and the store use)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+BUSY_TIMEOUT_S = 30.0
 
 
 def default_store_path() -> Path:
@@ -89,69 +45,7 @@ def default_store_path() -> Path:
     return base / "roach" / "store.sqlite"
 
 
-@dataclass(frozen=True)
-class JobRecord:
-    """One submitted Slurm job, as the submitting host knows it."""
-
-    cluster: str
-    job_id: int
-    run_id: str
-    name: str
-    target: str  # "pkg.module:function"
-    commit: str
-    repo: str
-    log_path: str  # on the cluster
-    bundle_dir: str  # on the cluster
-    run_dir: str  # on the cluster
-    submitted_at: str  # UTC, utc_now() form
-    resources: dict[str, Any]
-    status: str  # "submitted" until a final status (FINAL_STATUSES) is recorded
-    slurm_state: str | None  # raw sacct State, e.g. "CANCELLED by 0"
-    exit_code: str | None  # raw sacct ExitCode, e.g. "0:0"
-    recorded_at: str | None
-    holder: int | None = None  # the holding allocation when run as a step of it
-    task: int | None = None  # the array task index when one run of a sweep (job_id is the array's id)
-    via: str | None = None  # the SSH alias it was submitted through, when not the cluster's own
-    via_config: str | None = None  # the ssh config file that alias came from (None: ssh's default)
-    job_json_at: str | None = None  # when job.json on the cluster got the recorded end (None: not yet)
-
-    @property
-    def is_final(self) -> bool:
-        return self.status != "submitted"
-
-    @property
-    def job_json_behind(self) -> bool:
-        """The store has the end but job.json on the cluster may not (an older roach's record, a failed write)."""
-        return self.is_final and self.job_json_at is None
-
-    @property
-    def slurm_id(self) -> str:
-        """The job as Slurm names it: ``123``, or ``123_4`` for an array task."""
-        return f"{self.job_id}_{self.task}" if self.task is not None else str(self.job_id)
-
-
-@dataclass(frozen=True)
-class FinalRow:
-    """One job's end as the store records it (:meth:`Store.record_ends`)."""
-
-    cluster: str
-    job_id: int
-    task: int | None
-    status: str  # one of FINAL_STATUSES
-    slurm_state: str | None
-    exit_code: str | None
-    recorded_at: str
-    job_json_at: str | None = None  # when its job.json was written with it; None: not (yet)
-
-
-_COLUMNS = tuple(f.name for f in fields(JobRecord))
-_SELECT = "SELECT " + ", ".join(f'"{c}"' for c in _COLUMNS) + " FROM jobs"
-
-
-def _from_row(row: tuple[Any, ...]) -> JobRecord:
-    values = dict(zip(_COLUMNS, row))
-    values["resources"] = json.loads(values["resources"])
-    return JobRecord(**values)
+_SELECT = "SELECT " + ", ".join(f'"{c}"' for c in COLUMNS) + " FROM jobs"
 
 
 class Store:
@@ -188,21 +82,22 @@ class Store:
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 if version == 0:
                     # executescript() would COMMIT first; run the statements inside this transaction
-                    for stmt in filter(str.strip, _SCHEMA.split(";")):
+                    for stmt in filter(str.strip, SCHEMA.split(";")):
                         conn.execute(stmt)
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         if version in (1, 2, 3):
             with self._transaction(conn):
                 found = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have done it
-                steps = {1: _MIGRATE_1_TO_2, 2: _MIGRATE_2_TO_4, 3: _MIGRATE_3_TO_4}  # 1: rebuilt as the latest
+                steps = {1: MIGRATE_1_TO_2, 2: MIGRATE_2_TO_4, 3: MIGRATE_3_TO_4}  # 1: rebuilt as the latest
                 for stmt in steps.get(found, ()):
                     conn.execute(stmt)
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             version = SCHEMA_VERSION
         if version > SCHEMA_VERSION:
             raise RoachError(
-                f"the roach store {self.path} has schema version {version}; this roach reads up to "
-                f"{SCHEMA_VERSION}", hint="upgrade roach, or point $ROACH_STORE at another file")
+                f"the roach store {self.path} has schema version {version}; this roach reads up to {SCHEMA_VERSION}",
+                hint="upgrade roach, or point $ROACH_STORE at another file",
+            )
 
     @staticmethod
     def _set_wal(conn: sqlite3.Connection) -> None:
@@ -253,7 +148,8 @@ class Store:
             raise RoachError(
                 f"the roach store {self.path} failed while {doing}: {e}",
                 hint=f"another roach process may have held it over {BUSY_TIMEOUT_S:.0f} s, or the file is not "
-                     "writable; check it, or point $ROACH_STORE at another file") from e
+                "writable; check it, or point $ROACH_STORE at another file",
+            ) from e
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -265,7 +161,7 @@ class Store:
         conn = self._db()
         with self._converted("reading"):
             rows = conn.execute(sql, params).fetchall()
-        return [_from_row(r) for r in rows]
+        return [from_row(r) for r in rows]
 
     def close(self) -> None:
         if self._conn is not None:
@@ -285,11 +181,11 @@ class Store:
 
     def add_many(self, recs: list[JobRecord]) -> None:
         """Record several submissions (a sweep's tasks) in one transaction: all of them or none."""
-        rows = [tuple(json.dumps(v) if c == "resources" else v for c, v in zip(_COLUMNS, astuple(r))) for r in recs]
-        cols = ", ".join(f'"{c}"' for c in _COLUMNS)
+        rows = [tuple(json.dumps(v) if c == "resources" else v for c, v in zip(COLUMNS, astuple(r))) for r in recs]
+        cols = ", ".join(f'"{c}"' for c in COLUMNS)
         try:
             with self._write() as conn:
-                conn.executemany(f"INSERT INTO jobs ({cols}) VALUES ({', '.join('?' * len(_COLUMNS))})", rows)
+                conn.executemany(f"INSERT INTO jobs ({cols}) VALUES ({', '.join('?' * len(COLUMNS))})", rows)
         except sqlite3.IntegrityError as e:
             for rec in recs:
                 old = self.get(rec.cluster, rec.job_id, rec.task)
@@ -297,40 +193,67 @@ class Store:
                     raise UsageError(
                         f"job {rec.slurm_id} on cluster {rec.cluster!r} is already in the store"
                         f" (run {old.run_id}, submitted {old.submitted_at})",
-                        hint="Slurm reuses job ids only after a reset of its database; check the cluster") from None
+                        hint="Slurm reuses job ids only after a reset of its database; check the cluster",
+                    ) from None
             # a NOT NULL column left None, or a duplicate within recs: a caller's bug
             what = f"job {recs[0].slurm_id}" if len(recs) == 1 else f"{len(recs)} jobs"
             raise UsageError(f"cannot record {what} on {recs[0].cluster!r}: {e}") from e
 
-    def update_final(self, cluster: str, job_id: int, status: str, slurm_state: str | None,
-                     exit_code: str | None, recorded_at: str, task: int | None = None) -> None:
+    def update_final(
+        self,
+        cluster: str,
+        job_id: int,
+        status: str,
+        slurm_state: str | None,
+        exit_code: str | None,
+        recorded_at: str,
+        task: int | None = None,
+    ) -> None:
         """Record a job's (or an array task's) final state (what sacct said once it ended)."""
         if not self.update_final_many(cluster, [(job_id, task, status, slurm_state, exit_code)], recorded_at):
             name = f"{job_id}_{task}" if task is not None else str(job_id)
-            raise UsageError(f"job {name} on cluster {cluster!r} is not in the store {self.path}",
-                             hint="`roach ls` lists the recorded jobs")
+            raise UsageError(
+                f"job {name} on cluster {cluster!r} is not in the store {self.path}",
+                hint="`roach ls` lists the recorded jobs",
+            )
 
-    def update_final_many(self, cluster: str, finals: list[tuple[int, int | None, str, str | None, str | None]],
-                          recorded_at: str) -> int:
+    def update_final_many(
+        self, cluster: str, finals: list[tuple[int, int | None, str, str | None, str | None]], recorded_at: str
+    ) -> int:
         """Record many final states in one transaction: ``(job_id, task, status, slurm_state, exit_code)``
         each (a sweep's runs). Rows not in the store are skipped; returns how many were recorded. Only
         :func:`roach.records.finals.record_ends` records an end (with its job.json); this is its store half."""
-        return self.record_ends([FinalRow(cluster, j, t, st, state, code, recorded_at)
-                                 for j, t, st, state, code in finals])
+        return self.record_ends(
+            [FinalRow(cluster, j, t, st, state, code, recorded_at) for j, t, st, state, code in finals]
+        )
 
     def record_ends(self, rows: list[FinalRow]) -> int:
         """Record the ends in ``rows`` (any clusters) in one transaction; rows not in the store are skipped.
         Returns how many were recorded."""
         bad = sorted({r.status for r in rows} - set(FINAL_STATUSES))
         if bad:
-            raise UsageError(f"{', '.join(map(repr, bad))} {'is' if len(bad) == 1 else 'are'} not a final status; "
-                             f"expected one of: {', '.join(FINAL_STATUSES)}")
+            raise UsageError(
+                f"{', '.join(map(repr, bad))} {'is' if len(bad) == 1 else 'are'} not a final status; "
+                f"expected one of: {', '.join(FINAL_STATUSES)}"
+            )
         with self._write() as conn:
             cur = conn.executemany(
                 "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=?, job_json_at=?"
                 " WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=?",
-                [(r.status, r.slurm_state, r.exit_code, r.recorded_at, r.job_json_at, r.cluster, r.job_id,
-                  _task_key(r.task)) for r in rows])
+                [
+                    (
+                        r.status,
+                        r.slurm_state,
+                        r.exit_code,
+                        r.recorded_at,
+                        r.job_json_at,
+                        r.cluster,
+                        r.job_id,
+                        _task_key(r.task),
+                    )
+                    for r in rows
+                ],
+            )
         return cur.rowcount
 
     def delete(self, cluster: str, job_id: int) -> None:
@@ -342,25 +265,26 @@ class Store:
     # -- reads --------------------------------------------------------------------------------------
     def get(self, cluster: str, job_id: int, task: int | None = None) -> JobRecord | None:
         """The job (or array task ``task`` of array ``job_id``) recorded on ``cluster``."""
-        hits = self._query(f"{_SELECT} WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=?",
-                           (cluster, job_id, _task_key(task)))
+        hits = self._query(
+            f"{_SELECT} WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=?", (cluster, job_id, _task_key(task))
+        )
         return hits[0] if hits else None
 
     def sweep_runs(self, sweep_id: str) -> list[JobRecord]:
         """The first submission of every run of sweep ``sweep_id`` (its array tasks), in run order."""
         pattern = sweep_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "-%"
-        recs = self._query(f"{_SELECT} WHERE run_id LIKE ? ESCAPE '\\' AND task IS NOT NULL ORDER BY seq",
-                           (pattern,))
+        recs = self._query(f"{_SELECT} WHERE run_id LIKE ? ESCAPE '\\' AND task IS NOT NULL ORDER BY seq", (pattern,))
         first: dict[str, JobRecord] = {}
         for r in recs:
-            if r.run_id[len(sweep_id) + 1:].isdigit():
+            if r.run_id[len(sweep_id) + 1 :].isdigit():
                 first.setdefault(r.run_id, r)
-        return sorted(first.values(), key=lambda r: int(r.run_id[len(sweep_id) + 1:]))
+        return sorted(first.values(), key=lambda r: int(r.run_id[len(sweep_id) + 1 :]))
 
     def array_tasks(self, cluster: str, job_id: int) -> list[JobRecord]:
         """Every recorded task of array job ``job_id``, by task index."""
-        return self._query(f"{_SELECT} WHERE cluster=? AND job_id=? AND task IS NOT NULL ORDER BY task",
-                           (cluster, job_id))
+        return self._query(
+            f"{_SELECT} WHERE cluster=? AND job_id=? AND task IS NOT NULL ORDER BY task", (cluster, job_id)
+        )
 
     def jobs_for_run(self, run_id: str) -> list[JobRecord]:
         """Every submission of a run, oldest first (a run resubmitted after preemption has several)."""
@@ -373,9 +297,14 @@ class Store:
         ids = sorted(set(run_ids))
         with self._converted("reading"):
             for i in range(0, len(ids), 500):  # under SQLite's bound on parameters, whatever its version
-                chunk = ids[i:i + 500]
-                out.update(conn.execute(f"SELECT run_id, COUNT(*) FROM jobs WHERE run_id IN "
-                                        f"({', '.join('?' * len(chunk))}) GROUP BY run_id", chunk).fetchall())
+                chunk = ids[i : i + 500]
+                out.update(
+                    conn.execute(
+                        f"SELECT run_id, COUNT(*) FROM jobs WHERE run_id IN "
+                        f"({', '.join('?' * len(chunk))}) GROUP BY run_id",
+                        chunk,
+                    ).fetchall()
+                )
         return out
 
     def latest_for_run(self, run_id: str, cluster: str | None = None) -> JobRecord | None:
@@ -408,21 +337,27 @@ class Store:
             plain = [h for h in hits if h.task is None]
             if hits and not plain:
                 first = min(hits, key=lambda h: h.task or 0)
-                raise UsageError(f"job {ref} is a sweep's job array of {len(hits)} tasks; name one task",
-                                 hint=f"e.g. {first.slurm_id} (its run id {first.run_id}); `roach ls` lists them")
+                raise UsageError(
+                    f"job {ref} is a sweep's job array of {len(hits)} tasks; name one task",
+                    hint=f"e.g. {first.slurm_id} (its run id {first.run_id}); `roach ls` lists them",
+                )
             hits = plain
         if len(hits) > 1:
             listed = "; ".join(f"{h.cluster}: job {h.slurm_id}, run {h.run_id}, {h.submitted_at}" for h in hits)
-            raise UsageError(f"job id {ref} is recorded on {len(hits)} clusters: {listed}",
-                             hint=f"name the cluster, e.g. --cluster {hits[0].cluster}")
+            raise UsageError(
+                f"job id {ref} is recorded on {len(hits)} clusters: {listed}",
+                hint=f"name the cluster, e.g. --cluster {hits[0].cluster}",
+            )
         if hits:
             return hits[0]
         rec = self.latest_for_run(ref, cluster)  # a run id may be all digits too
         if rec is not None:
             return rec
         on = f" on cluster {cluster!r}" if cluster else ""
-        raise UsageError(f"no job id or run id {ref!r}{on} in the store {self.path}",
-                         hint="`roach ls` lists recent jobs and their run ids")
+        raise UsageError(
+            f"no job id or run id {ref!r}{on} in the store {self.path}",
+            hint="`roach ls` lists recent jobs and their run ids",
+        )
 
     # -- watch state (`roach watch`) ----------------------------------------------------------------
     # Two tables added on first use (CREATE TABLE IF NOT EXISTS), so SCHEMA_VERSION and the jobs table are
@@ -431,7 +366,7 @@ class Store:
         conn = self._db()
         if not getattr(self, "_watch_ready", False):
             with self._converted("creating the watch tables"), self._transaction(conn):
-                for stmt in _WATCH_SCHEMA:
+                for stmt in WATCH_SCHEMA:
                     conn.execute(stmt)
             self._watch_ready = True
         return conn
@@ -448,15 +383,24 @@ class Store:
             meta = conn.execute("SELECT key, value FROM watch_meta WHERE cluster=?", (cluster,)).fetchall()
         return {k: json.loads(v) for k, v in jobs}, {k: json.loads(v) for k, v in meta}
 
-    def watch_save(self, cluster: str, jobs: dict[str, dict[str, Any]], meta: dict[str, Any],
-                   forget: tuple[str, ...] | list[str] = ()) -> None:
+    def watch_save(
+        self,
+        cluster: str,
+        jobs: dict[str, dict[str, Any]],
+        meta: dict[str, Any],
+        forget: tuple[str, ...] | list[str] = (),
+    ) -> None:
         """Save one round in one transaction: upsert ``jobs`` and ``meta``, drop the jobs in ``forget``."""
         conn = self._watch_db()
         with self._converted("writing the watch state"), self._transaction(conn):
-            conn.executemany("INSERT OR REPLACE INTO watch_jobs (cluster, key, data) VALUES (?, ?, ?)",
-                             [(cluster, k, json.dumps(v)) for k, v in jobs.items()])
-            conn.executemany("INSERT OR REPLACE INTO watch_meta (cluster, key, value) VALUES (?, ?, ?)",
-                             [(cluster, k, json.dumps(v)) for k, v in meta.items()])
+            conn.executemany(
+                "INSERT OR REPLACE INTO watch_jobs (cluster, key, data) VALUES (?, ?, ?)",
+                [(cluster, k, json.dumps(v)) for k, v in jobs.items()],
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO watch_meta (cluster, key, value) VALUES (?, ?, ?)",
+                [(cluster, k, json.dumps(v)) for k, v in meta.items()],
+            )
             conn.executemany("DELETE FROM watch_jobs WHERE cluster=? AND key=?", [(cluster, k) for k in forget])
 
     def watch_reset(self, cluster: str) -> None:
@@ -473,7 +417,7 @@ class Store:
         conn = self._db()
         if not getattr(self, "_experiments_ready", False):
             with self._converted("creating the experiments table"), self._transaction(conn):
-                conn.execute(_EXPERIMENTS_SCHEMA)
+                conn.execute(EXPERIMENTS_SCHEMA)
             self._experiments_ready = True
         return conn
 
@@ -483,8 +427,10 @@ class Store:
             raise UsageError(f"experiment name {experiment!r} must be non-empty and have no '/'")
         conn = self._experiments_db()
         with self._converted("writing an experiment"), self._transaction(conn):
-            conn.execute("INSERT OR REPLACE INTO experiments (cluster, job_id, experiment) VALUES (?, ?, ?)",
-                         (cluster, job_id, experiment))
+            conn.execute(
+                "INSERT OR REPLACE INTO experiments (cluster, job_id, experiment) VALUES (?, ?, ?)",
+                (cluster, job_id, experiment),
+            )
 
     def experiment_names(self) -> dict[tuple[str, int], str]:
         """Every recorded (cluster, job id) -> experiment name."""
@@ -509,24 +455,3 @@ def _where(**conds: Any) -> tuple[str, tuple[Any, ...]]:
     if not used:
         return "", ()
     return "WHERE " + " AND ".join(f'"{k}"=?' for k in used), tuple(used.values())
-
-
-# The watcher's tables (see Store.watch_load): its view of each job, and its other state, as JSON.
-_WATCH_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS watch_jobs (
-        cluster TEXT NOT NULL,
-        key     TEXT NOT NULL,  -- the job as squeue names it: 123 or 123_4
-        data    TEXT NOT NULL,  -- JSON object
-        PRIMARY KEY (cluster, key))""",
-    """CREATE TABLE IF NOT EXISTS watch_meta (
-        cluster TEXT NOT NULL,
-        key     TEXT NOT NULL,
-        value   TEXT NOT NULL,  -- JSON
-        PRIMARY KEY (cluster, key))""",
-)
-
-_EXPERIMENTS_SCHEMA = """CREATE TABLE IF NOT EXISTS experiments (
-    cluster    TEXT    NOT NULL,
-    job_id     INTEGER NOT NULL,
-    experiment TEXT    NOT NULL,
-    PRIMARY KEY (cluster, job_id))"""

@@ -11,15 +11,23 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from roach.errors import RoachError
 from roach.records.bundle import ENDED, FINAL_STATUSES, LIVE_STATES, legacy_status, status_from_state
+from roach.records.job_record import JobRecord
 from roach.slurmio.parse import AcctRecord, array_ranges
-from roach.records.store import JobRecord
 
 # The store's rows of sbatch jobs say so in their resources (a roach run's are a Resources' fields).
 WORKSPACE_BACKEND = "remote-workspace"
 
 # The eight keys of the skill's job.json schema, in its order; always strings.
-SKILL_KEYS = ("job_id", "status", "slurm_state", "exit_code", "script", "description", "submitted_at_utc",
-              "recorded_at_utc")
+SKILL_KEYS = (
+    "job_id",
+    "status",
+    "slurm_state",
+    "exit_code",
+    "script",
+    "description",
+    "submitted_at_utc",
+    "recorded_at_utc",
+)
 # Where an array's tasks disagree, the job's status is the first of these that any task has.
 _WORST_FIRST = ("failed", "timeout", "preempted", "cancelled", "unknown", "completed")
 
@@ -55,7 +63,7 @@ class WorkspaceJob:
         return json.dumps(data, indent=2) + "\n"
 
     @classmethod
-    def from_json(cls, text: str, where: str = "job.json") -> "WorkspaceJob":
+    def from_json(cls, text: str, where: str = "job.json") -> WorkspaceJob:
         """Read a job.json (also one written by hand: unknown keys are ignored, missing ones default)."""
         try:
             data = json.loads(text)
@@ -90,8 +98,9 @@ def worst_status(statuses: Sequence[str]) -> str:
     return min(statuses, key=lambda s: _WORST_FIRST.index(s) if s in _WORST_FIRST else 0)
 
 
-def final_record(base: WorkspaceJob, accounting: Sequence[AcctRecord], now: str, *,
-                 partial: bool = False) -> WorkspaceJob | None:
+def final_record(
+    base: WorkspaceJob, accounting: Sequence[AcctRecord], now: str, *, partial: bool = False
+) -> WorkspaceJob | None:
     """``base`` with the final state of its allocation(s) in ``accounting``; None while one is still active
     (or, for an array, while sacct does not list every task yet, unless ``partial``).
 
@@ -100,14 +109,16 @@ def final_record(base: WorkspaceJob, accounting: Sequence[AcctRecord], now: str,
     """
     recs = [r for r in accounting if r.step is None and str(r.ref.job) == base.job_id]
     if not recs:
-        return replace(base, status="unknown", slurm_state="UNKNOWN", exit_code="unknown", recorded_at_utc=now,
-                       live_state=ENDED)
+        return replace(
+            base, status="unknown", slurm_state="UNKNOWN", exit_code="unknown", recorded_at_utc=now, live_state=ENDED
+        )
     if any(r.state.is_active for r in recs):
         return None
     is_array = base.array is not None or any(r.ref.task is not None or r.ref.tasks for r in recs)
     if is_array and not partial:
-        listed = sum(1 if r.ref.task is not None else (array_size(r.ref.tasks) or 1) if r.ref.tasks else 0
-                     for r in recs)
+        listed = sum(
+            1 if r.ref.task is not None else (array_size(r.ref.tasks) or 1) if r.ref.tasks else 0 for r in recs
+        )
         expected = array_size(base.array)
         if listed == 0 or any(r.ref.task is None and not r.ref.tasks for r in recs) or (expected and listed < expected):
             return None  # accounting has not caught up with every task yet
@@ -116,13 +127,27 @@ def final_record(base: WorkspaceJob, accounting: Sequence[AcctRecord], now: str,
     rep = next(r for r, s in per if s == worst)
     tasks = {}
     if is_array:
-        tasks = {str(r.ref).split("_", 1)[-1]: {"status": s, "slurm_state": r.state_text,
-                                                   "exit_code": f"{r.exit_code}:{r.exit_signal}"} for r, s in per}
+        tasks = {
+            str(r.ref).split("_", 1)[-1]: {
+                "status": s,
+                "slurm_state": r.state_text,
+                "exit_code": f"{r.exit_code}:{r.exit_signal}",
+            }
+            for r, s in per
+        }
     submitted = base.submitted_at_utc
     if not submitted and rep.submit_time is not None:
         submitted = rep.submit_time.strftime("%Y-%m-%dT%H:%M:%SZ")  # sacct's time, for a job roach did not submit
-    return replace(base, status=worst, slurm_state=rep.state_text, exit_code=f"{rep.exit_code}:{rep.exit_signal}",
-                   recorded_at_utc=now, tasks=tasks, submitted_at_utc=submitted, live_state=ENDED)
+    return replace(
+        base,
+        status=worst,
+        slurm_state=rep.state_text,
+        exit_code=f"{rep.exit_code}:{rep.exit_signal}",
+        recorded_at_utc=now,
+        tasks=tasks,
+        submitted_at_utc=submitted,
+        live_state=ENDED,
+    )
 
 
 def run_id_of(job_id: str | int) -> str:
@@ -142,13 +167,37 @@ def log_path(output: str, job_id: str, job_name: str, remote_root: str) -> str:
     return out if out.startswith("/") else posixpath.join(remote_root, out)
 
 
-def store_record(rec: WorkspaceJob, *, name: str, log: str, bundle: str, remote_root: str, workspace: str,
-                 requests: dict[str, str], via: str | None, via_config: str | None = None) -> JobRecord:
+def store_record(
+    rec: WorkspaceJob,
+    *,
+    name: str,
+    log: str,
+    bundle: str,
+    remote_root: str,
+    workspace: str,
+    requests: dict[str, str],
+    via: str | None,
+    via_config: str | None = None,
+) -> JobRecord:
     """The store's row of a submitted sbatch job, so that ``roach ls``/``status``/``logs`` see it: its run id is
     ``sbatch-<JOB_ID>``, its target the script (workspace-relative), its run directory the remote root."""
     return JobRecord(
-        cluster=rec.cluster or "", job_id=int(rec.job_id), run_id=run_id_of(rec.job_id), name=name,
-        target=rec.script, commit="", repo=posixpath.basename(workspace.rstrip("/")), log_path=log,
-        bundle_dir=bundle, run_dir=remote_root, submitted_at=rec.submitted_at_utc or "",
+        cluster=rec.cluster or "",
+        job_id=int(rec.job_id),
+        run_id=run_id_of(rec.job_id),
+        name=name,
+        target=rec.script,
+        commit="",
+        repo=posixpath.basename(workspace.rstrip("/")),
+        log_path=log,
+        bundle_dir=bundle,
+        run_dir=remote_root,
+        submitted_at=rec.submitted_at_utc or "",
         resources={"backend": WORKSPACE_BACKEND, "workspace": workspace, "array": rec.array, **requests},
-        status="submitted", slurm_state=None, exit_code=None, recorded_at=None, via=via, via_config=via_config)
+        status="submitted",
+        slurm_state=None,
+        exit_code=None,
+        recorded_at=None,
+        via=via,
+        via_config=via_config,
+    )

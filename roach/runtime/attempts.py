@@ -124,8 +124,10 @@ def requeued_by_slurm(fields: dict[str, str], restart: str) -> bool:
 
 # How Slurm ended an attempt it requeued itself, by the attempt's accounting state: its count in requeues.json,
 # the log's word for the stop and for the count ("preempted at step" is what roach watch reads as a preemption).
-_CAUSES = {JobState.NODE_FAIL: ("node_fail", "node failure", "node failure"),
-           JobState.REQUEUED: ("requeued", "requeued", "requeue")}
+_CAUSES = {
+    JobState.NODE_FAIL: ("node_fail", "node failure", "node failure"),
+    JobState.REQUEUED: ("requeued", "requeued", "requeue"),
+}
 _PREEMPTED = ("preempted", "preempted", "preemption")
 
 
@@ -137,8 +139,13 @@ def requeue_cause(job_id: str, restart: str, wait_s: float = 5.0) -> JobState | 
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            out = subprocess.run(["sacct", "-X", "-D", "-n", "-P", "-o", "State", "-j", job_id], capture_output=True,
-                                 text=True, timeout=30, check=False).stdout
+            out = subprocess.run(
+                ["sacct", "-X", "-D", "-n", "-P", "-o", "State", "-j", job_id],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            ).stdout
             states = [JobState.parse(line) for line in out.splitlines() if line.strip()]
         except (OSError, subprocess.SubprocessError, ParseError):
             states = []
@@ -185,18 +192,42 @@ def leave(run: Run, stop: RunInterrupted, spec: dict[str, Any]) -> int:
         saved = "checkpointed" if stop.checkpointed else "no checkpoint"
         name = sig.name.removeprefix("SIG")
         if holder:
-            run.log("%s at step %d (%s) inside holder %s: a step is not requeued; submit again with run_id=%s "
-                    "to continue", name, stop.step, saved, holder, run.run_id)
+            run.log(
+                "%s at step %d (%s) inside holder %s: a step is not requeued; submit again with run_id=%s to continue",
+                name,
+                stop.step,
+                saved,
+                holder,
+                run.run_id,
+            )
         elif requeued_by_slurm(fields := job_fields(job), restart):
             # A preemption with GraceTime 0, a node failure, an admin's requeue: each counted as what it was.
             kind, said, counted = _CAUSES.get(requeue_cause(job, restart), _PREEMPTED)  # unknown: as roach always said
             n = _bump(run.run_dir, kind)
-            run.log("%s at step %d (%s, %s): Slurm requeued job %s already (restart count %s; %s %d)",
-                    said, stop.step, saved, name, job, fields.get("Restarts"), counted, n)
-            atomic_write(left_marker(run.run_dir, job, restart), f"{name} at step {stop.step}, {said}: requeued by Slurm\n")
+            run.log(
+                "%s at step %d (%s, %s): Slurm requeued job %s already (restart count %s; %s %d)",
+                said,
+                stop.step,
+                saved,
+                name,
+                job,
+                fields.get("Restarts"),
+                counted,
+                n,
+            )
+            atomic_write(
+                left_marker(run.run_dir, job, restart), f"{name} at step {stop.step}, {said}: requeued by Slurm\n"
+            )
         elif preempted(job, fields) and preempt_mode(fields).startswith("CANCEL"):
-            run.log("preempted at step %d (%s, %s): this site cancels preempted jobs (PreemptMode=CANCEL), so job %s "
-                    "does not come back; `roach resume %s` continues it", stop.step, saved, name, job, run.run_id)
+            run.log(
+                "preempted at step %d (%s, %s): this site cancels preempted jobs (PreemptMode=CANCEL), so job %s "
+                "does not come back; `roach resume %s` continues it",
+                stop.step,
+                saved,
+                name,
+                job,
+                run.run_id,
+            )
         elif preempted(job, fields):
             n = _bump(run.run_dir, "preempted")
             run.log("preempted at step %d (%s, %s): requeueing job %s (preemption %d)", stop.step, saved, name, job, n)
@@ -205,17 +236,35 @@ def leave(run: Run, stop: RunInterrupted, spec: dict[str, Any]) -> int:
             limit = int(spec.get("max_timeout_requeues", DEFAULT_MAX_TIMEOUT_REQUEUES))
             used = read_counts(run.run_dir).get("timeout", 0)
             if used >= limit:
-                run.log("wall clock at step %d (%s); the run has used its %d wall-clock requeues: not requeueing. "
-                        "Resubmit with run_id=%s to continue.", stop.step, saved, limit, run.run_id)
+                run.log(
+                    "wall clock at step %d (%s); the run has used its %d wall-clock requeues: not requeueing. "
+                    "Resubmit with run_id=%s to continue.",
+                    stop.step,
+                    saved,
+                    limit,
+                    run.run_id,
+                )
                 _barrier()
                 return 1
             n = _bump(run.run_dir, "timeout")
-            run.log("wall clock at step %d (%s, %s): requeueing job %s (wall-clock requeue %d of %d)",
-                    stop.step, saved, name, job, n, limit)
+            run.log(
+                "wall clock at step %d (%s, %s): requeueing job %s (wall-clock requeue %d of %d)",
+                stop.step,
+                saved,
+                name,
+                job,
+                n,
+                limit,
+            )
             _requeue(run, job, restart, f"{name} at step {stop.step}")
         else:
-            run.log("TERM at step %d (%s) without preemption: cancelled; the job does not come back "
-                    "(resubmit with run_id=%s to continue)", stop.step, saved, run.run_id)
+            run.log(
+                "TERM at step %d (%s) without preemption: cancelled; the job does not come back "
+                "(resubmit with run_id=%s to continue)",
+                stop.step,
+                saved,
+                run.run_id,
+            )
     _barrier()
     # Non-zero ranks exit 0 so that srun --kill-on-bad-exit cannot kill rank 0 mid-requeue; rank 0 exits a
     # moment after them, so srun does not kill them either (its exit status would then read 143, not 3).

@@ -108,13 +108,19 @@ class Run:
             meta, state = saved["roach"], saved["state"]
             self.start_step = self.step = int(meta["next_step"])
             self._last_checkpoint_step = self.start_step
-            self.log("resumed at step %d (checkpoint of job %s; restart count %d)",
-                     self.start_step, meta.get("job_id"), self.restart_count)
+            self.log(
+                "resumed at step %d (checkpoint of job %s; restart count %d)",
+                self.start_step,
+                meta.get("job_id"),
+                self.restart_count,
+            )
         else:
             state = default
             self.start_step = self.step = 0
             if self.restart_count > 0:
-                self.log("no resume.pt in %s: starting from the top (restart count %d)", self.run_dir, self.restart_count)
+                self.log(
+                    "no resume.pt in %s: starting from the top (restart count %d)", self.run_dir, self.restart_count
+                )
             else:
                 self.log("fresh start: no resume.pt in %s", self.run_dir)
         self._state = state
@@ -128,8 +134,13 @@ class Run:
         self._state = state
         nxt = self.step + 1 if next_step is None else next_step
         if self.is_main:
-            ckpt.save(self.resume_path, {"roach": {"next_step": nxt, "run_id": self.run_id, "job_id": self.job_id,
-                                                    "time": time.time()}, "state": state})
+            ckpt.save(
+                self.resume_path,
+                {
+                    "roach": {"next_step": nxt, "run_id": self.run_id, "job_id": self.job_id, "time": time.time()},
+                    "state": state,
+                },
+            )
             sig = self.stop_signal
             why = f" after caught_signal {sig.name.removeprefix('SIG')}" if sig else ""
             self.log("checkpoint at step %d%s: %s", nxt, why, self.resume_path)

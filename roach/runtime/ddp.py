@@ -41,6 +41,8 @@ def ddp(model: torch.nn.Module, **kwargs: Any) -> DistributedDataParallel:
     """
     for name, why in _REFUSED.items():
         if name in kwargs:
-            raise UsageError(f"run.ddp(): {name} is not an argument here ({why}); "
-                             "call it without, or build DistributedDataParallel yourself")
+            raise UsageError(
+                f"run.ddp(): {name} is not an argument here ({why}); "
+                "call it without, or build DistributedDataParallel yourself"
+            )
     return DistributedDataParallel(model, find_unused_parameters=True, **kwargs)

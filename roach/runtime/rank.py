@@ -93,7 +93,12 @@ def wants_run(fn) -> bool:
     if not params:
         return False
     p = params[0]
-    return p.name == "run" or p.annotation is Run or getattr(p.annotation, "__name__", None) == "Run" or p.annotation == "Run"
+    return (
+        p.name == "run"
+        or p.annotation is Run
+        or getattr(p.annotation, "__name__", None) == "Run"
+        or p.annotation == "Run"
+    )
 
 
 def write_result(run_dir: Path, value: Any) -> Path:
@@ -139,23 +144,33 @@ def main(argv: list[str]) -> int:
     rank = int(env["RANK"])
     run_dir = Path(expand(spec["run_dir"]))
     run = Run(
-        run_id=spec["run_id"], job_id=int(os.environ.get("SLURM_JOB_ID", "0")), rank=rank,
-        world_size=int(env["WORLD_SIZE"]), local_rank=int(env["LOCAL_RANK"]),
-        local_world_size=int(env["LOCAL_WORLD_SIZE"]), node=os.environ.get("SLURMD_NODENAME", socket.gethostname()),
-        run_dir=run_dir, restart_count=int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
-        cluster=spec.get("cluster", ""), checkpoint_every=spec.get("checkpoint_every"),
+        run_id=spec["run_id"],
+        job_id=int(os.environ.get("SLURM_JOB_ID", "0")),
+        rank=rank,
+        world_size=int(env["WORLD_SIZE"]),
+        local_rank=int(env["LOCAL_RANK"]),
+        local_world_size=int(env["LOCAL_WORLD_SIZE"]),
+        node=os.environ.get("SLURMD_NODENAME", socket.gethostname()),
+        run_dir=run_dir,
+        restart_count=int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
+        cluster=spec.get("cluster", ""),
+        checkpoint_every=spec.get("checkpoint_every"),
         checkpoint_every_s=spec.get("checkpoint_every_s"),
     )
     # Installed first thing: a signal that arrives while the function imports is not lost.
-    run.signals = SignalHandler.for_names([spec.get("checkpoint_signal", "USR1"), "TERM"],
-                                          on_catch=lambda sig: _on_signal(run, sig))
+    run.signals = SignalHandler.for_names(
+        [spec.get("checkpoint_signal", "USR1"), "TERM"], on_catch=lambda sig: _on_signal(run, sig)
+    )
     run.signals.install()
     attempt = attempts.attempt_key()
     done = attempts.completed_before(run_dir, attempt)
     if done is not None:
         if rank == 0:
-            run.log("run %s already completed (%s); not running it again. Submit a new run id to start over.",
-                    spec["run_id"], done)
+            run.log(
+                "run %s already completed (%s); not running it again. Submit a new run id to start over.",
+                spec["run_id"],
+                done,
+            )
         return 0
     try:
         # The batch script starts the ranks with these signals blocked (node.sh roach_block_signals): one
@@ -168,8 +183,13 @@ def main(argv: list[str]) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
         fn = load_function(spec["target"])
         if rank == 0:
-            run.log("starting %s in run %s (world size %d, restart count %d)", spec["target"], spec["run_id"],
-                    run.world_size, run.restart_count)
+            run.log(
+                "starting %s in run %s (world size %d, restart count %d)",
+                spec["target"],
+                spec["run_id"],
+                run.world_size,
+                run.restart_count,
+            )
             if run.restart_count > 0 and not run.resume_path.exists():
                 run.log("restart count %d and no resume.pt: this attempt starts from the top", run.restart_count)
         result = fn(run, **spec["args"]) if wants_run(fn) else fn(**spec["args"])
@@ -181,7 +201,9 @@ def main(argv: list[str]) -> int:
         else:
             sys.stdout.flush()
             traceback.print_exc()
-            print(f"roach rank {rank}: {spec['target']} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            print(
+                f"roach rank {rank}: {spec['target']} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True
+            )
             return 1
     if rank == 0:
         path = write_result(run_dir, result)

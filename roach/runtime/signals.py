@@ -24,7 +24,9 @@ def parse_signal(name: str | int | signal.Signals) -> signal.Signals:
     try:
         return signal.Signals[key]
     except KeyError:
-        valid = ", ".join(s.name.removeprefix("SIG") for s in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT))
+        valid = ", ".join(
+            s.name.removeprefix("SIG") for s in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT)
+        )
         raise ValueError(f"unknown signal {name!r} (valid: {valid})") from None
 
 
@@ -60,5 +62,5 @@ class SignalHandler:
             self.on_catch(sig)
 
     @classmethod
-    def for_names(cls, names: Iterable[str], **kw) -> "SignalHandler":
+    def for_names(cls, names: Iterable[str], **kw) -> SignalHandler:
         return cls(signals=tuple(dict.fromkeys(parse_signal(n) for n in names)), **kw)

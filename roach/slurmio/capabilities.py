@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from roach.errors import ParseError, SlurmError
-from roach.slurmio.parse import parse_duration
+from roach.slurmio.fields import parse_duration
 
 if TYPE_CHECKING:
     from roach.slurmio.client import SlurmClient
@@ -89,9 +89,11 @@ def _rate_limit(ctld_params: str) -> RateLimit | None:
         return None
     got, default = _settings(ctld_params), RateLimit()
     try:
-        return RateLimit(bucket_size=int(got.get("rl_bucket_size", default.bucket_size)),
-                         refill_rate=int(got.get("rl_refill_rate", default.refill_rate)),
-                         refill_period_s=int(got.get("rl_refill_period", default.refill_period_s)))
+        return RateLimit(
+            bucket_size=int(got.get("rl_bucket_size", default.bucket_size)),
+            refill_rate=int(got.get("rl_refill_rate", default.refill_rate)),
+            refill_period_s=int(got.get("rl_refill_period", default.refill_period_s)),
+        )
     except ValueError:
         raise ParseError(f"cannot read the RPC rate limit from SlurmctldParameters={ctld_params!r}") from None
 
@@ -123,7 +125,7 @@ def from_config(config: dict[str, str], json: bool, only_job_state: bool = False
     )
 
 
-def probe(client: "SlurmClient") -> Capabilities:
+def probe(client: SlurmClient) -> Capabilities:
     """Read the cluster's settings (one ``scontrol show config``); ask ``squeue --help`` about ``--json`` and
     ``--only-job-state``.
 

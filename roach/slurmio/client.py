@@ -30,14 +30,32 @@ _TRANSIENT = re.compile(
 
 # stderr -> what the user should do about it
 _HINTS = (
-    (r"Invalid account|account/partition combination", "check the account in your Resources; `sacctmgr show assoc user=$USER format=account,partition,qos` lists yours"),
-    (r"Invalid qos specification", "check the qos in your Resources; `sacctmgr show assoc user=$USER format=qos` lists the QOS you may use"),
+    (
+        r"Invalid account|account/partition combination",
+        "check the account in your Resources; `sacctmgr show assoc user=$USER format=account,partition,qos` lists yours",
+    ),
+    (
+        r"Invalid qos specification",
+        "check the qos in your Resources; `sacctmgr show assoc user=$USER format=qos` lists the QOS you may use",
+    ),
     (r"Invalid partition name", "check the partition in your Resources; `sinfo -s` lists the partitions"),
-    (r"Requested node configuration is not available", "the request exceeds every node (GPUs, CPUs or memory per node); ask for less per node"),
-    (r"Invalid generic resource \(gres\) specification", "the GPU request names a GRES the cluster lacks; `sinfo -o %G` shows them"),
+    (
+        r"Requested node configuration is not available",
+        "the request exceeds every node (GPUs, CPUs or memory per node); ask for less per node",
+    ),
+    (
+        r"Invalid generic resource \(gres\) specification",
+        "the GPU request names a GRES the cluster lacks; `sinfo -o %G` shows them",
+    ),
     (r"Invalid job id specified", "the job is no longer known to the controller; its record is in sacct"),
-    (r"Unable to contact slurm controller|Connection refused", "the controller is down or unreachable; for the lab run `roach lab status`"),
-    (r"Job violates accounting/QOS policy", "the job exceeds a QOS or association limit; `sacctmgr show qos` shows the limits"),
+    (
+        r"Unable to contact slurm controller|Connection refused",
+        "the controller is down or unreachable; for the lab run `roach lab status`",
+    ),
+    (
+        r"Job violates accounting/QOS policy",
+        "the job exceeds a QOS or association limit; `sacctmgr show qos` shows the limits",
+    ),
     (r"Access/permission denied|Access denied", "you may only act on your own jobs"),
 )
 
@@ -60,7 +78,9 @@ class SlurmClient:
     _caps: Capabilities | None = field(default=None, init=False, repr=False)
 
     # -- running -------------------------------------------------------------------------------------
-    def run(self, argv: Sequence[str], *, input: str | None = None, retry: bool = True, ok_codes: Iterable[int] = (0,)) -> Result:
+    def run(
+        self, argv: Sequence[str], *, input: str | None = None, retry: bool = True, ok_codes: Iterable[int] = (0,)
+    ) -> Result:
         """Run one Slurm command; raise :class:`SlurmError` (with command, stderr and hint) if it fails."""
         attempts = 1 + (self.retries if retry else 0)
         ok = set(ok_codes)
@@ -76,7 +96,9 @@ class SlurmClient:
         raise AssertionError("unreachable")
 
     # -- reads ---------------------------------------------------------------------------------------
-    def squeue(self, *, user: str | None = None, job_ids: Iterable[str | int] = (), all_users: bool = False) -> list[P.QueueRecord]:
+    def squeue(
+        self, *, user: str | None = None, job_ids: Iterable[str | int] = (), all_users: bool = False
+    ) -> list[P.QueueRecord]:
         """One ``squeue`` call for a user's jobs (default: the transport's user), or for given ids.
 
         Array tasks are listed one per line (``--array``); still-pending ranges stay one record.
@@ -111,8 +133,15 @@ class SlurmClient:
                 pass  # its errors name no cause ("Unspecified error"): the full squeue says what is wrong
         return [StateRecord.of(r) for r in self.squeue(job_ids=ids)]
 
-    def sacct(self, job_ids: Iterable[str | int] = (), *, allocations_only: bool = True, duplicates: bool = False,
-              user: str | None = None, since: str | None = None) -> list[P.AcctRecord]:
+    def sacct(
+        self,
+        job_ids: Iterable[str | int] = (),
+        *,
+        allocations_only: bool = True,
+        duplicates: bool = False,
+        user: str | None = None,
+        since: str | None = None,
+    ) -> list[P.AcctRecord]:
         """One ``sacct`` call for a set of jobs (``-X``: allocations only; ``-D``: every requeued run too)."""
         argv = ["sacct", "--noheader", "--parsable2", f"--delimiter={P.US}", f"--format={','.join(P.SACCT_FIELDS)}"]
         ids = [str(j) for j in job_ids]

@@ -18,13 +18,17 @@ from roach.errors import RoachError
 from roach.slurmio.transport import Result, Transport
 
 _WRITE = 'set -e; umask 022; mkdir -p -- "$(dirname -- "$1")"; t="$1.tmp.$$"; cat > "$t"; chmod "$2" "$t"; mv -f -- "$t" "$1"'
-_WRITE_MANY = ('set -e; umask 022; r="$1"; mkdir -p -- "$r"; s="$(mktemp -d "$r/.roach-write.XXXXXX")"; '
-               'trap \'rm -rf -- "$s"\' EXIT; tar -xf - -C "$s"; cd "$s"; '
-               'find . -mindepth 1 -type d -print0 | (cd "$r" && xargs -0 -r mkdir -p --); '
-               'find . -type f -print0 | xargs -0 -r sh -c \'for f; do mv -f -- "$f" "$0/$f"; done\' "$r"')
-_UNTAR = ('set -e; umask 022; d="$1"; [ -e "$d/.complete" ] && exit 0; mkdir -p -- "$(dirname -- "$d")"; '
-          't="$d.tmp.$$"; rm -rf -- "$t"; mkdir -p -- "$t"; tar -xf - -C "$t"; touch "$t/.complete"; '
-          'mv -T -- "$t" "$d" 2>/dev/null || rm -rf -- "$t"')
+_WRITE_MANY = (
+    'set -e; umask 022; r="$1"; mkdir -p -- "$r"; s="$(mktemp -d "$r/.roach-write.XXXXXX")"; '
+    'trap \'rm -rf -- "$s"\' EXIT; tar -xf - -C "$s"; cd "$s"; '
+    'find . -mindepth 1 -type d -print0 | (cd "$r" && xargs -0 -r mkdir -p --); '
+    'find . -type f -print0 | xargs -0 -r sh -c \'for f; do mv -f -- "$f" "$0/$f"; done\' "$r"'
+)
+_UNTAR = (
+    'set -e; umask 022; d="$1"; [ -e "$d/.complete" ] && exit 0; mkdir -p -- "$(dirname -- "$d")"; '
+    't="$d.tmp.$$"; rm -rf -- "$t"; mkdir -p -- "$t"; tar -xf - -C "$t"; touch "$t/.complete"; '
+    'mv -T -- "$t" "$d" 2>/dev/null || rm -rf -- "$t"'
+)
 
 
 @dataclass
@@ -35,8 +39,10 @@ class ClusterFS:
     def _sh(self, program: str, *args: str, input: str | bytes | None = None, what: str) -> Result:
         res = self.transport.run(["sh", "-c", program, "sh", *args], input=input)
         if res.returncode != 0:
-            raise RoachError(f"on the cluster, {what} failed: {res.stderr.strip() or res.stdout.strip()}",
-                             hint="check that the path is writable by the user who submits")
+            raise RoachError(
+                f"on the cluster, {what} failed: {res.stderr.strip() or res.stdout.strip()}",
+                hint="check that the path is writable by the user who submits",
+            )
         return res
 
     def home(self) -> str:
@@ -64,7 +70,9 @@ class ClusterFS:
             return
         for path in files:
             if not posixpath.isabs(path) or "\n" in path:
-                raise RoachError(f"cluster path {path!r} is relative or has a newline", hint="expand ~ on the cluster first")
+                raise RoachError(
+                    f"cluster path {path!r} is relative or has a newline", hint="expand ~ on the cluster first"
+                )
         root = posixpath.commonpath([posixpath.dirname(posixpath.normpath(p)) for p in files])
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -106,8 +114,10 @@ class ClusterFS:
         """Files in a secrets directory that group or others may read (or a missing directory)."""
         res = self.transport.run(["find", path, "-maxdepth", "1", "-type", "f", "-perm", "/077"])
         if res.returncode != 0:
-            raise RoachError(f"secrets_dir {path} cannot be read on the cluster: {res.stderr.strip()}",
-                             hint="create it with mode 700 and one file per variable, mode 600")
+            raise RoachError(
+                f"secrets_dir {path} cannot be read on the cluster: {res.stderr.strip()}",
+                hint="create it with mode 700 and one file per variable, mode 600",
+            )
         return sorted(line for line in res.stdout.splitlines() if line)
 
     def ship(self, files: Sequence[Path], base: Path, dest: str) -> str:
@@ -124,8 +134,11 @@ class ClusterFS:
 
 def package_files(directory: Path) -> list[Path]:
     """The files under ``directory`` that Python may import or read (no ``__pycache__``, no bytecode)."""
-    return sorted(p for p in directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                  and p.suffix not in (".pyc", ".pyo"))
+    return sorted(
+        p
+        for p in directory.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+    )
 
 
 def shipped_dir(files: Sequence[Path], base: Path, dest_root: str, name: str) -> str:

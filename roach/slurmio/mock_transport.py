@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from roach.slurmio.transport import Result, Transport
 from roach.errors import TransportError
+from roach.slurmio.transport import Result, Transport
 
 Answer = Result | tuple[int, str, str] | str | BaseException
 Handler = Callable[[tuple[str, ...], str | bytes | None], Answer | None]
@@ -72,7 +72,7 @@ class MockTransport:
     @staticmethod
     def _table(table: list[tuple[tuple[str, ...], Answer]]) -> Handler:
         def lookup(argv: tuple[str, ...], _input: str | bytes | None) -> Answer | None:
-            return next((answer for prefix, answer in table if argv[:len(prefix)] == prefix), None)
+            return next((answer for prefix, answer in table if argv[: len(prefix)] == prefix), None)
 
         return lookup
 

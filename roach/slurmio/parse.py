@@ -7,7 +7,6 @@ offending line in ``repr`` form, never a silent default.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -16,6 +15,16 @@ from datetime import datetime
 from roach.errors import ParseError
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
+from roach.slurmio.fields import (
+    Tres,
+    parse_duration,
+    parse_exit_code,
+    parse_gres_gpus,
+    parse_int,
+    parse_minutes,
+    parse_time,
+    parse_tres,
+)
 
 # Separators that cannot occur in a job name typed at a shell: unit and record separators.
 US = "\x1f"
@@ -23,148 +32,51 @@ RS = "\x1e"
 
 # squeue -O fields in order; ``tres-alloc`` gives requested TRES for pending jobs too ("claimed").
 SQUEUE_FIELDS = (
-    "JobID", "JobArrayID", "ArrayJobID", "ArrayTaskID", "Name", "UserName", "Account", "Partition", "QOS",
-    "State", "Reason", "TimeUsed", "TimeLimit", "RestartCnt", "NumNodes", "NodeList", "tres-alloc",
-    "SubmitTime", "StartTime",
+    "JobID",
+    "JobArrayID",
+    "ArrayJobID",
+    "ArrayTaskID",
+    "Name",
+    "UserName",
+    "Account",
+    "Partition",
+    "QOS",
+    "State",
+    "Reason",
+    "TimeUsed",
+    "TimeLimit",
+    "RestartCnt",
+    "NumNodes",
+    "NodeList",
+    "tres-alloc",
+    "SubmitTime",
+    "StartTime",
 )
 SACCT_FIELDS = (
-    "JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "QOS", "State", "ExitCode",
-    "ElapsedRaw", "TimelimitRaw", "Submit", "Start", "End", "NNodes", "NodeList", "AllocTRES", "Reason",
+    "JobID",
+    "JobIDRaw",
+    "JobName",
+    "User",
+    "Account",
+    "Partition",
+    "QOS",
+    "State",
+    "ExitCode",
+    "ElapsedRaw",
+    "TimelimitRaw",
+    "Submit",
+    "Start",
+    "End",
+    "NNodes",
+    "NodeList",
+    "AllocTRES",
+    "Reason",
 )
 
 
 def squeue_format() -> str:
     """The ``squeue -O`` argument matching :func:`parse_squeue`: US after each field, RS ends a record."""
     return ",".join(f"{f}:{US}" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:{RS}"
-
-
-# -- scalar fields ----------------------------------------------------------------------------------
-_NULLS = {"", "(null)", "N/A", "None", "Unknown", "NONE", "n/a"}
-
-
-@functools.lru_cache(maxsize=4096)  # immutable results; a queue repeats the same texts
-def parse_duration(text: str) -> int | None:
-    """Slurm's ``[D-]HH:MM:SS``, ``MM:SS``, ``M`` (minutes) to seconds; ``UNLIMITED`` and nulls to None."""
-    t = text.strip()
-    if t in _NULLS or t.upper() in {"UNLIMITED", "INFINITE", "INVALID", "NOT_SET", "PARTITION_LIMIT"}:
-        return None
-    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?(?:\.\d+)?", t)
-    if not m:
-        raise ParseError(f"cannot read a Slurm duration from {text!r}", hint="expected [D-]HH:MM:SS")
-    days, a, b, c = m.groups()
-    if c is not None:
-        h, mi, s = int(a), int(b), int(c)
-    elif b is not None:
-        h, mi, s = (int(a), int(b), 0) if days else (0, int(a), int(b))
-    else:
-        h, mi, s = (int(a), 0, 0) if days else (0, int(a), 0)
-    return int(days or 0) * 86400 + h * 3600 + mi * 60 + s
-
-
-def parse_minutes(text: str) -> int | None:
-    """A raw minute count (``TimelimitRaw``) to seconds."""
-    t = text.strip()
-    if t in _NULLS or t.upper() in {"UNLIMITED", "INFINITE", "PARTITION_LIMIT"}:
-        return None
-    if not t.isdigit():
-        raise ParseError(f"cannot read a minute count from {text!r}")
-    return int(t) * 60
-
-
-@functools.lru_cache(maxsize=4096)  # immutable results; a queue repeats the same texts
-def parse_time(text: str) -> datetime | None:
-    t = text.strip()
-    if t in _NULLS:
-        return None
-    try:
-        return datetime.fromisoformat(t)
-    except ValueError:
-        raise ParseError(f"cannot read a Slurm timestamp from {text!r}", hint="expected YYYY-MM-DDTHH:MM:SS") from None
-
-
-def parse_int(text: str, what: str) -> int:
-    t = text.strip()
-    if t in _NULLS:
-        return 0
-    if not t.isdigit():
-        raise ParseError(f"cannot read {what} from {text!r}")
-    return int(t)
-
-
-def parse_exit_code(text: str) -> tuple[int, int]:
-    """sacct's ``ExitCode`` ``"code:signal"`` to a pair of ints."""
-    m = re.fullmatch(r"(-?\d+):(\d+)", text.strip())  # a NODE_FAIL step can read -2:0
-    if not m:
-        raise ParseError(f"cannot read an exit code from {text!r}", hint="expected CODE:SIGNAL such as 0:0")
-    return int(m[1]), int(m[2])
-
-
-_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024, "P": 1024**3}
-
-
-def parse_memory_mb(text: str) -> int:
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]?)[cn]?", text.strip())
-    if not m:
-        raise ParseError(f"cannot read a memory size from {text!r}")
-    return int(float(m[1]) * _MEM_UNITS[m[2] or "M"])
-
-
-@dataclass(frozen=True)
-class Tres:
-    """Trackable resources of a job: counts of CPUs, memory (MiB), nodes and GPUs (by type, "" = untyped)."""
-
-    cpu: int = 0
-    mem_mb: int = 0
-    nodes: int = 0
-    gpus_by_type: tuple[tuple[str, int], ...] = ()
-    billing: int = 0
-
-    @property
-    def gpus(self) -> int:
-        """Total GPUs. Slurm lists a typed count beside the untyped total; never add both."""
-        by = dict(self.gpus_by_type)
-        return by[""] if "" in by else sum(by.values())
-
-
-@functools.lru_cache(maxsize=4096)  # immutable results; a queue repeats the same texts
-def parse_tres(text: str) -> Tres:
-    """A TRES string such as ``cpu=2,mem=1000M,node=2,billing=2,gres/gpu=8,gres/gpu:a100=8``."""
-    t = text.strip()
-    if t in _NULLS:
-        return Tres()
-    values: dict[str, int] = {"cpu": 0, "mem_mb": 0, "nodes": 0, "billing": 0}
-    gpus: dict[str, int] = {}
-    for part in t.split(","):
-        key, sep, val = part.partition("=")
-        if not sep:
-            raise ParseError(f"cannot read TRES item {part!r} in {text!r}", hint="expected name=value")
-        if key == "mem":
-            values["mem_mb"] = parse_memory_mb(val)
-        elif key in ("cpu", "billing"):
-            values[key] = int(float(val))
-        elif key == "node":
-            values["nodes"] = int(val)
-        elif key.startswith("gres/gpu"):
-            gpus[key.partition(":")[2]] = int(val)
-        # other TRES (energy, licenses, fs/disk, gres/shard ...) are not needed by roach
-    return Tres(gpus_by_type=tuple(sorted(gpus.items())), **values)
-
-
-def parse_gres_gpus(text: str) -> int:
-    """GPUs in a GRES string: ``gpu:4``, ``gres:gpu:4``, ``gpu:a100:2(S:0-1)``, ``gres/gpu=2``, ``gpu:2(IDX:0-1)``."""
-    total = 0
-    t = text.strip()
-    if t in _NULLS:
-        return 0
-    for part in re.split(r",(?![^(]*\))", t):
-        part = re.sub(r"\(.*\)$", "", part.strip()).removeprefix("gres:").removeprefix("gres/")
-        if not part.startswith("gpu"):
-            continue
-        m = re.fullmatch(r"gpu(?:[:=](?:[^:=]*[:=])?(\d+))?", part)
-        if not m:
-            raise ParseError(f"cannot read a GPU count from GRES {text!r}")
-        total += int(m[1]) if m[1] else 1
-    return total
 
 
 # -- records ----------------------------------------------------------------------------------------
@@ -199,7 +111,7 @@ class JobRef:
     tasks: str | None = None  # pending range, e.g. "5-9%2"
 
     @classmethod
-    def parse(cls, text: str) -> "JobRef":
+    def parse(cls, text: str) -> JobRef:
         m = re.fullmatch(r"(\d+)(?:_(\d+)|_\[([^\]]+)\])?(?:\+\d+)?", text.strip())
         if not m:
             raise ParseError(f"cannot read a job id from {text!r}", hint="expected 123, 123_4 or 123_[5-9%2]")
@@ -257,8 +169,10 @@ def _records(text: str, nfields: int, record_sep: str | None, what: str) -> Iter
     for chunk in chunks:
         fields_ = chunk.split(US)
         if len(fields_) != nfields:
-            raise ParseError(f"{what}: expected {nfields} fields, got {len(fields_)} in {chunk!r}",
-                             hint="the cluster's Slurm prints a format roach does not know; report it with this line")
+            raise ParseError(
+                f"{what}: expected {nfields} fields, got {len(fields_)} in {chunk!r}",
+                hint="the cluster's Slurm prints a format roach does not know; report it with this line",
+            )
         yield fields_
 
 
@@ -266,18 +180,50 @@ def parse_squeue(text: str) -> list[QueueRecord]:
     """Output of ``squeue -h -O <squeue_format()>``."""
     out = []
     for f in _records(text, len(SQUEUE_FIELDS), RS, "squeue"):
-        (jobid, arrayid, _arrjob, _arrtask, name, user, account, partition, qos, state, reason, used, limit,
-         restarts, nnodes, nodelist, tres, submit, start) = f
+        (
+            jobid,
+            arrayid,
+            _arrjob,
+            _arrtask,
+            name,
+            user,
+            account,
+            partition,
+            qos,
+            state,
+            reason,
+            used,
+            limit,
+            restarts,
+            nnodes,
+            nodelist,
+            tres,
+            submit,
+            start,
+        ) = f
         reason_text = reason.strip()
-        out.append(QueueRecord(
-            ref=JobRef.parse(arrayid), raw_id=parse_int(jobid, "a job id"), name=name, user=user.strip(),
-            account=account.strip(), partition=partition.strip(), qos=qos.strip(), state=JobState.parse(state),
-            reason=PendingReason.parse(reason_text), reason_text=reason_text,
-            elapsed_s=parse_duration(used) or 0, time_limit_s=parse_duration(limit),
-            restart_count=parse_int(restarts, "a restart count"), nodes=parse_int(nnodes, "a node count"),
-            nodelist=nodelist.strip(), tres=parse_tres(tres), submit_time=parse_time(submit),
-            start_time=parse_time(start),
-        ))
+        out.append(
+            QueueRecord(
+                ref=JobRef.parse(arrayid),
+                raw_id=parse_int(jobid, "a job id"),
+                name=name,
+                user=user.strip(),
+                account=account.strip(),
+                partition=partition.strip(),
+                qos=qos.strip(),
+                state=JobState.parse(state),
+                reason=PendingReason.parse(reason_text),
+                reason_text=reason_text,
+                elapsed_s=parse_duration(used) or 0,
+                time_limit_s=parse_duration(limit),
+                restart_count=parse_int(restarts, "a restart count"),
+                nodes=parse_int(nnodes, "a node count"),
+                nodelist=nodelist.strip(),
+                tres=parse_tres(tres),
+                submit_time=parse_time(submit),
+                start_time=parse_time(start),
+            )
+        )
     return out
 
 
@@ -317,18 +263,54 @@ def parse_sacct(text: str) -> list[AcctRecord]:
     """Output of ``sacct -n -P --delimiter=US --format=<SACCT_FIELDS>``."""
     out = []
     for f in _records(text, len(SACCT_FIELDS), None, "sacct"):
-        (jobid, raw, name, user, account, partition, qos, state, exit_code, elapsed, limit, submit, start, end,
-         nnodes, nodelist, tres, reason) = f
+        (
+            jobid,
+            raw,
+            name,
+            user,
+            account,
+            partition,
+            qos,
+            state,
+            exit_code,
+            elapsed,
+            limit,
+            submit,
+            start,
+            end,
+            nnodes,
+            nodelist,
+            tres,
+            reason,
+        ) = f
         base, _, step = jobid.strip().partition(".")
         code, sig = parse_exit_code(exit_code)
-        out.append(AcctRecord(
-            ref=JobRef.parse(base), step=step or None, raw_id=raw.strip(), name=name, user=user.strip(),
-            account=account.strip(), partition=partition.strip(), qos=qos.strip(), state=JobState.parse(state),
-            state_text=state.strip(), exit_code=code, exit_signal=sig, elapsed_s=parse_int(elapsed, "elapsed seconds"),
-            time_limit_s=parse_minutes(limit), submit_time=parse_time(submit), start_time=parse_time(start),
-            end_time=parse_time(end), nodes=parse_int(nnodes, "a node count"), nodelist=nodelist.strip(),
-            tres=parse_tres(tres), reason=PendingReason.parse(reason.strip()), reason_text=reason.strip(),
-        ))
+        out.append(
+            AcctRecord(
+                ref=JobRef.parse(base),
+                step=step or None,
+                raw_id=raw.strip(),
+                name=name,
+                user=user.strip(),
+                account=account.strip(),
+                partition=partition.strip(),
+                qos=qos.strip(),
+                state=JobState.parse(state),
+                state_text=state.strip(),
+                exit_code=code,
+                exit_signal=sig,
+                elapsed_s=parse_int(elapsed, "elapsed seconds"),
+                time_limit_s=parse_minutes(limit),
+                submit_time=parse_time(submit),
+                start_time=parse_time(start),
+                end_time=parse_time(end),
+                nodes=parse_int(nnodes, "a node count"),
+                nodelist=nodelist.strip(),
+                tres=parse_tres(tres),
+                reason=PendingReason.parse(reason.strip()),
+                reason_text=reason.strip(),
+            )
+        )
     return out
 
 
@@ -402,8 +384,14 @@ def parse_sinfo_nodes(text: str) -> list[NodeRecord]:
             by_node[name] = NodeRecord(**{**prev.__dict__, "partitions": (*prev.partitions, part)})
             continue
         by_node[name] = NodeRecord(
-            name=name, state=state, cpus_alloc=int(m[1]), cpus_total=int(m[4]), gpus_total=parse_gres_gpus(gres),
-            gpus_used=parse_gres_gpus(gres_used), partitions=(part,), memory_mb=parse_int(mem, "memory"),
+            name=name,
+            state=state,
+            cpus_alloc=int(m[1]),
+            cpus_total=int(m[4]),
+            gpus_total=parse_gres_gpus(gres),
+            gpus_used=parse_gres_gpus(gres_used),
+            partitions=(part,),
+            memory_mb=parse_int(mem, "memory"),
             alloc_mem_mb=parse_int(alloc, "allocated memory"),
         )
     return list(by_node.values())

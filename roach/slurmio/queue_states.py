@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roach.errors import ParseError
-from roach.slurmio.parse import JobRef, QueueRecord
 from roach.model.job_state import JobState
+from roach.slurmio.parse import JobRef, QueueRecord
 
 ONLY_JOB_STATE = "--only-job-state"
 

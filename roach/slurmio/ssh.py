@@ -45,13 +45,17 @@ _CONNECT = re.compile(
     r"read from master failed|mux_client_request_session|client_loop:|packet_write_wait|Connection to \S+ closed",
     re.IGNORECASE,
 )
-_AUTH = re.compile(r"Permission denied|Too many authentication failures|Authentication failed|no mutual signature",
-                   re.IGNORECASE)
-_HOSTKEY = re.compile(r"Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|host key .* is not known",
-                      re.IGNORECASE)
-_CONFIG = re.compile(r"Bad configuration option|bad configuration options|Can't open user config file|"
-                     r"Bad owner or permissions|Unsupported option|garbage at end of line|no argument after keyword",
-                     re.IGNORECASE)
+_AUTH = re.compile(
+    r"Permission denied|Too many authentication failures|Authentication failed|no mutual signature", re.IGNORECASE
+)
+_HOSTKEY = re.compile(
+    r"Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|host key .* is not known", re.IGNORECASE
+)
+_CONFIG = re.compile(
+    r"Bad configuration option|bad configuration options|Can't open user config file|"
+    r"Bad owner or permissions|Unsupported option|garbage at end of line|no argument after keyword",
+    re.IGNORECASE,
+)
 
 
 class SSHConnectError(TransportError):
@@ -82,8 +86,11 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str] = {}, setup: Sequ
     parts = [line.strip().rstrip(";") for line in setup if line.strip()]
     for key, value in {**env, **PINNED_ENV}.items():
         if not _ENV_NAME.match(key):
-            raise TransportError(f"invalid environment variable name {key!r} for a remote command", argv,
-                                 hint="names are letters, digits and underscores, not starting with a digit")
+            raise TransportError(
+                f"invalid environment variable name {key!r} for a remote command",
+                argv,
+                hint="names are letters, digits and underscores, not starting with a digit",
+            )
         parts.append(f"export {key}={shlex.quote(str(value))}")
     parts.append(" ".join(shlex.quote(str(a)) for a in argv))
     return "; ".join(parts)
@@ -108,11 +115,14 @@ def _private_dir(path: Path) -> Path:
         path.mkdir(mode=0o700, parents=False, exist_ok=True)
         st = os.lstat(path)
     except OSError as exc:
-        raise TransportError(f"cannot create the SSH control directory {path}: {exc}",
-                             hint="pass control_dir= a directory you own") from exc
+        raise TransportError(
+            f"cannot create the SSH control directory {path}: {exc}", hint="pass control_dir= a directory you own"
+        ) from exc
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise TransportError(f"the SSH control directory {path} is not a directory owned by you",
-                             hint="remove it, or pass control_dir= a directory you own")
+        raise TransportError(
+            f"the SSH control directory {path} is not a directory owned by you",
+            hint="remove it, or pass control_dir= a directory you own",
+        )
     if st.st_mode & 0o077:
         os.chmod(path, 0o700)
     return path
@@ -171,27 +181,42 @@ class SSHTransport:
     def control_dir(self) -> Path:
         d = self._control_dir or default_control_dir()
         if any(ch.isspace() or ch in "%\"'" for ch in str(d)):
-            raise TransportError(f"the SSH control directory {str(d)!r} has a space, quote or %",
-                                 hint="pass control_dir= a plain path")
+            raise TransportError(
+                f"the SSH control directory {str(d)!r} has a space, quote or %", hint="pass control_dir= a plain path"
+            )
         if len(str(d)) > _MAX_SOCKET_DIR:
-            raise TransportError(f"the SSH control directory {d} is too long for a Unix socket path",
-                                 hint=f"pass control_dir= a path of at most {_MAX_SOCKET_DIR} characters")
+            raise TransportError(
+                f"the SSH control directory {d} is too long for a Unix socket path",
+                hint=f"pass control_dir= a path of at most {_MAX_SOCKET_DIR} characters",
+            )
         return _private_dir(d)
 
     def ssh_options(self) -> list[str]:
         """Everything between ``ssh`` and the alias: the user's config file and roach's fixed options."""
         opts = ["-F", self.config_file] if self.config_file else []
         return opts + [
-            "-o", "BatchMode=yes",
-            "-o", f"ConnectTimeout={self.connect_timeout}",
-            "-o", "ControlMaster=auto",
-            "-o", f"ControlPath={self.control_dir}/%C",
-            "-o", f"ControlPersist={self.control_persist_s}",
-            "-o", "LogLevel=ERROR",  # no banners or "Permanently added" warnings mixed into stderr
-            "-o", "ClearAllForwardings=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={self.connect_timeout}",
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            f"ControlPath={self.control_dir}/%C",
+            "-o",
+            f"ControlPersist={self.control_persist_s}",
+            "-o",
+            "LogLevel=ERROR",  # no banners or "Permanently added" warnings mixed into stderr
+            "-o",
+            "ClearAllForwardings=yes",
             # A silently dead network must end a long-running call (a wait loop), not hang it.
-            "-o", "ServerAliveInterval=30", "-o", "ServerAliveCountMax=4",
-            "-T", "-x", "-a",
+            "-o",
+            "ServerAliveInterval=30",
+            "-o",
+            "ServerAliveCountMax=4",
+            "-T",
+            "-x",
+            "-a",
         ]
 
     def rsync_args(self, remote_rsync: str = "rsync") -> list[str]:
@@ -221,8 +246,11 @@ class SSHTransport:
         """Run ``true`` on the login host; raise :class:`TransportError` (with ssh's message) if that fails."""
         res = self.run(["true"])
         if not res.ok:
-            raise TransportError(f"ssh {self.alias}: `true` exited {res.returncode}: {_last_line(res.stderr)}",
-                                 res.argv, hint="the remote login shell or a remote_setup line fails")
+            raise TransportError(
+                f"ssh {self.alias}: `true` exited {res.returncode}: {_last_line(res.stderr)}",
+                res.argv,
+                hint="the remote login shell or a remote_setup line fails",
+            )
 
     def master_running(self) -> bool:
         """Whether the shared connection is up (asks the local control socket; no network)."""
@@ -240,7 +268,7 @@ class SSHTransport:
         except (OSError, subprocess.TimeoutExpired):
             pass
 
-    def __enter__(self) -> "SSHTransport":
+    def __enter__(self) -> SSHTransport:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -258,10 +286,12 @@ class SSHTransport:
                 wait = self._blocked_until - now
                 raise SSHBackingOff(
                     f"ssh {self.alias}: not connecting for another {wait:.0f}s after the last attempt failed: "
-                    f"{self._last_error}", full,
+                    f"{self._last_error}",
+                    full,
                     hint=f"roach retries once after {self.backoff_s:.0f}s so as not to storm the login host; "
-                         f"check `ssh {self.alias} true` yourself meanwhile",
-                    retry_at=self._blocked_until)
+                    f"check `ssh {self.alias} true` yourself meanwhile",
+                    retry_at=self._blocked_until,
+                )
             self._blocked_until = None  # the backoff is over: exactly one attempt may go out
         if self.master_running():
             return False  # reusing the shared connection costs the host nothing
@@ -275,15 +305,26 @@ class SSHTransport:
     def _exec(self, full: list[str], input: str | bytes | None, timeout: float) -> subprocess.CompletedProcess:
         binary = isinstance(input, bytes)
         try:
-            return subprocess.run(full, input=input, capture_output=True, text=not binary, timeout=timeout,
-                                  stdin=None if input is not None else subprocess.DEVNULL)
+            return subprocess.run(
+                full,
+                input=input,
+                capture_output=True,
+                text=not binary,
+                timeout=timeout,
+                stdin=None if input is not None else subprocess.DEVNULL,
+            )
         except FileNotFoundError as exc:
-            raise TransportError(f"command not found: {self.ssh}", full,
-                                 hint="install the OpenSSH client (Debian: apt-get install openssh-client)") from exc
+            raise TransportError(
+                f"command not found: {self.ssh}",
+                full,
+                hint="install the OpenSSH client (Debian: apt-get install openssh-client)",
+            ) from exc
         except subprocess.TimeoutExpired as exc:
-            raise TransportError(f"ssh {self.alias}: command timed out after {exc.timeout:.0f}s: {full[-1]}", full,
-                                 hint="the login host or its Slurm controller may be overloaded; try again later",
-                                 ) from exc
+            raise TransportError(
+                f"ssh {self.alias}: command timed out after {exc.timeout:.0f}s: {full[-1]}",
+                full,
+                hint="the login host or its Slurm controller may be overloaded; try again later",
+            ) from exc
         except OSError as exc:
             raise TransportError(f"could not run {self.ssh}: {exc}", full) from exc
 
@@ -303,25 +344,36 @@ class SSHTransport:
         line = _last_line(err)
         where = f"ssh {self.alias}" + (f" (config {self.config_file})" if self.config_file else "")
         if _AUTH.search(err):
-            raise TransportError(f"{where}: authentication failed: {line}", full,
-                                 hint="roach never prompts (BatchMode=yes): load your key into ssh-agent or name it "
-                                      f"with IdentityFile for this Host; `ssh -o BatchMode=yes {self.alias} true` "
-                                      "must work without a prompt")
+            raise TransportError(
+                f"{where}: authentication failed: {line}",
+                full,
+                hint="roach never prompts (BatchMode=yes): load your key into ssh-agent or name it "
+                f"with IdentityFile for this Host; `ssh -o BatchMode=yes {self.alias} true` "
+                "must work without a prompt",
+            )
         if _HOSTKEY.search(err):
-            raise TransportError(f"{where}: host key not accepted: {line}", full,
-                                 hint=f"run `ssh {self.alias} true` once by hand to check and accept its host key")
+            raise TransportError(
+                f"{where}: host key not accepted: {line}",
+                full,
+                hint=f"run `ssh {self.alias} true` once by hand to check and accept its host key",
+            )
         if _CONNECT.search(err):
             self._last_error = line
             self._blocked_until = self.clock() + self.backoff_s
             if re.search(r"Could not resolve hostname|Name or service not known", err):
                 cfg = f"-F {self.config_file} " if self.config_file else ""
-                hint = (f"is {self.alias!r} a Host in {self.config_file or '~/.ssh/config'}? "
-                        f"`ssh -G {cfg}{self.alias}` shows what it resolves to")
+                hint = (
+                    f"is {self.alias!r} a Host in {self.config_file or '~/.ssh/config'}? "
+                    f"`ssh -G {cfg}{self.alias}` shows what it resolves to"
+                )
             else:
-                hint = (f"the login host could not be reached or dropped the connection; roach tries once more "
-                        f"after {self.backoff_s:.0f}s, never in a tight loop")
+                hint = (
+                    f"the login host could not be reached or dropped the connection; roach tries once more "
+                    f"after {self.backoff_s:.0f}s, never in a tight loop"
+                )
             raise SSHConnectError(f"{where}: cannot connect: {line}", full, hint, retry_at=self._blocked_until)
         if _CONFIG.search(err):
-            raise TransportError(f"{where}: ssh configuration error: {line}", full,
-                                 hint="fix the ssh config file named in the message")
+            raise TransportError(
+                f"{where}: ssh configuration error: {line}", full, hint="fix the ssh config file named in the message"
+            )
         # Otherwise the remote command itself exited 255: a normal result for the caller to judge.

@@ -16,7 +16,6 @@ from typing import Protocol, runtime_checkable
 
 from roach.errors import TransportError
 
-
 # The caller's environment must not change what Slurm prints: SLURM_TIME_FORMAT=relative would make
 # sacct print times without dates, which roach's parsers rightly refuse.
 PINNED_ENV = {"SLURM_TIME_FORMAT": "standard"}
@@ -40,8 +39,7 @@ class Result:
 class Transport(Protocol):
     """Runs one command where the cluster's Slurm commands are."""
 
-    def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None) -> Result:
-        ...
+    def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None) -> Result: ...
 
 
 @dataclass
@@ -94,5 +92,6 @@ class LocalTransport:
             ) from exc
         except OSError as exc:
             raise TransportError(f"could not run {full[0]}: {exc}", full) from exc
-        return Result(tuple(full), proc.returncode, proc.stdout.decode(errors="replace"),
-                      proc.stderr.decode(errors="replace"))
+        return Result(
+            tuple(full), proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+        )

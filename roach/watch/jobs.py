@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from roach.ops.pending import Explanation
-from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
 from roach.model.job_state import JobState
 from roach.model.tiers import Tier, tier_of
 from roach.ops.events import Event, EventKind, human_seconds, job_label
+from roach.ops.pending import Explanation
+from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
 from roach.watch.logs import LogFacts, LogLook, StallRule, gaps_of, read_facts
 
 _REQUEUE_STATES = (JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState.REQUEUE_FED, JobState.SPECIAL_EXIT)
@@ -81,7 +81,7 @@ class JobWatch:
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "JobWatch":
+    def from_json(cls, data: dict[str, Any]) -> JobWatch:
         # a round loads every watched job: skip the filtering copy when the keys are this version's own
         return cls(**data) if data.keys() <= _FIELDS else cls(**{k: v for k, v in data.items() if k in _FIELDS})
 
@@ -128,11 +128,26 @@ _FIELDS = frozenset(f.name for f in fields(JobWatch))
 _MUTABLE = tuple(f.name for f in fields(JobWatch) if f.default_factory is not MISSING)  # lists and dicts
 
 
-def new_watch(key: str, rec: QueueRecord | None, now: float, *, run_id: str | None = None, name: str = "",
-              log_path: str | None = None, job_id: int | None = None, resubmitted: bool = False) -> JobWatch:
-    w = JobWatch(key=key, job_id=job_id if job_id is not None else (rec.raw_id if rec else int(key.split("_")[0])),
-                 run_id=run_id, name=name or (rec.name if rec else ""), log_path=log_path, first_seen=now,
-                 resubmitted=resubmitted)
+def new_watch(
+    key: str,
+    rec: QueueRecord | None,
+    now: float,
+    *,
+    run_id: str | None = None,
+    name: str = "",
+    log_path: str | None = None,
+    job_id: int | None = None,
+    resubmitted: bool = False,
+) -> JobWatch:
+    w = JobWatch(
+        key=key,
+        job_id=job_id if job_id is not None else (rec.raw_id if rec else int(key.split("_")[0])),
+        run_id=run_id,
+        name=name or (rec.name if rec else ""),
+        log_path=log_path,
+        first_seen=now,
+        resubmitted=resubmitted,
+    )
     if rec is not None:
         w.submitted = rec.submit_time.timestamp() if rec.submit_time else None
         w.restart_count = w.restarts_reported = rec.restart_count
@@ -162,10 +177,19 @@ def on_queue(w: JobWatch, rec: QueueRecord, ctx: Ctx, first: bool) -> list[Event
         where = f" on {rec.nodelist}" if rec.nodelist else ""
         on_tier = f", tier {w.tier}" if w.tier else ""
         waited = f" after {human_seconds(ctx.now - w.submitted)} since submission" if w.submitted and not why else ""
-        events.append(ctx.event(EventKind.STARTED, w, f"{w.label()} started{again}{where}{on_tier} "
-                                f"({rec.tres.gpus} GPU{'s' if rec.tres.gpus != 1 else ''}){waited}",
-                                state=rec.state.value, nodes=rec.nodelist, tier=w.tier, gpus=rec.tres.gpus,
-                                restart_count=rec.restart_count))
+        events.append(
+            ctx.event(
+                EventKind.STARTED,
+                w,
+                f"{w.label()} started{again}{where}{on_tier} "
+                f"({rec.tres.gpus} GPU{'s' if rec.tres.gpus != 1 else ''}){waited}",
+                state=rec.state.value,
+                nodes=rec.nodelist,
+                tier=w.tier,
+                gpus=rec.tres.gpus,
+                restart_count=rec.restart_count,
+            )
+        )
         if "started" not in w.reported:
             w.reported.append("started")
         w.stalled = False
@@ -174,8 +198,14 @@ def on_queue(w: JobWatch, rec: QueueRecord, ctx: Ctx, first: bool) -> list[Event
         if exp.never:
             flag = f"never:{rec.reason.name}"
             if w.never_pending == rec.reason.name and flag not in w.reported:
-                events.append(ctx.event(EventKind.NEVER_STARTS, w, f"{w.label()} will never start as it is: "
-                                        f"{exp.line()}", **exp.to_json()))
+                events.append(
+                    ctx.event(
+                        EventKind.NEVER_STARTS,
+                        w,
+                        f"{w.label()} will never start as it is: {exp.line()}",
+                        **exp.to_json(),
+                    )
+                )
                 w.reported.append(flag)
             w.never_pending = rec.reason.name
         else:
@@ -200,16 +230,28 @@ def _requeued(w: JobWatch, rec: QueueRecord, tier: Tier | None, why: list[str], 
     at = f" at step {w.step}" if w.step is not None else ""
     advice = ""
     if preempted and n >= 2:
-        advice = (f"; preempted {n} times on tier {name}: a placement to change "
-                  f"(`roach promote {w.run_id or w.key} --to <tier>` once it pends, or `roach move`)")
+        advice = (
+            f"; preempted {n} times on tier {name}: a placement to change "
+            f"(`roach promote {w.run_id or w.key} --to <tier>` once it pends, or `roach move`)"
+        )
     elif preempted and w.checkpoints is False:
-        advice = "; it does not checkpoint and restarts from the top: first to promote when a non-preemptible slot frees"
+        advice = (
+            "; it does not checkpoint and restarts from the top: first to promote when a non-preemptible slot frees"
+        )
     kind = EventKind.PREEMPTED if preempted else EventKind.REQUEUED
     verb = "preempted" if preempted else ("requeued at its wall clock" if said == "wall clock" else "requeued")
-    return ctx.event(kind, w, f"{w.label()} {verb}{at} on tier {name}: back in the queue ({', '.join(why)}; "
-                              f"restart {rec.restart_count}){advice}",
-                     tier=w.tier, why=why, restart_count=rec.restart_count, step=w.step, preemptions_on_tier=n,
-                     checkpoints=w.checkpoints)
+    return ctx.event(
+        kind,
+        w,
+        f"{w.label()} {verb}{at} on tier {name}: back in the queue ({', '.join(why)}; "
+        f"restart {rec.restart_count}){advice}",
+        tier=w.tier,
+        why=why,
+        restart_count=rec.restart_count,
+        step=w.step,
+        preemptions_on_tier=n,
+        checkpoints=w.checkpoints,
+    )
 
 
 def on_left(w: JobWatch, now: float) -> None:
@@ -224,24 +266,48 @@ def on_accounting(w: JobWatch, rec: AcctRecord | None, ctx: Ctx, lost_after_s: f
     if rec is None or not rec.state.is_terminal:
         if rec is None and w.left_at is not None and ctx.now - w.left_at > lost_after_s and "lost" not in w.reported:
             w.reported.append("lost")
-            return [ctx.event(EventKind.LOST, w, f"{w.label()} left the queue {human_seconds(ctx.now - w.left_at)} "
-                              "ago and accounting has no record of it: check `sacct -j " + w.key + "`")]
+            return [
+                ctx.event(
+                    EventKind.LOST,
+                    w,
+                    f"{w.label()} left the queue {human_seconds(ctx.now - w.left_at)} "
+                    "ago and accounting has no record of it: check `sacct -j " + w.key + "`",
+                )
+            ]
         return []
     events: list[Event] = []
     if "started" not in w.reported and rec.start_time is not None and rec.nodelist not in ("", "None assigned"):
         # it started and ended between two rounds: say that it started, once, before it finished
         w.reported.append("started")
-        events.append(ctx.event(EventKind.STARTED, w, f"{w.label()} started on {rec.nodelist} (seen once it had "
-                                f"ended)", state=JobState.RUNNING.value, nodes=rec.nodelist, tier=w.tier,
-                                gpus=w.gpus, restart_count=0))
+        events.append(
+            ctx.event(
+                EventKind.STARTED,
+                w,
+                f"{w.label()} started on {rec.nodelist} (seen once it had ended)",
+                state=JobState.RUNNING.value,
+                nodes=rec.nodelist,
+                tier=w.tier,
+                gpus=w.gpus,
+                restart_count=0,
+            )
+        )
     w.final_state, w.exit_code, w.done, w.in_queue = rec.state.value, f"{rec.exit_code}:{rec.exit_signal}", True, False
     w.state = rec.state.value
     ran = f", ran {human_seconds(rec.elapsed_s)}" if rec.elapsed_s else ""
     moved = f" (continued as job {w.superseded_by})" if w.superseded_by else ""
-    return events + [ctx.event(EventKind.FINISHED, w, f"{w.label()} finished: {rec.state_text}, exit {w.exit_code}"
-                               f"{ran}{moved}", state=rec.state.value, state_text=rec.state_text,
-                               exit_code=w.exit_code, elapsed_s=rec.elapsed_s, ok=rec.state.is_success,
-                               superseded_by=w.superseded_by)]
+    return events + [
+        ctx.event(
+            EventKind.FINISHED,
+            w,
+            f"{w.label()} finished: {rec.state_text}, exit {w.exit_code}{ran}{moved}",
+            state=rec.state.value,
+            state_text=rec.state_text,
+            exit_code=w.exit_code,
+            elapsed_s=rec.elapsed_s,
+            ok=rec.state.is_success,
+            superseded_by=w.superseded_by,
+        )
+    ]
 
 
 def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: Ctx, running: bool) -> list[Event]:
@@ -268,12 +334,25 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
     if facts.attempt is not None and facts.attempt != w.attempt and (facts.resumed_at is not None or facts.fresh):
         w.attempt = facts.attempt
         if facts.resumed_at is not None:
-            events.append(ctx.event(EventKind.RESUMED, w, f"{w.label()} resumed at step {facts.resumed_at} "
-                                    f"(attempt {facts.attempt})", step=facts.resumed_at, attempt=facts.attempt))
+            events.append(
+                ctx.event(
+                    EventKind.RESUMED,
+                    w,
+                    f"{w.label()} resumed at step {facts.resumed_at} (attempt {facts.attempt})",
+                    step=facts.resumed_at,
+                    attempt=facts.attempt,
+                )
+            )
         elif facts.fresh and (facts.attempt > 1 or w.resubmitted):
-            events.append(ctx.event(EventKind.FROM_THE_TOP, w, f"{w.label()} started again from step 0 (attempt "
-                                    f"{facts.attempt}): it had no checkpoint to resume from; the work before is lost",
-                                    attempt=facts.attempt))
+            events.append(
+                ctx.event(
+                    EventKind.FROM_THE_TOP,
+                    w,
+                    f"{w.label()} started again from step 0 (attempt "
+                    f"{facts.attempt}): it had no checkpoint to resume from; the work before is lost",
+                    attempt=facts.attempt,
+                )
+            )
     if moved:
         w.stalled = False
     elif running and w.running and w.log_size is not None:
@@ -282,10 +361,19 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
         if silence > limit and not w.stalled:
             w.stalled = True
             last = f'; last line: "{w.progress}"' if w.progress else ""
-            events.append(ctx.event(EventKind.STALLED, w, f"{w.label()} stalled: its log has not moved for "
-                                    f"{human_seconds(silence)} (usual gap {human_seconds(max(w.gaps) if w.gaps else None)}, "
-                                    f"limit {human_seconds(limit)}){last}", silence_s=round(silence, 1),
-                                    limit_s=round(limit, 1), log=w.log_path, last=w.progress))
+            events.append(
+                ctx.event(
+                    EventKind.STALLED,
+                    w,
+                    f"{w.label()} stalled: its log has not moved for "
+                    f"{human_seconds(silence)} (usual gap {human_seconds(max(w.gaps) if w.gaps else None)}, "
+                    f"limit {human_seconds(limit)}){last}",
+                    silence_s=round(silence, 1),
+                    limit_s=round(limit, 1),
+                    log=w.log_path,
+                    last=w.progress,
+                )
+            )
     w.log_size, w.log_mtime = seen.size, seen.mtime
     return events
 

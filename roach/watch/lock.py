@@ -58,7 +58,9 @@ class WatchLock:
             raise self._busy(int(text) if text.isdigit() else None) from None
         except OSError as e:
             os.close(fd)
-            raise RoachError(f"cannot lock {self.path}: {e}", hint="check that the store's directory is writable")
+            raise RoachError(
+                f"cannot lock {self.path}: {e}", hint="check that the store's directory is writable"
+            ) from e
         os.pwrite(fd, f"{os.getpid():<{_PID_WIDTH}}\n".encode(), 0)
         self._fd = fd
 
@@ -70,7 +72,8 @@ class WatchLock:
         return WatchBusyError(
             f"another `roach watch` ({who}) is already watching cluster {self.cluster} with the store {self.store_path}",
             hint=f"read its output instead, or stop it first ({kill}; the jobs go on and the next watch picks up); "
-                 f"a watch with another store (ROACH_STORE) or cluster is not blocked. Lock: {self.path}")
+            f"a watch with another store (ROACH_STORE) or cluster is not blocked. Lock: {self.path}",
+        )
 
     def release(self) -> None:
         if self._fd is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from roach.errors import RoachError
 from roach.slurmio.transport import Transport
@@ -22,11 +22,14 @@ TAIL_BYTES = 262144  # how much of each log's end is searched for the lines of i
 LINES_KEPT = 16
 
 # Lines worth reading: progress ("step N"), the run's own markers, and the batch script's attempt line.
-INTEREST = (r"step [0-9]|resumed at|fresh start|from the top|checkpoint at|caught_signal|preempted at|"
-            r"wall clock at|does not checkpoint|roach: attempt [0-9]")
+INTEREST = (
+    r"step [0-9]|resumed at|fresh start|from the top|checkpoint at|caught_signal|preempted at|"
+    r"wall clock at|does not checkpoint|roach: attempt [0-9]"
+)
 
 # $1: how many directories follow for du/df; then the directories; then the logs.
-_PROGRAM = r"""
+_PROGRAM = (
+    r"""
 n="$1"; shift
 printf 'T\037%s\037%s\036' "$(date +%s)" "$(date +%Y-%m-%dT%H:%M:%S)"
 i=0
@@ -45,7 +48,10 @@ for p in "$@"; do
     printf 'M\037%s\036' "$p"
   fi
 done
-""".replace("TAIL", str(TAIL_BYTES)).replace("INTEREST", INTEREST).replace("KEPT", str(LINES_KEPT))
+""".replace("TAIL", str(TAIL_BYTES))
+    .replace("INTEREST", INTEREST)
+    .replace("KEPT", str(LINES_KEPT))
+)
 
 
 @dataclass(frozen=True)
@@ -87,8 +93,10 @@ def look(transport: Transport, logs: Sequence[str], dirs: Sequence[str] = ()) ->
     """One command on the cluster: the logs' sizes, mtimes and lines of interest; du/df of ``dirs``."""
     res = transport.run(["sh", "-c", _PROGRAM, "sh", str(len(dirs)), *dirs, *logs])
     if res.returncode != 0:
-        raise RoachError(f"looking at the logs on the cluster failed (exit {res.returncode}): "
-                         f"{res.stderr.strip()[-500:]}", hint="check that the submitting user may read the log root")
+        raise RoachError(
+            f"looking at the logs on the cluster failed (exit {res.returncode}): {res.stderr.strip()[-500:]}",
+            hint="check that the submitting user may read the log root",
+        )
     return parse_look(res.stdout)
 
 
@@ -109,9 +117,12 @@ def parse_look(text: str) -> Look:
             now, local_now = float(parts[1]), parts[2]
         elif tag == "D" and len(parts) == 4:
             size_free = parts[3].split()
-            disks[parts[1]] = DiskLook(parts[1], _int(parts[2]),
-                                       _int(size_free[0]) if size_free else None,
-                                       _int(size_free[1]) if len(size_free) > 1 else None)
+            disks[parts[1]] = DiskLook(
+                parts[1],
+                _int(parts[2]),
+                _int(size_free[0]) if size_free else None,
+                _int(size_free[1]) if len(size_free) > 1 else None,
+            )
         elif tag == "M" and len(parts) == 2:
             logs[parts[1]] = LogLook(parts[1], False)
         elif tag == "F" and len(parts) == 4:
@@ -152,7 +163,7 @@ def line_time(line: str) -> float | None:
     m = _TS.search(line)
     if not m:
         return None
-    return datetime.fromisoformat(m[1]).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(m[1]).replace(tzinfo=UTC).timestamp()
 
 
 def _is_progress(line: str) -> bool:
@@ -191,8 +202,9 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
             t = line_time(line)
             if t is not None:
                 times.append(t)
-    return LogFacts(progress, step, total, tuple(times), attempt, resumed, fresh, checkpoints, last_ckpt,
-                    preempted, wall)
+    return LogFacts(
+        progress, step, total, tuple(times), attempt, resumed, fresh, checkpoints, last_ckpt, preempted, wall
+    )
 
 
 def gaps_of(times: Sequence[float], after: float | None) -> list[float]:

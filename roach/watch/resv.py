@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from roach.errors import ParseError
+from roach.ops.events import Event, EventKind
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.parse import RS, US, QueueRecord, parse_key_values, parse_squeue, squeue_format
-from roach.ops.events import Event, EventKind
 
 _NULL = {"", "(null)", "N/A", "None"}
 
@@ -76,7 +76,9 @@ def show_reservations(client: SlurmClient) -> dict[str, Reservation]:
     return parse_reservations(client.run(["scontrol", "show", "reservation", "-o"]).stdout)
 
 
-def asked(watched: Iterable[str], views: dict, active: dict[str, QueueRecord], resv_of: dict[str, str]) -> dict[str, str]:
+def asked(
+    watched: Iterable[str], views: dict, active: dict[str, QueueRecord], resv_of: dict[str, str]
+) -> dict[str, str]:
     """The watched pending jobs that ask for a reservation, and its name: this round's, or the one it asked for
     in an earlier round (a job whose reservation ended has none any more). A vanished one is not asked again."""
     out = {}
@@ -96,14 +98,32 @@ def on_reservation(w, name: str, found: dict[str, Reservation], ctx) -> list[Eve
     r = found.get(name)
     if r is None:
         w.reservation, w.resv_gone = name, True
-        return [ctx.event(EventKind.RESERVATION, w, f"{w.label()} asks for reservation {name}, which no longer exists: "
-                          f"it will not start as it is; remove the reservation (`scontrol update JobId={w.key} "
-                          f"Reservation=`) or cancel it and submit again", reservation=name, change="vanished",
-                          start=None, was_start=w.resv_start)]
+        return [
+            ctx.event(
+                EventKind.RESERVATION,
+                w,
+                f"{w.label()} asks for reservation {name}, which no longer exists: "
+                f"it will not start as it is; remove the reservation (`scontrol update JobId={w.key} "
+                f"Reservation=`) or cancel it and submit again",
+                reservation=name,
+                change="vanished",
+                start=None,
+                was_start=w.resv_start,
+            )
+        ]
     events = []
     if name == w.reservation and w.resv_start and r.start != w.resv_start:
-        events.append(ctx.event(EventKind.RESERVATION, w, f"{w.label()}: its reservation {name} moved: it starts at "
-                                f"{r.start} (was {w.resv_start}), ends at {r.end}", reservation=name, change="moved",
-                                start=r.start, was_start=w.resv_start))
+        events.append(
+            ctx.event(
+                EventKind.RESERVATION,
+                w,
+                f"{w.label()}: its reservation {name} moved: it starts at "
+                f"{r.start} (was {w.resv_start}), ends at {r.end}",
+                reservation=name,
+                change="moved",
+                start=r.start,
+                was_start=w.resv_start,
+            )
+        )
     w.reservation, w.resv_start, w.resv_gone = name, r.start, False
     return events

@@ -21,9 +21,15 @@ def outage_events(cluster: str, meta: dict[str, Any], what: str, err: Exception,
         return []
     text = str(err).splitlines()[0] if str(err) else type(err).__name__
     meta[key] = {"since": now, "error": text}
-    return [Event(EventKind.OUTAGE, now, cluster,
-                  f"{what} unreachable: {text}; retrying with backoff; no job is marked ended meanwhile",
-                  data={"service": what, "error": str(err)})]
+    return [
+        Event(
+            EventKind.OUTAGE,
+            now,
+            cluster,
+            f"{what} unreachable: {text}; retrying with backoff; no job is marked ended meanwhile",
+            data={"service": what, "error": str(err)},
+        )
+    ]
 
 
 def recovered_events(cluster: str, meta: dict[str, Any], whats: Iterable[str], now: float) -> list[Event]:
@@ -32,14 +38,26 @@ def recovered_events(cluster: str, meta: dict[str, Any], whats: Iterable[str], n
         was = meta.get(f"outage_{what}")
         if was:
             meta[f"outage_{what}"] = None
-            events.append(Event(EventKind.RECOVERED, now, cluster,
-                                f"{what} reachable again after {human_seconds(now - was['since'])}",
-                                data={"service": what, "down_s": round(now - was["since"], 1)}))
+            events.append(
+                Event(
+                    EventKind.RECOVERED,
+                    now,
+                    cluster,
+                    f"{what} reachable again after {human_seconds(now - was['since'])}",
+                    data={"service": what, "down_s": round(now - was["since"], 1)},
+                )
+            )
     return events
 
 
-def disk_events(cluster: str, meta: dict[str, Any], disks: Mapping[str, DiskLook], now: float,
-                max_bytes: int | None, free_min_fraction: float) -> list[Event]:
+def disk_events(
+    cluster: str,
+    meta: dict[str, Any],
+    disks: Mapping[str, DiskLook],
+    now: float,
+    max_bytes: int | None,
+    free_min_fraction: float,
+) -> list[Event]:
     """A line when a log directory crosses ``max_bytes`` or its file system ``free_min_fraction``, either way."""
     events = []
     flags = dict(meta.get("disk") or {})
@@ -50,15 +68,32 @@ def disk_events(cluster: str, meta: dict[str, Any], disks: Mapping[str, DiskLook
         if (over, low) != (before["over"], before["low"]):
             said = []
             if over != before["over"]:
-                said.append(f"log directory {d} holds {human_bytes(look.used)}, "
-                            f"{'over' if over else 'back under'} {human_bytes(max_bytes)}")
+                said.append(
+                    f"log directory {d} holds {human_bytes(look.used)}, "
+                    f"{'over' if over else 'back under'} {human_bytes(max_bytes)}"
+                )
             if low != before["low"]:
                 frac = look.free_fraction or 0.0
-                said.append(f"its file system has {human_bytes(look.fs_free)} free ({frac:.0%}), "
-                            f"{'under' if low else 'back over'} {free_min_fraction:.0%}")
-            events.append(Event(EventKind.DISK, now, cluster, "; ".join(said),
-                                data={"dir": d, "used": look.used, "fs_free": look.fs_free,
-                                      "fs_size": look.fs_size, "over": over, "low_free": low}))
+                said.append(
+                    f"its file system has {human_bytes(look.fs_free)} free ({frac:.0%}), "
+                    f"{'under' if low else 'back over'} {free_min_fraction:.0%}"
+                )
+            events.append(
+                Event(
+                    EventKind.DISK,
+                    now,
+                    cluster,
+                    "; ".join(said),
+                    data={
+                        "dir": d,
+                        "used": look.used,
+                        "fs_free": look.fs_free,
+                        "fs_size": look.fs_size,
+                        "over": over,
+                        "low_free": low,
+                    },
+                )
+            )
         flags[d] = {"over": over, "low": low}
     meta["disk"] = flags
     meta["disk_summary"] = {d: [x.used, x.fs_free, x.fs_size] for d, x in disks.items()}
@@ -68,30 +103,60 @@ def disk_events(cluster: str, meta: dict[str, Any], disks: Mapping[str, DiskLook
 def holder_text(h: Mapping[str, Any]) -> str:
     """``holder 412 (dbg) held 12m03s of 2h00m: IDLE: charged, no attempt runs ...``"""
     limit = f" of {human_seconds(h['time_limit_s'])}" if h["time_limit_s"] else ""
-    said = {True: "IDLE: charged, no attempt runs (`roach release` it if done)", False: "an attempt runs",
-            None: "whether an attempt runs is not known"}[h["idle"]]
+    said = {
+        True: "IDLE: charged, no attempt runs (`roach release` it if done)",
+        False: "an attempt runs",
+        None: "whether an attempt runs is not known",
+    }[h["idle"]]
     name = f" ({h['name']})" if h["name"] else ""
     return f"holder {h['job_id']}{name} held {human_seconds(h['held_s'])}{limit}: {said}"
 
 
-def heartbeat_event(cluster: str, meta: dict[str, Any], now: float, views: Mapping[str, JobWatch],
-                    rows: tuple[TierRow, ...] | None, holders: list[dict[str, Any]]) -> Event:
+def heartbeat_event(
+    cluster: str,
+    meta: dict[str, Any],
+    now: float,
+    views: Mapping[str, JobWatch],
+    rows: tuple[TierRow, ...] | None,
+    holders: list[dict[str, Any]],
+) -> Event:
     """The heartbeat: what is watched, outages, disk, running holders, and the tier table (``rows``, or the last
     saved one when Slurm did not answer this round)."""
     if rows is None:
-        rows = tuple(TierRow(r["tier"], r["cap"], r["claimed"], r["running"], r["pending"], r["preemptible"])
-                     for r in meta.get("tiers") or [])
+        rows = tuple(
+            TierRow(r["tier"], r["cap"], r["claimed"], r["running"], r["pending"], r["preemptible"])
+            for r in meta.get("tiers") or []
+        )
     live = [w for w in views.values() if not w.done]
     running = sum(w.running for w in live)
     pending = sum(w.pending for w in live)
     done = sum(w.done for w in views.values())
-    out = [f"outage: {k.removeprefix('outage_')} since {human_seconds(now - v['since'])} ago"
-           for k, v in meta.items() if k.startswith("outage_") and v]
+    out = [
+        f"outage: {k.removeprefix('outage_')} since {human_seconds(now - v['since'])} ago"
+        for k, v in meta.items()
+        if k.startswith("outage_") and v
+    ]
     disk = meta.get("disk_summary") or {}
     disk_text = "; ".join(f"logs {human_bytes(u)} in {d}, {human_bytes(f)} free" for d, (u, f, _) in disk.items())
-    msg = f"watching {len(live)} job{'s' if len(live) != 1 else ''}: {running} running, {pending} pending, " \
-          f"{done} ended" + "".join(f"; {o}" for o in out) + (f"; {disk_text}" if disk_text else "") \
-          + "".join(f"; {holder_text(h)}" for h in holders)
-    return Event(EventKind.HEARTBEAT, now, cluster, msg,
-                 data={"watching": len(live), "running": running, "pending": pending, "ended": done,
-                       "outages": out, "holders": holders}, tiers=rows)
+    msg = (
+        f"watching {len(live)} job{'s' if len(live) != 1 else ''}: {running} running, {pending} pending, "
+        f"{done} ended"
+        + "".join(f"; {o}" for o in out)
+        + (f"; {disk_text}" if disk_text else "")
+        + "".join(f"; {holder_text(h)}" for h in holders)
+    )
+    return Event(
+        EventKind.HEARTBEAT,
+        now,
+        cluster,
+        msg,
+        data={
+            "watching": len(live),
+            "running": running,
+            "pending": pending,
+            "ended": done,
+            "outages": out,
+            "holders": holders,
+        },
+        tiers=rows,
+    )

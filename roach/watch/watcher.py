@@ -27,24 +27,32 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from roach.errors import RoachError, SlurmError, TransportError
-from roach.watch import logs as watch_logs
-from roach.slurmio.capabilities import RateLimit
 from roach.clusters.cluster import Cluster
-from roach.records.finals import End, record_ends
-from roach.launch.holder import HOLD_TARGET
+from roach.errors import RoachError, SlurmError, TransportError
 from roach.launch.hold_steps import idle_holders
+from roach.launch.holder import HOLD_TARGET
 from roach.launch.inside_attempts import is_attempt
-from roach.ops.pending import PendingContext, explain
-from roach.ops.rebalance import Candidate, Promotion, on_tier, plan_promotions, probe_start, promotable, \
-    record_resources
-from roach.records.results import JOB_NOT_COMPLETED  # `roach watch` exits so when a watched job did not complete
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import US, AcctRecord, QueueRecord
 from roach.model.states import PendingReason
-from roach.records.store import JobRecord, Store
 from roach.model.tiers import Tier
 from roach.ops.events import Event, EventKind, TierRow, tier_table
+from roach.ops.pending import PendingContext, explain
+from roach.ops.rebalance import (
+    Candidate,
+    Promotion,
+    on_tier,
+    plan_promotions,
+    probe_start,
+    promotable,
+    record_resources,
+)
+from roach.records.finals import End, record_ends
+from roach.records.job_record import JobRecord
+from roach.records.results import JOB_NOT_COMPLETED  # `roach watch` exits so when a watched job did not complete
+from roach.records.store import Store
+from roach.slurmio.capabilities import RateLimit
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.parse import US, AcctRecord, QueueRecord
+from roach.watch import logs as watch_logs
 from roach.watch.jobs import (
     PENDING_ROUNDS_TO_PROMOTE,
     Ctx,
@@ -57,8 +65,8 @@ from roach.watch.jobs import (
     on_queue,
 )
 from roach.watch.logs import Look, StallRule
-from roach.watch.resv import asked as reservations_asked, on_reservation, show_reservations, \
-    squeue_with_reservations
+from roach.watch.resv import asked as reservations_asked
+from roach.watch.resv import on_reservation, show_reservations, squeue_with_reservations
 from roach.watch.status import disk_events, heartbeat_event, outage_events, recovered_events
 
 ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
@@ -122,8 +130,11 @@ class Watcher:
         """The interval (never under the cluster's ``min_poll_s``, nor faster than its RPC rate limit refills),
         doubled for each round in a row that could
         not reach Slurm, up to max_backoff_s."""
-        interval = max(self.interval_s, float(getattr(self.cluster, "min_poll_s", 0.0)),
-                       self.rate_limit.min_interval_s(ROUND_RPCS) if self.rate_limit else 0.0)
+        interval = max(
+            self.interval_s,
+            float(getattr(self.cluster, "min_poll_s", 0.0)),
+            self.rate_limit.min_interval_s(ROUND_RPCS) if self.rate_limit else 0.0,
+        )
         if not self.failures:
             return interval
         return min(interval * 2 ** min(self.failures, 16), max(self.max_backoff_s, interval))
@@ -141,8 +152,7 @@ class Watcher:
             queue, resv_of = squeue_with_reservations(self.client)
         except (SlurmError, TransportError) as err:
             self.failures += 1
-            events += outage_events(name, meta, "slurmctld" if isinstance(err, SlurmError) else "the cluster", err,
-                                    now)
+            events += outage_events(name, meta, "slurmctld" if isinstance(err, SlurmError) else "the cluster", err, now)
             events += self._heartbeat(meta, now, views, None, {})
             self.store.watch_save(name, {}, meta)
             return events  # no memo: the next round reads the store
@@ -180,8 +190,9 @@ class Watcher:
             w = views[key]
             q = active.get(key)
             if seen is not None and w.log_path in seen.logs:
-                events += on_log(w, seen.logs[w.log_path], remote_now, self.stall, ctx,
-                                 running=q is not None and q.state.is_running)
+                events += on_log(
+                    w, seen.logs[w.log_path], remote_now, self.stall, ctx, running=q is not None and q.state.is_running
+                )
             if q is not None:
                 events += on_queue(w, q, ctx, first=key in first)
             else:
@@ -200,12 +211,22 @@ class Watcher:
         if seen is not None and seen.disks:
             events += disk_events(name, meta, seen.disks, now, self.log_dir_max_bytes, self.free_min_fraction)
         events += self._heartbeat(meta, now, views, rows, active)
-        if not [w for w in views.values() if not w.done and "lost" not in w.reported] and not meta.get("outage_slurmdbd"):
+        if not [w for w in views.values() if not w.done and "lost" not in w.reported] and not meta.get(
+            "outage_slurmdbd"
+        ):
             n = len(self.ended)
             ok = sum(self.ended.values())
             said = f"all {n} watched job{'s' if n != 1 else ''} ended ({ok} completed)" if n else "no job to watch"
-            events.append(Event(EventKind.QUEUE_EMPTY, now, name, f"queue empty: {said}",
-                                data={"ended": n, "completed": ok}, tiers=rows))
+            events.append(
+                Event(
+                    EventKind.QUEUE_EMPTY,
+                    now,
+                    name,
+                    f"queue empty: {said}",
+                    data={"ended": n, "completed": ok},
+                    tiers=rows,
+                )
+            )
             self.finished = True
         forget = [k for k, w in views.items() if w.done and now - (w.left_at or w.first_seen) > FORGET_DONE_AFTER_S]
         # only the views this round changed are written: most of a long queue's jobs change nothing in a round
@@ -223,8 +244,9 @@ class Watcher:
             self._memo = _Memo(end, saved, meta, views, records)
         return events
 
-    def _load(self) -> tuple[tuple[int, int], dict[str, dict[str, Any]], dict[str, Any], dict[str, JobWatch],
-                             dict[str, JobRecord]]:
+    def _load(
+        self,
+    ) -> tuple[tuple[int, int], dict[str, dict[str, Any]], dict[str, Any], dict[str, JobWatch], dict[str, JobRecord]]:
         """The saved watch state and the unfinished records: the last round's own, when the store has not
         changed since it saved them (reading and parsing them again is most of a long queue's round), else
         read from the store. The version is taken before reading, so a write that races the read is seen as
@@ -240,16 +262,24 @@ class Watcher:
         return version, saved, meta, views, records
 
     # -- which jobs -----------------------------------------------------------------------------------------
-    def _adopt(self, views: dict[str, JobWatch], records: dict[str, JobRecord], active: dict[str, QueueRecord],
-               now: float) -> set[str]:
+    def _adopt(
+        self, views: dict[str, JobWatch], records: dict[str, JobRecord], active: dict[str, QueueRecord], now: float
+    ) -> set[str]:
         """Start watching the store's unfinished jobs and the given ids; returns the keys new this round."""
         first: set[str] = set()
         counts = self.store.submission_counts([r.run_id for k, r in records.items() if k not in views])
         for key, rec in records.items():
             if key not in views:
-                views[key] = new_watch(key, active.get(key), now, run_id=rec.run_id, name=rec.name,
-                                       log_path=rec.log_path, job_id=rec.job_id,
-                                       resubmitted=counts.get(rec.run_id, 0) > 1)
+                views[key] = new_watch(
+                    key,
+                    active.get(key),
+                    now,
+                    run_id=rec.run_id,
+                    name=rec.name,
+                    log_path=rec.log_path,
+                    job_id=rec.job_id,
+                    resubmitted=counts.get(rec.run_id, 0) > 1,
+                )
                 first.add(key)
             views[key].holder = rec.target == HOLD_TARGET
         for jid in self.job_ids:
@@ -264,8 +294,9 @@ class Watcher:
                 first.add(jid)
         return first
 
-    def _adopt_tasks(self, views: dict[str, JobWatch], ask: list[str], found: list[AcctRecord], now: float,
-                     watched: list[str]) -> None:
+    def _adopt_tasks(
+        self, views: dict[str, JobWatch], ask: list[str], found: list[AcctRecord], now: float, watched: list[str]
+    ) -> None:
         """A given array id first seen in sacct: watch its tasks by their own ids instead."""
         for key in list(ask):
             w = views[key]
@@ -286,13 +317,20 @@ class Watcher:
 
     def _ask_req_nodes(self, views: dict[str, JobWatch], active: dict[str, QueueRecord], watched: list[str]) -> None:
         """One squeue for the pinned nodelists of jobs newly pending on ReqNodeNotAvail (asked once per job)."""
-        keys = [k for k in watched if k in active and views[k].req_nodes is None
-                and active[k].reason in (PendingReason.ReqNodeNotAvail, PendingReason.NodesDownDrained)]
+        keys = [
+            k
+            for k in watched
+            if k in active
+            and views[k].req_nodes is None
+            and active[k].reason in (PendingReason.ReqNodeNotAvail, PendingReason.NodesDownDrained)
+        ]
         if not keys:
             return
         try:
-            res = self.client.run(["squeue", "--noheader", "--jobs", ",".join(keys), "-O",
-                                   f"JobArrayID:{US},ReqNodes:\x1e"], ok_codes=(0, 1))
+            res = self.client.run(
+                ["squeue", "--noheader", "--jobs", ",".join(keys), "-O", f"JobArrayID:{US},ReqNodes:\x1e"],
+                ok_codes=(0, 1),
+            )
         except (SlurmError, TransportError):
             return
         for chunk in res.stdout.split("\x1e"):
@@ -301,7 +339,9 @@ class Watcher:
                 nodes = parts[1].strip()
                 views[parts[0].strip()].req_nodes = "" if nodes in ("(null)", "N/A") else nodes
 
-    def _pending_context(self, rec: QueueRecord, queue: list[QueueRecord], views: dict[str, JobWatch]) -> PendingContext:
+    def _pending_context(
+        self, rec: QueueRecord, queue: list[QueueRecord], views: dict[str, JobWatch]
+    ) -> PendingContext:
         w = views.get(str(rec.ref))
         return PendingContext(queue=queue, tiers=self.cluster.tiers, req_nodes=w.req_nodes if w else None)
 
@@ -310,8 +350,14 @@ class Watcher:
         command, and the store, in one transaction (:func:`~roach.records.finals.record_ends`)."""
         record_ends(self.store, self.client.transport, [End.of_acct(rec, final) for rec, final in finals])
 
-    def _reservations(self, views: dict[str, JobWatch], active: dict[str, QueueRecord], resv_of: dict[str, str],
-                      watched: list[str], ctx: Ctx) -> list[Event]:
+    def _reservations(
+        self,
+        views: dict[str, JobWatch],
+        active: dict[str, QueueRecord],
+        resv_of: dict[str, str],
+        watched: list[str],
+        ctx: Ctx,
+    ) -> list[Event]:
         """Only when a watched pending job asks for a reservation: one ``scontrol show reservation`` for all."""
         wanted = reservations_asked(watched, views, active, resv_of)
         if not wanted:
@@ -323,10 +369,21 @@ class Watcher:
         return [e for key, resv in wanted.items() for e in on_reservation(views[key], resv, found, ctx)]
 
     # -- logs and disk ---------------------------------------------------------------------------------------
-    def _look(self, views: dict[str, JobWatch], watched: list[str], active: dict[str, QueueRecord],
-              meta: dict[str, Any], now: float) -> Look | None:
-        logs = sorted({views[k].log_path for k in watched if views[k].log_path and (
-            (k in active and active[k].state.is_running) or views[k].running)})
+    def _look(
+        self,
+        views: dict[str, JobWatch],
+        watched: list[str],
+        active: dict[str, QueueRecord],
+        meta: dict[str, Any],
+        now: float,
+    ) -> Look | None:
+        logs = sorted(
+            {
+                views[k].log_path
+                for k in watched
+                if views[k].log_path and ((k in active and active[k].state.is_running) or views[k].running)
+            }
+        )
         dirs: list[str] = []
         if logs and now - (meta.get("disk_at") or 0) >= self.disk_every_s:
             dirs = sorted({posixpath.dirname(p) for p in logs})
@@ -339,18 +396,43 @@ class Watcher:
             return None  # the logs are looked at again next round; Slurm's view is what decides states
 
     # -- tiers -----------------------------------------------------------------------------------------------
-    def _promotions(self, meta: dict[str, Any], rows: tuple[TierRow, ...], views: dict[str, JobWatch],
-                    active: dict[str, QueueRecord], seen: Look | None, now: float) -> list[Event]:
+    def _promotions(
+        self,
+        meta: dict[str, Any],
+        rows: tuple[TierRow, ...],
+        views: dict[str, JobWatch],
+        active: dict[str, QueueRecord],
+        seen: Look | None,
+        now: float,
+    ) -> list[Event]:
         cands = []
         for key, w in views.items():
             q = active.get(key)
             # seen pending twice, with a reason: not a job the scheduler has not looked at yet
-            if q is None or not q.state.is_pending or w.pending_rounds < PENDING_ROUNDS_TO_PROMOTE \
-                    or q.reason is PendingReason.NONE or not w.run_id or w.superseded_by or w.tier is None \
-                    or not promotable(q.reason):
+            if (
+                q is None
+                or not q.state.is_pending
+                or w.pending_rounds < PENDING_ROUNDS_TO_PROMOTE
+                or q.reason is PendingReason.NONE
+                or not w.run_id
+                or w.superseded_by
+                or w.tier is None
+                or not promotable(q.reason)
+            ):
                 continue
-            cands.append(Candidate(key, w.job_id, w.run_id, w.tier, w.gpus, w.left_to_do, w.submitted or 0.0,
-                                   w.checkpoints, w.preemptions.get(w.tier, 0)))
+            cands.append(
+                Candidate(
+                    key,
+                    w.job_id,
+                    w.run_id,
+                    w.tier,
+                    w.gpus,
+                    w.left_to_do,
+                    w.submitted or 0.0,
+                    w.checkpoints,
+                    w.preemptions.get(w.tier, 0),
+                )
+            )
         probe = self._probe(seen, now) if self.probe_window_s is not None else None
         plans = plan_promotions(self.cluster.tiers, rows, cands, probe) if cands else []
         before = set(meta.get("promotions") or [])
@@ -364,8 +446,19 @@ class Watcher:
                     if events[-1].kind is EventKind.PROMOTE_FAILED:
                         failed.add(tag)
             elif tag not in before:
-                events.append(Event(EventKind.PROMOTION, now, self.cluster.name, p.line(), p.key, p.run_id,
-                                     views[p.key].name or None, data=_promotion_data(p), tiers=rows))
+                events.append(
+                    Event(
+                        EventKind.PROMOTION,
+                        now,
+                        self.cluster.name,
+                        p.line(),
+                        p.key,
+                        p.run_id,
+                        views[p.key].name or None,
+                        data=_promotion_data(p),
+                        tiers=rows,
+                    )
+                )
         meta["promotions"] = sorted(f"{p.key}>{p.to_tier}" for p in plans)
         meta["promote_failed"] = sorted(failed)
         return events
@@ -375,13 +468,29 @@ class Watcher:
         try:
             new = self.promoter(p)  # type: ignore[misc]
         except RoachError as err:
-            return Event(EventKind.PROMOTE_FAILED, now, self.cluster.name,
-                         f"could not promote job {p.key} (run {p.run_id}) to {p.to_tier}: {err.message}",
-                         p.key, p.run_id, w.name or None, data={**_promotion_data(p), "error": str(err)}, tiers=rows)
+            return Event(
+                EventKind.PROMOTE_FAILED,
+                now,
+                self.cluster.name,
+                f"could not promote job {p.key} (run {p.run_id}) to {p.to_tier}: {err.message}",
+                p.key,
+                p.run_id,
+                w.name or None,
+                data={**_promotion_data(p), "error": str(err)},
+                tiers=rows,
+            )
         w.superseded_by = new
-        return Event(EventKind.PROMOTED, now, self.cluster.name,
-                     f"promoted job {p.key} (run {p.run_id}) from {p.from_tier} to {p.to_tier}: now job {new}",
-                     p.key, p.run_id, w.name or None, data={**_promotion_data(p), "new_job_id": new}, tiers=rows)
+        return Event(
+            EventKind.PROMOTED,
+            now,
+            self.cluster.name,
+            f"promoted job {p.key} (run {p.run_id}) from {p.from_tier} to {p.to_tier}: now job {new}",
+            p.key,
+            p.run_id,
+            w.name or None,
+            data={**_promotion_data(p), "new_job_id": new},
+            tiers=rows,
+        )
 
     def _probe(self, seen: Look | None, now: float) -> Callable[[Tier, Candidate], bool]:
         def probe(tier: Tier, cand: Candidate) -> bool:
@@ -393,14 +502,24 @@ class Watcher:
                 return False
             if start is None:
                 return False
-            ref = datetime.fromisoformat(seen.local_now) if seen is not None and seen.local_now \
+            ref = (
+                datetime.fromisoformat(seen.local_now)
+                if seen is not None and seen.local_now
                 else datetime.fromtimestamp(now)
+            )
             return (start - ref).total_seconds() <= (self.probe_window_s or 0)
+
         return probe
 
     # -- heartbeat ---------------------------------------------------------------------------------------------
-    def _heartbeat(self, meta: dict[str, Any], now: float, views: dict[str, JobWatch],
-                   rows: tuple[TierRow, ...] | None, active: dict[str, QueueRecord]) -> list[Event]:
+    def _heartbeat(
+        self,
+        meta: dict[str, Any],
+        now: float,
+        views: dict[str, JobWatch],
+        rows: tuple[TierRow, ...] | None,
+        active: dict[str, QueueRecord],
+    ) -> list[Event]:
         last = meta.get("heartbeat_at")
         if self.beating and last is not None and now - last < self.heartbeat_s:
             return []
@@ -410,18 +529,29 @@ class Watcher:
     def _holders(self, views: dict[str, JobWatch], active: dict[str, QueueRecord]) -> list[dict[str, Any]]:
         """The watched holders that run, which are charged: held time, time limit and whether one is idle (no
         attempt runs in it), asked with one ``squeue -s`` for all, only in a heartbeat's round."""
-        held = {k: active[k] for k, w in views.items() if w.holder and not w.done and k in active
-                and active[k].state.is_running}
+        held = {
+            k: active[k]
+            for k, w in views.items()
+            if w.holder and not w.done and k in active and active[k].state.is_running
+        }
         if not held:
             return []
         try:
             idle = idle_holders(self.client, [q.raw_id for q in held.values()])
         except RoachError:
             idle = {}  # not known this time; the next heartbeat asks again
-        return [{"job_id": k, "run_id": views[k].run_id, "name": views[k].name or None, "held_s": q.elapsed_s,
-                 "time_limit_s": q.time_limit_s, "idle": idle.get(q.raw_id)} for k, q in held.items()]
+        return [
+            {
+                "job_id": k,
+                "run_id": views[k].run_id,
+                "name": views[k].name or None,
+                "held_s": q.elapsed_s,
+                "time_limit_s": q.time_limit_s,
+                "idle": idle.get(q.raw_id),
+            }
+            for k, q in held.items()
+        ]
 
 
 def _promotion_data(p: Promotion) -> dict[str, Any]:
     return {"from_tier": p.from_tier, "to_tier": p.to_tier, "gpus": p.gpus, "room": p.room}
-

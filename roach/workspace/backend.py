@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from roach.errors import RoachError, UsageError
 from roach.clusters.cluster import Cluster
 from roach.clusters.route import submitted_route
-from roach.records.store import Store, utc_now
+from roach.errors import RoachError, UsageError
+from roach.records.job_record import utc_now
+from roach.records.store import Store
+from roach.records.workspace import WorkspaceJob, log_path, store_record
 from roach.slurmio.transport import Transport
 from roach.workspace.base import (
     ALWAYS_EXCLUDED,
@@ -36,17 +38,10 @@ from roach.workspace.base import (
     connect,
     min_poll_interval,
     open_workspace,
-    queued_states,
     read_local,
-    read_record,
-    record_final,
     resolve_cluster,
-    write_both,
-    write_local,
 )
-from roach.workspace.file import WorkspaceError
-from roach.records.workspace import WorkspaceJob
-from roach.workspace.file import archived_bundle, earlier_stage_error
+from roach.workspace.file import WorkspaceError, archived_bundle, earlier_stage_error
 from roach.workspace.interface import (
     INTERFACE_FILE,
     Entry,
@@ -56,23 +51,44 @@ from roach.workspace.interface import (
     check_entries,
     parse_interface,
 )
-from roach.records.workspace import log_path, store_record
+from roach.workspace.records import queued_states, read_record, record_final, write_both, write_local
 from roach.workspace.script import (
     ARRAY_OUTPUT,
     ARTIFACTS_DIR,
-    CHECKABLE as CHECKABLE_SKIPS,
     OUTPUT,
     REQUIREMENTS,
     PreparedScript,
     ScriptRefused,
     prepare_script,
 )
+from roach.workspace.script import (
+    CHECKABLE as CHECKABLE_SKIPS,
+)
 from roach.workspace.wait import WaitEvent, wait
 
 __all__ = [
-    "ARTIFACTS_DIR", "CHECKABLE_SKIPS", "DEFAULT_EXCLUDES", "DEFAULT_OUTPUTS", "INTERFACE_FILE", "PullResult", "ScriptRefused",
-    "Settings", "Submission", "SyncResult", "VerifyResult", "WaitEvent", "Workspace", "WorkspaceError",
-    "WorkspaceJob", "min_poll_interval", "pull", "required_files", "sbatch_script", "sync", "verify", "wait",
+    "ARTIFACTS_DIR",
+    "CHECKABLE_SKIPS",
+    "DEFAULT_EXCLUDES",
+    "DEFAULT_OUTPUTS",
+    "INTERFACE_FILE",
+    "PullResult",
+    "ScriptRefused",
+    "Settings",
+    "Submission",
+    "SyncResult",
+    "VerifyResult",
+    "WaitEvent",
+    "Workspace",
+    "WorkspaceError",
+    "WorkspaceJob",
+    "min_poll_interval",
+    "pull",
+    "required_files",
+    "sbatch_script",
+    "sync",
+    "verify",
+    "wait",
 ]
 
 
@@ -87,9 +103,17 @@ class SyncResult:
     dry_run: bool
 
 
-def sync(workspace: Workspace | str | os.PathLike[str], cluster: Cluster | str | None = None, *,
-         excludes: Sequence[str] | None = None, extra_excludes: Sequence[str] = (), delete: bool = False,
-         dry_run: bool = False, include_git: bool = False, transport: Transport | None = None) -> SyncResult:
+def sync(
+    workspace: Workspace | str | os.PathLike[str],
+    cluster: Cluster | str | None = None,
+    *,
+    excludes: Sequence[str] | None = None,
+    extra_excludes: Sequence[str] = (),
+    delete: bool = False,
+    dry_run: bool = False,
+    include_git: bool = False,
+    transport: Transport | None = None,
+) -> SyncResult:
     """Copy the workspace up to its remote root with rsync, over the cluster's one SSH connection.
 
     ``excludes`` replaces the workspace's (``roach.toml``, else ``.venv/ .conda/ __pycache__/ .cache/
@@ -133,10 +157,17 @@ class Submission:
     local_bundle: Path
 
 
-def sbatch_script(workspace: Workspace | str | os.PathLike[str], cluster: Cluster | str | None,
-                  script: str | os.PathLike[str], description: str = "", *, preemptible: bool = False,
-                  skip_checks: Sequence[str] = (), transport: Transport | None = None,
-                  store: Store | None = None) -> Submission:
+def sbatch_script(
+    workspace: Workspace | str | os.PathLike[str],
+    cluster: Cluster | str | None,
+    script: str | os.PathLike[str],
+    description: str = "",
+    *,
+    preemptible: bool = False,
+    skip_checks: Sequence[str] = (),
+    transport: Transport | None = None,
+    store: Store | None = None,
+) -> Submission:
     """Submit a sbatch script of the workspace, from the remote root, with its logs in its bundle.
 
     The script is read here and checked (:func:`~roach.workspace.script.prepare_script`; a missing
@@ -164,8 +195,14 @@ def sbatch_script(workspace: Workspace | str | os.PathLike[str], cluster: Cluste
         options.append(f"--job-name={Path(rel).name}")  # sent on stdin, the job would be named "sbatch"
     client = remote.client(ws.remote_root)  # sbatch runs in the remote root: relative paths match here
     job_id = str(client.sbatch(options, prepared.text))
-    rec = WorkspaceJob(job_id=job_id, script=rel, description=description, submitted_at_utc=utc_now(),
-                       cluster=c.name, array=prepared.array)
+    rec = WorkspaceJob(
+        job_id=job_id,
+        script=rel,
+        description=description,
+        submitted_at_utc=utc_now(),
+        cluster=c.name,
+        array=prepared.array,
+    )
     bundle = ws.remote_bundle(job_id)
     store = store if store is not None else Store()
     recorded = False
@@ -186,15 +223,22 @@ def sbatch_script(workspace: Workspace | str | os.PathLike[str], cluster: Cluste
     return Submission(job_id, c.name, prepared, rec, bundle, ws.local_bundle(job_id))
 
 
-def _store_record(ws: Workspace, rec: WorkspaceJob, prepared: PreparedScript, via: str | None,
-                  via_config: str | None):
+def _store_record(ws: Workspace, rec: WorkspaceJob, prepared: PreparedScript, via: str | None, via_config: str | None):
     name = prepared.job_name or Path(prepared.path).name
     outputs = [d.value for d in prepared.directives if d.key == "output" and d.value]
     output = outputs[-1] if outputs else (ARRAY_OUTPUT if prepared.is_array else OUTPUT)
     requests = {d.key: d.value for d in prepared.directives if d.key in REQUIREMENTS and d.value}
-    return store_record(rec, name=name, log=log_path(output, rec.job_id, name, ws.remote_root),
-                        bundle=ws.remote_bundle(rec.job_id), remote_root=ws.remote_root, workspace=str(ws.root),
-                        requests=requests, via=via, via_config=via_config)
+    return store_record(
+        rec,
+        name=name,
+        log=log_path(output, rec.job_id, name, ws.remote_root),
+        bundle=ws.remote_bundle(rec.job_id),
+        remote_root=ws.remote_root,
+        workspace=str(ws.root),
+        requests=requests,
+        via=via,
+        via_config=via_config,
+    )
 
 
 def _cancel_held(remote: Remote, job_id: str) -> None:
@@ -238,9 +282,15 @@ def pull_paths(ws: Workspace, extra: Sequence[str] = ()) -> tuple[list[str], lis
     return list(dict.fromkeys(outs)), notes
 
 
-def pull(workspace: Workspace | str | os.PathLike[str], job_id: str | int, cluster: Cluster | str | None = None, *,
-         outputs: Sequence[str] = (), transport: Transport | None = None,
-         store: Store | None = None) -> PullResult:
+def pull(
+    workspace: Workspace | str | os.PathLike[str],
+    job_id: str | int,
+    cluster: Cluster | str | None = None,
+    *,
+    outputs: Sequence[str] = (),
+    transport: Transport | None = None,
+    store: Store | None = None,
+) -> PullResult:
     """Copy the job's bundle back to ``dsi-slurm-artifacts/<JOB_ID>/`` and, to the same relative paths here,
     every path the interface names, the workspace's outputs and ``outputs`` (see :func:`pull_paths`).
 
@@ -263,8 +313,9 @@ def pull(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
     bundle_rel = f"{ARTIFACTS_DIR}/{job_id}/"
     probe = remote.transport.run(["sh", "-c", _EXISTING, "sh", ws.remote_root, bundle_rel, *outs])
     if not probe.ok:
-        raise RoachError(f"could not look for job {job_id}'s files under {ws.remote_root} on {remote.where}: "
-                         f"{probe.stderr.strip()}")
+        raise RoachError(
+            f"could not look for job {job_id}'s files under {ws.remote_root} on {remote.where}: {probe.stderr.strip()}"
+        )
     found = probe.stdout.splitlines()
     if bundle_rel not in found:
         old = archived_bundle(ws.root, job_id)
@@ -274,14 +325,22 @@ def pull(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
     if sources:
         root = remote.rsync_root(ws)  # rsync's -R keeps what follows /./ as the path here
         srcs = [f"{root}./{p}" for p in sources]
-        remote.rsync(["-rlt", "--relative", *srcs, f"{ws.root}/"], f"of job {job_id}'s files back to {ws.root}",
-                     up=False)
+        remote.rsync(
+            ["-rlt", "--relative", *srcs, f"{ws.root}/"], f"of job {job_id}'s files back to {ws.root}", up=False
+        )
     if bundle_rel not in found and rec.is_final:
         write_local(ws, rec)  # at least the record, even where the bundle is gone
     local = read_local(ws, job_id) or rec
-    return PullResult(job_id, local, ws.local_bundle(job_id), bundle_rel in found,
-                      tuple(o for o in outs if o in found), tuple(o for o in outs if o not in found), tuple(still),
-                      tuple(notes))
+    return PullResult(
+        job_id,
+        local,
+        ws.local_bundle(job_id),
+        bundle_rel in found,
+        tuple(o for o in outs if o in found),
+        tuple(o for o in outs if o not in found),
+        tuple(still),
+        tuple(notes),
+    )
 
 
 # -- verify -------------------------------------------------------------------------------------------------
@@ -316,15 +375,19 @@ def read_interface(root: Path) -> list[Entry]:
     try:
         text = interface.read_text()
     except FileNotFoundError:
-        raise WorkspaceError(f"{interface} is missing: nothing says which files scoring needs",
-                             hint="NeuriCo's rule maker writes it (a 'Files to produce' table or 'Primary "
-                                  "outputs' bullets); roach also reads a 'Required files' list") from None
+        raise WorkspaceError(
+            f"{interface} is missing: nothing says which files scoring needs",
+            hint="NeuriCo's rule maker writes it (a 'Files to produce' table or 'Primary "
+            "outputs' bullets); roach also reads a 'Required files' list",
+        ) from None
     entries = parse_interface(text, str(interface))
     if not entries:
-        raise WorkspaceError(f"{interface} names no files",
-                             hint="list them in a '## Files to produce' table (| Path | Purpose | Required |), "
-                                  "as '## Primary outputs' bullets (- path: `...`) or under '## Required files' "
-                                  "(see docs/remote-workspace.md)")
+        raise WorkspaceError(
+            f"{interface} names no files",
+            hint="list them in a '## Files to produce' table (| Path | Purpose | Required |), "
+            "as '## Primary outputs' bullets (- path: `...`) or under '## Required files' "
+            "(see docs/remote-workspace.md)",
+        )
     return entries
 
 

@@ -15,35 +15,29 @@ import os
 import posixpath
 import re
 import subprocess
-import time
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from roach._fs import atomic_write
+from roach.clusters.cluster import Cluster, known_clusters
+from roach.clusters.route import as_recorded
+from roach.clusters.userconfig import configured, get_cluster, load
 from roach.errors import RoachError, TransportError, UsageError
-from roach.records.bundle import ENDED
-from roach.clusters.cluster import Cluster
-from roach.clusters.userconfig import get_cluster
-from roach.slurmio.clusterfs import ClusterFS
-from roach.records.finals import End, record_ends
+from roach.records.store import Store
+from roach.records.workspace import WorkspaceJob
 from roach.slurmio.client import SlurmClient
-from roach.records.store import Store, utc_now
+from roach.slurmio.clusterfs import ClusterFS
 from roach.slurmio.transport import Result, Transport
 from roach.workspace.file import (
+    BACKEND_CLUSTERS,
     WorkspaceError,
     WorkspaceFile,
     archived_bundle,
     earlier_stage_error,
     load_workspace_file,
 )
-from roach.records.workspace import WorkspaceJob, final_record
 from roach.workspace.script import ARTIFACTS_DIR
-from roach.clusters.route import as_recorded
-from roach.clusters.cluster import known_clusters
-from roach.clusters.userconfig import configured, load
-from roach.workspace.file import BACKEND_CLUSTERS
 
 SETTINGS_FILE = "roach.toml"
 DEFAULT_EXCLUDES = (".venv/", ".conda/", "__pycache__/", ".cache/", "logs/", ".git/")
@@ -66,7 +60,7 @@ class Settings:
     outputs: tuple[str, ...] = DEFAULT_OUTPUTS
 
     @classmethod
-    def load(cls, root: Path) -> "Settings":
+    def load(cls, root: Path) -> Settings:
         path = root / SETTINGS_FILE
         try:
             data = tomllib.loads(path.read_text())
@@ -78,8 +72,9 @@ class Settings:
         valid = [f.name for f in fields(cls)]
         extra = sorted(set(table) - set(valid))
         if not isinstance(table, dict) or extra:
-            raise UsageError(f"{path}: unknown key(s) in [workspace]: {', '.join(extra)}",
-                             hint=f"valid keys: {', '.join(valid)}")
+            raise UsageError(
+                f"{path}: unknown key(s) in [workspace]: {', '.join(extra)}", hint=f"valid keys: {', '.join(valid)}"
+            )
         values: dict = {}
         if "cluster" in table:
             if not isinstance(table["cluster"], str):
@@ -116,7 +111,7 @@ class Workspace:
     home: str | None = None
 
     @classmethod
-    def load(cls, root: str | os.PathLike[str] = ".", job_id: str | None = None) -> "Workspace":
+    def load(cls, root: str | os.PathLike[str] = ".", job_id: str | None = None) -> Workspace:
         """Read ``root``'s workspace file; raise :class:`WorkspaceError` saying what is missing and what to do
         (for ``job_id`` from a stage that is over: where its bundle went, and that its remote root is gone)."""
         root = Path(root).resolve()
@@ -139,8 +134,10 @@ class Workspace:
     def remote_root(self) -> str:
         """The absolute remote root (after :meth:`Remote.resolve` where the file spells it below ``$HOME``)."""
         if not self.resolved:
-            raise RoachError(f"the remote root {self.file.remote_root} has not been resolved on the cluster yet",
-                             hint="a bug in roach: Remote.resolve(ws) comes before any use of the remote root")
+            raise RoachError(
+                f"the remote root {self.file.remote_root} has not been resolved on the cluster yet",
+                hint="a bug in roach: Remote.resolve(ws) comes before any use of the remote root",
+            )
         return self.file.remote_root.resolve(self.home or "/")
 
     @property
@@ -170,20 +167,24 @@ class Workspace:
             if not p.is_absolute() and alt.is_relative_to(self.root) and alt.exists():
                 full = alt
             else:
-                raise UsageError(f"{path} is not inside the workspace {self.root}",
-                                 hint="the job runs in the remote copy of the workspace: keep its script there")
+                raise UsageError(
+                    f"{path} is not inside the workspace {self.root}",
+                    hint="the job runs in the remote copy of the workspace: keep its script there",
+                )
         return full.relative_to(self.root).as_posix()
 
 
-def open_workspace(workspace: "Workspace | str | os.PathLike[str]") -> Workspace:
+def open_workspace(workspace: Workspace | str | os.PathLike[str]) -> Workspace:
     return workspace if isinstance(workspace, Workspace) else Workspace.load(workspace)
 
 
 def check_job_id(job_id: str | int) -> str:
     text = str(job_id).strip()
     if not re.fullmatch(r"\d+", text):
-        raise UsageError(f"job id {job_id!r} is not a Slurm job id",
-                         hint="give the number sbatch printed (for an array, the array's job id)")
+        raise UsageError(
+            f"job id {job_id!r} is not a Slurm job id",
+            hint="give the number sbatch printed (for an array, the array's job id)",
+        )
     return text
 
 
@@ -229,8 +230,10 @@ class Remote:
             check()
 
     # $1 the path below $HOME (or absolute), $2 "home" or "abs": prints $HOME, then whether the root is a directory.
-    _RESOLVE = 'case $2 in home) p=${HOME%/}/$1;; *) p=$1;; esac; printf "%s\\n" "$HOME"; ' \
-               'if [ -d "$p" ]; then echo dir; else echo none; fi'
+    _RESOLVE = (
+        'case $2 in home) p=${HOME%/}/$1;; *) p=$1;; esac; printf "%s\\n" "$HOME"; '
+        'if [ -d "$p" ]; then echo dir; else echo none; fi'
+    )
 
     def resolve(self, ws: Workspace) -> Workspace:
         """``ws`` with its remote root made absolute on this cluster (one remote call) and checked: both
@@ -239,21 +242,27 @@ class Remote:
         res = self.transport.run(["sh", "-c", self._RESOLVE, "sh", root.path, "home" if root.home else "abs"])
         lines = res.stdout.splitlines()
         if not res.ok or len(lines) != 2 or not lines[0].startswith("/"):
-            raise RoachError(f"could not read $HOME on {self.where} to place the remote root {root}: "
-                             f"{(res.stderr or res.stdout).strip()[:200]}",
-                             hint="the remote shell must print nothing of its own (see `roach doctor`)")
+            raise RoachError(
+                f"could not read $HOME on {self.where} to place the remote root {root}: "
+                f"{(res.stderr or res.stdout).strip()[:200]}",
+                hint="the remote shell must print nothing of its own (see `roach doctor`)",
+            )
         home = lines[0].rstrip("/") or "/"
         ws = replace(ws, home=home)
         rsync_abs = ws.file.rsync_path.resolve(home)
         if rsync_abs != ws.remote_root:
-            raise WorkspaceError(f"{ws.file.path}: rsync_remote_root {ws.rsync_remote_root!r} names {rsync_abs} on "
-                                 f"{self.where}, remote_root {root.text!r} names {ws.remote_root}",
-                                 hint="both must name the one remote root; roach will not pick one of them")
+            raise WorkspaceError(
+                f"{ws.file.path}: rsync_remote_root {ws.rsync_remote_root!r} names {rsync_abs} on "
+                f"{self.where}, remote_root {root.text!r} names {ws.remote_root}",
+                hint="both must name the one remote root; roach will not pick one of them",
+            )
         if lines[1] != "dir":
-            raise WorkspaceError(f"the remote root {ws.remote_root} (remote_root {root.text} in {ws.file.path}) is "
-                                 f"not a directory on {self.where}",
-                                 hint="NeuriCo's runtime creates the remote workspace at each stage start; roach "
-                                      "never creates or chooses one. Report this blocker instead of working around it")
+            raise WorkspaceError(
+                f"the remote root {ws.remote_root} (remote_root {root.text} in {ws.file.path}) is "
+                f"not a directory on {self.where}",
+                hint="NeuriCo's runtime creates the remote workspace at each stage start; roach "
+                "never creates or chooses one. Report this blocker instead of working around it",
+            )
         return ws
 
     def rsync_root(self, ws: Workspace) -> str:
@@ -262,14 +271,24 @@ class Remote:
             return ws.remote_root.rstrip("/") + "/"
         host = ws.rsync_host
         if host != self.cluster.ssh_alias:
-            raise WorkspaceError(f"{ws.file.path}: rsync_remote_root {ws.rsync_remote_root!r} does not go "
-                                 f"through {self.cluster.ssh_alias!r}, the ssh alias of cluster {self.cluster.name}",
-                                 hint="rsync must ride on the cluster's one SSH connection: the file must say "
-                                      f"{self.cluster.ssh_alias}:<path>, or pass --ssh-alias {host or '<alias>'}")
+            raise WorkspaceError(
+                f"{ws.file.path}: rsync_remote_root {ws.rsync_remote_root!r} does not go "
+                f"through {self.cluster.ssh_alias!r}, the ssh alias of cluster {self.cluster.name}",
+                hint="rsync must ride on the cluster's one SSH connection: the file must say "
+                f"{self.cluster.ssh_alias}:<path>, or pass --ssh-alias {host or '<alias>'}",
+            )
         return f"{host}:{ws.remote_root.rstrip('/')}/"
 
-    def rsync(self, args: Sequence[str], what: str, *, ok_codes: Sequence[int] = (0,), rsync: str = "rsync",
-              up: bool = True, timeout: float = 3600.0) -> subprocess.CompletedProcess:
+    def rsync(
+        self,
+        args: Sequence[str],
+        what: str,
+        *,
+        ok_codes: Sequence[int] = (0,),
+        rsync: str = "rsync",
+        up: bool = True,
+        timeout: float = 3600.0,
+    ) -> subprocess.CompletedProcess:
         """Run ``rsync args`` here, over the shared connection; for a local cluster, copying ``up`` runs as its
         ``run_as`` user (the files there are that user's)."""
         if self.ssh:
@@ -282,19 +301,25 @@ class Remote:
             if self.cluster.run_as and up:
                 argv = ["runuser", "-u", self.cluster.run_as, "--", *argv]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", stdin=subprocess.DEVNULL,
-                                  timeout=timeout)
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, errors="replace", stdin=subprocess.DEVNULL, timeout=timeout
+            )
         except FileNotFoundError as exc:
-            raise TransportError(f"{argv[0]} is not installed on this machine", argv,
-                                 hint="install rsync (Debian: apt-get install rsync; macOS: brew install rsync)") from exc
+            raise TransportError(
+                f"{argv[0]} is not installed on this machine",
+                argv,
+                hint="install rsync (Debian: apt-get install rsync; macOS: brew install rsync)",
+            ) from exc
         except subprocess.TimeoutExpired as exc:
             raise TransportError(f"rsync {what} timed out after {timeout:.0f}s", argv) from exc
         if proc.returncode not in ok_codes:
             err = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
             last = err[-1] if err else "(no message)"
             cls = TransportError if proc.returncode in (10, 12, 35, 255) else RoachError
-            raise cls(f"rsync {what} failed (exit {proc.returncode}): {last}",
-                      hint="run the same by hand to see all of it: " + " ".join(argv[:1] + list(args)))
+            raise cls(
+                f"rsync {what} failed (exit {proc.returncode}): {last}",
+                hint="run the same by hand to see all of it: " + " ".join(argv[:1] + list(args)),
+            )
         return proc
 
 
@@ -308,8 +333,9 @@ def min_poll_interval(cluster: Cluster) -> float:
     return float(cluster.min_poll_s)
 
 
-def resolve_cluster(ws: Workspace, cluster: Cluster | str | None, job_id: str | None = None,
-                    store: Store | None = None) -> Cluster:
+def resolve_cluster(
+    ws: Workspace, cluster: Cluster | str | None, job_id: str | None = None, store: Store | None = None
+) -> Cluster:
     """The cluster given, else the one the job's local record names, else the workspace setting.
 
     Unless ``cluster`` is a :class:`Cluster` (used as given), a job submitted through another ssh alias than
@@ -318,7 +344,6 @@ def resolve_cluster(ws: Workspace, cluster: Cluster | str | None, job_id: str | 
     if job_id is not None and not isinstance(cluster, Cluster) and job_id.isdigit():
         rec = (store if store is not None else Store()).get(c.name, int(job_id))
         if rec is not None and rec.via:
-
             c = as_recorded(c, rec)
     return c
 
@@ -353,75 +378,22 @@ def cluster_for_file(file: WorkspaceFile, root: Path | None = None) -> Cluster:
             if chosen:
                 return chosen[0]
         if matching:
-            raise UsageError(f"{file.path} names ssh host {alias!r}, the alias of clusters "
-                             f"{', '.join(c.name for c in matching)}", hint="pass --cluster NAME")
+            raise UsageError(
+                f"{file.path} names ssh host {alias!r}, the alias of clusters {', '.join(c.name for c in matching)}",
+                hint="pass --cluster NAME",
+            )
     if own:
         c = get_cluster(own)
         return c.with_(ssh_alias=alias) if alias and c.ssh_alias != alias else c
-    raise UsageError("no cluster given", hint=f"pass --cluster NAME or set cluster in {where} [workspace]; "
-                                              f"{file.path} names no backend roach knows")
+    raise UsageError(
+        "no cluster given",
+        hint=f"pass --cluster NAME or set cluster in {where} [workspace]; {file.path} names no backend roach knows",
+    )
 
 
-# -- records on both sides -------------------------------------------------------------------------------
 def read_local(ws: Workspace, job_id: str) -> WorkspaceJob | None:
     path = ws.local_bundle(job_id) / "job.json"
     try:
         return WorkspaceJob.from_json(path.read_text(), str(path))
     except FileNotFoundError:
         return None
-
-
-def write_local(ws: Workspace, rec: WorkspaceJob) -> Path:
-    return atomic_write(ws.local_bundle(rec.job_id) / "job.json", rec.to_json())
-
-
-def read_record(ws: Workspace, remote: Remote, job_id: str) -> WorkspaceJob:
-    """The job's record: the local one, else the bundle's on the cluster, else a new one (a job submitted by hand)."""
-    local = read_local(ws, job_id)
-    if local is not None:
-        return local
-    path = posixpath.join(ws.remote_bundle(job_id), "job.json")
-    if remote.fs.exists(path):
-        try:
-            return WorkspaceJob.from_json(remote.fs.read(path), f"{remote.cluster.name}:{path}")
-        except RoachError:
-            pass
-    return WorkspaceJob(job_id=job_id, cluster=remote.cluster.name)
-
-
-def write_both(ws: Workspace, remote: Remote, rec: WorkspaceJob) -> None:
-    """Write job.json into the bundle on the cluster and here."""
-    remote.fs.write(posixpath.join(ws.remote_bundle(rec.job_id), "job.json"), rec.to_json())
-    write_local(ws, rec)
-
-
-def queued_states(remote: Remote, job_id: str) -> list[str]:
-    """The states of the job's (or array's) entries still in the queue; empty once it left."""
-    recs = remote.client().squeue(job_ids=[job_id])
-    return [r.state.value for r in recs if str(r.ref.job) == job_id and r.state.is_active]
-
-
-def record_final(ws: Workspace, remote: Remote, job_id: str, base: WorkspaceJob | None = None, *,
-                 delays: Sequence[float] = SETTLE_DELAYS, sleep: Callable[[float], None] = time.sleep,
-                 store: Store | None = None) -> WorkspaceJob:
-    """Read the job's end from sacct (asking again briefly while accounting catches up) and write job.json
-    on both sides, and into roach's store if the job is recorded there. Call it once the job has left the
-    queue."""
-    base = base or read_record(ws, remote, job_id)
-    client = remote.client()
-    rec = None
-    for i, delay in enumerate(delays):
-        sleep(delay)
-        rec = final_record(base, client.sacct([job_id]), utc_now(), partial=i == len(delays) - 1)
-        if rec is not None:
-            break
-    if rec is None:
-        rec = replace(base, status="unknown", slurm_state="UNKNOWN", exit_code="unknown", recorded_at_utc=utc_now(),
-                      live_state=ENDED)
-    write_both(ws, remote, rec)  # the workspace's own, fuller record (array tasks), on both sides
-    store = store if store is not None else Store()
-    row = store.get(remote.cluster.name, int(job_id))
-    if row is not None:  # the store's half of the one record of an end; job.json is written above
-        record_ends(store, None, [End(row, rec.status, rec.slurm_state or "UNKNOWN", rec.exit_code or "unknown",
-                                      rec.recorded_at_utc)], written=True)
-    return rec

@@ -25,14 +25,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from roach.errors import RoachError
 from roach.clusters.cluster import Cluster
 from roach.clusters.userconfig import get_cluster
+from roach.errors import RoachError
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import Transport
-
-from roach.workspace.file import WORKSPACE_FILE, load_workspace_file
 from roach.workspace.base import Remote, Settings, Workspace
+from roach.workspace.file import WORKSPACE_FILE, load_workspace_file
 
 SLURM_COMMANDS = ("sbatch", "squeue", "sacct", "scancel")
 __all__ = ["WORKSPACE_FILE", "Check", "check_workspace", "doctor"]
@@ -72,8 +71,14 @@ def _which(t: Transport, names: tuple[str, ...]) -> dict[str, str | None]:
     return found
 
 
-def doctor(cluster: Cluster | str, *, workspace: str | os.PathLike[str] | None = None, remote_rsync: str = "rsync",
-           local_rsync: str = "rsync", transport: Transport | None = None) -> list[Check]:
+def doctor(
+    cluster: Cluster | str,
+    *,
+    workspace: str | os.PathLike[str] | None = None,
+    remote_rsync: str = "rsync",
+    local_rsync: str = "rsync",
+    transport: Transport | None = None,
+) -> list[Check]:
     """Check ``cluster``'s prerequisites in order; returns every check made (stops after a failed ``ssh``).
 
     ``remote_rsync`` is rsync's command on the cluster (``rsync --rsync-path``); ``transport`` replaces the
@@ -109,10 +114,12 @@ def _who(t: Transport, where: str) -> str:
     res = t.run(["id", "-un"])
     lines = res.stdout.splitlines()
     if not res.ok or len(lines) != 1:
-        raise RoachError(f"{where}: `id -un` printed {res.stdout[:200]!r} (exit {res.returncode}), expected one user "
-                         f"name: {res.stderr.strip()[:200]}",
-                         hint="the remote shell prints text of its own (a chatty ~/.bashrc or a remote_setup line); "
-                              "that text would corrupt Slurm's output: make it print nothing when not interactive")
+        raise RoachError(
+            f"{where}: `id -un` printed {res.stdout[:200]!r} (exit {res.returncode}), expected one user "
+            f"name: {res.stderr.strip()[:200]}",
+            hint="the remote shell prints text of its own (a chatty ~/.bashrc or a remote_setup line); "
+            "that text would corrupt Slurm's output: make it print nothing when not interactive",
+        )
     return lines[0].strip()
 
 
@@ -132,17 +139,28 @@ def _reach(c: Cluster, t: Transport) -> tuple[str, str]:
 # -- 2. rsync ------------------------------------------------------------------------------------------------
 def _check_rsync(c: Cluster, t: Transport, remote_rsync: str, local_rsync: str) -> list[Check]:
     here = shutil.which(local_rsync)
-    checks = [Check("rsync-local", True, f"rsync is installed here: {here}") if here else
-              Check("rsync-local", False, f"rsync ({local_rsync}) is not installed on this machine",
-                    "install it (Debian: apt-get install rsync; macOS: brew install rsync)")]
+    checks = [
+        Check("rsync-local", True, f"rsync is installed here: {here}")
+        if here
+        else Check(
+            "rsync-local",
+            False,
+            f"rsync ({local_rsync}) is not installed on this machine",
+            "install it (Debian: apt-get install rsync; macOS: brew install rsync)",
+        )
+    ]
 
     def remote() -> Check:
         path = _which(t, (remote_rsync,))[remote_rsync]
         if path:
             return Check("rsync-remote", True, f"rsync is installed on {c.ssh_alias}: {path}")
-        return Check("rsync-remote", False, f"rsync ({remote_rsync}) is not found on {c.ssh_alias} "
-                                            "(looked on the PATH after the cluster's remote_setup lines)",
-                     "ask the cluster's admins to install rsync on the login host, or name its full path")
+        return Check(
+            "rsync-remote",
+            False,
+            f"rsync ({remote_rsync}) is not found on {c.ssh_alias} "
+            "(looked on the PATH after the cluster's remote_setup lines)",
+            "ask the cluster's admins to install rsync on the login host, or name its full path",
+        )
 
     checks.append(_attempt("rsync-remote", remote))
     if all(ch.ok for ch in checks):
@@ -158,8 +176,12 @@ def _rsync_round_trip(c: Cluster, t: Transport, remote_rsync: str, local_rsync: 
     made = t.run(["mktemp", "-d", "/tmp/roach-doctor.XXXXXX"])
     remote_dir = made.stdout.strip()
     if not made.ok or not remote_dir.startswith("/"):
-        return Check("rsync-copy", False, f"could not make a temp directory on {c.ssh_alias}: {made.stderr.strip()}",
-                     "check that /tmp is writable on the login host")
+        return Check(
+            "rsync-copy",
+            False,
+            f"could not make a temp directory on {c.ssh_alias}: {made.stderr.strip()}",
+            "check that /tmp is writable on the login host",
+        )
     token = secrets.token_hex(16)
     try:
         with tempfile.TemporaryDirectory(prefix="roach-doctor-") as local:
@@ -172,13 +194,21 @@ def _rsync_round_trip(c: Cluster, t: Transport, remote_rsync: str, local_rsync: 
                 return Check("rsync-copy", False, f"rsync could not run: {exc}", "check the rsync installation here")
             if proc.returncode != 0:
                 err = proc.stderr.strip().splitlines()
-                return Check("rsync-copy", False, f"rsync to {c.ssh_alias}:{remote_dir}/ failed (exit "
-                                                  f"{proc.returncode}): {err[-1] if err else '(no message)'}",
-                             "try the same by hand: rsync " + " ".join(argv[1:]))
+                return Check(
+                    "rsync-copy",
+                    False,
+                    f"rsync to {c.ssh_alias}:{remote_dir}/ failed (exit "
+                    f"{proc.returncode}): {err[-1] if err else '(no message)'}",
+                    "try the same by hand: rsync " + " ".join(argv[1:]),
+                )
         back = t.run(["cat", "--", f"{remote_dir}/probe.txt"])
         if back.stdout != token:
-            return Check("rsync-copy", False, f"rsync reported success but the file on {c.ssh_alias} holds "
-                                              f"{back.stdout[:80]!r}: {back.stderr.strip()}")
+            return Check(
+                "rsync-copy",
+                False,
+                f"rsync reported success but the file on {c.ssh_alias} holds "
+                f"{back.stdout[:80]!r}: {back.stderr.strip()}",
+            )
         return Check("rsync-copy", True, f"rsync copied a file through {c.ssh_alias} (to {remote_dir}, removed)")
     finally:
         try:
@@ -193,10 +223,18 @@ def _check_commands(c: Cluster, t: Transport) -> Check:
     missing = [n for n, p in found.items() if not p]
     where = c.ssh_alias or "this machine"
     if missing:
-        hint = ("add the line that puts Slurm on the PATH to the cluster's remote_setup (e.g. 'module load slurm')"
-                if c.ssh_alias else "install Slurm's client commands (Debian: apt-get install slurm-client)")
-        return Check("slurm-commands", False, f"not found on {where}: {' '.join(missing)}"
-                     f"{' (after remote_setup: ' + '; '.join(c.remote_setup) + ')' if c.remote_setup else ''}", hint)
+        hint = (
+            "add the line that puts Slurm on the PATH to the cluster's remote_setup (e.g. 'module load slurm')"
+            if c.ssh_alias
+            else "install Slurm's client commands (Debian: apt-get install slurm-client)"
+        )
+        return Check(
+            "slurm-commands",
+            False,
+            f"not found on {where}: {' '.join(missing)}"
+            f"{' (after remote_setup: ' + '; '.join(c.remote_setup) + ')' if c.remote_setup else ''}",
+            hint,
+        )
     return Check("slurm-commands", True, f"{' '.join(SLURM_COMMANDS)} found on {where} ({found['sbatch']}, ...)")
 
 
@@ -216,12 +254,21 @@ def _check_partitions(c: Cluster, client: SlurmClient) -> Check:
     named = _named(c, "partition")
     missing = {p: presets for p, presets in named.items() if p not in existing}
     if missing:
-        return Check("partitions", False, "; ".join(f"preset {', '.join(presets)} names partition {p!r}, which does "
-                                                   f"not exist" for p, presets in missing.items()),
-                     f"partitions on {c.name}: {', '.join(existing) or '(none)'} (`sinfo -s` lists them)")
+        return Check(
+            "partitions",
+            False,
+            "; ".join(
+                f"preset {', '.join(presets)} names partition {p!r}, which does not exist"
+                for p, presets in missing.items()
+            ),
+            f"partitions on {c.name}: {', '.join(existing) or '(none)'} (`sinfo -s` lists them)",
+        )
     if not named:
-        return Check("partitions", True, f"no preset names a partition (jobs go to the default); partitions: "
-                                         f"{', '.join(existing)}")
+        return Check(
+            "partitions",
+            True,
+            f"no preset names a partition (jobs go to the default); partitions: {', '.join(existing)}",
+        )
     return Check("partitions", True, f"every partition the presets name exists: {', '.join(sorted(named))}")
 
 
@@ -232,16 +279,23 @@ def _check_accounts(c: Cluster, client: SlurmClient, user: str | None) -> Check:
     mine = sorted({a.get("Account", "") for a in client.associations(user=user)} - {""})
     missing = {a: presets for a, presets in named.items() if a not in mine}
     if missing:
-        return Check("accounts", False, "; ".join(f"preset {', '.join(presets)} names account {a!r}, which user "
-                                                 f"{user} has no association with" for a, presets in missing.items()),
-                     f"accounts of {user}: {', '.join(mine) or '(none)'} "
-                     f"(`sacctmgr show assoc user={user} format=account,partition,qos`)")
+        return Check(
+            "accounts",
+            False,
+            "; ".join(
+                f"preset {', '.join(presets)} names account {a!r}, which user {user} has no association with"
+                for a, presets in missing.items()
+            ),
+            f"accounts of {user}: {', '.join(mine) or '(none)'} "
+            f"(`sacctmgr show assoc user={user} format=account,partition,qos`)",
+        )
     return Check("accounts", True, f"user {user} may use every account the presets name: {', '.join(sorted(named))}")
 
 
 # -- 5. the remote workspace ----------------------------------------------------------------------------------
-def check_workspace(workspace: str | os.PathLike[str], cluster: Cluster | None = None,
-                    transport: Transport | None = None) -> Check:
+def check_workspace(
+    workspace: str | os.PathLike[str], cluster: Cluster | None = None, transport: Transport | None = None
+) -> Check:
     """Whether ``workspace`` names its remote root; with ``cluster`` (and its ``transport``), also that the
     root, made absolute there, is a directory that rsync reaches through the cluster's alias (what every
     command checks first)."""
@@ -257,5 +311,9 @@ def _check_workspace(workspace: str | os.PathLike[str], cluster: Cluster | None,
     remote = Remote(cluster, transport if transport is not None else cluster.transport())
     ws = remote.resolve(Workspace(Path(workspace).resolve(), file, Settings()))
     dest = remote.rsync_root(ws)
-    return Check("workspace", True, f"{file.path}: remote root {ws.remote_root} (remote_root {file.remote_root}) is "
-                                    f"a directory on {remote.where}; rsync goes to {dest}{notes}")
+    return Check(
+        "workspace",
+        True,
+        f"{file.path}: remote root {ws.remote_root} (remote_root {file.remote_root}) is "
+        f"a directory on {remote.where}; rsync goes to {dest}{notes}",
+    )

@@ -62,7 +62,7 @@ class RemotePath:
         base = home.rstrip("/") or "/"
         return posixpath.join(base, self.path) if self.path else base
 
-    def same_as(self, other: "RemotePath") -> bool | None:
+    def same_as(self, other: RemotePath) -> bool | None:
         """Whether both name one place; None when only the cluster's ``$HOME`` can tell."""
         return (self.path == other.path) if self.home == other.home else None
 
@@ -85,9 +85,11 @@ def parse_remote_path(text: str, what: str, *, relative_is_home: bool = False) -
     elif relative_is_home and not raw.startswith(("~", "$")):
         home, rest = True, raw  # rsync reads host:x relative to the login directory
     else:
-        raise WorkspaceError(f"{what} {text!r} is neither an absolute path nor one below $HOME",
-                             hint="write it as /abs/path, $HOME/path, ${HOME}/path or ~/path; roach expands "
-                                  "nothing else (no other variables, no ~user)")
+        raise WorkspaceError(
+            f"{what} {text!r} is neither an absolute path nor one below $HOME",
+            hint="write it as /abs/path, $HOME/path, ${HOME}/path or ~/path; roach expands "
+            "nothing else (no other variables, no ~user)",
+        )
     if ".." in rest.split("/"):
         raise WorkspaceError(f"{what} {text!r} holds '..'", hint="name the remote root itself, without '..'")
     norm = posixpath.normpath(rest) if rest else ""
@@ -124,9 +126,11 @@ class WorkspaceFile:
 
 
 def _hint(path: Path) -> str:
-    return (f"NeuriCo's runtime writes {path} (keys remote_root and rsync_remote_root) at each stage start of a run "
-            "with --compute-backend dsi-slurm; roach never chooses, creates or guesses a remote root: report this "
-            "blocker instead of working around it")
+    return (
+        f"NeuriCo's runtime writes {path} (keys remote_root and rsync_remote_root) at each stage start of a run "
+        "with --compute-backend dsi-slurm; roach never chooses, creates or guesses a remote root: report this "
+        "blocker instead of working around it"
+    )
 
 
 def load_workspace_file(workspace: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> WorkspaceFile:
@@ -134,14 +138,18 @@ def load_workspace_file(workspace: str | os.PathLike[str], env: Mapping[str, str
     naming the file, the key and what to do."""
     env = os.environ if env is None else env
     path = Path(workspace) / WORKSPACE_FILE
-    from_env = {k: env.get(v, "").strip() for k, v in (("remote_root", ENV_ROOT), ("rsync_remote_root", ENV_RSYNC_ROOT))}
+    from_env = {
+        k: env.get(v, "").strip() for k, v in (("remote_root", ENV_ROOT), ("rsync_remote_root", ENV_RSYNC_ROOT))
+    }
     notes: list[str] = []
     try:
         data = json.loads(path.read_text())
         source = "file"
     except FileNotFoundError:
         if not all(from_env.values()):
-            raise WorkspaceError(f"{path} is missing: the workspace does not name its remote root", _hint(path)) from None
+            raise WorkspaceError(
+                f"{path} is missing: the workspace does not name its remote root", _hint(path)
+            ) from None
         data, source = dict(from_env), "environment"
         notes.append(f"{path} is missing: the remote root comes from ${ENV_ROOT} and ${ENV_RSYNC_ROOT}")
     except (OSError, ValueError) as exc:
@@ -158,24 +166,36 @@ def load_workspace_file(workspace: str | os.PathLike[str], env: Mapping[str, str
     rsync_text = data["rsync_remote_root"].strip()
     m = _RSYNC_REMOTE.match(rsync_text)
     rsync_host = m["host"] if m else None
-    rsync_path = parse_remote_path(m["path"] if m else rsync_text, f"{path}: rsync_remote_root's path",
-                                   relative_is_home=m is not None)
+    rsync_path = parse_remote_path(
+        m["path"] if m else rsync_text, f"{path}: rsync_remote_root's path", relative_is_home=m is not None
+    )
     if root.same_as(rsync_path) is False:
-        raise WorkspaceError(f"{path}: rsync_remote_root {rsync_text!r} does not name the same directory as "
-                             f"remote_root {root.text!r}",
-                             hint="both must name the one remote root; roach will not pick one of them")
+        raise WorkspaceError(
+            f"{path}: rsync_remote_root {rsync_text!r} does not name the same directory as remote_root {root.text!r}",
+            hint="both must name the one remote root; roach will not pick one of them",
+        )
     ssh_host = (data.get("ssh_host") or "").strip() or None
     if ssh_host and rsync_host and ssh_host != rsync_host:
-        raise WorkspaceError(f"{path}: ssh_host {ssh_host!r} and rsync_remote_root's host {rsync_host!r} differ",
-                             hint="rsync must go through the same ssh alias as every other command")
+        raise WorkspaceError(
+            f"{path}: ssh_host {ssh_host!r} and rsync_remote_root's host {rsync_host!r} differ",
+            hint="rsync must go through the same ssh alias as every other command",
+        )
     if source == "file":
         for key, var in (("remote_root", ENV_ROOT), ("rsync_remote_root", ENV_RSYNC_ROOT)):
             if from_env[key] and _differs(from_env[key], data[key].strip(), key == "rsync_remote_root"):
-                notes.append(f"${var}={from_env[key]} differs from {key}={data[key].strip()} in {path}: "
-                             "the file wins")
-    return WorkspaceFile(path, source, root, rsync_text, rsync_host, rsync_path,
-                         backend=(data.get("backend") or None), ssh_host=ssh_host,
-                         workspace_name=(data.get("workspace_name") or None), notes=tuple(notes))
+                notes.append(f"${var}={from_env[key]} differs from {key}={data[key].strip()} in {path}: the file wins")
+    return WorkspaceFile(
+        path,
+        source,
+        root,
+        rsync_text,
+        rsync_host,
+        rsync_path,
+        backend=(data.get("backend") or None),
+        ssh_host=ssh_host,
+        workspace_name=(data.get("workspace_name") or None),
+        notes=tuple(notes),
+    )
 
 
 def _differs(a: str, b: str, rsync: bool) -> bool:
@@ -211,4 +231,5 @@ def earlier_stage_error(workspace: str | os.PathLike[str], job_id: str, archived
         f"job {job_id} ran in an earlier stage of {Path(workspace)}: its bundle was archived to {archived}{said}, and "
         "its remote root is gone (NeuriCo's runtime removes the remote root and the workspace file after a stage)",
         hint=f"read {archived}/job.json and its slurm_*.out/.err; nothing of it is left on the cluster to wait for "
-             "or pull")
+        "or pull",
+    )

@@ -126,8 +126,10 @@ def check_path(path: str, where: str) -> str:
     elif any(ch.isspace() for ch in path) or "\0" in path:
         problem = "holds whitespace"
     if problem:
-        raise InterfaceError(f"{where}: path {path!r} {problem}",
-                             hint="each path cell names one file or directory relative to the workspace root")
+        raise InterfaceError(
+            f"{where}: path {path!r} {problem}",
+            hint="each path cell names one file or directory relative to the workspace root",
+        )
     return path.removeprefix("./")
 
 
@@ -145,8 +147,9 @@ def _need(cell: str, where: str) -> tuple[Need, str | None]:
     m = re.fullmatch(r"any[-_ ]?of\s*:\s*([A-Za-z0-9._-]+)", value)
     if m:
         return Need.ANY_OF, m[1]
-    raise InterfaceError(f"{where}: Required is {cell.strip()!r}",
-                         hint="Required is yes, no, recommended or any-of:<group>")
+    raise InterfaceError(
+        f"{where}: Required is {cell.strip()!r}", hint="Required is yes, no, recommended or any-of:<group>"
+    )
 
 
 def _table(lines: Sequence[tuple[int, str]], where: str) -> list[Entry]:
@@ -169,8 +172,10 @@ def _table(lines: Sequence[tuple[int, str]], where: str) -> list[Entry]:
         pcell = cells[header.index("path")] if header.index("path") < len(cells) else ""
         spans = _SPAN.findall(pcell)
         if len(spans) != 1:
-            raise InterfaceError(f"{row}: the Path cell {pcell!r} must hold one backticked path",
-                                 hint="write it as `relative/path` (a directory ends in /)")
+            raise InterfaceError(
+                f"{row}: the Path cell {pcell!r} must hold one backticked path",
+                hint="write it as `relative/path` (a directory ends in /)",
+            )
         path = check_path(spans[0].strip(), row)
         if "required" in header and header.index("required") < len(cells):
             need, group = _need(cells[header.index("required")], row)
@@ -223,8 +228,10 @@ def parse_interface(text: str, where: str = INTERFACE_FILE) -> list[Entry]:
             groups.setdefault(e.group or "", []).append(e)
     for name, members in groups.items():
         if len(members) < 2:
-            raise InterfaceError(f"{where} line {members[0].line}: any-of:{name} has only one row "
-                                 f"({members[0].path})", hint="a group has two or more rows; for one file say yes")
+            raise InterfaceError(
+                f"{where} line {members[0].line}: any-of:{name} has only one row ({members[0].path})",
+                hint="a group has two or more rows; for one file say yes",
+            )
     return entries
 
 
@@ -308,7 +315,9 @@ def check_entries(root: Path, entries: Sequence[Entry]) -> tuple[list[Finding], 
     for name, members in groups.items():
         ok = [e.path for e, why in members if why is None]
         if not ok:
-            problems.append(Finding(f"any-of:{name}", "none usable: " + "; ".join(f"{e.path} {why}" for e, why in members)))
+            problems.append(
+                Finding(f"any-of:{name}", "none usable: " + "; ".join(f"{e.path} {why}" for e, why in members))
+            )
         else:
             rest = [f"{e.path} {why}" for e, why in members if why]
             notes.append(f"any-of:{name} met by {', '.join(ok)}" + (f" ({'; '.join(rest)})" if rest else ""))

@@ -26,18 +26,39 @@ ADDED_MARK = "# roach sbatch added the lines below (the script file itself is un
 
 # Every option roach looks at: spelling -> what it is. Short options take their value attached or next.
 _OPTIONS: dict[str, str] = {
-    "-A": "account", "--account": "account",
-    "-p": "partition", "--partition": "partition",
-    "-t": "time", "--time": "time",
-    "--mem": "memory", "--mem-per-cpu": "memory", "--mem-per-gpu": "memory",
-    "-c": "cpus", "--cpus-per-task": "cpus", "--cpus-per-gpu": "cpus", "-n": "cpus", "--ntasks": "cpus",
-    "--ntasks-per-node": "cpus", "--mincpus": "cpus",
-    "-G": "gpus", "--gpus": "gpus", "--gpus-per-node": "gpus", "--gpus-per-task": "gpus",
-    "--gpus-per-socket": "gpus", "--gres": "gres",
-    "-o": "output", "--output": "output", "-e": "error", "--error": "error",
-    "-a": "array", "--array": "array",
-    "-J": "job-name", "--job-name": "job-name",
-    "--requeue": "requeue", "--no-requeue": "no-requeue", "--signal": "signal",
+    "-A": "account",
+    "--account": "account",
+    "-p": "partition",
+    "--partition": "partition",
+    "-t": "time",
+    "--time": "time",
+    "--mem": "memory",
+    "--mem-per-cpu": "memory",
+    "--mem-per-gpu": "memory",
+    "-c": "cpus",
+    "--cpus-per-task": "cpus",
+    "--cpus-per-gpu": "cpus",
+    "-n": "cpus",
+    "--ntasks": "cpus",
+    "--ntasks-per-node": "cpus",
+    "--mincpus": "cpus",
+    "-G": "gpus",
+    "--gpus": "gpus",
+    "--gpus-per-node": "gpus",
+    "--gpus-per-task": "gpus",
+    "--gpus-per-socket": "gpus",
+    "--gres": "gres",
+    "-o": "output",
+    "--output": "output",
+    "-e": "error",
+    "--error": "error",
+    "-a": "array",
+    "--array": "array",
+    "-J": "job-name",
+    "--job-name": "job-name",
+    "--requeue": "requeue",
+    "--no-requeue": "no-requeue",
+    "--signal": "signal",
 }
 _FLAGS = {"--requeue", "--no-requeue"}  # take no value
 _SHORT_WITH_VALUE = {k for k in _OPTIONS if len(k) == 2}
@@ -105,8 +126,9 @@ def _split(rest: str, line_no: int) -> list[str]:
     try:
         return shlex.split(rest, comments=True)
     except ValueError as exc:
-        raise UsageError(f"line {line_no}: cannot read the #SBATCH line ({exc}): {rest!r}",
-                         hint="check its quotes") from None
+        raise UsageError(
+            f"line {line_no}: cannot read the #SBATCH line ({exc}): {rest!r}", hint="check its quotes"
+        ) from None
 
 
 def read_directives(text: str) -> tuple[list[Directive], list[str]]:
@@ -162,7 +184,9 @@ def uses_gpu(text: str) -> int | None:
     return None
 
 
-def prepare_script(text: str, path: str, *, preemptible: bool = False, skip_checks: tuple[str, ...] = ()) -> PreparedScript:
+def prepare_script(
+    text: str, path: str, *, preemptible: bool = False, skip_checks: tuple[str, ...] = ()
+) -> PreparedScript:
     """Check the script at ``path`` (its ``text``) and return the text to submit.
 
     Raises :class:`ScriptRefused` listing everything missing at once. ``skip_checks`` names checks a site
@@ -172,8 +196,10 @@ def prepare_script(text: str, path: str, *, preemptible: bool = False, skip_chec
     if bad:
         raise UsageError(f"unknown check(s) {', '.join(bad)}", hint=f"valid checks: {', '.join(CHECKABLE)}")
     if not text.startswith("#!"):
-        raise UsageError(f"{path} does not start with '#!' (e.g. #!/bin/bash): sbatch refuses such a script",
-                         hint="make its first line the interpreter, e.g. #!/bin/bash")
+        raise UsageError(
+            f"{path} does not start with '#!' (e.g. #!/bin/bash): sbatch refuses such a script",
+            hint="make its first line the interpreter, e.g. #!/bin/bash",
+        )
     directives, notes = read_directives(text)
     have = {d.key for d in directives}
     gpu_line = uses_gpu(text)
@@ -182,13 +208,16 @@ def prepare_script(text: str, path: str, *, preemptible: bool = False, skip_chec
         wanted.append("gpus")
     missing = tuple(k for k in wanted if k not in have)
     if missing:
-        lines = [f"  {k}: {REQUIREMENTS[k][0]}" + (f" (line {gpu_line} uses a GPU)" if k == "gpus" else "")
-                 for k in missing]
+        lines = [
+            f"  {k}: {REQUIREMENTS[k][0]}" + (f" (line {gpu_line} uses a GPU)" if k == "gpus" else "") for k in missing
+        ]
         examples = "; ".join(REQUIREMENTS[k][1] for k in missing)
         skip = " or --no-check-account if the site has no accounts" if "account" in missing else ""
-        raise ScriptRefused(f"{path} does not ask for everything the cluster needs; missing #SBATCH lines for:\n"
-                            + "\n".join(lines), missing,
-                            hint=f"add them to the script's header, e.g. {examples}{skip}")
+        raise ScriptRefused(
+            f"{path} does not ask for everything the cluster needs; missing #SBATCH lines for:\n" + "\n".join(lines),
+            missing,
+            hint=f"add them to the script's header, e.g. {examples}{skip}",
+        )
 
     array = next((d.value for d in directives if d.key == "array"), None)
     add: list[str] = []
@@ -197,8 +226,10 @@ def prepare_script(text: str, path: str, *, preemptible: bool = False, skip_chec
         if not given:
             add.append(f"#SBATCH --{key}={arr if array is not None else plain}")
         elif not (given[-1].value or "").startswith(f"{ARTIFACTS_DIR}/"):
-            notes.append(f"line {given[-1].line}: --{key}={given[-1].value} does not write into "
-                         f"{ARTIFACTS_DIR}/<JOB_ID>/, so `roach pull` will not bring that log back")
+            notes.append(
+                f"line {given[-1].line}: --{key}={given[-1].value} does not write into "
+                f"{ARTIFACTS_DIR}/<JOB_ID>/, so `roach pull` will not bring that log back"
+            )
     if preemptible:
         if "requeue" not in have and "no-requeue" not in have:
             add.append("#SBATCH --requeue")
@@ -206,9 +237,15 @@ def prepare_script(text: str, path: str, *, preemptible: bool = False, skip_chec
             add.append(f"#SBATCH --signal={PREEMPT_SIGNAL}")
         if "no-requeue" in have:
             notes.append("the script says --no-requeue: a preempted job will not come back by itself")
-    return PreparedScript(path=path, text=_insert(text, add), added=tuple(add), notes=tuple(notes),
-                          directives=tuple(directives), array=array,
-                          job_name=next((d.value for d in directives if d.key == "job-name"), None))
+    return PreparedScript(
+        path=path,
+        text=_insert(text, add),
+        added=tuple(add),
+        notes=tuple(notes),
+        directives=tuple(directives),
+        array=array,
+        job_name=next((d.value for d in directives if d.key == "job-name"), None),
+    )
 
 
 def _insert(text: str, add: list[str]) -> str:
@@ -221,4 +258,4 @@ def _insert(text: str, add: list[str]) -> str:
     if not lines[last].endswith("\n"):
         lines[last] += "\n"
     block = [ADDED_MARK + "\n", *(a + "\n" for a in add)]
-    return "".join(lines[: last + 1] + block + lines[last + 1:])
+    return "".join(lines[: last + 1] + block + lines[last + 1 :])

@@ -19,9 +19,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from roach.errors import RoachError, TransportError, UsageError
 from roach.clusters.cluster import Cluster
-from roach.records.store import Store, utc_now
+from roach.errors import RoachError, TransportError, UsageError
+from roach.records.job_record import utc_now
+from roach.records.store import Store
+from roach.records.workspace import WorkspaceJob
+from roach.slurmio.ssh import SSH_FAILED, SSHConnectError, SSHTransport, remote_command
 from roach.slurmio.transport import PINNED_ENV, LocalTransport, Transport
 from roach.workspace.base import (
     Remote,
@@ -30,19 +33,15 @@ from roach.workspace.base import (
     connect,
     min_poll_interval,
     read_local,
-    read_record,
-    record_final,
     resolve_cluster,
-    write_local,
 )
-from roach.records.workspace import WorkspaceJob
 from roach.workspace.file import archived_bundle, earlier_stage_error
-from roach.slurmio.ssh import SSH_FAILED, SSHConnectError, SSHTransport, remote_command
+from roach.workspace.records import read_record, record_final, write_local
 
 # $1 job id, $2 seconds between looks. Prints "state <utc> <STATE=n,...>" on each change, "error <utc> <msg>"
 # when squeue fails (the loop goes on), "gone <utc>" once no entry of the job is pending or running, and
 # "tick" after each look otherwise: if roach went away, that write fails and the loop ends with it.
-WAIT_LOOP = r'''# roach wait loop
+WAIT_LOOP = r"""# roach wait loop
 job=$1; every=$2; last=
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 while :; do
@@ -61,7 +60,7 @@ while :; do
   else printf 'tick\n' || exit 1; fi
   sleep "$every"
 done
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ class WaitEvent:
         return f"{self.at_utc} {self.kind} {self.text}".rstrip()
 
     @classmethod
-    def parse(cls, line: str) -> "WaitEvent":
+    def parse(cls, line: str) -> WaitEvent:
         kind, _, rest = line.strip().partition(" ")
         at, _, text = rest.partition(" ")
         if kind not in ("state", "error", "gone"):
@@ -89,12 +88,16 @@ class WaitEvent:
         if self.kind != "state":
             return None
         names = {part.split("=", 1)[0] for part in self.text.split(",")}
-        return "pending" if names <= {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT",
-                                      "RESV_DEL_HOLD"} else "running"
+        return (
+            "pending"
+            if names <= {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT", "RESV_DEL_HOLD"}
+            else "running"
+        )
 
 
-def stream(transport: Transport, argv: Sequence[str], on_line: Callable[[str], None], *,
-           timeout: float | None = None) -> int:
+def stream(
+    transport: Transport, argv: Sequence[str], on_line: Callable[[str], None], *, timeout: float | None = None
+) -> int:
     """Run ``argv`` where ``transport`` runs commands, calling ``on_line`` with each stdout line as it comes.
 
     Returns the exit status. Over SSH it rides on the transport's shared connection and its failures
@@ -106,8 +109,12 @@ def stream(transport: Transport, argv: Sequence[str], on_line: Callable[[str], N
 
     if isinstance(transport, SSHTransport):
         transport.check()  # the one paced, backed-off connection attempt, if the master is not up
-        full = [transport.ssh, *transport.ssh_options(), transport.alias,
-                remote_command(list(argv), transport.env, transport.setup)]
+        full = [
+            transport.ssh,
+            *transport.ssh_options(),
+            transport.alias,
+            remote_command(list(argv), transport.env, transport.setup),
+        ]
         env, cwd = None, None
     elif isinstance(transport, LocalTransport):
         full = [str(a) for a in argv]
@@ -120,8 +127,16 @@ def stream(transport: Transport, argv: Sequence[str], on_line: Callable[[str], N
             on_line(line)
         return res.returncode
     try:
-        proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, errors="replace", env=env, cwd=cwd)
+        proc = subprocess.Popen(
+            full,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            env=env,
+            cwd=cwd,
+        )
     except OSError as exc:
         raise TransportError(f"could not run {full[0]}: {exc}", full) from exc
     err: list[str] = []
@@ -148,14 +163,19 @@ def stream(transport: Transport, argv: Sequence[str], on_line: Callable[[str], N
         transport._judge(full, subprocess.CompletedProcess(full, proc.returncode, "", stderr))
         if proc.returncode == SSH_FAILED and not transport.master_running():
             # The shared connection died under a running session: ssh exits 255 without a word (LogLevel=ERROR).
-            raise SSHConnectError(f"ssh {transport.alias}: the connection dropped while the watch ran",
-                                  full, hint="the login host went away or cut the connection; roach tries once "
-                                             f"more after {transport.backoff_s:.0f}s, never in a tight loop",
-                                  retry_at=transport.clock() + transport.backoff_s)
+            raise SSHConnectError(
+                f"ssh {transport.alias}: the connection dropped while the watch ran",
+                full,
+                hint="the login host went away or cut the connection; roach tries once "
+                f"more after {transport.backoff_s:.0f}s, never in a tight loop",
+                retry_at=transport.clock() + transport.backoff_s,
+            )
     if proc.returncode != 0:
-        raise RoachError(f"the watch loop on the cluster exited {proc.returncode}: "
-                         f"{stderr.strip().splitlines()[-1] if stderr.strip() else '(no message)'}",
-                         hint="check that sh, squeue, awk, sort and paste work on the login host")
+        raise RoachError(
+            f"the watch loop on the cluster exited {proc.returncode}: "
+            f"{stderr.strip().splitlines()[-1] if stderr.strip() else '(no message)'}",
+            hint="check that sh, squeue, awk, sort and paste work on the login host",
+        )
     return proc.returncode
 
 
@@ -175,10 +195,17 @@ def watch(remote: Remote, job_id: str, interval_s: float, on_event: Callable[[Wa
     return last[0] if last else None
 
 
-def wait(workspace: Workspace | str | os.PathLike[str], job_id: str | int, cluster: Cluster | str | None = None, *,
-         interval_s: float | None = None, on_event: Callable[[WaitEvent], None] = lambda e: None,
-         transport: Transport | None = None, sleep: Callable[[float], None] = time.sleep,
-         store: Store | None = None) -> WorkspaceJob:
+def wait(
+    workspace: Workspace | str | os.PathLike[str],
+    job_id: str | int,
+    cluster: Cluster | str | None = None,
+    *,
+    interval_s: float | None = None,
+    on_event: Callable[[WaitEvent], None] = lambda e: None,
+    transport: Transport | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    store: Store | None = None,
+) -> WorkspaceJob:
     """Wait until the job (or array) leaves the queue, then record its final state; returns the record.
 
     ``interval_s`` (default: the cluster's minimum, 60 s on a shared cluster) may not be shorter than
@@ -192,8 +219,10 @@ def wait(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
     floor = min_poll_interval(c)
     interval = floor if interval_s is None else float(interval_s)
     if interval < floor:
-        raise UsageError(f"an interval of {interval:g}s is shorter than cluster {c.name} allows ({floor:g}s)",
-                         hint="a login host is shared: roach looks at the queue at most once a minute there")
+        raise UsageError(
+            f"an interval of {interval:g}s is shorter than cluster {c.name} allows ({floor:g}s)",
+            hint="a login host is shared: roach looks at the queue at most once a minute there",
+        )
     remote = connect(c, transport)
     remote.open()
     ws = remote.resolve(ws)
@@ -208,7 +237,6 @@ def wait(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
             seen[:] = [ev]
         on_event(ev)
 
-
     for attempt in (1, 2):
         try:
             watch(remote, job_id, interval, keep)
@@ -217,16 +245,26 @@ def wait(workspace: Workspace | str | os.PathLike[str], job_id: str | int, clust
             last = seen[0] if seen else None
             # the last known state, here (the cluster cannot be reached): job.json's status stays "unknown"
             # until the end is recorded; the live state has its own key
-            kept = replace(base, live_state=last.status if last else base.live_state,
-                           last_seen_utc=last.at_utc if last else base.last_seen_utc)
+            kept = replace(
+                base,
+                live_state=last.status if last else base.live_state,
+                last_seen_utc=last.at_utc if last else base.last_seen_utc,
+            )
             write_local(ws, kept)
             if attempt == 2:
-                raise RoachError(f"lost the connection to {remote.where} again while waiting for job {job_id}; its "
-                                 f"last known state ({last.text if last else base.live_state}) is recorded in "
-                                 f"{ws.local_bundle(job_id) / 'job.json'}: {err.message}",
-                                 hint=f"run `roach wait {job_id}` later; the job goes on without roach") from err
+                raise RoachError(
+                    f"lost the connection to {remote.where} again while waiting for job {job_id}; its "
+                    f"last known state ({last.text if last else base.live_state}) is recorded in "
+                    f"{ws.local_bundle(job_id) / 'job.json'}: {err.message}",
+                    hint=f"run `roach wait {job_id}` later; the job goes on without roach",
+                ) from err
             delay = max(0.0, err.retry_at - getattr(remote.transport, "clock", time.monotonic)())
-            on_event(WaitEvent("note", utc_now(), f"connection lost ({err.message}); last known state recorded; "
-                                                  f"trying once more in {delay:.0f}s"))
+            on_event(
+                WaitEvent(
+                    "note",
+                    utc_now(),
+                    f"connection lost ({err.message}); last known state recorded; trying once more in {delay:.0f}s",
+                )
+            )
             sleep(delay)
     return record_final(ws, remote, job_id, base, store=store)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from roach.lab.config import LAB_USER
+from roach.records.store import Store
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB
-from roach.records.store import Store
 from tests.conftest import GitRepo
 
 JOBS = (Path(__file__).parent / "jobs.py").read_text()
@@ -29,10 +29,17 @@ class Faults:
         self.store = Store(base / "store.sqlite")
         self.roots = {"log_root": str(base / "logs"), "clone_root": str(base / "clones")}
 
-    def submit(self, args: dict, resources, *, cluster=CLUSTER, target: str = TARGET, store: Store | None = None,
-               **kw):
-        return submit(target, args=args, resources=resources, cluster=cluster, repo_root=self.repo.work,
-                      store=store or self.store, **self.roots, **kw)
+    def submit(self, args: dict, resources, *, cluster=CLUSTER, target: str = TARGET, store: Store | None = None, **kw):
+        return submit(
+            target,
+            args=args,
+            resources=resources,
+            cluster=cluster,
+            repo_root=self.repo.work,
+            store=store or self.store,
+            **self.roots,
+            **kw,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -47,5 +54,14 @@ def preempt(slurm, node: str = "n1", sleep_s: int = 2) -> int:
     only start by preempting low jobs there."""
     n = next(x for x in slurm.nodes() if x.name == node)
     gpus = min(n.gpus_total, n.gpus_total - n.gpus_used + 1)
-    return slurm.sbatch(["--qos=high", f"--nodelist={node}", f"--gres=gpu:{gpus}", "--time=1", "--output=/dev/null",
-                         "--job-name=preemptor"], f"#!/bin/bash\nsleep {sleep_s}\n")
+    return slurm.sbatch(
+        [
+            "--qos=high",
+            f"--nodelist={node}",
+            f"--gres=gpu:{gpus}",
+            "--time=1",
+            "--output=/dev/null",
+            "--job-name=preemptor",
+        ],
+        f"#!/bin/bash\nsleep {sleep_s}\n",
+    )

@@ -26,6 +26,7 @@ def _attempt(run):
 
 def _library_handlers(received):
     """What a library that takes the signals for itself does (NCCL may): its own handlers, which do not chain."""
+
     def handler(signum, frame):
         received.append(signum)
 
@@ -33,8 +34,19 @@ def _library_handlers(received):
     signal.signal(signal.SIGTERM, handler)
 
 
-def train(run, steps=20, step_s=0.2, fast_from_restart=None, fast_s=0.01, dist=False, replace_handlers=False,
-          hang_rank=None, hang_at=None, fail_at=None, until_term_at=None):
+def train(
+    run,
+    steps=20,
+    step_s=0.2,
+    fast_from_restart=None,
+    fast_s=0.01,
+    dist=False,
+    replace_handlers=False,
+    hang_rank=None,
+    hang_at=None,
+    fail_at=None,
+    until_term_at=None,
+):
     """``steps`` steps of ``step_s`` (``fast_s`` from restart count ``fast_from_restart`` on).
 
     ``dist``: a gloo process group, so the ranks agree on the step boundary where they stop.

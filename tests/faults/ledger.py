@@ -46,8 +46,16 @@ def attempts_by_rank(records: list[dict]) -> dict[int, list[Attempt]]:
     return {k: [Attempt(a, s, tuple(st)) for a, s, st in v] for k, v in sorted(out.items())}
 
 
-def check_ledger(run_dir: str | Path, steps: int, ranks: int = 1, *, run_id: str | None = None,
-                 interruptions: int | None = None, max_redo: int = 1, complete: bool = True) -> list[Attempt]:
+def check_ledger(
+    run_dir: str | Path,
+    steps: int,
+    ranks: int = 1,
+    *,
+    run_id: str | None = None,
+    interruptions: int | None = None,
+    max_redo: int = 1,
+    complete: bool = True,
+) -> list[Attempt]:
     """Assert the ledger of a run of ``steps`` steps on ``ranks`` ranks; returns rank 0's attempts.
 
     - every rank ran the same attempts, each from the same start;
@@ -65,8 +73,9 @@ def check_ledger(run_dir: str | Path, steps: int, ranks: int = 1, *, run_id: str
     assert sorted(by_rank) == list(range(ranks)), f"ranks in the ledger: {sorted(by_rank)}, expected {ranks}"
     first = by_rank[0]
     for rank, atts in by_rank.items():
-        assert [(a.attempt, a.start) for a in atts] == [(a.attempt, a.start) for a in first], \
+        assert [(a.attempt, a.start) for a in atts] == [(a.attempt, a.start) for a in first], (
             f"rank {rank}'s attempts differ from rank 0's: {atts} vs {first}"
+        )
         assert atts[0].start == 0, f"rank {rank}'s first attempt starts at {atts[0].start}"
         kept: list[int] = []
         for a, b in zip(atts, atts[1:] + [None]):
@@ -74,9 +83,12 @@ def check_ledger(run_dir: str | Path, steps: int, ranks: int = 1, *, run_id: str
             if b is None:
                 kept += a.steps
                 continue
-            assert b.start <= a.end, f"rank {rank} lost steps {a.end}..{b.start - 1} between {a.attempt} and {b.attempt}"
-            assert a.end - b.start <= max_redo, \
+            assert b.start <= a.end, (
+                f"rank {rank} lost steps {a.end}..{b.start - 1} between {a.attempt} and {b.attempt}"
+            )
+            assert a.end - b.start <= max_redo, (
                 f"rank {rank} recomputed {a.end - b.start} steps after {a.attempt} (at most {max_redo})"
+            )
             kept += [s for s in a.steps if s < b.start]
         expected = list(range(steps)) if complete else list(range(atts[-1].end))
         assert kept == expected, f"rank {rank}: steps after the checkpoint boundaries are {kept}, expected {expected}"
@@ -113,7 +125,10 @@ def bundle_dir_of(job) -> str:
 def assert_left_no_process(slurm: SlurmClient, job) -> None:
     """Once the job has left the queue (nothing of it pending, running or completing), none of its processes
     is alive on any node."""
-    wait_until(f"job {job.slurm_id} to leave the queue",
-               lambda: not [r for r in slurm.squeue(job_ids=[job.job_id]) if r.state.is_active], timeout=120)
+    wait_until(
+        f"job {job.slurm_id} to leave the queue",
+        lambda: not [r for r in slurm.squeue(job_ids=[job.job_id]) if r.state.is_active],
+        timeout=120,
+    )
     left = processes_of(bundle_dir_of(job))
     assert not left, f"processes of job {job.slurm_id} outlived it:\n" + "\n".join(left)

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.lab]
 
 KILLS = 50
 
-WRITER = r'''
+WRITER = r"""
 import os, random, signal, sys, time
 from pathlib import Path
 from roach.runtime import checkpoint as ckpt
@@ -49,14 +49,20 @@ for k in range(kills):
     last = n
 stale = len(ckpt.stale_temporaries(path.parent))
 print(f"ok kills={kills} last={last} save_s={save_s:.3f} stale_temporaries={stale}")
-'''
+"""
 
 
 def test_sigkill_during_checkpoint_writes_never_breaks_resume_pt(lab, tmp_path):
     python = Path(lab.state_dir) / "pyenv" / "bin" / "python"
     root = Path(__file__).resolve().parents[2]
-    r = subprocess.run([str(python), "-c", WRITER, str(tmp_path / "resume.pt"), str(KILLS)], capture_output=True,
-                       text=True, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, timeout=300, check=False)
+    r = subprocess.run(
+        [str(python), "-c", WRITER, str(tmp_path / "resume.pt"), str(KILLS)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith(f"ok kills={KILLS}"), r.stdout
     stale = int(r.stdout.split("stale_temporaries=")[1])

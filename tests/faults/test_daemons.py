@@ -13,11 +13,11 @@ import time
 import pytest
 
 from roach.lab import lab as lablib
+from roach.model.job_state import JobState
+from roach.ops.events import EventKind
 from roach.slurm.clusters.lab import GPU1
 from roach.slurmio.client import SlurmClient
-from roach.model.job_state import JobState
 from roach.watch.watcher import Watcher
-from roach.ops.events import EventKind
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER
 from tests.faults.ledger import (
@@ -48,16 +48,24 @@ def test_daemons_restarted_mid_run_and_mid_watch_the_run_and_the_watch_carry_on(
     job = faults.submit({"steps": 150, "step_s": 0.2}, GPU1.replace(time="00:05:00"), name="daemons")
     key = str(job.job_id)
     # no retries: a round that cannot reach Slurm says so at once instead of trying for seconds
-    w = Watcher(CLUSTER, SlurmClient(CLUSTER.transport(), retries=0), faults.store, job_ids=(key,), interval_s=1.0,
-                heartbeat_s=1e9)
+    w = Watcher(
+        CLUSTER,
+        SlurmClient(CLUSTER.transport(), retries=0),
+        faults.store,
+        job_ids=(key,),
+        interval_s=1.0,
+        heartbeat_s=1e9,
+    )
     events: list = []
     wait_until("the run's first steps", lambda: _steps(job) >= 3, timeout=120, explain=lambda: job.log()[-2000:])
     events += w.round()
     (q,) = slurm.squeue(job_ids=[job.job_id])
     node = q.nodelist
-    restarts = [("slurmdbd", lambda: ok("sacctmgr", "-n", "show", "cluster")),
-                ("slurmctld", lambda: ok("scontrol", "ping")),
-                (f"slurmd-{node}", lambda: True)]
+    restarts = [
+        ("slurmdbd", lambda: ok("sacctmgr", "-n", "show", "cluster")),
+        ("slurmctld", lambda: ok("scontrol", "ping")),
+        (f"slurmd-{node}", lambda: True),
+    ]
     for name, ready in restarts:
         before = _steps(job)
         daemons[name].stop()
@@ -68,8 +76,9 @@ def test_daemons_restarted_mid_run_and_mid_watch_the_run_and_the_watch_carry_on(
         finally:
             daemons[name].start(ready=ready)
         events += w.round()
-    wait_until(f"{node} to register again", lambda: [n for n in slurm.nodes() if n.name == node and n.available],
-               timeout=60)
+    wait_until(
+        f"{node} to register again", lambda: [n for n in slurm.nodes() if n.name == node and n.available], timeout=60
+    )
     deadline = time.monotonic() + slack(120)
     while not [e for e in events if e.kind is EventKind.FINISHED and e.job_id == key]:
         assert time.monotonic() < deadline, [e.line() for e in events]

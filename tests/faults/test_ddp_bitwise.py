@@ -101,9 +101,16 @@ def _train(lab, tmp_path: Path, variant: str) -> list[dict]:
     out = tmp_path / "results.json"
     init = f"tcp://127.0.0.1:{_free_port()}"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [subprocess.Popen([str(python), "-c", _WORKER, str(r), str(WORLD), init, variant, str(STEPS),
-                               json.dumps(PLANS), str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, env=env) for r in range(WORLD)]
+    procs = [
+        subprocess.Popen(
+            [str(python), "-c", _WORKER, str(r), str(WORLD), init, variant, str(STEPS), json.dumps(PLANS), str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for r in range(WORLD)
+    ]
     outs = [p.communicate(timeout=slack(300))[0] for p in procs]
     assert [p.returncode for p in procs] == [0] * WORLD, outs
     return json.loads(out.read_text())
@@ -114,7 +121,7 @@ def test_run_ddp_resumes_bitwise_equal_at_any_step(lab, tmp_path, variant):
     reference, *resumed = _train(lab, tmp_path, variant)
     assert reference["rebuilt"] == [0], reference  # run.ddp never rebuilds its buckets
     differ = [r["plan"] for r in resumed if r["digest"] != reference["digest"]]
-    assert differ == [], f"resumed at these steps, the final parameters differ from the uninterrupted run's"
+    assert differ == [], "resumed at these steps, the final parameters differ from the uninterrupted run's"
 
 
 def test_plain_ddp_rebuilds_its_buckets_and_a_resume_then_differs(lab, tmp_path):
@@ -129,9 +136,16 @@ def test_plain_ddp_rebuilds_its_buckets_and_a_resume_then_differs(lab, tmp_path)
 
 def test_run_ddp_refuses_the_argument_that_turns_the_rebuild_back_on(lab, tmp_path):
     python = lab.state / "pyenv" / "bin" / "python"
-    code = ("import torch\nfrom roach.runtime.ddp import ddp\nfrom roach.errors import UsageError\n"
-            "try:\n    ddp(torch.nn.Linear(2, 2), find_unused_parameters=False)\n"
-            "except UsageError as e:\n    print('refused:', e)\n")
-    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=slack(120),
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import torch\nfrom roach.runtime.ddp import ddp\nfrom roach.errors import UsageError\n"
+        "try:\n    ddp(torch.nn.Linear(2, 2), find_unused_parameters=False)\n"
+        "except UsageError as e:\n    print('refused:', e)\n"
+    )
+    out = subprocess.run(
+        [str(python), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=slack(120),
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert "refused: run.ddp(): find_unused_parameters is not an argument here" in out.stdout, out.stderr

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from roach.model.job_state import JobState
 from roach.runtime.attempts import read_counts
 from roach.slurm import resume
 from roach.slurm.clusters.lab import GPU1
-from roach.model.job_state import JobState
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER, preempt
 from tests.faults.ledger import (
@@ -46,9 +46,12 @@ def _attempts(job) -> list:
 
 def _running_attempt(slurm, job, n: int, steps: int = 3) -> str:
     """Wait until the run's ``n``-th attempt has done ``steps`` steps; returns the node it runs on."""
-    wait_until(f"attempt {n} of {job.run_id} to do {steps} steps",
-               lambda: len(_attempts(job)) >= n and len(_attempts(job)[n - 1].steps) >= steps, timeout=120,
-               explain=lambda: job.log()[-2000:])
+    wait_until(
+        f"attempt {n} of {job.run_id} to do {steps} steps",
+        lambda: len(_attempts(job)) >= n and len(_attempts(job)[n - 1].steps) >= steps,
+        timeout=120,
+        explain=lambda: job.log()[-2000:],
+    )
     (q,) = [q for q in slurm.squeue(job_ids=[job.job_id]) if q.state.is_running]
     return q.nodelist
 
@@ -60,8 +63,11 @@ def _allocations(slurm, job) -> list:
 
 def _node(slurm, node: str, state: str) -> None:
     # RESUME fails (1) where the lab's slurmd, alive, has registered the node back already (ReturnToService=2)
-    slurm.run(["scontrol", "update", f"NodeName={node}", f"State={state}", "Reason=roach-faults"], retry=False,
-              ok_codes=(0, 1) if state == "RESUME" else (0,))
+    slurm.run(
+        ["scontrol", "update", f"NodeName={node}", f"State={state}", "Reason=roach-faults"],
+        retry=False,
+        ok_codes=(0, 1) if state == "RESUME" else (0,),
+    )
 
 
 def test_failure_types_are_told_apart_each_with_its_own_budget(faults, slurm):
@@ -69,8 +75,12 @@ def test_failure_types_are_told_apart_each_with_its_own_budget(faults, slurm):
     crash = faults.submit({"steps": 20, "step_s": 0.1, "fail_at": 4}, ON_N2, name="crash")
     # A 1-minute job in a step that lasts until its limit: the limit's USR1 waits for the step's end, which comes
     # only with Slurm's TERM at the limit: TIMEOUT, whatever the ranks then do.
-    slow = faults.submit({"steps": 2, "step_s": 0.1, "until_term_at": 0}, ON_N2.replace(time="00:01:00"),
-                         cluster=CLUSTER.with_(max_timeout_requeues=0), name="timeout")
+    slow = faults.submit(
+        {"steps": 2, "step_s": 0.1, "until_term_at": 0},
+        ON_N2.replace(time="00:01:00"),
+        cluster=CLUSTER.with_(max_timeout_requeues=0),
+        name="timeout",
+    )
 
     # A wall-clock stop (USR1 to the steps, as Slurm's --signal sends it): requeued, wall-clock requeue 1 of 1.
     _running_attempt(slurm, run, 1)
@@ -83,8 +93,11 @@ def test_failure_types_are_told_apart_each_with_its_own_budget(faults, slurm):
     _running_attempt(slurm, run, 3, steps=EVERY + 1)
     try:
         _node(slurm, "n1", "DOWN")
-        wait_until("the node failure's requeue", lambda: [q for q in slurm.squeue(job_ids=[run.job_id])
-                                                          if q.state.is_pending], timeout=30)
+        wait_until(
+            "the node failure's requeue",
+            lambda: [q for q in slurm.squeue(job_ids=[run.job_id]) if q.state.is_pending],
+            timeout=30,
+        )
     finally:
         _node(slurm, "n1", "RESUME")
     _running_attempt(slurm, run, 4)
@@ -118,8 +131,13 @@ def test_failure_types_are_told_apart_each_with_its_own_budget(faults, slurm):
     assert_left_no_process(slurm, crash)
 
     # The budget run goes on with `roach resume`: every step once after the checkpoint boundaries.
-    again = resume(run.run_id, resources=GPU1.replace(time="00:05:00"), cluster=BUDGET, repo_root=faults.repo.work,
-                   store=faults.store)
+    again = resume(
+        run.run_id,
+        resources=GPU1.replace(time="00:05:00"),
+        cluster=BUDGET,
+        repo_root=faults.repo.work,
+        store=faults.store,
+    )
     # The time limit inside a step: TIMEOUT, never requeued (the wall-clock budget of 0 is not what ended it).
     t = slow.wait(timeout=slack(90))
     assert t.state is JobState.TIMEOUT, (t, slow.log()[-3000:])

@@ -14,10 +14,9 @@ import subprocess
 import pytest
 
 from roach.lab import lab as lablib
-from roach.slurm import resume
-from roach.slurm import sweep
-from roach.slurm.clusters.lab import GPU1
 from roach.model.job_state import JobState
+from roach.slurm import resume, sweep
+from roach.slurm.clusters.lab import GPU1
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER, preempt
 from tests.faults.ledger import (
@@ -42,8 +41,9 @@ WALL_ARGS = {"steps": 120, "step_s": 1.0, "fast_from_restart": 2, "fast_s": 0.02
 
 @pytest.fixture(scope="module")
 def wall_clock_job(faults):
-    return faults.submit(WALL_ARGS, GPU1.replace(time="00:01:00", extra=("--nodelist=n2",)), cluster=WALL,
-                         name="wall-clock")
+    return faults.submit(
+        WALL_ARGS, GPU1.replace(time="00:01:00", extra=("--nodelist=n2",)), cluster=WALL, name="wall-clock"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -61,18 +61,26 @@ def _ledger_steps(job, attempt_no: int) -> int:
 
 
 def _preempt_when_running(slurm, job, attempt_no: int, steps: int = 2) -> None:
-    wait_until(f"attempt {attempt_no} of {job.run_id} to do {steps} steps",
-               lambda: _ledger_steps(job, attempt_no) >= steps, timeout=120, explain=lambda: job.log()[-2000:])
+    wait_until(
+        f"attempt {attempt_no} of {job.run_id} to do {steps} steps",
+        lambda: _ledger_steps(job, attempt_no) >= steps,
+        timeout=120,
+        explain=lambda: job.log()[-2000:],
+    )
     preempt(slurm)
-    wait_until(f"attempt {attempt_no} to be preempted",
-               lambda: job.log().count("preempted at step") >= attempt_no or job.state().is_terminal, timeout=90,
-               explain=lambda: job.log()[-2000:])
+    wait_until(
+        f"attempt {attempt_no} to be preempted",
+        lambda: job.log().count("preempted at step") >= attempt_no or job.state().is_terminal,
+        timeout=90,
+        explain=lambda: job.log()[-2000:],
+    )
 
 
 @pytest.fixture
 def grace(lab):
     def set_to(seconds: int) -> None:
         lablib.up(log=lambda *_: None, low_grace_time=seconds)
+
     yield set_to
     set_to(20)
 
@@ -98,9 +106,14 @@ def preempt_mode_cancel(lab):
     env = {**os.environ, **lab.env()}
 
     def qos_mode(mode: str) -> None:
-        subprocess.run(["sacctmgr", "-i", "modify", "qos", "where", "name=low", "set", f"PreemptMode={mode}"],
-                       check=True, capture_output=True, env=env)
+        subprocess.run(
+            ["sacctmgr", "-i", "modify", "qos", "where", "name=low", "set", f"PreemptMode={mode}"],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
         subprocess.run(["scontrol", "reconfigure"], check=True, capture_output=True, env=env)
+
     qos_mode("cancel")
     yield
     qos_mode("requeue")
@@ -119,8 +132,13 @@ def test_preempt_mode_cancel_ends_preempted_and_resumes_once(faults, slurm, pree
     assert "preempted at step" in log and "(PreemptMode=CANCEL)" in log, log[-3000:]
     assert "(restart count 1)" not in log, "the site cancels preempted jobs: roach must not requeue it"
     assert_left_no_process(slurm, job)
-    again = resume(job.run_id, resources=GPU1.replace(time="00:05:00"), cluster=CLUSTER, repo_root=faults.repo.work,
-                   store=faults.store)
+    again = resume(
+        job.run_id,
+        resources=GPU1.replace(time="00:05:00"),
+        cluster=CLUSTER,
+        repo_root=faults.repo.work,
+        store=faults.store,
+    )
     assert again.wait(timeout=slack(120)).state is JobState.COMPLETED, again.log()[-3000:]
     check_ledger(job.record.run_dir, 30, interruptions=1, max_redo=0, run_id=job.run_id)
     runs = [r for r in slurm.sacct([job.job_id, again.job_id], duplicates=True) if r.step is None]
@@ -164,8 +182,16 @@ def test_one_log_holds_every_attempt_in_order(storm):
 
 
 def test_a_sweeps_preempted_tasks_resume_and_the_others_are_untouched(faults, slurm):
-    sw = sweep("pkg.faults:train", [{"steps": 40, "step_s": 0.2}] * 6, resources=GPU1.replace(qos="low", time="00:10:00"),
-               cluster=CLUSTER, repo_root=faults.repo.work, store=faults.store, name="sweep", **faults.roots)
+    sw = sweep(
+        "pkg.faults:train",
+        [{"steps": 40, "step_s": 0.2}] * 6,
+        resources=GPU1.replace(qos="low", time="00:10:00"),
+        cluster=CLUSTER,
+        repo_root=faults.repo.work,
+        store=faults.store,
+        name="sweep",
+        **faults.roots,
+    )
     tasks = list(sw)
     wait_until("every task to do 3 steps", lambda: all(_ledger_steps(t, 1) >= 3 for t in tasks), timeout=180)
     preempt(slurm)

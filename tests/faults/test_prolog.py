@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from roach.cli.app import cli
 from roach.lab import lab as lablib
 from roach.lab.config import LAB_USER
-from roach.slurm.clusters.lab import GPU1
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
-from roach.watch.watcher import Watcher
 from roach.ops.events import EventKind
+from roach.slurm.clusters.lab import GPU1
+from roach.watch.watcher import Watcher
 from tests.conftest import slack
 from tests.faults.conftest import CLUSTER
 from tests.faults.ledger import assert_left_no_process, check_ledger
@@ -67,8 +67,9 @@ def _rounds(w: Watcher, events: list, what: str, pred, timeout: float = 60.0):
     pytest.fail(f"no {what} within {timeout:.0f}s: {[e.line() for e in events]}")
 
 
-def test_a_failing_prolog_holds_the_job_with_a_reason_why_and_the_watch_say_so(faults, slurm, user_slurm,
-                                                                                 failing_prolog):
+def test_a_failing_prolog_holds_the_job_with_a_reason_why_and_the_watch_say_so(
+    faults, slurm, user_slurm, failing_prolog
+):
     job = faults.submit({"steps": 10, "step_s": 0.1}, GPU1.replace(time="00:05:00"), name="prolog")
     key = str(job.job_id)
     w = Watcher(CLUSTER, CLUSTER.client(), faults.store, job_ids=(key,), interval_s=1.0, heartbeat_s=1e9)

@@ -13,9 +13,9 @@ from roach.errors import UsageError
 from roach.lab import lab as lablib
 from roach.lab import release
 from roach.lab.config import PreemptSignalSetting
+from roach.model.job_state import JobState
 from roach.runtime.attempts import read_counts
 from roach.slurm.clusters.lab import GPU1
-from roach.model.job_state import JobState
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER, preempt
 from tests.faults.ledger import assert_left_no_process, attempts_by_rank, check_ledger, read_ledger
@@ -37,26 +37,39 @@ def _steps(job, n: int) -> int:
 def send_user_signal(request, lab):
     setting = request.param
     have = release.installed()
-    if setting == PreemptSignalSetting.PREEMPT.value and have is not None \
-            and not have.has_preempt_send_user_signal_in_preempt_parameters:
+    if (
+        setting == PreemptSignalSetting.PREEMPT.value
+        and have is not None
+        and not have.has_preempt_send_user_signal_in_preempt_parameters
+    ):
         with pytest.raises(UsageError, match="no PreemptParameters=send_user_signal"):
             lablib.up(log=lambda *_: None, preempt_send_user_signal=True, preempt_signal_setting=setting)
         pytest.skip(f"Slurm {have} has only the SlurmctldParameters spelling (the other was refused, as it should)")
     lablib.up(log=lambda *_: None, preempt_send_user_signal=True, preempt_signal_setting=setting)
     yield setting
-    lablib.up(log=lambda *_: None, preempt_send_user_signal=False,
-              preempt_signal_setting=PreemptSignalSetting.SLURMCTLD.value)
+    lablib.up(
+        log=lambda *_: None, preempt_send_user_signal=False, preempt_signal_setting=PreemptSignalSetting.SLURMCTLD.value
+    )
 
 
 def test_preemption_with_send_user_signal_is_a_preemption_not_a_wall_clock(faults, slurm, send_user_signal):
-    job = faults.submit({"steps": 60, "step_s": 0.1}, LOW_N1, cluster=CLUSTER.with_(max_timeout_requeues=1),
-                        name="send-user-signal")
+    job = faults.submit(
+        {"steps": 60, "step_s": 0.1}, LOW_N1, cluster=CLUSTER.with_(max_timeout_requeues=1), name="send-user-signal"
+    )
     for n in (1, 2):
-        wait_until(f"attempt {n} to do 3 steps", lambda n=n: _steps(job, n) >= 3, timeout=120,
-                   explain=lambda: job.log()[-2000:])
+        wait_until(
+            f"attempt {n} to do 3 steps",
+            lambda n=n: _steps(job, n) >= 3,
+            timeout=120,
+            explain=lambda: job.log()[-2000:],
+        )
         preempt(slurm)
-        wait_until(f"preemption {n}", lambda n=n: job.log().count("preempted at step") >= n, timeout=90,
-                   explain=lambda: job.log()[-2000:])
+        wait_until(
+            f"preemption {n}",
+            lambda n=n: job.log().count("preempted at step") >= n,
+            timeout=90,
+            explain=lambda: job.log()[-2000:],
+        )
     rec = job.wait(timeout=slack(180))
     log = job.log()
     assert rec.state is JobState.COMPLETED, log[-4000:]

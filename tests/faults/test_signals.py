@@ -10,9 +10,9 @@ from datetime import datetime
 
 import pytest
 
+from roach.model.job_state import JobState
 from roach.slurm import resume
 from roach.slurm.clusters.lab import GPU1, GPU2
-from roach.model.job_state import JobState
 from tests.conftest import slack
 from tests.faults.conftest import CLUSTER
 from tests.faults.ledger import assert_left_no_process, check_ledger, read_ledger
@@ -42,8 +42,13 @@ CASES = {
     "term-scancel": Case("term-scancel", [], {}),
     "term-full-signal": Case("term-full-signal", ["--full", "--signal=TERM"], {}),
     "library-handlers": Case("library-handlers", ["--signal=USR1"], {"replace_handlers": True}),
-    "hang": Case("hang", [], {"dist": True, "hang_rank": 1, "hang_at": 5, "steps": 12},
-                 resources=GPU2.replace(time="00:05:00"), checkpoint_every=3),
+    "hang": Case(
+        "hang",
+        [],
+        {"dist": True, "hang_rank": 1, "hang_at": 5, "steps": 12},
+        resources=GPU2.replace(time="00:05:00"),
+        checkpoint_every=3,
+    ),
 }
 
 
@@ -58,8 +63,9 @@ def _steps_done(job) -> int:
 def signalled(faults, slurm):
     """Every case's job, submitted at once, each sent its signal once it has done a few steps."""
     for c in CASES.values():
-        c.job = faults.submit({"steps": STEPS, "step_s": STEP_S, **c.args}, c.resources, name=c.name,
-                              checkpoint_every=c.checkpoint_every)
+        c.job = faults.submit(
+            {"steps": STEPS, "step_s": STEP_S, **c.args}, c.resources, name=c.name, checkpoint_every=c.checkpoint_every
+        )
     waiting = dict(CASES)
     deadline = time.monotonic() + slack(180)
     while waiting:

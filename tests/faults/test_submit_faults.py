@@ -17,9 +17,9 @@ import pytest
 from roach.errors import RoachError
 from roach.lab import lab as lablib
 from roach.launch import lost
-from roach.slurm.clusters.lab import GPU1, LAB
 from roach.model.job_state import JobState
 from roach.records.store import Store
+from roach.slurm.clusters.lab import GPU1, LAB
 from tests.conftest import slack, wait_until
 from tests.faults.ledger import assert_left_no_process, check_ledger
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
@@ -36,8 +36,9 @@ def over_ssh(lab, sshd: SSHServer):
 def _jobs_named(slurm, name: str) -> tuple[list, list]:
     """(in the queue, started in accounting) of every user's jobs called ``name``."""
     queued = [q for q in slurm.squeue(all_users=True) if q.name == name and q.state.is_active]
-    r = slurm.run(["sacct", "-a", "-X", "-D", "-n", "-P", "-o", "JobID,JobName,State,Start", "-S", "now-1hours"],
-                  retry=False)
+    r = slurm.run(
+        ["sacct", "-a", "-X", "-D", "-n", "-P", "-o", "JobID,JobName,State,Start", "-S", "now-1hours"], retry=False
+    )
     rows = [line.split("|") for line in r.stdout.splitlines()]
     started = [row for row in rows if row[1:2] == [name] and row[3] not in ("Unknown", "None", "")]
     return queued, started
@@ -52,8 +53,11 @@ def test_a_submit_over_ssh_with_slurmdbd_down_succeeds_once(faults, slurm, lab, 
         job = faults.submit({"steps": 5, "step_s": 0.1}, GPU1, cluster=over_ssh, name=name)
         wait_until("the job to run", lambda: job.log().count("finished; result in") == 1, timeout=120)
     finally:
-        dbd.start(ready=lambda: subprocess.run(["sacctmgr", "-n", "show", "cluster"], env=env,
-                                               capture_output=True).returncode == 0)
+        dbd.start(
+            ready=lambda: (
+                subprocess.run(["sacctmgr", "-n", "show", "cluster"], env=env, capture_output=True).returncode == 0
+            )
+        )
     # slurmctld sends what slurmdbd missed once it is back: the job is accounted once
     assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()[-3000:]
     wait_until("the job in accounting", lambda: len(_jobs_named(slurm, name)[1]) >= 1, timeout=60)
@@ -89,8 +93,11 @@ def test_an_ssh_connection_dropped_during_sbatch_leaves_no_job(faults, slurm, la
 
     def submit() -> None:  # in a thread: a store of its own (a SQLite connection serves the thread that made it)
         try:
-            outcome.append(faults.submit({"steps": 3, "step_s": 0.1}, GPU1, cluster=cluster, name=name,
-                                         store=Store(faults.store.path)))
+            outcome.append(
+                faults.submit(
+                    {"steps": 3, "step_s": 0.1}, GPU1, cluster=cluster, name=name, store=Store(faults.store.path)
+                )
+            )
         except RoachError as exc:
             outcome.append(exc)
 
@@ -101,8 +108,11 @@ def test_an_ssh_connection_dropped_during_sbatch_leaves_no_job(faults, slurm, la
     os.kill(pid, signal.SIGSTOP)
     try:
         (gate / "go").touch()
-        wait_until("sbatch to wait for the controller's answer", lambda: subprocess.run(
-            ["pgrep", "-x", "sbatch"], capture_output=True).returncode == 0, timeout=30)
+        wait_until(
+            "sbatch to wait for the controller's answer",
+            lambda: subprocess.run(["pgrep", "-x", "sbatch"], capture_output=True).returncode == 0,
+            timeout=30,
+        )
         time.sleep(0.5)  # its request sent
         sshd.stop()
         sshd.start()
@@ -110,13 +120,17 @@ def test_an_ssh_connection_dropped_during_sbatch_leaves_no_job(faults, slurm, la
         os.kill(pid, signal.SIGCONT)
     t.join(timeout=slack(120))
     (result,) = outcome
-    wait_until("the controller to answer", lambda: slurm.run(["scontrol", "ping"], retry=False, ok_codes=(0, 1)).ok,
-               timeout=30)
+    wait_until(
+        "the controller to answer", lambda: slurm.run(["scontrol", "ping"], retry=False, ok_codes=(0, 1)).ok, timeout=30
+    )
     queued, accounted = _jobs_named(slurm, name)
     try:
         if isinstance(result, RoachError):  # failed: nothing queued, nothing that ran, and it says so
             assert "connection" in str(result).lower() and "nothing is left" in str(result), result
-            assert not queued and not accounted, (str(result), [(q.job_id, q.state.value, q.reason_text) for q in queued])
+            assert not queued and not accounted, (
+                str(result),
+                [(q.job_id, q.state.value, q.reason_text) for q in queued],
+            )
             assert not [r for r in faults.store.recent(1000) if r.name == name]  # no record either
             assert not lost.pending(faults.store, "lab")  # settled: the next submit has nothing to cancel
         else:  # succeeded: that one job, run once
@@ -133,7 +147,9 @@ def test_a_lost_submission_left_for_later_is_cancelled_by_the_next_look(faults, 
     store = Store(faults.base / f"lost-{secrets.token_hex(3)}.sqlite")
     prefix = f"{faults.base}/logs/lost-{secrets.token_hex(3)}_"
     held = user_slurm.sbatch(["--hold", f"--output={prefix}%j.out", "--time=1"], "#!/bin/bash\ntrue\n")
-    other = user_slurm.sbatch(["--hold", f"--output={faults.base}/logs/other_%j.out", "--time=1"], "#!/bin/bash\ntrue\n")
+    other = user_slurm.sbatch(
+        ["--hold", f"--output={faults.base}/logs/other_%j.out", "--time=1"], "#!/bin/bash\ntrue\n"
+    )
     try:
         lost.remember(store, "lab", prefix)
         assert lost.settle(store, "lab", user_slurm) == [held]

@@ -10,6 +10,9 @@ from roach.cli.app import CONTEXT, RoachGroup
 
 def roach(*args: str) -> Result:
     """The CLI as `roach` runs it (errors become a red line and an exit code), with the watch commands."""
-    group = RoachGroup("roach", context_settings=CONTEXT,
-                       commands={c.name: c for c in (cli_watch.watch, cli_watch.why, cli_watch.promote, cli_watch.move)})
+    group = RoachGroup(
+        "roach",
+        context_settings=CONTEXT,
+        commands={c.name: c for c in (cli_watch.watch, cli_watch.why, cli_watch.promote, cli_watch.move)},
+    )
     return CliRunner().invoke(group, list(args), catch_exceptions=False)

@@ -3,7 +3,7 @@
 # pkg.dist:allreduce is a 4-rank gloo all_reduce; the rest are what submit's tests run.
 PKG = {
     "pkg/__init__.py": "",
-    "pkg/dist.py": '''
+    "pkg/dist.py": """
 import json, os
 
 def allreduce(run):
@@ -18,8 +18,8 @@ def allreduce(run):
     run.log("all_reduce gave %s", t.item())
     dist.destroy_process_group()
     return t.item()
-''',
-    "pkg/jobs.py": '''
+""",
+    "pkg/jobs.py": """
 import os, time
 
 def hello(run, who="world"):
@@ -43,5 +43,5 @@ def try_write_clone(run):
     except OSError as exc:
         return "refused: " + type(exc).__name__
     return "wrote into the clone"
-''',
+""",
 }

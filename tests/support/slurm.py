@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.client import SlurmClient
+from roach.slurmio.mock_transport import MockTransport
 
 
-def client(*answers: tuple[int, str, str], retries: int = 3,
-           backoff_s: float = 1.0) -> tuple[SlurmClient, MockTransport, list[float]]:
+def client(
+    *answers: tuple[int, str, str], retries: int = 3, backoff_s: float = 1.0
+) -> tuple[SlurmClient, MockTransport, list[float]]:
     """(the client, its transport answering each command with the next ``(returncode, stdout, stderr)``, the
     backoff sleeps it asked for)."""
     sleeps: list[float] = []

@@ -7,23 +7,25 @@ import json
 from dataclasses import dataclass, field
 
 from roach.lab.config import LAB_USER
-from roach.records import final_files as watch_final
-from roach.slurm.clusters.lab import LAB
-from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import RS, US
-from roach.records.store import JobRecord, Store
 from roach.model.tiers import Tier
-from roach.watch.watcher import Watcher
 from roach.ops.events import Event, EventKind
+from roach.records import final_files as watch_final
+from roach.records.job_record import JobRecord
+from roach.records.store import Store
+from roach.slurm.clusters.lab import LAB
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.mock_transport import MockTransport
+from roach.slurmio.parse import RS, US
+from roach.watch.watcher import Watcher
 
 T0 = 1_800_000_000.0
 # The unit tests' own tier table (capped, uncapped, preemptible), whatever the lab declares.
-TIERED = LAB.with_(tiers=(Tier("high", qos="high", gpu_cap=4), Tier("normal", qos="normal"),
-                          Tier("low", qos="low", preemptible=True)))
+TIERED = LAB.with_(
+    tiers=(Tier("high", qos="high", gpu_cap=4), Tier("normal", qos="normal"), Tier("low", qos="low", preemptible=True))
+)
 
 # A training function for the lab tests: checkpoints, and can hang at a step.
-TRAIN = '''
+TRAIN = """
 import time
 
 def train(run, steps=10, step_s=0.2, hang_at=None):
@@ -36,31 +38,83 @@ def train(run, steps=10, step_s=0.2, hang_at=None):
         if run.should_checkpoint():
             run.checkpoint(state)
     return state["x"]
-'''
+"""
 
 
-def sq(job: int | str, state: str = "RUNNING", *, reason: str = "None", qos: str = "normal", gpus: int = 1,
-       elapsed: str = "0:10", restarts: int = 0, name: str = "j", nodelist: str = "n1", task: int | None = None,
-       user: str = LAB_USER) -> str:
+def sq(
+    job: int | str,
+    state: str = "RUNNING",
+    *,
+    reason: str = "None",
+    qos: str = "normal",
+    gpus: int = 1,
+    elapsed: str = "0:10",
+    restarts: int = 0,
+    name: str = "j",
+    nodelist: str = "n1",
+    task: int | None = None,
+    user: str = LAB_USER,
+) -> str:
     """One squeue record as `squeue -O <squeue_format()>` prints it."""
     key = f"{job}_{task}" if task is not None else str(job)
     tres = "cpu=1,mem=500M,node=1,billing=1" + (f",gres/gpu={gpus}" if gpus else "")
     running = state not in ("PENDING", "RESV_DEL_HOLD")
-    fields_ = [str(job), key, str(job), str(task) if task is not None else "N/A", name, user, "lab", "gpu", qos, state,
-               reason, elapsed if running else "0:00", "UNLIMITED", str(restarts), "1", nodelist if running else "",
-               tres, "2026-11-29T23:39:47", "2026-11-29T23:40:00" if running else "N/A"]
+    fields_ = [
+        str(job),
+        key,
+        str(job),
+        str(task) if task is not None else "N/A",
+        name,
+        user,
+        "lab",
+        "gpu",
+        qos,
+        state,
+        reason,
+        elapsed if running else "0:00",
+        "UNLIMITED",
+        str(restarts),
+        "1",
+        nodelist if running else "",
+        tres,
+        "2026-11-29T23:39:47",
+        "2026-11-29T23:40:00" if running else "N/A",
+    ]
     return US.join(fields_) + RS + "\n"
 
 
-def sa(job: int | str, state: str = "COMPLETED", *, exit_code: str = "0:0", elapsed: int = 5, qos: str = "normal",
-       started: bool = True) -> str:
+def sa(
+    job: int | str,
+    state: str = "COMPLETED",
+    *,
+    exit_code: str = "0:0",
+    elapsed: int = 5,
+    qos: str = "normal",
+    started: bool = True,
+) -> str:
     """One sacct allocation line as `sacct -P --delimiter=US --format=<SACCT_FIELDS>` prints it (``started=False``:
     a job that ended before it started, as sacct shows one cancelled while pending)."""
     ended = state not in ("RUNNING", "PENDING")
-    fields_ = [str(job), str(job).split("_")[0], "j", LAB_USER, "lab", "gpu", qos, state, exit_code, str(elapsed),
-               "UNLIMITED", "2026-11-29T23:39:47", "2026-11-29T23:40:00" if started else "None",
-               "2026-11-29T23:40:05" if ended else "Unknown", "1", "n1" if started else "None assigned",
-               "billing=1,cpu=1,gres/gpu=1,mem=500M,node=1" if started else "", "None"]
+    fields_ = [
+        str(job),
+        str(job).split("_")[0],
+        "j",
+        LAB_USER,
+        "lab",
+        "gpu",
+        qos,
+        state,
+        exit_code,
+        str(elapsed),
+        "UNLIMITED",
+        "2026-11-29T23:39:47",
+        "2026-11-29T23:40:00" if started else "None",
+        "2026-11-29T23:40:05" if ended else "Unknown",
+        "1",
+        "n1" if started else "None assigned",
+        "billing=1,cpu=1,gres/gpu=1,mem=500M,node=1" if started else "",
+        "None",
+    ]
     return US.join(fields_) + "\n"
 
 
@@ -114,8 +168,11 @@ class FakeCluster:
                 queue = [q.replace(RS, US + self.resv_of.get(q.split(US)[1], "(null)") + RS) for q in queue]
             return 0, "".join(queue), ""
         if argv[:3] == ["scontrol", "show", "reservation"]:
-            out = "".join(f"ReservationName={n} StartTime={t} EndTime=2027-01-16T00:00:00 Duration=1-00:00:00 "
-                          f"Nodes=n1 NodeCnt=1 Users={LAB_USER} State=INACTIVE\n" for n, t in self.reservations.items())
+            out = "".join(
+                f"ReservationName={n} StartTime={t} EndTime=2027-01-16T00:00:00 Duration=1-00:00:00 "
+                f"Nodes=n1 NodeCnt=1 Users={LAB_USER} State=INACTIVE\n"
+                for n, t in self.reservations.items()
+            )
             return 0, out or "No reservations in the system\n", ""
         if cmd == "sacct":
             return 0, "".join(self.acct), ""
@@ -126,14 +183,14 @@ class FakeCluster:
             args = argv[5:]
             out = ""
             for i in range(0, len(args), 5):
-                self.finals[args[i]] = [json.loads(v) for v in args[i + 1:i + 5]]
+                self.finals[args[i]] = [json.loads(v) for v in args[i + 1 : i + 5]]
                 out += f"W{US}{args[i]}{RS}"
             return 0, out, ""
         if cmd == "sh":
             n = int(argv[4])
-            paths = argv[5 + n:]
+            paths = argv[5 + n :]
             out = f"T{US}{int(self.remote_now)}{US}2027-01-15T08:00:00{RS}"
-            for d in argv[5:5 + n]:
+            for d in argv[5 : 5 + n]:
                 out += f"D{US}{d}{US}1000{US}100000 50000{RS}"
             for p in paths:
                 log = self.logs.get(p)
@@ -159,15 +216,43 @@ class Clock:
         self.t += s
 
 
-def record(job_id: int, run_id: str | None = None, *, qos: str = "normal", gpus: int = 1,
-           log_root: str = "/logs") -> JobRecord:
+def record(
+    job_id: int, run_id: str | None = None, *, qos: str = "normal", gpus: int = 1, log_root: str = "/logs"
+) -> JobRecord:
     run_id = run_id or f"run{job_id}"
-    res = {"account": None, "partition": None, "qos": qos, "constraint": None, "nodes": 1, "gpus_per_node": gpus,
-           "cpus_per_gpu": 1, "cpus_per_task": None, "mem": None, "time": "00:30:00", "reservation": None,
-           "gpu_type": None, "extra": []}
-    return JobRecord("lab", job_id, run_id, f"n{job_id}", "pkg.m:f", "c" * 40, "work", f"{log_root}/{run_id}_{job_id}.out",
-                     f"{log_root}/bundles/{job_id}", f"/runs/{run_id}", "2026-11-29T23:39:47Z", res, "submitted",
-                     None, None, None)
+    res = {
+        "account": None,
+        "partition": None,
+        "qos": qos,
+        "constraint": None,
+        "nodes": 1,
+        "gpus_per_node": gpus,
+        "cpus_per_gpu": 1,
+        "cpus_per_task": None,
+        "mem": None,
+        "time": "00:30:00",
+        "reservation": None,
+        "gpu_type": None,
+        "extra": [],
+    }
+    return JobRecord(
+        "lab",
+        job_id,
+        run_id,
+        f"n{job_id}",
+        "pkg.m:f",
+        "c" * 40,
+        "work",
+        f"{log_root}/{run_id}_{job_id}.out",
+        f"{log_root}/bundles/{job_id}",
+        f"/runs/{run_id}",
+        "2026-11-29T23:39:47Z",
+        res,
+        "submitted",
+        None,
+        None,
+        None,
+    )
 
 
 def watcher(fake: FakeCluster, store: Store, clock: Clock, **kw) -> Watcher:

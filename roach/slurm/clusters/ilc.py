@@ -15,8 +15,10 @@ from roach.model.resources import Resources
 
 AMPERE = Resources(gpus_per_node=1, time="01:00:00")  # one Ampere GPU; account/partition/tier from clusters.toml
 
-LOGIN_HOST_REASON = ("the ILC login host is not a submit host: its home is AFS and has no scratch; submit from an "
-                     "ILC node, where ~ is the node-local home and ~/scratch the shared store")
+LOGIN_HOST_REASON = (
+    "the ILC login host is not a submit host: its home is AFS and has no scratch; submit from an "
+    "ILC node, where ~ is the node-local home and ~/scratch the shared store"
+)
 
 
 def afs_home() -> str | None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from roach.clusters.cluster import Cluster
+from roach.lab.config import LabConfig
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
-from roach.lab.config import LabConfig
 
 
 def _env() -> dict[str, str]:

@@ -1,0 +1,77 @@
+"""One row of the store: a job roach submitted (:class:`JobRecord`), and what recording its end writes (:class:`FinalRow`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from typing import Any
+
+
+def utc_now() -> str:
+    """Now in UTC as ``YYYY-MM-DDTHH:MM:SSZ`` (the form job.json and the store use)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One submitted Slurm job, as the submitting host knows it."""
+
+    cluster: str
+    job_id: int
+    run_id: str
+    name: str
+    target: str  # "pkg.module:function"
+    commit: str
+    repo: str
+    log_path: str  # on the cluster
+    bundle_dir: str  # on the cluster
+    run_dir: str  # on the cluster
+    submitted_at: str  # UTC, utc_now() form
+    resources: dict[str, Any]
+    status: str  # "submitted" until a final status (FINAL_STATUSES) is recorded
+    slurm_state: str | None  # raw sacct State, e.g. "CANCELLED by 0"
+    exit_code: str | None  # raw sacct ExitCode, e.g. "0:0"
+    recorded_at: str | None
+    holder: int | None = None  # the holding allocation when run as a step of it
+    task: int | None = None  # the array task index when one run of a sweep (job_id is the array's id)
+    via: str | None = None  # the SSH alias it was submitted through, when not the cluster's own
+    via_config: str | None = None  # the ssh config file that alias came from (None: ssh's default)
+    job_json_at: str | None = None  # when job.json on the cluster got the recorded end (None: not yet)
+
+    @property
+    def is_final(self) -> bool:
+        return self.status != "submitted"
+
+    @property
+    def job_json_behind(self) -> bool:
+        """The store has the end but job.json on the cluster may not (an older roach's record, a failed write)."""
+        return self.is_final and self.job_json_at is None
+
+    @property
+    def slurm_id(self) -> str:
+        """The job as Slurm names it: ``123``, or ``123_4`` for an array task."""
+        return f"{self.job_id}_{self.task}" if self.task is not None else str(self.job_id)
+
+
+@dataclass(frozen=True)
+class FinalRow:
+    """One job's end as the store records it (:meth:`Store.record_ends`)."""
+
+    cluster: str
+    job_id: int
+    task: int | None
+    status: str  # one of FINAL_STATUSES
+    slurm_state: str | None
+    exit_code: str | None
+    recorded_at: str
+    job_json_at: str | None = None  # when its job.json was written with it; None: not (yet)
+
+
+COLUMNS = tuple(f.name for f in fields(JobRecord))
+
+
+def from_row(row: tuple[Any, ...]) -> JobRecord:
+    values = dict(zip(COLUMNS, row))
+    values["resources"] = json.loads(values["resources"])
+    return JobRecord(**values)
