@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
+from roach.cli import args as cli_args
 from roach.cli import jobs as cli_jobs
 from roach.cli import views as cli_views
 from roach.cli.app import cli
@@ -77,7 +78,7 @@ def invoke(*args: str):
     ],
 )
 def test_arg_values_are_json_when_they_parse(text, value):
-    got = cli_jobs.parse_arg_value(text)
+    got = cli_args.parse_arg_value(text)
     assert got == value and type(got) is type(value)
 
 

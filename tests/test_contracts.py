@@ -94,3 +94,22 @@ def test_no_module_imports_a_private_name_of_another():
                     if a.name.startswith("_") and not a.name.startswith("__")
                 ]
     assert found == []
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name, path=str(Path(sys.executable).parent))
+    if path is None:
+        pytest.fail(f"{name} is not installed: make venv installs the test extras ({name})")
+    return path
+
+
+def test_ruff_lint_and_format_are_clean():
+    """pyproject.toml's [tool.ruff]: the lint rules, and the formatter's form of every file."""
+    for argv in (["check", "roach", "tests", "bench"], ["format", "--check", "roach", "tests", "bench"]):
+        r = subprocess.run([_tool("ruff"), *argv], cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"ruff {' '.join(argv)}:\n{r.stdout[-4000:]}{r.stderr[-2000:]}"
+
+
+def test_mypy_is_clean_on_the_package():
+    r = subprocess.run([_tool("mypy")], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]

@@ -18,6 +18,7 @@ import pytest
 from roach.errors import ParseError, SlurmError, SlurmTransientError
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
+from roach.slurmio import fields as F
 from roach.slurmio import parse as P
 from roach.slurmio.capabilities import Capabilities, from_config, has_only_job_state
 from roach.slurmio.queue_states import parse_squeue_states
@@ -118,7 +119,7 @@ def test_squeue_mixed_queue(rec):
         "lab",
         "gpu",
     )
-    assert one["rec-resources"].tres == P.Tres(cpu=8, mem_mb=4000, nodes=1, billing=8)
+    assert one["rec-resources"].tres == F.Tres(cpu=8, mem_mb=4000, nodes=1, billing=8)
     assert (
         one["rec-held"].reason.is_held and one["rec-depnever"].reason.never_starts and one["rec-dep"].reason.will_clear
     )
@@ -242,7 +243,7 @@ def test_sacct_allocations_mixed_queue(rec):
     (fail,) = a["rec-fail"]
     assert (fail.state, fail.exit_code, fail.exit_signal, fail.end_time is not None) == (JobState.FAILED, 3, 0, True)
     (qosmax,) = a["rec-qosmax"]
-    assert (qosmax.state, qosmax.start_time, qosmax.tres) == (JobState.PENDING, None, P.Tres())  # no AllocTRES yet
+    assert (qosmax.state, qosmax.start_time, qosmax.tres) == (JobState.PENDING, None, F.Tres())  # no AllocTRES yet
     # sacct keeps the reason slurmdbd was last sent, which may be older than squeue's
     assert qosmax.reason in (PendingReason.QOSMaxGRESPerUser, PendingReason.NONE)
     assert qosmax.nodelist == "None assigned"
@@ -403,18 +404,18 @@ def test_scontrol_show_job(rec):
     assert run["UserId"].startswith("roachlab(") and run["CPUs/Task"] == "1"
     # TRES= (22.05) or ReqTRES= and AllocTRES= (24.11, 26.05); TresPerNode gres:gpu:1 or gres/gpu:1
     assert (
-        P.parse_tres(run.get("AllocTRES", run.get("TRES", ""))).gpus == 1 and P.parse_gres_gpus(run["TresPerNode"]) == 1
+        F.parse_tres(run.get("AllocTRES", run.get("TRES", ""))).gpus == 1 and F.parse_gres_gpus(run["TresPerNode"]) == 1
     )
     assert run["ReqNodeList"] == "n1"  # what `roach why` reads
-    assert P.parse_duration(run["TimeLimit"]) in (None, YEAR)  # no --time: UNLIMITED, or 365 days on 24.11+
-    assert P.parse_time(run["EndTime"]) is None or P.parse_duration(run["TimeLimit"]) == YEAR
+    assert F.parse_duration(run["TimeLimit"]) in (None, YEAR)  # no --time: UNLIMITED, or 365 days on 24.11+
+    assert F.parse_time(run["EndTime"]) is None or F.parse_duration(run["TimeLimit"]) == YEAR
     held = P.parse_key_values(rec.text("scontrol_show_job_held.txt"))
     assert (held["JobState"], held["Reason"], held["Priority"]) == ("PENDING", "JobHeldUser", "0")
     rq = P.parse_key_values(rec.text("scontrol_show_job_requeue_held.txt"))
     assert rq["Restarts"] == "2" and PendingReason.parse(rq["Reason"]) is PendingReason.JobRequeuedHeld
     two = P.parse_key_values(rec.text("scontrol_show_job_two_nodes.txt"))
     assert (two["NodeList"], two["NumNodes"], two["NumCPUs"], two["BatchHost"]) == ("n[1-2]", "2", "16", "n1")
-    assert P.parse_tres(two.get("AllocTRES", two.get("TRES", ""))).gpus in (2, 8)
+    assert F.parse_tres(two.get("AllocTRES", two.get("TRES", ""))).gpus in (2, 8)
 
 
 def test_scontrol_show_job_of_an_array_lists_each_record(rec):
@@ -441,8 +442,8 @@ def test_scontrol_show_partition(rec):
         "REQUEUE",
         "UP",
     )
-    assert P.parse_duration(part["MaxTime"]) is None
-    assert P.parse_tres(part["TRES"]) == P.Tres(cpu=16, mem_mb=32000, nodes=2, gpus_by_type=(("", 8),), billing=16)
+    assert F.parse_duration(part["MaxTime"]) is None
+    assert F.parse_tres(part["TRES"]) == F.Tres(cpu=16, mem_mb=32000, nodes=2, gpus_by_type=(("", 8),), billing=16)
 
 
 def test_sacctmgr_qos_and_associations(rec):
@@ -453,7 +454,7 @@ def test_sacctmgr_qos_and_associations(rec):
     )
     qos = {q["Name"]: q for q in slurm.qos()}
     assert set(qos) == {"normal", "low", "high"}
-    assert P.parse_duration(qos["low"]["GraceTime"]) == 20 and P.parse_tres(qos["high"]["MaxTRESPU"]).gpus == 4
+    assert F.parse_duration(qos["low"]["GraceTime"]) == 20 and F.parse_tres(qos["high"]["MaxTRESPU"]).gpus == 4
     assert qos["high"]["Preempt"] == "low" and qos["low"]["PreemptMode"] == "requeue"
     (mine,) = slurm.associations("roachlab")
     assert (mine["Account"], mine["User"], mine["QOS"], mine["DefaultQOS"]) == (

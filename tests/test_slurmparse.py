@@ -17,6 +17,7 @@ import pytest
 from roach.errors import ParseError
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
+from roach.slurmio import fields as F
 from roach.slurmio import parse as P
 from roach.slurmio.capabilities import Capabilities, RateLimit, from_config, parse_version
 
@@ -89,12 +90,12 @@ def test_squeue_mixed_queue_every_record():
     assert by["63"].qos == "high" and by["63"].reason is PendingReason.QOSMaxGRESPerUser
     assert (by["63"].user, by["63"].account, by["63"].partition) == ("roachlab", "lab", "gpu")
     assert by["64"].reason is PendingReason.Resources and by["65"].reason is PendingReason.Priority
-    assert by["64"].tres == P.Tres(cpu=8, mem_mb=4000, nodes=1, billing=8)
+    assert by["64"].tres == F.Tres(cpu=8, mem_mb=4000, nodes=1, billing=8)
     assert by["64"].start_time == datetime(2027, 11, 29, 23, 39, 47)  # the scheduler's estimate, a year out
     assert by["67"].start_time == t("00:39:47", day=30)  # --begin=now+1hour
     assert by["66"].reason.is_held and by["70"].reason.never_starts and by["69"].reason.will_clear
     assert by["68_2"].ref == P.JobRef(68, 2) and by["68_2"].reason is PendingReason.JobArrayTaskLimit
-    assert by["61"].tres == P.Tres(cpu=1, mem_mb=500, nodes=1, gpus_by_type=(("", 2),), billing=1)
+    assert by["61"].tres == F.Tres(cpu=1, mem_mb=500, nodes=1, gpus_by_type=(("", 2),), billing=1)
     assert (by["61"].submit_time, by["61"].start_time) == (t("23:39:47"), t("23:39:47"))
     assert by["63"].start_time is None  # N/A
 
@@ -143,7 +144,7 @@ def test_squeue_scontrol_requeue_and_requeuehold():
 def test_squeue_two_node_job():
     (rec,) = P.parse_squeue(data("squeue_lab_22.05_two_nodes.txt"))
     assert queue_row(rec) == ("81", 81, "RUNNING", "None", 1, None, 0, 2, "n[1-2]", 2)
-    assert rec.tres == P.Tres(cpu=16, mem_mb=8000, nodes=2, gpus_by_type=(("", 2),), billing=16)
+    assert rec.tres == F.Tres(cpu=16, mem_mb=8000, nodes=2, gpus_by_type=(("", 2),), billing=16)
 
 
 def test_squeue_states_all_shows_ended_jobs_with_why_they_ended():
@@ -192,8 +193,8 @@ def test_sacct_allocations_mixed_queue():
     assert by["68_[2-3%2]"].ref == P.JobRef(68, None, "2-3%2")
     assert all(r.step is None for r in recs)
     assert by["57"].end_time is None and by["57"].start_time == t("23:39:38")  # End=Unknown while running
-    assert by["63"].start_time is None and by["63"].tres == P.Tres()  # pending: no AllocTRES yet
-    assert by["61"].tres == P.Tres(cpu=1, mem_mb=500, nodes=1, gpus_by_type=(("", 2),), billing=1)
+    assert by["63"].start_time is None and by["63"].tres == F.Tres()  # pending: no AllocTRES yet
+    assert by["61"].tres == F.Tres(cpu=1, mem_mb=500, nodes=1, gpus_by_type=(("", 2),), billing=1)
     assert by["60"].end_time == t("23:39:50") and by["60"].reason is PendingReason.NONE
 
 
@@ -306,7 +307,7 @@ def test_sacct_record_of_a_job_that_just_started_is_still_incomplete():
     (rec,) = P.parse_sacct(data("sacct_X_lab_22.05_just_started.txt"))
     # slurmdbd had only the start message: a placeholder name, no partition, QOS Unknown, 0 nodes, PENDING
     assert acct_row(rec) == ("76", "76", "PENDING", 0, 0, 0, None, 0, "n2", 0, "None")
-    assert (rec.name, rec.partition, rec.qos, rec.tres) == ("allocation", "", "Unknown", P.Tres())
+    assert (rec.name, rec.partition, rec.qos, rec.tres) == ("allocation", "", "Unknown", F.Tres())
 
 
 def test_sacct_array_tasks_done_and_two_node_steps():
@@ -452,8 +453,8 @@ def test_scontrol_show_job_running_held_requeued_two_nodes():
     assert (run["JobId"], run["JobName"], run["JobState"], run["Reason"]) == ("58", "run n1", "RUNNING", "None")
     assert run["UserId"] == "roachlab(1001)" and run["AllocNode:Sid"] == "localhost:14511"
     assert run["ReqB:S:C:T"] == "0:0:*:*" and run["CPUs/Task"] == "1" and run["Power"] == ""
-    assert P.parse_tres(run["TRES"]).gpus == 1 and P.parse_gres_gpus(run["TresPerNode"]) == 1
-    assert P.parse_duration(run["TimeLimit"]) is None and P.parse_time(run["EndTime"]) is None
+    assert F.parse_tres(run["TRES"]).gpus == 1 and F.parse_gres_gpus(run["TresPerNode"]) == 1
+    assert F.parse_duration(run["TimeLimit"]) is None and F.parse_time(run["EndTime"]) is None
     held = P.parse_key_values(data("scontrol_show_job_lab_22.05_held.txt"))
     assert (held["JobState"], held["Reason"], held["Priority"]) == ("PENDING", "JobHeldUser", "0")
     rq = P.parse_key_values(data("scontrol_show_job_lab_22.05_requeue_held.txt"))
@@ -461,7 +462,7 @@ def test_scontrol_show_job_running_held_requeued_two_nodes():
     assert PendingReason.parse(rq["Reason"]) is PendingReason.JobRequeuedHeld
     two = P.parse_key_values(data("scontrol_show_job_lab_22.05_two_nodes.txt"))
     assert (two["NodeList"], two["NumNodes"], two["NumCPUs"], two["BatchHost"]) == ("n[1-2]", "2", "16", "n1")
-    assert P.parse_tres(two["TRES"]).gpus == 2
+    assert F.parse_tres(two["TRES"]).gpus == 2
 
 
 def test_scontrol_show_job_of_an_array_lists_each_record():
@@ -484,8 +485,8 @@ def test_scontrol_show_partition():
         "REQUEUE",
         "UP",
     )
-    assert P.parse_duration(part["MaxTime"]) is None and part["DefaultTime"] == "NONE"
-    assert P.parse_tres(part["TRES"]) == P.Tres(cpu=16, mem_mb=32000, nodes=2, gpus_by_type=(("", 8),), billing=16)
+    assert F.parse_duration(part["MaxTime"]) is None and part["DefaultTime"] == "NONE"
+    assert F.parse_tres(part["TRES"]) == F.Tres(cpu=16, mem_mb=32000, nodes=2, gpus_by_type=(("", 8),), billing=16)
 
 
 def test_sacctmgr_qos_and_associations():
@@ -496,7 +497,7 @@ def test_sacctmgr_qos_and_associations():
         ("low", "0", "", "requeue", "00:00:20", "", "", ""),
         ("high", "1000", "low", "cluster", "00:00:00", "gres/gpu=4", "", ""),
     ]
-    assert P.parse_duration(qos[1]["GraceTime"]) == 20 and P.parse_tres(qos[2]["MaxTRESPU"]).gpus == 4
+    assert F.parse_duration(qos[1]["GraceTime"]) == 20 and F.parse_tres(qos[2]["MaxTRESPU"]).gpus == 4
     assoc_fields = ("Cluster", "Account", "User", "Partition", "QOS", "DefaultQOS")
     mine = P.parse_sacctmgr(data("sacctmgr_show_assoc_user_lab_22.05.txt"), assoc_fields)
     assert mine == [
@@ -711,13 +712,13 @@ def test_parse_version(text, expected):
     ],
 )
 def test_parse_duration(text, seconds):
-    assert P.parse_duration(text) == seconds
+    assert F.parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["abc", "1:2:3:4", "4 Sep 11:18"])
 def test_parse_duration_refuses_what_is_not_a_duration(text):
     with pytest.raises(ParseError):
-        P.parse_duration(text)
+        F.parse_duration(text)
 
 
 @pytest.mark.parametrize(
@@ -725,48 +726,48 @@ def test_parse_duration_refuses_what_is_not_a_duration(text):
     [("525600", YEAR), ("5", 300), ("1", 60), ("Partition_Limit", None), ("UNLIMITED", None), ("", None)],
 )
 def test_parse_minutes(text, seconds):
-    assert P.parse_minutes(text) == seconds
+    assert F.parse_minutes(text) == seconds
 
 
 def test_parse_time():
-    assert P.parse_time("2026-11-29T23:39:38") == t("23:39:38")
-    assert [P.parse_time(s) for s in ("Unknown", "None", "N/A", "", "(null)")] == [None] * 5
+    assert F.parse_time("2026-11-29T23:39:38") == t("23:39:38")
+    assert [F.parse_time(s) for s in ("Unknown", "None", "N/A", "", "(null)")] == [None] * 5
     # gc3pie test_slurm.py, sacct under SLURM_TIME_FORMAT=relative at CSCS: refused, never guessed
     with pytest.raises(ParseError, match="4 Sep 11:18"):
-        P.parse_time("4 Sep 11:18")
+        F.parse_time("4 Sep 11:18")
 
 
 @pytest.mark.parametrize(
     "text,expected",
     [
         # lab 22.05: squeue tres-alloc, then sacct AllocTRES (sorted by name)
-        ("cpu=8,mem=4000M,node=1,billing=8,gres/gpu=4", P.Tres(8, 4000, 1, (("", 4),), 8)),
-        ("billing=8,cpu=8,gres/gpu=4,mem=4000M,node=1", P.Tres(8, 4000, 1, (("", 4),), 8)),
+        ("cpu=8,mem=4000M,node=1,billing=8,gres/gpu=4", F.Tres(8, 4000, 1, (("", 4),), 8)),
+        ("billing=8,cpu=8,gres/gpu=4,mem=4000M,node=1", F.Tres(8, 4000, 1, (("", 4),), 8)),
         # OSC/ood_core spec/fixtures/output/slurm/squeue_gpu_types.txt: typed count next to the untyped total
         (
             "cpu=17,mem=64G,node=1,billing=17,gres/gpu=1,gres/gpu:a100=1",
-            P.Tres(17, 65536, 1, (("", 1), ("a100", 1)), 17),
+            F.Tres(17, 65536, 1, (("", 1), ("a100", 1)), 17),
         ),
-        ("cpu=21,mem=84567M,node=1,billing=21,gres/gpu=2", P.Tres(21, 84567, 1, (("", 2),), 21)),
+        ("cpu=21,mem=84567M,node=1,billing=21,gres/gpu=2", F.Tres(21, 84567, 1, (("", 2),), 21)),
         # OSC/ood_core spec/fixtures/output/slurm/owens_partitions.txt (partition TRES, excerpt of the items)
         (
             "cpu=23000,mem=120391880M,node=810,billing=23000,gres/gpfs:ess=810,gres/gpu=154,gres/gpu:p100=154,"
             "license/abaqus@osc=350",
-            P.Tres(23000, 120391880, 810, (("", 154), ("p100", 154)), 23000),
+            F.Tres(23000, 120391880, 810, (("", 154), ("p100", 154)), 23000),
         ),
-        ("(null)", P.Tres()),
-        ("", P.Tres()),
+        ("(null)", F.Tres()),
+        ("", F.Tres()),
     ],
 )
 def test_parse_tres(text, expected):
-    assert P.parse_tres(text) == expected
+    assert F.parse_tres(text) == expected
 
 
 def test_tres_gpus_never_adds_the_untyped_total_to_the_typed_counts():
-    assert P.parse_tres("cpu=17,mem=64G,node=1,billing=17,gres/gpu=1,gres/gpu:a100=1").gpus == 1
-    assert P.parse_tres("gres/gpu=154,gres/gpu:p100=154").gpus == 154
+    assert F.parse_tres("cpu=17,mem=64G,node=1,billing=17,gres/gpu=1,gres/gpu:a100=1").gpus == 1
+    assert F.parse_tres("gres/gpu=154,gres/gpu:p100=154").gpus == 154
     # where only typed counts are listed (AccountingStorageTRES naming types alone), they add up
-    assert P.parse_tres("cpu=4,gres/gpu:a100=2,gres/gpu:h100=4").gpus == 6
+    assert F.parse_tres("cpu=4,gres/gpu:a100=2,gres/gpu:h100=4").gpus == 6
 
 
 @pytest.mark.parametrize(
@@ -782,7 +783,7 @@ def test_tres_gpus_never_adds_the_untyped_total_to_the_typed_counts():
     ],
 )
 def test_parse_memory_mb(text, mb):
-    assert P.parse_memory_mb(text) == mb
+    assert F.parse_memory_mb(text) == mb
 
 
 # OSC/ood_core spec/fixtures/output/slurm/sinfo_gres.txt (OSC Ascend/Cardinal, `sinfo -O ...,Gres,GresUsed`):
@@ -823,7 +824,7 @@ OSC_USED_0 = (
     ],
 )
 def test_parse_gres_gpus(text, gpus):
-    assert P.parse_gres_gpus(text) == gpus
+    assert F.parse_gres_gpus(text) == gpus
 
 
 @pytest.mark.parametrize(
@@ -914,18 +915,18 @@ def test_pending_reason_parse(text, reason):
     ],
 )
 def test_parse_exit_code(text, pair):
-    assert P.parse_exit_code(text) == pair
+    assert F.parse_exit_code(text) == pair
 
 
 def test_parse_exit_code_of_a_step_lost_with_its_node():
     # gc3pie/gc3pie gc3libs/backends/tests/test_slurm.py sacct_done_node_fail: "{jobid}.0|-2:0|CANCELLED by 1000|..."
-    assert P.parse_exit_code("-2:0") == (-2, 0)
+    assert F.parse_exit_code("-2:0") == (-2, 0)
 
 
 @pytest.mark.parametrize("text", ["", "0", "a:b"])
 def test_parse_exit_code_refuses_garbage(text):
     with pytest.raises(ParseError):
-        P.parse_exit_code(text)
+        F.parse_exit_code(text)
 
 
 def test_parse_key_values_of_other_versions():
@@ -941,13 +942,13 @@ def test_parse_key_values_of_other_versions():
     kv = P.parse_key_values(line)
     assert len(kv) == 33
     assert (kv["MaxTime"], kv["TRESBillingWeights"], kv["JobDefaults"]) == ("3-00:00:00", "CPU=1,Mem=1.33G", "(null)")
-    assert P.parse_duration(kv["MaxTime"]) == 3 * 86400 and P.parse_duration(kv["DefaultTime"]) == 3600
+    assert F.parse_duration(kv["MaxTime"]) == 3 * 86400 and F.parse_duration(kv["DefaultTime"]) == 3600
     # nordugrid/arc slurmpy.t: `scontrol show node --oneliner` of Slurm 2.3.2
     node = P.parse_key_values(
         "NodeName=test-machine Arch=i686 CoresPerSocket=1 CPUAlloc=0 CPUErr=0 CPUTot=1 "
         "Features=(null) Gres=(null) NodeAddr=test-machine State=IDLE Reason=(null)"
     )
-    assert (node["CPUTot"], node["State"], P.parse_gres_gpus(node["Gres"])) == ("1", "IDLE", 0)
+    assert (node["CPUTot"], node["State"], F.parse_gres_gpus(node["Gres"])) == ("1", "IDLE", 0)
 
 
 def test_parse_key_values_refuses_text_that_does_not_start_with_a_key():

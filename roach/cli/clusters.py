@@ -162,7 +162,7 @@ def clusters(ctx: click.Context, as_json: bool) -> None:
         return
 
     cfg = load()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in known_clusters():
         c = configured(module_cluster(name), cfg)  # the file read once for all of them
         rows.append(

@@ -24,7 +24,7 @@ from roach.cli.args import cli_cluster, parse_args, parse_args_json, parse_env, 
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.views import JobView, follow_log, grouped_views, live_views, print_view, reach, state_text
-from roach.clusters.cluster import with_ssh_override
+from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.clusters.userconfig import get_cluster
 from roach.errors import TransportError, UsageError, WaitTimeoutError
 from roach.launch.inside_job import job_for
@@ -306,7 +306,7 @@ def resume(
             )
         name = cluster or (rec.cluster if rec else None)
         if rec is not None and name == rec.cluster:  # where it ran: the way it was submitted, unless told
-            target_cluster = reach(rec, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config)
+            target_cluster: Cluster | None = reach(rec, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config)
         else:
             target_cluster = with_ssh_override(cli_cluster(name, run_as), ssh_alias, ssh_config) if name else None
         job = resume_run(

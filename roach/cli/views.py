@@ -175,7 +175,7 @@ def _queued_view(rec: JobRecord, entries: list[QueueRecord], idle: dict[int, boo
 
     q = next((e for e in entries if e.state.is_running), entries[0])  # an array runs while any task runs
     reason = q.reason_text if q.state.is_pending and q.reason_text not in ("", "None") else None
-    extra = {"held_s": q.elapsed_s, "idle": idle.get(rec.job_id)} if rec.target == HOLD_TARGET else {}
+    extra: dict[str, Any] = {"held_s": q.elapsed_s, "idle": idle.get(rec.job_id)} if rec.target == HOLD_TARGET else {}
     return JobView.of(rec, q.state.value, status_from_state(q.state), reason, **extra)
 
 
@@ -309,7 +309,8 @@ def follow_log(
     ``STATE_POLL_S``. Returns the final state."""
     path, transport = path or job.record.log_path, job.fs.transport
     done = 0  # complete lines printed (or skipped, with -n)
-    first, next_state, state = True, 0.0, None
+    first, next_state = True, 0.0
+    state = JobState.PENDING
     while True:
         ended = False
         if clock() >= next_state:  # checked before the read, so the last read sees the whole log

@@ -3,12 +3,21 @@ the cluster a later read of that job uses (the same alias and config file)."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from roach.clusters.cluster import Cluster, known_clusters
 from roach.clusters.userconfig import configured, get_cluster
 from roach.records.job_record import JobRecord
 
 
-def submitted_route(cluster: Cluster) -> dict[str, str | None]:
+class Route(TypedDict):
+    """The two columns of a job record that say how its submission reached the cluster."""
+
+    via: str | None
+    via_config: str | None
+
+
+def submitted_route(cluster: Cluster) -> Route:
     """What a job record keeps of how a submission reached ``cluster``: ``via`` (see :func:`submitted_via`)
     and ``via_config``, the ssh config file that alias came from (None: ssh's default)."""
     via = submitted_via(cluster)

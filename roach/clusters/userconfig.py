@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -309,7 +309,9 @@ def _toml_value(v: Any) -> str:
     raise TypeError(f"no TOML form for {v!r}")
 
 
-def cluster_block(name: str, values: Mapping[str, Any], tiers: list[tuple[Tier, str]], comments: list[str] = ()) -> str:
+def cluster_block(
+    name: str, values: Mapping[str, Any], tiers: list[tuple[Tier, str]], comments: Sequence[str] = ()
+) -> str:
     """A ``[clusters.NAME]`` block (keys, then one ``[[clusters.NAME.tiers]]`` table per tier, each with a
     comment line), in the form :func:`load` reads back."""
     lines = [f"# {c}" for c in comments]

@@ -39,9 +39,7 @@ class Holder(HolderHandle):
         if "resources" not in kwargs:
             if self.record is None:
                 raise UsageError(f"{self} has no record to take resources from", hint="pass resources=")
-            kwargs["resources"] = Resources(
-                **{k: tuple(v) if k == "extra" else v for k, v in self.record.resources.items()}
-            )
+            kwargs["resources"] = Resources.from_json(self.record.resources)
         kwargs.setdefault("store", self.store)
         return submit_run(target, args, cluster=self.cluster, inside=self.job_id, **kwargs)
 

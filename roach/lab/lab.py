@@ -124,7 +124,7 @@ def _by_name(cfg: LabConfig) -> dict[str, Daemon]:
 
 
 def _prepare(cfg: LabConfig) -> None:
-    for d in (
+    for sub in (
         "etc",
         "log",
         "run",
@@ -134,7 +134,7 @@ def _prepare(cfg: LabConfig) -> None:
         *(f"spool/{n}" for n in NODES),
         *(f"dev/{n}" for n in NODES),
     ):
-        (cfg.state / d).mkdir(parents=True, exist_ok=True)
+        (cfg.state / sub).mkdir(parents=True, exist_ok=True)
     # munged refuses group/world-writable directories; clients must reach its socket.
     for d in (cfg.state, cfg.etc, cfg.log_dir, cfg.run_dir, cfg.munge_socket.parent):
         d.mkdir(parents=True, exist_ok=True)

@@ -106,9 +106,7 @@ class HolderHandle:
             exc.add_note(f"roach: releasing {self} failed too: {err}; end it with `roach release {self.job_id}`")
 
     @classmethod
-    def from_ref(
-        cls, ref: str | int, *, cluster: str | Cluster | None = None, store: Store | None = None
-    ) -> HolderHandle:
+    def from_ref(cls, ref: str | int, *, cluster: str | Cluster | None = None, store: Store | None = None) -> Self:
         """The holder a job id (or the holder's record's run id) names, from the store."""
         store = store or Store()
         cname = cluster.name if isinstance(cluster, Cluster) else cluster

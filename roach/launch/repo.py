@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from roach.errors import RoachError, TransportError, UsageError
 
@@ -71,6 +72,7 @@ def _git(cwd: Path, *args: str, ok: Sequence[int] = (0,), raw: bool = False) -> 
     argv = ["git", "-C", str(cwd), *args]
     env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
     env.update(LC_ALL="C", GIT_OPTIONAL_LOCKS="0")  # English messages; never write the index
+    text_kw: dict[str, Any] = {} if raw else {"encoding": "utf-8", "errors": "replace"}
     try:
         proc = subprocess.run(
             argv,
@@ -79,7 +81,7 @@ def _git(cwd: Path, *args: str, ok: Sequence[int] = (0,), raw: bool = False) -> 
             stdin=subprocess.DEVNULL,
             timeout=_GIT_TIMEOUT,
             text=not raw,
-            **({} if raw else {"encoding": "utf-8", "errors": "replace"}),
+            **text_kw,
         )
     except FileNotFoundError as exc:
         raise TransportError(

@@ -435,7 +435,7 @@ def resume(
     if rec.task is not None:
         spec = task_spec(spec, rec.task)
     if resources is None:
-        resources = Resources(**{k: tuple(v) if k == "extra" else v for k, v in rec.resources.items()})
+        resources = Resources.from_json(rec.resources)
     kwargs: dict[str, Any] = dict(
         name=rec.name,
         job_env=spec.get("job_env") or None,

@@ -181,3 +181,9 @@ class Resources:
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Resources:
+        """The resources a record keeps (:meth:`to_json`'s form: its lists are the tuples)."""
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**values)

@@ -201,15 +201,15 @@ def choose(
         why = f"{_when(start, now)} on {where or '?'} ({room}{', preemptible' if tier.preemptible else ''})"
         placements.append(Placement(tier.name, on, tier.preemptible, start, start + wall, where, True, why))
     possible = [p for p in placements if p.possible]
-    chosen = min(possible, key=lambda p: (max(p.start, now), placements.index(p))) if possible else None
+    chosen = min(possible, key=lambda p: (max(p.start or now, now), placements.index(p))) if possible else None
     reasoning += [f"not {p.tier}: {p.why}" for p in placements if not p.possible]
     if chosen is None:
         reasoning.append("no tier can take it now: wait for your own jobs to end, or ask for less")
         return placements, None, reasoning
-    earliest = max(chosen.start, now)
-    ties = [p for p in possible if p is not chosen and max(p.start, now) == earliest]
-    later = [f"{p.tier} ({_when(p.start, now)})" for p in possible if max(p.start, now) > earliest]
-    because = f"{chosen.tier}: {_when(chosen.start, now)}, so it finishes soonest, by {chosen.finish:%Y-%m-%d %H:%M:%S}"
+    earliest = max(chosen.start or now, now)
+    ties = [p for p in possible if p is not chosen and max(p.start or now, now) == earliest]
+    later = [f"{p.tier} ({_when(p.start or now, now)})" for p in possible if max(p.start or now, now) > earliest]
+    because = f"{chosen.tier}: {_when(chosen.start or now, now)}, so it finishes soonest, by {chosen.finish:%Y-%m-%d %H:%M:%S}"
     if ties:
         because += f"; {', '.join(p.tier for p in ties)} would start as soon, and {chosen.tier} is higher in the cluster's order"
         if any(p.preemptible for p in ties) and not chosen.preemptible:

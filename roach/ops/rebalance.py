@@ -165,7 +165,7 @@ _START = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
 
 def record_resources(rec: JobRecord) -> Resources:
     """The Resources a recorded job was submitted with."""
-    return Resources(**{k: tuple(v) if k == "extra" else v for k, v in rec.resources.items()})
+    return Resources.from_json(rec.resources)
 
 
 def on_tier(res: Resources, tier: Tier) -> Resources:

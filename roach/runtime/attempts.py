@@ -202,7 +202,10 @@ def leave(run: Run, stop: RunInterrupted, spec: dict[str, Any]) -> int:
             )
         elif requeued_by_slurm(fields := job_fields(job), restart):
             # A preemption with GraceTime 0, a node failure, an admin's requeue: each counted as what it was.
-            kind, said, counted = _CAUSES.get(requeue_cause(job, restart), _PREEMPTED)  # unknown: as roach always said
+            cause = requeue_cause(job, restart)
+            kind, said, counted = (
+                _CAUSES.get(cause, _PREEMPTED) if cause else _PREEMPTED
+            )  # unknown: as roach always said
             n = _bump(run.run_dir, kind)
             run.log(
                 "%s at step %d (%s, %s): Slurm requeued job %s already (restart count %s; %s %d)",

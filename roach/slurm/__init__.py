@@ -10,6 +10,24 @@ this package first) to the runtime layer, ``roach/runtime/``, the only roach cod
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names' types, for checkers and editors; at run time each is imported when first used
+    from roach.clusters.cluster import Cluster, known_clusters
+    from roach.clusters.userconfig import get_cluster
+    from roach.hold.hold import Holder, hold
+    from roach.launch.job import Job
+    from roach.launch.submit import resume, submit
+    from roach.launch.sweep import Sweep, sweep
+    from roach.model.job_state import JobState
+    from roach.model.resources import Resources
+    from roach.model.states import PendingReason
+    from roach.records.results import NotCompletedError, ResultMissingError, SweepNotCompletedError
+    from roach.runtime.context import Run
+    from roach.slurmio.capabilities import Capabilities
+    from roach.slurmio.client import SlurmClient
+    from roach.slurmio.mock_transport import MockTransport
+    from roach.slurmio.transport import LocalTransport, Result, Transport
 
 # Public name -> the module that defines it.
 _EXPORTS = {

@@ -87,7 +87,7 @@ class JobWatch:
 
     @property
     def jobstate(self) -> JobState | None:
-        return JobState(self.state) if self.state else None
+        return JobState.parse(self.state) if self.state else None
 
     @property
     def running(self) -> bool:

@@ -195,8 +195,7 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
             preempted, wall = True, False
         if "wall clock at step" in line:
             wall, preempted = True, False
-        if _is_progress(line):
-            m = _STEP.search(line)
+        if _is_progress(line) and (m := _STEP.search(line)):
             progress, step = line.strip(), int(m[1])
             total = int(m[2]) if m[2] else total
             t = line_time(line)

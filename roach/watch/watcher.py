@@ -377,9 +377,9 @@ class Watcher:
         meta: dict[str, Any],
         now: float,
     ) -> Look | None:
-        logs = sorted(
+        logs: list[str] = sorted(
             {
-                views[k].log_path
+                views[k].log_path or ""
                 for k in watched
                 if views[k].log_path and ((k in active and active[k].state.is_running) or views[k].running)
             }

@@ -121,7 +121,7 @@ class Workspace:
             file = load_workspace_file(root)
         except WorkspaceError:
             old = archived_bundle(root, job_id) if job_id else None
-            if old is not None:
+            if job_id and old is not None:
                 raise earlier_stage_error(root, job_id, old) from None
             raise
         return cls(root, file, Settings.load(root))

@@ -140,13 +140,15 @@ def stream(
     except OSError as exc:
         raise TransportError(f"could not run {full[0]}: {exc}", full) from exc
     err: list[str] = []
-    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    err_pipe, out_pipe = proc.stderr, proc.stdout
+    assert err_pipe is not None and out_pipe is not None  # both piped above
+    reader = threading.Thread(target=lambda: err.append(err_pipe.read()), daemon=True)
     reader.start()
     timer = threading.Timer(timeout, proc.kill) if timeout else None
     if timer:
         timer.start()
     try:
-        for line in proc.stdout:
+        for line in out_pipe:
             on_line(line.rstrip("\n"))
         proc.wait()
     except BaseException:
@@ -247,7 +249,7 @@ def wait(
             # until the end is recorded; the live state has its own key
             kept = replace(
                 base,
-                live_state=last.status if last else base.live_state,
+                live_state=(last.status if last else None) or base.live_state,
                 last_seen_utc=last.at_utc if last else base.last_seen_utc,
             )
             write_local(ws, kept)
