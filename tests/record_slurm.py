@@ -25,11 +25,12 @@ from pathlib import Path
 
 from roach.lab.config import LAB_USER, LabConfig
 from roach.slurmio import parse as P
+from roach.slurmio import parse_control as PC
 
 WEIRD = "we|ird $(name) x\nline2"  # the array's name: a pipe, spaces, $() and a newline
 SQUEUE = ["squeue", "--noheader", "--array", "-O", P.squeue_format()]
 SACCT = ["sacct", "--noheader", "--parsable2", f"--delimiter={P.US}", f"--format={','.join(P.SACCT_FIELDS)}"]
-SINFO = ["sinfo", "--Node", "--noheader", "-O", P.sinfo_format()]
+SINFO = ["sinfo", "--Node", "--noheader", "-O", PC.sinfo_format()]
 QOS = [
     "sacctmgr",
     "--noheader",
@@ -95,7 +96,7 @@ class Recorder:
         )
         if r.returncode != 0:
             raise SystemExit(f"sbatch {role}: {r.stderr}")
-        self.ids[role] = P.parse_sbatch(r.stdout)[0]
+        self.ids[role] = PC.parse_sbatch(r.stdout)[0]
         return self.ids[role]
 
     def queue(self) -> dict[str, list[P.QueueRecord]]:

@@ -170,7 +170,7 @@ class FakeJob:
 def test_follow_prints_each_whole_line_once_and_asks_slurm_rarely(capsys):
     chunks = ["a\nb", "", "\nc\n", "d\ne\n", "", "f\n", "partial"] + [""] * 20
     job = FakeJob(chunks, end_after_s=30)
-    assert cli_jobs.follow_log(job, None, sleep=job.sleep, clock=lambda: job.now) is JobState.COMPLETED
+    assert cli_views.follow_log(job, None, sleep=job.sleep, clock=lambda: job.now) is JobState.COMPLETED
     out = capsys.readouterr()
     assert out.out == "a\nb\nc\nd\ne\nf\npartial"  # the last, unfinished line is printed once the job ended
     assert "job 7 ended: COMPLETED" in out.err
@@ -181,7 +181,7 @@ def test_follow_prints_each_whole_line_once_and_asks_slurm_rarely(capsys):
 def test_follow_with_lines_starts_from_the_last_n(capsys):
     job = FakeJob(["a\nb\nc\nd\n", "e\n"] + [""] * 5, end_after_s=10)
     job.reads = 1  # the log exists from the first read
-    cli_jobs.follow_log(job, 2, sleep=job.sleep, clock=lambda: job.now)
+    cli_views.follow_log(job, 2, sleep=job.sleep, clock=lambda: job.now)
     assert capsys.readouterr().out == "c\nd\ne\n"
 
 

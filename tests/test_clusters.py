@@ -28,7 +28,7 @@ from roach.lab.config import LAB_USER
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
 from roach.slurm.clusters.lab import LAB
-from roach.slurmio.parse import NodeRecord, parse_key_values, parse_sacctmgr
+from roach.slurmio.parse_control import NodeRecord, parse_key_values, parse_sacctmgr
 from tests.conftest import wait_until
 from tests.sshd import sshd, sshd_server  # noqa: F401  (fixtures)
 

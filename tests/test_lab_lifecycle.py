@@ -13,9 +13,11 @@ import pytest
 
 from roach.errors import LabError, UsageError
 from roach.lab import lab as lablib
+from roach.lab import packages as lab_packages
 from roach.lab import release
 from roach.lab.config import LAB_USER, LabConfig
 from roach.lab.daemons import Daemon
+from roach.lab.status import status as lab_status
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import wait_until
@@ -97,7 +99,7 @@ def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_pat
     assert set(stopped) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-n1", "slurmd-n2"}
     assert _lab_processes(private_lab) == []
     assert lablib.down(str(private_lab), log=lambda *_: None) == []
-    st = lablib.status(str(private_lab))
+    st = lab_status(str(private_lab))
     assert not st.up and not any(d.running for d in st.daemons)
 
 
@@ -122,7 +124,7 @@ def test_live_settings_change_a_running_lab(private_lab):
     caps = client.capabilities(refresh=True)
     assert caps.preempt_send_user_signal is True and caps.min_job_age_s == 30
     assert {d.name: d.pid() for d in lablib.daemons(cfg) if d.name in kept} == pids  # none restarted
-    st = lablib.status(str(private_lab))
+    st = lab_status(str(private_lab))
     assert st.up and all(st.nodes[n].rstrip("*") in {"idle", "mix"} for n in ("n1", "n2")), st
     assert LabConfig.load(private_lab).preempt_send_user_signal is True
 
@@ -181,9 +183,9 @@ def test_not_root_is_refused_with_what_to_do(monkeypatch, tmp_path):
 
 
 def test_missing_package_names_the_apt_get_line(monkeypatch):
-    monkeypatch.setitem(lablib.REQUIRED, "slurmctld-that-is-not-installed", "slurmctld")
+    monkeypatch.setitem(lab_packages.REQUIRED, "slurmctld-that-is-not-installed", "slurmctld")
     with pytest.raises(LabError) as err:
-        lablib.require_packages()
+        lab_packages.require_packages()
     assert "missing Debian packages for the lab: slurmctld" in str(err.value)
     assert "apt-get install -y slurm-wlm slurmdbd munge mariadb-server python3-venv" in str(err.value)
 

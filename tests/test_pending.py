@@ -18,7 +18,8 @@ from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason as R
 from roach.ops import pending
-from roach.ops.pending import Outlook, PendingContext, explain
+from roach.ops.explain import PendingContext, explain
+from roach.ops.pending import Outlook
 from roach.slurm.clusters.lab import LAB
 from roach.slurmio.parse import parse_squeue
 from tests.conftest import wait_until

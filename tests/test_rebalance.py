@@ -17,7 +17,8 @@ from roach.model.job_state import JobState
 from roach.model.states import PendingReason as R
 from roach.model.tiers import Tier
 from roach.ops.events import TierRow
-from roach.ops.rebalance import Candidate, checkpoints, plan_promotions, promotable
+from roach.ops.move import checkpoints
+from roach.ops.rebalance import Candidate, plan_promotions, promotable
 from roach.slurm.clusters.lab import GPU1, LAB
 from tests.conftest import wait_until
 from tests.support.cli import roach

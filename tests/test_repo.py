@@ -16,15 +16,8 @@ from pathlib import Path
 import pytest
 
 from roach.errors import RoachError, TransportError, UsageError
-from roach.launch.repo import (
-    RepoInfo,
-    check_target,
-    commit_subject,
-    inspect_repo,
-    module_path_candidates,
-    parse_target,
-    sanitize_name,
-)
+from roach.launch.repo import RepoInfo, commit_subject, inspect_repo, sanitize_name
+from roach.launch.target import check_target, module_path_candidates, parse_target
 
 TRAIN = "def train(run, lr):\n    return lr\n\n\ndef evaluate(run):\n    pass\n"
 

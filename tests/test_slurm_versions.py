@@ -20,6 +20,7 @@ from roach.model.job_state import JobState
 from roach.model.states import PendingReason
 from roach.slurmio import fields as F
 from roach.slurmio import parse as P
+from roach.slurmio import parse_control as PC
 from roach.slurmio.capabilities import Capabilities, from_config, has_only_job_state
 from roach.slurmio.queue_states import parse_squeue_states
 from tests.support.slurm import client
@@ -48,7 +49,7 @@ class Recording:
     @cached_property
     def caps(self) -> Capabilities:
         return from_config(
-            P.parse_show_config(self.text("scontrol_show_config.txt")),
+            PC.parse_show_config(self.text("scontrol_show_config.txt")),
             json="--json" in self.text("squeue_help.txt"),
             only_job_state=has_only_job_state(self.text("squeue_help.txt")),
         )
@@ -388,7 +389,7 @@ def test_every_state_and_reason_recorded_is_a_known_member(rec):
     ],
 )
 def test_sinfo_nodes(rec, name, expected):
-    nodes = P.parse_sinfo_nodes(rec.text(f"sinfo_nodes_{name}.txt"))
+    nodes = PC.parse_sinfo_nodes(rec.text(f"sinfo_nodes_{name}.txt"))
     if name == "allocated":  # the two-node --exclusive job: as many GPUs per node as its allocation has
         per_node = P.parse_squeue(rec.text("squeue_two_nodes.txt"))[0].tres.gpus // 2
         expected = [(*e[:5], per_node, e[6]) for e in expected]
@@ -399,7 +400,7 @@ def test_sinfo_nodes(rec, name, expected):
 
 
 def test_scontrol_show_job(rec):
-    run = P.parse_key_values(rec.text("scontrol_show_job_running_gpu.txt"))
+    run = PC.parse_key_values(rec.text("scontrol_show_job_running_gpu.txt"))
     assert (run["JobName"], run["JobState"], run["Reason"]) == ("rec-gpu1", "RUNNING", "None")
     assert run["UserId"].startswith("roachlab(") and run["CPUs/Task"] == "1"
     # TRES= (22.05) or ReqTRES= and AllocTRES= (24.11, 26.05); TresPerNode gres:gpu:1 or gres/gpu:1
@@ -409,11 +410,11 @@ def test_scontrol_show_job(rec):
     assert run["ReqNodeList"] == "n1"  # what `roach why` reads
     assert F.parse_duration(run["TimeLimit"]) in (None, YEAR)  # no --time: UNLIMITED, or 365 days on 24.11+
     assert F.parse_time(run["EndTime"]) is None or F.parse_duration(run["TimeLimit"]) == YEAR
-    held = P.parse_key_values(rec.text("scontrol_show_job_held.txt"))
+    held = PC.parse_key_values(rec.text("scontrol_show_job_held.txt"))
     assert (held["JobState"], held["Reason"], held["Priority"]) == ("PENDING", "JobHeldUser", "0")
-    rq = P.parse_key_values(rec.text("scontrol_show_job_requeue_held.txt"))
+    rq = PC.parse_key_values(rec.text("scontrol_show_job_requeue_held.txt"))
     assert rq["Restarts"] == "2" and PendingReason.parse(rq["Reason"]) is PendingReason.JobRequeuedHeld
-    two = P.parse_key_values(rec.text("scontrol_show_job_two_nodes.txt"))
+    two = PC.parse_key_values(rec.text("scontrol_show_job_two_nodes.txt"))
     assert (two["NodeList"], two["NumNodes"], two["NumCPUs"], two["BatchHost"]) == ("n[1-2]", "2", "16", "n1")
     assert F.parse_tres(two.get("AllocTRES", two.get("TRES", ""))).gpus in (2, 8)
 
@@ -423,7 +424,7 @@ def test_scontrol_show_job_of_an_array_lists_each_record(rec):
     first = slurm.show_job(1)
     assert (first["JobState"], first["Reason"], first["ArrayTaskId"]) == ("PENDING", "JobArrayTaskLimit", "2-3%2")
     records = [
-        P.parse_key_values(r)
+        PC.parse_key_values(r)
         for r in re.split(r"\n(?=JobId=)", rec.text("scontrol_show_job_pending_array.txt").strip())
     ]
     assert sorted((r["ArrayTaskId"], r["JobState"]) for r in records) == [
@@ -435,7 +436,7 @@ def test_scontrol_show_job_of_an_array_lists_each_record(rec):
 
 
 def test_scontrol_show_partition(rec):
-    (part,) = [P.parse_key_values(ln) for ln in rec.text("scontrol_show_partition.txt").splitlines() if ln.strip()]
+    (part,) = [PC.parse_key_values(ln) for ln in rec.text("scontrol_show_partition.txt").splitlines() if ln.strip()]
     assert (part["PartitionName"], part["Nodes"], part["PreemptMode"], part["State"]) == (
         "gpu",
         "n[1-2]",
@@ -467,7 +468,7 @@ def test_sacctmgr_qos_and_associations(rec):
 
 
 def test_sbatch_parsable(rec):
-    job, cluster = P.parse_sbatch(rec.text("sbatch_parsable.txt"))
+    job, cluster = PC.parse_sbatch(rec.text("sbatch_parsable.txt"))
     assert job > 0 and cluster is None
 
 

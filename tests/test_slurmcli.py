@@ -17,6 +17,7 @@ import pytest
 from roach.errors import SlurmError, SlurmTransientError, TransportError
 from roach.model.job_state import JobState
 from roach.slurmio import parse as P
+from roach.slurmio import parse_control as PC
 from roach.slurmio.mock_transport import MockTransport, UnexpectedCommand
 from roach.slurmio.parse import in_array
 from roach.slurmio.queue_states import parse_squeue_states
@@ -275,7 +276,7 @@ def test_reads_parse_the_captured_outputs():
     assert {q["Name"]: q["MaxTRESPU"] for q in slurm.qos()} == {"normal": "", "low": "", "high": "gres/gpu=4"}
     assert slurm.associations("roachlab")[0]["QOS"] == "high,low,normal"
     assert tr.argvs == [
-        ("sinfo", "--Node", "--noheader", "-O", P.sinfo_format()),
+        ("sinfo", "--Node", "--noheader", "-O", PC.sinfo_format()),
         ("scontrol", "show", "partition", "-o"),
         (
             "sacctmgr",

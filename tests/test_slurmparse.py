@@ -19,6 +19,7 @@ from roach.model.job_state import JobState
 from roach.model.states import PendingReason
 from roach.slurmio import fields as F
 from roach.slurmio import parse as P
+from roach.slurmio import parse_control as PC
 from roach.slurmio.capabilities import Capabilities, RateLimit, from_config, parse_version
 
 DATA = Path(__file__).parent / "data"
@@ -425,9 +426,9 @@ def test_sinfo_and_sacctmgr_field_counts_are_checked():
     record = data("sinfo_nodes_lab_22.05_idle.txt").split(P.RS)[0]
     short = P.US.join(record.split(P.US)[:-2])
     with pytest.raises(ParseError, match="expected 8 fields, got 6"):
-        P.parse_sinfo_nodes(short + P.RS)
+        PC.parse_sinfo_nodes(short + P.RS)
     with pytest.raises(ParseError) as exc:
-        P.parse_sacctmgr("normal|100|low\n", ("Name", "Priority"))
+        PC.parse_sacctmgr("normal|100|low\n", ("Name", "Priority"))
     assert repr("normal|100|low") in str(exc.value)
 
 
@@ -441,7 +442,7 @@ def test_sinfo_and_sacctmgr_field_counts_are_checked():
     ],
 )
 def test_sinfo_nodes(name, expected):
-    nodes = P.parse_sinfo_nodes(data(f"sinfo_nodes_lab_22.05_{name}.txt"))
+    nodes = PC.parse_sinfo_nodes(data(f"sinfo_nodes_lab_22.05_{name}.txt"))
     assert [
         (n.name, n.state, n.cpus_alloc, n.cpus_total, n.gpus_total, n.gpus_used, n.alloc_mem_mb) for n in nodes
     ] == expected
@@ -449,25 +450,25 @@ def test_sinfo_nodes(name, expected):
 
 
 def test_scontrol_show_job_running_held_requeued_two_nodes():
-    run = P.parse_key_values(data("scontrol_show_job_lab_22.05_running_gpu.txt"))
+    run = PC.parse_key_values(data("scontrol_show_job_lab_22.05_running_gpu.txt"))
     assert (run["JobId"], run["JobName"], run["JobState"], run["Reason"]) == ("58", "run n1", "RUNNING", "None")
     assert run["UserId"] == "roachlab(1001)" and run["AllocNode:Sid"] == "localhost:14511"
     assert run["ReqB:S:C:T"] == "0:0:*:*" and run["CPUs/Task"] == "1" and run["Power"] == ""
     assert F.parse_tres(run["TRES"]).gpus == 1 and F.parse_gres_gpus(run["TresPerNode"]) == 1
     assert F.parse_duration(run["TimeLimit"]) is None and F.parse_time(run["EndTime"]) is None
-    held = P.parse_key_values(data("scontrol_show_job_lab_22.05_held.txt"))
+    held = PC.parse_key_values(data("scontrol_show_job_lab_22.05_held.txt"))
     assert (held["JobState"], held["Reason"], held["Priority"]) == ("PENDING", "JobHeldUser", "0")
-    rq = P.parse_key_values(data("scontrol_show_job_lab_22.05_requeue_held.txt"))
+    rq = PC.parse_key_values(data("scontrol_show_job_lab_22.05_requeue_held.txt"))
     assert (rq["Restarts"], rq["Reason"]) == ("2", "job_requeued_in_held_state")
     assert PendingReason.parse(rq["Reason"]) is PendingReason.JobRequeuedHeld
-    two = P.parse_key_values(data("scontrol_show_job_lab_22.05_two_nodes.txt"))
+    two = PC.parse_key_values(data("scontrol_show_job_lab_22.05_two_nodes.txt"))
     assert (two["NodeList"], two["NumNodes"], two["NumCPUs"], two["BatchHost"]) == ("n[1-2]", "2", "16", "n1")
     assert F.parse_tres(two["TRES"]).gpus == 2
 
 
 def test_scontrol_show_job_of_an_array_lists_each_record():
     text = data("scontrol_show_job_lab_22.05_pending_array.txt")
-    records = [P.parse_key_values(r) for r in re.split(r"\n(?=JobId=)", text.strip())]
+    records = [PC.parse_key_values(r) for r in re.split(r"\n(?=JobId=)", text.strip())]
     assert [(r["JobId"], r["ArrayTaskId"], r["JobState"], r["Reason"]) for r in records] == [
         ("68", "2-3%2", "PENDING", "JobArrayTaskLimit"),
         ("72", "1", "RUNNING", "None"),
@@ -478,7 +479,7 @@ def test_scontrol_show_job_of_an_array_lists_each_record():
 
 
 def test_scontrol_show_partition():
-    part = P.parse_key_values(data("scontrol_show_partition_lab_22.05.txt"))
+    part = PC.parse_key_values(data("scontrol_show_partition_lab_22.05.txt"))
     assert (part["PartitionName"], part["Nodes"], part["PreemptMode"], part["State"]) == (
         "gpu",
         "n[1-2]",
@@ -491,7 +492,7 @@ def test_scontrol_show_partition():
 
 def test_sacctmgr_qos_and_associations():
     qos_fields = ("Name", "Priority", "Preempt", "PreemptMode", "GraceTime", "MaxTRESPU", "MaxWall", "Flags")
-    qos = P.parse_sacctmgr(data("sacctmgr_show_qos_lab_22.05.txt"), qos_fields)
+    qos = PC.parse_sacctmgr(data("sacctmgr_show_qos_lab_22.05.txt"), qos_fields)
     assert [tuple(q.values()) for q in qos] == [
         ("normal", "100", "low", "cluster", "00:00:00", "", "", ""),
         ("low", "0", "", "requeue", "00:00:20", "", "", ""),
@@ -499,7 +500,7 @@ def test_sacctmgr_qos_and_associations():
     ]
     assert F.parse_duration(qos[1]["GraceTime"]) == 20 and F.parse_tres(qos[2]["MaxTRESPU"]).gpus == 4
     assoc_fields = ("Cluster", "Account", "User", "Partition", "QOS", "DefaultQOS")
-    mine = P.parse_sacctmgr(data("sacctmgr_show_assoc_user_lab_22.05.txt"), assoc_fields)
+    mine = PC.parse_sacctmgr(data("sacctmgr_show_assoc_user_lab_22.05.txt"), assoc_fields)
     assert mine == [
         {
             "Cluster": "lab",
@@ -510,7 +511,7 @@ def test_sacctmgr_qos_and_associations():
             "DefaultQOS": "normal",
         }
     ]
-    every = P.parse_sacctmgr(data("sacctmgr_show_assoc_lab_22.05.txt"), assoc_fields)
+    every = PC.parse_sacctmgr(data("sacctmgr_show_assoc_lab_22.05.txt"), assoc_fields)
     assert [(a["Account"], a["User"]) for a in every] == [
         ("root", ""),
         ("root", "root"),
@@ -532,18 +533,18 @@ def test_sacctmgr_qos_and_associations():
     ],
 )
 def test_parse_sbatch(text, expected):
-    assert P.parse_sbatch(text) == expected
+    assert PC.parse_sbatch(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "Submitted batch job 5610208\n"])  # the latter: sbatch without --parsable
 def test_parse_sbatch_without_a_bare_id_is_refused(text):
     with pytest.raises(ParseError):
-        P.parse_sbatch(text)
+        PC.parse_sbatch(text)
 
 
 # -- capabilities ------------------------------------------------------------------------------------
 def test_show_config_and_capabilities_of_the_lab():
-    config = P.parse_show_config(data("scontrol_show_config_22.05.txt"))
+    config = PC.parse_show_config(data("scontrol_show_config_22.05.txt"))
     assert (config["SLURM_VERSION"], config["MinJobAge"], config["SlurmctldParameters"]) == (
         "22.05.8",
         "60 sec",
@@ -570,7 +571,7 @@ def test_show_config_and_capabilities_of_the_lab():
 
 
 def test_capabilities_of_a_25_11_config_which_has_preempt_parameters():
-    config = P.parse_show_config(data("scontrol_show_config_25.11.txt"))
+    config = PC.parse_show_config(data("scontrol_show_config_25.11.txt"))
     assert config["PreemptParameters"] == "(null)" and config["SLURM_VERSION"] == "25.11.4"
     caps = from_config(config, json=False)
     assert caps.version == (25, 11, 4) and caps.preempt_send_user_signal is False
@@ -599,15 +600,15 @@ def test_capabilities_read_either_preemption_signal_setting(version, key, value,
         text = re.sub(rf"^{key} +=.*$", line, text, flags=re.M)
     else:  # 22.05 prints no PreemptParameters line when it is unset
         text = text.replace("PreemptMode ", f"{line}\nPreemptMode ", 1)
-    assert P.parse_show_config(text)[key] == value
-    assert from_config(P.parse_show_config(text), json=False).preempt_send_user_signal is sends
+    assert PC.parse_show_config(text)[key] == value
+    assert from_config(PC.parse_show_config(text), json=False).preempt_send_user_signal is sends
 
 
 def test_capabilities_see_preempt_send_user_signal_among_other_parameters():
     text = data("scontrol_show_config_22.05.txt").replace(
         "SlurmctldParameters     = (null)", "SlurmctldParameters     = enable_configless,preempt_send_user_signal"
     )
-    assert from_config(P.parse_show_config(text), json=False).preempt_send_user_signal is True
+    assert from_config(PC.parse_show_config(text), json=False).preempt_send_user_signal is True
 
 
 # nordugrid/arc src/services/a-rex/infoproviders/test/slurmpy.t: `scontrol show config` of Slurm 2.3.2 (excerpt,
@@ -638,7 +639,7 @@ AllowedRAMSpace         = 100.0%
 
 
 def test_capabilities_of_older_slurm_versions():
-    old = from_config(P.parse_show_config(CONFIG_2_3_2), json=False)
+    old = from_config(PC.parse_show_config(CONFIG_2_3_2), json=False)
     assert old == Capabilities(
         version=(2, 3, 2),
         cluster_name="cluster",
@@ -653,14 +654,14 @@ def test_capabilities_of_older_slurm_versions():
         json=False,
     )
     assert not old.preemption_requeues
-    config = P.parse_show_config(CONFIG_20_11_6)
+    config = PC.parse_show_config(CONFIG_20_11_6)
     assert config["AllowedRAMSpace"] == "100.0%" and "Cgroup Support Configuration:" not in config
     assert from_config(config, json=False).version == (20, 11, 6)
 
 
 def test_show_config_without_a_version_is_refused():
     with pytest.raises(ParseError, match="SLURM_VERSION"):
-        P.parse_show_config("slurm_load_ctl_conf error: Unable to contact slurm controller (connect failure)\n")
+        PC.parse_show_config("slurm_load_ctl_conf error: Unable to contact slurm controller (connect failure)\n")
 
 
 @pytest.mark.parametrize(
@@ -939,12 +940,12 @@ def test_parse_key_values_of_other_versions():
         "PreemptMode=OFF State=UP TotalCPUs=32 TotalNodes=2 SelectTypeParameters=NONE JobDefaults=(null) "
         "DefMemPerCPU=800 MaxMemPerNode=3200 TRESBillingWeights=CPU=1,Mem=1.33G"
     )
-    kv = P.parse_key_values(line)
+    kv = PC.parse_key_values(line)
     assert len(kv) == 33
     assert (kv["MaxTime"], kv["TRESBillingWeights"], kv["JobDefaults"]) == ("3-00:00:00", "CPU=1,Mem=1.33G", "(null)")
     assert F.parse_duration(kv["MaxTime"]) == 3 * 86400 and F.parse_duration(kv["DefaultTime"]) == 3600
     # nordugrid/arc slurmpy.t: `scontrol show node --oneliner` of Slurm 2.3.2
-    node = P.parse_key_values(
+    node = PC.parse_key_values(
         "NodeName=test-machine Arch=i686 CoresPerSocket=1 CPUAlloc=0 CPUErr=0 CPUTot=1 "
         "Features=(null) Gres=(null) NodeAddr=test-machine State=IDLE Reason=(null)"
     )
@@ -953,17 +954,17 @@ def test_parse_key_values_of_other_versions():
 
 def test_parse_key_values_refuses_text_that_does_not_start_with_a_key():
     with pytest.raises(ParseError):
-        P.parse_key_values("No jobs in the system")
+        PC.parse_key_values("No jobs in the system")
 
 
 @pytest.mark.parametrize("version", ["22.05", "25.11"])
 def test_capabilities_read_the_rpc_rate_limit(version):
     text = data(f"scontrol_show_config_{version}.txt")
-    assert from_config(P.parse_show_config(text), json=False).rate_limit is None
+    assert from_config(PC.parse_show_config(text), json=False).rate_limit is None
     on = re.sub(
         r"^SlurmctldParameters +=.*$", "SlurmctldParameters     = enable_configless,rl_enable", text, flags=re.M
     )
-    caps = from_config(P.parse_show_config(on), json=False)
+    caps = from_config(PC.parse_show_config(on), json=False)
     assert caps.rate_limit == RateLimit(bucket_size=30, refill_rate=2, refill_period_s=1)  # Slurm's defaults
     assert caps.min_round_interval_s(3) == 1.5
     tuned = re.sub(
@@ -972,6 +973,6 @@ def test_capabilities_read_the_rpc_rate_limit(version):
         text,
         flags=re.M,
     )
-    caps = from_config(P.parse_show_config(tuned), json=False)
+    caps = from_config(PC.parse_show_config(tuned), json=False)
     assert caps.rate_limit == RateLimit(bucket_size=50, refill_rate=1, refill_period_s=5)
     assert caps.min_round_interval_s(3) == 15.0

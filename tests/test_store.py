@@ -11,9 +11,10 @@ from dataclasses import replace
 import pytest
 
 from roach.errors import RoachError, UsageError
+from roach.records.database import default_store_path
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.schema import SCHEMA_VERSION
-from roach.records.store import Store, default_store_path
+from roach.records.store import Store
 
 
 def rec(job_id: int = 100, run_id: str = "r-abc", cluster: str = "ilc", **kw) -> JobRecord:
@@ -213,7 +214,7 @@ def test_missing_required_value_is_not_called_a_duplicate(store):
 
 
 def test_a_lock_held_too_long_is_a_roach_error(tmp_path, monkeypatch):
-    import roach.records.store as store_mod
+    import roach.records.database as store_mod
 
     path = tmp_path / "s.sqlite"
     Store(path).recent()  # schema in place

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import cli
-from roach.cli.jobs import logs
+from roach.cli.inspect import logs
 from roach.cli.views import follow_log
 from roach.errors import TransportError
 from roach.lab.config import LAB_USER

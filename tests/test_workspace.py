@@ -29,10 +29,11 @@ from roach.slurm.clusters.lab import LAB
 from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.parse import US, parse_sacct
 from roach.slurmio.transport import LocalTransport, Transport
-from roach.workspace.backend import pull, required_files, sbatch_script, sync, verify, wait
+from roach.workspace.backend import pull, sbatch_script, sync, verify, wait
 from roach.workspace.base import Settings, Workspace, min_poll_interval
 from roach.workspace.file import WORKSPACE_FILE, WorkspaceError
 from roach.workspace.script import ADDED_MARK, ScriptRefused, prepare_script, read_directives
+from roach.workspace.verify import required_files
 from tests.conftest import private_store, wait_until
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 

@@ -15,7 +15,9 @@ from rich.text import Text
 from roach import __version__
 from roach.cli import clusters as cli_clusters
 from roach.cli import hold as cli_hold
+from roach.cli import inspect as cli_inspect
 from roach.cli import jobs as cli_jobs
+from roach.cli import promote as cli_promote
 from roach.cli import sweep as cli_sweep
 from roach.cli import watch as cli_watch
 from roach.cli import workspace as cli_workspace
@@ -63,13 +65,20 @@ def main() -> None:
 
 def _register() -> None:
     cli.add_command(lab)
-    for command in (cli_jobs.submit, cli_jobs.resume, cli_jobs.status, cli_jobs.logs, cli_jobs.cancel, cli_jobs.ls):
+    for command in (
+        cli_jobs.submit,
+        cli_jobs.resume,
+        cli_inspect.status,
+        cli_inspect.logs,
+        cli_inspect.cancel,
+        cli_inspect.ls,
+    ):
         cli.add_command(command)
     cli.add_command(doctor)
     for module in (cli_workspace, cli_clusters, cli_hold, cli_sweep):
         for command in module.COMMANDS:
             cli.add_command(command)
-    for command in (cli_watch.watch, cli_watch.why, cli_watch.promote, cli_watch.move):
+    for command in (cli_watch.watch, cli_watch.why, cli_promote.promote, cli_promote.move):
         cli.add_command(command)
 
 

@@ -21,7 +21,7 @@ def parse_arg_value(text: str) -> Any:
         return text
 
 
-def pairs(param: str, values: Iterable[str], form: str) -> list[tuple[str, str]]:
+def key_values(param: str, values: Iterable[str], form: str) -> list[tuple[str, str]]:
     pairs = []
     for item in values:
         key, sep, value = item.partition("=")
@@ -33,7 +33,7 @@ def pairs(param: str, values: Iterable[str], form: str) -> list[tuple[str, str]]
 
 def parse_args(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, value in pairs("--arg", values, "KEY=VALUE (e.g. --arg lr=1e-3)"):
+    for key, value in key_values("--arg", values, "KEY=VALUE (e.g. --arg lr=1e-3)"):
         if not key.isidentifier():
             raise click.BadParameter(f"{key!r} is not a keyword argument name", param_hint="--arg")
         if key in out:
@@ -57,7 +57,7 @@ def parse_args_json(ctx: click.Context, param: click.Parameter, value: str | Non
 
 
 def parse_env(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
-    return dict(pairs("--env", values, "NAME=VALUE (e.g. --env WANDB_MODE=offline)"))
+    return dict(key_values("--env", values, "NAME=VALUE (e.g. --env WANDB_MODE=offline)"))
 
 
 def cli_cluster(name: str, run_as: str | None) -> Cluster:

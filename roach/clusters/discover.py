@@ -24,7 +24,7 @@ from roach.clusters.userconfig import cluster_block
 from roach.model.tiers import Tier
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.fields import parse_duration, parse_tres
-from roach.slurmio.parse import NodeRecord
+from roach.slurmio.parse_control import NodeRecord
 
 
 @dataclass(frozen=True)

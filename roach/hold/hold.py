@@ -21,7 +21,8 @@ from roach.clusters.userconfig import configured, fill_resources, get_cluster
 from roach.errors import UsageError
 from roach.launch.hold_steps import SIGNAL_PROGRAM, STEP_SIGNAL
 from roach.launch.holder import HOLD_TARGET, HOLDER_NAME, HolderHandle
-from roach.launch.submit import new_run_id, released_or_undone, resolve_resources
+from roach.launch.prepare import new_run_id, resolve_resources
+from roach.launch.submit import released_or_undone
 from roach.launch.submit import submit as submit_run
 from roach.model.resources import Resources
 from roach.records.bundle import BundlePaths, JobJson

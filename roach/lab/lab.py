@@ -8,14 +8,13 @@ import shutil
 import stat
 import subprocess
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
 from roach.lab import accounting, release
 from roach.lab.config import (
-    CPUS_PER_NODE,
     GPUS_PER_NODE,
     LAB_USER,
     NODES,
@@ -24,43 +23,8 @@ from roach.lab.config import (
     default_state_dir,
 )
 from roach.lab.daemons import Daemon, check_port_free, processes_in, wait_for
+from roach.lab.packages import require_packages, require_root, which
 from roach.lab.python import ensure_job_venv
-
-# binary -> Debian package that ships it
-REQUIRED = {
-    "slurmctld": "slurmctld",
-    "slurmd": "slurmd",
-    "slurmdbd": "slurmdbd",
-    "sbatch": "slurm-client",
-    "sacctmgr": "slurm-client",
-    "munged": "munge",
-    "mariadbd": "mariadb-server",
-    "mariadb-install-db": "mariadb-server",
-    "mariadb": "mariadb-client",
-    "runuser": "util-linux",
-}
-APT_LINE = "apt-get install -y slurm-wlm slurmdbd munge mariadb-server python3-venv"
-
-
-def _which(name: str) -> str | None:
-    return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin:/usr/bin")
-
-
-def require_root() -> None:
-    if os.geteuid() != 0:
-        raise LabError(
-            "the lab cluster needs root: it starts slurmctld, slurmd and MariaDB and creates its user",
-            hint="run `sudo roach lab up` (or as root); `roach lab env` and `status` work as any user",
-        )
-
-
-def require_packages() -> None:
-    missing = sorted({pkg for exe, pkg in REQUIRED.items() if _which(exe) is None})
-    if missing:
-        raise LabError(
-            f"missing Debian packages for the lab: {', '.join(missing)}",
-            hint=f"install them as root: {APT_LINE}",
-        )
 
 
 def daemons(cfg: LabConfig) -> list[Daemon]:
@@ -70,7 +34,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     munged = Daemon(
         "munged",
         (
-            _which("munged") or "munged",
+            which("munged") or "munged",
             "--force",
             f"--socket={cfg.munge_socket}",
             f"--key-file={cfg.etc / 'munge.key'}",
@@ -83,7 +47,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     )
     mariadbd = Daemon(
         "mariadbd",
-        (_which("mariadbd") or "mariadbd", f"--defaults-file={cfg.my_cnf}"),
+        (which("mariadbd") or "mariadbd", f"--defaults-file={cfg.my_cnf}"),
         run / "mariadbd.pid",
         log / "mariadbd.log",
         ports=(cfg.port("db_port"),),
@@ -91,7 +55,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     )
     slurmdbd = Daemon(
         "slurmdbd",
-        (_which("slurmdbd") or "slurmdbd",),
+        (which("slurmdbd") or "slurmdbd",),
         run / "slurmdbd.pid",
         log / "slurmdbd.log",
         ports=(cfg.port("dbd_port"),),
@@ -99,7 +63,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     )
     slurmctld = Daemon(
         "slurmctld",
-        (_which("slurmctld") or "slurmctld", "-f", str(cfg.slurm_conf)),
+        (which("slurmctld") or "slurmctld", "-f", str(cfg.slurm_conf)),
         run / "slurmctld.pid",
         log / "slurmctld.log",
         ports=(cfg.port("ctld_port"),),
@@ -108,7 +72,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     slurmds = [
         Daemon(
             f"slurmd-{n}",
-            (_which("slurmd") or "slurmd", "-N", n, "-f", str(cfg.slurm_conf)),
+            (which("slurmd") or "slurmd", "-N", n, "-f", str(cfg.slurm_conf)),
             run / f"slurmd-{n}.pid",
             log / f"slurmd-{n}.log",
             ports=(cfg.port(f"{n}_port"),),
@@ -177,7 +141,7 @@ def _init_mariadb(cfg: LabConfig) -> None:
     data.mkdir(parents=True, exist_ok=True)
     r = subprocess.run(
         [
-            _which("mariadb-install-db") or "mariadb-install-db",
+            which("mariadb-install-db") or "mariadb-install-db",
             f"--defaults-file={cfg.my_cnf}",
             "--auth-root-authentication-method=socket",
             "--skip-test-db",
@@ -400,60 +364,3 @@ def _end_jobs(cfg: LabConfig, timeout: float = 40.0) -> None:
         if r.returncode != 0 or not r.stdout.strip():
             return
         time.sleep(0.5)
-
-
-@dataclass(frozen=True)
-class DaemonStatus:
-    name: str
-    pid: int | None
-    log: str
-
-    @property
-    def running(self) -> bool:
-        return self.pid is not None
-
-
-@dataclass(frozen=True)
-class LabStatus:
-    state_dir: str
-    slurm_conf: str
-    ports: dict[str, int]
-    daemons: list[DaemonStatus]
-    nodes: dict[str, str]
-    gpus_per_node: int = GPUS_PER_NODE
-    cpus_per_node: int = CPUS_PER_NODE
-
-    @property
-    def up(self) -> bool:
-        return all(d.running for d in self.daemons)
-
-    def to_json(self) -> dict:
-        return {**asdict(self), "up": self.up}
-
-
-def status(state_dir: str | None = None) -> LabStatus:
-    """What is running, by pid file, and how slurmctld sees the nodes."""
-    cfg = LabConfig.load(Path(state_dir).absolute() if state_dir else None)
-    ds = [DaemonStatus(d.name, d.pid(), str(d.logfile)) for d in daemons(cfg)]
-    nodes: dict[str, str] = {}
-    if any(d.name == "slurmctld" and d.running for d in ds):
-        try:
-            r = subprocess.run(
-                ["sinfo", "-N", "-h", "-o", "%N %t"],
-                capture_output=True,
-                text=True,
-                env={**os.environ, **cfg.env()},
-                timeout=30,
-            )
-            nodes = dict(line.split() for line in r.stdout.splitlines() if line.strip())
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return LabStatus(str(cfg.state), str(cfg.slurm_conf), cfg.ports, ds, nodes)
-
-
-def env_lines(state_dir: str | None = None) -> list[str]:
-    """The ``export`` lines a shell needs to use the lab's Slurm (for ``eval "$(roach lab env)"``)."""
-    cfg = LabConfig.load(Path(state_dir).absolute() if state_dir else None)
-    import shlex
-
-    return [f"export {k}={shlex.quote(v)}" for k, v in cfg.env().items()]

@@ -20,14 +20,9 @@ Every ``git`` call is an argument list; ``git`` missing or failing to run become
 
 from __future__ import annotations
 
-import ast
-import difflib
-import keyword
 import os
-import posixpath
 import re
 import subprocess
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +62,7 @@ class RepoInfo:
 # --------------------------------------------------------------------------------------------- git
 
 
-def _git(cwd: Path, *args: str, ok: Sequence[int] = (0,), raw: bool = False) -> subprocess.CompletedProcess:
+def git(cwd: Path, *args: str, ok: Sequence[int] = (0,), raw: bool = False) -> subprocess.CompletedProcess:
     """Run ``git -C cwd args``; a failure to run becomes TransportError, an unexpected exit RoachError."""
     argv = ["git", "-C", str(cwd), *args]
     env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
@@ -110,7 +105,7 @@ def _show(path: str) -> str:
     return path if path.isprintable() else repr(path)
 
 
-def _listing(lines: Sequence[str]) -> str:
+def listing(lines: Sequence[str]) -> str:
     shown = [f"  {line}" for line in lines[:_SHOWN]]
     if len(lines) > _SHOWN:
         shown.append(f"  ... and {len(lines) - _SHOWN} more")
@@ -124,12 +119,12 @@ def sanitize_name(name: str) -> str:
 
 
 def short_sha(root: Path, commit: str) -> str:
-    return _git(root, "rev-parse", "--short", commit).stdout.strip()
+    return git(root, "rev-parse", "--short", commit).stdout.strip()
 
 
 def commit_subject(root: Path, commit: str) -> str:
     """The first line of ``commit``'s message."""
-    return _git(root, "show", "-s", "--format=%s", commit).stdout.strip()
+    return git(root, "show", "-s", "--format=%s", commit).stdout.strip()
 
 
 # ------------------------------------------------------------------------------------ inspect_repo
@@ -141,7 +136,7 @@ def _toplevel(repo_root: Path) -> Path:
             f"repo_root {str(repo_root)!r} is not a directory",
             hint="pass repo_root= the directory of the git repository that holds your code",
         )
-    proc = _git(repo_root, "rev-parse", "--show-toplevel", ok=range(256))
+    proc = git(repo_root, "rev-parse", "--show-toplevel", ok=range(256))
     if proc.returncode == 0 and proc.stdout.strip():
         return Path(proc.stdout.rstrip("\n"))
     err = proc.stderr.strip()
@@ -165,7 +160,7 @@ def _toplevel(repo_root: Path) -> Path:
 
 def _dirty(root: Path) -> list[str]:
     """Tracked changes (staged or not) and untracked, unignored files, as ``"what: path"`` lines."""
-    out = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all").stdout
+    out = git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all").stdout
     words = {"M": "modified", "A": "added", "D": "deleted", "R": "renamed", "C": "copied", "T": "type changed"}
     entries, fields = [], out.split("\0")
     i = 0
@@ -202,13 +197,13 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
     remote-tracking ref of the upstream (nothing is fetched; see the module docstring).
     """
     root = _toplevel(Path(repo_root))
-    head = _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}", ok=(0, 1)).stdout.strip()
+    head = git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}", ok=(0, 1)).stdout.strip()
     if not head:
         raise UsageError(
             f"the repository {str(root)!r} has no commit yet",
             hint="commit your code and push it: git add -A && git commit && git push -u origin HEAD",
         )
-    branch = _git(root, "symbolic-ref", "-q", "--short", "HEAD", ok=(0, 1)).stdout.strip()
+    branch = git(root, "symbolic-ref", "-q", "--short", "HEAD", ok=(0, 1)).stdout.strip()
     if not branch:
         raise UsageError(
             f"HEAD of {str(root)!r} is detached (at {short_sha(root, head)}); roach submits the "
@@ -216,7 +211,7 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
             hint="check out a branch (`git switch -c <branch>`) and push it: git push -u origin <branch>",
         )
     fmt = "%(upstream)%0a%(upstream:short)%0a%(upstream:remotename)"
-    lines = _git(root, "for-each-ref", f"--format={fmt}", f"refs/heads/{branch}").stdout.split("\n")
+    lines = git(root, "for-each-ref", f"--format={fmt}", f"refs/heads/{branch}").stdout.split("\n")
     upstream_ref, upstream, remote = (lines + ["", "", ""])[:3]
     if not upstream_ref:
         raise UsageError(
@@ -228,13 +223,13 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
             f"the upstream of branch {branch!r} is {upstream!r}, a local branch; the job clones from a remote",
             hint=f"push to a remote and track it: git push -u origin {branch}",
         )
-    if not _git(root, "rev-parse", "--verify", "-q", f"{upstream_ref}^{{commit}}", ok=(0, 1)).stdout.strip():
+    if not git(root, "rev-parse", "--verify", "-q", f"{upstream_ref}^{{commit}}", ok=(0, 1)).stdout.strip():
         raise UsageError(
             f"branch {branch!r} tracks {upstream!r}, which does not exist locally (never fetched, "
             "or deleted on the remote)",
             hint=f"push it: git push -u {remote} {branch}",
         )
-    url = _git(root, "remote", "get-url", remote).stdout.strip()
+    url = git(root, "remote", "get-url", remote).stdout.strip()
     if commit is not None:
         return _pinned(root, commit, branch, upstream, upstream_ref, remote, url)
 
@@ -242,21 +237,21 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
     if dirty:
         raise UsageError(
             f"the working tree of {str(root)!r} has {len(dirty)} uncommitted change(s); the job "
-            f"clones commit {short_sha(root, head)} and would not see them:\n{_listing(dirty)}",
+            f"clones commit {short_sha(root, head)} and would not see them:\n{listing(dirty)}",
             hint="commit them (and push), or stash them (`git stash -u`), or add files that are not code to .gitignore",
         )
 
-    pushed = _git(root, "merge-base", "--is-ancestor", head, upstream_ref, ok=(0, 1)).returncode == 0
+    pushed = git(root, "merge-base", "--is-ancestor", head, upstream_ref, ok=(0, 1)).returncode == 0
     if not pushed:
-        ahead = _git(root, "log", "--format=%h %s", head, "--not", upstream_ref).stdout.splitlines()
-        behind = int(_git(root, "rev-list", "--count", f"{head}..{upstream_ref}").stdout.strip() or 0)
+        ahead = git(root, "log", "--format=%h %s", head, "--not", upstream_ref).stdout.splitlines()
+        behind = int(git(root, "rev-list", "--count", f"{head}..{upstream_ref}").stdout.strip() or 0)
         hint = f"run `git push` (to {upstream}), then submit again"
         if behind:
             hint = f"{upstream} has {behind} commit(s) you do not have: `git pull --rebase`, then `git push`"
         raise UsageError(
             f"commit {short_sha(root, head)} ({commit_subject(root, head)}) is not on {upstream} "
             f"(as last fetched); the job clones from {url} and would not find it. Unpushed:\n"
-            f"{_listing(ahead)}",
+            f"{listing(ahead)}",
             hint=hint,
         )
 
@@ -266,13 +261,13 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
 
 
 def _pinned(root: Path, commit: str, branch: str, upstream: str, upstream_ref: str, remote: str, url: str) -> RepoInfo:
-    full = _git(root, "rev-parse", "--verify", "-q", f"{commit}^{{commit}}", ok=(0, 1)).stdout.strip()
+    full = git(root, "rev-parse", "--verify", "-q", f"{commit}^{{commit}}", ok=(0, 1)).stdout.strip()
     if not full:
         raise UsageError(
             f"commit {commit[:12]} is not in the repository {str(root)!r}",
             hint="fetch it (`git fetch`), or pass --repo-root to a clone that has it",
         )
-    if _git(root, "merge-base", "--is-ancestor", full, upstream_ref, ok=(0, 1)).returncode != 0:
+    if git(root, "merge-base", "--is-ancestor", full, upstream_ref, ok=(0, 1)).returncode != 0:
         raise UsageError(
             f"commit {short_sha(root, full)} is not on {upstream} (as last fetched): the job clones "
             f"from {url} and might not find it",
@@ -280,186 +275,4 @@ def _pinned(root: Path, commit: str, branch: str, upstream: str, upstream_ref: s
         )
     return RepoInfo(
         root=root, name=sanitize_name(root.name), commit=full, branch=branch, upstream=upstream, remote=remote, url=url
-    )
-
-
-# ------------------------------------------------------------------------------------ check_target
-
-
-def _is_name(s: str) -> bool:
-    return s.isidentifier() and not keyword.iskeyword(s)
-
-
-def parse_target(target: str) -> tuple[str, str]:
-    """Split ``"pkg.module:function"`` into ``("pkg.module", "function")``, or raise UsageError."""
-    example = "e.g. 'pkg.train:train' runs function train defined in pkg/train.py"
-    if not isinstance(target, str) or target.count(":") != 1:
-        why = "it has no ':'" if isinstance(target, str) and ":" not in target else "it needs exactly one ':'"
-        raise UsageError(f"target {target!r} is not of the form {TARGET_FORM!r}: {why}", hint=example)
-    module, function = target.split(":")
-    if not module or not all(_is_name(part) for part in module.split(".")):
-        raise UsageError(
-            f"target {target!r} is not of the form {TARGET_FORM!r}: {module!r} is not a dotted module name",
-            hint=example,
-        )
-    if not _is_name(function):
-        raise UsageError(
-            f"target {target!r} is not of the form {TARGET_FORM!r}: {function!r} is not the name "
-            "of a function (methods and nested names are not supported)",
-            hint=example,
-        )
-    return module, function
-
-
-def module_path_candidates(target: str) -> list[str]:
-    """Repo-relative paths where ``target``'s module may live, in the order Python would find them."""
-    module, _ = parse_target(target)
-    base = module.replace(".", "/")
-    return [f"{base}/__init__.py", f"{base}.py", f"src/{base}/__init__.py", f"src/{base}.py"]
-
-
-def _tree_entries(root: Path, commit: str, paths: Sequence[str]) -> dict[str, tuple[str, str, str]]:
-    """``{path: (mode, type, object)}`` for those of ``paths`` that exist at ``commit``."""
-    out = _git(root, "ls-tree", "-z", commit, "--", *paths).stdout
-    entries = {}
-    for rec in filter(None, out.split("\0")):
-        meta, _, path = rec.partition("\t")
-        mode, kind, obj = meta.split()
-        entries[path] = (mode, kind, obj)
-    return entries
-
-
-def locate_module(info: RepoInfo, target: str) -> str:
-    """The repo-relative path of ``target``'s module at ``info.commit`` (a ``src/`` layout is allowed)."""
-    candidates = module_path_candidates(target)
-    found = _tree_entries(info.root, info.commit, candidates)
-    for path in candidates:
-        if path in found and found[path][1] == "blob":
-            return path
-    short = short_sha(info.root, info.commit)
-    on_disk = [p for p in candidates if (info.root / p).is_file()]
-    hint = f"check the module name in {target!r}; paths are relative to the repository root {str(info.root)!r}"
-    if on_disk:
-        hint = f"{on_disk[0]} exists in the working tree but not at commit {short}: commit and push it"
-    raise UsageError(
-        f"module {parse_target(target)[0]!r} is not in commit {short}; tried:\n{_listing(candidates)}", hint=hint
-    )
-
-
-def _read_blob(info: RepoInfo, path: str) -> bytes:
-    """The committed content of ``path``, following symlinks that stay inside the repository."""
-    for _ in range(8):
-        mode, kind, obj = _tree_entries(info.root, info.commit, [path]).get(path, ("", "", ""))
-        if kind != "blob":
-            raise UsageError(
-                f"{path} is a symlink at commit {short_sha(info.root, info.commit)} whose target is "
-                "not a file in the repository",
-                hint="make the module a regular file",
-            )
-        data = _git(info.root, "cat-file", "blob", obj, raw=True).stdout
-        if mode != "120000":
-            return data
-        target = posixpath.normpath(posixpath.join(posixpath.dirname(path), data.decode("utf-8", "replace")))
-        if target.startswith("../") or target == ".." or posixpath.isabs(target):
-            raise UsageError(
-                f"{path} is a symlink to {target!r}, outside the repository",
-                hint="the job only has the repository's files: make the module a regular file",
-            )
-        path = target
-    raise UsageError(f"{path}: too many levels of symlinks", hint="make the module a regular file")
-
-
-def _bound_names(node: ast.AST) -> list[str]:
-    """Names bound by an assignment target."""
-    if isinstance(node, ast.Name):
-        return [node.id]
-    if isinstance(node, ast.Starred):
-        return _bound_names(node.value)
-    if isinstance(node, (ast.Tuple, ast.List)):
-        return [n for elt in node.elts for n in _bound_names(elt)]
-    return []
-
-
-def _top_level(body: Sequence[ast.stmt]) -> tuple[list[str], set[str], set[str], bool]:
-    """(functions in order, other bound names, classes, has a star import) at module level.
-
-    Statements under module-level ``if``/``try``/``with``/``for`` count: they run at import.
-    """
-    functions: list[str] = []
-    others: set[str] = set()
-    classes: set[str] = set()
-    star = False
-    for stmt in body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.append(stmt.name)
-        elif isinstance(stmt, ast.ClassDef):
-            classes.add(stmt.name)
-        elif isinstance(stmt, ast.Assign):
-            others.update(n for t in stmt.targets for n in _bound_names(t))
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            others.update(_bound_names(stmt.target))
-        elif isinstance(stmt, ast.Import):
-            others.update(a.asname or a.name.split(".")[0] for a in stmt.names)
-        elif isinstance(stmt, ast.ImportFrom):
-            star |= any(a.name == "*" for a in stmt.names)
-            others.update(a.asname or a.name for a in stmt.names if a.name != "*")
-        if isinstance(stmt, (ast.For, ast.AsyncFor)):
-            others.update(_bound_names(stmt.target))
-        if isinstance(stmt, (ast.With, ast.AsyncWith)):
-            others.update(n for item in stmt.items if item.optional_vars for n in _bound_names(item.optional_vars))
-        blocks = [getattr(stmt, f, []) for f in ("body", "orelse", "finalbody")]
-        if isinstance(stmt, (ast.If, ast.Try, ast.TryStar, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
-            blocks += [h.body for h in getattr(stmt, "handlers", [])]
-            for block in blocks:
-                f, o, c, s = _top_level(block)
-                functions += [n for n in f if n not in functions]
-                others |= o
-                classes |= c
-                star |= s
-    return functions, others, classes, star
-
-
-def check_target(info: RepoInfo, target: str) -> None:
-    """Refuse ``target`` unless its module exists at ``info.commit`` and defines the function at top level.
-
-    The module file is read from the commit (not the working tree) and parsed with :mod:`ast`; it is
-    never imported. A top-level ``def``/``async def`` counts, and so does a module-level assignment or
-    import that binds the name; with a ``from x import *`` the name is given the benefit of the doubt.
-    """
-    _, function = parse_target(target)
-    path = locate_module(info, target)
-    short = short_sha(info.root, info.commit)
-    source = _read_blob(info, path)
-    try:
-        with warnings.catch_warnings():  # the user's invalid escapes etc. are not ours to print
-            warnings.simplefilter("ignore")
-            tree = ast.parse(source, filename=path)
-    except SyntaxError as exc:
-        where = f"{path}:{exc.lineno}" if exc.lineno else path
-        text = f"\n    {exc.text.strip()}" if exc.text and exc.text.strip() else ""
-        raise UsageError(
-            f"{where}: syntax error at commit {short}: {exc.msg}{text}",
-            hint=f"fix line {exc.lineno} of {path}, commit and push, then submit again",
-        ) from exc
-    except ValueError as exc:  # e.g. null bytes
-        raise UsageError(
-            f"{path} at commit {short} cannot be parsed as Python: {exc}",
-            hint=f"check that {path} is a Python source file",
-        ) from exc
-    functions, others, classes, star = _top_level(tree.body)
-    if function in functions or function in others or (star and function not in classes):
-        return
-    if function in classes:
-        raise UsageError(
-            f"{function!r} in {path} is a class, not a function (commit {short})",
-            hint=f"wrap it in a top-level function, e.g. `def run_{function.lower()}(...)`, and name that",
-        )
-    choices = ", ".join(functions) if functions else "(none)"
-    close = difflib.get_close_matches(function, functions, n=1)
-    hint = (
-        f"did you mean {close[0]!r}? " if close else ""
-    ) + f"name one of them, e.g. '{parse_target(target)[0]}:{(close or functions or ['function'])[0]}'"
-    raise UsageError(
-        f"{path} at commit {short} has no top-level function {function!r}; its top-level functions are: {choices}",
-        hint=hint,
     )

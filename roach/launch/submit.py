@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import json
 import posixpath
-import re
-import secrets as _secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +18,14 @@ from roach.clusters import guardrails
 from roach.clusters.cluster import Cluster
 from roach.clusters.paths import check_cluster_path
 from roach.clusters.route import as_recorded, submitted_route
-from roach.clusters.userconfig import configured, default_cluster_name, fill_resources, get_cluster
+from roach.clusters.userconfig import get_cluster
 from roach.errors import RoachError, TransportError, UsageError
 from roach.launch import lost
 from roach.launch import script as batch
 from roach.launch.gitpush import push_commit
 from roach.launch.inside import submit_inside
 from roach.launch.job import Job
-from roach.launch.repo import check_target, inspect_repo, locate_module, parse_target
+from roach.launch.prepare import RUN_ID, check_args, default_run_root, new_run_id, prepare
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
 from roach.model.resources import Resources
 from roach.records.bundle import BundlePaths, JobJson
@@ -37,135 +33,6 @@ from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
 from roach.runtime.rank import task_spec
 from roach.slurmio.clusterfs import ClusterFS
-
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_RESERVED_ENV = {
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "CUDA_VISIBLE_DEVICES",
-    "PYTHONPATH",
-    "NODE_RANK",
-}
-
-
-def check_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
-        raise UsageError("args must be a dict with string keys (the function's keyword arguments)")
-    for key, value in args.items():
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(
-                f"argument {key}={value!r} is not JSON-serialisable ({exc})",
-                hint="pass plain values (numbers, strings, lists, dicts) and build objects inside the function",
-            ) from None
-    return dict(args)
-
-
-def _check_env(job_env: Mapping[str, str] | None) -> dict[str, str]:
-    env = dict(job_env or {})
-    for k, v in env.items():
-        if not isinstance(k, str) or not _ENV_NAME.match(k):
-            raise UsageError(f"job_env name {k!r} is not an environment variable name")
-        if k in _RESERVED_ENV or k.startswith(("SLURM_", "ROACH_")):
-            raise UsageError(f"job_env may not set {k}: roach or Slurm sets it for each rank")
-        if not isinstance(v, str):
-            raise UsageError(f"job_env {k}={v!r} must be a string")
-    return env
-
-
-def new_run_id(name: str) -> str:
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    base = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:60] or "run"
-    return f"{base}-{stamp}-{_secrets.token_hex(2)}"
-
-
-def resolve_resources(resources: Resources | str, cluster: Cluster) -> Resources:
-    if isinstance(resources, Resources):
-        return resources
-    if isinstance(resources, str):
-        return cluster.preset(resources)
-    raise UsageError(
-        f"resources must be a Resources or a preset name, got {type(resources).__name__}",
-        hint=f"presets of {cluster.name}: {', '.join(sorted(cluster.presets))}",
-    )
-
-
-def default_run_root(log_root: str) -> str:
-    parent = posixpath.dirname(log_root.rstrip("/")) or "~"
-    return posixpath.join(parent, "runs")
-
-
-@dataclass
-class Prepared:
-    """What every submission (a job, a sweep) has checked before it writes or queues anything."""
-
-    cluster: Cluster
-    resources: Resources
-    env: dict[str, str]
-    name: str
-    repo: Any  # repo.RepoState
-    python_path: list[str]
-    log_root: str
-    abs_log_root: str
-    store: Store
-    client: Any  # SlurmClient
-    fs: ClusterFS
-
-
-def prepare(
-    target: str,
-    *,
-    resources: Resources | str,
-    cluster: Cluster | str | None,
-    name: str | None,
-    job_env: Mapping[str, str] | None,
-    repo_root: str | Path,
-    log_root: str | None,
-    clone_root: str,
-    secrets_dir: str | None,
-    allow_metered: bool,
-    experiment: str | None,
-    store: Store | None,
-    commit: str | None = None,
-) -> Prepared:
-    """The checks that can refuse a submission, in order, before anything is written or queued."""
-
-    # No cluster named: the configured default (ilc out of the box), never a metered one.
-    cluster = configured(get_cluster(cluster if cluster is not None else default_cluster_name()))
-    res = fill_resources(cluster, resolve_resources(resources, cluster))
-    guardrails.check(cluster, res, allow_metered=allow_metered)
-    if experiment is not None and (not experiment or "/" in experiment or experiment.strip() != experiment):
-        raise UsageError(f"experiment name {experiment!r} must be non-empty, without '/' or surrounding spaces")
-    parse_target(target)
-    env = _check_env(job_env)
-    name = name or target.rsplit(":", 1)[-1]
-    if not re.fullmatch(r"[A-Za-z0-9._+=@:-]{1,128}", name):
-        raise UsageError(
-            f"job name {name!r} has characters Slurm logs and file names do not take",
-            hint="use letters, digits and . _ - + = @ :",
-        )
-    repo = inspect_repo(repo_root, commit)
-    check_target(repo, target)
-    module_path = locate_module(repo, target)
-    python_path = ["src"] if module_path.startswith("src/") else []
-    log_root = log_root or f"~/roach/{repo.name}/slurm-logs"
-    for label, path in (("log_root", log_root), ("clone_root", clone_root), ("secrets_dir", secrets_dir)):
-        check_cluster_path(label, path)
-    store = store or Store()
-    client = cluster.client()
-    fs = ClusterFS(client.transport)
-    abs_log_root = fs.expand(log_root)
-    if secrets_dir is not None:
-        loose = fs.secrets_readable_by_others(fs.expand(secrets_dir))
-        if loose:
-            raise UsageError(f"secrets files readable by others: {', '.join(loose)}", hint="chmod 600 each of them")
-    return Prepared(cluster, res, env, name, repo, python_path, log_root, abs_log_root, store, client, fs)
 
 
 def submit(

@@ -26,8 +26,9 @@ from roach.clusters.userconfig import configured
 from roach.errors import UsageError, WaitTimeoutError
 from roach.launch import script as batch
 from roach.launch.job import Job
+from roach.launch.prepare import RUN_ID, check_args, default_run_root, new_run_id, prepare
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
-from roach.launch.submit import RUN_ID, check_args, default_run_root, new_run_id, prepare, released_or_undone
+from roach.launch.submit import released_or_undone
 from roach.model.job_state import JobState
 from roach.model.resources import Resources
 from roach.records.bundle import BundlePaths, JobJson

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from roach.errors import SlurmError, SlurmTransientError
 from roach.slurmio import parse as P
+from roach.slurmio import parse_control as PC
 from roach.slurmio.capabilities import Capabilities, probe
 from roach.slurmio.queue_states import ONLY_JOB_STATE, StateRecord, parse_squeue_states
 from roach.slurmio.transport import Result, Transport
@@ -170,29 +171,29 @@ class SlurmClient:
         # One record per job (an array lists one per task), and a job name may hold a newline:
         # split on the JobId= that starts each record, not on lines.
         records = [r for r in re.split(r"(?=(?<!\S)JobId=)", res.stdout) if r.strip()]
-        return P.parse_key_values(records[0]) if records else None
+        return PC.parse_key_values(records[0]) if records else None
 
-    def nodes(self) -> list[P.NodeRecord]:
-        return P.parse_sinfo_nodes(self.run(["sinfo", "--Node", "--noheader", "-O", P.sinfo_format()]).stdout)
+    def nodes(self) -> list[PC.NodeRecord]:
+        return PC.parse_sinfo_nodes(self.run(["sinfo", "--Node", "--noheader", "-O", PC.sinfo_format()]).stdout)
 
     def partitions(self) -> list[dict[str, str]]:
         out = self.run(["scontrol", "show", "partition", "-o"]).stdout
-        return [P.parse_key_values(ln) for ln in out.splitlines() if ln.strip()]
+        return [PC.parse_key_values(ln) for ln in out.splitlines() if ln.strip()]
 
     def qos(self) -> list[dict[str, str]]:
         fields_ = ("Name", "Priority", "Preempt", "PreemptMode", "GraceTime", "MaxTRESPU", "MaxWall", "Flags")
         out = self.run(["sacctmgr", "--noheader", "--parsable2", "show", "qos", f"format={','.join(fields_)}"]).stdout
-        return P.parse_sacctmgr(out, fields_)
+        return PC.parse_sacctmgr(out, fields_)
 
     def associations(self, user: str | None = None) -> list[dict[str, str]]:
         fields_ = ("Cluster", "Account", "User", "Partition", "QOS", "DefaultQOS")
         argv = ["sacctmgr", "--noheader", "--parsable2", "show", "assoc", f"format={','.join(fields_)}"]
         if user:
             argv.append(f"user={user}")
-        return P.parse_sacctmgr(self.run(argv).stdout, fields_)
+        return PC.parse_sacctmgr(self.run(argv).stdout, fields_)
 
     def config(self) -> dict[str, str]:
-        return P.parse_show_config(self.run(["scontrol", "show", "config"]).stdout)
+        return PC.parse_show_config(self.run(["scontrol", "show", "config"]).stdout)
 
     def capabilities(self, refresh: bool = False) -> Capabilities:
         """What this cluster's Slurm can do and how it is set (probed once per client, then cached)."""
@@ -204,7 +205,7 @@ class SlurmClient:
     def sbatch(self, options: Sequence[str], script: str) -> int:
         """Submit ``script`` (its text, sent on stdin) with ``options``; returns the job id."""
         res = self.run(["sbatch", "--parsable", *options], input=script, retry=False)
-        return P.parse_sbatch(res.stdout)[0]
+        return PC.parse_sbatch(res.stdout)[0]
 
     def scancel(self, job_ids: Iterable[str | int], *, signal: str | None = None, batch: bool = False) -> None:
         """Cancel (or signal) exactly the given jobs. Never by name or user: only ids the caller owns."""

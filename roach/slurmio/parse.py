@@ -8,7 +8,7 @@ offending line in ``repr`` form, never a silent default.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -19,7 +19,6 @@ from roach.slurmio.fields import (
     Tres,
     parse_duration,
     parse_exit_code,
-    parse_gres_gpus,
     parse_int,
     parse_minutes,
     parse_time,
@@ -151,7 +150,7 @@ class QueueRecord:
         return str(self.ref)
 
 
-def _records(text: str, nfields: int, record_sep: str | None, what: str) -> Iterator[list[str]]:
+def records(text: str, nfields: int, record_sep: str | None, what: str) -> Iterator[list[str]]:
     """Split output into records of ``nfields`` US-separated fields; names may hold newlines."""
     if record_sep:
         chunks = [c.lstrip("\n") for c in text.split(record_sep)]
@@ -179,7 +178,7 @@ def _records(text: str, nfields: int, record_sep: str | None, what: str) -> Iter
 def parse_squeue(text: str) -> list[QueueRecord]:
     """Output of ``squeue -h -O <squeue_format()>``."""
     out = []
-    for f in _records(text, len(SQUEUE_FIELDS), RS, "squeue"):
+    for f in records(text, len(SQUEUE_FIELDS), RS, "squeue"):
         (
             jobid,
             arrayid,
@@ -262,7 +261,7 @@ class AcctRecord:
 def parse_sacct(text: str) -> list[AcctRecord]:
     """Output of ``sacct -n -P --delimiter=US --format=<SACCT_FIELDS>``."""
     out = []
-    for f in _records(text, len(SACCT_FIELDS), None, "sacct"):
+    for f in records(text, len(SACCT_FIELDS), None, "sacct"):
         (
             jobid,
             raw,
@@ -312,108 +311,3 @@ def parse_sacct(text: str) -> list[AcctRecord]:
             )
         )
     return out
-
-
-def parse_key_values(text: str) -> dict[str, str]:
-    """``scontrol show job|node|partition -o`` (one record per line) as ``Key=Value`` pairs.
-
-    Values may contain spaces only in a few known keys (``Reason=``, ``Comment=``); a token without
-    ``=`` is glued to the previous value for that reason.
-    """
-    out: dict[str, str] = {}
-    last = None
-    for tok in text.split():
-        key, sep, val = tok.partition("=")
-        if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9_/:]*", key):
-            out[key] = val
-            last = key
-        elif last is not None:
-            out[last] += " " + tok
-        else:
-            raise ParseError(f"cannot read key=value output {text[:200]!r}")
-    return out
-
-
-def parse_show_config(text: str) -> dict[str, str]:
-    """``scontrol show config``: ``Key  = value`` lines after a dated header."""
-    out = {}
-    for line in text.splitlines():
-        key, sep, val = line.partition("=")
-        if sep and key.strip() and " " not in key.strip():
-            out[key.strip()] = val.strip()
-    if "SLURM_VERSION" not in out:
-        raise ParseError(f"scontrol show config printed no SLURM_VERSION: {text[:300]!r}")
-    return out
-
-
-@dataclass(frozen=True)
-class NodeRecord:
-    name: str
-    state: str
-    cpus_alloc: int
-    cpus_total: int
-    gpus_total: int
-    gpus_used: int
-    partitions: tuple[str, ...]
-    memory_mb: int
-    alloc_mem_mb: int
-
-    @property
-    def available(self) -> bool:
-        return self.state.rstrip("*~#!%$@^-+").split("+")[0] in {"idle", "mixed", "allocated", "completing"}
-
-
-SINFO_FIELDS = ("NodeList", "StateLong", "CPUsState", "Gres", "GresUsed", "Partition", "Memory", "AllocMem")
-
-
-def sinfo_format() -> str:
-    return ",".join(f"{f}:{US}" for f in SINFO_FIELDS[:-1]) + f",{SINFO_FIELDS[-1]}:{RS}"
-
-
-def parse_sinfo_nodes(text: str) -> list[NodeRecord]:
-    """``sinfo -N -h -O <sinfo_format()>``: one record per node and partition, merged per node."""
-    by_node: dict[str, NodeRecord] = {}
-    for f in _records(text, len(SINFO_FIELDS), RS, "sinfo"):
-        name, state, cpus, gres, gres_used, part, mem, alloc = (x.strip() for x in f)
-        m = re.fullmatch(r"(\d+)/(\d+)/(\d+)/(\d+)", cpus)
-        if not m:
-            raise ParseError(f"sinfo: cannot read CPU states {cpus!r}", hint="expected A/I/O/T")
-        part = part.rstrip("*")
-        if name in by_node:
-            prev = by_node[name]
-            by_node[name] = NodeRecord(**{**prev.__dict__, "partitions": (*prev.partitions, part)})
-            continue
-        by_node[name] = NodeRecord(
-            name=name,
-            state=state,
-            cpus_alloc=int(m[1]),
-            cpus_total=int(m[4]),
-            gpus_total=parse_gres_gpus(gres),
-            gpus_used=parse_gres_gpus(gres_used),
-            partitions=(part,),
-            memory_mb=parse_int(mem, "memory"),
-            alloc_mem_mb=parse_int(alloc, "allocated memory"),
-        )
-    return list(by_node.values())
-
-
-def parse_sacctmgr(text: str, fields_: Sequence[str]) -> list[dict[str, str]]:
-    """``sacctmgr -n -P show ... format=<fields>`` rows as dicts."""
-    rows = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|")
-        if len(parts) != len(fields_):
-            raise ParseError(f"sacctmgr: expected {len(fields_)} fields, got {len(parts)} in {line!r}")
-        rows.append(dict(zip(fields_, parts)))
-    return rows
-
-
-def parse_sbatch(text: str) -> tuple[int, str | None]:
-    """``sbatch --parsable`` prints ``jobid`` or ``jobid;cluster`` (possibly after warnings)."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    m = re.fullmatch(r"(\d+)(?:;(\S+))?", lines[-1]) if lines else None
-    if not m:
-        raise ParseError(f"sbatch --parsable printed no job id: {text!r}")
-    return int(m[1]), m[2]

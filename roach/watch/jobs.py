@@ -14,9 +14,8 @@ from typing import Any
 from roach.model.job_state import JobState
 from roach.model.tiers import Tier, tier_of
 from roach.ops.events import Event, EventKind, human_seconds, job_label
-from roach.ops.pending import Explanation
+from roach.ops.explain import Explanation
 from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
-from roach.watch.logs import LogFacts, LogLook, StallRule, gaps_of, read_facts
 
 _REQUEUE_STATES = (JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState.REQUEUE_FED, JobState.SPECIAL_EXIT)
 
@@ -308,74 +307,6 @@ def on_accounting(w: JobWatch, rec: AcctRecord | None, ctx: Ctx, lost_after_s: f
             superseded_by=w.superseded_by,
         )
     ]
-
-
-def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: Ctx, running: bool) -> list[Event]:
-    """This round's look at the job's log: progress, attempts that resumed or started over, stalls (only of a
-    job that ``running`` now and ran last round too)."""
-    events: list[Event] = []
-    if not seen.exists:
-        return events
-    facts: LogFacts = read_facts(seen.lines)
-    moved = (seen.size, seen.mtime) != (w.log_size, w.log_mtime)
-    if facts.progress is not None and facts.progress != w.progress:
-        new_gaps = gaps_of(facts.progress_times, w.last_progress_time)
-        if not facts.progress_times and w.log_mtime is not None and w.progress is not None:
-            new_gaps = [seen.mtime - w.log_mtime] if seen.mtime > w.log_mtime else []
-        w.gaps = (w.gaps + new_gaps)[-20:]
-        w.progress, w.step = facts.progress, facts.step
-        w.steps_total = facts.steps_total or w.steps_total
-        if facts.progress_times:
-            w.last_progress_time = facts.progress_times[-1]
-    if facts.preempted or facts.wall_clock:
-        w.last_leave = "preempted" if facts.preempted else "wall clock"
-    if facts.checkpoints is not None:
-        w.checkpoints = facts.checkpoints if w.checkpoints is not True else True
-    if facts.attempt is not None and facts.attempt != w.attempt and (facts.resumed_at is not None or facts.fresh):
-        w.attempt = facts.attempt
-        if facts.resumed_at is not None:
-            events.append(
-                ctx.event(
-                    EventKind.RESUMED,
-                    w,
-                    f"{w.label()} resumed at step {facts.resumed_at} (attempt {facts.attempt})",
-                    step=facts.resumed_at,
-                    attempt=facts.attempt,
-                )
-            )
-        elif facts.fresh and (facts.attempt > 1 or w.resubmitted):
-            events.append(
-                ctx.event(
-                    EventKind.FROM_THE_TOP,
-                    w,
-                    f"{w.label()} started again from step 0 (attempt "
-                    f"{facts.attempt}): it had no checkpoint to resume from; the work before is lost",
-                    attempt=facts.attempt,
-                )
-            )
-    if moved:
-        w.stalled = False
-    elif running and w.running and w.log_size is not None:
-        silence = remote_now - seen.mtime
-        limit = rule.threshold(w.gaps)
-        if silence > limit and not w.stalled:
-            w.stalled = True
-            last = f'; last line: "{w.progress}"' if w.progress else ""
-            events.append(
-                ctx.event(
-                    EventKind.STALLED,
-                    w,
-                    f"{w.label()} stalled: its log has not moved for "
-                    f"{human_seconds(silence)} (usual gap {human_seconds(max(w.gaps) if w.gaps else None)}, "
-                    f"limit {human_seconds(limit)}){last}",
-                    silence_s=round(silence, 1),
-                    limit_s=round(limit, 1),
-                    log=w.log_path,
-                    last=w.progress,
-                )
-            )
-    w.log_size, w.log_mtime = seen.size, seen.mtime
-    return events
 
 
 def match_acct(keys: list[str], found: list[AcctRecord]) -> dict[str, AcctRecord]:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from roach.errors import ParseError
 from roach.ops.events import Event, EventKind
 from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import RS, US, QueueRecord, parse_key_values, parse_squeue, squeue_format
+from roach.slurmio.parse import RS, US, QueueRecord, parse_squeue, squeue_format
+from roach.slurmio.parse_control import parse_key_values
 
 _NULL = {"", "(null)", "N/A", "None"}
 

@@ -24,27 +24,15 @@ import posixpath
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from roach.clusters.cluster import Cluster
 from roach.errors import RoachError, SlurmError, TransportError
-from roach.launch.hold_steps import idle_holders
 from roach.launch.holder import HOLD_TARGET
 from roach.launch.inside_attempts import is_attempt
 from roach.model.states import PendingReason
-from roach.model.tiers import Tier
-from roach.ops.events import Event, EventKind, TierRow, tier_table
-from roach.ops.pending import PendingContext, explain
-from roach.ops.rebalance import (
-    Candidate,
-    Promotion,
-    on_tier,
-    plan_promotions,
-    probe_start,
-    promotable,
-    record_resources,
-)
+from roach.ops.events import Event, EventKind, tier_table
+from roach.ops.explain import PendingContext, explain
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord
 from roach.records.results import JOB_NOT_COMPLETED  # `roach watch` exits so when a watched job did not complete
@@ -53,26 +41,25 @@ from roach.slurmio.capabilities import RateLimit
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.parse import US, AcctRecord, QueueRecord
 from roach.watch import logs as watch_logs
+from roach.watch.heartbeat import Heartbeat
 from roach.watch.jobs import (
-    PENDING_ROUNDS_TO_PROMOTE,
     Ctx,
     JobWatch,
     match_acct,
     new_watch,
     on_accounting,
     on_left,
-    on_log,
     on_queue,
 )
 from roach.watch.logs import Look, StallRule
+from roach.watch.progress import on_log
+from roach.watch.promoting import Promoter, Promoting
 from roach.watch.resv import asked as reservations_asked
 from roach.watch.resv import on_reservation, show_reservations, squeue_with_reservations
-from roach.watch.status import disk_events, heartbeat_event, outage_events, recovered_events
+from roach.watch.status import disk_events, outage_events, recovered_events
 
 ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
 FORGET_DONE_AFTER_S = 7 * 86400  # ended jobs drop out of the saved watch state after a week
-
-Promoter = Callable[[Promotion], int]  # makes a promotion; returns the new job's id
 
 
 @dataclass
@@ -87,7 +74,7 @@ class _Memo:
 
 
 @dataclass
-class Watcher:
+class Watcher(Promoting, Heartbeat):
     """Watches one cluster for one user. ``round()`` is one look; ``run()`` loops until the queue empties."""
 
     cluster: Cluster
@@ -394,164 +381,3 @@ class Watcher:
             return watch_logs.look(self.client.transport, logs, dirs)
         except (RoachError, TransportError):
             return None  # the logs are looked at again next round; Slurm's view is what decides states
-
-    # -- tiers -----------------------------------------------------------------------------------------------
-    def _promotions(
-        self,
-        meta: dict[str, Any],
-        rows: tuple[TierRow, ...],
-        views: dict[str, JobWatch],
-        active: dict[str, QueueRecord],
-        seen: Look | None,
-        now: float,
-    ) -> list[Event]:
-        cands = []
-        for key, w in views.items():
-            q = active.get(key)
-            # seen pending twice, with a reason: not a job the scheduler has not looked at yet
-            if (
-                q is None
-                or not q.state.is_pending
-                or w.pending_rounds < PENDING_ROUNDS_TO_PROMOTE
-                or q.reason is PendingReason.NONE
-                or not w.run_id
-                or w.superseded_by
-                or w.tier is None
-                or not promotable(q.reason)
-            ):
-                continue
-            cands.append(
-                Candidate(
-                    key,
-                    w.job_id,
-                    w.run_id,
-                    w.tier,
-                    w.gpus,
-                    w.left_to_do,
-                    w.submitted or 0.0,
-                    w.checkpoints,
-                    w.preemptions.get(w.tier, 0),
-                )
-            )
-        probe = self._probe(seen, now) if self.probe_window_s is not None else None
-        plans = plan_promotions(self.cluster.tiers, rows, cands, probe) if cands else []
-        before = set(meta.get("promotions") or [])
-        failed = set(meta.get("promote_failed") or [])
-        events = []
-        for p in plans:
-            tag = f"{p.key}>{p.to_tier}"
-            if self.rebalance and self.promoter is not None:
-                if tag not in failed:
-                    events.append(self._promote(p, views, rows, now))
-                    if events[-1].kind is EventKind.PROMOTE_FAILED:
-                        failed.add(tag)
-            elif tag not in before:
-                events.append(
-                    Event(
-                        EventKind.PROMOTION,
-                        now,
-                        self.cluster.name,
-                        p.line(),
-                        p.key,
-                        p.run_id,
-                        views[p.key].name or None,
-                        data=_promotion_data(p),
-                        tiers=rows,
-                    )
-                )
-        meta["promotions"] = sorted(f"{p.key}>{p.to_tier}" for p in plans)
-        meta["promote_failed"] = sorted(failed)
-        return events
-
-    def _promote(self, p: Promotion, views: dict[str, JobWatch], rows: tuple[TierRow, ...], now: float) -> Event:
-        w = views[p.key]
-        try:
-            new = self.promoter(p)  # type: ignore[misc]
-        except RoachError as err:
-            return Event(
-                EventKind.PROMOTE_FAILED,
-                now,
-                self.cluster.name,
-                f"could not promote job {p.key} (run {p.run_id}) to {p.to_tier}: {err.message}",
-                p.key,
-                p.run_id,
-                w.name or None,
-                data={**_promotion_data(p), "error": str(err)},
-                tiers=rows,
-            )
-        w.superseded_by = new
-        return Event(
-            EventKind.PROMOTED,
-            now,
-            self.cluster.name,
-            f"promoted job {p.key} (run {p.run_id}) from {p.from_tier} to {p.to_tier}: now job {new}",
-            p.key,
-            p.run_id,
-            w.name or None,
-            data={**_promotion_data(p), "new_job_id": new},
-            tiers=rows,
-        )
-
-    def _probe(self, seen: Look | None, now: float) -> Callable[[Tier, Candidate], bool]:
-        def probe(tier: Tier, cand: Candidate) -> bool:
-            rec = self.store.find(cand.key, cluster=self.cluster.name)
-            opts = on_tier(record_resources(rec), tier).sbatch_options(self.cluster.gpu_flag)
-            try:
-                start = probe_start(self.client, opts)
-            except (SlurmError, TransportError):
-                return False
-            if start is None:
-                return False
-            ref = (
-                datetime.fromisoformat(seen.local_now)
-                if seen is not None and seen.local_now
-                else datetime.fromtimestamp(now)
-            )
-            return (start - ref).total_seconds() <= (self.probe_window_s or 0)
-
-        return probe
-
-    # -- heartbeat ---------------------------------------------------------------------------------------------
-    def _heartbeat(
-        self,
-        meta: dict[str, Any],
-        now: float,
-        views: dict[str, JobWatch],
-        rows: tuple[TierRow, ...] | None,
-        active: dict[str, QueueRecord],
-    ) -> list[Event]:
-        last = meta.get("heartbeat_at")
-        if self.beating and last is not None and now - last < self.heartbeat_s:
-            return []
-        meta["heartbeat_at"], self.beating = now, True
-        return [heartbeat_event(self.cluster.name, meta, now, views, rows, self._holders(views, active))]
-
-    def _holders(self, views: dict[str, JobWatch], active: dict[str, QueueRecord]) -> list[dict[str, Any]]:
-        """The watched holders that run, which are charged: held time, time limit and whether one is idle (no
-        attempt runs in it), asked with one ``squeue -s`` for all, only in a heartbeat's round."""
-        held = {
-            k: active[k]
-            for k, w in views.items()
-            if w.holder and not w.done and k in active and active[k].state.is_running
-        }
-        if not held:
-            return []
-        try:
-            idle = idle_holders(self.client, [q.raw_id for q in held.values()])
-        except RoachError:
-            idle = {}  # not known this time; the next heartbeat asks again
-        return [
-            {
-                "job_id": k,
-                "run_id": views[k].run_id,
-                "name": views[k].name or None,
-                "held_s": q.elapsed_s,
-                "time_limit_s": q.time_limit_s,
-                "idle": idle.get(q.raw_id),
-            }
-            for k, q in held.items()
-        ]
-
-
-def _promotion_data(p: Promotion) -> dict[str, Any]:
-    return {"from_tier": p.from_tier, "to_tier": p.to_tier, "gpus": p.gpus, "room": p.room}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner, Result
 
+from roach.cli import promote as cli_promote
 from roach.cli import watch as cli_watch
 from roach.cli.app import CONTEXT, RoachGroup
 
@@ -13,6 +14,6 @@ def roach(*args: str) -> Result:
     group = RoachGroup(
         "roach",
         context_settings=CONTEXT,
-        commands={c.name: c for c in (cli_watch.watch, cli_watch.why, cli_watch.promote, cli_watch.move)},
+        commands={c.name: c for c in (cli_watch.watch, cli_watch.why, cli_promote.promote, cli_promote.move)},
     )
     return CliRunner().invoke(group, list(args), catch_exceptions=False)

@@ -1,0 +1,164 @@
+"""The watch's tier moves (``roach watch --rebalance``): which pending jobs to promote this round, making a
+promotion, and the start probe (``sbatch --test-only``) that says a tier would start one now."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from roach.clusters.cluster import Cluster
+from roach.errors import RoachError, SlurmError, TransportError
+from roach.model.states import PendingReason
+from roach.model.tiers import Tier
+from roach.ops.events import Event, EventKind, TierRow
+from roach.ops.rebalance import (
+    Candidate,
+    Promotion,
+    on_tier,
+    plan_promotions,
+    probe_start,
+    promotable,
+    record_resources,
+)
+from roach.records.store import Store
+from roach.slurmio.client import SlurmClient
+from roach.slurmio.parse import QueueRecord
+from roach.watch.jobs import (
+    PENDING_ROUNDS_TO_PROMOTE,
+    JobWatch,
+)
+from roach.watch.logs import Look
+
+Promoter = Callable[[Promotion], int]  # makes a promotion; returns the new job's id
+
+
+class Promoting:
+    """What :class:`~roach.watch.watcher.Watcher` does about tiers each round; the fields are the watcher's."""
+
+    cluster: Cluster
+    client: SlurmClient
+    store: Store
+    rebalance: bool
+    promoter: Promoter | None
+    probe_window_s: float | None
+
+    # -- tiers -----------------------------------------------------------------------------------------------
+    def _promotions(
+        self,
+        meta: dict[str, Any],
+        rows: tuple[TierRow, ...],
+        views: dict[str, JobWatch],
+        active: dict[str, QueueRecord],
+        seen: Look | None,
+        now: float,
+    ) -> list[Event]:
+        cands = []
+        for key, w in views.items():
+            q = active.get(key)
+            # seen pending twice, with a reason: not a job the scheduler has not looked at yet
+            if (
+                q is None
+                or not q.state.is_pending
+                or w.pending_rounds < PENDING_ROUNDS_TO_PROMOTE
+                or q.reason is PendingReason.NONE
+                or not w.run_id
+                or w.superseded_by
+                or w.tier is None
+                or not promotable(q.reason)
+            ):
+                continue
+            cands.append(
+                Candidate(
+                    key,
+                    w.job_id,
+                    w.run_id,
+                    w.tier,
+                    w.gpus,
+                    w.left_to_do,
+                    w.submitted or 0.0,
+                    w.checkpoints,
+                    w.preemptions.get(w.tier, 0),
+                )
+            )
+        probe = self._probe(seen, now) if self.probe_window_s is not None else None
+        plans = plan_promotions(self.cluster.tiers, rows, cands, probe) if cands else []
+        before = set(meta.get("promotions") or [])
+        failed = set(meta.get("promote_failed") or [])
+        events = []
+        for p in plans:
+            tag = f"{p.key}>{p.to_tier}"
+            if self.rebalance and self.promoter is not None:
+                if tag not in failed:
+                    events.append(self._promote(p, views, rows, now))
+                    if events[-1].kind is EventKind.PROMOTE_FAILED:
+                        failed.add(tag)
+            elif tag not in before:
+                events.append(
+                    Event(
+                        EventKind.PROMOTION,
+                        now,
+                        self.cluster.name,
+                        p.line(),
+                        p.key,
+                        p.run_id,
+                        views[p.key].name or None,
+                        data=promotion_data(p),
+                        tiers=rows,
+                    )
+                )
+        meta["promotions"] = sorted(f"{p.key}>{p.to_tier}" for p in plans)
+        meta["promote_failed"] = sorted(failed)
+        return events
+
+    def _promote(self, p: Promotion, views: dict[str, JobWatch], rows: tuple[TierRow, ...], now: float) -> Event:
+        w = views[p.key]
+        try:
+            new = self.promoter(p)  # type: ignore[misc]
+        except RoachError as err:
+            return Event(
+                EventKind.PROMOTE_FAILED,
+                now,
+                self.cluster.name,
+                f"could not promote job {p.key} (run {p.run_id}) to {p.to_tier}: {err.message}",
+                p.key,
+                p.run_id,
+                w.name or None,
+                data={**promotion_data(p), "error": str(err)},
+                tiers=rows,
+            )
+        w.superseded_by = new
+        return Event(
+            EventKind.PROMOTED,
+            now,
+            self.cluster.name,
+            f"promoted job {p.key} (run {p.run_id}) from {p.from_tier} to {p.to_tier}: now job {new}",
+            p.key,
+            p.run_id,
+            w.name or None,
+            data={**promotion_data(p), "new_job_id": new},
+            tiers=rows,
+        )
+
+    def _probe(self, seen: Look | None, now: float) -> Callable[[Tier, Candidate], bool]:
+        def probe(tier: Tier, cand: Candidate) -> bool:
+            rec = self.store.find(cand.key, cluster=self.cluster.name)
+            opts = on_tier(record_resources(rec), tier).sbatch_options(self.cluster.gpu_flag)
+            try:
+                start = probe_start(self.client, opts)
+            except (SlurmError, TransportError):
+                return False
+            if start is None:
+                return False
+            ref = (
+                datetime.fromisoformat(seen.local_now)
+                if seen is not None and seen.local_now
+                else datetime.fromtimestamp(now)
+            )
+            return (start - ref).total_seconds() <= (self.probe_window_s or 0)
+
+        return probe
+
+
+def promotion_data(p: Promotion) -> dict[str, Any]:
+    return {"from_tier": p.from_tier, "to_tier": p.to_tier, "gpus": p.gpus, "room": p.room}
