@@ -164,13 +164,7 @@ def list_steps(client: SlurmClient, job_ids: Iterable[int], gpus: int = 0, nodes
     ids = [str(j) for j in job_ids]
     if not ids:
         return []
-    argv = ["squeue", "--steps", "--noheader", "--jobs", ",".join(ids), "-O", steps_format()]
-    res = client.run(argv, ok_codes=(0, 1))
-    if res.returncode == 1:
-        if "Invalid job id" in res.stderr:
-            return []
-        client.run(argv)  # raises with the command and its stderr
-    return parse_steps(res.stdout, gpus, nodes)
+    return parse_steps(client.steps_text(ids, steps_format()), gpus, nodes)
 
 
 def idle_holders(client: SlurmClient, holder_ids: Iterable[int]) -> dict[int, bool]:

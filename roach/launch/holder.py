@@ -226,7 +226,7 @@ class HolderHandle:
                 hint="roach signals only the ranks of its own attempts (`roach submit --inside`)",
             )
         self._note_stop(target, name)
-        n_nodes = len(self.client.run(["scontrol", "show", "hostnames", target.nodelist]).stdout.split())
+        n_nodes = len(self.client.hostnames(target.nodelist))
         argv = [
             "srun",
             f"--jobid={self.job_id}",

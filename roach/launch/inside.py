@@ -160,7 +160,7 @@ def submit_inside(
         )
     if not force:
         _wait_for_previous(h, info, store, fs, settle_s)
-    nodes = tuple(client.run(["scontrol", "show", "hostnames", info.nodelist]).stdout.split())[: resources.nodes]
+    nodes = tuple(client.hostnames(info.nodelist))[: resources.nodes]
     bundle_root = posixpath.join(abs_log_root, "bundles")
     fs.makedirs(bundle_root)
     n = _next_attempt(fs, store, cluster.name, holder, bundle_root)

@@ -119,8 +119,7 @@ def hostnames(client: SlurmClient, lists: Iterable[str]) -> list[str]:
     wanted = sorted({n for n in lists if n and n not in ("None assigned", "(null)", "None")})
     if not wanted:
         return []
-    out = client.run(["scontrol", "show", "hostnames", ",".join(wanted)]).stdout
-    return sorted({ln.strip() for ln in out.splitlines() if ln.strip()})
+    return sorted(set(client.hostnames(",".join(wanted))))
 
 
 def on_nodes(

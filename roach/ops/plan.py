@@ -138,9 +138,7 @@ def resources_line(res: Resources) -> str:
 
 def ask_start(client: SlurmClient, options: list[str]) -> tuple[datetime | None, str | None, str]:
     """``sbatch --test-only``: (start, nodes, what it said). Submits nothing."""
-    r = client.run(
-        ["sbatch", "--test-only", "--job-name=roach-plan", *options, "--wrap", "true"], retry=False, ok_codes=(0, 1)
-    )
+    r = client.test_only(options, "roach-plan")
     said = (r.stderr + "\n" + r.stdout).strip()
     m = _START.search(said)
     if m:

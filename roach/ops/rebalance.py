@@ -171,9 +171,7 @@ def on_tier(res: Resources, tier: Tier) -> Resources:
 
 def probe_start(client: SlurmClient, options: Sequence[str]) -> datetime | None:
     """When ``sbatch --test-only`` says a job with ``options`` would start (cluster local time), or None."""
-    res = client.run(
-        ["sbatch", "--test-only", "--job-name=roach-probe", *options, "--wrap", "true"], retry=False, ok_codes=(0, 1)
-    )
+    res = client.test_only(options, "roach-probe")
     m = _START.search(res.stderr + "\n" + res.stdout)
     return parse_time(m[1]) if m else None
 

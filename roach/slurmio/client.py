@@ -201,6 +201,29 @@ class SlurmClient:
             self._caps = probe(self)
         return self._caps
 
+    def hostnames(self, nodelist: str) -> list[str]:
+        """``scontrol show hostnames``: a nodelist (``n[1-2]``) as its host names, in Slurm's order."""
+        return self.run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
+
+    def steps_text(self, job_ids: Sequence[str], fmt: str) -> str:
+        """One ``squeue --steps`` of the given jobs in ``fmt`` (``-O``); empty when none of them runs."""
+        argv = ["squeue", "--steps", "--noheader", "--jobs", ",".join(job_ids), "-O", fmt]
+        res = self.run(argv, ok_codes=(0, 1))
+        if res.returncode == 1:
+            if "Invalid job id" in res.stderr:
+                return ""
+            self.run(argv)  # raises with the command and its stderr
+        return res.stdout
+
+    def test_only(self, options: Sequence[str], job_name: str) -> Result:
+        """``sbatch --test-only``: what Slurm says of a job with ``options`` (when and where it would start;
+        a refusal's reason), on stderr. Queues nothing; exit 1 (a refusal) is an answer, not an error."""
+        return self.run(
+            ["sbatch", "--test-only", f"--job-name={job_name}", *options, "--wrap", "true"],
+            retry=False,
+            ok_codes=(0, 1),
+        )
+
     # -- writes (never retried) ------------------------------------------------------------------------
     def sbatch(self, options: Sequence[str], script: str) -> int:
         """Submit ``script`` (its text, sent on stdin) with ``options``; returns the job id."""
