@@ -17,7 +17,6 @@ and ``inside_script`` (its ``step.sh`` and ``driver.sh``); this module starts an
 
 from __future__ import annotations
 
-import json
 import posixpath
 import time
 from typing import Any
@@ -32,6 +31,7 @@ from roach.launch.inside_job import InsideJob
 from roach.launch.inside_script import AttemptInputs, render_driver, render_step
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
 from roach.model.resources import Resources
+from roach.model.run_spec import RepoRef, RunSpec
 from roach.records.bundle import JobJson
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
@@ -217,28 +217,27 @@ def submit_inside(
             run_dir=run_dir,
             holder_ending=h.ending_path,
         )
-        spec = {
-            "version": 1,
-            "target": target,
-            "args": args,
-            "run_id": run_id,
-            "name": name,
-            "cluster": cluster.name,
-            "run_dir": run_dir,
-            "log_root": log_root,
-            "clone_root": clone_root,
-            "secrets_dir": secrets_dir,
-            "job_env": job_env,
-            "python_path": python_path,
-            "checkpoint_every": checkpoint_every,
-            "checkpoint_signal": cluster.checkpoint_signal,
+        spec = RunSpec(
+            target=target,
+            args=args,
+            run_id=run_id,
+            name=name,
+            cluster=cluster.name,
+            run_dir=run_dir,
+            log_root=log_root,
+            clone_root=clone_root,
+            secrets_dir=secrets_dir,
+            job_env=dict(job_env),
+            python_path=python_path,
+            checkpoint_every=checkpoint_every,
+            checkpoint_signal=cluster.checkpoint_signal,
             # A step cannot be requeued: a wall-clock stop must never `scontrol requeue` the holder.
-            "max_timeout_requeues": 0,
-            "holder": holder,
-            "attempt": n,
-            "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
-        }
-        fs.write(paths.spec, json.dumps(spec, indent=2) + "\n")
+            max_timeout_requeues=0,
+            holder=holder,
+            attempt=n,
+            repo=RepoRef(repo.url, repo.commit, repo.name),
+        )
+        fs.write(paths.spec, spec.to_json())
         fs.write(paths.node_sh, node_script(), mode="755")
         fs.write(paths.step_sh, render_step(inputs), mode="755")
         fs.write(paths.driver, render_driver(inputs), mode="755")

@@ -25,6 +25,7 @@ SHIPPED = (
     "errors.py",
     "model/__init__.py",
     "model/job_state.py",
+    "model/run_spec.py",
     "runtime",
     "slurm/__init__.py",
     "slurm/run.py",

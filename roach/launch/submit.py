@@ -7,7 +7,6 @@ anything fails between, the held job is cancelled and its bundle removed: never 
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,10 +27,10 @@ from roach.launch.job import Job
 from roach.launch.prepare import RUN_ID, check_args, default_run_root, new_run_id, prepare
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
 from roach.model.resources import Resources
+from roach.model.run_spec import RepoRef, RunSpec
 from roach.records.bundle import BundlePaths, JobJson
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
-from roach.runtime.rank import task_spec
 from roach.slurmio.clusterfs import ClusterFS
 
 
@@ -168,24 +167,23 @@ def submit(
         ship_runtime(fs, bundle_root)
         if not cluster.git_reachable:
             push_commit(cluster, repo.root, repo.commit, mirror_root=mirror_root, transport=client.transport)
-        spec = {
-            "version": 1,
-            "target": target,
-            "args": args,
-            "run_id": run_id,
-            "name": name,
-            "cluster": cluster.name,
-            "run_dir": run_dir,
-            "log_root": log_root,
-            "clone_root": clone_root,
-            "secrets_dir": secrets_dir,
-            "job_env": env,
-            "python_path": python_path,
-            "checkpoint_every": checkpoint_every,
-            "checkpoint_signal": cluster.checkpoint_signal,
-            "max_timeout_requeues": cluster.max_timeout_requeues,
-            "repo": {"url": repo_url, "commit": repo.commit, "name": repo.name},
-        }
+        spec = RunSpec(
+            target=target,
+            args=args,
+            run_id=run_id,
+            name=name,
+            cluster=cluster.name,
+            run_dir=run_dir,
+            log_root=log_root,
+            clone_root=clone_root,
+            secrets_dir=secrets_dir,
+            job_env=dict(env),
+            python_path=python_path,
+            checkpoint_every=checkpoint_every,
+            checkpoint_signal=cluster.checkpoint_signal,
+            max_timeout_requeues=cluster.max_timeout_requeues,
+            repo=RepoRef(repo_url, repo.commit, repo.name),
+        )
         submitted = utc_now()
         jj = JobJson(
             job_id=str(job_id),
@@ -200,7 +198,7 @@ def submit(
             target=target,
         )
         fs.write(paths.script, script_text)
-        fs.write(paths.spec, json.dumps(spec, indent=2) + "\n")
+        fs.write(paths.spec, spec.to_json())
         fs.write(paths.node_sh, node_script(), mode="755")
         fs.write(paths.job_json, jj.to_json())
         record = JobRecord(
@@ -298,24 +296,24 @@ def resume(
     spec_dir = rec.bundle_dir
     if rec.task is not None:  # a sweep's run: its array's spec lists every run's args
         spec_dir = posixpath.join(posixpath.dirname(rec.bundle_dir), str(rec.job_id))
-    spec = json.loads(ClusterFS(old.client().transport).read(posixpath.join(spec_dir, "spec.json")))
+    spec = RunSpec.from_json(ClusterFS(old.client().transport).read(posixpath.join(spec_dir, "spec.json")))
     if rec.task is not None:
-        spec = task_spec(spec, rec.task)
+        spec = spec.task(rec.task)
     if resources is None:
         resources = Resources.from_json(rec.resources)
     kwargs: dict[str, Any] = dict(
         name=rec.name,
-        job_env=spec.get("job_env") or None,
-        log_root=spec["log_root"],
-        clone_root=spec["clone_root"],
-        secrets_dir=spec.get("secrets_dir"),
-        run_root=posixpath.dirname(spec["run_dir"]),
-        checkpoint_every=spec.get("checkpoint_every"),
+        job_env=spec.job_env or None,
+        log_root=spec.log_root,
+        clone_root=spec.clone_root,
+        secrets_dir=spec.secrets_dir,
+        run_root=posixpath.dirname(spec.run_dir),
+        checkpoint_every=spec.checkpoint_every,
     )
     kwargs.update(overrides)
     return submit(
-        spec["target"],
-        spec["args"],
+        spec.target,
+        spec.args,
         resources=resources,
         cluster=given or old,
         repo_root=repo_root,

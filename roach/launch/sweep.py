@@ -31,6 +31,7 @@ from roach.launch.shipping import node_script, runtime_dir, ship_runtime
 from roach.launch.submit import released_or_undone
 from roach.model.job_state import JobState
 from roach.model.resources import Resources
+from roach.model.run_spec import RepoRef, RunSpec, SweepRef
 from roach.records.bundle import BundlePaths, JobJson
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord, utc_now
@@ -314,28 +315,27 @@ def sweep(
     for part, array_id, text in arrays:
         shared = BundlePaths(p.abs_log_root, sweep_id, array_id)
         dirs.append(shared.bundle_dir)
-        spec = {
-            "version": 1,
-            "target": target,
-            "sweep": {"id": sweep_id, "offset": part.offset, "run_root": run_root},
-            "grid": grid[part.offset : part.offset + part.count],
-            "args": {},
-            "run_id": sweep_id,
-            "name": p.name,
-            "cluster": cluster.name,
-            "run_dir": run_root,
-            "log_root": p.log_root,
-            "clone_root": clone_root,
-            "secrets_dir": secrets_dir,
-            "job_env": p.env,
-            "python_path": p.python_path,
-            "checkpoint_every": checkpoint_every,
-            "checkpoint_signal": cluster.checkpoint_signal,
-            "max_timeout_requeues": cluster.max_timeout_requeues,
-            "repo": {"url": repo.url, "commit": repo.commit, "name": repo.name},
-        }
+        spec = RunSpec(
+            target=target,
+            sweep=SweepRef(sweep_id, part.offset, run_root),
+            grid=[dict(g) for g in grid[part.offset : part.offset + part.count]],
+            args={},
+            run_id=sweep_id,
+            name=p.name,
+            cluster=cluster.name,
+            run_dir=run_root,
+            log_root=p.log_root,
+            clone_root=clone_root,
+            secrets_dir=secrets_dir,
+            job_env=dict(p.env),
+            python_path=p.python_path,
+            checkpoint_every=checkpoint_every,
+            checkpoint_signal=cluster.checkpoint_signal,
+            max_timeout_requeues=cluster.max_timeout_requeues,
+            repo=RepoRef(repo.url, repo.commit, repo.name),
+        )
         files[shared.script] = text
-        files[shared.spec] = json.dumps(spec, indent=2) + "\n"
+        files[shared.spec] = spec.to_json()
         files[shared.node_sh] = node_script()  # sourced and run with bash: no exec bit needed
         for t in range(part.count):
             run_id = part.run_id(t)

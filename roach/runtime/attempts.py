@@ -15,15 +15,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from roach._fs import atomic_write
 from roach.errors import ParseError
 from roach.model.job_state import JobState
+from roach.model.run_spec import RunSpec
 from roach.runtime.context import Run, RunInterrupted
 
 EXIT_LEFT = 3  # the rank checkpointed (or could not) and left so the run comes back
-DEFAULT_MAX_TIMEOUT_REQUEUES = 3
 LAST_EXIT_DELAY_S = 2.0
 
 
@@ -171,7 +170,7 @@ def preempt_mode(fields: dict[str, str]) -> str:
     return mode.upper()
 
 
-def leave(run: Run, stop: RunInterrupted, spec: dict[str, Any]) -> int:
+def leave(run: Run, stop: RunInterrupted, spec: RunSpec) -> int:
     """Finish the attempt after a caught signal: rank 0 decides whether the job comes back; all ranks exit.
 
     - already requeued by Slurm (its Restarts beyond ours: a GraceTime 0 preemption): nothing to do, it comes back.
@@ -236,7 +235,7 @@ def leave(run: Run, stop: RunInterrupted, spec: dict[str, Any]) -> int:
             run.log("preempted at step %d (%s, %s): requeueing job %s (preemption %d)", stop.step, saved, name, job, n)
             _requeue(run, job, restart, f"{name} at step {stop.step}")
         elif sig != signal.SIGTERM:
-            limit = int(spec.get("max_timeout_requeues", DEFAULT_MAX_TIMEOUT_REQUEUES))
+            limit = spec.max_timeout_requeues
             used = read_counts(run.run_dir).get("timeout", 0)
             if used >= limit:
                 run.log(

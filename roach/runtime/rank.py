@@ -23,13 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from roach._fs import atomic_write
+from roach.model.run_spec import RunSpec, SpecError
 from roach.runtime import attempts
 from roach.runtime.context import Run, RunInterrupted
 from roach.runtime.signals import SignalHandler
-
-
-class SpecError(Exception):
-    pass
 
 
 def expand(path: str) -> str:
@@ -108,20 +105,6 @@ def write_result(run_dir: Path, value: Any) -> Path:
         return atomic_write(run_dir / "result.pkl", pickle.dumps(value))
 
 
-def task_spec(spec: dict[str, Any], task: int) -> dict[str, Any]:
-    """The spec of one run of a sweep: task ``task`` of the array whose spec lists every task's args.
-
-    A plain job's spec is returned as it is."""
-    sweep = spec.get("sweep")
-    if not sweep:
-        return spec
-    grid = spec["grid"]
-    if not 0 <= task < len(grid):
-        raise SpecError(f"array task {task} is outside this array's {len(grid)} runs")
-    run_id = f"{sweep['id']}-{sweep['offset'] + task}"  # as script.sweep_run_id and the batch script say
-    return {**spec, "run_id": run_id, "run_dir": f"{sweep['run_root'].rstrip('/')}/{run_id}", "args": grid[task]}
-
-
 def _on_signal(run: Run, sig: signal.Signals) -> None:
     """Log the signal. A function that has not yet used resume/steps/checkpoint is stopped at once on TERM:
     it has nothing to save, and holding on would only delay the job that preempts it. The checkpoint signal
@@ -135,16 +118,16 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m roach.slurm.run SPEC.json", file=sys.stderr)
         return 2
-    spec = json.loads(Path(argv[0]).read_text())
-    if spec.get("sweep"):
-        spec = task_spec(spec, int(os.environ["SLURM_ARRAY_TASK_ID"]))
+    spec = RunSpec.from_json(Path(argv[0]).read_text())
+    if spec.sweep is not None:
+        spec = spec.task(int(os.environ["SLURM_ARRAY_TASK_ID"]))
     env = rank_env(dict(os.environ))
     os.environ.update(env)
-    os.environ.update({k: str(v) for k, v in spec.get("job_env", {}).items()})
+    os.environ.update(spec.job_env)
     rank = int(env["RANK"])
-    run_dir = Path(expand(spec["run_dir"]))
+    run_dir = Path(expand(spec.run_dir))
     run = Run(
-        run_id=spec["run_id"],
+        run_id=spec.run_id,
         job_id=int(os.environ.get("SLURM_JOB_ID", "0")),
         rank=rank,
         world_size=int(env["WORLD_SIZE"]),
@@ -153,14 +136,12 @@ def main(argv: list[str]) -> int:
         node=os.environ.get("SLURMD_NODENAME", socket.gethostname()),
         run_dir=run_dir,
         restart_count=int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
-        cluster=spec.get("cluster", ""),
-        checkpoint_every=spec.get("checkpoint_every"),
-        checkpoint_every_s=spec.get("checkpoint_every_s"),
+        cluster=spec.cluster,
+        checkpoint_every=spec.checkpoint_every,
+        checkpoint_every_s=spec.checkpoint_every_s,
     )
     # Installed first thing: a signal that arrives while the function imports is not lost.
-    run.signals = SignalHandler.for_names(
-        [spec.get("checkpoint_signal", "USR1"), "TERM"], on_catch=lambda sig: _on_signal(run, sig)
-    )
+    run.signals = SignalHandler.for_names([spec.checkpoint_signal, "TERM"], on_catch=lambda sig: _on_signal(run, sig))
     run.signals.install()
     attempt = attempts.attempt_key()
     done = attempts.completed_before(run_dir, attempt)
@@ -168,7 +149,7 @@ def main(argv: list[str]) -> int:
         if rank == 0:
             run.log(
                 "run %s already completed (%s); not running it again. Submit a new run id to start over.",
-                spec["run_id"],
+                spec.run_id,
                 done,
             )
         return 0
@@ -176,23 +157,23 @@ def main(argv: list[str]) -> int:
         # The batch script starts the ranks with these signals blocked (node.sh roach_block_signals): one
         # that came while Python started is pending, and reaches the handler now (a TERM: RunInterrupted).
         signal.pthread_sigmask(signal.SIG_UNBLOCK, run.signals.signals)
-        os.environ.update(read_secrets(spec.get("secrets_dir")))
+        os.environ.update(read_secrets(spec.secrets_dir))
         clone = os.environ.get("ROACH_CLONE_DIR", "")
-        for sub in reversed(spec.get("python_path", [])):  # a src/ layout is importable from its src
+        for sub in reversed(spec.python_path):  # a src/ layout is importable from its src
             sys.path.insert(0, os.path.join(clone, sub))
         run_dir.mkdir(parents=True, exist_ok=True)
-        fn = load_function(spec["target"])
+        fn = load_function(spec.target)
         if rank == 0:
             run.log(
                 "starting %s in run %s (world size %d, restart count %d)",
-                spec["target"],
-                spec["run_id"],
+                spec.target,
+                spec.run_id,
                 run.world_size,
                 run.restart_count,
             )
             if run.restart_count > 0 and not run.resume_path.exists():
                 run.log("restart count %d and no resume.pt: this attempt starts from the top", run.restart_count)
-        result = fn(run, **spec["args"]) if wants_run(fn) else fn(**spec["args"])
+        result = fn(run, **spec.args) if wants_run(fn) else fn(**spec.args)
     except RunInterrupted as stop:
         return attempts.leave(run, stop, spec)
     except BaseException as exc:  # noqa: BLE001 - every failure must end the rank non-zero with its traceback
@@ -201,9 +182,7 @@ def main(argv: list[str]) -> int:
         else:
             sys.stdout.flush()
             traceback.print_exc()
-            print(
-                f"roach rank {rank}: {spec['target']} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True
-            )
+            print(f"roach rank {rank}: {spec.target} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             return 1
     if rank == 0:
         path = write_result(run_dir, result)
