@@ -298,7 +298,6 @@ def clean_cmd(experiment: str, cluster: str | None, dry_run: bool, run_as: str |
 def _clones(
     cluster: str | None, clone_root: str, node: tuple[str, ...], run_as: str | None, as_json: bool, prune: bool
 ) -> None:
-
     with Store() as store:
         found = clones(_configured(cluster, run_as), clone_root=clone_root, nodes=node, store=store, prune=prune)
     if as_json:

@@ -78,7 +78,6 @@ def _make_repo(base: Path, as_user: str | None) -> Path:
 
 
 def main(state_dir: str | None = None, say=print) -> int:
-
     LabConfig.load(state_dir)  # a clear error if the lab is not there
     as_user = LAB_USER if os.geteuid() == 0 else None
     base = Path(tempfile.mkdtemp(prefix="roach-demo-"))

@@ -77,7 +77,6 @@ class JobView:
         exit_code: str | None = None,
         **extra: Any,
     ) -> JobView:
-
         holder, attempt = split_attempt_id(rec.job_id) or (None, None)
         return cls(
             rec.run_id,
@@ -172,7 +171,6 @@ def _entries(rec: JobRecord, by_job: dict[int, list[Any]]) -> list[Any]:
 
 
 def _queued_view(rec: JobRecord, entries: list[QueueRecord], idle: dict[int, bool]) -> JobView:
-
     q = next((e for e in entries if e.state.is_running), entries[0])  # an array runs while any task runs
     reason = q.reason_text if q.state.is_pending and q.reason_text not in ("", "None") else None
     extra: dict[str, Any] = {"held_s": q.elapsed_s, "idle": idle.get(rec.job_id)} if rec.target == HOLD_TARGET else {}

@@ -234,7 +234,6 @@ def _clean_cluster(
     immediate_s: int,
     sleep: Callable[[float], None],
 ) -> CleanReport:
-
     c = configured(c)
     client = c.client()
     # Slurm's ids: each job's, and the holder of each attempt (an attempt's own id is roach's, above 32 bits)

@@ -303,7 +303,6 @@ def check_workspace(
 
 
 def _check_workspace(workspace: str | os.PathLike[str], cluster: Cluster | None, transport: Transport | None) -> Check:
-
     file = load_workspace_file(workspace)  # a WorkspaceError is this check failing, with its hint
     notes = "".join(f"; note: {n}" for n in file.notes)
     if cluster is None:

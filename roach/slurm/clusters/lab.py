@@ -9,7 +9,6 @@ from roach.model.tiers import Tier
 
 
 def _env() -> dict[str, str]:
-
     return LabConfig.load().env()
 
 

@@ -1,0 +1,124 @@
+"""Submits with roach as the bench user, in a process of that user, and prints what the benchmark needs as JSON.
+
+Run as ``runuser -u roachbench -- <lab python> -m bench.roach_driver ...`` with the repository on PYTHONPATH,
+the way :mod:`bench.submitit_driver` runs submitit: so roach's Slurm commands are the bench user's own, as
+they are for a user on a login host, and not each wrapped in ``runuser`` (what a root process driving the
+lab as another user pays per command).
+
+    latency --work W --wd D --out PATH [--n N]    N submits of first_line (the first warms); prints each t0, t_ret, job_id
+    profile --work W --wd D --out-dir O [--n N]   the same under cProfile; writes O/submit.prof and O/submit.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from roach.launch.submit import submit
+from roach.model.resources import Resources
+from roach.records.store import Store
+from roach.slurm.clusters.lab import LAB
+
+ONE_CPU = Resources(gpus_per_node=0, cpus_per_task=1, time="00:05:00")  # as bench/b1_latency.py
+
+
+def _submit(a: argparse.Namespace, out: str, store: Store):
+    return submit(
+        "pkg.jobfns:first_line",
+        {"out": out},
+        resources=ONE_CPU,
+        cluster=LAB,
+        name="lat-roach",
+        repo_root=a.work,
+        store=store,
+        log_root=f"{a.wd}/logs",
+        clone_root=f"{a.wd}/clones",
+        run_root=f"{a.wd}/runs",
+    )
+
+
+class _Subprocesses:
+    """Counts and times every subprocess the submits start, by program."""
+
+    def __init__(self) -> None:
+        self.count: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self._run = subprocess.run
+
+    def __enter__(self) -> _Subprocesses:
+        def run(argv, *args, **kw):
+            t = time.perf_counter()
+            try:
+                return self._run(argv, *args, **kw)
+            finally:
+                name = Path(str(argv[0] if isinstance(argv, (list, tuple)) else argv).split()[0]).name
+                if name in ("sh", "bash") and isinstance(argv, (list, tuple)) and len(argv) > 2:
+                    name = f"{name} -c {str(argv[2])[:40]!r}"
+                self.count[name] += 1
+                self.seconds[name] += time.perf_counter() - t
+
+        subprocess.run = run  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run = self._run  # type: ignore[assignment]
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.roach_driver")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("latency", "profile"):
+        p = sub.add_parser(name)
+        p.add_argument("--work", required=True)
+        p.add_argument("--wd", required=True)
+        p.add_argument("--n", type=int, default=1)
+        if name == "latency":
+            p.add_argument("--out", required=True)
+        else:
+            p.add_argument("--out-dir", required=True)
+    a = ap.parse_args(argv)
+    store = Store(f"{a.wd}/store.sqlite")
+    if a.cmd == "latency":
+        for i in range(a.n):
+            t0 = time.time()
+            job = _submit(a, f"{a.out}.{i}", store)
+            t_ret = time.time()
+            print(json.dumps({"t0": t0, "t_ret": t_ret, "job_id": job.job_id, "out": f"{a.out}.{i}"}), flush=True)
+        return 0
+    out_dir = Path(a.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ids = [
+        _submit(a, f"{out_dir}/warm.t", store).job_id
+    ]  # the warm-up: the clone and the shipped runtime exist after it
+    prof = cProfile.Profile()
+    walls = []
+    with _Subprocesses() as subs:
+        for i in range(a.n):
+            t = time.perf_counter()
+            prof.enable()
+            ids.append(_submit(a, f"{out_dir}/p{i}.t", store).job_id)
+            prof.disable()
+            walls.append(time.perf_counter() - t)
+    prof.dump_stats(str(out_dir / "submit.prof"))
+    text = io.StringIO()
+    text.write(f"{a.n} warm submits: wall {', '.join(f'{w * 1000:.0f} ms' for w in walls)}\n\n")
+    text.write("subprocesses per submit (count, ms):\n")
+    for name, n in subs.count.most_common():
+        text.write(f"  {n / a.n:5.1f}  {subs.seconds[name] * 1000 / a.n:7.1f} ms  {name}\n")
+    text.write("\n")
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
+    (out_dir / "submit.txt").write_text(text.getvalue())
+    print(json.dumps({"walls": walls, "job_ids": ids}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
