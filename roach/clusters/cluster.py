@@ -17,6 +17,7 @@ from roach.errors import UsageError
 from roach.model.resources import GpuFlag, Resources
 from roach.model.tiers import Tier
 from roach.slurmio.client import SlurmClient
+from roach.slurmio.site_cache import SiteCache
 from roach.slurmio.ssh import SSHTransport
 from roach.slurmio.transport import LocalTransport, Transport
 
@@ -61,14 +62,19 @@ class Cluster:
     node_scratch: tuple[str, ...] = ("/tmp",)  # node-local directories where a job keeps <run_id>* scratch
     backend: str = "roach"  # "roach" (submit: the function runs from a clone) or "remote-workspace"
 
-    def transport(self) -> Transport:
-        env = dict(self.env_factory()) if self.env_factory else {}
+    def transport(self, env: Mapping[str, str] | None = None) -> Transport:
+        env = dict(env if env is not None else self.env_factory() if self.env_factory else {})
         if self.ssh_alias is not None:
             return SSHTransport(self.ssh_alias, config_file=self.ssh_config, env=env, setup=self.remote_setup)
         return LocalTransport(env=env, user=self.run_as)
 
     def client(self) -> SlurmClient:
-        return SlurmClient(self.transport())
+        env = dict(self.env_factory()) if self.env_factory else {}
+        # the cache is per way of reaching the cluster: two labs on one machine differ in SLURM_CONF
+        where = " ".join(
+            (self.name, self.ssh_alias or "", self.ssh_config or "", self.run_as or "", env.get("SLURM_CONF", ""))
+        )
+        return SlurmClient(self.transport(env), site_cache=SiteCache(where))
 
     def site_file(self) -> str:
         """The text of ``roach/slurm/clusters/<name>.sh``, sourced by every job of this cluster."""

@@ -199,17 +199,28 @@ def whoami(client: SlurmClient) -> str | None:
 
 def check_live(cluster: Cluster, res: Resources, client: SlurmClient | None = None) -> None:
     """Ask the cluster (three reads) whether any of its nodes, partitions and the user's associations could ever
-    run ``res``; raise :class:`Refused` if none could. Node states are ignored: a drained node may come back."""
+    run ``res``; raise :class:`Refused` if none could. Node states are ignored: a drained node may come back.
 
+    The nodes and partitions may come from the client's site cache (a few minutes old); a refusal is only
+    ever made on what Slurm says now, so a partition added since is never refused."""
     c = configured(cluster)
     client = client or c.client()
-    nodes = client.nodes()
+    try:
+        _check_live(c, res, client, cached=True)
+    except Refused:
+        if client.site_cache is None:
+            raise
+        _check_live(c, res, client, cached=False)
+
+
+def _check_live(c: Cluster, res: Resources, client: SlurmClient, cached: bool) -> None:
+    nodes = client.nodes(cached=cached)  # the nodes' sizes and partitions: a few minutes old will do
     part = res.partition
     if part is None:
-        defaults = [p.get("PartitionName") for p in client.partitions() if p.get("Default") == "YES"]
+        defaults = [p.get("PartitionName") for p in client.partitions(cached=cached) if p.get("Default") == "YES"]
         part = defaults[0] if defaults else None
     else:
-        names = {p.get("PartitionName"): p for p in client.partitions()}
+        names = {p.get("PartitionName"): p for p in client.partitions(cached=cached)}
         if part not in names:
             raise Refused(
                 "unsatisfiable",

@@ -163,8 +163,7 @@ def submit(
     job_id = _sbatch_held(client, store, cluster, script_text, f"{abs_log_root}/{run_id}_")
     paths = BundlePaths(abs_log_root, run_id, job_id)
     with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir, f"submission of job {job_id}"):
-        fs.makedirs(abs_log_root)
-        ship_runtime(fs, bundle_root)
+        ship_runtime(fs, bundle_root)  # makes the log root too: Slurm writes the job's log there
         if not cluster.git_reachable:
             push_commit(cluster, repo.root, repo.commit, mirror_root=mirror_root, transport=client.transport)
         spec = RunSpec(
@@ -197,10 +196,15 @@ def submit(
             name=name,
             target=target,
         )
-        fs.write(paths.script, script_text)
-        fs.write(paths.spec, spec.to_json())
-        fs.write(paths.node_sh, node_script(), mode="755")
-        fs.write(paths.job_json, jj.to_json())
+        # one remote call for the bundle (node.sh is run with bash: it needs no exec bit)
+        fs.write_many(
+            {
+                paths.script: script_text,
+                paths.spec: spec.to_json(),
+                paths.node_sh: node_script(),
+                paths.job_json: jj.to_json(),
+            }
+        )
         record = JobRecord(
             cluster=cluster.name,
             job_id=job_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import keyword
 import posixpath
 import warnings
@@ -48,13 +49,25 @@ def module_path_candidates(target: str) -> list[str]:
 
 def tree_entries(root: Path, commit: str, paths: Sequence[str]) -> dict[str, tuple[str, str, str]]:
     """``{path: (mode, type, object)}`` for those of ``paths`` that exist at ``commit``."""
+    return dict(_tree_entries(root, commit, tuple(paths)))
+
+
+# A commit's tree and a blob never change: what git said of them is kept for the process (a sweep, a
+# benchmark's loop and check_target's own second look ask git once).
+@functools.lru_cache(maxsize=256)
+def _tree_entries(root: Path, commit: str, paths: tuple[str, ...]) -> tuple[tuple[str, tuple[str, str, str]], ...]:
     out = git(root, "ls-tree", "-z", commit, "--", *paths).stdout
     entries = {}
     for rec in filter(None, out.split("\0")):
         meta, _, path = rec.partition("\t")
         mode, kind, obj = meta.split()
         entries[path] = (mode, kind, obj)
-    return entries
+    return tuple(entries.items())
+
+
+@functools.lru_cache(maxsize=256)
+def _blob(root: Path, obj: str) -> bytes:
+    return git(root, "cat-file", "blob", obj, raw=True).stdout
 
 
 def locate_module(info: RepoInfo, target: str) -> str:
@@ -84,7 +97,7 @@ def read_blob(info: RepoInfo, path: str) -> bytes:
                 "not a file in the repository",
                 hint="make the module a regular file",
             )
-        data = git(info.root, "cat-file", "blob", obj, raw=True).stdout
+        data = _blob(info.root, obj)
         if mode != "120000":
             return data
         target = posixpath.normpath(posixpath.join(posixpath.dirname(path), data.decode("utf-8", "replace")))
@@ -156,7 +169,6 @@ def check_target(info: RepoInfo, target: str) -> None:
     """
     _, function = parse_target(target)
     path = locate_module(info, target)
-    short = short_sha(info.root, info.commit)
     source = read_blob(info, path)
     try:
         with warnings.catch_warnings():  # the user's invalid escapes etc. are not ours to print
@@ -166,12 +178,12 @@ def check_target(info: RepoInfo, target: str) -> None:
         where = f"{path}:{exc.lineno}" if exc.lineno else path
         text = f"\n    {exc.text.strip()}" if exc.text and exc.text.strip() else ""
         raise UsageError(
-            f"{where}: syntax error at commit {short}: {exc.msg}{text}",
+            f"{where}: syntax error at commit {short_sha(info.root, info.commit)}: {exc.msg}{text}",
             hint=f"fix line {exc.lineno} of {path}, commit and push, then submit again",
         ) from exc
     except ValueError as exc:  # e.g. null bytes
         raise UsageError(
-            f"{path} at commit {short} cannot be parsed as Python: {exc}",
+            f"{path} at commit {short_sha(info.root, info.commit)} cannot be parsed as Python: {exc}",
             hint=f"check that {path} is a Python source file",
         ) from exc
     functions, others, classes, star = top_level(tree.body)
@@ -179,7 +191,7 @@ def check_target(info: RepoInfo, target: str) -> None:
         return
     if function in classes:
         raise UsageError(
-            f"{function!r} in {path} is a class, not a function (commit {short})",
+            f"{function!r} in {path} is a class, not a function (commit {short_sha(info.root, info.commit)})",
             hint=f"wrap it in a top-level function, e.g. `def run_{function.lower()}(...)`, and name that",
         )
     choices = ", ".join(functions) if functions else "(none)"
@@ -188,6 +200,6 @@ def check_target(info: RepoInfo, target: str) -> None:
         f"did you mean {close[0]!r}? " if close else ""
     ) + f"name one of them, e.g. '{parse_target(target)[0]}:{(close or functions or ['function'])[0]}'"
     raise UsageError(
-        f"{path} at commit {short} has no top-level function {function!r}; its top-level functions are: {choices}",
+        f"{path} at commit {short_sha(info.root, info.commit)} has no top-level function {function!r}; its top-level functions are: {choices}",
         hint=hint,
     )

@@ -18,6 +18,7 @@ from roach.slurmio import parse as P
 from roach.slurmio import parse_control as PC
 from roach.slurmio.capabilities import Capabilities, probe
 from roach.slurmio.queue_states import ONLY_JOB_STATE, StateRecord, parse_squeue_states
+from roach.slurmio.site_cache import SiteCache
 from roach.slurmio.transport import Result, Transport
 
 # stderr that means "try again shortly", seen from controllers under load or restarting.
@@ -76,6 +77,7 @@ class SlurmClient:
     retries: int = 3
     backoff_s: float = 1.0
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    site_cache: SiteCache | None = field(default=None, repr=False)  # nodes and partitions, kept a few minutes
     _caps: Capabilities | None = field(default=None, init=False, repr=False)
 
     # -- running -------------------------------------------------------------------------------------
@@ -173,11 +175,23 @@ class SlurmClient:
         records = [r for r in re.split(r"(?=(?<!\S)JobId=)", res.stdout) if r.strip()]
         return PC.parse_key_values(records[0]) if records else None
 
-    def nodes(self) -> list[PC.NodeRecord]:
-        return PC.parse_sinfo_nodes(self.run(["sinfo", "--Node", "--noheader", "-O", PC.sinfo_format()]).stdout)
+    def _site_read(self, key: str, argv: list[str], cached: bool) -> str:
+        """``argv``'s output, from :attr:`site_cache` when ``cached`` and it has a fresh copy."""
+        text = self.site_cache.get(key) if cached and self.site_cache else None
+        if text is None:
+            text = self.run(argv).stdout
+            if self.site_cache:
+                self.site_cache.put(key, text)  # a fresh read refreshes the cache
+        return text
 
-    def partitions(self) -> list[dict[str, str]]:
-        out = self.run(["scontrol", "show", "partition", "-o"]).stdout
+    def nodes(self, *, cached: bool = False) -> list[PC.NodeRecord]:
+        """Every node (``sinfo``). ``cached``: what was read within the site cache's age will do (the nodes'
+        sizes and partitions, not their states, which go stale at once)."""
+        argv = ["sinfo", "--Node", "--noheader", "-O", PC.sinfo_format()]
+        return PC.parse_sinfo_nodes(self._site_read("nodes", argv, cached))
+
+    def partitions(self, *, cached: bool = False) -> list[dict[str, str]]:
+        out = self._site_read("partitions", ["scontrol", "show", "partition", "-o"], cached)
         return [PC.parse_key_values(ln) for ln in out.splitlines() if ln.strip()]
 
     def qos(self) -> list[dict[str, str]]:

@@ -146,6 +146,12 @@ def test_preempt_mode_cancel_ends_preempted_and_resumes_once(faults, slurm, pree
     assert_left_no_process(slurm, again)
 
 
+def _ran_nothing_after_completing(log: str) -> bool:
+    """The log's last attempt came after the run completed and said so, starting nothing (scenario 9)."""
+    last = log.rsplit("roach: attempt ", 1)[-1]
+    return "already completed" in last and "not running it again" in last and " starting " not in last
+
+
 @pytest.fixture(scope="module")
 def storm(faults, slurm):
     """One run preempted STORM times in a row, each attempt after it has done two steps."""
@@ -163,7 +169,11 @@ def test_a_storm_of_preemptions_finishes_with_every_step_once(storm, slurm):
     assert job.log().count("preempted at step") == STORM
     check_ledger(job.record.run_dir, STORM_STEPS, interruptions=STORM, max_redo=0, run_id=job.run_id)
     runs = [r for r in slurm.sacct([job.job_id], duplicates=True) if r.step is None]
-    assert len(runs) == STORM + 1 and runs[-1].state is JobState.COMPLETED
+    assert runs[-1].state is JobState.COMPLETED
+    # STORM + 1 runs; one more only as scenario 9: Slurm 24.11 once kept a preemption's requeue request that
+    # met the rank's own `scontrol requeue` and applied it when the last run completed ("_job_complete: requeue
+    # JobId=14 per user/system request"). That run must run nothing.
+    assert len(runs) == STORM + 1 or (len(runs) == STORM + 2 and _ran_nothing_after_completing(job.log())), runs
     assert_left_no_process(slurm, job)
 
 
@@ -172,7 +182,8 @@ def test_one_log_holds_every_attempt_in_order(storm):
     job, _ = storm
     log = job.log()
     headers = [int(n) for n in re.findall(r"(?m)^roach: attempt (\d+) of run ", log)]
-    assert headers == list(range(1, STORM + 2)), headers  # appended, never truncated
+    extra = [STORM + 2] if _ran_nothing_after_completing(log) else []  # see the storm test above
+    assert headers == list(range(1, STORM + 2)) + extra, headers  # appended, never truncated
     atts = check_ledger(job.record.run_dir, STORM_STEPS, interruptions=STORM, max_redo=0)
     resumed = [int(n) for n in re.findall(r"0: \S+ roach rank 0: resumed at step (\d+)", log)]
     assert resumed == [a.start for a in atts[1:]]  # each attempt's lines come after its header, in order
