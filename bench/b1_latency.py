@@ -4,8 +4,9 @@ The function (bench/jobfns.py ``first_line``) writes ``time.time()`` to a file a
 benchmark takes the time just before the submit call and polls for the file. Each repetition submits
 with every method in turn, so a busier moment of the cluster hits them alike:
 
-* roach: ``roach.slurm.submit`` of ``pkg.jobfns:first_line`` from a pushed git repo, as the bench user
-  (``LAB.with_(run_as=...)``); warm: one submission first, so the commit's clone on the cluster exists.
+* roach: ``roach.slurm.submit`` of ``pkg.jobfns:first_line`` from a pushed git repo, in a process running
+  as the bench user (bench/roach_driver.py, as submitit's: the time is taken in that process, around
+  ``submit``); warm: one submission first, so the commit's clone on the cluster exists.
 * sbatch: ``sbatch --wrap "<python> -c 'from bench.jobfns import first_line; first_line(None, out)'"``.
 * submitit: ``AutoExecutor(folder).submit(first_line, None, out)``, in a process running as the bench
   user (bench/submitit_driver.py; the time is taken in that process, before ``submit``).
@@ -18,17 +19,15 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
 from bench.labenv import ROOT, BenchError, Jobs, Lab
 from bench.repo import make_repo
 from bench.report import Section
-from bench.stats import Row, comparison_table
+from bench.stats import Row, comparison_table, target_row
 from roach.model.resources import Resources
-from roach.records.store import Store
-from roach.slurm import submit
-from roach.slurm.clusters.lab import LAB
 
 METHODS = ("roach", "sbatch", "submitit")
 ONE_CPU = Resources(gpus_per_node=0, cpus_per_task=1, time="00:05:00")
@@ -52,8 +51,10 @@ class Methods:
     def __init__(self, lab: Lab, jobs: Jobs, wd: Path):
         self.lab, self.jobs, self.wd = lab, jobs, wd
         self.work = make_repo(lab, wd / "repo")
-        self.store = Store(wd / "store.sqlite")
-        self.cluster = LAB.with_(run_as=lab.user)
+        # roach's submits run as the bench user, in its process: the repository must be that user's own
+        subprocess.run(["chown", "-R", lab.user, str(wd / "repo")], check=True)
+        (wd / "roach").mkdir()
+        shutil.chown(wd / "roach", lab.user, lab.user)
         self.n = 0
 
     def _out(self, m: str) -> Path:
@@ -62,22 +63,27 @@ class Methods:
 
     def roach(self) -> tuple[float, float, Path]:
         out = self._out("roach")
-        t0 = time.time()
-        job = submit(
-            "pkg.jobfns:first_line",
-            {"out": str(out)},
-            resources=ONE_CPU,
-            cluster=self.cluster,
-            name="lat-roach",
-            repo_root=self.work,
-            store=self.store,
-            log_root=str(self.wd / "logs"),
-            clone_root=str(self.wd / "clones"),
-            run_root=str(self.wd / "runs"),
+        proc = self.lab.as_user(
+            [
+                self.lab.python,
+                "-m",
+                "bench.roach_driver",
+                "latency",
+                "--work",
+                str(self.work),
+                "--wd",
+                str(self.wd / "roach"),
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
         )
-        t_ret = time.time()
-        self.jobs.add([job.job_id])
-        return t0, t_ret, out
+        if proc.returncode != 0:
+            raise BenchError(f"roach driver failed (exit {proc.returncode}): {proc.stderr[-1500:]}")
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        self.jobs.add([got["job_id"]])
+        return got["t0"], got["t_ret"], Path(got["out"])
 
     def sbatch(self) -> tuple[float, float, Path]:
         out = self._out("sbatch")
@@ -169,4 +175,46 @@ def run(lab: Lab, jobs: Jobs, reps: int, log=print, timeout: float = 180) -> Sec
         "",
         comparison_table(rows, METHODS),
     ]
-    return Section(1, "Submit latency", "\n".join(body), {"reps": reps})
+    summary = [
+        target_row(
+            "the tool's own part of submit -> first line",
+            got["own"]["roach"],
+            got["own"]["submitit"],
+            "submitit",
+            "ms",
+            max_ratio=1.0,
+            scale=1000,
+        ),
+        target_row(
+            "the submit call (warm)",
+            got["call"]["roach"],
+            got["call"]["submitit"],
+            "submitit",
+            "ms",
+            max_value=40,
+            scale=1000,
+        ),
+        target_row(
+            "batch script start -> python start",
+            got["batch_to_process"]["roach"],
+            got["batch_to_process"]["submitit"],
+            "submitit",
+            "ms",
+            max_ratio=1.0,
+            scale=1000,
+        ),
+        target_row(
+            "rank start-up: batch script start -> first line",
+            [_plus(a, b) for a, b in zip(got["batch_to_process"]["roach"], got["process_to_line"]["roach"])],
+            [_plus(a, b) for a, b in zip(got["batch_to_process"]["submitit"], got["process_to_line"]["submitit"])],
+            "submitit",
+            "ms",
+            max_ratio=1.0,
+            scale=1000,
+        ),
+    ]
+    return Section(1, "Submit latency", "\n".join(body), {"reps": reps}, summary=summary)
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b

@@ -34,6 +34,7 @@ class Section:
     params: dict = field(default_factory=dict)
     smoke: bool = False
     plot: str | None = None  # file name beside results.md
+    summary: list[dict] = field(default_factory=list)  # stats.target_row lines for results.md's summary
     when: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
     host: str = field(default_factory=platform.node)
 
@@ -62,7 +63,7 @@ def load_sections() -> list[Section]:
 def write_results(path: Path, sections: list[Section], pending: dict[int, tuple[str, str]], slurm: str) -> None:
     """results.md from the saved sections, with a line for each benchmark not measured (``pending``)."""
     have = {s.number: s for s in sections}
-    parts = [HEADER.format(slurm=slurm)]
+    parts = [HEADER.format(slurm=slurm), summary_table(sections)]
     for n in sorted(set(have) | set(pending)):
         if n in have:
             parts.append(have[n].render())
@@ -70,6 +71,28 @@ def write_results(path: Path, sections: list[Section], pending: dict[int, tuple[
             title, why = pending[n]
             parts.append(f"## {n}. {title}\n\n_Not measured: {why}_\n")
     path.write_text("\n".join(parts))
+
+
+def summary_table(sections: list[Section]) -> str:
+    """Every benchmark's figures with a target (issue 18) in one table, each from its section's last run."""
+    lines = [
+        "## Summary",
+        "",
+        "Each figure that has a target: roach, the baseline, roach / baseline (paired per repetition; below 1 "
+        "roach is faster or lighter), the target and whether it holds in that run. The sections below give how.",
+        "",
+        "| figure | roach | baseline | roach / baseline | target | holds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    rows = [(s.number, r) for s in sections for r in s.summary]
+    for number, r in rows:
+        holds = "yes" if r["holds"] else "**no**"
+        lines.append(
+            f"| {r['figure']} (§{number}) | {r['roach']} | {r['baseline']} | {r['ratio']} | {r['target']} | {holds} |"
+        )
+    if not rows:
+        lines.append("| (no benchmark with a target has run yet) | | | | | |")
+    return "\n".join(lines) + "\n"
 
 
 def plot_lines(

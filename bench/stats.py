@@ -122,3 +122,38 @@ def _has(xs: Sequence[float]) -> bool:
 
 def _md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
+def target_row(
+    figure: str,
+    roach: Sequence[float],
+    baseline: Sequence[float] | None,
+    baseline_name: str,
+    unit: str,
+    *,
+    max_ratio: float | None = None,
+    max_value: float | None = None,
+    scale: float = 1.0,
+) -> dict:
+    """One line of results.md's summary: the figure, roach's and the baseline's medians, roach / baseline
+    (paired per repetition), the target and whether it holds (a ratio at most ``max_ratio``, and/or roach's
+    median at most ``max_value``, in ``unit`` after ``scale``)."""
+    r = Summary.of([x * scale for x in roach if x is not None])
+    b = Summary.of([x * scale for x in baseline if x is not None]) if baseline else None
+    ratios = paired_ratios(list(roach), list(baseline)) if baseline else []
+    ratio = statistics.median(ratios) if ratios else None
+    targets, holds = [], True
+    if max_ratio is not None:
+        targets.append(f"<= {max_ratio:g}x {baseline_name}")
+        holds = holds and ratio is not None and ratio <= max_ratio
+    if max_value is not None:
+        targets.append(f"<= {fmt(max_value)} {unit}")
+        holds = holds and r.median <= max_value
+    return {
+        "figure": figure,
+        "roach": f"{fmt(r.median)} {unit}",
+        "baseline": f"{fmt(b.median)} {unit} ({baseline_name})" if b else "–",
+        "ratio": f"{ratio:.2f}x" if ratio is not None else "–",
+        "target": ", ".join(targets) or "–",
+        "holds": holds,
+    }

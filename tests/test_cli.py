@@ -105,7 +105,9 @@ def test_up_help_shows_the_library_defaults():
 
 def _commands(group: click.Group, prefix: str) -> list[str]:
     out = []
-    for name, cmd in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
         out.append(f"{prefix} {name}")
         if isinstance(cmd, click.Group):
             out += _commands(cmd, f"{prefix} {name}")

@@ -1,28 +1,21 @@
 """The `roach` command: parse, call the library, render.
 
 This module is the only place that turns a :class:`~roach.errors.RoachError` into a red line on stderr
-and an exit code. Command groups live in their own modules (``roach/cli/lab.py``) and are added at the bottom;
-a new group is one module and one ``add_command`` line. Help text is the commands' docstrings and the
-options' ``help=``, nowhere else.
+and an exit code. Commands live in their own modules and are registered in :data:`COMMANDS`, one line each;
+a command's module is imported when that command runs (or when help lists it), so ``roach ls`` loads the
+store and its views, not ssh, submit or the watch. Help text is the commands' docstrings and the options'
+``help=``, nowhere else.
 """
 
 from __future__ import annotations
+
+import importlib
 
 import click
 from rich.console import Console
 from rich.text import Text
 
 from roach import __version__
-from roach.cli import clusters as cli_clusters
-from roach.cli import hold as cli_hold
-from roach.cli import inspect as cli_inspect
-from roach.cli import jobs as cli_jobs
-from roach.cli import promote as cli_promote
-from roach.cli import sweep as cli_sweep
-from roach.cli import watch as cli_watch
-from roach.cli import workspace as cli_workspace
-from roach.cli.lab import lab
-from roach.cli.remote import doctor
 from roach.errors import RoachError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -36,8 +29,51 @@ def render_error(err: RoachError) -> None:
         console.print(Text(f"  hint: {err.hint}", style="yellow"), soft_wrap=True)
 
 
+# Each command: the module that defines it and its name there.
+COMMANDS: dict[str, str] = {
+    "submit": "roach.cli.jobs:submit",
+    "resume": "roach.cli.jobs:resume",
+    "status": "roach.cli.inspect:status",
+    "logs": "roach.cli.inspect:logs",
+    "cancel": "roach.cli.inspect:cancel",
+    "ls": "roach.cli.inspect:ls",
+    "sweep": "roach.cli.sweep:sweep",
+    "hold": "roach.cli.hold:hold",
+    "steps": "roach.cli.hold:steps",
+    "signal": "roach.cli.hold:signal",
+    "release": "roach.cli.hold:release",
+    "watch": "roach.cli.watch:watch",
+    "why": "roach.cli.watch:why",
+    "promote": "roach.cli.promote:promote",
+    "move": "roach.cli.promote:move",
+    "clusters": "roach.cli.clusters:clusters",
+    "plan": "roach.cli.clusters:plan_cmd",
+    "clean": "roach.cli.clusters:clean_cmd",
+    "clones": "roach.cli.clusters:clones_cmd",
+    "doctor": "roach.cli.remote:doctor",
+    "sync": "roach.cli.workspace:sync",
+    "sbatch": "roach.cli.workspace:sbatch",
+    "wait": "roach.cli.workspace:wait",
+    "pull": "roach.cli.workspace:pull",
+    "verify": "roach.cli.workspace:verify",
+    "lab": "roach.cli.lab:lab",
+}
+
+
 class RoachGroup(click.Group):
-    """The top-level group: catches roach's errors from every subcommand, once."""
+    """The top-level group: loads each command from :data:`COMMANDS` when it is asked for, and catches
+    roach's errors from every subcommand, once."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in COMMANDS:
+            module, attr = COMMANDS[cmd_name].split(":")
+            command = getattr(importlib.import_module(module), attr)
+            self.add_command(command, cmd_name)
+        return command
 
     def invoke(self, ctx: click.Context):
         try:
@@ -61,25 +97,3 @@ def cli() -> None:
 def main() -> None:
     """Console-script entry point (``roach = "roach.cli:main"``)."""
     cli(prog_name="roach")
-
-
-def _register() -> None:
-    cli.add_command(lab)
-    for command in (
-        cli_jobs.submit,
-        cli_jobs.resume,
-        cli_inspect.status,
-        cli_inspect.logs,
-        cli_inspect.cancel,
-        cli_inspect.ls,
-    ):
-        cli.add_command(command)
-    cli.add_command(doctor)
-    for module in (cli_workspace, cli_clusters, cli_hold, cli_sweep):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-    for command in (cli_watch.watch, cli_watch.why, cli_promote.promote, cli_promote.move):
-        cli.add_command(command)
-
-
-_register()

@@ -1,6 +1,6 @@
 """`roach clusters [show NAME | discover NAME]`, `roach plan`, `roach clean`, `roach clones [prune]`: the named
 clusters, the resource plan and cleaning up (the library: :mod:`roach.clusters.userconfig`, ``discover``,
-``plan``, ``clean``). Registered in :mod:`roach.cli` from ``COMMANDS``.
+``plan``, ``clean``). Registered in :data:`roach.cli.app.COMMANDS`.
 """
 
 from __future__ import annotations
@@ -351,6 +351,3 @@ def clones_cmd(
 def prune_cmd(cluster: str | None, clone_root: str, node: tuple[str, ...], run_as: str | None, as_json: bool) -> None:
     """Remove the clones no running job uses and no queued job of yours is at (made writable first)."""
     _clones(cluster, clone_root, node, run_as, as_json, prune=True)
-
-
-COMMANDS = [clusters, plan_cmd, clean_cmd, clones_cmd]

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
-from roach.cli.jobs import cluster_option, ssh_alias_option
+from roach.cli.refs import cluster_option, ssh_alias_option
 from roach.clusters.cluster import with_ssh_override
 from roach.clusters.userconfig import get_cluster
 from roach.errors import UsageError
@@ -279,6 +279,3 @@ def release(ref: str, cluster: str | None, run_as: str | None, as_json: bool) ->
         f"{_hms(before.held_s)}): {state.value}"
         + (f"; stopped {', '.join(s.id for s in running)} (SIGTERM)" if running else "")
     )
-
-
-COMMANDS = (hold, steps, signal, release)

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
-from roach.cli.jobs import cluster_option, explained, job_of_ref, ssh_alias_option
+from roach.cli.refs import cluster_option, explained, job_of_ref, ssh_alias_option
 from roach.cli.views import follow_log, grouped_views, live_views, print_view, state_text
 from roach.clusters.userconfig import get_cluster
 from roach.errors import UsageError, WaitTimeoutError

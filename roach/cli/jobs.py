@@ -10,8 +10,6 @@ than its cluster's own is read through that alias again (the store's ``via``); `
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from inspect import signature
 from typing import Any
@@ -22,66 +20,16 @@ from rich.console import Console
 from roach.cli.args import cli_cluster, parse_args, parse_args_json, parse_env, submit_cluster
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
+from roach.cli.refs import ssh_alias_option
 from roach.cli.views import JobView, print_view, reach
 from roach.clusters.cluster import Cluster, with_ssh_override
-from roach.clusters.userconfig import get_cluster
-from roach.errors import TransportError, UsageError
-from roach.launch.inside_job import job_for
+from roach.errors import UsageError
 from roach.launch.job import Job
 from roach.launch.submit import resume as resume_run
 from roach.launch.submit import submit as submit_job
-from roach.records.job_record import JobRecord
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.store import Store
 from roach.records.workspace import is_workspace_record
-
-cluster_option = click.option(
-    "--cluster",
-    metavar="NAME",
-    default=None,
-    help="Only look on this cluster (needed when a job id is recorded on several).",
-)
-ssh_alias_option = click.option(
-    "--ssh-alias",
-    metavar="ALIAS",
-    default=None,
-    help="Reach the cluster by `ssh ALIAS` [default: the alias the job was submitted through, else the "
-    "cluster's own way].",
-)
-
-
-def job_of_ref(
-    ref: str,
-    cluster: str | None,
-    run_as: str | None,
-    store: Store,
-    ssh_alias: str | None = None,
-    ssh_config: str | None = None,
-) -> Job:
-    """The recorded job ``ref`` names (run id or job id), reached the way it was submitted unless ``ssh_alias``
-    says otherwise; roach only acts on jobs in its store."""
-    if cluster is not None:
-        get_cluster(cluster)  # an unknown name lists the known ones
-    rec = store.find(ref, cluster=cluster)
-
-    return job_for(reach(rec, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config), rec, store)
-
-
-@contextmanager
-def explained(rec: JobRecord, ssh_alias: str | None) -> Iterator[None]:
-    """An ssh failure on the alias the store recorded (not one given now) says where that alias came from."""
-    try:
-        yield
-    except TransportError as err:
-        if rec.via and not ssh_alias:
-            err.hint = (
-                f"{err.hint + '; ' if err.hint else ''}job {rec.slurm_id} was submitted through ssh alias "
-                f"{rec.via!r}" + (f" (from {rec.via_config})" if rec.via_config else "") + ", so roach reads "
-                "it that way: pass --ssh-config FILE if that alias is now defined in another file, or "
-                "--ssh-alias ALIAS to reach the cluster another way"
-            )
-        raise
-
 
 # -- commands -------------------------------------------------------------------------------------------
 _CLONE_ROOT = signature(submit_job).parameters["clone_root"].default

@@ -11,7 +11,8 @@ from rich.console import Console
 
 from roach.cli.args import parse_env, submit_cluster
 from roach.cli.common import json_option, run_as_option, ssh_config_option
-from roach.cli.jobs import ssh_alias_option, where_options
+from roach.cli.jobs import where_options
+from roach.cli.refs import ssh_alias_option
 from roach.launch.sweep import read_grid
 from roach.launch.sweep import sweep as sweep_runs
 from roach.records.results import JOB_NOT_COMPLETED
@@ -135,6 +136,3 @@ def sweep(
                     f"{len(out['failed'])} runs did not complete, e.g. `roach logs {out['failed'][0]}`", err=True
                 )
             ctx.exit(JOB_NOT_COMPLETED)
-
-
-COMMANDS = (sweep,)

@@ -13,7 +13,7 @@ import click
 
 from roach.cli.args import cli_cluster
 from roach.cli.common import json_option, ssh_config_option
-from roach.cli.jobs import ssh_alias_option
+from roach.cli.refs import ssh_alias_option
 from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.clusters.userconfig import get_cluster
 from roach.errors import SlurmError, TransportError, UsageError

@@ -379,6 +379,3 @@ def verify(ctx: click.Context, workspace_dir: str, as_json: bool) -> None:
             con.print(Text(f"  note: {note}", style="yellow"))
     if not res.ok:
         ctx.exit(MISSING_REQUIRED)
-
-
-COMMANDS = (sync, sbatch, wait, pull, verify)

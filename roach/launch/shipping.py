@@ -9,6 +9,7 @@ the runtime starts importing must be added here (tests/test_runtime_layer.py fai
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 
@@ -52,12 +53,40 @@ def runtime_files(package_dir: Path = PACKAGE_DIR) -> list[Path]:
 def runtime_dir(bundle_root: str) -> str:
     """Where :func:`ship_runtime` puts the copy under ``bundle_root``: ``roach-<hash of the shipped files>``,
     the directory the batch script puts first on ``PYTHONPATH`` (it holds ``roach/``)."""
-    return shipped_dir(runtime_files(), PACKAGE_DIR.parent, bundle_root, "roach")
+    files = _files()
+    return shipped_dir(files, PACKAGE_DIR.parent, bundle_root, "roach", _signature(files))
 
 
 def ship_runtime(fs: ClusterFS, bundle_root: str) -> str:
     """Copy the runtime under ``bundle_root`` once per version of it; returns :func:`runtime_dir`."""
-    return fs.ship(runtime_files(), PACKAGE_DIR.parent, runtime_dir(bundle_root))
+    return fs.ship(_files(), PACKAGE_DIR.parent, runtime_dir(bundle_root))
+
+
+def write_bundle(fs: ClusterFS, bundle_root: str, files: dict[str, str]) -> str:
+    """A job's bundle (``files``, in one directory) and the runtime copy under ``bundle_root`` in one remote
+    call; returns :func:`runtime_dir`."""
+    dest = runtime_dir(bundle_root)
+    fs.write_bundle(files, _files(), PACKAGE_DIR.parent, dest)
+    return dest
+
+
+@functools.lru_cache(maxsize=1)
+def _listed() -> tuple[Path, ...]:
+    return tuple(runtime_files())
+
+
+def _files() -> list[Path]:
+    """The shipped files, listed once per process (a new one, or a missing one, lists them again)."""
+    files = list(_listed())
+    if not all(p.is_file() for p in files):
+        _listed.cache_clear()
+        files = list(_listed())
+    return files
+
+
+def _signature(files: list[Path]) -> tuple[tuple[str, int, int], ...]:
+    """What the hash of the files is kept under: a file that changes changes it (an editable install)."""
+    return tuple((str(p), (st := p.stat()).st_mtime_ns, st.st_size) for p in files)
 
 
 def node_script() -> str:

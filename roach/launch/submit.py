@@ -25,7 +25,7 @@ from roach.launch.gitpush import push_commit
 from roach.launch.inside import submit_inside
 from roach.launch.job import Job
 from roach.launch.prepare import RUN_ID, check_args, default_run_root, new_run_id, prepare
-from roach.launch.shipping import node_script, runtime_dir, ship_runtime
+from roach.launch.shipping import node_script, runtime_dir, write_bundle
 from roach.model.resources import Resources
 from roach.model.run_spec import RepoRef, RunSpec
 from roach.records.bundle import BundlePaths, JobJson
@@ -163,7 +163,6 @@ def submit(
     job_id = _sbatch_held(client, store, cluster, script_text, f"{abs_log_root}/{run_id}_")
     paths = BundlePaths(abs_log_root, run_id, job_id)
     with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir, f"submission of job {job_id}"):
-        ship_runtime(fs, bundle_root)  # makes the log root too: Slurm writes the job's log there
         if not cluster.git_reachable:
             push_commit(cluster, repo.root, repo.commit, mirror_root=mirror_root, transport=client.transport)
         spec = RunSpec(
@@ -196,15 +195,10 @@ def submit(
             name=name,
             target=target,
         )
-        # one remote call for the bundle (node.sh is run with bash: it needs no exec bit)
-        fs.write_many(
-            {
-                paths.script: script_text,
-                paths.spec: spec.to_json(),
-                paths.node_sh: node_script(),
-                paths.job_json: jj.to_json(),
-            }
-        )
+        # the bundle and the runtime copy in one remote call, which makes the log root too (Slurm writes the
+        # job's log there); node.sh is run with bash: it needs no exec bit
+        bundle = {paths.script: script_text, paths.spec: spec.to_json(), paths.node_sh: node_script()}
+        write_bundle(fs, bundle_root, {**bundle, paths.job_json: jj.to_json()})
         record = JobRecord(
             cluster=cluster.name,
             job_id=job_id,

@@ -10,7 +10,7 @@ import hashlib
 import io
 import posixpath
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +23,15 @@ _WRITE_MANY = (
     'trap \'rm -rf -- "$s"\' EXIT; tar -xf - -C "$s"; cd "$s"; '
     'find . -mindepth 1 -type d -print0 | (cd "$r" && xargs -0 -r mkdir -p --); '
     'find . -type f -print0 | xargs -0 -r sh -c \'for f; do mv -f -- "$f" "$0/$f"; done\' "$r"'
+)
+# One call for a job's bundle and the shipped runtime: a tar of ``b/<file>`` (the bundle's files, each renamed
+# into place) and, unless the runtime copy is already complete, ``r/...`` (moved in whole, then marked).
+_WRITE_BUNDLE = (
+    'set -e; umask 022; r="$1"; rt="$2"; shift 2; mkdir -p -- "$r"; s="$(mktemp -d "$r/.roach-write.XXXXXX")"; '
+    'trap \'rm -rf -- "$s"\' EXIT; tar -xf - -C "$s"; '
+    'if [ -d "$s/r" ] && [ ! -e "$rt/.complete" ]; then touch "$s/r/.complete"; '
+    'mkdir -p -- "${rt%/*}"; mv -T -- "$s/r" "$rt" 2>/dev/null || :; fi; '
+    'cd "$s/b"; mv -f -t "$r" -- "$@"'
 )
 _UNTAR = (
     'set -e; umask 022; d="$1"; [ -e "$d/.complete" ] && exit 0; mkdir -p -- "$(dirname -- "$d")"; '
@@ -83,6 +92,24 @@ class ClusterFS:
                 tar.addfile(info, io.BytesIO(raw))
         self._sh(_WRITE_MANY, root, input=buf.getvalue(), what=f"writing {len(files)} files under {root}")
 
+    def write_bundle(self, files: dict[str, str], runtime: Sequence[Path], base: Path, runtime_dest: str) -> None:
+        """A bundle's files (all in one directory) and the runtime copy (:meth:`ship`'s ``files`` under ``base``,
+        to ``runtime_dest``, kept where it is already complete) in one remote call: what took two."""
+        dirs = {posixpath.dirname(posixpath.normpath(p)) for p in files}
+        if len(dirs) != 1 or any(not posixpath.isabs(p) or "\n" in p for p in files):
+            raise RoachError(f"a bundle's files must be absolute paths in one directory: {sorted(files)}")
+        (root,) = dirs
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path, data in files.items():
+                raw = data.encode()
+                info = tarfile.TarInfo(f"b/{posixpath.basename(path)}")
+                info.size, info.mode = len(raw), 0o644
+                tar.addfile(info, io.BytesIO(raw))
+            _add_files(tar, runtime, base, "r")
+        names = [posixpath.basename(p) for p in files]
+        self._sh(_WRITE_BUNDLE, root, runtime_dest, *names, input=buf.getvalue(), what=f"writing the bundle {root}")
+
     def read(self, path: str) -> str:
         return self._sh('cat -- "$1"', path, what=f"reading {path}").stdout
 
@@ -126,10 +153,20 @@ class ClusterFS:
         ``dest`` is named by its contents (:func:`shipped_dir`): a copy already complete there is kept."""
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            for p in files:
-                tar.add(p, arcname=str(p.relative_to(base)))
+            _add_files(tar, files, base, "")
         self._sh(_UNTAR, dest, input=buf.getvalue(), what=f"copying {len(files)} files to {dest}")
         return dest
+
+
+def _add_files(tar: tarfile.TarFile, files: Sequence[Path], base: Path, prefix: str) -> None:
+    """``files`` (under ``base``, kept relative to it, under ``prefix``) into ``tar``: contents and modes only
+    (``tar.add`` looks up each file's owner in the user database, which costs more than the copy)."""
+    for p in files:
+        st = p.stat()
+        info = tarfile.TarInfo(posixpath.join(prefix, str(p.relative_to(base))) if prefix else str(p.relative_to(base)))
+        info.size, info.mode, info.mtime = st.st_size, st.st_mode & 0o777, int(st.st_mtime)
+        with p.open("rb") as f:
+            tar.addfile(info, f)
 
 
 def package_files(directory: Path) -> list[Path]:
@@ -141,9 +178,21 @@ def package_files(directory: Path) -> list[Path]:
     )
 
 
-def shipped_dir(files: Sequence[Path], base: Path, dest_root: str, name: str) -> str:
-    """Where :meth:`ClusterFS.ship` puts ``files``: ``dest_root/<name>-<hash of their paths and contents>``."""
-    digest = hashlib.sha256()
-    for p in sorted(files):
-        digest.update(str(p.relative_to(base)).encode() + b"\0" + p.read_bytes() + b"\0")
-    return posixpath.join(dest_root, f"{name}-{digest.hexdigest()[:16]}")
+def shipped_dir(files: Sequence[Path], base: Path, dest_root: str, name: str, signature: Hashable | None = None) -> str:
+    """Where :meth:`ClusterFS.ship` puts ``files``: ``dest_root/<name>-<hash of their paths and contents>``.
+
+    With ``signature`` (what identifies the files' versions, e.g. their mtimes and sizes) the hash is computed
+    once per signature in this process."""
+    key = (tuple(str(p) for p in files), str(base), signature)
+    digest = _DIGESTS.get(key) if signature is not None else None
+    if digest is None:
+        h = hashlib.sha256()
+        for p in sorted(files):
+            h.update(str(p.relative_to(base)).encode() + b"\0" + p.read_bytes() + b"\0")
+        digest = h.hexdigest()[:16]
+        if signature is not None:
+            _DIGESTS[key] = digest
+    return posixpath.join(dest_root, f"{name}-{digest}")
+
+
+_DIGESTS: dict[tuple, str] = {}
