@@ -623,7 +623,7 @@ ALL_GPUS = Resources(nodes=2, gpus_per_node=4, cpus_per_gpu=1, time="00:10:00") 
 def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(
     repo, store, roots, holders, cli, monkeypatch
 ):
-    from roach.hold.hold import Holder
+    from roach.launch.holder import HolderHandle  # what an attempt inside a holder waits on
 
     # a holder that takes every GPU keeps the next one PENDING (Resources) until it is released
     big = hold(ALL_GPUS, cluster=CLUSTER, name="all", time="5", log_root=roots["log_root"], store=store)
@@ -668,13 +668,13 @@ def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(
 
     # waiting: the submission blocks in the holder's wait until the big holder goes, then starts at once
     waiting = threading.Event()
-    real_wait = Holder.wait_running
+    real_wait = HolderHandle.wait_running
 
     def noting(self, *a, **kw):
         waiting.set()
         return real_wait(self, *a, **kw)
 
-    monkeypatch.setattr(Holder, "wait_running", noting)
+    monkeypatch.setattr(HolderHandle, "wait_running", noting)
     result: dict = {}
 
     def go():  # a store connection of its own: SQLite's belong to their thread
