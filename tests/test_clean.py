@@ -12,7 +12,6 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
-from roach.cli.clusters import COMMANDS
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
 from roach.ops.clean import _SCRATCH, clean, clones, experiment_of, experiments
@@ -202,7 +201,7 @@ def test_clean_ends_the_experiment_keeps_its_checkpoints_and_touches_nothing_els
     assert all(p.exists() for p in logs[:2] + checkpoints + scratch)
 
     monkeypatch.setenv("ROACH_STORE", str(store.path))
-    group = RoachGroup(commands={c.name: c for c in COMMANDS}, context_settings=CONTEXT)
+    group = RoachGroup(context_settings=CONTEXT)  # loads each command from roach.cli.app.COMMANDS
     r = CliRunner().invoke(
         group,
         ["clean", "expA", "--cluster", "lab", "--run-as", LAB_USER, "--dry-run", "--json"],

@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
-from roach.cli.clusters import COMMANDS
 from roach.clusters.cluster import known_clusters
 from roach.clusters.discover import discover, propose
 from roach.clusters.userconfig import (
@@ -37,7 +36,7 @@ SHIPPED = ("aws", "dsi", "ilc", "lab", "marlowe")
 
 
 def cli(*args: str):
-    group = RoachGroup(commands={c.name: c for c in COMMANDS}, context_settings=CONTEXT)
+    group = RoachGroup(context_settings=CONTEXT)  # loads each command from roach.cli.app.COMMANDS
     return CliRunner().invoke(group, list(args), catch_exceptions=False)
 
 

@@ -23,7 +23,6 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
-from roach.cli.hold import COMMANDS
 from roach.errors import UsageError, WaitTimeoutError
 from roach.hold.hold import hold, render_holder
 from roach.lab.config import LAB_USER
@@ -325,7 +324,7 @@ def roots(repo):
 @pytest.fixture
 def cli(store, monkeypatch):
     monkeypatch.setenv("ROACH_STORE", str(store.path))
-    group = RoachGroup(commands={c.name: c for c in COMMANDS}, context_settings=CONTEXT)
+    group = RoachGroup(context_settings=CONTEXT)  # loads each command from roach.cli.app.COMMANDS
 
     def invoke(*args: str):
         r = CliRunner().invoke(group, [*args, "--run-as", LAB_USER], catch_exceptions=False)

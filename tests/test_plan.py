@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
-from roach.cli.clusters import COMMANDS
 from roach.clusters.guardrails import Refused
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
@@ -128,7 +127,7 @@ CLUSTER = LAB.with_(run_as=LAB_USER)
 
 
 def cli(*args: str):
-    group = RoachGroup(commands={c.name: c for c in COMMANDS}, context_settings=CONTEXT)
+    group = RoachGroup(context_settings=CONTEXT)  # loads each command from roach.cli.app.COMMANDS
     return CliRunner().invoke(group, list(args), catch_exceptions=False)
 
 

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import RoachGroup
-from roach.cli.workspace import COMMANDS, MISSING_REQUIRED
+from roach.cli.workspace import MISSING_REQUIRED
 from roach.clusters.cluster import Cluster
 from roach.errors import SlurmError, TransportError, UsageError
 from roach.lab.config import LAB_USER
@@ -40,11 +40,7 @@ from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
 @click.group(cls=RoachGroup)
 def app() -> None:
-    """The workspace commands as `roach` has them (errors become exit codes)."""
-
-
-for _cmd in COMMANDS:
-    app.add_command(_cmd)
+    """The commands as `roach` has them (loaded from roach.cli.app.COMMANDS; errors become exit codes)."""
 
 
 def _cli(*args: str):

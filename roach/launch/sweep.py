@@ -276,7 +276,9 @@ def sweep(
             hint="submit the runs one by one with submit(), which ships the commit as a git bundle",
         )
     guardrails.check_live(cluster, res, client)
-    limit = client.capabilities().max_array_size  # task indices 0 .. MaxArraySize-1: that many tasks an array
+    limit = client.capabilities(
+        cached=True
+    ).max_array_size  # task indices 0 .. MaxArraySize-1: that many tasks an array
     parts = split(len(grid), min(limit, max_array_size or limit))
 
     bundle_root = posixpath.join(p.abs_log_root, "bundles")

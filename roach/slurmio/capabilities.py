@@ -125,15 +125,15 @@ def from_config(config: dict[str, str], json: bool, only_job_state: bool = False
     )
 
 
-def probe(client: SlurmClient) -> Capabilities:
+def probe(client: SlurmClient, cached: bool = False) -> Capabilities:
     """Read the cluster's settings (one ``scontrol show config``); ask ``squeue --help`` about ``--json`` and
-    ``--only-job-state``.
+    ``--only-job-state``. ``cached``: both from the client's site cache where it holds them fresh.
 
     ``--help`` costs no controller RPC, and Slurm builds without the JSON plugins do not list ``--json``.
     """
-    config = client.config()
+    config = client.config(cached=cached)
     try:
-        helptext = client.run(["squeue", "--help"], retry=False).stdout
+        helptext = client.site_read("squeue-help", ["squeue", "--help"], cached, retry=False)
     except SlurmError:
         helptext = ""
     return from_config(config, "--json" in helptext, has_only_job_state(helptext))
