@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1}
+DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5}
 SMOKE = {
     "reps": 2,
     "sizes": [10, 50],
@@ -22,6 +22,7 @@ SMOKE = {
     "ssh_jobs": 10,
     "sweep_runs": 10,
     "preempt_modes": ["as-is"],
+    "store_records": 1000,
 }
 TITLES = {
     1: "Submit latency",
@@ -31,6 +32,7 @@ TITLES = {
     5: "Preemption loss",
     6: "Watch scale: CPU time of one status round",
     7: "Fault suite",
+    8: "The store at scale: ls and status",
 }
 
 
@@ -69,6 +71,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--ssh-jobs", type=int, default=100, help="benchmark 3: held jobs in the queue (default 100)")
     ap.add_argument("--sweep-runs", type=int, default=1000, help="benchmark 4: runs per sweep (default 1000)")
     ap.add_argument(
+        "--store-records", type=int, default=10000, help="benchmark 8: records in the store (default 10000)"
+    )
+    ap.add_argument(
         "--preempt-modes",
         default="term,user-signal",
         help="benchmark 5: how the lab preempts, 'term', 'user-signal' (preempt_send_user_signal) or "
@@ -92,7 +97,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             return any(x == flag or x.startswith(flag + "=") for x in argv)
 
         a.reps = a.reps if given("--reps") else SMOKE["reps"]
-        for key in ("sizes", "scale_sizes", "ssh_jobs", "sweep_runs", "preempt_modes"):
+        for key in ("sizes", "scale_sizes", "ssh_jobs", "sweep_runs", "preempt_modes", "store_records"):
             if not given(f"--{key.replace('_', '-')}"):
                 setattr(a, key, SMOKE[key])
     unknown = [n for n in (a.only or []) if n not in TITLES]
@@ -137,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         6: lambda jobs: mod("b6_scale").run(lab, jobs, a.scale_sizes, reps(6), log),
         # the smoke run leaves out the slow storm (ROACH_FAULTS_STORM keeps it short in a full run if set)
         7: lambda jobs: mod("b7_faults").run(lab, jobs, log, ("-m", "not slow") if a.smoke else ()),
+        8: lambda jobs: mod("b8_store").run(lab, jobs, a.store_records, reps(8), log),
     }
     failed = []
     for n in wanted:

@@ -1,0 +1,95 @@
+"""Benchmark 8, the store at scale: ``roach ls`` and ``roach status`` with N records in the store.
+
+The store holds N recorded jobs on the lab (default 10,000: every one ended and recorded, so the commands
+ask Slurm nothing and what is measured is roach's own start-up, the store's query and the rendering). Each
+command runs as its own process, from its start to its exit, as a user types it. The floor every Python
+command pays, ``python -c pass`` with the same interpreter, runs beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.labenv import Jobs, Lab
+from bench.report import Section
+from bench.stats import Row, comparison_table, target_row
+from roach.records.job_record import JobRecord
+from roach.records.store import Store
+
+METHODS = ("roach", "python -c pass")
+
+
+def _fill(store: Store, n: int) -> str:
+    """N ended jobs on the lab, newest last; returns a run id in the middle."""
+    recs = [
+        JobRecord(
+            cluster="lab",
+            job_id=100_000 + i,
+            run_id=f"bench-{i:06d}",
+            name="bench",
+            target="pkg.jobfns:first_line",
+            commit="0" * 40,
+            repo="bench",
+            log_path=f"/tmp/roach-bench/logs/bench-{i:06d}_{100_000 + i}.out",
+            bundle_dir=f"/tmp/roach-bench/logs/bundles/{100_000 + i}",
+            run_dir=f"/tmp/roach-bench/runs/bench-{i:06d}",
+            submitted_at=f"2026-11-{1 + i % 28:02d}T{i % 24:02d}:00:00Z",
+            resources={"nodes": 1, "gpus_per_node": 0},
+            status="completed",
+            slurm_state="COMPLETED",
+            exit_code="0:0",
+            recorded_at="2026-11-30T00:00:00Z",
+            job_json_at="2026-11-30T00:00:00Z",
+        )
+        for i in range(n)
+    ]
+    for k in range(0, n, 5000):
+        store.add_many(recs[k : k + 5000])
+    return recs[n // 2].run_id
+
+
+def _wall(argv: list[str], env: dict[str, str]) -> float:
+    t = time.perf_counter()
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, cwd="/")
+    wall = time.perf_counter() - t
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed (exit {r.returncode}): {r.stderr[-800:]}")
+    return wall
+
+
+def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
+    wd = lab.workdir("store")
+    store_path = Path(wd) / "store.sqlite"
+    with Store(store_path) as store:
+        run_id = _fill(store, n)
+    roach = str(Path(sys.executable).parent / "roach")
+    env = {**os.environ, **lab.env, "ROACH_STORE": str(store_path)}
+    cmds = {"ls": [roach, "ls", "--json"], "status": [roach, "status", run_id, "--json"]}
+    floor = [sys.executable, "-c", "pass"]
+    got: dict[str, dict[str, list[float]]] = {c: {m: [] for m in METHODS} for c in cmds}
+    for rep in range(reps + 1):  # repetition 0 warms the file cache and the .pyc files, not counted
+        for c, argv in cmds.items():
+            w, f = _wall(argv, env), _wall(floor, env)
+            if rep:
+                got[c]["roach"].append(w)
+                got[c]["python -c pass"].append(f)
+        log(f"bench 8: {'warm-up' if not rep else f'rep {rep}'}: status {w:.3f}s, python {f:.3f}s")
+    rows = [Row(f"`roach {c} --json`, {n} records: wall time", got[c], "s") for c in cmds]
+    body = [
+        f"Wall time of one command, as its own process from start to exit, with {n} ended jobs in the store "
+        "(they need no Slurm call: what is measured is roach's start-up, the store's query and the output). "
+        "`python -c pass` is the floor any Python command pays on this machine.",
+        "",
+        comparison_table(rows, METHODS),
+    ]
+    summary = [
+        target_row(f"`roach {c}` with {n} records", got[c]["roach"], None, "", "ms", max_value=150, scale=1000)
+        for c in cmds
+    ]
+    return Section(
+        8, "The store at scale: ls and status", "\n".join(body), {"records": n, "reps": reps}, summary=summary
+    )
