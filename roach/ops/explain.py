@@ -78,6 +78,17 @@ def other_tiers(record: QueueRecord, ctx: PendingContext, gpus: int) -> list[str
     return [t.name for t in ctx.tiers if t is not here and (t.gpu_cap is None or t.gpu_cap >= gpus)]
 
 
+def may_never(record: QueueRecord) -> bool:
+    """Whether :func:`explain` could say "never" for this pending record; False means it will not (a watch
+    round asks this of every pending job, and the full explanation only of these)."""
+    reason = record.reason
+    return (
+        reason in CAP_REASONS
+        or reason in (R.ReqNodeNotAvail, R.NodesDownDrained)
+        or TABLE[reason].outlook is Outlook.NEVER
+    )
+
+
 def explain(record: QueueRecord, context: PendingContext | None = None) -> Explanation:
     """The pending reason of ``record`` in plain words, read with ``context``.
 

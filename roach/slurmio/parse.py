@@ -7,6 +7,7 @@ offending line in ``repr`` form, never a silent default.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -176,9 +177,18 @@ def records(text: str, nfields: int, record_sep: str | None, what: str) -> Itera
 
 
 def parse_squeue(text: str) -> list[QueueRecord]:
-    """Output of ``squeue -h -O <squeue_format()>``."""
-    out = []
-    for f in records(text, len(SQUEUE_FIELDS), RS, "squeue"):
+    """Output of ``squeue -h -O <squeue_format()>``.
+
+    A round of the watch reads the same lines again and again (a held array of 1,000 tasks prints 1,000
+    lines that change only when a task does): each distinct line is parsed once, and its record (frozen)
+    reused while it is seen."""
+    chunks = [c.lstrip("\n") for c in text.split(RS)]
+    return [_squeue_record(c) for c in chunks if c.strip()]
+
+
+@functools.lru_cache(maxsize=65536)
+def _squeue_record(chunk: str) -> QueueRecord:
+    for f in records(chunk + RS, len(SQUEUE_FIELDS), RS, "squeue"):
         (
             jobid,
             arrayid,
@@ -201,29 +211,27 @@ def parse_squeue(text: str) -> list[QueueRecord]:
             start,
         ) = f
         reason_text = reason.strip()
-        out.append(
-            QueueRecord(
-                ref=JobRef.parse(arrayid),
-                raw_id=parse_int(jobid, "a job id"),
-                name=name,
-                user=user.strip(),
-                account=account.strip(),
-                partition=partition.strip(),
-                qos=qos.strip(),
-                state=JobState.parse(state),
-                reason=PendingReason.parse(reason_text),
-                reason_text=reason_text,
-                elapsed_s=parse_duration(used) or 0,
-                time_limit_s=parse_duration(limit),
-                restart_count=parse_int(restarts, "a restart count"),
-                nodes=parse_int(nnodes, "a node count"),
-                nodelist=nodelist.strip(),
-                tres=parse_tres(tres),
-                submit_time=parse_time(submit),
-                start_time=parse_time(start),
-            )
+        return QueueRecord(
+            ref=JobRef.parse(arrayid),
+            raw_id=parse_int(jobid, "a job id"),
+            name=name,
+            user=user.strip(),
+            account=account.strip(),
+            partition=partition.strip(),
+            qos=qos.strip(),
+            state=JobState.parse(state),
+            reason=PendingReason.parse(reason_text),
+            reason_text=reason_text,
+            elapsed_s=parse_duration(used) or 0,
+            time_limit_s=parse_duration(limit),
+            restart_count=parse_int(restarts, "a restart count"),
+            nodes=parse_int(nnodes, "a node count"),
+            nodelist=nodelist.strip(),
+            tres=parse_tres(tres),
+            submit_time=parse_time(submit),
+            start_time=parse_time(start),
         )
-    return out
+    raise ParseError(f"squeue: no record in {chunk!r}")
 
 
 @dataclass(frozen=True)

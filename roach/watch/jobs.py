@@ -14,7 +14,7 @@ from typing import Any
 from roach.model.job_state import JobState
 from roach.model.tiers import Tier, tier_of
 from roach.ops.events import Event, EventKind, human_seconds, job_label
-from roach.ops.explain import Explanation
+from roach.ops.explain import Explanation, may_never
 from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
 
 _REQUEUE_STATES = (JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState.REQUEUE_FED, JobState.SPECIAL_EXIT)
@@ -193,9 +193,10 @@ def on_queue(w: JobWatch, rec: QueueRecord, ctx: Ctx, first: bool) -> list[Event
             w.reported.append("started")
         w.stalled = False
     if rec.state.is_pending:
-        exp = ctx.explain(rec)
-        if exp.never:
-            flag = f"never:{rec.reason.name}"
+        flag = f"never:{rec.reason.name}"
+        if w.never_pending == rec.reason.name and flag in w.reported:
+            pass  # said already; for the same reason it stays "never" (a job's size, its pin, the table)
+        elif may_never(rec) and (exp := ctx.explain(rec)).never:
             if w.never_pending == rec.reason.name and flag not in w.reported:
                 events.append(
                     ctx.event(
