@@ -276,9 +276,8 @@ def sweep(
             hint="submit the runs one by one with submit(), which ships the commit as a git bundle",
         )
     guardrails.check_live(cluster, res, client)
-    limit = client.capabilities(
-        cached=True
-    ).max_array_size  # task indices 0 .. MaxArraySize-1: that many tasks an array
+    # MaxArraySize asked fresh (an admin may lower it): task indices 0 .. MaxArraySize-1, that many an array
+    limit = client.capabilities().max_array_size
     parts = split(len(grid), min(limit, max_array_size or limit))
 
     bundle_root = posixpath.join(p.abs_log_root, "bundles")
