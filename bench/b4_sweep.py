@@ -25,7 +25,7 @@ from pathlib import Path
 from bench import rounds
 from bench.labenv import BenchError, Jobs, Lab, submit_held
 from bench.report import Section
-from bench.stats import Row, comparison_table
+from bench.stats import Row, comparison_table, target_row
 
 METHODS = ("roach", "submitit map_array", "sbatch loop")
 
@@ -66,7 +66,26 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
         comparison_table(rows, METHODS),
     ]
     body.append(_completion(lab, wd, n, jobs, log))
-    return Section(4, "Sweep submission", "\n".join(body), {"runs": n, "reps": reps})
+    sub = "submitit map_array"
+    summary = [
+        target_row(
+            f"a {n}-run sweep submitted: wall",
+            [c.wall_s for c in got["roach"]],
+            [c.wall_s for c in got[sub]],
+            "submitit map_array",
+            "s",
+            max_ratio=1.0,
+        ),
+        target_row(
+            f"a {n}-run sweep submitted: Slurm RPCs",
+            [c.rpcs for c in got["roach"]],
+            [c.rpcs for c in got[sub]],
+            "submitit map_array",
+            "RPCs",
+            max_value=3,
+        ),
+    ]
+    return Section(4, "Sweep submission", "\n".join(body), {"runs": n, "reps": reps}, summary=summary)
 
 
 def _completion(lab: Lab, wd: Path, n: int, jobs: Jobs, log=print) -> str:

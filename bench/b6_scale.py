@@ -14,7 +14,7 @@ import time
 from bench import rounds
 from bench.labenv import BENCH_DIR, Jobs, Lab, submit_held_array
 from bench.report import Section, plot_lines
-from bench.stats import Row, Summary, comparison_table
+from bench.stats import Row, Summary, comparison_table, fmt, target_row
 from roach.slurmio import parse as P
 
 METHODS = ("roach", "submitit")
@@ -100,10 +100,37 @@ def _section(data, sizes, reps, kind_of_round) -> Section:
     plot = plot_lines(
         BENCH_DIR / "watch_scale.png", "CPU per status round", "array tasks in the queue", "CPU (ms)", panels
     )
+    summary = []
+    if 1000 in data:
+        r1000 = data[1000][0]["round"]
+        summary.append(
+            target_row(
+                "a watch round over 1,000 array tasks: CPU",
+                r1000["roach"],
+                r1000["submitit"],
+                "submitit",
+                "ms",
+                max_ratio=3.0,
+                scale=1000,
+            )
+        )
+        if 10000 in data:
+            big = Summary.of(data[10000][0]["round"]["roach"]).median / Summary.of(r1000["roach"]).median
+            summary.append(
+                {
+                    "figure": "a watch round over 10,000 array tasks: CPU, as a multiple of the 1,000-task round",
+                    "roach": f"{fmt(big)}x",
+                    "baseline": "–",
+                    "ratio": "–",
+                    "target": "<= 10x",
+                    "holds": big <= 10,
+                }
+            )
     return Section(
         6,
         "Watch scale: CPU time of one status round",
         "\n".join(body),
         {"sizes": ",".join(map(str, sizes)), "reps": reps},
         plot=plot,
+        summary=summary,
     )

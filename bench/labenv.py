@@ -71,7 +71,13 @@ class Lab:
 
     def as_user(self, argv: list[str], **kw) -> subprocess.CompletedProcess:
         """Run ``argv`` as the bench user with the lab's environment (and PYTHONPATH for submitit)."""
-        env = {**os.environ, **self.env, "PYTHONPATH": f"{ROOT}:{PYLIB}", "HOME": self.home}
+        env = {
+            **os.environ,
+            **self.env,
+            "PYTHONPATH": f"{ROOT}:{PYLIB}",
+            "HOME": self.home,
+            "ROACH_LAB_DIR": str(self.cfg.state),  # roach's lab cluster finds its SLURM_CONF there
+        }
         return subprocess.run(["runuser", "-u", self.user, "--", *argv], env=env, cwd="/", **kw)
 
     @property
