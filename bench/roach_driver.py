@@ -22,12 +22,10 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from bench.b1_latency import ONE_CPU
 from roach.launch.submit import submit
-from roach.model.resources import Resources
 from roach.records.store import Store
 from roach.slurm.clusters.lab import LAB
-
-ONE_CPU = Resources(gpus_per_node=0, cpus_per_task=1, time="00:05:00")  # as bench/b1_latency.py
 
 
 def _submit(a: argparse.Namespace, out: str, store: Store):

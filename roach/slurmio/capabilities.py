@@ -125,15 +125,15 @@ def from_config(config: dict[str, str], json: bool, only_job_state: bool = False
     )
 
 
-def probe(client: SlurmClient, cached: bool = False) -> Capabilities:
+def probe(client: SlurmClient) -> Capabilities:
     """Read the cluster's settings (one ``scontrol show config``); ask ``squeue --help`` about ``--json`` and
-    ``--only-job-state``. ``cached``: both from the client's site cache where it holds them fresh.
+    ``--only-job-state``.
 
     ``--help`` costs no controller RPC, and Slurm builds without the JSON plugins do not list ``--json``.
     """
-    config = client.config(cached=cached)
+    config = client.config()
     try:
-        helptext = client.site_read("squeue-help", ["squeue", "--help"], cached, retry=False)
+        helptext = client.run(["squeue", "--help"], retry=False).stdout
     except SlurmError:
         helptext = ""
     return from_config(config, "--json" in helptext, has_only_job_state(helptext))

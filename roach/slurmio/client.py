@@ -175,11 +175,11 @@ class SlurmClient:
         records = [r for r in re.split(r"(?=(?<!\S)JobId=)", res.stdout) if r.strip()]
         return PC.parse_key_values(records[0]) if records else None
 
-    def site_read(self, key: str, argv: list[str], cached: bool, *, retry: bool = True) -> str:
+    def _site_read(self, key: str, argv: list[str], cached: bool) -> str:
         """``argv``'s output, from :attr:`site_cache` when ``cached`` and it has a fresh copy."""
         text = self.site_cache.get(key) if cached and self.site_cache else None
         if text is None:
-            text = self.run(argv, retry=retry).stdout
+            text = self.run(argv).stdout
             if self.site_cache:
                 self.site_cache.put(key, text)  # a fresh read refreshes the cache
         return text
@@ -188,10 +188,10 @@ class SlurmClient:
         """Every node (``sinfo``). ``cached``: what was read within the site cache's age will do (the nodes'
         sizes and partitions, not their states, which go stale at once)."""
         argv = ["sinfo", "--Node", "--noheader", "-O", PC.sinfo_format()]
-        return PC.parse_sinfo_nodes(self.site_read("nodes", argv, cached))
+        return PC.parse_sinfo_nodes(self._site_read("nodes", argv, cached))
 
     def partitions(self, *, cached: bool = False) -> list[dict[str, str]]:
-        out = self.site_read("partitions", ["scontrol", "show", "partition", "-o"], cached)
+        out = self._site_read("partitions", ["scontrol", "show", "partition", "-o"], cached)
         return [PC.parse_key_values(ln) for ln in out.splitlines() if ln.strip()]
 
     def qos(self) -> list[dict[str, str]]:
@@ -206,14 +206,13 @@ class SlurmClient:
             argv.append(f"user={user}")
         return PC.parse_sacctmgr(self.run(argv).stdout, fields_)
 
-    def config(self, *, cached: bool = False) -> dict[str, str]:
-        return PC.parse_show_config(self.site_read("config", ["scontrol", "show", "config"], cached))
+    def config(self) -> dict[str, str]:
+        return PC.parse_show_config(self.run(["scontrol", "show", "config"]).stdout)
 
-    def capabilities(self, refresh: bool = False, *, cached: bool = False) -> Capabilities:
-        """What this cluster's Slurm can do and how it is set (probed once per client, then kept). ``cached``:
-        the probe may read the site cache (a sweep's MaxArraySize); the watch probes Slurm itself."""
+    def capabilities(self, refresh: bool = False) -> Capabilities:
+        """What this cluster's Slurm can do and how it is set (probed once per client, then cached)."""
         if self._caps is None or refresh:
-            self._caps = probe(self, cached=cached)
+            self._caps = probe(self)
         return self._caps
 
     def hostnames(self, nodelist: str) -> list[str]:
