@@ -395,6 +395,7 @@ def test_every_state_and_reason_in_the_captures_is_a_known_member():
         JobState.TIMEOUT,
         JobState.PREEMPTED,
         JobState.REQUEUED,
+        JobState.OUT_OF_MEMORY,  # the lab with --memory-cgroup
     }
 
 

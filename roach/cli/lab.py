@@ -68,6 +68,12 @@ def lab() -> None:
     help='slurmd\'s Prolog script, run as root before each job on a node ("" for none). [default: none]',
 )
 @click.option(
+    "--memory-cgroup/--no-memory-cgroup",
+    default=None,
+    help="Enforce jobs' --mem through the cgroup v1 memory controller (task/cgroup), so a job over it ends "
+    f"OUT_OF_MEMORY. {_default('memory_cgroup')}",
+)
+@click.option(
     "--job-package",
     "job_packages",
     multiple=True,

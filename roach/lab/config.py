@@ -76,6 +76,9 @@ class LabConfig:
     low_grace_time: int = 20
     high_gpu_cap: int = 4
     prolog: str = ""  # slurmd's Prolog script ("" none); the fault suite sets a failing one
+    # Enforce jobs' memory through the cgroup v1 memory controller (task/cgroup, ConstrainRAMSpace), so a job over
+    # its --mem ends OUT_OF_MEMORY as on a real cluster. Off by default: it needs a mounted, writable controller.
+    memory_cgroup: bool = False
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -157,11 +160,16 @@ class LabConfig:
     # -- rendering -----------------------------------------------------------------------------------
     def _values(self) -> dict[str, str]:
         have = release.installed()
-        cgroup = (
-            "CgroupPlugin=disabled"
-            if have is not None and have.knows_cgroup_plugin_disabled
-            else ("# (this Slurm has no CgroupPlugin=disabled: the default, where no cgroup plugin is used)")
-        )
+        if self.memory_cgroup:
+            cgroup = "CgroupPlugin=cgroup/v1\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\nAllowedSwapSpace=0"
+            tracking = "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup"
+        else:
+            cgroup = (
+                "CgroupPlugin=disabled"
+                if have is not None and have.knows_cgroup_plugin_disabled
+                else ("# (this Slurm has no CgroupPlugin=disabled: the default, where no cgroup plugin is used)")
+            )
+            tracking = "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none"
         setting = PreemptSignalSetting(self.preempt_signal_setting)
         params = [setting.line()] if self.preempt_send_user_signal else []
         return {
@@ -175,6 +183,7 @@ class LabConfig:
             "ctld_parameters": "\n".join(params),
             "prolog": f"Prolog={self.prolog}" if self.prolog else "# no Prolog (`roach lab up --prolog PATH` sets one)",
             "cgroup_plugin": cgroup,
+            "tracking": tracking,
             "db_password": self.db_password(),
             **{k: str(v) for k, v in self.ports.items()},
         }

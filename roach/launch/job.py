@@ -108,7 +108,7 @@ class Job:
         return final.state.after_queue()
 
     def _accounting(self) -> AcctRecord | None:
-        recs = [r for r in self.client.sacct([self.slurm_id]) if r.step is None and self._is_me(r.ref)]
+        recs = [r for r in self.client.ends([self.slurm_id]) if r.step is None and self._is_me(r.ref)]
         return recs[-1] if recs else None
 
     def wait(self, timeout: float | None = None, poll_s: float = 2.0) -> AcctRecord:

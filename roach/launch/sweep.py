@@ -142,7 +142,7 @@ class Sweep:
         return out
 
     def _accounting(self) -> list[AcctRecord]:
-        return [a for a in self.client.sacct(self.array_ids) if a.step is None and a.ref.task is not None]
+        return [a for a in self.client.ends(self.array_ids) if a.step is None and a.ref.task is not None]
 
     def wait(self, timeout: float | None = None, poll_s: float = 5.0) -> dict[str, AcctRecord]:
         """Block until every run ended (sacct says so, never an empty squeue); record each final state in

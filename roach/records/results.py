@@ -69,9 +69,21 @@ class NotCompletedError(RoachError):
             detail = "; no rank raised. The log ends:\n" + "\n".join(f"    {ln}" for ln in log_tail)
         else:
             detail = "; its log is empty or missing"
+        advice = _ADVICE.get(state, "")
         super().__init__(
-            f"{what} did not complete: {state_text}{detail}", hint=f"read its log: roach logs {run_id} ({log_path})"
+            f"{what} did not complete: {state_text}{detail}",
+            hint=f"{advice}read its log: roach logs {run_id} ({log_path})",
         )
+
+
+# What to do about an end that no traceback explains: Slurm's state says what stopped the run.
+_ADVICE = {
+    JobState.OUT_OF_MEMORY: "it used more memory than it asked for (Slurm's cgroup killed it): resubmit with more "
+    "(Resources(mem=...), --resources with mem) or use less; ",
+    JobState.TIMEOUT: "it reached its time limit inside a step: give it more time (Resources(time=...)) or "
+    "checkpoint more often; ",
+    JobState.NODE_FAIL: "its node failed: `roach resume` continues it from its last checkpoint; ",
+}
 
 
 class SweepNotCompletedError(RoachError):

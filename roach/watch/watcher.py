@@ -158,7 +158,7 @@ class Watcher(Promoting, Heartbeat):
             # a task that never started is in sacct only as its array's pending range: ask the array too
             arrays = sorted({k.split("_")[0] for k in ask if "_" in k} - set(ask))
             try:
-                found = self.client.sacct([*ask, *arrays])
+                found = self.client.ends([*ask, *arrays])
             except (SlurmError, TransportError) as err:
                 acct = None
                 events += outage_events(name, meta, "slurmdbd", err, now)

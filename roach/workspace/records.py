@@ -68,7 +68,7 @@ def record_final(
     rec = None
     for i, delay in enumerate(delays):
         sleep(delay)
-        rec = final_record(base, client.sacct([job_id]), utc_now(), partial=i == len(delays) - 1)
+        rec = final_record(base, client.ends([job_id]), utc_now(), partial=i == len(delays) - 1)
         if rec is not None:
             break
     if rec is None:

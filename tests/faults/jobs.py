@@ -46,6 +46,8 @@ def train(
     hang_at=None,
     fail_at=None,
     until_term_at=None,
+    hog_at=None,
+    hog_mb=0,
 ):
     """``steps`` steps of ``step_s`` (``fast_s`` from restart count ``fast_from_restart`` on).
 
@@ -54,6 +56,7 @@ def train(
     ``hang_rank``/``hang_at``: in an attempt from the top, that rank ignores TERM and hangs at that step (never returns).
     ``fail_at``: the function raises at that step (a crash).
     ``until_term_at``: that step lasts until the rank receives a TERM (a step longer than what is left of the limit).
+    ``hog_at``/``hog_mb``: at that step the rank fills ``hog_mb`` MiB of memory (every page written) and keeps it.
     """
     if dist:
         import torch.distributed as td
@@ -71,6 +74,9 @@ def train(
             run.log("hanging at step %d, ignoring TERM", step)
             while True:
                 time.sleep(1)
+        if step == hog_at:
+            hogged = b"x" * (hog_mb << 20)  # a local: held to the end of the run
+            run.log("holding %d MiB", len(hogged) >> 20)
         if step == fail_at:
             raise RuntimeError(f"the fault suite's crash at step {step}")
         while step == until_term_at and signal.SIGTERM not in run.signals.received:

@@ -6,8 +6,8 @@ apart), Slurm requeues the NODE_FAIL (counted as a node failure where its ranks 
 spent: FAILED with a line saying how to continue; `roach resume` then completes it. Beside it, a crash
 (FAILED, never requeued) and a job whose time limit comes while it is inside a step (TIMEOUT, never requeued; a job
 that reaches a step boundary after the limit's USR1 takes it as a wall-clock stop instead).
-OUT_OF_MEMORY cannot be made here: the lab enforces no memory (no cgroups), and jobacct_gather's
-OverMemoryKill kills the step on Slurm 22.05 with the job recorded FAILED 9:0, not OUT_OF_MEMORY."""
+OUT_OF_MEMORY needs memory enforced (cgroups), which the main lab does not: test_out_of_memory.py makes it
+on a private lab started with ``memory_cgroup``."""
 
 from __future__ import annotations
 
