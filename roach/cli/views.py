@@ -223,7 +223,7 @@ def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, w
     queued = {_key(r): _entries(r, by_job) for r in jobs}
     ask = sorted({r.slurm_id for r in jobs if not queued[_key(r)] and not r.is_final})
     rows: dict[int, list[AcctRecord]] = {}
-    for a in client.sacct(ask) if ask else []:
+    for a in client.ends(ask) if ask else []:
         if a.step is None:
             rows.setdefault(a.ref.job, []).append(a)
     holders = [r.job_id for r in jobs if r.target == HOLD_TARGET and any(q.state.is_running for q in queued[_key(r)])]
