@@ -29,6 +29,9 @@ class Recorded:
         self.calls.append("sacct")
         return [r for r in self.rows if str(r.job_id) in {str(i) for i in ids}]
 
+    def ends(self, ids):
+        return self.sacct(ids)  # these recordings hold allocations only: no step to fold
+
 
 def test_gone_from_the_queue_while_accounting_says_running_is_no_state_with_the_reason(tmp_path):
     # sacct_X_lab_22.05_mixed.txt: 57 RUNNING, 63 PENDING, 60 FAILED
