@@ -13,6 +13,7 @@ from rich.text import Text
 from roach import lab as lablib
 from roach.cli import demo as demo_module
 from roach.errors import LabError, RoachError
+from roach.lab.release_root import ReleaseLab, SlurmRelease
 
 state_dir_option = click.option(
     "--state-dir",
@@ -20,6 +21,27 @@ state_dir_option = click.option(
     default=None,
     help="The lab's state directory. Default: $ROACH_LAB_DIR, else /var/lib/roach/lab as root.",
 )
+
+
+slurm_option = click.option(
+    "--slurm",
+    "slurm",
+    type=click.Choice([r.value for r in SlurmRelease]),
+    default=SlurmRelease.SYSTEM.value,
+    show_default=True,
+    help="The Slurm release: this machine's, or Debian's 24.11 (trixie) / 26.05 (sid) in a root of its own "
+    "(debootstrapped into the state directory once, then reused).",
+)
+root_option = click.option(
+    "--root",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="With --slurm 24.11/26.05: an existing Debian root of that release to use. [default: STATE_DIR/root]",
+)
+
+
+def _release_lab(slurm: str, state_dir: str | None, root: str | None, port_base: int | None = None) -> ReleaseLab:
+    return ReleaseLab.resolve(SlurmRelease.parse(slurm), state_dir, root, port_base)
 
 
 def _default(name: str) -> str:
@@ -79,19 +101,49 @@ def lab() -> None:
     multiple=True,
     help="A pip requirement to install into the venv the lab's jobs run in (repeatable), e.g. torch==2.13.0.",
 )
-def up(state_dir: str | None, job_packages: tuple[str, ...], **options) -> None:
+@slurm_option
+@root_option
+def up(state_dir: str | None, job_packages: tuple[str, ...], slurm: str, root: str | None, **options) -> None:
     """Start whatever part of the lab is not running (as root); a no-op when it is all up.
 
-    Options not given keep the values the lab was last started with.
+    Options not given keep the values the lab was last started with. With --slurm 24.11 or 26.05 the lab's
+    daemons and client commands are that release's, in a Debian root of its own: `roach lab shell --slurm V`
+    opens a shell there (only --port-base and --job-package apply to it).
     """
+    if slurm != SlurmRelease.SYSTEM.value:
+        _release_lab(slurm, state_dir, root, options.get("port_base")).up(click.echo, job_packages)
+        return
     lablib.up(state_dir, log=click.echo, job_packages=job_packages, **options)
 
 
 @lab.command()
 @state_dir_option
-def down(state_dir: str | None) -> None:
-    """Cancel the lab's jobs and stop its daemons (as root)."""
+@slurm_option
+@root_option
+def down(state_dir: str | None, slurm: str, root: str | None) -> None:
+    """Cancel the lab's jobs and stop its daemons (as root); with --slurm, also unmount its root's binds."""
+    if slurm != SlurmRelease.SYSTEM.value:
+        _release_lab(slurm, state_dir, root).down(click.echo)
+        return
     lablib.down(state_dir, log=click.echo)
+
+
+@lab.command(context_settings={"ignore_unknown_options": True})
+@state_dir_option
+@click.option(
+    "--slurm",
+    "slurm",
+    type=click.Choice([r.value for r in SlurmRelease if r is not SlurmRelease.SYSTEM]),
+    required=True,
+    help="The release lab to enter (started with `roach lab up --slurm V`).",
+)
+@root_option
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def shell(ctx: click.Context, state_dir: str | None, slurm: str, root: str | None, command: tuple[str, ...]) -> None:
+    """A shell (or COMMAND) in a release lab's root: that Slurm's commands, its lab's SLURM_CONF, and roach
+    from this source tree. Exits with the shell's (or COMMAND's) exit code."""
+    ctx.exit(_release_lab(slurm, state_dir, root).shell(command))
 
 
 @lab.command()

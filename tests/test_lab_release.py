@@ -1,0 +1,91 @@
+"""`roach lab up --slurm 24.11/26.05`: a lab whose daemons and client commands are another Slurm release.
+
+Making a Debian root takes minutes and a mirror, so the lab test uses roots that exist already: the matrix's
+(``make test-matrix`` makes /var/tmp/roach-matrix/{trixie,sid}-root; CI runs this file after it) or those named by
+``ROACH_RELEASE_ROOTS`` (``24.11=/dir,26.05=/dir``). Where none exists it is skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roach.errors import UsageError
+from roach.lab.release_root import ReleaseLab, SlurmRelease, mounted
+from tests.conftest import wait_until
+
+PORT_BASE = 19217  # away from the main lab, the lifecycle tests' (17917) and the OOM lab (19117)
+MATRIX = {"24.11": "/var/tmp/roach-matrix/trixie-root", "26.05": "/var/tmp/roach-matrix/sid-root"}
+
+
+def _roots() -> dict[str, str]:
+    named = dict(kv.split("=", 1) for kv in os.environ.get("ROACH_RELEASE_ROOTS", "").split(",") if "=" in kv)
+    found = {v: d for v, d in {**MATRIX, **named}.items() if Path(d, "usr/bin/apt-get").exists()}
+    return found
+
+
+def _roach(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, "-m", "roach", *args], capture_output=True, text=True, timeout=900)
+    assert not check or r.returncode == 0, (args, r.returncode, r.stdout[-3000:], r.stderr[-3000:])
+    return r
+
+
+def _processes_in(root: str) -> list[str]:
+    """Every live process whose root directory is ``root`` (the lab's daemons and jobs run chrooted there)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/root") == root:
+                found.append(f"{pid}: {Path(f'/proc/{pid}/comm').read_text().strip()}")
+        except OSError:
+            continue
+    return found
+
+
+def test_a_release_is_one_of_the_known_ones_and_a_state_dir_keeps_its_release(tmp_path):
+    with pytest.raises(UsageError) as err:
+        SlurmRelease.parse("23.02")
+    assert "system, 24.11, 26.05" in (err.value.hint or "")
+    with pytest.raises(UsageError, match="without --slurm"):
+        ReleaseLab.resolve(SlurmRelease.SYSTEM, str(tmp_path), None, None)
+    made = ReleaseLab.resolve(SlurmRelease.V24_11, str(tmp_path), None, None)
+    assert (made.root, made.port_base) == (tmp_path / "root", SlurmRelease.V24_11.default_port_base)
+    made.save()
+    assert ReleaseLab.resolve(SlurmRelease.V24_11, str(tmp_path), None, None) == made
+    with pytest.raises(UsageError, match="holds a lab on Slurm 24.11, not 26.05"):
+        ReleaseLab.resolve(SlurmRelease.V26_05, str(tmp_path), None, None)
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["24.11", "26.05"])
+def test_a_release_lab_runs_the_demo_on_that_release_and_goes_down_clean(version, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the lab cluster needs root")
+    root = _roots().get(version)
+    if root is None:
+        pytest.skip(f"no Debian root for Slurm {version} here (make test-matrix makes one; or ROACH_RELEASE_ROOTS)")
+    state = str(tmp_path / "state")
+    common = ["--slurm", version, "--state-dir", state, "--root", root]
+    try:
+        up = _roach("lab", "up", *common, "--port-base", str(PORT_BASE))
+        assert f"{version}." in up.stdout and "lab is up" in up.stdout, up.stdout
+        # The client commands are that release's, and so is the controller they reach.
+        assert _roach("lab", "shell", *common, "--", "sinfo", "-V").stdout.split()[-1].startswith(version)
+        ctld = _roach("lab", "shell", *common, "--", "scontrol", "show", "config").stdout
+        assert re.search(rf"^SLURM_VERSION\s*=\s*{re.escape(version)}\.", ctld, re.M), ctld[-3000:]
+        assert re.search(rf"^SlurmctldPort\s*=\s*{PORT_BASE}$", ctld, re.M), ctld[-3000:]
+        demo = _roach("lab", "shell", *common, "--", "roach", "lab", "demo")
+        assert "COMPLETED, exit code 0:0" in demo.stdout, demo.stdout[-3000:]
+        # A second start is a no-op on the running lab.
+        assert "lab is up" in _roach("lab", "up", *common, "--port-base", str(PORT_BASE)).stdout
+    finally:
+        down = _roach("lab", "down", *common, check=False)
+    assert down.returncode == 0, down.stderr
+    wait_until(f"the {version} lab's processes to end", lambda: not _processes_in(root), timeout=60)
+    assert [d for d in ("/proc", "/sys", "/dev") if mounted(root + d)] == []
