@@ -57,6 +57,8 @@ COMMANDS: dict[str, str] = {
     "pull": "roach.cli.workspace:pull",
     "verify": "roach.cli.workspace:verify",
     "lab": "roach.cli.lab:lab",
+    "mcp": "roach.cli.agent.server:mcp",
+    "skill": "roach.cli.agent.skill:skill",
 }
 
 
