@@ -161,3 +161,30 @@ def test_a_dirty_tree_is_refused(agent, repo, user_slurm):
     finally:
         train.write_text(text)
     assert os.path.exists(train)
+
+
+@pytest.mark.lab
+def test_sweep_and_a_move_the_command_refuses(agent, repo):
+    sw = agent.call(
+        "sweep", target="pkg.train:train", grid=[{"lr": 1}, {"lr": 2}], resources="CPU", **_where(repo, "mcp-s")
+    )
+    repo.submitted += sw["array_ids"]
+    assert sw["runs"] == 2 and sw["cluster"] == "lab" and len(sw["array_ids"]) == 1
+    wait_until(
+        "both runs of the sweep to complete",
+        lambda: all(agent.call("status", ref=f"{sw['sweep_id']}-{i}")["state"] == "COMPLETED" for i in (0, 1)),
+        timeout=120,
+        every=2,
+    )
+    text = agent.refused("move", ref=f"{sw['sweep_id']}-0", to="high", repo_root=str(repo.work))
+    assert "is not in the queue: there is nothing to move" in text and "hint: " in text
+
+    sub = agent.call(
+        "submit", target="pkg.train:sleepy", resources="CPU", args={"seconds": 300}, **_where(repo, "mcp-s")
+    )
+    repo.submitted.append(sub["job_id"])
+    wait_until("the sleepy run to run", lambda: agent.call("status", ref=sub["run_id"])["status"] == "running", 60)
+    text = agent.refused("move", ref=sub["run_id"], to="high", repo_root=str(repo.work))
+    assert f"run {sub['run_id']} does not checkpoint" in text and "hint: pass --force" in text
+    assert agent.call("status", ref=sub["run_id"])["status"] == "running"  # refused: nothing was done to it
+    assert agent.call("cancel", ref=sub["run_id"], wait_s=60)["ended"] == "CANCELLED"
