@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import click
 from click.testing import CliRunner
@@ -13,6 +14,8 @@ from roach.cli.agent.skillcheck import command_lines, text_problems
 from roach.cli.app import cli
 from roach.cli.jobs import submit
 from roach.clusters.cluster import known_clusters
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_every_command_line_of_the_skill_and_its_pages_exists_with_its_options():
@@ -24,14 +27,26 @@ def test_every_command_line_of_the_skill_and_its_pages_exists_with_its_options()
         assert command_lines(page) and text_problems(page, cli) == []
 
 
+def test_every_command_line_of_the_docs_exists_with_its_options():
+    """The same check over the docs the skill and its pages draw on, so they cannot drift either."""
+    pages = [*sorted((REPO / "docs").rglob("*.md")), REPO / "README.md"]
+    assert sum(len(command_lines(p.read_text())) for p in pages) > 100
+    assert [f"{p.relative_to(REPO)}: {x}" for p in pages for x in text_problems(p.read_text(), cli)] == []
+
+
 def test_the_check_finds_a_command_or_an_option_that_does_not_exist():
     text = (
         "Use `roach submit pkg.m:f --resources CPU --no-such-option` and `roach nosuch`.\n"
         "```\nroach clusters show lab --bogus\nroach clones prune --node n1\nroach watch --json | jq .\n```\n"
+        "`roach -h`, `roach COMMAND -h`, `roach --nope`, `roach lab up [--prolog P] [--a/--no-a]`, `roach ls/stat`"
     )
     assert text_problems(text, cli) == [
         "'roach submit pkg.m:f --resources CPU --no-such-option': `roach submit` has no option '--no-such-option'",
         "'roach nosuch': roach has no command 'nosuch'",
+        "'roach --nope': `roach` has no option '--nope'",
+        "'roach lab up [--prolog P] [--a/--no-a]': `roach lab up` has no option '--a'",
+        "'roach lab up [--prolog P] [--a/--no-a]': `roach lab up` has no option '--no-a'",
+        "'roach stat': roach has no command 'stat'",
         "'roach clusters show lab --bogus': `roach clusters show` has no option '--bogus'",
     ]
 

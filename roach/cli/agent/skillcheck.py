@@ -29,8 +29,9 @@ def _tokens(line: str) -> list[str]:
     except ValueError:  # an unclosed quote in prose: words are enough here
         words = line.split()
     out: list[str] = []
-    for w in words:  # `[--json]`, `--a|--b`, `--x=V`: each option on its own
-        out += [p for p in re.split(r"[|\[\]{}()]", w) if p]
+    for w in words:  # `[--json]`, `--a|--b`, `--flag/--no-flag`, `--x=V`: each option on its own
+        for part in re.split(r"[|\[\]{}()]", w):
+            out += part.split("/") if part.startswith("--") else [part] if part else []
     return out
 
 
@@ -45,6 +46,10 @@ def _options(command: click.Command, ctx: click.Context) -> set[str]:
 def problems(line: str, group: click.Group) -> list[str]:
     """What is wrong with one `roach ...` line: an unknown command, or an option that command does not take."""
     words = _tokens(line)[1:]
+    if words and (words[0] == "..." or words[0].isupper()):
+        return []  # `roach COMMAND -h`, `roach ...`: a placeholder for any command
+    if words and "/" in words[0] and not words[0].startswith("-"):  # `roach ls/status/logs`: several commands
+        return [p for name in words[0].split("/") for p in problems(f"roach {name}", group)]
     command: click.Command = group
     path = ["roach"]
     ctx = click.Context(group)
@@ -56,7 +61,7 @@ def problems(line: str, group: click.Group) -> list[str]:
             break  # an argument of a group that runs without a subcommand
         command, path = sub, [*path, words.pop(0)]
         ctx = click.Context(command, parent=ctx, info_name=path[-1])
-    if command is group:
+    if command is group and (not words or not all(w.startswith("-") for w in words)):
         return [f"{line!r}: names no command"]
     known = _options(command, ctx)
     return [
