@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from roach.cli.agent.events import EventLog
 from roach.cli.agent.server import TOOLS, command_help
 from roach.cli.app import cli
 from roach.lab.config import LAB_USER
@@ -52,12 +53,29 @@ def _cli_json(*args: str):
 def test_the_server_lists_every_tool_with_its_commands_help():
     with Agent() as a:
         tools = a.tools()
+        # a value the command's parser refuses is its usage error, as the command line prints it
+        text = a.refused("logs", ref="any", lines=0)
+    assert "Invalid value for '-n' / '--lines': 0 is not in the range x>=1." in text, text
     assert set(tools) == set(TOOLS) >= {"submit", "sweep", "status", "logs", "cancel", "why", "plan", "watch_events"}
     assert set(TOOLS) >= {"move", "clean"}
     for name, (command, _) in TOOLS.items():
         assert tools[name].description.startswith(command_help(command)), name
     assert tools["submit"].input_schema["required"] == ["target", "resources"]
     assert tools["clean"].input_schema["properties"]["dry_run"]["default"] is True
+
+
+def test_the_event_log_gives_what_is_after_a_cursor():
+    log = EventLog(keep=3)
+    log.add([{"event": "started"}, {"event": "finished"}])
+    got = log.since(0)
+    assert [e["seq"] for e in got["events"]] == [1, 2] and got["cursor"] == 2 and got["dropped"] == 0
+    assert log.since(2) == {"events": [], "cursor": 2, "dropped": 0, "stale_cursor": False}
+    log.add([{"event": "heartbeat"}, {"event": "stalled"}])  # keeps 3: seq 1 is gone
+    got = log.since(0, limit=2)
+    assert [e["seq"] for e in got["events"]] == [2, 3] and got["cursor"] == 3 and got["dropped"] == 1
+    assert [e["event"] for e in log.since(got["cursor"])["events"]] == ["stalled"]
+    stale = log.since(99)  # a cursor from a server that has restarted since: everything kept
+    assert stale["stale_cursor"] is True and [e["seq"] for e in stale["events"]] == [2, 3, 4]
 
 
 @pytest.mark.lab
@@ -95,6 +113,7 @@ def test_submit_watch_status_logs_why_clean_on_the_lab(agent, repo):
     assert agent.call("logs", ref=str(sub["job_id"]), lines=1)["log"].count("\n") == 1
 
     why = agent.call("why", ref=sub["run_id"])
+    assert why == _cli_json("why", sub["run_id"], "--run-as", LAB_USER)
     assert why == {"job_id": str(sub["job_id"]), "run_id": sub["run_id"], "state": "not in the queue", "pending": False}
 
     log = Path(status["log"])
