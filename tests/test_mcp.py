@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from roach.cli.agent.events import EventLog
 from roach.cli.agent.server import TOOLS, command_help
+from roach.cli.agent.skill import generate
 from roach.cli.app import cli
 from roach.lab.config import LAB_USER
 from tests.conftest import private_store, wait_until
@@ -55,6 +56,8 @@ def test_the_server_lists_every_tool_with_its_commands_help():
         tools = a.tools()
         # a value the command's parser refuses is its usage error, as the command line prints it
         text = a.refused("logs", ref="any", lines=0)
+        skill = a.resource("roach://skill")
+    assert skill == generate().text
     assert "Invalid value for '-n' / '--lines': 0 is not in the range x>=1." in text, text
     assert set(tools) == set(TOOLS) >= {"submit", "sweep", "status", "logs", "cancel", "why", "plan", "watch_events"}
     assert set(TOOLS) >= {"move", "clean"}

@@ -47,7 +47,12 @@ class Agent:
                 while (item := await self.queue.get()) is not None:
                     what, arg, fut = item
                     try:
-                        fut.set_result(await (session.list_tools() if what == "list" else session.call_tool(*arg)))
+                        if what == "list":
+                            fut.set_result(await session.list_tools())
+                        elif what == "read":
+                            fut.set_result(await session.read_resource(arg))
+                        else:
+                            fut.set_result(await session.call_tool(*arg))
                     except Exception as e:  # the test sees it where it called
                         fut.set_exception(e)
         except Exception as e:
@@ -69,6 +74,9 @@ class Agent:
 
     def tools(self) -> dict[str, Any]:
         return {t.name: t for t in self._ask("list", None, 60).tools}
+
+    def resource(self, uri: str) -> str:
+        return "".join(getattr(c, "text", "") for c in self._ask("read", uri, 60).contents)
 
     def result(self, tool: str, timeout: float = 300, **args: Any) -> tuple[bool, str]:
         """(is_error, text) of one call."""

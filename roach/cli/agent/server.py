@@ -14,6 +14,7 @@ import click
 
 from roach import __version__
 from roach.cli.agent.invoke import CommandFailed
+from roach.cli.agent.skill import generate
 from roach.cli.agent.tools import AgentTools
 from roach.cli.app import cli
 from roach.cli.common import run_as_option
@@ -90,7 +91,15 @@ def build_server(tools: AgentTools) -> Any:
             description=f"{command_help(command)}\n\n{extra}",
             structured_output=False,
         )
+
+    @server.resource("roach://skill", name="skill", mime_type="text/markdown", description=SKILL_RESOURCE)
+    def skill() -> str:
+        return generate().text
+
     return server
+
+
+SKILL_RESOURCE = "The workflow of submitting, watching, rebalancing, preemption and cleanup: `roach skill`'s text."
 
 
 @click.command("mcp")
@@ -99,6 +108,7 @@ def mcp(run_as: str | None) -> None:
     """Serve roach's commands as MCP tools on stdin/stdout, for a coding agent.
 
     Tools: submit, sweep, status, ls, logs, cancel, why, plan, move, clean, watch_events. Each runs the command
-    of that name with --json and refuses what it refuses; see docs/agents.md.
+    of that name with --json and refuses what it refuses; the resource roach://skill is `roach skill`'s text.
+    See docs/agents.md.
     """
     build_server(AgentTools(run_as=run_as)).run("stdio")
