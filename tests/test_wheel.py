@@ -112,3 +112,17 @@ def test_installed_roach_prints_the_lab_env(installed):
     env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "ROACH_LAB_DIR")}
     r = _run([str(venv / "bin" / "roach"), "lab", "env", "--state-dir", str(LAB_STATE)], cwd=venv.parent, env=env)
     assert f"export SLURM_CONF={LabConfig.load(LAB_STATE).slurm_conf}" in r.stdout.splitlines()
+
+
+def test_installed_roach_prints_the_skill_and_asks_for_the_mcp_extra(installed):
+    """The skill's template rides in the wheel; `roach mcp` without the `mcp` extra says how to get it."""
+    venv, _ = installed
+    roach_bin = str(venv / "bin" / "roach")
+    assert "mcp" in _run([roach_bin, "-h"], cwd=venv.parent).stdout  # help lists it without importing mcp
+    skill = _run([roach_bin, "skill"], cwd=venv.parent).stdout
+    assert skill.startswith("---\nname: roach\n") and "### `roach submit [OPTIONS] TARGET`" in skill
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    r = subprocess.run(
+        [roach_bin, "mcp"], cwd=venv.parent, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    assert r.returncode == 7 and "pip install 'roach[mcp]'" in r.stderr, (r.returncode, r.stderr)

@@ -57,6 +57,8 @@ COMMANDS: dict[str, str] = {
     "pull": "roach.cli.workspace:pull",
     "verify": "roach.cli.workspace:verify",
     "lab": "roach.cli.lab:lab",
+    "mcp": "roach.cli.agent.server:mcp",
+    "skill": "roach.cli.agent.skill:skill",
 }
 
 
@@ -90,7 +92,8 @@ def cli() -> None:
 
     Exit codes: 0 ok, 1 unexpected error, 2 usage error, 3 lab error or lab not up,
     4 transport error, 5 Slurm error, 6 the job ran and did not complete, 7 something required is
-    missing (doctor prerequisite, workspace file or remote root, job bundle, a required file).
+    missing (doctor prerequisite, workspace file or remote root, job bundle, a required file), 8 a moved
+    run did not resume at its step, 9 another `roach watch` watches this cluster, 10 a wait ran out of time.
     """
 
 

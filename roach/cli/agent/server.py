@@ -1,0 +1,114 @@
+"""`roach mcp`: roach's commands as the tools of an MCP server on stdio, for coding agents (docs/agents.md).
+
+The ``mcp`` package is an optional extra (``pip install 'roach[mcp]'``): it is imported only when the server
+starts, so `roach -h` and every other command work without it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from roach import __version__
+from roach.cli.agent.invoke import CommandFailed
+from roach.cli.agent.skill import generate
+from roach.cli.agent.tools import AgentTools
+from roach.cli.app import cli
+from roach.cli.common import run_as_option
+from roach.errors import RoachError
+
+# Each tool: the `roach` command it runs (its help is the tool's description) and what the tool adds to it.
+TOOLS: dict[str, tuple[str, str]] = {
+    "submit": ("submit", "Result: `roach submit --json`. `args` are the function's keyword arguments."),
+    "sweep": ("sweep", "Result: `roach sweep --json`. `grid` is the list of the runs' keyword arguments."),
+    "status": ("status", "Result: `roach status --json`. `ref` is a run id or a Slurm job id."),
+    "ls": ("ls", "Result: `roach ls --json`."),
+    "logs": ("logs", "The last `lines` lines of the log: {ref, lines, log, note}."),
+    "cancel": ("cancel", "Result: `roach cancel --json`. Only jobs in roach's store (ones you submitted)."),
+    "why": ("why", "Result: `roach why --json`."),
+    "plan": ("plan", "Result: `roach plan --json`."),
+    "move": ("move", "Result: `roach move --json`. `to` is the tier's name."),
+    "clean": ("clean", "Result: `roach clean --json`. `dry_run` is true unless you set it false."),
+    "watch_events": (
+        "watch",
+        "Runs one round of `roach watch --once --json` and returns {events, cursor, dropped, stale_cursor, "
+        "watch_exit_code}: the events after `cursor` (each with its `seq`), oldest first. Pass the returned "
+        "`cursor` next time to get only what is new. Cursors count from 0 each time the server starts.",
+    ),
+}
+
+
+class ExtraMissing(RoachError):
+    """An optional extra roach needs for this is not installed."""
+
+    exit_code = 7  # something required is missing (docs/cli.md)
+
+
+def command_help(name: str) -> str:
+    """The first paragraph of `roach NAME -h`: the one place a command's help is written."""
+    with click.Context(cli) as ctx:
+        command = cli.get_command(ctx, name)
+    assert command is not None, name
+    return (command.help or "").strip().split("\n\n")[0].replace("\n", " ")
+
+
+def _refusing(fn: Callable[..., str]) -> Callable[..., str]:
+    """The tool's function, its refusals an MCP tool error whose text is the message and the hint."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> str:
+        try:
+            return fn(*args, **kwargs)
+        except CommandFailed as e:
+            raise ToolError(e.text) from None
+
+    return call
+
+
+def build_server(tools: AgentTools) -> Any:
+    """The MCP server whose tools are ``tools``' methods."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+    except ImportError:
+        raise ExtraMissing(
+            "`roach mcp` needs the mcp package, which is not installed",
+            hint="pip install 'roach[mcp]' (or: pip install mcp)",
+        ) from None
+    server = MCPServer(
+        name="roach",
+        version=__version__,
+        log_level="WARNING",  # refusals are the agent's to read, not the server's stderr
+        instructions="roach runs Python functions as resumable Slurm jobs. `roach skill` prints the workflow.",
+    )
+    for tool, (command, extra) in TOOLS.items():
+        server.add_tool(
+            _refusing(getattr(tools, tool)),
+            name=tool,
+            description=f"{command_help(command)}\n\n{extra}",
+            structured_output=False,
+        )
+
+    @server.resource("roach://skill", name="skill", mime_type="text/markdown", description=SKILL_RESOURCE)
+    def skill() -> str:
+        return generate().text
+
+    return server
+
+
+SKILL_RESOURCE = "The workflow of submitting, watching, rebalancing, preemption and cleanup: `roach skill`'s text."
+
+
+@click.command("mcp")
+@run_as_option
+def mcp(run_as: str | None) -> None:
+    """Serve roach's commands as MCP tools on stdin/stdout, for a coding agent.
+
+    Tools: submit, sweep, status, ls, logs, cancel, why, plan, move, clean, watch_events. Each runs the command
+    of that name with --json and refuses what it refuses; the resource roach://skill is `roach skill`'s text.
+    See docs/agents.md.
+    """
+    build_server(AgentTools(run_as=run_as)).run("stdio")

@@ -1,0 +1,212 @@
+"""`roach mcp`: the MCP server, driven with the `mcp` package's own stdio client, against the lab as its user.
+
+Each tool must give what the command's ``--json`` prints and refuse what the command refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from roach.cli.agent.events import EventLog
+from roach.cli.agent.server import TOOLS, command_help
+from roach.cli.agent.skill import generate
+from roach.cli.app import cli
+from roach.lab.config import LAB_USER
+from tests.conftest import private_store, wait_until
+from tests.support.mcp import Agent
+from tests.test_cli_jobs import LabRepo, repo  # noqa: F401  (the pushed repository of pkg.train, a fixture)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def store_path() -> Iterator[Path]:
+    yield from private_store("roach-mcp-store-")
+
+
+@pytest.fixture(scope="module")
+def agent(lab) -> Iterator[Agent]:
+    """One server for the module, acting as the lab's user."""
+    with Agent("--run-as", LAB_USER) as a:
+        yield a
+
+
+def _where(repo: LabRepo, experiment: str) -> dict[str, str]:
+    return {
+        "cluster": "lab",
+        "repo_root": str(repo.work),
+        "log_root": str(repo.root / experiment / "logs"),
+        "experiment": experiment,
+    }
+
+
+def _cli_json(*args: str):
+    r = CliRunner().invoke(cli, [*args, "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_the_server_lists_every_tool_with_its_commands_help():
+    with Agent() as a:
+        tools = a.tools()
+        # a value the command's parser refuses is its usage error, as the command line prints it
+        text = a.refused("logs", ref="any", lines=0)
+        skill = a.resource("roach://skill")
+    assert skill == generate().text
+    assert "Invalid value for '-n' / '--lines': 0 is not in the range x>=1." in text, text
+    assert set(tools) == set(TOOLS) >= {"submit", "sweep", "status", "logs", "cancel", "why", "plan", "watch_events"}
+    assert set(TOOLS) >= {"move", "clean"}
+    for name, (command, _) in TOOLS.items():
+        assert tools[name].description.startswith(command_help(command)), name
+    assert tools["submit"].input_schema["required"] == ["target", "resources"]
+    assert tools["clean"].input_schema["properties"]["dry_run"]["default"] is True
+
+
+def test_the_event_log_gives_what_is_after_a_cursor():
+    log = EventLog(keep=3)
+    log.add([{"event": "started"}, {"event": "finished"}])
+    got = log.since(0)
+    assert [e["seq"] for e in got["events"]] == [1, 2] and got["cursor"] == 2 and got["dropped"] == 0
+    assert log.since(2) == {"events": [], "cursor": 2, "dropped": 0, "stale_cursor": False}
+    log.add([{"event": "heartbeat"}, {"event": "stalled"}])  # keeps 3: seq 1 is gone
+    got = log.since(0, limit=2)
+    assert [e["seq"] for e in got["events"]] == [2, 3] and got["cursor"] == 3 and got["dropped"] == 1
+    assert [e["event"] for e in log.since(got["cursor"])["events"]] == ["stalled"]
+    stale = log.since(99)  # a cursor from a server that has restarted since: everything kept
+    assert stale["stale_cursor"] is True and [e["seq"] for e in stale["events"]] == [2, 3, 4]
+
+
+@pytest.mark.lab
+def test_submit_watch_status_logs_why_clean_on_the_lab(agent, repo):
+    sub = agent.call(
+        "submit", target="pkg.train:train", resources="CPU", args={"lr": 0.5, "steps": 4}, **_where(repo, "mcp-a")
+    )
+    repo.submitted.append(sub["job_id"])
+    assert sub["status"] == "submitted" and sub["run_id"].startswith("train-")
+
+    # the watch's events by cursor: each call runs one round and returns only what is new
+    cursor, seen = 0, []
+
+    def finished():
+        nonlocal cursor
+        got = agent.call("watch_events", cursor=cursor, cluster="lab")
+        assert got["cursor"] >= cursor and not got["stale_cursor"]
+        seen.extend(got["events"])
+        cursor = got["cursor"]
+        return [e for e in got["events"] if e["event"] == "finished" and e["run_id"] == sub["run_id"]]
+
+    (end,) = wait_until("a finished event for the run", finished, timeout=120, every=1)
+    assert end["state"] == "COMPLETED"
+    seqs = [e["seq"] for e in seen]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # no event twice across the calls
+    again = agent.call("watch_events", cursor=0, cluster="lab")  # an older cursor: the kept events again
+    assert [e["seq"] for e in again["events"]][: len(seqs)] == seqs
+
+    status = agent.call("status", ref=sub["run_id"])
+    assert (status["state"], status["exit_code"]) == ("COMPLETED", "0:0")
+    assert status == _cli_json("status", sub["run_id"], "--run-as", LAB_USER)  # the CLI's own JSON
+
+    logs = agent.call("logs", ref=sub["run_id"], lines=20)
+    assert "lr=0.5 steps=4" in logs["log"] and "finished" in logs["log"]
+    assert agent.call("logs", ref=str(sub["job_id"]), lines=1)["log"].count("\n") == 1
+
+    why = agent.call("why", ref=sub["run_id"])
+    assert why == _cli_json("why", sub["run_id"], "--run-as", LAB_USER)
+    assert why == {"job_id": str(sub["job_id"]), "run_id": sub["run_id"], "state": "not in the queue", "pending": False}
+
+    log = Path(status["log"])
+    (report,) = agent.call("clean", experiment="mcp-a", cluster="lab")  # dry_run unless told otherwise
+    assert report["dry_run"] is True and str(log) in report["logs"] and log.exists()  # listed, not deleted
+    assert report == _cli_json("clean", "mcp-a", "--cluster", "lab", "--dry-run", "--run-as", LAB_USER)[0]
+
+
+@pytest.mark.lab
+def test_cancel_acts_on_its_own_jobs_only(agent, repo, user_slurm, jobs):
+    sub = agent.call(
+        "submit", target="pkg.train:sleepy", resources="CPU", args={"seconds": 300}, **_where(repo, "mcp-b")
+    )
+    repo.submitted.append(sub["job_id"])
+    got = agent.call("cancel", ref=sub["run_id"], wait_s=60)
+    assert got["cancelled"] is True and got["ended"] == "CANCELLED" and got["run_id"] == sub["run_id"]
+    assert not [q for q in user_slurm.squeue(job_ids=[sub["job_id"]]) if q.state.is_active]
+
+    # a job of the same user that roach did not submit: not in the store, so not the agent's to cancel
+    other = user_slurm.sbatch(
+        ["--job-name=not-roach", "--output=/dev/null", "--time=00:05:00"], "#!/bin/sh\nsleep 300\n"
+    )
+    jobs.append(other)
+    text = agent.refused("cancel", ref=str(other), cluster="lab")
+    assert f"no job id or run id '{other}' on cluster 'lab' in the store" in text and "hint: " in text
+    time.sleep(1)
+    assert [q for q in user_slurm.squeue(job_ids=[other]) if q.state.is_active]  # still there
+
+
+@pytest.mark.lab
+def test_plan_is_the_commands_plan(agent):
+    got = agent.call("plan", gpus=1, cluster="lab")
+    cli_plan = _cli_json("plan", "--gpus", "1", "--cluster", "lab", "--run-as", LAB_USER)
+    assert set(got) == set(cli_plan) and got["chosen"] is not None
+    assert got["chosen"]["tier"] == cli_plan["chosen"]["tier"]
+
+
+@pytest.mark.lab
+def test_a_metered_cluster_is_refused_without_opt_in(repo, tmp_path, user_slurm):
+    toml = tmp_path / "clusters.toml"
+    toml.write_text("[clusters.lab]\nmetered = true\n")
+    before = {q.raw_id for q in user_slurm.squeue()}
+    with Agent("--run-as", LAB_USER, env={"ROACH_CLUSTERS_TOML": str(toml)}) as a:
+        text = a.refused("submit", target="pkg.train:train", resources="CPU", args={"lr": 1}, **_where(repo, "mcp-m"))
+        assert "cluster lab is metered" in text and "hint: " in text and "--metered" in text
+        text = a.refused("sweep", target="pkg.train:train", grid=[{"lr": 1}], resources="CPU", **_where(repo, "mcp-m"))
+        assert "cluster lab is metered" in text
+    assert {q.raw_id for q in user_slurm.squeue()} == before  # nothing queued
+    assert not (repo.root / "mcp-m").exists()  # nothing written
+
+
+@pytest.mark.lab
+def test_a_dirty_tree_is_refused(agent, repo, user_slurm):
+    train = repo.work / "pkg" / "train.py"
+    text = train.read_text()
+    train.write_text(text + "\n# not committed\n")
+    try:
+        before = {q.raw_id for q in user_slurm.squeue()}
+        refused = agent.refused(
+            "submit", target="pkg.train:train", resources="CPU", args={"lr": 1}, **_where(repo, "mcp-d")
+        )
+        assert "uncommitted change" in refused and "pkg/train.py" in refused and "hint: " in refused
+        assert {q.raw_id for q in user_slurm.squeue()} == before
+    finally:
+        train.write_text(text)
+    assert os.path.exists(train)
+
+
+@pytest.mark.lab
+def test_sweep_and_a_move_the_command_refuses(agent, repo):
+    sw = agent.call(
+        "sweep", target="pkg.train:train", grid=[{"lr": 1}, {"lr": 2}], resources="CPU", **_where(repo, "mcp-s")
+    )
+    repo.submitted += sw["array_ids"]
+    assert sw["runs"] == 2 and sw["cluster"] == "lab" and len(sw["array_ids"]) == 1
+    wait_until(
+        "both runs of the sweep to complete",
+        lambda: all(agent.call("status", ref=f"{sw['sweep_id']}-{i}")["state"] == "COMPLETED" for i in (0, 1)),
+        timeout=120,
+        every=2,
+    )
+    text = agent.refused("move", ref=f"{sw['sweep_id']}-0", to="high", repo_root=str(repo.work))
+    assert "is not in the queue: there is nothing to move" in text and "hint: " in text
+
+    sub = agent.call(
+        "submit", target="pkg.train:sleepy", resources="CPU", args={"seconds": 300}, **_where(repo, "mcp-s")
+    )
+    repo.submitted.append(sub["job_id"])
+    wait_until("the sleepy run to run", lambda: agent.call("status", ref=sub["run_id"])["status"] == "running", 60)
+    text = agent.refused("move", ref=sub["run_id"], to="high", repo_root=str(repo.work))
+    assert f"run {sub['run_id']} does not checkpoint" in text and "hint: pass --force" in text
+    assert agent.call("status", ref=sub["run_id"])["status"] == "running"  # refused: nothing was done to it
+    assert agent.call("cancel", ref=sub["run_id"], wait_s=60)["ended"] == "CANCELLED"
