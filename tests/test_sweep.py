@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -381,7 +382,10 @@ def test_roach_watch_reports_every_run_of_a_sweep_and_records_each_job_json(repo
         assert jj.status == ("failed" if j.run_id.endswith("-5") else "completed"), (j.run_id, jj, j.log())
 
 
-def test_a_grid_larger_than_the_clusters_max_array_size_is_split_transparently(repo, store, roots, lab):
+def test_a_grid_larger_than_the_clusters_max_array_size_is_split_transparently(
+    repo, store, roots, lab, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no site cache yet: MaxArraySize is read
     from roach.lab import lab as lablib
 
     lablib.up(log=lambda *_: None, max_array_size=4)  # task indices 0..3: four tasks an array
@@ -402,6 +406,38 @@ def test_a_grid_larger_than_the_clusters_max_array_size_is_split_transparently(r
     assert {a.state for a in done.values()} == {JobState.COMPLETED}
     runs = Path(roots["log_root"]).parent / "runs"
     assert [json.loads((runs / j.run_id / "result.json").read_text())["sq"] for j in sw] == [i * i for i in range(9)]
+
+
+def test_a_stale_cached_max_array_size_is_asked_again_when_sbatch_refuses_the_array(
+    repo, store, roots, lab, monkeypatch, tmp_path
+):
+    """The sweep splits by the site cache's MaxArraySize (no call); an admin may have lowered it since. Here the
+    cache says 20000 while slurmctld enforces the lab's 10001: sbatch refuses the one array of 10002, the sweep
+    reads MaxArraySize fresh and splits, nothing of the refused array left behind."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    client = CLUSTER.client()
+    config = client.run(["scontrol", "show", "config"]).stdout
+    stale = re.sub(r"^(MaxArraySize\s*=\s*)\d+", r"\g<1>20000", config, flags=re.M)
+    assert stale != config
+    client.site_cache.put("config", stale)
+    assert CLUSTER.client().max_array_size(cached=True) == 20000
+    n = lab.max_array_size + 1
+    sw = sweep(
+        "pkg.grid:square",
+        [{"x": i} for i in range(n)],
+        resources=CPU,
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        **roots,
+    )
+    try:
+        assert [len(store.array_tasks("lab", a)) for a in sw.array_ids] == [lab.max_array_size, 1]
+        assert CLUSTER.client().max_array_size(cached=True) == lab.max_array_size  # the fresh read is cached
+        queued = {q.ref.job for q in CLUSTER.client().squeue(user=LAB_USER)}
+        assert queued == set(sw.array_ids), queued  # the refused array queued nothing
+    finally:
+        sw.cancel()
 
 
 def test_the_caps_per_submission_hold_for_a_sweep_as_a_whole(repo, store, roots, tmp_path, monkeypatch):

@@ -21,7 +21,6 @@ import posixpath
 import time
 from typing import Any
 
-from roach.clusters.cluster import Cluster
 from roach.clusters.route import submitted_route
 from roach.errors import RoachError, UsageError
 from roach.launch.hold_steps import StepKind
@@ -29,13 +28,12 @@ from roach.launch.holder import HolderHandle, HolderInfo
 from roach.launch.inside_attempts import AttemptPaths, attempt_id, attempt_records, read_attempts, split_attempt_id
 from roach.launch.inside_job import InsideJob
 from roach.launch.inside_script import AttemptInputs, render_driver, render_step
+from roach.launch.prepare import Prepared
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
 from roach.model.resources import Resources
-from roach.model.run_spec import RepoRef, RunSpec
 from roach.records.bundle import JobJson
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
-from roach.slurmio.client import SlurmClient
 from roach.slurmio.clusterfs import ClusterFS
 
 SETTLE_S = 120.0  # how long a new attempt waits for a stopped one's steps to leave squeue -s
@@ -107,33 +105,31 @@ def _next_attempt(fs: ClusterFS, store: Store, cluster: str, holder: int, bundle
 
 
 def submit_inside(
+    p: Prepared,
     *,
     holder: int,
-    cluster: Cluster,
-    resources: Resources,
-    target: str,
     args: dict[str, Any],
-    job_env: dict[str, str],
-    name: str,
     run_id: str,
-    repo: Any,
-    python_path: list[str],
-    log_root: str,
-    abs_log_root: str,
-    clone_root: str,
-    secrets_dir: str | None,
     run_dir: str,
     description: str,
     checkpoint_every: int | None,
-    store: Store,
-    client: SlurmClient,
-    fs: ClusterFS,
     force: bool = False,
     settle_s: float = SETTLE_S,
     wait_holder_s: float | None = None,
 ) -> InsideJob:
-    """Start an attempt now as steps of ``holder``; the values are submit()'s, validated there. A holder
-    still pending is waited for up to ``wait_holder_s`` (None: refused at once)."""
+    """Start an attempt now as steps of ``holder``; ``p`` and the values are submit()'s, validated there. A
+    holder still pending is waited for up to ``wait_holder_s`` (None: refused at once)."""
+    cluster, resources, target, name, repo, store, client, fs = (
+        p.cluster,
+        p.resources,
+        p.target,
+        p.name,
+        p.repo,
+        p.store,
+        p.client,
+        p.fs,
+    )
+    abs_log_root, clone_root = p.abs_log_root, p.clone_root
     h = HolderHandle(cluster, holder, store.get(cluster.name, holder), store)
     h._client = client
     info = h.info()
@@ -217,25 +213,15 @@ def submit_inside(
             run_dir=run_dir,
             holder_ending=h.ending_path,
         )
-        spec = RunSpec(
-            target=target,
-            args=args,
+        spec = p.run_spec(
             run_id=run_id,
-            name=name,
-            cluster=cluster.name,
             run_dir=run_dir,
-            log_root=log_root,
-            clone_root=clone_root,
-            secrets_dir=secrets_dir,
-            job_env=dict(job_env),
-            python_path=python_path,
+            args=args,
             checkpoint_every=checkpoint_every,
-            checkpoint_signal=cluster.checkpoint_signal,
             # A step cannot be requeued: a wall-clock stop must never `scontrol requeue` the holder.
             max_timeout_requeues=0,
             holder=holder,
             attempt=n,
-            repo=RepoRef(repo.url, repo.commit, repo.name),
         )
         fs.write(paths.spec, spec.to_json())
         fs.write(paths.node_sh, node_script(), mode="755")

@@ -20,6 +20,7 @@ from roach.errors import UsageError
 from roach.launch.repo import inspect_repo
 from roach.launch.target import check_target, locate_module, parse_target
 from roach.model.resources import Resources
+from roach.model.run_spec import RepoRef, RunSpec
 from roach.records.store import Store
 from roach.slurmio.clusterfs import ClusterFS
 
@@ -105,6 +106,33 @@ class Prepared:
     store: Store
     client: Any  # SlurmClient
     fs: ClusterFS
+    target: str
+    clone_root: str
+    secrets_dir: str | None
+
+    def run_spec(
+        self, *, run_id: str, run_dir: str, args: dict[str, Any], checkpoint_every: int | None, **own: Any
+    ) -> RunSpec:
+        """The spec the ranks of one job of this submission read: what was checked here, and the job's ``own``
+        values (a sweep's grid, a holder attempt's number, a mirror's ``repo``...), which win."""
+        fields: dict[str, Any] = {
+            "target": self.target,
+            "args": args,
+            "run_id": run_id,
+            "name": self.name,
+            "cluster": self.cluster.name,
+            "run_dir": run_dir,
+            "log_root": self.log_root,
+            "clone_root": self.clone_root,
+            "secrets_dir": self.secrets_dir,
+            "job_env": dict(self.env),
+            "python_path": self.python_path,
+            "checkpoint_every": checkpoint_every,
+            "checkpoint_signal": self.cluster.checkpoint_signal,
+            "max_timeout_requeues": self.cluster.max_timeout_requeues,
+            "repo": RepoRef(self.repo.url, self.repo.commit, self.repo.name),
+        }
+        return RunSpec(**{**fields, **own})
 
 
 def prepare(
@@ -154,4 +182,19 @@ def prepare(
         loose = fs.secrets_readable_by_others(fs.expand(secrets_dir))
         if loose:
             raise UsageError(f"secrets files readable by others: {', '.join(loose)}", hint="chmod 600 each of them")
-    return Prepared(cluster, res, env, name, repo, python_path, log_root, abs_log_root, store, client, fs)
+    return Prepared(
+        cluster,
+        res,
+        env,
+        name,
+        repo,
+        python_path,
+        log_root,
+        abs_log_root,
+        store,
+        client,
+        fs,
+        target,
+        clone_root,
+        secrets_dir,
+    )

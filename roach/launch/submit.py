@@ -97,8 +97,8 @@ def submit(
         store=store,
         commit=commit,
     )
-    cluster, res, env, name, repo, store = p.cluster, p.resources, p.env, p.name, p.repo, p.store
-    python_path, log_root, abs_log_root, client, fs = p.python_path, p.log_root, p.abs_log_root, p.client, p.fs
+    cluster, res, name, repo, store = p.cluster, p.resources, p.name, p.repo, p.store
+    log_root, abs_log_root, client, fs = p.log_root, p.abs_log_root, p.client, p.fs
     resuming = run_id is not None
     run_id = run_id or new_run_id(name)
     earlier = store.latest_for_run(run_id) if resuming else None
@@ -114,26 +114,13 @@ def submit(
 
     if inside is not None:  # steps of a running holder, started now (roach/launch/inside.py)
         return submit_inside(
+            p,
             holder=int(inside),
-            cluster=cluster,
-            resources=res,
-            target=target,
             args=args,
-            job_env=env,
-            name=name,
             run_id=run_id,
-            repo=repo,
-            python_path=python_path,
-            log_root=log_root,
-            abs_log_root=abs_log_root,
-            clone_root=clone_root,
-            secrets_dir=secrets_dir,
             run_dir=run_dir,
             description=description,
             checkpoint_every=checkpoint_every,
-            store=store,
-            client=client,
-            fs=fs,
             force=force,
             wait_holder_s=wait_holder_s,
         )
@@ -165,21 +152,11 @@ def submit(
     with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir, f"submission of job {job_id}"):
         if not cluster.git_reachable:
             push_commit(cluster, repo.root, repo.commit, mirror_root=mirror_root, transport=client.transport)
-        spec = RunSpec(
-            target=target,
-            args=args,
+        spec = p.run_spec(
             run_id=run_id,
-            name=name,
-            cluster=cluster.name,
             run_dir=run_dir,
-            log_root=log_root,
-            clone_root=clone_root,
-            secrets_dir=secrets_dir,
-            job_env=dict(env),
-            python_path=python_path,
+            args=args,
             checkpoint_every=checkpoint_every,
-            checkpoint_signal=cluster.checkpoint_signal,
-            max_timeout_requeues=cluster.max_timeout_requeues,
             repo=RepoRef(repo_url, repo.commit, repo.name),
         )
         submitted = utc_now()

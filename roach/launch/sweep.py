@@ -23,7 +23,7 @@ from roach.clusters.cluster import Cluster
 from roach.clusters.paths import check_cluster_path
 from roach.clusters.route import reaching, submitted_route
 from roach.clusters.userconfig import configured
-from roach.errors import UsageError, WaitTimeoutError
+from roach.errors import SlurmError, UsageError, WaitTimeoutError
 from roach.launch import script as batch
 from roach.launch.job import Job
 from roach.launch.prepare import RUN_ID, check_args, default_run_root, new_run_id, prepare
@@ -31,12 +31,13 @@ from roach.launch.shipping import node_script, runtime_dir, ship_runtime
 from roach.launch.submit import released_or_undone
 from roach.model.job_state import JobState
 from roach.model.resources import Resources
-from roach.model.run_spec import RepoRef, RunSpec, SweepRef
+from roach.model.run_spec import SweepRef
 from roach.records.bundle import BundlePaths, JobJson
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.results import NotCompletedError, SweepNotCompletedError, collect, ended
 from roach.records.store import Store
+from roach.slurmio.client import ARRAY_REFUSED
 from roach.slurmio.clusterfs import ClusterFS
 from roach.slurmio.parse import AcctRecord, array_ranges
 
@@ -276,9 +277,9 @@ def sweep(
             hint="submit the runs one by one with submit(), which ships the commit as a git bundle",
         )
     guardrails.check_live(cluster, res, client)
-    # MaxArraySize asked fresh (an admin may lower it): task indices 0 .. MaxArraySize-1, that many an array
-    limit = client.capabilities().max_array_size
-    parts = split(len(grid), min(limit, max_array_size or limit))
+    # MaxArraySize: task indices 0 .. MaxArraySize-1, that many an array. The site cache's copy saves a call;
+    # where an admin lowered it since, sbatch refuses the array, and it is asked again fresh.
+    cached_limit = client.max_array_size(cached=True)
 
     bundle_root = posixpath.join(p.abs_log_root, "bundles")
     inputs = dict(
@@ -295,18 +296,29 @@ def sweep(
         clone_root=clone_root,
         run_dir=run_root,
     )
-    arrays: list[tuple[batch.ArrayPart, int, str]] = []
+
+    def queue_held(limit: int) -> list[tuple[batch.ArrayPart, int, str]]:
+        """Every array queued held (none left queued if one is refused)."""
+        arrays: list[tuple[batch.ArrayPart, int, str]] = []
+        try:
+            for offset, count in split(len(grid), min(limit, max_array_size or limit)):
+                after = arrays[-1][1] if arrays and parallelism else None
+                part = batch.ArrayPart(sweep_id, count, offset, parallelism, run_root, after=after)
+                text = batch.render(batch.ScriptInputs(**inputs, array=part))
+                arrays.append((part, client.sbatch(["--hold"], text), text))
+        except BaseException:
+            if arrays:
+                client.scancel([a[1] for a in arrays])
+            raise
+        return arrays
+
     try:
-        for offset, count in parts:
-            part = batch.ArrayPart(
-                sweep_id, count, offset, parallelism, run_root, after=arrays[-1][1] if arrays and parallelism else None
-            )
-            text = batch.render(batch.ScriptInputs(**inputs, array=part))
-            arrays.append((part, client.sbatch(["--hold"], text), text))
-    except BaseException:
-        if arrays:
-            client.scancel([a[1] for a in arrays])
-        raise
+        arrays = queue_held(cached_limit)
+    except SlurmError as err:
+        fresh = client.max_array_size() if ARRAY_REFUSED in err.stderr else cached_limit
+        if fresh == cached_limit:
+            raise
+        arrays = queue_held(fresh)
     ids = [a[1] for a in arrays]
     submitted = utc_now()
     files: dict[str, str] = {}
@@ -316,24 +328,13 @@ def sweep(
     for part, array_id, text in arrays:
         shared = BundlePaths(p.abs_log_root, sweep_id, array_id)
         dirs.append(shared.bundle_dir)
-        spec = RunSpec(
-            target=target,
+        spec = p.run_spec(
+            run_id=sweep_id,
+            run_dir=run_root,
+            args={},
+            checkpoint_every=checkpoint_every,
             sweep=SweepRef(sweep_id, part.offset, run_root),
             grid=[dict(g) for g in grid[part.offset : part.offset + part.count]],
-            args={},
-            run_id=sweep_id,
-            name=p.name,
-            cluster=cluster.name,
-            run_dir=run_root,
-            log_root=p.log_root,
-            clone_root=clone_root,
-            secrets_dir=secrets_dir,
-            job_env=dict(p.env),
-            python_path=p.python_path,
-            checkpoint_every=checkpoint_every,
-            checkpoint_signal=cluster.checkpoint_signal,
-            max_timeout_requeues=cluster.max_timeout_requeues,
-            repo=RepoRef(repo.url, repo.commit, repo.name),
         )
         files[shared.script] = text
         files[shared.spec] = spec.to_json()

@@ -23,6 +23,9 @@ from roach.slurmio.queue_states import ONLY_JOB_STATE, StateRecord, parse_squeue
 from roach.slurmio.site_cache import SiteCache
 from roach.slurmio.transport import Result, Transport
 
+# sbatch's refusal of an array whose indices reach MaxArraySize (or are otherwise invalid).
+ARRAY_REFUSED = "Invalid job array specification"
+
 # stderr that means "try again shortly", seen from controllers under load or restarting.
 _TRANSIENT = re.compile(
     r"Socket timed out|Resource temporarily unavailable|Unable to contact slurm controller|"
@@ -218,8 +221,14 @@ class SlurmClient:
             argv.append(f"user={user}")
         return PC.parse_sacctmgr(self.run(argv).stdout, fields_)
 
-    def config(self) -> dict[str, str]:
-        return PC.parse_show_config(self.run(["scontrol", "show", "config"]).stdout)
+    def config(self, *, cached: bool = False) -> dict[str, str]:
+        """``scontrol show config``; ``cached``: what was read within the site cache's age will do."""
+        return PC.parse_show_config(self._site_read("config", ["scontrol", "show", "config"], cached))
+
+    def max_array_size(self, *, cached: bool = False) -> int:
+        """MaxArraySize (task indices 0 .. it - 1). ``cached`` may be stale: an administrator may lower it, and
+        sbatch then refuses a larger array (:data:`ARRAY_REFUSED`): ask again fresh and split again."""
+        return int(self.config(cached=cached).get("MaxArraySize", "1001"))
 
     def capabilities(self, refresh: bool = False) -> Capabilities:
         """What this cluster's Slurm can do and how it is set (probed once per client, then cached)."""

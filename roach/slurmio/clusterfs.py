@@ -85,11 +85,7 @@ class ClusterFS:
         root = posixpath.commonpath([posixpath.dirname(posixpath.normpath(p)) for p in files])
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            for path, data in files.items():
-                raw = data.encode()
-                info = tarfile.TarInfo(posixpath.relpath(posixpath.normpath(path), root))
-                info.size, info.mode = len(raw), int(mode, 8)
-                tar.addfile(info, io.BytesIO(raw))
+            _add_texts(tar, {posixpath.relpath(posixpath.normpath(p), root): d for p, d in files.items()}, int(mode, 8))
         self._sh(_WRITE_MANY, root, input=buf.getvalue(), what=f"writing {len(files)} files under {root}")
 
     def write_bundle(self, files: dict[str, str], runtime: Sequence[Path], base: Path, runtime_dest: str) -> None:
@@ -101,11 +97,7 @@ class ClusterFS:
         (root,) = dirs
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            for path, data in files.items():
-                raw = data.encode()
-                info = tarfile.TarInfo(f"b/{posixpath.basename(path)}")
-                info.size, info.mode = len(raw), 0o644
-                tar.addfile(info, io.BytesIO(raw))
+            _add_texts(tar, {f"b/{posixpath.basename(p)}": d for p, d in files.items()}, 0o644)
             _add_files(tar, runtime, base, "r")
         names = [posixpath.basename(p) for p in files]
         self._sh(_WRITE_BUNDLE, root, runtime_dest, *names, input=buf.getvalue(), what=f"writing the bundle {root}")
@@ -156,6 +148,15 @@ class ClusterFS:
             _add_files(tar, files, base, "")
         self._sh(_UNTAR, dest, input=buf.getvalue(), what=f"copying {len(files)} files to {dest}")
         return dest
+
+
+def _add_texts(tar: tarfile.TarFile, texts: dict[str, str], mode: int) -> None:
+    """Each text as a file of ``mode`` at its name in the archive."""
+    for name, data in texts.items():
+        raw = data.encode()
+        info = tarfile.TarInfo(name)
+        info.size, info.mode = len(raw), mode
+        tar.addfile(info, io.BytesIO(raw))
 
 
 def _add_files(tar: tarfile.TarFile, files: Sequence[Path], base: Path, prefix: str) -> None:
