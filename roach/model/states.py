@@ -15,7 +15,8 @@ import functools
 import re
 
 from roach.model.job_state import JobState
-from roach.model.reason_table import HELD, NEVER, WAIT, classify
+from roach.model.reason_rules import row
+from roach.model.reason_table import HELD, NEVER, WAIT
 
 __all__ = ["JobState", "PendingReason"]  # JobState lives in roach.model (a rank needs it); importable here as before
 
@@ -332,7 +333,9 @@ _REASON_PREFIXES: tuple[tuple[str, PendingReason], ...] = (
 )
 
 
-_REASON_INFO: dict[PendingReason, tuple[str, bool, str]] = {r: classify(r) for r in PendingReason}
+_REASON_INFO: dict[PendingReason, tuple[str, bool, str]] = {
+    r: (x.kind, x.is_limit, x.hint) for r in PendingReason for x in (row(r),)
+}
 
 
 # A round parses the same few state and reason texts once per job: a queue of 1,000 array tasks holds a
