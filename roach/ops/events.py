@@ -15,7 +15,6 @@ from typing import Any
 from roach.model.tiers import Tier, tier_of
 from roach.slurmio.parse import QueueRecord
 
-
 #: The ``schema`` field of every event's JSON (docs/json.md): its version rises only when a field is removed,
 #: renamed or changes meaning, never for an added field or a new kind.
 EVENT_SCHEMA = "roach.event/1"
