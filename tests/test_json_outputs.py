@@ -24,6 +24,7 @@ from roach.cli.jsonout import COMMANDS
 from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
 from roach.records.store import Store
+from roach.slurm import submit
 from roach.slurm.clusters.lab import GPU1, LAB
 from tests.conftest import GitRepo, private_store, wait_until
 from tests.support.schemas import validate_output
@@ -122,8 +123,6 @@ def outputs(lab, repo: GitRepo, store_path: Path, user_slurm) -> Iterator[Output
         run("cancel", job["run_id"], *me)  # already ended: nothing cancelled
 
         # a pending job: explained, promoted, moved while it pends, cancelled
-        from roach.slurm import submit
-
         with Store(store_path) as store:
             later = submit(
                 "pkg.funcs:train",

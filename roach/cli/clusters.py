@@ -6,6 +6,7 @@ clusters, the resource plan and cleaning up (the library: :mod:`roach.clusters.u
 from __future__ import annotations
 
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import click
@@ -17,10 +18,10 @@ from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option
 from roach.cli.jsonout import stamp
 from roach.clusters.cluster import Cluster, known_clusters, module_cluster
-from roach.clusters.discover import discover
+from roach.clusters.discover import Discovery, discover
 from roach.clusters.userconfig import config_path, configured, default_cluster_name, get_cluster, load, save_block
 from roach.ops.clean import clean, clones
-from roach.ops.plan import plan
+from roach.ops.plan import Plan, plan
 from roach.records.store import Store
 
 
@@ -188,7 +189,7 @@ def show(name: str, as_json: bool) -> None:
     """Print everything roach knows about cluster NAME (module, clusters.toml, page)."""
     d = describe(_configured(name))
     if as_json:
-        _echo_json(stamp("cluster", d))
+        _echo_json(stamp("cluster", d))  # describe() is the builder: stamp("cluster", describe(c))
     else:
         _print_cluster(d)
 
@@ -204,7 +205,7 @@ def discover_cmd(name: str, save: bool, run_as: str | None, as_json: bool) -> No
     d = discover(_configured(name, run_as))  # reached as clusters.toml says (its ssh alias, setup lines)
     saved = save_block(name, d.toml()) if save else None
     if as_json:
-        _echo_json(stamp("discover", {**d.to_json(), "saved": str(saved) if saved else None}))
+        _echo_json(discover_json(d, saved))
         return
     click.echo(d.toml(), nl=False)
     click.echo(
@@ -237,7 +238,7 @@ def plan_cmd(
     p = plan(_configured(cluster, run_as), gpus, nodes, wall)
     written = p.write(write) if write and p.chosen else None
     if as_json:
-        _echo_json(stamp("plan", {**p.to_json(), "written": str(written) if written else None}))
+        _echo_json(plan_json(p, written))
     else:
         _console().print(p.text(), soft_wrap=True, markup=False)
         if written:
@@ -260,7 +261,7 @@ def clean_cmd(experiment: str, cluster: str | None, dry_run: bool, run_as: str |
     with Store() as store:
         reports = clean(experiment, store=store, cluster=target, dry_run=dry_run)
     if as_json:
-        _echo_json([stamp("clean", r.to_json()) for r in reports])
+        _echo_json([stamp("clean", r.to_json()) for r in reports])  # one record per cluster
         return
     console = _console()
     for r in reports:
@@ -361,3 +362,13 @@ def clusters_json() -> list[dict[str, Any]]:
             )
         )
     return rows
+
+
+def discover_json(d: Discovery, saved: Path | None) -> dict[str, Any]:
+    """``roach clusters discover --json``: what was read, the proposed block, and where ``--save`` put it."""
+    return stamp("discover", {**d.to_json(), "saved": str(saved) if saved else None})
+
+
+def plan_json(p: Plan, written: Path | None) -> dict[str, Any]:
+    """``roach plan --json``: the placement and why, and the file ``--write`` wrote."""
+    return stamp("plan", {**p.to_json(), "written": str(written) if written else None})
