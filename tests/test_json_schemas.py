@@ -17,9 +17,11 @@ from roach.cli.jsonout import COMMANDS, VERSIONS, schema_id, stamp
 from roach.cli.schemas import SCHEMAS, output_schema
 from roach.cli.schemas.doc import MARK, reference
 from roach.cli.schemas.events import FIELDS, KIND_FIELDS
+from roach.errors import UsageError
 from roach.ops.events import EVENT_SCHEMA, EventKind
 from roach.watch.jobs import Ctx, new_watch, on_accounting
 from tests.support.schemas import closed, validate_output
+from tests.support.watch import record, sq, watcher
 
 DOC = Path(__file__).parent.parent / "docs" / "json.md"
 
@@ -106,6 +108,23 @@ def test_a_lost_job_event_validates_and_a_wrong_one_does_not():
         validate_output("watch", wrong)
     with pytest.raises(jsonschema.ValidationError, match="'surprise' was unexpected"):
         validate_output("watch", {**event.to_json(), "surprise": 1})
+
+
+def test_a_failed_promotion_event_validates(fake, store, clock):
+    """``promote_failed``, the other kind no recorded watch scenario produces: the watcher's --rebalance with a
+    promoter that is refused, on recorded squeue output."""
+    store.add(record(81, qos="low"))
+    fake.queue = [sq(81, "PENDING", qos="low", reason="Priority")]
+
+    def refused(p):
+        raise UsageError("the run's commit is not pushed", hint="push it")
+
+    w = watcher(fake, store, clock, rebalance=True, promoter=refused)
+    w.round()
+    clock.tick(10)
+    (event,) = w.round()
+    assert event.kind is EventKind.PROMOTE_FAILED
+    validate_output("watch", event.to_json())
 
 
 def test_docs_json_md_is_what_the_schemas_generate_and_names_every_schema():
