@@ -19,7 +19,6 @@ from roach.cli.schemas.build import (
 )
 from roach.cli.schemas.events import TIER_ROW
 
-_opt_str = {"type": ["string", "null"]}
 RESOURCES = obj(
     "A request: what `Resources` holds (docs/resources.md); null fields are left to the cluster's defaults.",
     {
@@ -139,7 +138,7 @@ _PROPOSED = obj(
         "preempt_mode": string("The effective PreemptMode for jobs there."),
         "grace_time_s": integer("The preemption GraceTime; null: not known.", null=True),
         "max_wall": string("The QOS's MaxWall; null: none.", null=True),
-        "cap_from": string("Where the cap was read (`QOS high MaxTRESPerUser gres/gpu=4`); `` when no cap."),
+        "cap_from": string("Where the cap was read (`QOS high MaxTRESPerUser gres/gpu=4`); empty when no cap."),
         "default_qos": boolean("Whether it is the user's DefaultQOS."),
     },
 )

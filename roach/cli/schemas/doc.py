@@ -39,8 +39,9 @@ def type_text(s: Mapping[str, Any]) -> str:
 def _rows(props: Mapping[str, Any], required: list[str], prefix: str) -> Iterator[str]:
     for name, s in props.items():
         path = f"{prefix}{name}"
-        when = "" if name in required else " *(not always printed)*"
-        yield f"| `{path}` | {type_text(s)} | {s.get('description', '')}{when} |"
+        said = s.get("description", "")
+        when = "" if name in required or "Kinds:" in said else " *(not always printed)*"  # an event's: its kinds
+        yield f"| `{path}` | {type_text(s)} | {said}{when} |"
         yield from _nested(s, path)
 
 

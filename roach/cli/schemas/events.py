@@ -75,7 +75,7 @@ FIELDS: dict[str, dict[str, Any]] = {
     "reason_text": string("The reason as squeue printed it."),
     "outlook": enum("Will it start by itself (`never` for this kind).", [o.value for o in Outlook]),
     "meaning": string("What the reason means."),
-    "detail": string("What the queue says of this job in particular (`` when nothing more)."),
+    "detail": string("What the queue says of this job in particular (empty when nothing more)."),
     "action": string("What to do."),
     "from_tier": string("The tier it pends on."),
     "to_tier": string("The tier with room."),

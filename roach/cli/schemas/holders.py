@@ -16,7 +16,7 @@ HOLD = record(
         "log": string("The holder's log."),
         "state": _state,
         "reason": string("Why it pends; null when it does not.", null=True),
-        "nodelist": string("Its nodes (`` while it pends)."),
+        "nodelist": string("Its nodes (empty while it pends)."),
         "nodes": integer("Nodes it holds (or asks for)."),
         "gpus": integer("GPUs in all."),
         "held_s": integer("Seconds it has run: what it has been charged for."),

@@ -116,7 +116,7 @@ WHY = record(
             )
         ),
         "meaning": optional(string("What the reason means.")),
-        "detail": optional(string("What the queue says of this job in particular (`` when nothing more).")),
+        "detail": optional(string("What the queue says of this job in particular (empty when nothing more).")),
         "action": optional(string("What to do.")),
         "tier": optional(string("The tier it pends on; null when no tier of the cluster matches.", null=True)),
     },
