@@ -6,6 +6,7 @@ output are validated by every watch test that looks at its events (tests/support
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -13,10 +14,13 @@ import jsonschema
 import pytest
 
 from roach.cli.app import cli
+from roach.cli.clusters import describe
 from roach.cli.jsonout import COMMANDS, VERSIONS, schema_id, stamp
 from roach.cli.schemas import SCHEMAS, output_schema
 from roach.cli.schemas.doc import MARK, reference
 from roach.cli.schemas.events import FIELDS, KIND_FIELDS
+from roach.clusters.cluster import known_clusters, module_cluster
+from roach.clusters.userconfig import configured
 from roach.errors import UsageError
 from roach.ops.events import EVENT_SCHEMA, EventKind
 from roach.watch.jobs import Ctx, new_watch, on_accounting
@@ -125,6 +129,15 @@ def test_a_failed_promotion_event_validates(fake, store, clock):
     (event,) = w.round()
     assert event.kind is EventKind.PROMOTE_FAILED
     validate_output("watch", event.to_json())
+
+
+@pytest.mark.parametrize("name", known_clusters())
+def test_clusters_show_of_every_known_cluster_validates(name: str):
+    """Each site module's settings (metered prices, ssh aliases, presets) as `roach clusters show` prints them."""
+    validate_output(
+        "clusters show",
+        json.loads(json.dumps(stamp("cluster", describe(configured(module_cluster(name)))), default=str)),
+    )
 
 
 def test_docs_json_md_is_what_the_schemas_generate_and_names_every_schema():

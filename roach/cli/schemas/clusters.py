@@ -101,9 +101,9 @@ CLUSTER = record(
         "metered": boolean("Whether using it costs money."),
         "reached": string("How roach reaches it, in words."),
         "backend": string("`roach` (functions run from a clone) or `remote-workspace` (`roach sbatch`)."),
-        "page": string("Its page under docs/clusters/; null: none.", null=True),
-        "module": string("Its site module; null: only clusters.toml defines it.", null=True),
-        "site_file": string("Its site shell file; null: none.", null=True),
+        "page": string("Its page: `docs/clusters/NAME.md`."),
+        "module": string("Its site module: `roach.slurm.clusters.NAME`."),
+        "site_file": string("Its site shell file: `roach/slurm/clusters/NAME.sh`."),
         "config": obj(
             "clusters.toml.",
             {
