@@ -117,7 +117,13 @@ def test_submit_watch_status_logs_why_clean_on_the_lab(agent, repo):
 
     why = agent.call("why", ref=sub["run_id"])
     assert why == _cli_json("why", sub["run_id"], "--run-as", LAB_USER)
-    assert why == {"job_id": str(sub["job_id"]), "run_id": sub["run_id"], "state": "not in the queue", "pending": False}
+    assert why == {
+        "schema": "roach.why/1",
+        "job_id": str(sub["job_id"]),
+        "run_id": sub["run_id"],
+        "state": "not in the queue",
+        "pending": False,
+    }
 
     log = Path(status["log"])
     (report,) = agent.call("clean", experiment="mcp-a", cluster="lab")  # dry_run unless told otherwise

@@ -6,6 +6,7 @@ clusters, the resource plan and cleaning up (the library: :mod:`roach.clusters.u
 from __future__ import annotations
 
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,11 +16,12 @@ from rich.text import Text
 
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option
+from roach.cli.jsonout import stamp
 from roach.clusters.cluster import Cluster, known_clusters, module_cluster
-from roach.clusters.discover import discover
+from roach.clusters.discover import Discovery, discover
 from roach.clusters.userconfig import config_path, configured, default_cluster_name, get_cluster, load, save_block
 from roach.ops.clean import clean, clones
-from roach.ops.plan import plan
+from roach.ops.plan import Plan, plan
 from roach.records.store import Store
 
 
@@ -161,21 +163,7 @@ def clusters(ctx: click.Context, as_json: bool) -> None:
     if ctx.invoked_subcommand is not None:
         return
 
-    cfg = load()
-    rows: list[dict[str, Any]] = []
-    for name in known_clusters():
-        c = configured(module_cluster(name), cfg)  # the file read once for all of them
-        rows.append(
-            {
-                "name": name,
-                "metered": c.metered,
-                "reached": f"ssh {c.ssh_alias}" if c.ssh_alias else "local",
-                "default": (cfg.default or "ilc") == name,
-                "configured": name in cfg.clusters,
-                "tiers": [t.name for t in c.tiers],
-                "description": c.description,
-            }
-        )
+    rows = clusters_json()
     if as_json:
         _echo_json(rows)
         return
@@ -201,7 +189,7 @@ def show(name: str, as_json: bool) -> None:
     """Print everything roach knows about cluster NAME (module, clusters.toml, page)."""
     d = describe(_configured(name))
     if as_json:
-        _echo_json(d)
+        _echo_json(stamp("cluster", d))  # describe() is the builder: stamp("cluster", describe(c))
     else:
         _print_cluster(d)
 
@@ -217,7 +205,7 @@ def discover_cmd(name: str, save: bool, run_as: str | None, as_json: bool) -> No
     d = discover(_configured(name, run_as))  # reached as clusters.toml says (its ssh alias, setup lines)
     saved = save_block(name, d.toml()) if save else None
     if as_json:
-        _echo_json({**d.to_json(), "saved": str(saved) if saved else None})
+        _echo_json(discover_json(d, saved))
         return
     click.echo(d.toml(), nl=False)
     click.echo(
@@ -250,7 +238,7 @@ def plan_cmd(
     p = plan(_configured(cluster, run_as), gpus, nodes, wall)
     written = p.write(write) if write and p.chosen else None
     if as_json:
-        _echo_json({**p.to_json(), "written": str(written) if written else None})
+        _echo_json(plan_json(p, written))
     else:
         _console().print(p.text(), soft_wrap=True, markup=False)
         if written:
@@ -273,7 +261,7 @@ def clean_cmd(experiment: str, cluster: str | None, dry_run: bool, run_as: str |
     with Store() as store:
         reports = clean(experiment, store=store, cluster=target, dry_run=dry_run)
     if as_json:
-        _echo_json([r.to_json() for r in reports])
+        _echo_json([stamp("clean", r.to_json()) for r in reports])  # one record per cluster
         return
     console = _console()
     for r in reports:
@@ -301,7 +289,7 @@ def _clones(
     with Store() as store:
         found = clones(_configured(cluster, run_as), clone_root=clone_root, nodes=node, store=store, prune=prune)
     if as_json:
-        _echo_json([c.to_json() for c in found])
+        _echo_json([stamp("clone", c.to_json()) for c in found])
         return
     table = Table(box=None, pad_edge=False)
     for header in ("node", "clone", "size", "used", "state" if not prune else "action"):
@@ -351,3 +339,36 @@ def clones_cmd(
 def prune_cmd(cluster: str | None, clone_root: str, node: tuple[str, ...], run_as: str | None, as_json: bool) -> None:
     """Remove the clones no running job uses and no queued job of yours is at (made writable first)."""
     _clones(cluster, clone_root, node, run_as, as_json, prune=True)
+
+
+def clusters_json() -> list[dict[str, Any]]:
+    """``roach clusters --json``: one record per cluster roach knows, with clusters.toml applied."""
+    cfg = load()
+    rows: list[dict[str, Any]] = []
+    for name in known_clusters():
+        c = configured(module_cluster(name), cfg)  # the file read once for all of them
+        rows.append(
+            stamp(
+                "clusters",
+                {
+                    "name": name,
+                    "metered": c.metered,
+                    "reached": f"ssh {c.ssh_alias}" if c.ssh_alias else "local",
+                    "default": (cfg.default or "ilc") == name,
+                    "configured": name in cfg.clusters,
+                    "tiers": [t.name for t in c.tiers],
+                    "description": c.description,
+                },
+            )
+        )
+    return rows
+
+
+def discover_json(d: Discovery, saved: Path | None) -> dict[str, Any]:
+    """``roach clusters discover --json``: what was read, the proposed block, and where ``--save`` put it."""
+    return stamp("discover", {**d.to_json(), "saved": str(saved) if saved else None})
+
+
+def plan_json(p: Plan, written: Path | None) -> dict[str, Any]:
+    """``roach plan --json``: the placement and why, and the file ``--write`` wrote."""
+    return stamp("plan", {**p.to_json(), "written": str(written) if written else None})

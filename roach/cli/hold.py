@@ -16,6 +16,7 @@ from rich.text import Text
 
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
+from roach.cli.jsonout import stamp
 from roach.cli.refs import cluster_option, ssh_alias_option
 from roach.clusters.cluster import with_ssh_override
 from roach.clusters.userconfig import get_cluster
@@ -23,8 +24,10 @@ from roach.errors import UsageError
 from roach.hold.hold import Holder
 from roach.hold.hold import hold as hold_allocation
 from roach.launch.hold_steps import Step, StepKind
-from roach.launch.holder import HolderInfo
+from roach.launch.holder import HolderHandle, HolderInfo, SignalReport
 from roach.launch.inside_attempts import AttemptPaths, attempt_records
+from roach.model.job_state import JobState
+from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.runtime.signals import parse_signal
 
@@ -139,9 +142,7 @@ def hold(
         )
         info = h.wait_running(timeout=wait_s) if wait_s is not None else h.info()
     if as_json:
-        _echo_json(
-            {"job_id": h.job_id, "cluster": c.name, "log": h.log_path, **asdict(info), "state": info.state.value}
-        )
+        _echo_json(hold_json(h, info))
         return
     out = _console()
     out.print(_info_line(h, info, None))
@@ -165,28 +166,11 @@ def steps(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> N
         listed: list[Step] = h.steps(info) if info.state.is_running else []
         runs = {AttemptPaths.of(r).attempt: r.run_id for r in attempt_records(store, h.cluster.name, h.job_id)}
     idle = info.state.is_running and not [s for s in listed if s.kind.is_attempt or s.kind is StepKind.OTHER]
-    rows = [
-        {
-            **asdict(s),
-            "id": s.id,
-            "kind": s.kind.value,
-            "what": s.describe(),
-            "run_id": runs.get(s.attempt) if s.attempt is not None else None,
-        }
-        for s in listed
-    ]
+    data = steps_json(h, info, idle, listed, runs)
     if as_json:
-        _echo_json(
-            {
-                "holder": h.job_id,
-                "state": info.state.value,
-                "idle": idle,
-                "held_s": info.held_s,
-                "time_limit_s": info.time_limit_s,
-                "steps": rows,
-            }
-        )
+        _echo_json(data)
         return
+    rows = data["steps"]
     out = _console()
     out.print(_info_line(h, info, idle))
     if not rows:
@@ -229,7 +213,7 @@ def signal(ref: str, step: str | None, sig: str, cluster: str | None, run_as: st
         runs = {AttemptPaths.of(r).attempt: r for r in attempt_records(store, h.cluster.name, h.job_id)}
     rec = runs.get(report.attempt)
     if as_json:
-        _echo_json({**asdict(report), "run_id": rec.run_id if rec else None, "log": rec.log_path if rec else None})
+        _echo_json(signal_json(report, rec))
         return
     out = _console()
     for line in report.lines:
@@ -261,15 +245,7 @@ def release(ref: str, cluster: str | None, run_as: str | None, as_json: bool) ->
         else:
             state = before.state
     if as_json:
-        _echo_json(
-            {
-                "holder": h.job_id,
-                "was": before.state.value,
-                "state": state.value,
-                "held_s": before.held_s,
-                "stopped_steps": [s.id for s in running],
-            }
-        )
+        _echo_json(release_json(h, before, state, running))
         return
     if not before.state.is_active:
         click.echo(f"holder {h.job_id} already ended ({before.state.value}); nothing to release")
@@ -278,4 +254,61 @@ def release(ref: str, cluster: str | None, run_as: str | None, as_json: bool) ->
         f"released holder {h.job_id} on {h.cluster.name} (it was {before.state.value}, held "
         f"{_hms(before.held_s)}): {state.value}"
         + (f"; stopped {', '.join(s.id for s in running)} (SIGTERM)" if running else "")
+    )
+
+
+def hold_json(h: Holder, info: HolderInfo) -> dict[str, Any]:
+    """``roach hold --json``: the holder, where it logs, and what Slurm says of it."""
+    return stamp(
+        "hold",
+        {"job_id": h.job_id, "cluster": h.cluster.name, "log": h.log_path, **asdict(info), "state": info.state.value},
+    )
+
+
+def steps_json(
+    h: HolderHandle, info: HolderInfo, idle: bool, listed: list[Step], runs: dict[int, str]
+) -> dict[str, Any]:
+    """``roach steps --json``: the holder's state and its steps, each with what it is and its run id
+    (``runs``: attempt number: run id)."""
+    rows = [
+        {
+            **asdict(s),
+            "id": s.id,
+            "kind": s.kind.value,
+            "what": s.describe(),
+            "run_id": runs.get(s.attempt) if s.attempt is not None else None,
+        }
+        for s in listed
+    ]
+    return stamp(
+        "steps",
+        {
+            "holder": h.job_id,
+            "state": info.state.value,
+            "idle": idle,
+            "held_s": info.held_s,
+            "time_limit_s": info.time_limit_s,
+            "steps": rows,
+        },
+    )
+
+
+def signal_json(report: SignalReport, rec: JobRecord | None) -> dict[str, Any]:
+    """``roach signal --json``: what was sent to which ranks, and the attempt's run (``rec``) when known."""
+    return stamp(
+        "signal", {**asdict(report), "run_id": rec.run_id if rec else None, "log": rec.log_path if rec else None}
+    )
+
+
+def release_json(h: HolderHandle, before: HolderInfo, state: JobState, running: list[Step]) -> dict[str, Any]:
+    """``roach release --json``: the holder's state before and after, and the attempts' steps it stopped."""
+    return stamp(
+        "release",
+        {
+            "holder": h.job_id,
+            "was": before.state.value,
+            "state": state.value,
+            "held_s": before.held_s,
+            "stopped_steps": [s.id for s in running],
+        },
     )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import click
 from rich.console import Console
 from rich.table import Table
@@ -11,7 +9,7 @@ from rich.table import Table
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.refs import cluster_option, explained, job_of_ref, ssh_alias_option
-from roach.cli.views import follow_log, grouped_views, live_views, print_view, state_text
+from roach.cli.views import follow_log, grouped_views, job_json, live_views, print_view, state_text
 from roach.clusters.userconfig import get_cluster
 from roach.errors import UsageError, WaitTimeoutError
 from roach.records.store import Store
@@ -36,7 +34,7 @@ def status(
             (view,) = live_views(job.client, [job.record], store, whole_queue=False)
     stage = earlier_stage(job.record)
     if as_json:
-        _echo_json({**asdict(view), **({"earlier_stage": stage} if stage else {})})
+        _echo_json(job_json(view, **({"earlier_stage": stage} if stage else {})))
     else:
         print_view(view)
         if stage:
@@ -131,7 +129,7 @@ def cancel(
             except WaitTimeoutError:
                 pass
     if as_json:
-        _echo_json({**asdict(view), "cancelled": queued, "ended": ended})
+        _echo_json(job_json(view, "cancel", cancelled=queued, ended=ended))
     elif queued:
         click.echo(
             f"cancelled job {job.job_id} (run {job.run_id}) on {job.cluster.name} (it was {view.state})"
@@ -179,7 +177,7 @@ def ls(
         records = store.recent(limit, cluster)
         ordered = grouped_views(records, store, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config)
     if as_json:
-        _echo_json([asdict(v) for v in ordered])
+        _echo_json([job_json(v) for v in ordered])
         return
     if not ordered:
         click.echo(f"no jobs in the store {store.path}")

@@ -10,7 +10,6 @@ than its cluster's own is read through that alias again (the store's ``via``); `
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from inspect import signature
 from typing import Any
 
@@ -21,7 +20,7 @@ from roach.cli.args import cli_cluster, parse_args, parse_args_json, parse_env, 
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.refs import ssh_alias_option
-from roach.cli.views import JobView, print_view, reach
+from roach.cli.views import JobView, job_json, print_view, reach
 from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.errors import UsageError
 from roach.launch.job import Job
@@ -284,7 +283,7 @@ def _report_submitted(ctx: click.Context, job: Job, run_as: str | None, wait: bo
             raise click.Abort() from None
         view = JobView.of(job.record, acct.state.value, job.record.status, None, job.record.exit_code)
     if as_json:
-        _echo_json(asdict(view))
+        _echo_json(job_json(view))
     elif wait:
         print_view(view)
     if wait and not view.ok:

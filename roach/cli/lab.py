@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
+from typing import Any
 
 import click
 from rich.console import Console
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from roach import lab as lablib
 from roach.cli import demo as demo_module
+from roach.cli.jsonout import stamp
 from roach.errors import LabError, RoachError
 from roach.lab.release_root import ReleaseLab, SlurmRelease
 
@@ -154,10 +156,7 @@ def status(ctx: click.Context, state_dir: str | None, as_json: bool) -> None:
     """Show the lab's daemons and nodes. Exits 0 if the lab is up, 3 if not."""
     st = lablib.status(state_dir)
     if as_json:
-        data = st.to_json()
-        for row, d in zip(data["daemons"], st.daemons):
-            row["running"] = d.running
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(lab_status_json(st), indent=2))
     else:
         _render_status(st)
     if not st.up:
@@ -203,3 +202,11 @@ def demo(state_dir: str | None) -> None:
     """Run the demo on the lab: submit a job as the lab's user, watch it, show what it did."""
     if demo_module.main(state_dir):  # a nonzero return means the demo's job failed
         raise RoachError("the demo's job did not succeed", hint="read its output above")
+
+
+def lab_status_json(st: lablib.LabStatus) -> dict[str, Any]:
+    """``roach lab status --json``: the lab's paths, ports, daemons (each with whether it runs) and nodes."""
+    data = st.to_json()
+    for row, d in zip(data["daemons"], st.daemons):
+        row["running"] = d.running
+    return stamp("lab.status", data)

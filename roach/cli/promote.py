@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
 from roach.cli.args import cli_cluster
 from roach.cli.common import json_option
+from roach.cli.jsonout import stamp
 from roach.cli.watch import cluster_option, new_commit_option, repo_option, run_as_option
+from roach.launch.job import Job
+from roach.ops.move import MoveResult
 from roach.ops.move import move as move_run
 from roach.ops.rebalance import promote as promote_job
+from roach.records.job_record import JobRecord
 from roach.records.store import Store
 
 
@@ -35,18 +40,7 @@ def promote(
         c = cli_cluster(rec.cluster, run_as)
         new = promote_job(ref, tier, cluster=c, store=store, repo_root=repo_root, allow_new_commit=allow_new_commit)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "run_id": rec.run_id,
-                    "old_job": rec.job_id,
-                    "new_job": new.job_id,
-                    "tier": tier,
-                    "log": new.record.log_path,
-                },
-                indent=2,
-            )
-        )
+        click.echo(json.dumps(promote_json(rec, new, tier), indent=2))
     else:
         click.echo(
             f"promoted run {rec.run_id} to tier {tier}: job {rec.job_id} cancelled, job {new.job_id} "
@@ -102,7 +96,7 @@ def move(
             wait_s=wait_s,
         )
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        click.echo(json.dumps(move_json(result), indent=2))
         return
     if result.how == "promoted":
         click.echo(
@@ -124,3 +118,16 @@ def move(
     elif result.verified is None:
         click.echo(f"  job {result.new_job} has not started within {wait_s:.0f}s; `roach watch` says when it resumes")
     click.echo(f"  log {result.log}")
+
+
+def promote_json(rec: JobRecord, new: Job, tier: str) -> dict[str, Any]:
+    """``roach promote --json``: the run, the job it was and the job it is now on ``tier``."""
+    return stamp(
+        "promote",
+        {"run_id": rec.run_id, "old_job": rec.job_id, "new_job": new.job_id, "tier": tier, "log": new.record.log_path},
+    )
+
+
+def move_json(result: MoveResult) -> dict[str, Any]:
+    """``roach move --json``: what the move did (:class:`~roach.ops.move.MoveResult`)."""
+    return stamp("move", result.to_json())

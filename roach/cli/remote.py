@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from roach.cli.workspace_json import doctor_json
 from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.clusters.userconfig import get_cluster
 from roach.errors import UsageError
@@ -104,7 +105,7 @@ def doctor(
     checks = run_doctor(cluster, workspace=workspace, remote_rsync=remote_rsync)
     ok = all(ch.ok for ch in checks)
     if as_json:
-        click.echo(json.dumps({"cluster": cluster.name, "ok": ok, "checks": [ch.to_json() for ch in checks]}, indent=2))
+        click.echo(json.dumps(doctor_json(cluster.name, checks), indent=2))
     else:
         _render(cluster, checks)
     if not ok:

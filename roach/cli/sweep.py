@@ -12,8 +12,9 @@ from rich.console import Console
 from roach.cli.args import parse_env, submit_cluster
 from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.jobs import where_options
+from roach.cli.jsonout import stamp
 from roach.cli.refs import ssh_alias_option
-from roach.launch.sweep import read_grid
+from roach.launch.sweep import Sweep, read_grid
 from roach.launch.sweep import sweep as sweep_runs
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.store import Store
@@ -105,13 +106,7 @@ def sweep(
             store=store,
             **options,
         )
-        out: dict[str, Any] = {
-            "sweep_id": sw.sweep_id,
-            "cluster": sw.cluster.name,
-            "array_ids": sw.array_ids,
-            "runs": len(sw),
-            "log_root": sw[0].record.log_path.rsplit("/", 1)[0],
-        }
+        out = sweep_json(sw)
         if not as_json:
             Console(highlight=False).print(
                 f"submitted {sw}\n  runs {sw[0].run_id} .. {sw[-1].run_id}\n  logs {out['log_root']}/"
@@ -124,8 +119,7 @@ def sweep(
             except KeyboardInterrupt:
                 click.echo(f"stopped waiting; sweep {sw.sweep_id} goes on", err=True)
                 raise click.Abort() from None
-            out["states"] = dict(Counter(a.state.value for a in done.values()))
-            out["failed"] = sorted(r for r, a in done.items() if a.state.value != "COMPLETED")
+            out = sweep_json(sw, {r: a.state.value for r, a in done.items()})
         if as_json:
             click.echo(json.dumps(out, indent=2))
         elif wait:
@@ -136,3 +130,19 @@ def sweep(
                     f"{len(out['failed'])} runs did not complete, e.g. `roach logs {out['failed'][0]}`", err=True
                 )
             ctx.exit(JOB_NOT_COMPLETED)
+
+
+def sweep_json(sw: Sweep, ended: dict[str, str] | None = None) -> dict[str, Any]:
+    """The sweep's ``--json`` record: its id, arrays and log root; with ``ended`` (run id: Slurm's final
+    state, from ``--wait``) how many ended in each state and which did not complete."""
+    out: dict[str, Any] = {
+        "sweep_id": sw.sweep_id,
+        "cluster": sw.cluster.name,
+        "array_ids": sw.array_ids,
+        "runs": len(sw),
+        "log_root": sw[0].record.log_path.rsplit("/", 1)[0],
+    }
+    if ended is not None:
+        out["states"] = dict(Counter(ended.values()))
+        out["failed"] = sorted(r for r, state in ended.items() if state != "COMPLETED")
+    return stamp("sweep", out)

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.text import Text
 
+from roach.cli.jsonout import stamp
 from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.clusters.userconfig import configured, get_cluster
 from roach.errors import RoachError
@@ -101,6 +102,12 @@ class JobView:
     @property
     def ok(self) -> bool:
         return self.state == JobState.COMPLETED.value
+
+
+def job_json(view: JobView, schema: str = "job", **extra: Any) -> dict[str, Any]:
+    """A job's ``--json`` record (``submit``, ``resume``, ``status``, each of ``ls``): the view and ``extra``
+    (``cancel``'s outcome under its own schema)."""
+    return stamp(schema, {**asdict(view), **extra})
 
 
 def _state_name(text: str | None) -> str | None:

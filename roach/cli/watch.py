@@ -8,11 +8,13 @@ import os
 import shlex
 import subprocess
 import sys
+from typing import Any
 
 import click
 
 from roach.cli.args import cli_cluster
 from roach.cli.common import json_option, ssh_config_option
+from roach.cli.jsonout import stamp
 from roach.cli.refs import ssh_alias_option
 from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.clusters.userconfig import get_cluster
@@ -20,7 +22,7 @@ from roach.errors import SlurmError, TransportError, UsageError
 from roach.model.states import PendingReason
 from roach.model.tiers import tier_of
 from roach.ops.events import Event
-from roach.ops.explain import PendingContext, explain
+from roach.ops.explain import Explanation, PendingContext, explain
 from roach.ops.rebalance import promote as promote_job
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
@@ -282,14 +284,10 @@ def why(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> Non
         mine = [q for q in client.squeue(job_ids=[job]) if str(q.ref) == job or str(q.raw_id) == job]
     label = f"job {job}" + (f" (run {rec.run_id})" if rec else "") + f" on {c.name}"
     if not mine or not mine[0].state.is_pending:
-        state = mine[0].state.value if mine else "not in the queue"
         if as_json:
-            click.echo(
-                json.dumps(
-                    {"job_id": job, "run_id": rec.run_id if rec else None, "state": state, "pending": False}, indent=2
-                )
-            )
+            click.echo(json.dumps(why_json(job, rec, mine[0] if mine else None), indent=2))
         else:
+            state = mine[0].state.value if mine else "not in the queue"
             more = f" on {mine[0].nodelist}" if mine and mine[0].nodelist else ""
             hint = "" if mine else " (`roach status` shows how it ended)"
             click.echo(f"{label} is {state}{more}: it is not pending{hint}")
@@ -298,18 +296,7 @@ def why(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> Non
     exp = explain(q, PendingContext(queue=queue, tiers=c.tiers, req_nodes=_req_nodes(client, q)))
     tier = tier_of(c.tiers, q.partition, q.qos)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    **exp.to_json(),
-                    "run_id": rec.run_id if rec else None,
-                    "state": q.state.value,
-                    "pending": True,
-                    "tier": tier.name if tier else None,
-                },
-                indent=2,
-            )
-        )
+        click.echo(json.dumps(why_json(job, rec, q, exp, tier.name if tier else None), indent=2))
         return
     click.echo(f"{label}{', tier ' + tier.name if tier else ''}: pending on {q.reason_text or q.reason.value}")
     click.echo(f"  means:   {exp.meaning}")
@@ -317,6 +304,18 @@ def why(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> Non
         click.echo(f"  here:    {exp.detail}")
     click.echo(f"  outlook: {exp.outlook.label}")
     click.echo(f"  action:  {exp.action}")
+
+
+def why_json(
+    job: str, rec: JobRecord | None, q: QueueRecord | None, exp: Explanation | None = None, tier: str | None = None
+) -> dict[str, Any]:
+    """``roach why --json``: the explanation of a pending job (``exp``, its ``tier``), else only its state
+    (``q`` None: it is not in the queue)."""
+    run_id = rec.run_id if rec else None
+    if q is None or exp is None:
+        state = q.state.value if q else "not in the queue"
+        return stamp("why", {"job_id": job, "run_id": run_id, "state": state, "pending": False})
+    return stamp("why", {**exp.to_json(), "run_id": run_id, "state": q.state.value, "pending": True, "tier": tier})
 
 
 def _req_nodes(client, q: QueueRecord) -> str | None:

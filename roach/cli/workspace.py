@@ -8,7 +8,6 @@ Exit codes: 0 ok; 2 a usage error (a script that lacks a request is one: the lis
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -18,9 +17,9 @@ from rich.text import Text
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option
 from roach.cli.common import ssh_config_option as config_option
+from roach.cli.workspace_json import pull_json, sbatch_json, sync_json, verify_json, wait_json
 from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.records.results import JOB_NOT_COMPLETED
-from roach.records.workspace import run_id_of
 from roach.workspace.backend import (
     CHECKABLE_SKIPS,
     sbatch_script,
@@ -129,7 +128,7 @@ def sync(
         include_git=include_git,
     )
     if as_json:
-        _echo_json(asdict(res))
+        _echo_json(sync_json(res))
         return
     verb = "would send" if dry_run else "sent"
     _console().print(
@@ -189,18 +188,7 @@ def sbatch(
     skip = set(skips) | ({"account"} if no_check_account else set())
     sub = sbatch_script(ws, cluster, script, description, preemptible=preemptible, skip_checks=tuple(sorted(skip)))
     if as_json:
-        _echo_json(
-            {
-                "job_id": sub.job_id,
-                "run_id": run_id_of(sub.job_id),
-                "cluster": sub.cluster,
-                "script": sub.script.path,
-                "added": list(sub.script.added),
-                "notes": list(sub.script.notes),
-                "remote_bundle": sub.remote_bundle,
-                "local_bundle": str(sub.local_bundle),
-            }
-        )
+        _echo_json(sbatch_json(sub))
         return
     con = _console()
     con.print(f"submitted job {sub.job_id} ({sub.script.path}) on {sub.cluster}; bundle {sub.remote_bundle}")
@@ -257,26 +245,13 @@ def wait(
         raise click.Abort() from None
     pulled = pull_job(ws, job_id, cluster) if then_pull else None
     if as_json:
-        _echo_json({**asdict(rec), **({"pull": _pull_json(pulled)} if pulled else {})})
+        _echo_json(wait_json(rec, pulled))
     else:
         con.print(_record_line(rec))
         if pulled:
             _print_pull(pulled)
     if rec.status != "completed":
         ctx.exit(JOB_NOT_COMPLETED)
-
-
-def _pull_json(res) -> dict:
-    return {
-        "job_id": res.job_id,
-        "status": res.record.status,
-        "bundle": str(res.bundle),
-        "bundle_found": res.bundle_found,
-        "copied": list(res.copied),
-        "missing": list(res.missing),
-        "still_queued": list(res.still_queued),
-        "notes": list(res.notes),
-    }
 
 
 def _print_pull(res) -> None:
@@ -334,7 +309,7 @@ def pull(
     _notes(ws)
     res = pull_job(ws, job_id, _cluster(ws, cluster_name, ssh_alias, ssh_config, job_id), outputs=outputs)
     if as_json:
-        _echo_json(_pull_json(res))
+        _echo_json(pull_json(res))
     else:
         _print_pull(res)
     if not res.bundle_found:
@@ -353,16 +328,7 @@ def verify(ctx: click.Context, workspace_dir: str, as_json: bool) -> None:
     """
     res = verify_ws(Path(workspace_dir))
     if as_json:
-        _echo_json(
-            {
-                "interface": str(res.interface),
-                "ok": res.ok,
-                "required": list(res.required),
-                "missing": list(res.missing),
-                "problems": [{"path": f.path, "reason": f.reason} for f in res.problems],
-                "notes": list(res.notes),
-            }
-        )
+        _echo_json(verify_json(res))
     else:
         con = _console()
         if res.ok:

@@ -15,6 +15,10 @@ from typing import Any
 from roach.model.tiers import Tier, tier_of
 from roach.slurmio.parse import QueueRecord
 
+#: The ``schema`` field of every event's JSON (docs/json.md): its version rises only when a field is removed,
+#: renamed or changes meaning, never for an added field or a new kind.
+EVENT_SCHEMA = "roach.event/1"
+
 
 class EventKind(enum.Enum):
     """Every line the watch prints. Edge events fire once per change; heartbeat on a clock."""
@@ -120,6 +124,7 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "schema": EVENT_SCHEMA,
             "event": self.kind.value,
             "time": iso(self.time),
             "cluster": self.cluster,
@@ -128,7 +133,7 @@ class Event:
             "name": self.name,
             "message": self.message,
         }
-        out.update(self.data)
+        out.update({k: v for k, v in self.data.items() if k != "schema"})
         out["tiers"] = [r.to_json() for r in self.tiers]
         return out
 

@@ -17,6 +17,7 @@ from roach.slurmio.client import SlurmClient
 from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.parse import RS, US
 from roach.watch.watcher import Watcher
+from tests.support.schemas import validate_output
 
 T0 = 1_800_000_000.0
 # The unit tests' own tier table (capped, uncapped, preemptible), whatever the lab declares.
@@ -263,8 +264,17 @@ def watcher(fake: FakeCluster, store: Store, clock: Clock, **kw) -> Watcher:
 
 
 def kinds(events: list[Event]) -> list[str]:
+    """The events' kinds; each event's JSON validated against its schema on the way (docs/json.md), so every
+    watch test that looks at its events checks what `roach watch --json` would print of them."""
+    for e in events:
+        validate_output("watch", json.loads(json.dumps(e.to_json())))
+        VALIDATED.add(e.kind.value)
     return [e.kind.value for e in events]
 
 
 def only(events: list[Event], kind: EventKind) -> list[Event]:
+    kinds(events)
     return [e for e in events if e.kind is kind]
+
+
+VALIDATED: set[str] = set()  # the kinds validated so far in this session

@@ -1,0 +1,182 @@
+"""The schema of ``roach watch --json``'s lines (and of the JSON ``--exec`` hands each event): ``roach.event``.
+
+Every event has the common fields; each kind adds its own (``KIND_FIELDS``), which its ``if``/``then`` requires.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roach.cli.schemas.build import (
+    array,
+    boolean,
+    enum,
+    integer,
+    number,
+    obj,
+    optional,
+    record,
+    string,
+    strings,
+)
+from roach.model.states import PendingReason
+from roach.ops.events import EventKind
+from roach.ops.pending import Outlook
+
+TIER_ROW = obj(
+    "One tier as the user holds it now (the whole queue of the user's counts, other sessions' jobs too).",
+    {
+        "tier": string("The tier's name."),
+        "cap": integer("The per-user GPU cap; null: none.", null=True),
+        "claimed": integer("GPUs the user's running and pending jobs hold there (a pending job owns its slot)."),
+        "running": integer("GPUs of running jobs."),
+        "pending": integer("GPUs of pending jobs."),
+        "free": integer("GPUs the user may still claim (`cap - claimed`, at least 0); null: no cap.", null=True),
+        "preemptible": boolean("Whether jobs there may be preempted."),
+    },
+)
+
+HOLDER = obj(
+    "A running holder the watch sees.",
+    {
+        "job_id": string("The holder's job id."),
+        "run_id": string("Its run id in the store; null when it has none.", null=True),
+        "name": string("Its name; null when none.", null=True),
+        "held_s": integer("Seconds it has been charged."),
+        "time_limit_s": integer("Its wall clock in seconds; null: none.", null=True),
+        "idle": boolean("True: no attempt runs in it (charged for nothing); null: not known.", null=True),
+    },
+)
+
+_step = integer("The step the run's log last reported; null: none yet.", null=True)
+
+# Each kind's own fields. A field of several kinds has one type and meaning in all of them.
+FIELDS: dict[str, dict[str, Any]] = {
+    "state": string("Slurm's state name (`RUNNING` when it started; the final one when it finished)."),
+    "nodes": string("Where it runs (Slurm's node list)."),
+    "tier": string("The tier it is on; null when no tier of the cluster matches.", null=True),
+    "gpus": integer("GPUs it holds (a promotion: it would hold)."),
+    "restart_count": integer("Slurm's restart count."),
+    "why": strings("What showed it went back to the queue (restart count rose, elapsed went backwards, ...)."),
+    "step": _step,
+    "preemptions_on_tier": integer("How many times this watch saw it preempted on this tier."),
+    "checkpoints": boolean("Whether the run checkpoints (from its log); null: not known yet.", null=True),
+    "state_text": string("sacct's state as printed (`CANCELLED by 1000`)."),
+    "exit_code": string("sacct's `code:signal`."),
+    "elapsed_s": integer("Seconds it ran."),
+    "ok": boolean("Whether it COMPLETED."),
+    "superseded_by": integer("The job it continues as (a promotion, a move); null: none.", null=True),
+    "attempt": integer("The attempt number its log reports (1, 2, ...)."),
+    "silence_s": number("Seconds its log has not moved."),
+    "limit_s": number("The silence allowed (3x its usual gap, at least `--stall-after`)."),
+    "log": string("The log's path; null when the store has none.", null=True),
+    "last": string("The last progress line; null: none.", null=True),
+    "reason": enum("Slurm's pending reason, as roach names it (docs/pending.md).", PendingReason.__members__),
+    "reason_text": string("The reason as squeue printed it."),
+    "outlook": enum("Will it start by itself (`never` for this kind).", [o.value for o in Outlook]),
+    "meaning": string("What the reason means."),
+    "detail": string("What the queue says of this job in particular (empty when nothing more)."),
+    "action": string("What to do."),
+    "from_tier": string("The tier it pends on."),
+    "to_tier": string("The tier with room."),
+    "room": integer("Free GPUs of the user's on `to_tier` before the move; null: no cap (a probe said so).", null=True),
+    "new_job_id": integer("The job it is now."),
+    "error": string("What failed, in full."),
+    "reservation": string("The reservation's name."),
+    "change": enum("`moved` (a new start) or `vanished`.", ["moved", "vanished"]),
+    "start": string("The reservation's start now; null: it vanished.", null=True),
+    "was_start": string("Its start before; null: not known.", null=True),
+    "dir": string("The log directory."),
+    "used": integer("Bytes the directory holds; null: not known.", null=True),
+    "fs_free": integer("Bytes free on its file system; null: not known.", null=True),
+    "fs_size": integer("Its file system's size in bytes; null: not known.", null=True),
+    "over": boolean("Whether the directory is over its size limit."),
+    "low_free": boolean("Whether its file system's free space is under the limit."),
+    "service": string("`slurmctld`, `slurmdbd`, or `the cluster` (the connection)."),
+    "down_s": number("Seconds it was unreachable."),
+    "watching": integer("Watched jobs that have not ended."),
+    "running": integer("Of them, running."),
+    "pending": integer("Of them, pending."),
+    "ended": integer("Watched jobs that ended (queue_empty: all of them)."),
+    "outages": strings("Each outage going on, in words."),
+    "holders": array("The running holders watched: what they are charged.", HOLDER),
+    "completed": integer("Of the ended jobs, how many COMPLETED (or continued as another job)."),
+}
+
+_PROMOTION = ("from_tier", "to_tier", "gpus", "room")
+_EXPLANATION = ("reason", "reason_text", "outlook", "meaning", "detail", "action")
+KIND_FIELDS: dict[EventKind, tuple[str, ...]] = {
+    EventKind.STARTED: ("state", "nodes", "tier", "gpus", "restart_count"),
+    EventKind.FINISHED: ("state", "state_text", "exit_code", "elapsed_s", "ok", "superseded_by"),
+    EventKind.REQUEUED: ("tier", "why", "restart_count", "step", "preemptions_on_tier", "checkpoints"),
+    EventKind.PREEMPTED: ("tier", "why", "restart_count", "step", "preemptions_on_tier", "checkpoints"),
+    EventKind.RESUMED: ("step", "attempt"),
+    EventKind.FROM_THE_TOP: ("attempt",),
+    EventKind.STALLED: ("silence_s", "limit_s", "log", "last"),
+    EventKind.NEVER_STARTS: _EXPLANATION,
+    EventKind.PROMOTION: _PROMOTION,
+    EventKind.PROMOTED: (*_PROMOTION, "new_job_id"),
+    EventKind.PROMOTE_FAILED: (*_PROMOTION, "error"),
+    EventKind.RESERVATION: ("reservation", "change", "start", "was_start"),
+    EventKind.LOST: (),
+    EventKind.DISK: ("dir", "used", "fs_free", "fs_size", "over", "low_free"),
+    EventKind.OUTAGE: ("service", "error"),
+    EventKind.RECOVERED: ("service", "down_s"),
+    EventKind.HEARTBEAT: ("watching", "running", "pending", "ended", "outages", "holders"),
+    EventKind.QUEUE_EMPTY: ("ended", "completed"),
+}
+
+KIND_TEXT: dict[EventKind, str] = {
+    EventKind.STARTED: "a job started running (each attempt; once, late, for one that started and ended between rounds)",
+    EventKind.FINISHED: "accounting says a job ended",
+    EventKind.REQUEUED: "a job went back to the queue",
+    EventKind.PREEMPTED: "a job went back to the queue by preemption (a preemptible tier, or its log says so)",
+    EventKind.RESUMED: "a new attempt's log says it resumed at a step",
+    EventKind.FROM_THE_TOP: "a new attempt of a run that had progress started from step 0",
+    EventKind.STALLED: "a running job's log has not moved for longer than its usual gap",
+    EventKind.NEVER_STARTS: "a job pends on a reason that will not clear as it is",
+    EventKind.PROMOTION: "a tier has room while a job pends lower: a move to make (`roach promote`)",
+    EventKind.PROMOTED: "`--rebalance` made that move",
+    EventKind.PROMOTE_FAILED: "`--rebalance` tried that move and could not",
+    EventKind.RESERVATION: "the reservation a pending job asks for moved or vanished",
+    EventKind.LOST: "a job left the queue and accounting has no record of it after a long wait",
+    EventKind.DISK: "a log directory's size or its file system's free space crossed its limit",
+    EventKind.OUTAGE: "slurmctld, slurmdbd or the connection is unreachable (said once per outage)",
+    EventKind.RECOVERED: "it is reachable again",
+    EventKind.HEARTBEAT: "every `--heartbeat` seconds, whatever happened",
+    EventKind.QUEUE_EMPTY: "every watched job has ended; the watch exits after it",
+}
+
+
+def kinds_of(field: str) -> list[str]:
+    """The kinds that carry ``field``."""
+    return [k.value for k, names in KIND_FIELDS.items() if field in names]
+
+
+EVENT = record(
+    "event",
+    "One line of `roach watch --json` (and the stdin of `--exec`): a change, a heartbeat, or the end.",
+    {
+        "event": enum("The kind (below); a new kind may be added without a new version.", [k.value for k in EventKind]),
+        "time": string("When the watch saw it, UTC (`2026-01-31T12:00:00Z`)."),
+        "cluster": string("The cluster watched."),
+        "job_id": string("The job as squeue names it (`123`, `123_4`); null for a cluster-wide event.", null=True),
+        "run_id": string("Its run id, when roach submitted it; else null.", null=True),
+        "name": string("The job's name; null for a cluster-wide event.", null=True),
+        "message": string("The human line (what `roach watch` prints without `--json`), without time and kind."),
+        **{
+            k: optional({**v, "description": f"{v['description']} Kinds: {', '.join(kinds_of(k))}."})
+            for k, v in FIELDS.items()
+        },
+        "tiers": array(
+            "The tier table (heartbeat, promotion, promoted, promote_failed, queue_empty); else empty.", TIER_ROW
+        ),
+    },
+)
+EVENT["allOf"] = [
+    {
+        "if": {"properties": {"event": {"const": k.value}}},
+        "then": {"description": KIND_TEXT[k], "required": list(names)},
+    }
+    for k, names in KIND_FIELDS.items()
+]

@@ -1,0 +1,193 @@
+"""The schemas of the job commands' records: ``job`` (submit, resume, status, ls), ``cancel``, ``sweep``,
+``why``, ``promote``, ``move``, and ``lab.status``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roach.cli.schemas.build import (
+    array,
+    boolean,
+    enum,
+    integer,
+    mapping,
+    obj,
+    optional,
+    record,
+    string,
+    strings,
+)
+from roach.model.states import PendingReason
+from roach.ops.pending import Outlook
+
+JOB_FIELDS: dict[str, dict[str, Any]] = {
+    "run_id": string("The run's id: what `resume`, `status`, `logs` take; a sweep's run is `<sweep_id>-<i>`."),
+    "job_id": integer(
+        "Slurm's job id (a sweep's run: its array's id, with `task`); an attempt inside a holder: roach's own "
+        "number for it (`holder` and `attempt` name it)."
+    ),
+    "cluster": string("The cluster's name in roach (`roach clusters`)."),
+    "name": string("The job's name in Slurm."),
+    "target": string(
+        "What runs: `package.module:function`; `roach:hold` for a holder; the script for a `roach sbatch` job."
+    ),
+    "state": string(
+        "Slurm's state name (`PENDING`, `RUNNING`, `COMPLETED`, `FAILED`, `CANCELLED`, `TIMEOUT`, ...); null "
+        "when neither Slurm nor the store knows it yet (`reason` says why).",
+        null=True,
+    ),
+    "status": string(
+        "roach's status: `pending`, `running`, or the final one (`completed`, `failed`, `cancelled`, `timeout`, ...)."
+    ),
+    "reason": string("Why it pends (Slurm's reason), or why its state is not known yet; else null.", null=True),
+    "exit_code": string("sacct's `code:signal` once it ended (`0:0`); else null.", null=True),
+    "submitted_at": string("When roach submitted it, UTC, ISO 8601 (`2026-01-31T12:00:00Z`)."),
+    "log": string("Its log file's path on the cluster."),
+    "held_s": integer("A holder: seconds it has been running (charged); else null.", null=True),
+    "idle": boolean("A running holder: true when no attempt runs in it (charged for nothing); else null.", null=True),
+    "via": string("The ssh alias it was submitted through, when not its cluster's own; else null.", null=True),
+    "task": integer("A sweep's run: its task in array `job_id`; else null.", null=True),
+    "holder": integer("An attempt inside a holder: the holder's job id; else null.", null=True),
+    "attempt": integer("An attempt inside a holder: its number there (1, 2, ...); else null.", null=True),
+    "commit": string("The git commit it runs; null for a job that runs no commit (a holder, a script).", null=True),
+}
+
+JOB = record(
+    "job",
+    "One job as roach knows it: from the store, with its live state from Slurm.",
+    {
+        **JOB_FIELDS,
+        "earlier_stage": optional(
+            string(
+                "`roach status` of a remote-workspace job whose stage is over: where its bundle was archived. "
+                "Printed only then."
+            )
+        ),
+    },
+)
+
+CANCEL = record(
+    "cancel",
+    "`roach cancel`: the job as it was (the fields of `roach.job`), and what the cancel did.",
+    {
+        **JOB_FIELDS,
+        "cancelled": boolean("True when it was queued and roach cancelled it; false when it had already ended."),
+        "ended": string(
+            "Slurm's final state once the job ended within `--wait` (`CANCELLED`, or `COMPLETED` when it ended "
+            "first); null when the wait ran out, was 0, or nothing was cancelled.",
+            null=True,
+        ),
+    },
+)
+
+SWEEP = record(
+    "sweep",
+    "`roach sweep`: the sweep's runs as Slurm job arrays.",
+    {
+        "sweep_id": string("The sweep's id; run i is `<sweep_id>-<i>`."),
+        "cluster": string("The cluster's name."),
+        "array_ids": array("The job arrays' ids, in task order (one per MaxArraySize runs).", {"type": "integer"}),
+        "runs": integer("How many runs (grid entries)."),
+        "log_root": string("The directory of the runs' logs, `<sweep_id>_<array>_<task>.out` each."),
+        "states": optional(
+            mapping("With `--wait`: how many runs ended in each Slurm state.", {"type": "integer"}),
+        ),
+        "failed": optional(strings("With `--wait`: the run ids that did not complete, sorted.")),
+    },
+)
+
+_EXPLAINED = ("reason", "reason_text", "outlook", "meaning", "detail", "action", "tier")
+WHY = record(
+    "why",
+    "`roach why`: why a job pends, in words; for a job that does not pend, only its state.",
+    {
+        "job_id": string("The job as Slurm names it (`123`, `123_4`)."),
+        "run_id": string("Its run id, when roach submitted it; else null.", null=True),
+        "state": string("Slurm's state name, or `not in the queue` (it ended: `roach status` says how)."),
+        "pending": boolean("Whether it pends; the fields below are printed only when it does."),
+        "reason": optional(
+            enum("Slurm's pending reason, as roach names it (docs/pending.md).", PendingReason.__members__)
+        ),
+        "reason_text": optional(string("The reason as squeue printed it.")),
+        "outlook": optional(
+            enum(
+                "Will it start by itself: `clears` as the queue moves, `waits` on the cluster, `never` as it is.",
+                [o.value for o in Outlook],
+            )
+        ),
+        "meaning": optional(string("What the reason means.")),
+        "detail": optional(string("What the queue says of this job in particular (empty when nothing more).")),
+        "action": optional(string("What to do.")),
+        "tier": optional(string("The tier it pends on; null when no tier of the cluster matches.", null=True)),
+    },
+)
+WHY["allOf"] = [{"if": {"properties": {"pending": {"const": True}}}, "then": {"required": list(_EXPLAINED)}}]
+
+PROMOTE = record(
+    "promote",
+    "`roach promote`: a pending job resubmitted, with its run id, on another tier.",
+    {
+        "run_id": string("The run."),
+        "old_job": integer("The job it was (held, then cancelled)."),
+        "new_job": integer("The job it is now."),
+        "tier": string("The tier it now pends on."),
+        "log": string("The new job's log."),
+    },
+)
+
+MOVE = record(
+    "move",
+    "`roach move`: a run moved to another tier (checkpointed and resubmitted, or promoted while it pended).",
+    {
+        "run_id": string("The run."),
+        "old_job": integer("The job it was."),
+        "new_job": integer("The job it is now."),
+        "tier": string("The tier it moved to."),
+        "how": enum(
+            "`promoted`: it was pending; `moved`: it ran, checkpointed and was resubmitted.", ["promoted", "moved"]
+        ),
+        "checkpoint_step": integer("The step its resume.pt holds; null: no checkpoint (it starts over).", null=True),
+        "fresh_checkpoint": boolean("Whether it wrote that checkpoint for this move."),
+        "resumed_at": integer("The step the new job's log says it resumed at; null: not started yet.", null=True),
+        "verified": boolean(
+            "True: it resumed at its checkpoint's step; null: the new job did not start within `--wait`.", null=True
+        ),
+        "log": string("The new job's log."),
+    },
+)
+
+LAB_STATUS = record(
+    "lab.status",
+    "`roach lab status`: the lab cluster's daemons and nodes.",
+    {
+        "state_dir": string("The lab's state directory."),
+        "slurm_conf": string("Its slurm.conf (`SLURM_CONF`)."),
+        "ports": mapping("Each daemon's port, by name (`ctld_port`, `n1_port`, ...).", {"type": "integer"}),
+        "daemons": array(
+            "Each daemon, in start order.",
+            obj(
+                "A daemon.",
+                {
+                    "name": string("`munged`, `mariadbd`, `slurmdbd`, `slurmctld`, `slurmd-n1`, ..."),
+                    "pid": integer("Its pid from its pid file; null when it has none.", null=True),
+                    "log": string("Its log file."),
+                    "running": boolean("Whether that pid runs."),
+                },
+            ),
+        ),
+        "nodes": mapping("Each node's state as sinfo prints it (`idle`, `mix`, `alloc`, ...).", {"type": "string"}),
+        "gpus_per_node": integer("The fake GPUs each node has."),
+        "cpus_per_node": integer("The CPUs each node has."),
+        "up": boolean("Whether every daemon runs."),
+    },
+)
+
+SCHEMAS = {
+    "job": JOB,
+    "cancel": CANCEL,
+    "sweep": SWEEP,
+    "why": WHY,
+    "promote": PROMOTE,
+    "move": MOVE,
+    "lab.status": LAB_STATUS,
+}
