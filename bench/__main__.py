@@ -80,6 +80,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "'as-is'; the lab is reconfigured live and restored after (default term,user-signal)",
     )
     ap.add_argument(
+        "--preempt-cred-expire",
+        type=int,
+        default=None,
+        metavar="S",
+        help="benchmark 5: also run on a second lab whose job credentials live S seconds (Slurm's default: 120; "
+        "the lab's: 10), started and stopped for it",
+    )
+    ap.add_argument(
         "--smoke",
         action="store_true",
         help="small sizes for a quick check (2 reps, 10,50 jobs, 100,1000 tasks, lab's preemption as-is); "
@@ -138,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         2: lambda jobs: mod("b2_load").run(lab, jobs, a.sizes, reps(2), log),
         3: lambda jobs: mod("b3_ssh").run(lab, jobs, a.ssh_jobs, reps(3), log),
         4: lambda jobs: b4_sweep.run(lab, jobs, a.sweep_runs, reps(4), log),
-        5: lambda jobs: mod("b5_preempt").run(lab, jobs, reps(5), a.preempt_modes, log=log),
+        5: lambda jobs: mod("b5_preempt").run(
+            lab, jobs, reps(5), a.preempt_modes, cred_expire=a.preempt_cred_expire, log=log
+        ),
         6: lambda jobs: mod("b6_scale").run(lab, jobs, a.scale_sizes, reps(6), log),
         # the smoke run leaves out the slow storm (ROACH_FAULTS_STORM keeps it short in a full run if set)
         7: lambda jobs: mod("b7_faults").run(lab, jobs, log, ("-m", "not slow") if a.smoke else ()),

@@ -26,7 +26,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bench.labenv import BenchError, Jobs, Lab
+from bench.labenv import BenchError, Jobs, Lab, ensure_bench_user
 from bench.repo import make_repo
 from bench.report import Section
 from bench.stats import Row, comparison_table
@@ -73,7 +73,7 @@ class Preempt:
                 "pkg.jobfns:train_roach",
                 {"steps": self.steps, "step_s": self.step_s, "progress": str(progress)},
                 resources=res,
-                cluster=LAB.with_(run_as=self.lab.user),
+                cluster=LAB.with_(run_as=self.lab.user, env_factory=self.lab.cfg.env),  # this lab, not the default
                 name="preempt-roach",
                 repo_root=self.work,
                 store=self.store,
@@ -225,10 +225,13 @@ def run(
     steps: int | None = None,
     step_s: float = 0.05,
     preempt_after: int = 40,
+    cred_expire: int | None = None,
     log=print,
 ) -> Section:
     """``steps`` default: enough that the run outlasts the low QOS's GraceTime after the preemption (a job
-    that ignores SIGTERM and ends within the grace time is never requeued, and that measures nothing)."""
+    that ignores SIGTERM and ends within the grace time is never requeued, and that measures nothing).
+    ``cred_expire``: the same runs again on a second lab whose job credentials live that long (Slurm's default
+    is 120 s, the lab's 10 s): a requeued job may start only once its credential expired."""
     if steps is None:
         grace = _grace_s(lab)
         steps = preempt_after + int((grace + 15) / step_s)
@@ -257,7 +260,47 @@ def run(
         jobs.cancel(jobs.user_ids)
         if any(m != "as-is" for m in modes) and LabConfig.load().preempt_send_user_signal != original:
             _set_mode(original, log)
-    return _section(results, reps, steps, step_s, preempt_after)
+    if cred_expire:
+        results.update(_with_cred_expire(cred_expire, reps, steps, step_s, preempt_after, log))
+    return _section(results, reps, steps, step_s, preempt_after, cred_expire)
+
+
+CRED_PORT_BASE = 19317  # the second lab's ports: away from the main lab's and the tests' private labs
+
+
+def _with_cred_expire(seconds: int, reps: int, steps: int, step_s: float, preempt_after: int, log) -> dict:
+    """The runs on a second lab, started for this with ``cred_expire=seconds`` and stopped after (SIGTERM)."""
+    from roach.lab import lab as lablib
+
+    state = f"/var/lib/roach/lab-bench-cred-expire-{seconds}"
+    log(f"bench 5: starting a lab with cred_expire={seconds} in {state} (torch for its jobs: minutes the first time)")
+    cfg = lablib.up(
+        state,
+        log=lambda *_: None,
+        port_base=CRED_PORT_BASE,
+        cred_expire=seconds,
+        job_packages=("torch==2.13.0", "numpy"),
+    )
+    lab = Lab(cfg)
+    jobs = Jobs(lab)
+    label = f"SIGTERM, cred_expire {seconds} s"
+    out: list[dict] = []
+    try:
+        ensure_bench_user(lab, log)
+        wd = lab.workdir("preempt-cred")
+        for sub in ("logs", "submitit", "progress"):
+            (wd / sub).mkdir()
+            shutil.chown(wd / sub, lab.user, lab.user)
+        p = Preempt(lab, jobs, wd, steps, step_s, preempt_after, log)
+        for rep in range(reps):
+            for m in METHODS:
+                r = p.once(m)
+                out.append(r)
+                log(f"bench 5: {label} rep {rep + 1} {m:9s} preemption -> requeued start {r['preempt_to_start']} s")
+    finally:
+        jobs.cancel(jobs.user_ids)
+        lablib.down(state, log=lambda *_: None)
+    return {label: out}
 
 
 def _grace_s(lab: Lab) -> int:
@@ -274,7 +317,7 @@ def _set_mode(user_signal: bool, log) -> None:
     lablib.up(log=lambda *_: None, preempt_send_user_signal=user_signal)
 
 
-def _section(results, reps, steps, step_s, preempt_after) -> Section:
+def _section(results, reps, steps, step_s, preempt_after, cred_expire=None) -> Section:
     body = []
     for label, rs in results.items():
 
@@ -291,9 +334,11 @@ def _section(results, reps, steps, step_s, preempt_after) -> Section:
         ]
         sig = (
             "the job's --signal first (roach USR1, submitit USR2), SIGTERM after the grace time"
-            if label != "SIGTERM"
+            if label == "preempt_send_user_signal"
             else "SIGTERM, SIGKILL after the QOS GraceTime"
         )
+        if label.startswith("SIGTERM, cred_expire"):
+            sig += f", on a lab with Slurm's default credential lifetime ({label.split(', ', 1)[1]}; the lab's: 10 s)"
         body += [f"### Preemption sends {sig}", "", comparison_table(rows, METHODS)]
         if never:
             body += [f"Not requeued (ended within the grace time): {', '.join(r['method'] for r in never)}.", ""]
@@ -304,5 +349,6 @@ def _section(results, reps, steps, step_s, preempt_after) -> Section:
         5,
         "Preemption loss",
         "\n".join(body),
-        {"reps": reps, "steps": steps, "step_s": step_s, "preempt_after": preempt_after},
+        {"reps": reps, "steps": steps, "step_s": step_s, "preempt_after": preempt_after}
+        | ({"cred_expire": cred_expire} if cred_expire else {}),
     )

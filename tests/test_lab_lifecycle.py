@@ -174,6 +174,20 @@ def test_an_unknown_preempt_signal_setting_is_refused():
         LabConfig(state_dir="/nonexistent", preempt_signal_setting="Slurmctld")
 
 
+def test_the_credential_lifetime_and_memory_enforcement_reach_slurm_conf(tmp_path):
+    default = LabConfig(state_dir=str(tmp_path / "a"))
+    default.render()
+    conf = (default.etc / "slurm.conf").read_text()
+    assert "cred_expire=10\n" in conf and "TaskPlugin=task/none" in conf
+    site = LabConfig(state_dir=str(tmp_path / "b"), cred_expire=120, memory_cgroup=True)
+    site.render()
+    conf = (site.etc / "slurm.conf").read_text()
+    assert "cred_expire=120\n" in conf and "TaskPlugin=task/cgroup" in conf and "proctrack/cgroup" in conf
+    assert "ConstrainRAMSpace=yes" in (site.etc / "cgroup.conf").read_text()
+    with pytest.raises(UsageError, match="cred_expire 0 is out of range"):
+        LabConfig(state_dir=str(tmp_path / "c"), cred_expire=0)
+
+
 def test_not_root_is_refused_with_what_to_do(monkeypatch, tmp_path):
     monkeypatch.setattr(lablib.os, "geteuid", lambda: 1000)
     with pytest.raises(LabError) as err:

@@ -92,6 +92,13 @@ def lab() -> None:
     help='slurmd\'s Prolog script, run as root before each job on a node ("" for none). [default: none]',
 )
 @click.option(
+    "--cred-expire",
+    type=int,
+    default=None,
+    help="Seconds a job credential lives; a requeued job waits that long (Slurm's default: 120). "
+    f"{_default('cred_expire')}",
+)
+@click.option(
     "--memory-cgroup/--no-memory-cgroup",
     default=None,
     help="Enforce jobs' --mem through the cgroup v1 memory controller (task/cgroup), so a job over it ends "
