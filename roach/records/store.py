@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import astuple
 from typing import Any
 
 from roach.errors import UsageError
@@ -36,7 +35,10 @@ class Store(Database):
 
     def add_many(self, recs: list[JobRecord]) -> None:
         """Record several submissions (a sweep's tasks) in one transaction: all of them or none."""
-        rows = [tuple(json.dumps(v) if c == "resources" else v for c, v in zip(COLUMNS, astuple(r))) for r in recs]
+        # the fields as they are (dataclasses.astuple deep-copies each record's resources: most of a sweep's add)
+        rows = [
+            tuple(json.dumps(v) if c == "resources" else v for c in COLUMNS for v in (getattr(r, c),)) for r in recs
+        ]
         cols = ", ".join(f'"{c}"' for c in COLUMNS)
         try:
             with self._write() as conn:
