@@ -152,6 +152,14 @@ class ReleaseLab:
                 f"{apt} update && DEBIAN_FRONTEND=noninteractive {apt} install -y --no-install-recommends "
                 + " ".join(missing)
             )
+        # This machine's pip settings and CA bundle (which may hold its proxy's CA), for pip in the root; after
+        # apt, whose ca-certificates would write the bundle over.
+        host_ca = Path(os.environ.get("PIP_CERT", "/etc/ssl/certs/ca-certificates.crt"))
+        for f in (host_ca, Path("/etc/pip.conf"), Path.home() / ".config/pip/pip.conf"):
+            if f.is_file():
+                dest = self.root / str(f).lstrip("/")
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(f, dest)
         minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
         if not (self.root / "opt/roach-python/bin" / minor).exists():
             log("copying roach's Python into the root")
