@@ -68,7 +68,7 @@ class Columns:
     job: int
     run: int
     state: int = 9
-    tier: int = 4
+    tier: int = 5
     nodes: int = 5
     rp: int = 3
     rate: int = 5
@@ -77,12 +77,12 @@ class Columns:
 
     @classmethod
     def fit(cls, width: int) -> Columns:
-        job, run = 9, 12
-        fixed = 1 + job + run + 9 + 4 + 5 + 3 + 5 + 6 + 8  # the marker, the cells, a space between each but the first
+        job, run = 9, 11
+        fixed = 1 + job + run + 9 + 5 + 5 + 3 + 5 + 6 + 8  # the marker, the cells, a space between each but the first
         left = max(width - fixed, 8)
         more = max(left - 17, 0)
         run += min(more // 3, 18)
-        return cls(job=job, run=run, note=max(width - (fixed - 12 + run), 1))
+        return cls(job=job, run=run, note=max(width - (fixed - 11 + run), 1))
 
 
 def fmt_rate(v: float | None) -> str:
@@ -100,7 +100,8 @@ def note_of(r: JobRow) -> tuple[str, str]:
     if r.explanation is not None:
         out = r.explanation.outlook.value
         promo = f" -> {r.promotion} (p)" if r.promotion else ""
-        return f"{r.reason or r.explanation.reason.value}: {'NEVER' if out == 'never' else out}{promo}", (
+        # the outlook first: a narrow NOTE cuts the reason, never whether it clears
+        return f"{'NEVER' if out == 'never' else out}: {r.reason or r.explanation.reason.value}{promo}", (
             "red" if out == "never" else "yellow"
         )
     if r.holder and r.held_s is not None:
@@ -127,17 +128,18 @@ def state_style(state: str) -> str:
 
 
 def job_line(r: JobRow, cols: Columns, selected: bool) -> Text:
-    eta = human_seconds(r.pace.eta_s) if r.pace.eta_s is not None else "-"
+    live = not r.done and r.state == "RUNNING"  # a pace is shown while it runs: an ended run has none to go
+    eta = human_seconds(r.pace.eta_s) if live and r.pace.eta_s is not None else "-"
     note, note_style = note_of(r)
     cells: list[tuple[str, str]] = [
         (">" if selected else " ", "bold"),
-        (cut(r.key, cols.job).ljust(cols.job), ""),
+        (cut_middle(r.key, cols.job).ljust(cols.job), ""),
         (cut_middle(r.run_id or r.name or "-", cols.run).ljust(cols.run), ""),
         (cut(r.state, cols.state).ljust(cols.state), state_style(r.state)),
         (cut(r.tier or "-", cols.tier).ljust(cols.tier), ""),
         (cut(r.nodes or "-", cols.nodes).ljust(cols.nodes), ""),
         (cut(f"{r.restarts}/{r.preemptions}", cols.rp).rjust(cols.rp), "magenta" if r.restarts else ""),
-        (cut(fmt_rate(r.pace.steps_per_min), cols.rate).rjust(cols.rate), ""),
+        (cut(fmt_rate(r.pace.steps_per_min if live else None), cols.rate).rjust(cols.rate), ""),
         (cut(eta, cols.eta).rjust(cols.eta), ""),
         (cut(note, cols.note), note_style),
     ]
