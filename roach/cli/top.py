@@ -18,8 +18,8 @@ import tty
 from dataclasses import dataclass, field
 
 import click
-from rich.console import Console, Group
-from rich.live import Live
+from rich.console import Console
+from rich.text import Text
 
 from roach.cli.args import cli_cluster
 from roach.cli.common import ssh_config_option
@@ -230,33 +230,63 @@ def read_keys(fd: int, timeout: float) -> list[str]:
     return parse_keys(data)
 
 
+def terminal_size(console: Console) -> tuple[int, int]:
+    """The terminal's size now, asked of the terminal itself: rich takes $COLUMNS and $LINES, when they are
+    exported, as a fixed size that no resize changes."""
+    try:
+        ts = os.get_terminal_size(sys.stdout.fileno())
+    except OSError:
+        return console.size.width, console.size.height
+    console.size = (ts.columns, ts.lines)
+    return ts.columns, ts.lines
+
+
+def draw(console: Console, lines: list[Text], clear: bool = False) -> None:
+    """The whole screen in one write, from its top left corner: each line padded to the width, so nothing of
+    the last frame is left, and no relative cursor moves that a resize would throw off."""
+    width = console.size.width
+    with console.capture() as cap:
+        for i, ln in enumerate(lines):
+            last = i == len(lines) - 1
+            t = ln.copy()
+            t.set_length(width - 1 if last else width)  # the last cell of the last line would scroll some terminals
+            console.print(t, end="" if last else "\n", no_wrap=True, overflow="crop", soft_wrap=True)
+    console.file.write(("\x1b[2J" if clear else "") + "\x1b[H" + cap.get())
+    console.file.flush()
+
+
 def live_loop(top: Top, console: Console) -> None:
     """Rounds every interval, keys and resizes in between; the screen is redrawn on each change."""
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd)
     tty.setcbreak(fd)
+    console.set_alt_screen(True)
+    console.show_cursor(False)
     try:
-        with Live(console=console, screen=True, auto_refresh=False, redirect_stderr=False) as live:
-            size, due = None, 0.0
-            live.update(Group(*screen_lines(None, top.view, *console.size)), refresh=True)
-            while not top.quit:
-                dirty = False
-                if time.monotonic() >= due:
-                    top.round()
-                    due, dirty = time.monotonic() + top.watcher.next_delay(), True
-                if console.size != size:
-                    size, dirty = console.size, True
-                if dirty:
-                    live.update(Group(*screen_lines(top.frame, top.view, *size)), refresh=True)
-                for k in read_keys(fd, min(TICK_S, due - time.monotonic())):
-                    if top.view.mode is Mode.CONFIRM and k in ("y", "Y"):
-                        top.view.message = "promoting ..."
-                        live.update(Group(*screen_lines(top.frame, top.view, *size)), refresh=True)
-                    top.key(k, size[1])
-                    if top.quit:
-                        break
-                    live.update(Group(*screen_lines(top.frame, top.view, *console.size)), refresh=True)
+        size = terminal_size(console)
+        draw(console, screen_lines(None, top.view, *size), clear=True)
+        due = 0.0
+        while not top.quit:
+            dirty = clear = False
+            if time.monotonic() >= due:
+                top.round()
+                due, dirty = time.monotonic() + top.watcher.next_delay(), True
+            now_size = terminal_size(console)
+            if now_size != size:
+                size, dirty, clear = now_size, True, True
+            if dirty:
+                draw(console, screen_lines(top.frame, top.view, *size), clear)
+            for k in read_keys(fd, min(TICK_S, due - time.monotonic())):
+                if top.view.mode is Mode.CONFIRM and k in ("y", "Y"):
+                    top.view.message = "promoting ..."
+                    draw(console, screen_lines(top.frame, top.view, *size))
+                top.key(k, size[1])
+                if top.quit:
+                    break
+                draw(console, screen_lines(top.frame, top.view, *size))
     finally:
+        console.show_cursor(True)
+        console.set_alt_screen(False)
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
@@ -343,7 +373,7 @@ def top(
                     return
                 console = Console(highlight=False)
                 width = console.size.width if console.is_terminal else 80
-                for line in screen_lines(t.frame, t.view, width, len(t.frame.rows) + 40)[:-1]:
+                for line in screen_lines(t.frame, t.view, width, len(t.frame.rows) + 40, fill=False)[:-1]:
                     console.print(line, soft_wrap=True)
                 return
             try:

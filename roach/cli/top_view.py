@@ -237,11 +237,13 @@ def visible(rows: tuple[JobRow, ...], selected: str | None, room: int) -> tuple[
     return start, start + room
 
 
-def screen_lines(frame: Frame | None, view: View, width: int, height: int) -> list[Text]:
-    """Exactly the lines of the screen: at most ``height``, none wider than ``width``."""
+def screen_lines(frame: Frame | None, view: View, width: int, height: int, fill: bool = True) -> list[Text]:
+    """The lines of the screen: at most ``height``, none wider than ``width``; with ``fill``, exactly
+    ``height``, the keys on the last line."""
     width, height = max(width, 20), max(height, 3)
     if frame is None:
-        return [Text(cut("roach top: the first round ...", width)), footer_line(view, width)][:height]
+        first = [Text(cut("roach top: the first round ...", width))]
+        return first + [Text("") for _ in range(height - 2 if fill else 0)] + [footer_line(view, width)]
     body = height - 1  # the footer
     lines: list[Text] = [title_line(frame, width)]
     if view.mode is Mode.LOG:
@@ -267,4 +269,6 @@ def screen_lines(frame: Frame | None, view: View, width: int, height: int) -> li
                 if more:  # say what is off the screen
                     lines.append(Text(cut(f"  rows {start + 1}-{stop} of {len(rows)} (up/down)", width), style="dim"))
     lines = [ln[:width] if len(ln) > width else ln for ln in lines[:body]]
+    if fill:
+        lines += [Text("") for _ in range(body - len(lines))]
     return lines + [footer_line(view, width)]

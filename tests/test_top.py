@@ -1,0 +1,211 @@
+"""`roach top` on the lab, driven in a real terminal: tmux (send-keys, capture-pane) runs the real command in an
+80x24 pane. A sweep of 6 runs appears, a run that ends changes its row, the selected run's log is followed, a
+resize redraws, `q` quits; a preempted run shows its restart; `--once --json` prints the frame's data."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roach.lab.config import LAB_USER
+from roach.launch.sweep import sweep
+from roach.slurm.clusters.lab import GPU1, LAB
+from tests.conftest import slack, wait_until
+from tests.support.watch import TRAIN
+
+pytestmark = pytest.mark.lab
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = LAB.with_(run_as=LAB_USER)
+KEYS_LINE = "up/down select"
+
+
+@pytest.fixture
+def repo(git_repo):
+    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
+    return git_repo
+
+
+def roach_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "roach", *args]
+
+
+def roach_env(store) -> dict[str, str]:
+    return {**os.environ, "ROACH_STORE": str(store.path), "PYTHONPATH": str(ROOT)}
+
+
+class Pane:
+    """`roach top` in a tmux pane of its own tmux server (-L), the pane kept after the command exits."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], width: int = 80, height: int = 24):
+        if shutil.which("tmux") is None:
+            pytest.skip("tmux is not installed")
+        self.server = ["tmux", "-L", f"roach-test-{os.getpid()}-{name}", "-f", "/dev/null"]
+        self.target = f"{name}:0.0"
+        pass_env = [f"{k}={env[k]}" for k in ("ROACH_STORE", "PYTHONPATH", "ROACH_LAB_DIR", "PATH") if k in env]
+        shell = ["sh", "-c", '"$@"; echo "exit status $?"', "sh"]  # the pane says how the command exited
+        self.tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), *shell, "env", *pass_env, *argv)
+        self.tmux("set-option", "-t", name, "remain-on-exit", "on")
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run([*self.server, *args], check=True, capture_output=True, text=True).stdout
+
+    def lines(self) -> list[str]:
+        return self.tmux("capture-pane", "-p", "-t", self.target).split("\n")
+
+    def text(self) -> str:
+        return "\n".join(self.lines())
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", self.target, *keys)
+
+    def exited(self) -> str | None:
+        """How the command exited ("exit status N"), None while it runs."""
+        return next((ln for ln in self.lines() if ln.startswith("exit status ")), None)
+
+    def wait(self, what: str, pred, timeout: float = 60.0) -> list[str]:
+        seen: list[list[str]] = []
+
+        def look():
+            seen.append(self.lines())
+            return pred(seen[-1])
+
+        try:
+            wait_until(what, look, timeout=timeout, every=0.5)
+        except pytest.fail.Exception as err:
+            pytest.fail(f"{err}\nthe pane:\n" + "\n".join(seen[-1] if seen else []))
+        return seen[-1]
+
+    def close(self) -> None:
+        subprocess.run([*self.server, "kill-server"], capture_output=True)
+
+
+def fits(lines: list[str], width: int, height: int) -> bool:
+    """The frame fills the pane exactly: its title on the first line, its keys line the last, none wrapped."""
+    body = [ln for ln in lines if ln.strip()]
+    return (
+        len(lines) >= height
+        and lines[0].startswith("roach top")
+        and lines[height - 1].rstrip() != ""
+        and all(len(ln) <= width for ln in lines)
+        and len(body) <= height
+    )
+
+
+def row(lines: list[str], key: str) -> str | None:
+    return next((ln for ln in lines if ln[1:].startswith(f"{key} ")), None)
+
+
+def test_a_sweep_of_six_in_80x24_its_ends_the_log_a_resize_and_q(lab, repo, store, roots, slurm):
+    grid = [{"steps": 6, "step_s": 0.2}] + [{"steps": 900, "step_s": 0.3} for _ in range(5)]
+    sw = sweep(
+        "pkg.train:train",
+        grid,
+        resources=GPU1.replace(time="00:05:00"),
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        name="topsweep",
+        **roots,
+    )
+    keys = [j.slurm_id for j in sw]
+    pane = Pane(
+        "sweep", roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1"), roach_env(store)
+    )
+    try:
+        lines = pane.wait("the 6 runs' rows", lambda ls: all(row(ls, k) for k in keys), timeout=60)
+        assert fits(lines, 80, 24), lines
+        assert lines[-1].startswith(KEYS_LINE) or lines[23].startswith(KEYS_LINE), lines
+        assert any(ln.startswith("high ") for ln in lines) and any(ln.startswith("low ") for ln in lines)
+        # the short run ends: its row says how; the others run on with their pace and ETA
+        lines = pane.wait(
+            "the short run's row to say COMPLETED",
+            lambda ls: "COMPLETED" in (row(ls, keys[0]) or "") and "exit 0:0" in (row(ls, keys[0]) or ""),
+            timeout=90,
+        )
+        lines = pane.wait(
+            "a running row with its steps per minute and ETA",
+            lambda ls: any(
+                "RUNNING" in (r := row(ls, k) or "") and "step " in r and r.split()[7] != "-" for k in keys[1:]
+            ),
+            timeout=60,
+        )
+        assert fits(lines, 80, 24) and "1 ended" in lines[0], lines
+        # the second run's log, followed
+        pane.keys("Down", "l")
+        lines = pane.wait("its log", lambda ls: ls[1].startswith(f"log of job {keys[1]}") and "step" in "\n".join(ls))
+        assert fits(lines, 80, 24), lines
+        pane.keys("l")
+        pane.wait("the table again", lambda ls: row(ls, keys[1]) is not None and row(ls, keys[1]).startswith(">"))
+        # a resize redraws the whole frame at the new size, and back
+        pane.tmux("resize-window", "-t", "sweep", "-x", "100", "-y", "30")
+        lines = pane.wait("the frame at 100x30", lambda ls: fits(ls, 100, 30) and ls[29].startswith(KEYS_LINE))
+        assert fits(lines, 100, 30) and all(row(lines, k) for k in keys), "\n".join(lines)
+        pane.tmux("resize-window", "-t", "sweep", "-x", "80", "-y", "24")
+        lines = pane.wait("the frame at 80x24", lambda ls: fits(ls, 80, 24) and ls[23].startswith(KEYS_LINE))
+        assert fits(lines, 80, 24) and all(row(lines, k) for k in keys), lines
+        # while top holds the watch's lock, another watcher of this store and cluster is refused
+        other = subprocess.run(
+            roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--once"),
+            env=roach_env(store),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert other.returncode == 9, other.stdout + other.stderr
+        pane.keys("q")
+        wait_until("top to quit", pane.exited, timeout=15)
+        assert pane.exited() == "exit status 0", pane.text()
+    finally:
+        pane.close()
+        slurm.scancel(sw.array_ids)
+    once = subprocess.run(
+        roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--once", "--json"),
+        env=roach_env(store),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert once.returncode == 0, once.stderr
+    frame = json.loads(once.stdout)
+    jobs = {j["job_id"]: j for j in frame["jobs"]}
+    assert set(keys) <= set(jobs) and jobs[keys[0]]["state"] == "COMPLETED" and jobs[keys[0]]["done"]
+    assert {t["tier"] for t in frame["tiers"]} == {"high", "low"}
+
+
+def test_a_preempted_run_shows_its_restart(lab, repo, store, roots, slurm):
+    from roach.slurm import submit
+
+    job = submit(
+        "pkg.train:train",
+        args={"steps": 400, "step_s": 0.2},
+        resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n1",)),
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        name="preemptible",
+        **roots,
+    )
+    key = str(job.job_id)
+    pane = Pane(
+        "preempt", roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1"), roach_env(store)
+    )
+    try:
+        pane.wait("the run to make progress", lambda ls: "step " in (row(ls, key) or ""), timeout=90)
+        assert " 0/0 " in row(pane.lines(), key)
+        slurm.sbatch(
+            ["--qos=high", "--nodelist=n1", "--gres=gpu:4", "--time=1", "--output=/dev/null"], "#!/bin/bash\nsleep 5\n"
+        )
+        lines = pane.wait("its restart and preemption", lambda ls: " 1/1 " in (row(ls, key) or ""), timeout=slack(90))
+        assert fits(lines, 80, 24), lines
+        lines = pane.wait("it to run again", lambda ls: "RUNNING" in (r := row(ls, key) or "") and " 1/1 " in r, 120)
+        pane.keys("q")
+        wait_until("top to quit", pane.exited, timeout=15)
+    finally:
+        pane.close()
+        job.cancel()
