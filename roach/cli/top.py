@@ -90,7 +90,7 @@ class Top:
                 v.message = "not promoted"
             return
         v.message = ""
-        if k in ("q", "ctrl-c"):
+        if k == "q":
             self.quit = True
         elif k in ("up", "down"):
             self.move(-1 if k == "up" else 1)
@@ -192,7 +192,6 @@ _SEQUENCES = {
     "\x1b[B": "down",
     "\x1bOA": "up",
     "\x1bOB": "down",
-    "\x03": "ctrl-c",
 }
 
 
@@ -378,6 +377,7 @@ def top(
                 return
             try:
                 live_loop(t, Console(highlight=False))
-            except KeyboardInterrupt:
-                pass
+            except KeyboardInterrupt:  # as `roach watch` exits on Ctrl-C
+                click.echo("stopped; the jobs go on (`roach top` or `roach watch` picks up where this one left)")
+                sys.exit(130)
     click.echo("stopped; the jobs go on (`roach top` or `roach watch` picks up where this one left)")
