@@ -209,3 +209,50 @@ def test_a_preempted_run_shows_its_restart(lab, repo, store, roots, slurm):
     finally:
         pane.close()
         job.cancel()
+
+
+def test_p_proposes_a_promotion_asks_and_y_makes_it(lab, repo, store, roots, user_slurm, jobs):
+    from roach.slurm import submit
+
+    opts = ["--time=5", "--output=/dev/null", "--gres=gpu:4", "--job-name=top-filler"]
+    jobs += [user_slurm.sbatch([*opts, f"--nodelist={n}"], "#!/bin/bash\nsleep 300\n") for n in ("n1", "n2")]
+    wait_until("the fillers to run", lambda: all(q.state.is_running for q in user_slurm.squeue(job_ids=jobs)), 60)
+    job = submit(
+        "pkg.train:train",
+        args={"steps": 20, "step_s": 0.2},
+        resources=GPU1.replace(qos="low", time="00:05:00"),
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        name="wants-high",
+        **roots,
+    )
+    key = str(job.job_id)
+    argv = roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1", "--repo-root", str(repo.work))
+    pane = Pane("promote", argv, roach_env(store))
+    try:
+        pane.wait("the promotion it proposes", lambda ls: "clears p->high" in (row(ls, key) or ""), timeout=60)
+        pane.keys("p")
+        lines = pane.wait("the question", lambda ls: "[y/N]" in ls[23], timeout=15)
+        assert lines[23].startswith(f"promote job {key} from low to high? [y/N]  (run {job.run_id[:10]}"), lines[23]
+        pane.keys("n")
+        pane.wait("no promotion", lambda ls: ls[23].startswith("not promoted"), timeout=15)
+        assert store.get("lab", job.job_id).status == "submitted"  # nothing moved
+        pane.keys("p")
+        pane.wait("the question again", lambda ls: "[y/N]" in ls[23], timeout=15)
+        pane.keys("y")
+        lines = pane.wait("the promotion made", lambda ls: f"promoted job {key}" in ls[23], timeout=60)
+        new_id = int(lines[23].split("now job ")[1].split()[0])
+        jobs.append(new_id)
+        lines = pane.wait(
+            "the old row moved on and the new job's row on high",
+            lambda ls: f"moved on: job {new_id}" in (row(ls, key) or "") and " high " in (row(ls, str(new_id)) or ""),
+            timeout=60,
+        )
+        assert fits(lines, 80, 24), lines
+        assert store.get("lab", new_id).run_id == job.run_id
+        pane.keys("q")
+        wait_until("top to quit", pane.exited, timeout=15)
+    finally:
+        pane.close()
+        job.cancel()

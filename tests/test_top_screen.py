@@ -188,7 +188,7 @@ def test_keys_select_explain_and_ask_before_promoting(fake, store, clock):
     top.round()  # pending a second round, and high has room: the watch's plan proposes high
     assert top.frame.row("41").promotion == "high"
     top.key("p")
-    assert top.view.mode is Mode.CONFIRM and "from low to high" in top.view.question
+    assert top.view.mode is Mode.CONFIRM and top.view.question.startswith("promote job 41 from low to high? [y/N]")
     top.key("n")
     assert top.view.mode is Mode.TABLE and top.view.message == "not promoted"
     top.key("down")

@@ -161,9 +161,10 @@ class Top:
             )
         else:
             v.mode = Mode.CONFIRM
+            # the answer first: a narrow terminal cuts the line's end
             v.question = (
-                f"promote job {r.key} (run {r.run_id}) from {r.tier} to {r.promotion}: hold it, resubmit the run "
-                "there, cancel it?"
+                f"promote job {r.key} from {r.tier} to {r.promotion}? [y/N]  (run {r.run_id}: held, resubmitted "
+                "there, cancelled)"
             )
 
     def promote(self) -> None:

@@ -99,9 +99,9 @@ def note_of(r: JobRow) -> tuple[str, str]:
         return f"exit {r.exit_code or '?'}", "green" if r.state == "COMPLETED" else "red"
     if r.explanation is not None:
         out = r.explanation.outlook.value
-        promo = f" -> {r.promotion} (p)" if r.promotion else ""
-        # the outlook first: a narrow NOTE cuts the reason, never whether it clears
-        return f"{'NEVER' if out == 'never' else out}: {r.reason or r.explanation.reason.value}{promo}", (
+        promo = f" p->{r.promotion}" if r.promotion else ""
+        # the outlook and a promotion first: a narrow NOTE cuts the reason, never whether it clears
+        return f"{'NEVER' if out == 'never' else out}{promo}: {r.reason or r.explanation.reason.value}", (
             "red" if out == "never" else "yellow"
         )
     if r.holder and r.held_s is not None:
@@ -209,7 +209,7 @@ def holder_lines(frame: Frame, width: int) -> list[Text]:
 
 def footer_line(view: View, width: int) -> Text:
     if view.mode is Mode.CONFIRM:
-        return Text(cut(f"{view.question} [y/N]", width), style="bold yellow")
+        return Text(cut(view.question, width), style="bold yellow")
     if view.message:
         return Text(cut(view.message, width), style="yellow")
     keys = {
