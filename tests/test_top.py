@@ -1,6 +1,7 @@
 """`roach top` on the lab, driven in a real terminal: tmux (send-keys, capture-pane) runs the real command in an
 80x24 pane. A sweep of 6 runs appears, a run that ends changes its row, the selected run's log is followed, a
-resize redraws, `q` quits; a preempted run shows its restart; `--once --json` prints the frame's data."""
+resize redraws, `q` quits; a preempted run shows its restart; `p` asks, and `y` promotes; `--once --json`
+prints the frame's data. Over SSH (a real sshd), its rounds are the watch's few commands on one connection."""
 
 from __future__ import annotations
 
@@ -9,14 +10,21 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from roach.cli.top import Top
+from roach.cli.top_view import Mode
 from roach.lab.config import LAB_USER
 from roach.launch.sweep import sweep
+from roach.records.store import Store
+from roach.slurm import submit
 from roach.slurm.clusters.lab import GPU1, LAB
+from roach.watch.watcher import Watcher
 from tests.conftest import slack, wait_until
+from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 from tests.support.watch import TRAIN
 
 pytestmark = pytest.mark.lab
@@ -179,7 +187,6 @@ def test_a_sweep_of_six_in_80x24_its_ends_the_log_a_resize_and_q(lab, repo, stor
 
 
 def test_a_preempted_run_shows_its_restart(lab, repo, store, roots, slurm):
-    from roach.slurm import submit
 
     job = submit(
         "pkg.train:train",
@@ -212,7 +219,6 @@ def test_a_preempted_run_shows_its_restart(lab, repo, store, roots, slurm):
 
 
 def test_p_proposes_a_promotion_asks_and_y_makes_it(lab, repo, store, roots, user_slurm, jobs):
-    from roach.slurm import submit
 
     opts = ["--time=5", "--output=/dev/null", "--gres=gpu:4", "--job-name=top-filler"]
     jobs += [user_slurm.sbatch([*opts, f"--nodelist={n}"], "#!/bin/bash\nsleep 300\n") for n in ("n1", "n2")]
@@ -255,4 +261,46 @@ def test_p_proposes_a_promotion_asks_and_y_makes_it(lab, repo, store, roots, use
         wait_until("top to quit", pane.exited, timeout=15)
     finally:
         pane.close()
+        job.cancel()
+
+
+def test_over_ssh_its_rounds_are_the_watchs_few_commands_on_one_connection(
+    git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer
+):
+    env = lab.env()
+    cluster = LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
+    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
+    store = Store(tmp_path / "store.sqlite")
+
+    job = submit(
+        "pkg.train:train",
+        {"steps": 200, "step_s": 0.3},
+        resources=GPU1.replace(time="00:05:00"),
+        cluster=cluster,
+        repo_root=git_repo.work,
+        store=store,
+        log_root=str(shared_tmp / "logs"),
+        clone_root=str(shared_tmp / "clones"),
+    )
+    top = Top(Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9), ".")
+    sessions = lambda: sshd.log.read_text(errors="replace").count("Starting session: command")  # noqa: E731
+    try:
+        top.round()
+        connections = sshd.accepted_connections()
+        per_round = []
+        deadline = time.monotonic() + slack(60)
+        while not (top.frame and top.frame.rows[0].pace.eta_s is not None):
+            assert time.monotonic() < deadline, per_round
+            time.sleep(1.0)
+            before = sessions()
+            top.round()
+            per_round.append(sessions() - before)
+        assert set(per_round) <= {1, 2} and 2 in per_round, per_round  # squeue, and the log look while it runs
+        top.key("l")  # following the log: one read more a round, on the same connection
+        assert top.view.mode is Mode.LOG and any("step" in ln for ln in top.view.log_lines), top.view.log_lines
+        before = sessions()
+        top.round()
+        assert sessions() - before == 3
+        assert sshd.accepted_connections() == connections
+    finally:
         job.cancel()
