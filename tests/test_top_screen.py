@@ -205,3 +205,19 @@ def test_keys_from_the_terminals_bytes():
     assert parse_keys("\x1b[A\x1b[Bq") == ["up", "down", "q"]
     assert parse_keys("\x1bOA\x1b") == ["up", "esc"]
     assert parse_keys("\x1b[5~l") == ["l"]  # an unknown sequence (PgUp) is skipped whole
+
+
+def test_an_outage_is_said_at_the_top_and_the_last_rows_stay(fake, store, clock):
+    store.add(record(51))
+    fake.queue = [sq(51)]
+    top = Top(watcher(fake, store, clock), ".")
+    top.round()
+    fake.down["squeue"] = "squeue: error: Unable to contact slurm controller (connect failure)"
+    clock.tick(130)
+    top.round()
+    assert top.frame.outages and top.frame.outages[0].startswith("slurmctld unreachable for 0s: squeue failed (exit 1)")
+    clock.tick(130)
+    top.round()
+    lines = [ln.plain for ln in screen_lines(top.frame, top.view, 80, 24)]
+    assert lines[1].startswith("slurmctld unreachable for 2m10s") and len(lines) == 24
+    assert top.frame.row("51").state == "RUNNING"  # an outage never reads as "it ended"

@@ -58,6 +58,7 @@ class Top:
     frame: Frame | None = None
     idle: dict[str, bool | None] = field(default_factory=dict)  # holders' idleness, from the last heartbeat
     quit: bool = False
+    height: int = 24  # the screen's lines, as last drawn: how much of a followed log to read
 
     # -- rounds ---------------------------------------------------------------------------------------------------
     def round(self) -> list[Event]:
@@ -70,7 +71,7 @@ class Top:
         if self.view.selected is None or self.frame.row(self.view.selected) is None:
             self.view.selected = self.frame.rows[0].key if self.frame.rows else None
         if self.view.mode is Mode.LOG:
-            self.load_log()
+            self.load_log(self.height)
         return events
 
     def selected(self) -> JobRow | None:
@@ -264,6 +265,7 @@ def live_loop(top: Top, console: Console) -> None:
     console.show_cursor(False)
     try:
         size = terminal_size(console)
+        top.height = size[1]
         draw(console, screen_lines(None, top.view, *size), clear=True)
         due = 0.0
         while not top.quit:
@@ -274,6 +276,7 @@ def live_loop(top: Top, console: Console) -> None:
             now_size = terminal_size(console)
             if now_size != size:
                 size, dirty, clear = now_size, True, True
+                top.height = size[1]
             if dirty:
                 draw(console, screen_lines(top.frame, top.view, *size), clear)
             for k in read_keys(fd, min(TICK_S, due - time.monotonic())):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roach.model.tiers import Tier
-from roach.ops.events import Event, EventKind, TierRow
+from roach.ops.events import Event, EventKind, TierRow, human_seconds
 from roach.ops.explain import Explanation, PendingContext, explain
 from roach.slurmio.parse import QueueRecord
 from roach.watch.jobs import JobWatch
@@ -209,7 +209,7 @@ def build_frame(
         for r in meta.get("tiers") or []
     )
     outages = tuple(
-        f"{k.removeprefix('outage_')} unreachable since {v['since']:.0f}: {v.get('error', '')}"
+        f"{k.removeprefix('outage_')} unreachable for {human_seconds(now - v['since'])}: {v.get('error', '')}"
         for k, v in sorted(meta.items())
         if k.startswith("outage_") and v
     )
