@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from roach.cli.top import Top, parse_keys
+from roach.cli.terminal import parse_keys
+from roach.cli.top import Top
 from roach.cli.top_view import CUT, Mode, screen_lines
 from roach.model.tiers import Tier
 from roach.ops.events import TierRow
