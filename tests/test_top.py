@@ -172,6 +172,13 @@ def test_a_sweep_of_six_in_80x24_its_ends_the_log_a_resize_and_q(lab, repo, stor
     finally:
         pane.close()
         slurm.scancel(sw.array_ids)
+        wait_until(  # the next test's runs want these GPUs
+            "the sweep to leave the queue",
+            lambda: (
+                not [q for q in slurm.squeue(all_users=True) if str(q.job_id).split("_")[0] in map(str, sw.array_ids)]
+            ),
+            timeout=60,
+        )
     once = subprocess.run(
         roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--once", "--json"),
         env=roach_env(store),
