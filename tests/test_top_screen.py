@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from roach.cli.jsonout import stamp
 from roach.cli.terminal import parse_keys
 from roach.cli.top import Top
 from roach.cli.top_view import CUT, Mode, screen_lines
@@ -15,16 +16,17 @@ from roach.slurmio.parse import parse_squeue
 from roach.watch.logs import read_facts
 from roach.watch.progress import add_points
 from roach.watch.screen import Frame, build_frame, pace, short_progress
+from tests.support.schemas import validate_output
 from tests.support.watch import T0, FakeLog, record, sa, sq, watcher
 
 
-def stamp(t: float) -> str:
+def utc(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def step_line(t: float, step: int, total: int | None = 100) -> str:
     """A progress line as a run's `run.steps()` writes it."""
-    return f"{stamp(t)} roach rank 0: step {step}" + (f"/{total}" if total else "")
+    return f"{utc(t)} roach rank 0: step {step}" + (f"/{total}" if total else "")
 
 
 # -- pace -------------------------------------------------------------------------------------------------------
@@ -84,6 +86,7 @@ def test_a_round_gives_rows_with_pace_outlook_and_then_the_end(fake, store, cloc
     assert [r.key for r in top.frame.rows] == ["11", "12", "13"]
     ended = top.frame.row("11")
     assert ended.done and ended.state == "FAILED" and ended.exit_code == "3:0" and ended.nodes == ""
+    validate_output("top", stamp("top", top.frame.to_json()))  # a pending, a running and an ended row
     lines = [ln.plain for ln in screen_lines(top.frame, top.view, 80, 24)]
     assert any(ln.startswith(">11 ") and "FAILED" in ln and "exit 3:0" in ln for ln in lines), lines
     assert any("12 " in ln and "NEVER: QOSMaxGRES" in ln for ln in lines), lines

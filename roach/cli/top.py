@@ -20,6 +20,7 @@ from rich.console import Console
 
 from roach.cli.args import cli_cluster
 from roach.cli.common import ssh_config_option
+from roach.cli.jsonout import stamp
 from roach.cli.refs import ssh_alias_option
 from roach.cli.terminal import draw, read_keys, terminal_size
 from roach.cli.top_view import Mode, View, screen_lines
@@ -302,7 +303,7 @@ def top(
                 t.round()
                 assert t.frame is not None
                 if as_json:
-                    click.echo(json.dumps(t.frame.to_json(), indent=2))
+                    click.echo(json.dumps(stamp("top", t.frame.to_json()), indent=2))
                     return
                 console = Console(highlight=False)
                 width = console.size.width if console.is_terminal else 80

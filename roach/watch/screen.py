@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roach.model.tiers import Tier
-from roach.ops.events import Event, EventKind, TierRow, human_seconds
+from roach.ops.events import Event, EventKind, TierRow, human_seconds, iso
 from roach.ops.explain import Explanation, PendingContext, explain
 from roach.slurmio.parse import QueueRecord
 from roach.watch.jobs import JobWatch
@@ -132,7 +132,7 @@ class Frame:
     def to_json(self) -> dict[str, Any]:
         return {
             "cluster": self.cluster,
-            "time": self.time,
+            "time": iso(self.time),
             "tiers": [t.to_json() for t in self.tiers],
             "jobs": [r.to_json() for r in self.rows],
             "outages": list(self.outages),
