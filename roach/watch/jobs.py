@@ -66,6 +66,7 @@ class JobWatch:
     steps_total: int | None = None
     last_progress_time: float | None = None
     gaps: list[float] = field(default_factory=list)
+    points: list[list[float]] = field(default_factory=list)  # recent [time, step] pairs: the run's own pace
     checkpoints: bool | None = None
     attempt: int | None = None
     stalled: bool = False
