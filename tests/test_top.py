@@ -231,6 +231,7 @@ def test_a_preempted_run_shows_its_restart(lab, repo, store, roots, slurm):
             lambda ls: restarted(r := row(ls, key)) and ("RUNNING" in (r or "") or "COMPLETED" in (r or "")),
             timeout=120,
         )
+        assert " 1/1 " in row(pane.lines(), key), pane.lines()  # one preemption, counted once
         pane.keys("q")
         wait_until("top to quit", pane.exited, timeout=15)
     finally:
