@@ -72,6 +72,7 @@ def test_a_release_lab_runs_the_demo_on_that_release_and_goes_down_clean(version
         pytest.skip(f"no Debian root for Slurm {version} here (make test-matrix makes one; or ROACH_RELEASE_ROOTS)")
     state = str(tmp_path / "state")
     common = ["--slurm", version, "--state-dir", state, "--root", root]
+    made_before = [d for d in ("/proc", "/sys", "/dev") if mounted(root + d)]  # another user of the root's
     try:
         up = _roach("lab", "up", *common, "--port-base", str(PORT_BASE))
         assert f"{version}." in up.stdout and "lab is up" in up.stdout, up.stdout
@@ -88,4 +89,6 @@ def test_a_release_lab_runs_the_demo_on_that_release_and_goes_down_clean(version
         down = _roach("lab", "down", *common, check=False)
     assert down.returncode == 0, down.stderr
     wait_until(f"the {version} lab's processes to end", lambda: not _processes_in(root), timeout=60)
-    assert [d for d in ("/proc", "/sys", "/dev") if mounted(root + d)] == []
+    # what the lab mounted is unmounted, and only that
+    assert [d for d in ("/proc", "/sys", "/dev") if mounted(root + d)] == made_before
+    assert not mounted(root + str(ReleaseLab.resolve(SlurmRelease(version), state, root, None).source))

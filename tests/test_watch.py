@@ -164,6 +164,26 @@ def test_requeue_detected_by_restart_count_elapsed_and_state(fake, store, clock)
     assert kinds(again) == ["preempted"] and "preempted 2 times on tier low: a placement to change" in again[0].message
 
 
+def test_a_requeue_seen_while_the_job_completes_is_one_event(fake, store, clock):
+    """Preempted, the job shows COMPLETING with its restart count already raised, then PENDING, then RUNNING:
+    one requeue, said once (it was said twice: by the count while completing, then by COMPLETING -> PENDING)."""
+    store.add(record(43, qos="low"))
+    fake.queue = [sq(43, qos="low", elapsed="2:00")]
+    w = watcher(fake, store, clock)
+    w.round()
+    seen = []
+    for state, reason, restarts in (
+        ("COMPLETING", "None", 1),
+        ("PENDING", "BeginTime", 1),
+        ("RUNNING", "None", 1),
+    ):
+        fake.queue = [sq(43, state, qos="low", reason=reason, restarts=restarts, elapsed="0:00")]
+        clock.tick(10)
+        seen += w.round()
+    assert kinds(seen) == ["preempted", "started"], [e.message for e in seen]
+    assert "restart count 0 -> 1" in seen[0].message and "preempted 2 times" not in seen[0].message
+
+
 def test_captured_requeued_run_after_running(fake, store, clock):
     """The lab's own capture of a low job requeued by preemption and running again (restart count 1)."""
     fake.queue = [sq(76, qos="low", gpus=4, elapsed="0:40", nodelist="n2")]

@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "release": "roach.cli.hold:release",
     "watch": "roach.cli.watch:watch",
     "why": "roach.cli.watch:why",
+    "top": "roach.cli.top:top",
     "promote": "roach.cli.promote:promote",
     "move": "roach.cli.promote:move",
     "clusters": "roach.cli.clusters:clusters",

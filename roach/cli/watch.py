@@ -59,7 +59,7 @@ new_commit_option = click.option(
 )
 
 
-def _pick_cluster(name: str | None, store: Store) -> str:
+def pick_cluster(name: str | None, store: Store) -> str:
     if name is not None:
         get_cluster(name)
         return name
@@ -196,11 +196,11 @@ def watch(
         if not j.replace("_", "").isdigit():
             raise click.BadParameter(f"{j!r} is not a Slurm job id", param_hint="--job")
     with Store() as store:
-        name = cluster or (_pick_cluster(None, store) if not job_ids else None)
+        name = cluster or (pick_cluster(None, store) if not job_ids else None)
         if name is None:
             raise UsageError("--job needs --cluster", hint="e.g. --cluster lab")
-        c = cli_cluster(_pick_cluster(name, store), run_as)
-        c = with_ssh_override(c, *((ssh_alias, ssh_config) if ssh_alias else _recorded_way(store, c, ssh_config)))
+        c = cli_cluster(pick_cluster(name, store), run_as)
+        c = with_ssh_override(c, *((ssh_alias, ssh_config) if ssh_alias else recorded_way(store, c, ssh_config)))
 
         def promoter(p) -> int:
             return promote_job(p.key, p.to_tier, cluster=c, store=store, repo_root=repo_root).job_id
@@ -217,7 +217,7 @@ def watch(
             promoter=promoter if rebalance else None,
             stall=StallRule(min_s=stall_after),
             probe_window_s=probe_window,
-            rate_limit=None if once else _rate_limit(w_client),
+            rate_limit=None if once else rate_limit_of(w_client),
         )
         try:
             with WatchLock(store.path, c.name):  # one watcher per store and cluster (exit 9 if another runs)
@@ -229,7 +229,7 @@ def watch(
         sys.exit(status)
 
 
-def _rate_limit(client: SlurmClient) -> RateLimit | None:
+def rate_limit_of(client: SlurmClient) -> RateLimit | None:
     """The site's RPC rate limit, read once when the watch starts; a controller down then costs only the floor."""
     try:
         return client.capabilities().rate_limit
@@ -237,7 +237,7 @@ def _rate_limit(client: SlurmClient) -> RateLimit | None:
         return None
 
 
-def _recorded_way(store: Store, c: Cluster, ssh_config: str | None) -> tuple[str | None, str | None]:
+def recorded_way(store: Store, c: Cluster, ssh_config: str | None) -> tuple[str | None, str | None]:
     """The ssh alias (and its config file) the unfinished jobs on ``c`` were submitted through, when they
     name one (and only one); ``ssh_config`` given wins over the recorded file."""
     ways = sorted({(r.via, r.via_config or "") for r in store.unfinished(c.name) if r.via})
@@ -298,12 +298,16 @@ def why(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> Non
     if as_json:
         click.echo(json.dumps(why_json(job, rec, q, exp, tier.name if tier else None), indent=2))
         return
-    click.echo(f"{label}{', tier ' + tier.name if tier else ''}: pending on {q.reason_text or q.reason.value}")
-    click.echo(f"  means:   {exp.meaning}")
+    click.echo("\n".join(why_lines(label, tier.name if tier else None, exp)))
+
+
+def why_lines(label: str, tier: str | None, exp: Explanation) -> list[str]:
+    """What `roach why` prints of a pending job (and `roach top`'s `w`)."""
+    lines = [f"{label}{', tier ' + tier if tier else ''}: pending on {exp.reason_text or exp.reason.value}"]
+    lines.append(f"  means:   {exp.meaning}")
     if exp.detail:
-        click.echo(f"  here:    {exp.detail}")
-    click.echo(f"  outlook: {exp.outlook.label}")
-    click.echo(f"  action:  {exp.action}")
+        lines.append(f"  here:    {exp.detail}")
+    return lines + [f"  outlook: {exp.outlook.label}", f"  action:  {exp.action}"]
 
 
 def why_json(

@@ -152,6 +152,14 @@ class ReleaseLab:
                 f"{apt} update && DEBIAN_FRONTEND=noninteractive {apt} install -y --no-install-recommends "
                 + " ".join(missing)
             )
+        # This machine's pip settings and CA bundle (which may hold its proxy's CA), for pip in the root; after
+        # apt, whose ca-certificates would write the bundle over.
+        host_ca = Path(os.environ.get("PIP_CERT", "/etc/ssl/certs/ca-certificates.crt"))
+        for f in (host_ca, Path("/etc/pip.conf"), Path.home() / ".config/pip/pip.conf"):
+            if f.is_file():
+                dest = self.root / str(f).lstrip("/")
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(f, dest)
         minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
         if not (self.root / "opt/roach-python/bin" / minor).exists():
             log("copying roach's Python into the root")
@@ -169,27 +177,51 @@ class ReleaseLab:
         entry = self.root / INSIDE_VENV.lstrip("/") / "bin/roach"  # the command, from the bound source (PYTHONPATH)
         atomic_write(entry, f"#!{INSIDE_VENV}/bin/python\nfrom roach.cli import main\n\nmain()\n", mode=0o755)
 
+    @property
+    def mounts_file(self) -> Path:
+        """The mount points this lab made (and so may unmount): another user of the root (`make test-matrix`)
+        may have mounted /proc, /sys and /dev there first, and still need them."""
+        return self.state / "mounts.json"
+
+    def made_mounts(self) -> list[str]:
+        try:
+            return list(json.loads(self.mounts_file.read_text()))
+        except (OSError, ValueError):
+            return []
+
     def mount(self) -> None:
-        """/proc, /sys, /dev and the source tree (read-only) inside the root, where not mounted yet."""
-        r = str(self.root)
+        """/proc, /sys, /dev and the source tree (read-only) inside the root, where not mounted yet; each one made
+        is recorded in :attr:`mounts_file`."""
+        r, made = str(self.root), self.made_mounts()
+
+        def record(point: str) -> None:
+            made.append(point)
+            self.state.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.mounts_file, json.dumps(made) + "\n")
+
         if not mounted(f"{r}/proc"):
             _run(["mount", "-t", "proc", "proc", f"{r}/proc"], "mount /proc")
+            record(f"{r}/proc")
         for d in ("/sys", "/dev"):
             if not mounted(r + d):
                 _run(["mount", "--rbind", d, r + d], f"mount {d}")
+                record(r + d)
                 _run(["mount", "--make-rslave", r + d], f"mount {d}")
         src = r + str(self.source)
         if not mounted(src):
             Path(src).mkdir(parents=True, exist_ok=True)
             _run(["mount", "--bind", str(self.source), src], "bind the source")
+            record(src)
             _run(["mount", "-o", "remount,bind,ro", src], "bind the source read-only")
 
     def umount(self) -> None:
-        for d in (str(self.source), "/dev", "/sys", "/proc"):
+        """Unmount what :meth:`mount` made (the last made first), nothing else."""
+        for point in reversed(self.made_mounts()):
             for _ in range(8):  # a mount point may hold several (stacked) mounts
-                if not mounted(f"{self.root}{d}"):
+                if not mounted(point):
                     break
-                subprocess.run(["umount", "-R", "-l", f"{self.root}{d}"], stderr=subprocess.DEVNULL, check=False)
+                subprocess.run(["umount", "-R", "-l", point], stderr=subprocess.DEVNULL, check=False)
+        self.mounts_file.unlink(missing_ok=True)
 
     def env(self) -> list[str]:
         """The environment of a command in the root: roach from the bound source, the inner lab's Slurm."""

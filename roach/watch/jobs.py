@@ -66,6 +66,7 @@ class JobWatch:
     steps_total: int | None = None
     last_progress_time: float | None = None
     gaps: list[float] = field(default_factory=list)
+    points: list[list[float]] = field(default_factory=list)  # recent [time, step] pairs: the run's own pace
     checkpoints: bool | None = None
     attempt: int | None = None
     stalled: bool = False
@@ -160,9 +161,12 @@ def on_queue(w: JobWatch, rec: QueueRecord, ctx: Ctx, first: bool) -> list[Event
     was = w.jobstate if w.in_queue else None
     w.tier, w.gpus, w.name = (tier.name if tier else None), rec.tres.gpus, w.name or rec.name
     why = []
-    if not first:
+    # A requeued job may show COMPLETING with its restart count already raised: its requeue is told once it
+    # leaves COMPLETING (pending or running again), in one event, not by the count now and by COMPLETING ->
+    # PENDING next round.
+    if not first and rec.state is not JobState.COMPLETING:
         if rec.restart_count > w.restarts_reported:
-            why.append(f"restart count {w.restart_count} -> {rec.restart_count}")
+            why.append(f"restart count {w.restarts_reported} -> {rec.restart_count}")
         if was is not None and was.is_running and rec.state.is_pending:
             why.append(f"{was.value} -> {rec.state.value}")
         if was is not None and was.is_running and rec.state.is_running and rec.elapsed_s < w.elapsed_s:

@@ -157,6 +157,7 @@ class LogFacts:
     last_checkpoint: int | None = None
     preempted: bool = False  # this attempt (or the one before it) left on preemption
     wall_clock: bool = False
+    progress_points: tuple[tuple[float, int], ...] = ()  # (UTC time, step) of each timed progress line
 
 
 def line_time(line: str) -> float | None:
@@ -175,6 +176,7 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
     """Read the lines of interest (oldest first) of one log."""
     progress = step = total = attempt = resumed = last_ckpt = None
     times: list[float] = []
+    points: list[tuple[float, int]] = []
     fresh = preempted = wall = False
     checkpoints: bool | None = None
     for line in lines:
@@ -201,8 +203,20 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
             t = line_time(line)
             if t is not None:
                 times.append(t)
+                points.append((t, step))
     return LogFacts(
-        progress, step, total, tuple(times), attempt, resumed, fresh, checkpoints, last_ckpt, preempted, wall
+        progress,
+        step,
+        total,
+        tuple(times),
+        attempt,
+        resumed,
+        fresh,
+        checkpoints,
+        last_ckpt,
+        preempted,
+        wall,
+        tuple(points),
     )
 
 

@@ -20,6 +20,12 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
         if not facts.progress_times and w.log_mtime is not None and w.progress is not None:
             new_gaps = [seen.mtime - w.log_mtime] if seen.mtime > w.log_mtime else []
         w.gaps = (w.gaps + new_gaps)[-20:]
+        new_points = [
+            [t, s] for t, s in facts.progress_points if w.last_progress_time is None or t > w.last_progress_time
+        ]
+        if not facts.progress_times and facts.step is not None:
+            new_points = [[seen.mtime, facts.step]]  # untimed lines: the log's mtime stands in for the line's time
+        w.points = add_points(w.points, new_points)
         w.progress, w.step = facts.progress, facts.step
         w.steps_total = facts.steps_total or w.steps_total
         if facts.progress_times:
@@ -73,3 +79,18 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
             )
     w.log_size, w.log_mtime = seen.size, seen.mtime
     return events
+
+
+POINTS_KEPT = 20
+
+
+def add_points(points: list[list[float]], new: list[list[float]]) -> list[list[float]]:
+    """The recent ``[time, step]`` pairs with ``new`` added; a step that goes back (a new attempt resumed from its
+    checkpoint, or started over) begins the pace afresh: the attempt before ran at another time."""
+    out = list(points)
+    for p in new:
+        if out and (p[1] < out[-1][1] or p[0] < out[-1][0]):
+            out = []
+        if not out or p != out[-1]:
+            out.append(p)
+    return out[-POINTS_KEPT:]

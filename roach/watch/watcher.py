@@ -99,6 +99,7 @@ class Watcher(Promoting, Heartbeat):
     failures: int = field(default=0, init=False)  # rounds in a row that could not reach Slurm
     ended: dict[str, bool] = field(default_factory=dict, init=False)  # watched jobs that ended: COMPLETED?
     beating: bool = field(default=False, init=False)  # this watcher has said its first heartbeat
+    queue: list[QueueRecord] = field(default_factory=list, init=False)  # the last round's squeue (`roach top`)
     # what the last round left in the store, kept while nothing else wrote to it (see _load)
     _memo: _Memo | None = field(default=None, init=False, repr=False)
 
@@ -143,7 +144,7 @@ class Watcher(Promoting, Heartbeat):
             events += self._heartbeat(meta, now, views, None, {})
             self.store.watch_save(name, {}, meta)
             return events  # no memo: the next round reads the store
-        self.failures = 0
+        self.failures, self.queue = 0, queue
         events += recovered_events(name, meta, ("slurmctld", "the cluster"), now)
         rows = tier_table(self.cluster.tiers, queue)
         meta["tiers"] = [r.to_json() for r in rows]
@@ -247,6 +248,13 @@ class Watcher(Promoting, Heartbeat):
         # an attempt inside a holder is no Slurm job: it is watched through its holder
         records = {r.slurm_id: r for r in self.store.unfinished(self.cluster.name) if not is_attempt(r)}
         return version, saved, meta, views, records
+
+    def supersede(self, key: str, job_id: int) -> None:
+        """A watched job was promoted outside a round (``roach top``'s ``p``): job ``job_id`` continues its run."""
+        saved, _ = self.store.watch_load(self.cluster.name)
+        if key in saved:
+            self.store.watch_save(self.cluster.name, {key: {**saved[key], "superseded_by": job_id}}, {})
+        self._memo = None
 
     # -- which jobs -----------------------------------------------------------------------------------------
     def _adopt(

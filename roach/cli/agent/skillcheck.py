@@ -64,6 +64,8 @@ def problems(line: str, group: click.Group) -> list[str]:
     if command is group and (not words or not all(w.startswith("-") for w in words)):
         return [f"{line!r}: names no command"]
     known = _options(command, ctx)
+    if "--" in words:  # after `--`, the words are a command of its own (`roach lab shell -- pip install -q x`)
+        words = words[: words.index("--")]
     return [
         f"{line!r}: `{' '.join(path)}` has no option {w.split('=', 1)[0]!r}"
         for w in words

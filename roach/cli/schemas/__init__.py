@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from roach.cli.jsonout import COMMANDS, VERSIONS
-from roach.cli.schemas import clusters, events, holders, jobs, workspace
+from roach.cli.schemas import clusters, events, holders, jobs, top, workspace
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     **jobs.SCHEMAS,
@@ -20,6 +20,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     **holders.SCHEMAS,
     **clusters.SCHEMAS,
     **workspace.SCHEMAS,
+    **top.SCHEMAS,
 }
 
 

@@ -1,0 +1,318 @@
+"""`roach top`: the watch's rounds as a full-screen view, live (the model is :mod:`roach.watch.screen`, the
+lines :mod:`roach.cli.top_view`).
+
+Each refresh is one :class:`~roach.watch.watcher.Watcher` round, so the Slurm calls per round are the watch's
+(one ``squeue`` and one log look in a steady round, over SSH on the one connection), and it holds the watch's
+lock: a `roach watch` and a `roach top` on one store and cluster would say every edge twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import termios
+import time
+import tty
+from dataclasses import dataclass, field
+
+import click
+from rich.console import Console
+
+from roach.cli.args import cli_cluster
+from roach.cli.common import ssh_config_option
+from roach.cli.jsonout import stamp
+from roach.cli.refs import ssh_alias_option
+from roach.cli.terminal import draw, read_keys, terminal_size
+from roach.cli.top_view import Mode, View, screen_lines
+from roach.cli.watch import (
+    cluster_option,
+    pick_cluster,
+    rate_limit_of,
+    recorded_way,
+    repo_option,
+    run_as_option,
+    why_lines,
+)
+from roach.clusters.cluster import with_ssh_override
+from roach.errors import RoachError, UsageError
+from roach.ops.events import Event
+from roach.ops.rebalance import promote as promote_job
+from roach.records.store import Store
+from roach.slurmio.clusterfs import ClusterFS
+from roach.watch.lock import WatchLock
+from roach.watch.logs import StallRule
+from roach.watch.screen import Frame, JobRow, build_frame, holders_idle_of
+from roach.watch.watcher import Watcher
+
+TICK_S = 0.2  # how often keys and the terminal's size are looked at between rounds
+
+
+@dataclass
+class Top:
+    """The live screen's state between rounds: the watcher, the last frame, what the user looks at."""
+
+    watcher: Watcher
+    repo_root: str
+    view: View = field(default_factory=View)
+    frame: Frame | None = None
+    idle: dict[str, bool | None] = field(default_factory=dict)  # holders' idleness, from the last heartbeat
+    quit: bool = False
+    height: int = 24  # the screen's lines, as last drawn: how much of a followed log to read
+
+    # -- rounds ---------------------------------------------------------------------------------------------------
+    def round(self) -> list[Event]:
+        """One watch round, then its frame (and the followed log)."""
+        events = self.watcher.round()
+        said = holders_idle_of(events)
+        if said is not None:
+            self.idle = said
+        self.frame = frame_of(self.watcher, self.idle)
+        if self.view.selected is None or self.frame.row(self.view.selected) is None:
+            self.view.selected = self.frame.rows[0].key if self.frame.rows else None
+        if self.view.mode is Mode.LOG:
+            self.load_log(self.height)
+        return events
+
+    def selected(self) -> JobRow | None:
+        if self.frame is None or self.view.selected is None:
+            return None
+        return self.frame.row(self.view.selected)
+
+    # -- keys -----------------------------------------------------------------------------------------------------
+    def key(self, k: str, lines: int = 24) -> None:
+        """One key: ``lines`` is the screen's height (how much log to read)."""
+        v = self.view
+        if v.mode is Mode.CONFIRM:
+            v.mode = Mode.TABLE
+            if k in ("y", "Y"):
+                self.promote()
+            else:
+                v.message = "not promoted"
+            return
+        v.message = ""
+        if k == "q":
+            self.quit = True
+        elif k in ("up", "down"):
+            self.move(-1 if k == "up" else 1)
+            if v.mode is Mode.LOG:
+                self.load_log(lines)
+            elif v.mode is Mode.WHY:
+                self.why()
+        elif k == "esc":
+            v.mode = Mode.TABLE
+        elif k == "l":
+            if v.mode is Mode.LOG:
+                v.mode = Mode.TABLE
+            else:
+                v.mode = Mode.LOG
+                self.load_log(lines)
+        elif k == "w":
+            if v.mode is Mode.WHY:
+                v.mode = Mode.TABLE
+            else:
+                self.why()
+        elif k == "p":
+            self.propose()
+
+    def move(self, by: int) -> None:
+        if self.frame is None or not self.frame.rows:
+            return
+        keys = [r.key for r in self.frame.rows]
+        at = keys.index(self.view.selected) if self.view.selected in keys else 0
+        self.view.selected = keys[min(max(at + by, 0), len(keys) - 1)]
+
+    def load_log(self, lines: int = 24) -> None:
+        """The last lines of the selected job's log: one read through the watch's transport."""
+        r, v = self.selected(), self.view
+        if r is None or not r.log_path:
+            v.mode, v.message = Mode.TABLE, "no log roach knows of for this job" if r else "no job selected"
+            return
+        v.log_title = f"log of job {r.key}{f' (run {r.run_id})' if r.run_id else ''}: {r.log_path}"
+        try:
+            text = ClusterFS(self.watcher.client.transport).tail(r.log_path, max(lines, 10))
+        except RoachError as err:
+            v.log_lines = [f"(no log to read yet: {err.message.splitlines()[0]})"]
+            return
+        v.log_lines = text.splitlines()
+
+    def why(self) -> None:
+        r, v = self.selected(), self.view
+        if r is None:
+            v.message = "no job selected"
+        elif r.explanation is None:
+            v.mode, v.message = Mode.TABLE, f"job {r.key} is {r.state}: it is not pending"
+        else:
+            label = f"job {r.key}" + (f" (run {r.run_id})" if r.run_id else "") + f" on {self.watcher.cluster.name}"
+            v.mode, v.why_lines = Mode.WHY, why_lines(label, r.tier, r.explanation)
+
+    def propose(self) -> None:
+        """Ask before promoting the selected job to the tier the watch's plan names for it now."""
+        r, v = self.selected(), self.view
+        if r is None:
+            v.message = "no job selected"
+        elif r.explanation is None:
+            v.message = f"job {r.key} is {r.state}: only a pending job is promoted (`roach move` moves a running run)"
+        elif not r.run_id:
+            v.message = f"job {r.key} is no roach run: only runs in roach's store are promoted"
+        elif r.promotion is None:
+            v.message = (
+                f"no promotion for job {r.key} now: no higher tier has room for it "
+                "(one is proposed once a tier has room and the job pended two rounds)"
+            )
+        else:
+            v.mode = Mode.CONFIRM
+            # the answer first: a narrow terminal cuts the line's end
+            v.question = (
+                f"promote job {r.key} from {r.tier} to {r.promotion}? [y/N]  (run {r.run_id}: held, resubmitted "
+                "there, cancelled)"
+            )
+
+    def promote(self) -> None:
+        """The confirmed promotion, as `roach promote` makes it."""
+        r, w = self.selected(), self.watcher
+        if r is None or r.promotion is None:
+            return
+        try:
+            new = promote_job(r.key, r.promotion, cluster=w.cluster, store=w.store, repo_root=self.repo_root)
+        except RoachError as err:
+            self.view.message = f"could not promote job {r.key}: {err.message.splitlines()[0]}"
+            return
+        w.supersede(r.key, new.job_id)
+        self.view.message = f"promoted job {r.key} (run {r.run_id}) to {r.promotion}: now job {new.job_id}"
+
+
+def frame_of(w: Watcher, idle: dict[str, bool | None] | None = None) -> Frame:
+    """The frame of the watcher's last round, from the state it saved and its queue."""
+    saved, meta = w.store.watch_load(w.cluster.name)
+    return build_frame(w.cluster.name, w.cluster.tiers, w.clock(), saved, meta, w.queue, idle)
+
+
+def live_loop(top: Top, console: Console) -> None:
+    """Rounds every interval, keys and resizes in between; the screen is redrawn on each change."""
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+    console.set_alt_screen(True)
+    console.show_cursor(False)
+    try:
+        size = terminal_size(console)
+        top.height = size[1]
+        draw(console, screen_lines(None, top.view, *size), clear=True)
+        due = 0.0
+        while not top.quit:
+            dirty = clear = False
+            if time.monotonic() >= due:
+                top.round()
+                due, dirty = time.monotonic() + top.watcher.next_delay(), True
+            now_size = terminal_size(console)
+            if now_size != size:
+                size, dirty, clear = now_size, True, True
+                top.height = size[1]
+            if dirty:
+                draw(console, screen_lines(top.frame, top.view, *size), clear)
+            for k in read_keys(fd, min(TICK_S, due - time.monotonic())):
+                if top.view.mode is Mode.CONFIRM and k in ("y", "Y"):
+                    top.view.message = "promoting ..."
+                    draw(console, screen_lines(top.frame, top.view, *size))
+                top.key(k, size[1])
+                if top.quit:
+                    break
+                draw(console, screen_lines(top.frame, top.view, *size))
+    finally:
+        console.show_cursor(True)
+        console.set_alt_screen(False)
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+@click.command()
+@cluster_option
+@run_as_option
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds between rounds, never under the cluster's floor (60 s on a real cluster; the lab 1 s).",
+)
+@click.option(
+    "--job",
+    "job_ids",
+    multiple=True,
+    metavar="ID",
+    help="Also watch this job of yours (e.g. one roach did not submit). Repeatable.",
+)
+@click.option("--once", is_flag=True, help="One round: print its frame to stdout and exit.")
+@click.option("--json", "as_json", is_flag=True, help="With --once: the frame's data as one JSON object.")
+@repo_option
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(min=1),
+    default=60.0,
+    show_default=True,
+    metavar="S",
+    help="The least silence before a log counts as stalled (else 3x the run's usual gap).",
+)
+@ssh_alias_option
+@ssh_config_option
+def top(
+    cluster: str | None,
+    run_as: str | None,
+    interval: float,
+    job_ids: tuple[str, ...],
+    once: bool,
+    as_json: bool,
+    repo_root: str,
+    stall_after: float,
+    ssh_alias: str | None,
+    ssh_config: str | None,
+) -> None:
+    """Your jobs at a glance, live: the tier table, one row per watched job (state, tier, nodes,
+    restarts/preemptions, progress, steps per minute, ETA, the pending reason and its outlook, stalls).
+
+    Keys: up/down select, l follows the job's log, w says why it is pending, p proposes a promotion and asks
+    before making it, q quits. Each refresh is one `roach watch` round (the same Slurm calls); exits 9 when a
+    `roach watch` already watches this cluster with this store.
+    """
+    if as_json and not once:
+        raise click.BadParameter("needs --once (the live screen is for a terminal)", param_hint="--json")
+    for j in job_ids:
+        if not j.replace("_", "").isdigit():
+            raise click.BadParameter(f"{j!r} is not a Slurm job id", param_hint="--job")
+    if not once and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("roach top needs a terminal", hint="`roach top --once` prints one frame (--json: its data)")
+    with Store() as store:
+        name = cluster or (pick_cluster(None, store) if not job_ids else None)
+        if name is None:
+            raise UsageError("--job needs --cluster", hint="e.g. --cluster lab")
+        c = cli_cluster(pick_cluster(name, store), run_as)
+        c = with_ssh_override(c, *((ssh_alias, ssh_config) if ssh_alias else recorded_way(store, c, ssh_config)))
+        client = c.client()
+        w = Watcher(
+            c,
+            client,
+            store,
+            interval_s=interval,
+            job_ids=tuple(job_ids),
+            stall=StallRule(min_s=stall_after),
+            rate_limit=None if once else rate_limit_of(client),
+        )
+        t = Top(w, repo_root)
+        with WatchLock(store.path, c.name):  # one watcher per store and cluster (exit 9 if another runs)
+            if once:
+                t.round()
+                assert t.frame is not None
+                if as_json:
+                    click.echo(json.dumps(stamp("top", t.frame.to_json()), indent=2))
+                    return
+                console = Console(highlight=False)
+                width = console.size.width if console.is_terminal else 80
+                for line in screen_lines(t.frame, t.view, width, len(t.frame.rows) + 40, fill=False)[:-1]:
+                    console.print(line, soft_wrap=True)
+                return
+            try:
+                live_loop(t, Console(highlight=False))
+            except KeyboardInterrupt:  # as `roach watch` exits on Ctrl-C
+                click.echo("stopped; the jobs go on (`roach top` or `roach watch` picks up where this one left)")
+                sys.exit(130)
+    click.echo("stopped; the jobs go on (`roach top` or `roach watch` picks up where this one left)")

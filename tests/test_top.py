@@ -1,0 +1,327 @@
+"""`roach top` on the lab, driven in a real terminal: tmux (send-keys, capture-pane) runs the real command in an
+80x24 pane. A sweep of 6 runs appears, a run that ends changes its row, the selected run's log is followed, a
+resize redraws, `q` quits; a preempted run shows its restart; `p` asks, and `y` promotes; `--once --json`
+prints the frame's data. Over SSH (a real sshd), its rounds are the watch's few commands on one connection."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from roach.cli.top import Top
+from roach.cli.top_view import Mode
+from roach.lab.config import LAB_USER
+from roach.launch.sweep import sweep
+from roach.records.store import Store
+from roach.slurm import submit
+from roach.slurm.clusters.lab import GPU1, LAB
+from roach.watch.watcher import Watcher
+from tests.conftest import slack, wait_until
+from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.support.schemas import validate_output
+from tests.support.watch import TRAIN
+
+pytestmark = pytest.mark.lab
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = LAB.with_(run_as=LAB_USER)
+KEYS_LINE = "up/down select"
+
+
+@pytest.fixture
+def repo(git_repo):
+    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
+    return git_repo
+
+
+def roach_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "roach", *args]
+
+
+def roach_env(store) -> dict[str, str]:
+    return {**os.environ, "ROACH_STORE": str(store.path), "PYTHONPATH": str(ROOT)}
+
+
+class Pane:
+    """`roach top` in a tmux pane of its own tmux server (-L), the pane kept after the command exits."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], width: int = 80, height: int = 24):
+        if shutil.which("tmux") is None:
+            pytest.skip("tmux is not installed")
+        self.server = ["tmux", "-L", f"roach-test-{os.getpid()}-{name}", "-f", "/dev/null"]
+        self.target = f"{name}:0.0"
+        pass_env = [f"{k}={env[k]}" for k in ("ROACH_STORE", "PYTHONPATH", "ROACH_LAB_DIR", "PATH") if k in env]
+        shell = ["sh", "-c", '"$@"; echo "exit status $?"', "sh"]  # the pane says how the command exited
+        self.tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), *shell, "env", *pass_env, *argv)
+        self.tmux("set-option", "-t", name, "remain-on-exit", "on")
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run([*self.server, *args], check=True, capture_output=True, text=True).stdout
+
+    def lines(self) -> list[str]:
+        return self.tmux("capture-pane", "-p", "-t", self.target).split("\n")
+
+    def text(self) -> str:
+        return "\n".join(self.lines())
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", self.target, *keys)
+
+    def exited(self) -> str | None:
+        """How the command exited ("exit status N"), None while it runs."""
+        return next((ln for ln in self.lines() if ln.startswith("exit status ")), None)
+
+    def wait(self, what: str, pred, timeout: float = 60.0) -> list[str]:
+        seen: list[list[str]] = []
+
+        def look():
+            seen.append(self.lines())
+            return pred(seen[-1])
+
+        try:
+            wait_until(what, look, timeout=timeout, every=0.5)
+        except pytest.fail.Exception as err:
+            pytest.fail(f"{err}\nthe pane:\n" + "\n".join(seen[-1] if seen else []))
+        return seen[-1]
+
+    def close(self) -> None:
+        subprocess.run([*self.server, "kill-server"], capture_output=True)
+
+
+def fits(lines: list[str], width: int, height: int) -> bool:
+    """The frame fills the pane exactly: its title on the first line, its keys line the last, none wrapped."""
+    body = [ln for ln in lines if ln.strip()]
+    return (
+        len(lines) >= height
+        and lines[0].startswith("roach top")
+        and lines[height - 1].rstrip() != ""
+        and all(len(ln) <= width for ln in lines)
+        and len(body) <= height
+    )
+
+
+def restarted(line: str | None) -> bool:
+    """The row's R/P cell says it restarted and was preempted (`1/1`: restart count / preemptions)."""
+    return bool(line and re.search(r" [1-9]\d*/[1-9]\d* ", line))
+
+
+def row(lines: list[str], key: str) -> str | None:
+    return next((ln for ln in lines if ln[1:].startswith(f"{key} ")), None)
+
+
+def test_a_sweep_of_six_in_80x24_its_ends_the_log_a_resize_and_q(lab, repo, store, roots, slurm):
+    grid = [{"steps": 6, "step_s": 0.2}] + [{"steps": 900, "step_s": 0.3} for _ in range(5)]
+    sw = sweep(
+        "pkg.train:train",
+        grid,
+        resources=GPU1.replace(time="00:05:00"),
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        name="topsweep",
+        **roots,
+    )
+    keys = [j.slurm_id for j in sw]
+    pane = Pane(
+        "sweep", roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1"), roach_env(store)
+    )
+    try:
+        lines = pane.wait("the 6 runs' rows", lambda ls: all(row(ls, k) for k in keys), timeout=60)
+        assert fits(lines, 80, 24), lines
+        assert lines[-1].startswith(KEYS_LINE) or lines[23].startswith(KEYS_LINE), lines
+        assert any(ln.startswith("high ") for ln in lines) and any(ln.startswith("low ") for ln in lines)
+        # the short run ends: its row says how; the others run on with their pace and ETA
+        lines = pane.wait(
+            "the short run's row to say COMPLETED",
+            lambda ls: "COMPLETED" in (row(ls, keys[0]) or "") and "exit 0:0" in (row(ls, keys[0]) or ""),
+            timeout=90,
+        )
+        lines = pane.wait(
+            "a running row with its steps per minute and ETA",
+            lambda ls: any(
+                "RUNNING" in (r := row(ls, k) or "") and "step " in r and r.split()[7] != "-" for k in keys[1:]
+            ),
+            timeout=60,
+        )
+        assert fits(lines, 80, 24) and "1 ended" in lines[0], lines
+        # the second run's log, followed
+        pane.keys("Down", "l")
+        lines = pane.wait("its log", lambda ls: ls[1].startswith(f"log of job {keys[1]}") and "step" in "\n".join(ls))
+        assert fits(lines, 80, 24), lines
+        pane.keys("l")
+        pane.wait("the table again", lambda ls: row(ls, keys[1]) is not None and row(ls, keys[1]).startswith(">"))
+        # a resize redraws the whole frame at the new size, and back
+        pane.tmux("resize-window", "-t", "sweep", "-x", "100", "-y", "30")
+        lines = pane.wait("the frame at 100x30", lambda ls: fits(ls, 100, 30) and ls[29].startswith(KEYS_LINE))
+        assert fits(lines, 100, 30) and all(row(lines, k) for k in keys), "\n".join(lines)
+        pane.tmux("resize-window", "-t", "sweep", "-x", "80", "-y", "24")
+        lines = pane.wait("the frame at 80x24", lambda ls: fits(ls, 80, 24) and ls[23].startswith(KEYS_LINE))
+        assert fits(lines, 80, 24) and all(row(lines, k) for k in keys), lines
+        # while top holds the watch's lock, another watcher of this store and cluster is refused
+        other = subprocess.run(
+            roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--once"),
+            env=roach_env(store),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert other.returncode == 9, other.stdout + other.stderr
+        pane.keys("q")
+        wait_until("top to quit", pane.exited, timeout=15)
+        assert pane.exited() == "exit status 0", pane.text()
+    finally:
+        pane.close()
+        slurm.scancel(sw.array_ids)
+        wait_until(  # the next test's runs want these GPUs
+            "the sweep to leave the queue",
+            lambda: (
+                not [q for q in slurm.squeue(all_users=True) if str(q.job_id).split("_")[0] in map(str, sw.array_ids)]
+            ),
+            timeout=60,
+        )
+    once = subprocess.run(
+        roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--once", "--json"),
+        env=roach_env(store),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert once.returncode == 0, once.stderr
+    frame = json.loads(once.stdout)
+    validate_output("top", frame)
+    assert frame["schema"] == "roach.top/1"
+    jobs = {j["job_id"]: j for j in frame["jobs"]}
+    assert set(keys) <= set(jobs) and jobs[keys[0]]["state"] == "COMPLETED" and jobs[keys[0]]["done"]
+    assert {t["tier"] for t in frame["tiers"]} == {"high", "low"}
+
+
+def test_a_preempted_run_shows_its_restart(lab, repo, store, roots, slurm):
+
+    job = submit(
+        "pkg.train:train",
+        args={"steps": 400, "step_s": 0.2},
+        resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n1",)),
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        name="preemptible",
+        **roots,
+    )
+    key = str(job.job_id)
+    pane = Pane(
+        "preempt", roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1"), roach_env(store)
+    )
+    try:
+        pane.wait("the run to make progress", lambda ls: "step " in (row(ls, key) or ""), timeout=90)
+        assert " 0/0 " in row(pane.lines(), key)
+        slurm.sbatch(
+            ["--qos=high", "--nodelist=n1", "--gres=gpu:4", "--time=1", "--output=/dev/null"], "#!/bin/bash\nsleep 5\n"
+        )
+        lines = pane.wait("its restart and preemption", lambda ls: restarted(row(ls, key)), timeout=slack(90))
+        assert fits(lines, 80, 24), lines
+        pane.wait(
+            "it to run again, or end, its restart still shown",
+            lambda ls: restarted(r := row(ls, key)) and ("RUNNING" in (r or "") or "COMPLETED" in (r or "")),
+            timeout=120,
+        )
+        assert " 1/1 " in row(pane.lines(), key), pane.lines()  # one preemption, counted once
+        pane.keys("q")
+        wait_until("top to quit", pane.exited, timeout=15)
+    finally:
+        pane.close()
+        job.cancel()
+
+
+def test_p_proposes_a_promotion_asks_and_y_makes_it(lab, repo, store, roots, user_slurm, jobs):
+
+    opts = ["--time=5", "--output=/dev/null", "--gres=gpu:4", "--job-name=top-filler"]
+    jobs += [user_slurm.sbatch([*opts, f"--nodelist={n}"], "#!/bin/bash\nsleep 300\n") for n in ("n1", "n2")]
+    wait_until("the fillers to run", lambda: all(q.state.is_running for q in user_slurm.squeue(job_ids=jobs)), 60)
+    job = submit(
+        "pkg.train:train",
+        args={"steps": 20, "step_s": 0.2},
+        resources=GPU1.replace(qos="low", time="00:05:00"),
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        name="wants-high",
+        **roots,
+    )
+    key = str(job.job_id)
+    argv = roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1", "--repo-root", str(repo.work))
+    pane = Pane("promote", argv, roach_env(store))
+    try:
+        pane.wait("the promotion it proposes", lambda ls: "clears p->high" in (row(ls, key) or ""), timeout=60)
+        pane.keys("p")
+        lines = pane.wait("the question", lambda ls: "[y/N]" in ls[23], timeout=15)
+        assert lines[23].startswith(f"promote job {key} from low to high? [y/N]  (run {job.run_id[:10]}"), lines[23]
+        pane.keys("n")
+        pane.wait("no promotion", lambda ls: ls[23].startswith("not promoted"), timeout=15)
+        assert store.get("lab", job.job_id).status == "submitted"  # nothing moved
+        pane.keys("p")
+        pane.wait("the question again", lambda ls: "[y/N]" in ls[23], timeout=15)
+        pane.keys("y")
+        lines = pane.wait("the promotion made", lambda ls: f"promoted job {key}" in ls[23], timeout=60)
+        new_id = int(lines[23].split("now job ")[1].split()[0])
+        jobs.append(new_id)
+        lines = pane.wait(
+            "the old row moved on and the new job's row on high",
+            lambda ls: f"moved on: job {new_id}" in (row(ls, key) or "") and " high " in (row(ls, str(new_id)) or ""),
+            timeout=60,
+        )
+        assert fits(lines, 80, 24), lines
+        assert store.get("lab", new_id).run_id == job.run_id
+        pane.keys("q")
+        wait_until("top to quit", pane.exited, timeout=15)
+    finally:
+        pane.close()
+        job.cancel()
+
+
+def test_over_ssh_its_rounds_are_the_watchs_few_commands_on_one_connection(
+    git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer
+):
+    env = lab.env()
+    cluster = LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
+    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
+    store = Store(tmp_path / "store.sqlite")
+
+    job = submit(
+        "pkg.train:train",
+        {"steps": 200, "step_s": 0.3},
+        resources=GPU1.replace(time="00:05:00"),
+        cluster=cluster,
+        repo_root=git_repo.work,
+        store=store,
+        log_root=str(shared_tmp / "logs"),
+        clone_root=str(shared_tmp / "clones"),
+    )
+    top = Top(Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9), ".")
+    sessions = lambda: sshd.log.read_text(errors="replace").count("Starting session: command")  # noqa: E731
+    try:
+        top.round()
+        connections = sshd.accepted_connections()
+        per_round = []
+        deadline = time.monotonic() + slack(60)
+        while not (top.frame and top.frame.rows[0].pace.eta_s is not None):
+            assert time.monotonic() < deadline, per_round
+            time.sleep(1.0)
+            before = sessions()
+            top.round()
+            per_round.append(sessions() - before)
+        assert set(per_round) <= {1, 2} and 2 in per_round, per_round  # squeue, and the log look while it runs
+        top.key("l")  # following the log: one read more a round, on the same connection
+        assert top.view.mode is Mode.LOG and any("step" in ln for ln in top.view.log_lines), top.view.log_lines
+        before = sessions()
+        top.round()
+        assert sessions() - before == 3
+        assert sshd.accepted_connections() == connections
+    finally:
+        job.cancel()
