@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,20 +62,48 @@ def load_sections() -> list[Section]:
 
 
 def write_results(path: Path, sections: list[Section], pending: dict[int, tuple[str, str]], slurm: str) -> None:
-    """results.md from the saved sections, with a line for each benchmark not measured (``pending``)."""
+    """results.md from the saved sections. A benchmark with no saved section keeps what results.md holds for it
+    now (its section and its summary rows): the saved sections live only in the clone that ran them
+    (bench/out), and a run of `--only N` elsewhere must not wipe the others' figures. Only a benchmark results.md
+    has never held gets a "not measured" line (``pending``)."""
     have = {s.number: s for s in sections}
-    parts = [HEADER.format(slurm=slurm), summary_table(sections)]
+    kept, kept_rows = committed(path.read_text()) if path.exists() else ({}, {})
+    kept_rows = {n: rows for n, rows in kept_rows.items() if n not in have and n in kept}
+    parts = [HEADER.format(slurm=slurm), summary_table(sections, kept_rows)]
     for n in sorted(set(have) | set(pending)):
         if n in have:
             parts.append(have[n].render())
+        elif n in kept:
+            parts.append(kept[n])
         else:
             title, why = pending[n]
             parts.append(f"## {n}. {title}\n\n_Not measured: {why}_\n")
     path.write_text("\n".join(parts))
 
 
-def summary_table(sections: list[Section]) -> str:
-    """Every benchmark's figures with a target (issue 18) in one table, each from its section's last run."""
+_SECTION = re.compile(r"^## (\d+)\. ", re.M)
+_ROW = re.compile(r"^\| .* \(§(\d+)\) \|.*\|$", re.M)
+
+
+def committed(text: str) -> tuple[dict[int, str], dict[int, list[str]]]:
+    """The measured sections of a results.md text by number (a "not measured" one is left out), and its summary
+    table's rows by the section they cite."""
+    starts = [(int(m[1]), m.start()) for m in _SECTION.finditer(text)]
+    sections = {}
+    for (n, start), end in zip(starts, [s for _, s in starts[1:]] + [len(text)]):
+        chunk = text[start:end].rstrip("\n") + "\n"
+        if "_Not measured:" not in chunk:
+            sections[n] = chunk
+    summary = text[: starts[0][1]] if starts else ""
+    rows: dict[int, list[str]] = {}
+    for m in _ROW.finditer(summary):
+        rows.setdefault(int(m[1]), []).append(m[0])
+    return sections, rows
+
+
+def summary_table(sections: list[Section], kept_rows: dict[int, list[str]] | None = None) -> str:
+    """Every benchmark's figures with a target (issue 18) in one table, each from its section's last run
+    (``kept_rows``: the rows results.md holds for sections this clone has not saved, kept as they are)."""
     lines = [
         "## Summary",
         "",
@@ -84,12 +113,17 @@ def summary_table(sections: list[Section]) -> str:
         "| figure | roach | baseline | roach / baseline | target | holds |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    rows = [(s.number, r) for s in sections for r in s.summary]
-    for number, r in rows:
-        holds = "yes" if r["holds"] else "**no**"
-        lines.append(
-            f"| {r['figure']} (§{number}) | {r['roach']} | {r['baseline']} | {r['ratio']} | {r['target']} | {holds} |"
+    rows = [
+        (
+            s.number,
+            f"| {r['figure']} (§{s.number}) | {r['roach']} | {r['baseline']} | {r['ratio']} | {r['target']} | "
+            f"{'yes' if r['holds'] else '**no**'} |",
         )
+        for s in sections
+        for r in s.summary
+    ]
+    rows += [(n, line) for n, ls in (kept_rows or {}).items() for line in ls]
+    lines += [line for _, line in sorted(rows, key=lambda x: x[0])]  # by section, each section's in its order
     if not rows:
         lines.append("| (no benchmark with a target has run yet) | | | | | |")
     return "\n".join(lines) + "\n"

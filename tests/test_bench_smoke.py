@@ -199,3 +199,32 @@ def test_the_fault_suite_row_reads_pytests_junit_xml(tmp_path):
     text = table(rows)
     assert text.splitlines()[0] == "| Slurm | fault scenarios passed, ledger intact | wall time |"
     assert text.splitlines()[2].startswith("| 22.05.8 |") and text.splitlines()[3].startswith("| 24.11.5 | 3 of 3")
+
+
+def test_a_run_of_one_benchmark_keeps_the_figures_results_md_holds_for_the_others(tmp_path):
+    """The saved sections live in the clone that ran them (bench/out); results.md is what a fresh clone has. A
+    run of `--only 4` there must keep sections 5 and 8 and their summary rows, not write them "not measured"."""
+    from bench.report import write_results
+
+    old = [
+        Section(4, "Sweep submission", "old four", summary=[_row("sweep wall", "9 s")], when="t0"),
+        Section(5, "Preemption loss", "the preemption tables", when="t0"),
+        Section(8, "The store at scale", "the store table", summary=[_row("ls", "553 ms")], when="t0"),
+    ]
+    titles = {4: ("Sweep submission", "x"), 5: ("Preemption loss", "x"), 7: ("Fault suite", "x"), 8: ("Store", "x")}
+    path = tmp_path / "results.md"
+    write_results(path, old, titles, "22.05.8")
+    new = Section(4, "Sweep submission", "new four", summary=[_row("sweep wall", "1 s")], when="t1")
+    write_results(path, [new], titles, "22.05.8")
+    text = path.read_text()
+    assert "new four" in text and "old four" not in text
+    assert "the preemption tables" in text and "the store table" in text
+    assert text.count("_Not measured:") == 1  # only 7, which was never measured
+    summary = text.split("## 4.")[0]
+    assert "| sweep wall (§4) | 1 s |" in summary and "9 s" not in summary
+    assert "| ls (§8) | 553 ms |" in summary
+    assert summary.index("(§4)") < summary.index("(§8)")
+
+
+def _row(figure: str, roach: str) -> dict:
+    return {"figure": figure, "roach": roach, "baseline": "b", "ratio": "r", "target": "t", "holds": False}
