@@ -25,12 +25,15 @@ from roach.cli.refs import ssh_alias_option
 from roach.cli.terminal import draw, read_keys, terminal_size
 from roach.cli.top_view import Mode, View, screen_lines
 from roach.cli.watch import (
+    check_job_ids,
     cluster_option,
+    job_ids_option,
     pick_cluster,
     rate_limit_of,
     recorded_way,
     repo_option,
     run_as_option,
+    stall_after_option,
     why_lines,
 )
 from roach.clusters.cluster import with_ssh_override
@@ -235,24 +238,11 @@ def live_loop(top: Top, console: Console) -> None:
     metavar="S",
     help="Seconds between rounds, never under the cluster's floor (60 s on a real cluster; the lab 1 s).",
 )
-@click.option(
-    "--job",
-    "job_ids",
-    multiple=True,
-    metavar="ID",
-    help="Also watch this job of yours (e.g. one roach did not submit). Repeatable.",
-)
+@job_ids_option
 @click.option("--once", is_flag=True, help="One round: print its frame to stdout and exit.")
 @click.option("--json", "as_json", is_flag=True, help="With --once: the frame's data as one JSON object.")
 @repo_option
-@click.option(
-    "--stall-after",
-    type=click.FloatRange(min=1),
-    default=60.0,
-    show_default=True,
-    metavar="S",
-    help="The least silence before a log counts as stalled (else 3x the run's usual gap).",
-)
+@stall_after_option
 @ssh_alias_option
 @ssh_config_option
 def top(
@@ -276,9 +266,7 @@ def top(
     """
     if as_json and not once:
         raise click.BadParameter("needs --once (the live screen is for a terminal)", param_hint="--json")
-    for j in job_ids:
-        if not j.replace("_", "").isdigit():
-            raise click.BadParameter(f"{j!r} is not a Slurm job id", param_hint="--job")
+    check_job_ids(job_ids)
     if not once and not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("roach top needs a terminal", hint="`roach top --once` prints one frame (--json: its data)")
     with Store() as store:

@@ -105,6 +105,31 @@ def _emitter(as_json: bool, exec_cmd: list[str] | None):
     return emit
 
 
+# The options `roach watch` and `roach top` share (top is the watch's round on a screen).
+job_ids_option = click.option(
+    "--job",
+    "job_ids",
+    multiple=True,
+    metavar="ID",
+    help="Also watch this job of yours (e.g. one roach did not submit). Repeatable.",
+)
+stall_after_option = click.option(
+    "--stall-after",
+    type=click.FloatRange(min=1),
+    default=60.0,
+    show_default=True,
+    metavar="S",
+    help="The least silence before a log counts as stalled (else 3x the run's usual gap).",
+)
+
+
+def check_job_ids(job_ids: tuple[str, ...]) -> None:
+    """Each --job is a Slurm job id (``123``, ``123_4``)."""
+    for j in job_ids:
+        if not j.replace("_", "").isdigit():
+            raise click.BadParameter(f"{j!r} is not a Slurm job id", param_hint="--job")
+
+
 @click.command()
 @cluster_option
 @run_as_option
@@ -125,13 +150,7 @@ def _emitter(as_json: bool, exec_cmd: list[str] | None):
     metavar="S",
     help="Seconds between heartbeat lines (the tier table, whatever happened).",
 )
-@click.option(
-    "--job",
-    "job_ids",
-    multiple=True,
-    metavar="ID",
-    help="Also watch this job of yours (e.g. one roach did not submit). Repeatable.",
-)
+@job_ids_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per event, one a line.")
 @click.option(
     "--exec",
@@ -155,14 +174,7 @@ def _emitter(as_json: bool, exec_cmd: list[str] | None):
     help="Ask `sbatch --test-only` per tier, and count a tier as having room only if a job would start "
     "within S seconds (uncapped tiers too).",
 )
-@click.option(
-    "--stall-after",
-    type=click.FloatRange(min=1),
-    default=60.0,
-    show_default=True,
-    metavar="S",
-    help="The least silence before a log counts as stalled (else 3x the run's usual gap).",
-)
+@stall_after_option
 @click.option("--once", is_flag=True, help="One round, then exit.")
 @ssh_alias_option
 @ssh_config_option
@@ -192,9 +204,7 @@ def watch(
     argv = shlex.split(exec_cmd) if exec_cmd else None
     if exec_cmd is not None and not argv:
         raise click.BadParameter("is empty", param_hint="--exec")
-    for j in job_ids:
-        if not j.replace("_", "").isdigit():
-            raise click.BadParameter(f"{j!r} is not a Slurm job id", param_hint="--job")
+    check_job_ids(job_ids)
     with Store() as store:
         name = cluster or (pick_cluster(None, store) if not job_ids else None)
         if name is None:
