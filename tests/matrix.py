@@ -266,6 +266,18 @@ class Target:
         )
         return self.chroot(script, check=False).returncode
 
+    def demo(self) -> int:
+        """`make demo` (the README's first command) on a fresh clone in the root, its lab in the namespace; its
+        exit code (the log: ``demo-V.log`` in the state folder)."""
+        self.fresh_checkout()
+        script = (
+            f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(self.lab)} && "
+            f"make demo PYTHON={shlex.quote(self.venv_python)}; rc=$?; .venv/bin/roach lab down >/dev/null 2>&1; exit $rc"
+        )
+        self.state.mkdir(parents=True, exist_ok=True)
+        with open(self.state / f"demo-{self.version}.log", "w") as log:
+            return self.chroot(script, check=False, stdout=log, stderr=subprocess.STDOUT).returncode
+
     def run(self, pytest_args: str) -> tuple[int, int, int]:
         self.fresh_checkout()
         lab = self.lab
@@ -322,6 +334,7 @@ def main() -> int:
     ap.add_argument(
         "--shell", action="store_true", help="no tests: a shell inside the one --only version's root, its lab up"
     )
+    ap.add_argument("--demo", action="store_true", help="no tests: `make demo` in each --only version's root")
     ap.add_argument(
         "--slurm-facing", action="store_true", help="only the Slurm-facing test files (what CI runs on 26.05)"
     )
@@ -351,6 +364,19 @@ def main() -> int:
             return t.shell()
         finally:
             t.umount()
+    if args.demo:
+        codes = {}
+        for t in targets:
+            try:
+                if t.root is not None:
+                    t.ensure_root()
+                t.mount()
+                codes[t.version] = t.demo()
+            finally:
+                t.umount()
+        for v, rc in codes.items():
+            print(f"{v:<10} make demo exit {rc}   {base / f'state-{v}' / f'demo-{v}.log'}")
+        return 0 if all(rc == 0 for rc in codes.values()) else 1
     rows, faults = [], {}
     for t in targets:
         try:
