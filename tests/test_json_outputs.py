@@ -142,6 +142,7 @@ def outputs(lab, repo: GitRepo, store_path: Path, user_slurm) -> Iterator[Output
             timeout=30,
         )
         run("why", later.run_id, *me)
+        run("top", "--cluster", "lab", *me, "--once")  # one frame's data, the pending job in it
         run("promote", later.run_id, "--to", "high", "--repo-root", str(repo.work), *me)
         run("move", later.run_id, "--to", "low", "--repo-root", str(repo.work), *me)
         run("cancel", later.run_id, *me, "--wait", "30")
