@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from roach.errors import UsageError
-from roach.lab.release_root import ReleaseLab, SlurmRelease, mounted
+from roach.lab.release_root import INSIDE_STATE, ReleaseLab, SlurmRelease, mounted
 from tests.conftest import wait_until
 
 PORT_BASE = 19217  # away from the main lab, the lifecycle tests' (17917) and the OOM lab (19117)
@@ -35,12 +35,19 @@ def _roach(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return r
 
 
-def _processes_in(root: str) -> list[str]:
-    """Every live process whose root directory is ``root`` (the lab's daemons and jobs run chrooted there)."""
+def _lab_processes_in(root: str) -> list[str]:
+    """Every live process of the lab in ``root`` (its daemons and jobs run chrooted there): by its working
+    directory or ``SLURM_CONF`` under the lab's state directory there (another user of the root, a matrix run,
+    has its own lab elsewhere)."""
+    state = f"{root}{INSIDE_STATE}"
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.readlink(f"/proc/{pid}/root") == root:
+            if os.readlink(f"/proc/{pid}/root") != root:
+                continue
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+            if cwd == state or cwd.startswith(state + "/") or f"SLURM_CONF={INSIDE_STATE}/".encode() in env:
                 found.append(f"{pid}: {Path(f'/proc/{pid}/comm').read_text().strip()}")
         except OSError:
             continue
@@ -88,7 +95,7 @@ def test_a_release_lab_runs_the_demo_on_that_release_and_goes_down_clean(version
     finally:
         down = _roach("lab", "down", *common, check=False)
     assert down.returncode == 0, down.stderr
-    wait_until(f"the {version} lab's processes to end", lambda: not _processes_in(root), timeout=60)
+    wait_until(f"the {version} lab's processes to end", lambda: not _lab_processes_in(root), timeout=60)
     # what the lab mounted is unmounted, and only that
     assert [d for d in ("/proc", "/sys", "/dev") if mounted(root + d)] == made_before
     assert not mounted(root + str(ReleaseLab.resolve(SlurmRelease(version), state, root, None).source))
