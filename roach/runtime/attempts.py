@@ -110,6 +110,21 @@ def preempted(job_id: str, fields: dict[str, str] | None = None) -> bool:
     return not _unset(f.get("PreemptTime"))
 
 
+def settled_fields(job_id: str, restart: str, sig: signal.Signals, wait_s: float = 5.0) -> dict[str, str]:
+    """The job's fields, for deciding how this attempt ends. After a TERM they are asked again, for up to
+    ``wait_s``, until they say something: requeued by Slurm, marked for preemption, or cancelled. The TERM of a
+    GraceTime-0 preemption can come a moment before the controller shows the preemption or the requeue behind
+    it (seen under load on 22.05), and an empty answer (the controller busy) says nothing either: either one,
+    read at once, made a preemption look like a cancel."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        f = job_fields(job_id)
+        said = requeued_by_slurm(f, restart) or preempted(job_id, f) or f.get("JobState", "").startswith("CANCELLED")
+        if sig != signal.SIGTERM or said or time.monotonic() >= deadline:
+            return f
+        time.sleep(0.5)
+
+
 def requeued_by_slurm(fields: dict[str, str], restart: str) -> bool:
     """Has Slurm already requeued this job, past this attempt (its ``Restarts`` beyond ours)?
 
@@ -199,7 +214,7 @@ def leave(run: Run, stop: RunInterrupted, spec: RunSpec) -> int:
                 holder,
                 run.run_id,
             )
-        elif requeued_by_slurm(fields := job_fields(job), restart):
+        elif requeued_by_slurm(fields := settled_fields(job, restart, sig), restart):
             # A preemption with GraceTime 0, a node failure, an admin's requeue: each counted as what it was.
             cause = requeue_cause(job, restart)
             kind, said, counted = (
