@@ -8,8 +8,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-from-pyproject
-# One list for both: bookworm and trixie ship these names (trixie: Slurm 24.11, MariaDB 11.8).
-DEBS := slurm-wlm slurmdbd munge mariadb-server mariadb-client rsync openssh-server openssh-client git python3-venv patchelf
+# One list for both: bookworm and trixie ship these names (trixie: Slurm 24.11, MariaDB 11.8); tmux drives
+# `roach top` in its terminal tests.
+DEBS := slurm-wlm slurmdbd munge mariadb-server mariadb-client rsync openssh-server openssh-client git python3-venv patchelf tmux
 PYTEST_ARGS ?=
 # What the lab's jobs import: torch's CPU build for torch.distributed (gloo) in the demo and tests.
 JOB_PACKAGES ?= torch==2.13.0 numpy
