@@ -59,6 +59,9 @@ def _wait(what: str, check, timeout: float, every: float = 0.2):
 class Preempt:
     def __init__(self, lab: Lab, jobs: Jobs, wd: Path, steps: int, step_s: float, preempt_after: int, log=print):
         self.lab, self.jobs, self.wd, self.log = lab, jobs, wd, log
+        for sub in ("logs", "submitit", "progress"):  # the bench user's jobs write there
+            (wd / sub).mkdir()
+            shutil.chown(wd / sub, lab.user, lab.user)
         self.steps, self.step_s, self.preempt_after = steps, step_s, preempt_after
         self.work = make_repo(lab, wd / "repo")
         self.store = Store(wd / "store.sqlite")
@@ -235,11 +238,7 @@ def run(
     if steps is None:
         grace = _grace_s(lab)
         steps = preempt_after + int((grace + 15) / step_s)
-    wd = lab.workdir("preempt")
-    for sub in ("logs", "submitit", "progress"):
-        (wd / sub).mkdir()
-        shutil.chown(wd / sub, lab.user, lab.user)
-    p = Preempt(lab, jobs, wd, steps, step_s, preempt_after, log)
+    p = Preempt(lab, jobs, lab.workdir("preempt"), steps, step_s, preempt_after, log)
     results: dict[str, list[dict]] = {}
     original = lab.cfg.preempt_send_user_signal
     try:
@@ -287,11 +286,7 @@ def _with_cred_expire(seconds: int, reps: int, steps: int, step_s: float, preemp
     out: list[dict] = []
     try:
         ensure_bench_user(lab, log)
-        wd = lab.workdir("preempt-cred")
-        for sub in ("logs", "submitit", "progress"):
-            (wd / sub).mkdir()
-            shutil.chown(wd / sub, lab.user, lab.user)
-        p = Preempt(lab, jobs, wd, steps, step_s, preempt_after, log)
+        p = Preempt(lab, jobs, lab.workdir("preempt-cred"), steps, step_s, preempt_after, log)
         for rep in range(reps):
             for m in METHODS:
                 r = p.once(m)
