@@ -178,6 +178,20 @@ def test_follow_prints_each_whole_line_once_and_asks_slurm_rarely(capsys):
     assert job.state_calls == 4  # Slurm asked at 0, 10, 20, 30 s only
 
 
+class LateLogJob(FakeJob):
+    """The job makes its log between the first ``tail`` (which fails) and the check whether it exists."""
+
+    @property
+    def fs(self):
+        return SimpleNamespace(transport=self.transport, exists=lambda p: self.reads >= 1)
+
+
+def test_follow_reads_again_when_the_log_appears_between_the_read_and_the_check(capsys):
+    job = LateLogJob(["a\n", "b\n"] + [""] * 10, end_after_s=10)
+    assert cli_views.follow_log(job, None, sleep=job.sleep, clock=lambda: job.now) is JobState.COMPLETED
+    assert capsys.readouterr().out == "a\nb\n"
+
+
 def test_follow_with_lines_starts_from_the_last_n(capsys):
     job = FakeJob(["a\nb\nc\nd\n", "e\n"] + [""] * 5, end_after_s=10)
     job.reads = 1  # the log exists from the first read

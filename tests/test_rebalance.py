@@ -225,6 +225,8 @@ def test_move_refuses_a_run_that_does_not_checkpoint_unless_forced(lab, repo, st
         data = json.loads(run.output)
         assert data["checkpoint_step"] is None and data["how"] == "moved"
         assert data["verified"] is True and data["resumed_at"] is None  # started over, as announced
-        assert "plain step 0" in Path(store.get("lab", data["new_job"]).log_path).read_text()
+        new_log = Path(store.get("lab", data["new_job"]).log_path)
+        # verified means rank 0 has started; its first step line may come a moment later
+        wait_until("the new job's first step", lambda: "plain step 0" in new_log.read_text(), timeout=30)
     finally:
         _cancel_run(store, user_slurm)

@@ -321,7 +321,10 @@ def follow_log(
         if clock() >= next_state:  # checked before the read, so the last read sees the whole log
             state = job.state()
             ended, next_state = state.is_terminal, clock() + STATE_POLL_S
-        res = transport.run(["tail", "-n", f"+{done + 1}", "--", path])
+        cmd = ["tail", "-n", f"+{done + 1}", "--", path]
+        res = transport.run(cmd)
+        if res.returncode != 0 and job.fs.exists(path):
+            res = transport.run(cmd)  # the job may have made the log between the read and the check
         if res.returncode != 0 and job.fs.exists(path):
             raise RoachError(
                 f"reading {path} failed: {res.stderr.strip()}", hint="check that the submitting user may read the log"
