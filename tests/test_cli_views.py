@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from roach.cli.views import LEFT_QUEUE_UNACCOUNTED, live_views, state_text
@@ -73,8 +74,8 @@ def test_the_api_calls_a_job_gone_from_the_queue_but_not_accounted_completing(tm
 
 def test_an_attempt_is_named_by_its_holder_and_number_not_roachs_packed_id():
     from roach.cli.views import JobView
-    from roach.launch.inside_attempts import attempt_id
+    from roach.model.ids import RecordKind
 
-    v = JobView.of(record(attempt_id(412, 3)), "COMPLETED", "completed")
-    assert (v.slurm_id, v.holder, v.attempt, v.job_id) == ("412/3", 412, 3, attempt_id(412, 3))
+    v = JobView.of(replace(record(412), holder=412, attempt=3, kind=RecordKind.ATTEMPT), "COMPLETED", "completed")
+    assert (v.slurm_id, v.holder, v.attempt, v.job_id) == ("412/3", 412, 3, 412)
     assert JobView.of(record(412), "RUNNING", "submitted").slurm_id == "412"

@@ -39,13 +39,12 @@ from roach.launch.inside_attempts import (
     EXIT_LEFT,
     AttemptExit,
     AttemptPaths,
-    attempt_id,
     attempt_records,
     read_attempts,
-    split_attempt_id,
 )
 from roach.launch.inside_job import InsideJob, job_for
 from roach.launch.inside_script import AttemptInputs, render_driver, render_step
+from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
@@ -117,15 +116,13 @@ def test_roach_step_names_win_over_task_counts():
     assert classify_step("batch", "batch", 1, 1, 1) == (StepKind.BATCH, None)
 
 
-def test_attempt_ids_are_never_slurm_job_ids_and_round_trip():
-    assert attempt_id(412, 1) == (1 << 32) + 412 and attempt_id(412, 1) > 0xFFFFFFFF
-    assert split_attempt_id(attempt_id(4_000_000_000, 999)) == (4_000_000_000, 999)
-    assert split_attempt_id(412) is None
-    rec = _record(attempt_id(412, 3), holder=412, run_id="r1", log_path="/l/r1_412.out")
+def test_an_attempts_record_is_its_holders_job_id_and_its_number():
+    rec = _record(412, holder=412, run_id="r1", log_path="/l/r1_412.out", attempt=3, kind=RecordKind.ATTEMPT)
+    assert str(rec.key) == "412/3" and rec.is_attempt and rec.slurm_id == "412"
     p = AttemptPaths.of(rec)
     assert (p.bundle_dir, p.log, p.spec) == ("/l/bundles/412.3", "/l/r1_412.out", "/l/bundles/412.3/spec.json")
     assert isinstance(job_for(LAB, rec), InsideJob)
-    assert not isinstance(job_for(LAB, _record(412, holder=412)), InsideJob)  # the holder itself
+    assert not isinstance(job_for(LAB, _record(412, holder=412, kind=RecordKind.HOLDER)), InsideJob)  # the holder
 
 
 def test_exit_codes_mean_completed_stopped_or_failed():
@@ -354,7 +351,7 @@ from roach.records.store import Store
 job = submit("pkg.resumable:plain_loop", {"steps": 12, "step_s": 0.25}, resources=NODES2_GPU2,
              cluster=LAB.with_(run_as=sys.argv[1]), repo_root=sys.argv[2], store=Store(sys.argv[3]),
              inside=int(sys.argv[4]), log_root=sys.argv[5], clone_root=sys.argv[6])
-print(job.job_id)
+print(job.key)
 """
 
 
@@ -401,10 +398,10 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
         check=True,
         cwd=Path(__file__).parent.parent,
     ).stdout
-    first = job_for(CLUSTER, store.get("lab", int(out.split()[-1])), store)
+    first = job_for(CLUSTER, store.find(out.split()[-1], cluster="lab"), store)
     assert isinstance(first, InsideJob) and first.record.holder == holder and first.attempt == 1
     assert first.wait(timeout=slack(90)).state is JobState.COMPLETED, first.log()
-    assert store.get("lab", first.job_id).status == "completed"
+    assert store.get_key("lab", first.key).status == "completed"
     assert "roach: ranks' step ended with exit code 0" in first.log()
 
     # 2: a resumable run, stopped cleanly by `roach signal`
@@ -548,7 +545,7 @@ def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, 
     first.cancel()
     ended = first.wait(timeout=slack(60))
     assert ended.exit_code == EXIT_LEFT and ended.status == "cancelled", first.log()[-2000:]
-    assert store.get("lab", first.job_id).status == "cancelled"
+    assert store.get_key("lab", first.key).status == "cancelled"
     assert json.loads(Path(first.paths.job_json).read_text())["status"] == "cancelled"
     assert "caught_signal TERM" in first.log()
     wait_until("attempt 1's steps to leave squeue -s", lambda: not first.steps(), timeout=30)
@@ -573,7 +570,7 @@ def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, 
     assert [a.state for a in user_slurm.sacct([h.job_id]) if a.step is None] == [JobState.CANCELLED]
     assert store.get("lab", h.job_id).status == "cancelled"
     gone = second.wait(timeout=slack(90))
-    assert gone.state is not JobState.COMPLETED and store.get("lab", second.job_id).status == gone.status
+    assert gone.state is not JobState.COMPLETED and store.get_key("lab", second.key).status == gone.status
     assert json.loads(Path(second.paths.job_json).read_text())["status"] == gone.status
 
 
@@ -698,7 +695,7 @@ def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(
     big.release()
     t.join(timeout=slack(180))
     assert "error" not in result, result.get("error")
-    job = job_for(CLUSTER, store.get("lab", result["job"].job_id), store)
+    job = job_for(CLUSTER, store.get_key("lab", result["job"].key), store)
     assert isinstance(job, InsideJob) and job.record.holder == h.job_id
     assert job.wait(timeout=slack(90)).state is JobState.COMPLETED, job.log()
     assert job.result() == 3  # an attempt's return value, as a job's

@@ -88,7 +88,7 @@ def test_each_command_output_schema_is_valid(command: str):
 
 def test_stamp_puts_the_version_first_and_the_event_schema_is_the_registry_one():
     assert list(stamp("job", {"run_id": "r", "schema": "old"})) == ["schema", "run_id"]
-    assert stamp("job", {})["schema"] == "roach.job/1"
+    assert stamp("job", {})["schema"] == "roach.job/2"
     assert EVENT_SCHEMA == schema_id("event")
 
 

@@ -139,7 +139,7 @@ def assert_final(store: Store, rec: JobRecord, status: str = "completed") -> dic
     assert d["status"] == status and d["status"] in FINAL_STATUSES and d["live_state"] == "ended", d
     assert all(isinstance(d[k], str) for k in ("slurm_state", "exit_code", "recorded_at_utc")), d
     assert JobJson.from_json(json.dumps(d)).is_final if "run_id" in d else True
-    now = store.get(rec.cluster, rec.job_id, rec.task)
+    now = store.get_key(rec.cluster, rec.key)
     assert (now.status, now.slurm_state, now.exit_code, now.recorded_at) == (
         d["status"],
         d["slurm_state"],

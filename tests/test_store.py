@@ -7,6 +7,7 @@ import re
 import sqlite3
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -368,9 +369,12 @@ def test_update_final_many_records_every_run_in_one_go(store):
     assert store.get("ilc", 700, 1).status == "submitted"
 
 
-def test_a_version_2_store_gets_the_via_config_column(tmp_path):
-    from roach.records.schema import SCHEMA as _SCHEMA
+# The jobs table at schema version 4, as that roach wrote it; versions 2 and 3 lacked its last columns.
+_V4 = (Path(__file__).parent / "data" / "store" / "schema_v4.sql").read_text()
 
+
+def test_a_version_2_store_gets_the_via_config_column(tmp_path):
+    _SCHEMA = _V4
     path = tmp_path / "v2.sqlite"
     conn = sqlite3.connect(path)
     v2 = (
@@ -392,15 +396,15 @@ def test_a_version_2_store_gets_the_via_config_column(tmp_path):
     s.add(rec(6, cluster="dsi", via="other", via_config="/home/u/.ssh/cfg"))
     assert s.get("dsi", 6).via_config == "/home/u/.ssh/cfg"
     s.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
 
 
 def test_a_version_3_stores_ended_jobs_have_their_job_json_behind(tmp_path):
     """An older roach recorded ends in the store only: after the upgrade they say their job.json may lack
     the end (so `roach ls`/`status` write it), and a new end records when job.json got it."""
     from roach.records.job_record import FinalRow
-    from roach.records.schema import SCHEMA as _SCHEMA
 
+    _SCHEMA = _V4
     path = tmp_path / "v3.sqlite"
     conn = sqlite3.connect(path)
     v3 = (
@@ -447,3 +451,93 @@ def test_submission_counts_per_run(store):
         "r1": 2,
         "r2": 2,
     }
+
+
+def _v4_row(conn, job_id, run_id, *, target="p.m:f", holder=None, task=None, status="submitted"):
+    conn.execute(
+        'INSERT INTO jobs (cluster, job_id, run_id, name, target, "commit", repo, log_path, bundle_dir, run_dir,'
+        " submitted_at, resources, status, holder, task) VALUES ('lab', ?, ?, 'n', ?, 'c', 'r', '/l/x.out', '/b',"
+        " '/r', '2026-01-01T00:00:00Z', '{}', ?, ?, ?)",
+        (job_id, run_id, target, status, holder, task),
+    )
+
+
+def test_a_version_4_store_gets_kinds_and_attempt_numbers_in_place_of_packed_ids(tmp_path):
+    """Version 4 kept an attempt as job id (n << 32) | holder and told kinds apart by a row's shape: after the
+    upgrade each row says its kind, an attempt's job id is its holder's and its number is a column."""
+    from roach.model.ids import JobKey, RecordKind
+
+    path = tmp_path / "v4.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(_V4 + "PRAGMA user_version=4;")
+    _v4_row(conn, 41, "plain")
+    _v4_row(conn, 90, "hold-1", target="roach:hold", holder=90)
+    _v4_row(conn, (1 << 32) | 90, "r-in", holder=90, status="completed")
+    _v4_row(conn, (2 << 32) | 90, "r-in", holder=90)
+    _v4_row(conn, 4_000_000_000, "hold-big", target="roach:hold", holder=4_000_000_000)  # a 32-bit id near the top
+    _v4_row(conn, (3 << 32) | 4_000_000_000, "r-big", holder=4_000_000_000)
+    _v4_row(conn, 500, "sw-0", task=0)
+    _v4_row(conn, 500, "sw-1", task=1)
+    conn.commit()
+    conn.close()
+    s = Store(path)
+    got = [(r.run_id, r.kind, str(r.key)) for r in s.all_jobs()]
+    assert got == [
+        ("plain", RecordKind.JOB, "41"),
+        ("hold-1", RecordKind.HOLDER, "90"),
+        ("r-in", RecordKind.ATTEMPT, "90/1"),
+        ("r-in", RecordKind.ATTEMPT, "90/2"),
+        ("hold-big", RecordKind.HOLDER, "4000000000"),
+        ("r-big", RecordKind.ATTEMPT, "4000000000/3"),
+        ("sw-0", RecordKind.TASK, "500_0"),
+        ("sw-1", RecordKind.TASK, "500_1"),
+    ]
+    assert s.find("90").run_id == "hold-1"  # the holder, not one of its attempts
+    assert s.find("90/1").status == "completed" and s.get_key("lab", JobKey(90, attempt=2)).status == "submitted"
+    assert [r.attempt for r in s.attempts("lab", 90)] == [1, 2]
+    s.update_final("lab", 90, "failed", "FAILED", "1:0", utc_now())  # the holder's end is the holder's alone
+    assert [r.status for r in s.all_jobs()][1:4] == ["failed", "completed", "submitted"]
+    s.delete("lab", 90, attempt=2)  # rolling back one attempt leaves the holder and the other attempt
+    assert [str(r.key) for r in s.all_jobs() if r.job_id == 90] == ["90", "90/1"]
+    s.close()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+
+
+def test_keys_name_jobs_tasks_and_attempts():
+    from roach.model.ids import JobKey, RecordKind
+
+    assert [JobKey.parse(t) for t in ("123", " 123_4 ", "123/2", "run-1", "123_", "1/2/3")] == [
+        JobKey(123),
+        JobKey(123, task=4),
+        JobKey(123, attempt=2),
+        None,
+        None,
+        None,
+    ]
+    assert [str(k) for k in (JobKey(5), JobKey(5, task=0), JobKey(5, attempt=1))] == ["5", "5_0", "5/1"]
+    assert (JobKey(5).kind, JobKey(5, task=0).kind, JobKey(5, attempt=1).kind) == (
+        None,
+        RecordKind.TASK,
+        RecordKind.ATTEMPT,
+    )
+    with pytest.raises(UsageError, match="not both"):
+        JobKey(5, task=0, attempt=1)
+    with pytest.raises(UsageError, match="expected one of: job, task, holder, attempt"):
+        RecordKind.parse("array")
+
+
+def test_an_attempts_end_is_recorded_on_the_attempt_alone(store):
+    """An attempt shares its holder's job id: its end must not land on the holder or a sibling attempt."""
+    from roach.model.ids import RecordKind
+    from roach.records.finals import End, record_ends
+
+    store.add(rec(90, run_id="hold-1", holder=90, kind=RecordKind.HOLDER))
+    attempts = [rec(90, run_id="r-in", holder=90, attempt=n, kind=RecordKind.ATTEMPT) for n in (1, 2)]
+    store.add_many(attempts)
+    (done,) = record_ends(store, None, [End(attempts[1], "completed", "COMPLETED", "0:0")], written=True)
+    assert str(done.key) == "90/2" and done.status == "completed"
+    assert [(str(r.key), r.status) for r in store.all_jobs()] == [
+        ("90", "submitted"),
+        ("90/1", "submitted"),
+        ("90/2", "completed"),
+    ]

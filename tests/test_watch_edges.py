@@ -16,7 +16,7 @@ import pytest
 from roach.hold.hold import hold
 from roach.lab.config import LAB_USER
 from roach.launch.holder import HOLD_TARGET
-from roach.launch.inside_attempts import attempt_id
+from roach.model.ids import RecordKind
 from roach.ops.events import EventKind
 from roach.records.bundle import JobJson, final_job_json
 from roach.records.final_files import Final, record_finals
@@ -185,8 +185,10 @@ def _step(*fields: str) -> str:
 
 
 def test_heartbeat_shows_holders_held_time_and_flags_an_idle_one(fake, store, clock):
-    store.add(replace(record(90, "hold-dbg"), target=HOLD_TARGET, holder=90, name="dbg"))
-    store.add(replace(record(attempt_id(90, 1), "r-in", log_root="/logs"), holder=90))  # an attempt: not a Slurm job
+    store.add(replace(record(90, "hold-dbg"), target=HOLD_TARGET, holder=90, name="dbg", kind=RecordKind.HOLDER))
+    store.add(
+        replace(record(90, "r-in", log_root="/logs"), holder=90, attempt=1, kind=RecordKind.ATTEMPT)
+    )  # not a Slurm job
     store.add(record(91))
     fake.queue = [sq(90, elapsed="12:03", name="dbg", gpus=2), sq(91)]
     fake.steps = [_step("90.batch", "batch", "1", "12:03", "RUNNING", "n1")]

@@ -14,8 +14,8 @@ from roach.ops.events import EVENT_SCHEMA
 
 #: Each record's schema name and its version. The watch's events are stamped below the CLI (``Event.to_json``).
 VERSIONS: dict[str, int] = {
-    "job": 1,
-    "cancel": 1,
+    "job": 2,  # 2: an attempt's job_id is its holder's (docs/json.md, "Changes")
+    "cancel": 2,
     "sweep": 1,
     "event": int(EVENT_SCHEMA.rsplit("/", 1)[1]),
     "why": 1,

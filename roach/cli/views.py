@@ -23,9 +23,9 @@ from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.clusters.userconfig import configured, get_cluster
 from roach.errors import RoachError
 from roach.launch.hold_steps import idle_holders
-from roach.launch.holder import HOLD_TARGET
-from roach.launch.inside_attempts import attempt_end, is_attempt, read_attempts, split_attempt_id
+from roach.launch.inside_attempts import attempt_end, read_attempts
 from roach.launch.job import Job
+from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.records.bundle import status_from_state
 from roach.records.finals import End, record_ends, repairs
@@ -78,7 +78,7 @@ class JobView:
         exit_code: str | None = None,
         **extra: Any,
     ) -> JobView:
-        holder, attempt = split_attempt_id(rec.job_id) or (None, None)
+        holder, attempt = (rec.job_id, rec.attempt) if rec.is_attempt else (None, None)
         return cls(
             rec.run_id,
             rec.job_id,
@@ -164,10 +164,6 @@ def grouped_views(
     return [v for v in out if v is not None]
 
 
-def _key(rec: JobRecord) -> tuple[int, int | None]:
-    return rec.job_id, rec.task
-
-
 def _entries(rec: JobRecord, by_job: dict[int, list[Any]]) -> list[Any]:
     """The queue entries (or accounting rows) of ``rec``: the job's own, every task of an array recorded as one
     job (a remote-workspace array), or just task ``rec.task`` of a sweep's array."""
@@ -180,7 +176,9 @@ def _entries(rec: JobRecord, by_job: dict[int, list[Any]]) -> list[Any]:
 def _queued_view(rec: JobRecord, entries: list[QueueRecord], idle: dict[int, bool]) -> JobView:
     q = next((e for e in entries if e.state.is_running), entries[0])  # an array runs while any task runs
     reason = q.reason_text if q.state.is_pending and q.reason_text not in ("", "None") else None
-    extra: dict[str, Any] = {"held_s": q.elapsed_s, "idle": idle.get(rec.job_id)} if rec.target == HOLD_TARGET else {}
+    extra: dict[str, Any] = (
+        {"held_s": q.elapsed_s, "idle": idle.get(rec.job_id)} if rec.kind is RecordKind.HOLDER else {}
+    )
     return JobView.of(rec, q.state.value, status_from_state(q.state), reason, **extra)
 
 
@@ -214,12 +212,12 @@ def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, w
     if not records:
         return []
 
-    attempts = [r for r in records if is_attempt(r)]  # steps of a holder: Slurm has no job of theirs
-    jobs = [r for r in records if not is_attempt(r)]
+    attempts = [r for r in records if r.is_attempt]  # steps of a holder: Slurm has no job of theirs
+    jobs = [r for r in records if not r.is_attempt]
     ends = repairs(records)
     views = {}
     for r, (v, end) in zip(attempts, _attempt_views(client, attempts)):
-        views[_key(r)] = v
+        views[r.key] = v
         ends += [end] if end is not None else []
     ids = sorted({r.job_id for r in jobs})
     queue = client.squeue() if whole_queue else (client.squeue(job_ids=ids) if ids else [])
@@ -227,28 +225,28 @@ def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, w
     for q in queue:
         if q.state.is_active:
             by_job.setdefault(q.ref.job, []).append(q)
-    queued = {_key(r): _entries(r, by_job) for r in jobs}
-    ask = sorted({r.slurm_id for r in jobs if not queued[_key(r)] and not r.is_final})
+    queued = {r.key: _entries(r, by_job) for r in jobs}
+    ask = sorted({r.slurm_id for r in jobs if not queued[r.key] and not r.is_final})
     rows: dict[int, list[AcctRecord]] = {}
     for a in client.ends(ask) if ask else []:
         if a.step is None:
             rows.setdefault(a.ref.job, []).append(a)
-    holders = [r.job_id for r in jobs if r.target == HOLD_TARGET and any(q.state.is_running for q in queued[_key(r)])]
+    holders = [r.job_id for r in jobs if r.kind is RecordKind.HOLDER and any(q.state.is_running for q in queued[r.key])]
     idle = idle_holders(client, holders) if holders else {}
     for rec in jobs:
-        entries = queued[_key(rec)]
+        entries = queued[rec.key]
         accounted = _entries(rec, rows) if rec.slurm_id in ask else []
         if entries:
-            views[_key(rec)] = _queued_view(rec, entries, idle)
+            views[rec.key] = _queued_view(rec, entries, idle)
         elif accounted:
-            views[_key(rec)], end = _accounted_view(rec, accounted)
+            views[rec.key], end = _accounted_view(rec, accounted)
             ends += [end] if end is not None else []
         elif rec.is_final:
-            views[_key(rec)] = JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code)
+            views[rec.key] = JobView.of(rec, _stored_state(rec), rec.status, None, rec.exit_code)
         else:
-            views[_key(rec)] = JobView.of(rec, None, rec.status)
+            views[rec.key] = JobView.of(rec, None, rec.status)
     record_ends(store, client.transport, ends)
-    return [views[_key(r)] for r in records]
+    return [views[r.key] for r in records]
 
 
 def _attempt_views(client: SlurmClient, attempts: list[JobRecord]) -> list[tuple[JobView, End | None]]:

@@ -24,6 +24,7 @@ from roach.launch.holder import HOLD_TARGET, HOLDER_NAME, HolderHandle
 from roach.launch.prepare import new_run_id, resolve_resources
 from roach.launch.submit import released_or_undone
 from roach.launch.submit import submit as submit_run
+from roach.model.ids import RecordKind
 from roach.model.resources import Resources
 from roach.records.bundle import BundlePaths, JobJson
 from roach.records.job_record import JobRecord, utc_now
@@ -179,6 +180,7 @@ def hold(
             recorded_at=None,
             holder=job_id,
             **submitted_route(cluster),
+            kind=RecordKind.HOLDER,
         )
         store.add(record)
     return Holder(cluster, job_id, record, store)

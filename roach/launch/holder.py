@@ -17,7 +17,8 @@ from roach.clusters.cluster import Cluster
 from roach.clusters.route import reaching
 from roach.errors import RoachError, UsageError, WaitTimeoutError
 from roach.launch.hold_steps import SENT, SIGNAL_PROGRAM, STEP_SIGNAL, Step, StepKind, list_steps
-from roach.launch.inside_attempts import AttemptPaths, attempt_records
+from roach.launch.inside_attempts import AttemptPaths
+from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord, utc_now
@@ -111,7 +112,7 @@ class HolderHandle:
         store = store or Store()
         cname = cluster.name if isinstance(cluster, Cluster) else cluster
         rec = store.find(str(ref), cluster=cname)
-        if rec.target != HOLD_TARGET:
+        if rec.kind is not RecordKind.HOLDER:
             raise UsageError(
                 f"job {rec.job_id} (run {rec.run_id}) is not a holder: it runs {rec.target}",
                 hint="`roach ls` marks holders; `roach hold` makes one",
@@ -255,14 +256,10 @@ class HolderHandle:
         in its log."""
         if self.store is None:
             return
-        recs = [
-            r
-            for r in attempt_records(self.store, self.cluster.name, self.job_id)
-            if AttemptPaths.of(r).attempt == target.attempt
-        ]
-        if not recs:
+        rec = self.store.get(self.cluster.name, self.job_id, attempt=target.attempt)
+        if rec is None:
             return
-        p = AttemptPaths.of(recs[0])
+        p = AttemptPaths.of(rec)
         line = f"roach: roach signal: SIG{sig} to the ranks of attempt {p.attempt} (step {target.id}) at {utc_now()}"
         fs = ClusterFS(self.client.transport)
         fs.write(p.stop, line + "\n")

@@ -7,9 +7,8 @@ prepare`` and ``python -m roach.slurm.run <spec>`` as a batch job. It writes its
 attempt's bundle ``<log_root>/bundles/<holder>.<n>/exit``; :meth:`InsideJob.wait` records it in the
 store. Nothing is requeued: a step dies with its holder. The guide is docs/hold.md.
 
-An attempt's store record has ``holder=<holder>`` and a ``job_id`` of its own, :func:`attempt_id`: the
-holder's id in the low 32 bits and the attempt number above them, so it is unique per cluster and never
-a Slurm job id (those are 32-bit).
+An attempt's store record is of kind ``attempt``: its ``job_id`` and ``holder`` are the holder's, its
+``attempt`` its number there (key ``<holder>/<n>``).
 
 The pieces live in ``inside_job`` (the attempt's id, paths, exit status and its handle, :class:`InsideJob`)
 and ``inside_script`` (its ``step.sh`` and ``driver.sh``); this module starts an attempt.
@@ -25,11 +24,12 @@ from roach.clusters.route import submitted_route
 from roach.errors import RoachError, UsageError
 from roach.launch.hold_steps import StepKind
 from roach.launch.holder import HolderHandle, HolderInfo
-from roach.launch.inside_attempts import AttemptPaths, attempt_id, attempt_records, read_attempts, split_attempt_id
+from roach.launch.inside_attempts import AttemptPaths, attempt_records, read_attempts
 from roach.launch.inside_job import InsideJob
 from roach.launch.inside_script import AttemptInputs, render_driver, render_step
 from roach.launch.prepare import Prepared
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
+from roach.model.ids import RecordKind
 from roach.model.resources import Resources
 from roach.records.bundle import JobJson
 from roach.records.job_record import JobRecord, utc_now
@@ -100,7 +100,7 @@ def _next_attempt(fs: ClusterFS, store: Store, cluster: str, holder: int, bundle
         ["sh", "-c", 'cd "$1" 2>/dev/null && ls -1d -- "$2".* 2>/dev/null || true', "sh", bundle_root, str(holder)]
     )
     used = [int(x.rpartition(".")[2]) for x in res.stdout.split() if x.rpartition(".")[2].isdigit()]
-    used += [(split_attempt_id(r.job_id) or (0, 0))[1] for r in attempt_records(store, cluster, holder)]
+    used += [r.attempt or 0 for r in attempt_records(store, cluster, holder)]
     return max(used, default=0) + 1
 
 
@@ -167,7 +167,7 @@ def submit_inside(
             continue
         record = JobRecord(
             cluster=cluster.name,
-            job_id=attempt_id(holder, n),
+            job_id=holder,
             run_id=run_id,
             name=name,
             target=target,
@@ -184,6 +184,8 @@ def submit_inside(
             recorded_at=None,
             holder=holder,
             **submitted_route(cluster),
+            attempt=n,
+            kind=RecordKind.ATTEMPT,
         )
         try:
             store.add(record)
@@ -246,7 +248,7 @@ def submit_inside(
         if launched.returncode != 0 or not launched.stdout.strip().isdigit():
             raise RoachError(f"starting the driver failed: {launched.stderr.strip() or launched.stdout.strip()}")
     except BaseException as exc:
-        store.delete(cluster.name, record.job_id)
+        store.delete(cluster.name, holder, attempt=n)
         fs.remove_bundle(paths.bundle_dir)
         if isinstance(exc, RoachError):
             raise

@@ -1,4 +1,4 @@
-"""An attempt inside a holder, as data: its id, its paths, its exit status, read for many attempts at once.
+"""An attempt inside a holder, as data: its paths, its exit status, read for many attempts at once.
 
 The handle that acts on a running attempt is :class:`~roach.launch.inside_job.InsideJob`; starting one is
 :mod:`roach.launch.inside`.
@@ -20,20 +20,6 @@ from roach.slurmio.clusterfs import ClusterFS
 EXIT_LEFT = 3  # rank 0's exit code when the ranks checkpointed and left (roach.runtime.attempts)
 
 
-def attempt_id(holder: int, n: int) -> int:
-    """The store's job id of attempt ``n`` (1, 2, ...) inside ``holder``."""
-    return (n << 32) | holder
-
-
-def split_attempt_id(job_id: int) -> tuple[int, int] | None:
-    """``(holder, n)`` for an attempt's job id, None for a Slurm job id."""
-    return (job_id & 0xFFFFFFFF, job_id >> 32) if job_id >> 32 else None
-
-
-def is_attempt(rec: JobRecord) -> bool:
-    return rec.holder is not None and rec.job_id != rec.holder
-
-
 @dataclass(frozen=True)
 class AttemptPaths:
     """Every path of one attempt on the cluster (``log_root`` absolute)."""
@@ -45,8 +31,7 @@ class AttemptPaths:
 
     @classmethod
     def of(cls, rec: JobRecord) -> AttemptPaths:
-        holder, n = split_attempt_id(rec.job_id) or (rec.job_id, 0)
-        return cls(posixpath.dirname(rec.log_path), rec.run_id, holder, n)
+        return cls(posixpath.dirname(rec.log_path), rec.run_id, rec.job_id, rec.attempt or 0)
 
     @property
     def bundle_dir(self) -> str:
@@ -143,6 +128,6 @@ def read_attempts(fs: ClusterFS, bundle_dirs: list[str]) -> dict[str, AttemptSta
     return out
 
 
-def attempt_records(store: Store, cluster: str, holder: int, limit: int = 500) -> list[JobRecord]:
+def attempt_records(store: Store, cluster: str, holder: int) -> list[JobRecord]:
     """The store's attempts inside ``holder``, newest first."""
-    return [r for r in store.recent(limit, cluster) if r.holder == holder and is_attempt(r)]
+    return store.attempts(cluster, holder)[::-1]

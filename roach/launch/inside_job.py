@@ -18,9 +18,7 @@ from roach.launch.inside_attempts import (
     AttemptPaths,
     AttemptStatus,
     attempt_end,
-    is_attempt,
     read_attempts,
-    split_attempt_id,
 )
 from roach.launch.job import Job
 from roach.model.job_state import JobState
@@ -44,7 +42,7 @@ class InsideJob(Job):
 
     @property
     def attempt(self) -> int:
-        return (split_attempt_id(self.record.job_id) or (0, 0))[1]
+        return self.record.attempt or 0
 
     @property
     def paths(self) -> AttemptPaths:  # type: ignore[override]
@@ -119,4 +117,4 @@ class InsideJob(Job):
 
 def job_for(cluster: Cluster, record: JobRecord, store: Store | None = None) -> Job:
     """The handle of a recorded job: an :class:`InsideJob` for an attempt inside a holder, else a :class:`Job`."""
-    return InsideJob(cluster, record, store) if is_attempt(record) else Job(cluster, record, store)
+    return InsideJob(cluster, record, store) if record.is_attempt else Job(cluster, record, store)

@@ -9,6 +9,7 @@ from typing import Any
 from roach.clusters.cluster import Cluster
 from roach.clusters.route import reaching
 from roach.errors import RoachError, UsageError, WaitTimeoutError
+from roach.model.ids import JobKey
 from roach.model.job_state import JobState
 from roach.records.bundle import BundlePaths
 from roach.records.finals import End, record_ends
@@ -33,7 +34,13 @@ class Job:
     # -- identity ------------------------------------------------------------------------------------
     @property
     def job_id(self) -> int:
+        """Slurm's job id (an attempt's: its holder's; :attr:`key` names the attempt)."""
         return self.record.job_id
+
+    @property
+    def key(self) -> JobKey:
+        """The job's key in the store: ``123``, ``123_4``, ``123/2``."""
+        return self.record.key
 
     @property
     def run_id(self) -> str:

@@ -29,6 +29,7 @@ from roach.launch.job import Job
 from roach.launch.prepare import RUN_ID, check_args, default_run_root, new_run_id, prepare
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
 from roach.launch.submit import released_or_undone
+from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.model.resources import Resources
 from roach.model.run_spec import SweepRef
@@ -376,6 +377,7 @@ def sweep(
                     recorded_at=None,
                     task=t,
                     **route,
+                    kind=RecordKind.TASK,
                 )
             )
     with released_or_undone(client, fs, store, cluster.name, ids, dirs, f"submission of sweep {sweep_id}"):

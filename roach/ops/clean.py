@@ -236,9 +236,8 @@ def _clean_cluster(
 ) -> CleanReport:
     c = configured(c)
     client = c.client()
-    # Slurm's ids: each job's, and the holder of each attempt (an attempt's own id is roach's, above 32 bits)
-    ids = {i for i in {r.job_id for r in recs} | {r.holder for r in recs if r.holder is not None} if i >> 32 == 0}
-    report = CleanReport(experiment, c.name, dry_run, sorted(r.job_id for r in recs))
+    ids = {r.job_id for r in recs}  # Slurm's ids: each job's, and an attempt's holder
+    report = CleanReport(experiment, c.name, dry_run, sorted(ids))
     active = [q for q in client.squeue() if q.ref.job in ids and q.state.is_active]
     report.cancelled = [f"{q.job_id} {q.state.value}" for q in active]
     if active and not dry_run:
@@ -320,7 +319,7 @@ def clones(
     client = c.client()
     recs = store.all_jobs(cluster=c.name)
     if not nodes:
-        ids = sorted({i for r in recs for i in (r.job_id, r.holder) if i is not None and i >> 32 == 0})[-500:]
+        ids = sorted({r.job_id for r in recs})[-500:]
         acct = client.sacct(ids) if ids else []
         nodes = hostnames(client, [a.nodelist for a in acct if a.step is None])
     if not nodes:
@@ -333,7 +332,7 @@ def clones(
     keep: set[str] = set()
     by_slurm_id: dict[int, list[JobRecord]] = {}
     for r in recs:  # a job, or an attempt inside a holder (counted as the holder's)
-        by_slurm_id.setdefault(r.holder if r.holder is not None else r.job_id, []).append(r)
+        by_slurm_id.setdefault(r.job_id, []).append(r)
     for q in queue:
         names = {f"{r.repo}-{r.commit}" for r in by_slurm_id.get(q.raw_id, ()) if r.commit}
         keep |= names  # a queued job may start on any node at any moment: its commit's clones stay

@@ -16,7 +16,7 @@ from typing import Any, Self
 
 from roach.errors import RoachError
 from roach.records.job_record import JobRecord, from_row
-from roach.records.schema import MIGRATE_1_TO_2, MIGRATE_2_TO_4, MIGRATE_3_TO_4, SCHEMA, SCHEMA_VERSION
+from roach.records.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -68,11 +68,10 @@ class Database:
                     for stmt in filter(str.strip, SCHEMA.split(";")):
                         conn.execute(stmt)
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        if version in (1, 2, 3):
+        if version in MIGRATIONS:
             with self._transaction(conn):
                 found = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have done it
-                steps = {1: MIGRATE_1_TO_2, 2: MIGRATE_2_TO_4, 3: MIGRATE_3_TO_4}  # 1: rebuilt as the latest
-                for stmt in steps.get(found, ()):
+                for stmt in MIGRATIONS.get(found, ()):
                     conn.execute(stmt)
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             version = SCHEMA_VERSION

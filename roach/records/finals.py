@@ -104,13 +104,14 @@ def record_ends(
             f.exit_code,
             f.recorded_at_utc,
             now if f.path in done else None,
+            e.rec.attempt,
         )
         for e, f in zip(ends, finals)
     ]
     if store is not None:
         recorded = store.record_ends(rows)
         if recorded != len(rows):
-            missing = [e.rec.slurm_id for e in ends if store.get(e.rec.cluster, e.rec.job_id, e.rec.task) is None]
+            missing = [str(e.rec.key) for e in ends if store.get_key(e.rec.cluster, e.rec.key) is None]
             raise UsageError(
                 f"job {', '.join(missing)} is not in the store {store.path}", hint="`roach ls` lists the recorded jobs"
             )

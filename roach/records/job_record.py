@@ -7,6 +7,8 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from roach.model.ids import JobKey, RecordKind
+
 
 def utc_now() -> str:
     """Now in UTC as ``YYYY-MM-DDTHH:MM:SSZ`` (the form job.json and the store use)."""
@@ -33,11 +35,22 @@ class JobRecord:
     slurm_state: str | None  # raw sacct State, e.g. "CANCELLED by 0"
     exit_code: str | None  # raw sacct ExitCode, e.g. "0:0"
     recorded_at: str | None
-    holder: int | None = None  # the holding allocation when run as a step of it
+    holder: int | None = None  # the holding allocation: a holder's own id, an attempt's holder
     task: int | None = None  # the array task index when one run of a sweep (job_id is the array's id)
     via: str | None = None  # the SSH alias it was submitted through, when not the cluster's own
     via_config: str | None = None  # the ssh config file that alias came from (None: ssh's default)
     job_json_at: str | None = None  # when job.json on the cluster got the recorded end (None: not yet)
+    attempt: int | None = None  # an attempt's number inside its holder (job_id is the holder's id)
+    kind: RecordKind = RecordKind.JOB
+
+    @property
+    def key(self) -> JobKey:
+        """The record's key within its cluster: ``123``, ``123_4``, ``123/2``."""
+        return JobKey(self.job_id, self.task, self.attempt)
+
+    @property
+    def is_attempt(self) -> bool:
+        return self.kind is RecordKind.ATTEMPT
 
     @property
     def is_final(self) -> bool:
@@ -50,7 +63,8 @@ class JobRecord:
 
     @property
     def slurm_id(self) -> str:
-        """The job as Slurm names it: ``123``, or ``123_4`` for an array task."""
+        """The job as Slurm names it: ``123``, or ``123_4`` for an array task (an attempt: its holder's id;
+        :attr:`key` names the attempt itself)."""
         return f"{self.job_id}_{self.task}" if self.task is not None else str(self.job_id)
 
 
@@ -66,6 +80,7 @@ class FinalRow:
     exit_code: str | None
     recorded_at: str
     job_json_at: str | None = None  # when its job.json was written with it; None: not (yet)
+    attempt: int | None = None  # an attempt's number inside holder job_id
 
 
 COLUMNS = tuple(f.name for f in fields(JobRecord))
@@ -74,4 +89,5 @@ COLUMNS = tuple(f.name for f in fields(JobRecord))
 def from_row(row: tuple[Any, ...]) -> JobRecord:
     values = dict(zip(COLUMNS, row))
     values["resources"] = json.loads(values["resources"])
+    values["kind"] = RecordKind(values["kind"])
     return JobRecord(**values)

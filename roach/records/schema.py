@@ -3,7 +3,7 @@ that climbs an older file to it (``Store`` runs them), the watch's state and the
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 SCHEMA = """
@@ -29,9 +29,11 @@ CREATE TABLE jobs (
     task         INTEGER,  -- the array task index of a sweep's run, NULL for a plain job
     via          TEXT,     -- the SSH alias it was submitted through when not the cluster's own, else NULL
     via_config   TEXT,     -- the ssh config file that alias was taken from (NULL: ssh's default)
-    job_json_at  TEXT      -- when job.json on the cluster was last written with the recorded end (NULL: not yet)
+    job_json_at  TEXT,     -- when job.json on the cluster was last written with the recorded end (NULL: not yet)
+    attempt      INTEGER,  -- an attempt's number inside its holder (job_id is the holder's), NULL otherwise
+    kind         TEXT    NOT NULL DEFAULT 'job'  -- job, task, holder or attempt (roach.model.ids.RecordKind)
 );
-CREATE UNIQUE INDEX jobs_key ON jobs (cluster, job_id, IFNULL(task, -1));
+CREATE UNIQUE INDEX jobs_key ON jobs (cluster, job_id, IFNULL(task, -1), IFNULL(attempt, -1));
 CREATE INDEX jobs_run ON jobs (run_id, seq);
 CREATE INDEX jobs_job ON jobs (job_id);
 """
@@ -75,7 +77,26 @@ MIGRATE_1_TO_2 = (
 )
 
 
-MIGRATE_3_TO_4 = ("ALTER TABLE jobs ADD COLUMN job_json_at TEXT",)
+# Version 4 told the kinds apart by the shape of a row: an attempt had job id (n << 32) | holder, a holder
+# holder == job_id, a sweep's run a task. Version 5 says it in `kind` and keeps an attempt's number in
+# `attempt`, its job id the holder's. The key gains the attempt before the ids are split (they would collide).
+KINDS_FROM_IDS = (
+    "UPDATE jobs SET kind='attempt', attempt=job_id >> 32, job_id=job_id & 4294967295 WHERE job_id >= 4294967296",
+    "UPDATE jobs SET kind='task' WHERE task IS NOT NULL",
+    "UPDATE jobs SET kind='holder' WHERE kind='job' AND (holder=job_id OR target='roach:hold')",
+)
 
+MIGRATE_4_TO_5 = (
+    "ALTER TABLE jobs ADD COLUMN attempt INTEGER",
+    "ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'job'",
+    "DROP INDEX jobs_key",
+    "CREATE UNIQUE INDEX jobs_key ON jobs (cluster, job_id, IFNULL(task, -1), IFNULL(attempt, -1))",
+    *KINDS_FROM_IDS,
+)
 
-MIGRATE_2_TO_4 = ("ALTER TABLE jobs ADD COLUMN via_config TEXT", *MIGRATE_3_TO_4)
+MIGRATE_3_TO_5 = ("ALTER TABLE jobs ADD COLUMN job_json_at TEXT", *MIGRATE_4_TO_5)
+
+MIGRATE_2_TO_5 = ("ALTER TABLE jobs ADD COLUMN via_config TEXT", *MIGRATE_3_TO_5)
+
+# each older version's steps to the latest (version 1 is rebuilt as the latest table, then its kinds set)
+MIGRATIONS = {1: (*MIGRATE_1_TO_2, *KINDS_FROM_IDS), 2: MIGRATE_2_TO_5, 3: MIGRATE_3_TO_5, 4: MIGRATE_4_TO_5}

@@ -13,6 +13,7 @@ import sqlite3
 from typing import Any
 
 from roach.errors import UsageError
+from roach.model.ids import JobKey, RecordKind
 from roach.records.bundle import FINAL_STATUSES
 from roach.records.database import Database
 from roach.records.job_record import COLUMNS, FinalRow, JobRecord
@@ -36,24 +37,22 @@ class Store(Database):
     def add_many(self, recs: list[JobRecord]) -> None:
         """Record several submissions (a sweep's tasks) in one transaction: all of them or none."""
         # the fields as they are (dataclasses.astuple deep-copies each record's resources: most of a sweep's add)
-        rows = [
-            tuple(json.dumps(v) if c == "resources" else v for c in COLUMNS for v in (getattr(r, c),)) for r in recs
-        ]
+        rows = [tuple(_column(c, getattr(r, c)) for c in COLUMNS) for r in recs]
         cols = ", ".join(f'"{c}"' for c in COLUMNS)
         try:
             with self._write() as conn:
                 conn.executemany(f"INSERT INTO jobs ({cols}) VALUES ({', '.join('?' * len(COLUMNS))})", rows)
         except sqlite3.IntegrityError as e:
             for rec in recs:
-                old = self.get(rec.cluster, rec.job_id, rec.task)
+                old = self.get(rec.cluster, rec.job_id, rec.task, rec.attempt)
                 if old is not None:
                     raise UsageError(
-                        f"job {rec.slurm_id} on cluster {rec.cluster!r} is already in the store"
+                        f"job {rec.key} on cluster {rec.cluster!r} is already in the store"
                         f" (run {old.run_id}, submitted {old.submitted_at})",
                         hint="Slurm reuses job ids only after a reset of its database; check the cluster",
                     ) from None
             # a NOT NULL column left None, or a duplicate within recs: a caller's bug
-            what = f"job {recs[0].slurm_id}" if len(recs) == 1 else f"{len(recs)} jobs"
+            what = f"job {recs[0].key}" if len(recs) == 1 else f"{len(recs)} jobs"
             raise UsageError(f"cannot record {what} on {recs[0].cluster!r}: {e}") from e
 
     def update_final(
@@ -96,7 +95,7 @@ class Store(Database):
         with self._write() as conn:
             cur = conn.executemany(
                 "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=?, job_json_at=?"
-                " WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=?",
+                " WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=? AND IFNULL(attempt, -1)=?",
                 [
                     (
                         r.status,
@@ -106,26 +105,43 @@ class Store(Database):
                         r.job_json_at,
                         r.cluster,
                         r.job_id,
-                        _task_key(r.task),
+                        _null_key(r.task),
+                        _null_key(r.attempt),
                     )
                     for r in rows
                 ],
             )
         return cur.rowcount
 
-    def delete(self, cluster: str, job_id: int) -> None:
-        """Forget a job, every task of it if an array. Only for rolling back a submission that failed
-        after the record was added."""
+    def delete(self, cluster: str, job_id: int, attempt: int | None = None) -> None:
+        """Forget a job, every task of it if an array (never a holder's attempts), or only attempt ``attempt``
+        of holder ``job_id``. Only for rolling back a submission that failed after the record was added."""
         with self._write() as conn:
-            conn.execute("DELETE FROM jobs WHERE cluster=? AND job_id=?", (cluster, job_id))
+            conn.execute(
+                "DELETE FROM jobs WHERE cluster=? AND job_id=? AND IFNULL(attempt, -1)=?",
+                (cluster, job_id, _null_key(attempt)),
+            )
 
     # -- reads --------------------------------------------------------------------------------------
-    def get(self, cluster: str, job_id: int, task: int | None = None) -> JobRecord | None:
-        """The job (or array task ``task`` of array ``job_id``) recorded on ``cluster``."""
+    def get(self, cluster: str, job_id: int, task: int | None = None, attempt: int | None = None) -> JobRecord | None:
+        """The job (or array task ``task`` of array ``job_id``, or attempt ``attempt`` inside holder ``job_id``)
+        recorded on ``cluster``."""
         hits = self._query(
-            f"{_SELECT} WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=?", (cluster, job_id, _task_key(task))
+            f"{_SELECT} WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=? AND IFNULL(attempt, -1)=?",
+            (cluster, job_id, _null_key(task), _null_key(attempt)),
         )
         return hits[0] if hits else None
+
+    def get_key(self, cluster: str, key: JobKey) -> JobRecord | None:
+        """The record ``key`` names on ``cluster``."""
+        return self.get(cluster, key.job_id, key.task, key.attempt)
+
+    def attempts(self, cluster: str, holder: int) -> list[JobRecord]:
+        """Every recorded attempt inside ``holder``, by attempt number."""
+        return self._query(
+            f"{_SELECT} WHERE cluster=? AND job_id=? AND kind=? ORDER BY attempt",
+            (cluster, holder, RecordKind.ATTEMPT.value),
+        )
 
     def sweep_runs(self, sweep_id: str) -> list[JobRecord]:
         """The first submission of every run of sweep ``sweep_id`` (its array tasks), in run order."""
@@ -176,21 +192,21 @@ class Store(Database):
         return self._query(f"{_SELECT} {where} ORDER BY seq DESC LIMIT ?", (*params, limit))
 
     def find(self, ref: str, cluster: str | None = None) -> JobRecord:
-        """The job ``ref`` names: a Slurm job id (``123``, an array task ``123_4``) or a run id (its latest
-        submission).
+        """The job ``ref`` names: a Slurm job id (``123``, an array task ``123_4``), an attempt inside a holder
+        (``123/2``) or a run id (its latest submission).
 
         Raises :class:`UsageError` when nothing matches, or when a job id is recorded on several clusters
         and ``cluster`` does not say which.
         """
         ref = ref.strip()
-        job, _, task = ref.partition("_")
+        key = JobKey.parse(ref)
         hits: list[JobRecord] = []
-        if job.isdigit() and task.isdigit():  # an array task as Slurm names it
-            where, params = _where(job_id=int(job), task=int(task), cluster=cluster)
+        if key is not None and key.kind is not None:  # an array task as Slurm names it, an attempt as roach does
+            where, params = _where(job_id=key.job_id, task=key.task, attempt=key.attempt, cluster=cluster)
             hits = self._query(f"{_SELECT} {where} ORDER BY seq DESC", params)
-        elif ref.isdigit():
-            where, params = _where(job_id=int(ref), cluster=cluster)
-            hits = self._query(f"{_SELECT} {where} ORDER BY seq DESC", params)
+        elif key is not None:
+            where, params = _where(job_id=key.job_id, cluster=cluster)
+            hits = [h for h in self._query(f"{_SELECT} {where} ORDER BY seq DESC", params) if not h.is_attempt]
             plain = [h for h in hits if h.task is None]
             if hits and not plain:
                 first = min(hits, key=lambda h: h.task or 0)
@@ -302,8 +318,16 @@ class Store(Database):
         return self._query(f"{_SELECT} {where} ORDER BY seq", params)
 
 
-def _task_key(task: int | None) -> int:
-    return -1 if task is None else task
+def _null_key(n: int | None) -> int:
+    """A task index or attempt number as the key index stores it (-1: none)."""
+    return -1 if n is None else n
+
+
+def _column(name: str, value: Any) -> Any:
+    """A record's field as its column holds it."""
+    if name == "resources":
+        return json.dumps(value)
+    return value.value if name == "kind" else value
 
 
 def _where(**conds: Any) -> tuple[str, tuple[Any, ...]]:

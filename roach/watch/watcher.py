@@ -28,8 +28,7 @@ from typing import Any
 
 from roach.clusters.cluster import Cluster
 from roach.errors import RoachError, SlurmError, TransportError
-from roach.launch.holder import HOLD_TARGET
-from roach.launch.inside_attempts import is_attempt
+from roach.model.ids import RecordKind
 from roach.model.states import PendingReason
 from roach.ops.events import Event, EventKind, tier_table
 from roach.ops.explain import PendingContext, explain
@@ -246,7 +245,7 @@ class Watcher(Promoting, Heartbeat):
         saved, meta = self.store.watch_load(self.cluster.name)
         views = {k: JobWatch.from_json(v) for k, v in saved.items()}
         # an attempt inside a holder is no Slurm job: it is watched through its holder
-        records = {r.slurm_id: r for r in self.store.unfinished(self.cluster.name) if not is_attempt(r)}
+        records = {r.slurm_id: r for r in self.store.unfinished(self.cluster.name) if not r.is_attempt}
         return version, saved, meta, views, records
 
     def supersede(self, key: str, job_id: int) -> None:
@@ -276,7 +275,7 @@ class Watcher(Promoting, Heartbeat):
                     resubmitted=counts.get(rec.run_id, 0) > 1,
                 )
                 first.add(key)
-            views[key].holder = rec.target == HOLD_TARGET
+            views[key].holder = rec.kind is RecordKind.HOLDER
         for jid in self.job_ids:
             keys = [k for k, q in active.items() if str(q.ref.job) == jid or str(q.raw_id) == jid or k == jid]
             known = [k for k in views if k == jid or k.split("_")[0] == jid]

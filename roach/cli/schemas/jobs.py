@@ -23,8 +23,8 @@ from roach.ops.pending import Outlook
 JOB_FIELDS: dict[str, dict[str, Any]] = {
     "run_id": string("The run's id: what `resume`, `status`, `logs` take; a sweep's run is `<sweep_id>-<i>`."),
     "job_id": integer(
-        "Slurm's job id (a sweep's run: its array's id, with `task`); an attempt inside a holder: roach's own "
-        "number for it (`holder` and `attempt` name it)."
+        "Slurm's job id (a sweep's run: its array's id, with `task`; an attempt inside a holder: the holder's, "
+        "with `attempt`)."
     ),
     "cluster": string("The cluster's name in roach (`roach clusters`)."),
     "name": string("The job's name in Slurm."),
