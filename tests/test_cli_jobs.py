@@ -4,60 +4,30 @@ on the lab cluster, submitting as the lab's user from a real git repository with
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from click.testing import CliRunner
 
 from roach.cli import args as cli_args
 from roach.cli import jobs as cli_jobs
 from roach.cli import views as cli_views
-from roach.cli.app import cli
 from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
 from roach.records.store import Store
 from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import private_store, wait_until
-
-TRAIN_PY = """\
-def train(run, lr, steps=3):
-    run.log("lr=%s steps=%s", lr, steps)
-    return lr * steps
-
-
-def sleepy(seconds):
-    import time
-    time.sleep(seconds)
-
-
-def boom():
-    raise ValueError("boom")
-
-
-def chatty(run, n):
-    import time
-    for i in range(n):
-        run.log("tick %d", i)
-        time.sleep(1)
-"""
+from tests.support.lab_repo import LabRepo, git, invoke, repo  # noqa: F401  (repo: a fixture)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def store_path() -> Iterator[Path]:
     """Every test of this module records into its own store, never the user's."""
     yield from private_store("roach-cli-jobs-store-")
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 # -- no lab needed ----------------------------------------------------------------------------------
@@ -200,67 +170,6 @@ def test_follow_with_lines_starts_from_the_last_n(capsys):
 
 
 # -- on the lab -------------------------------------------------------------------------------------
-
-
-@dataclass
-class LabRepo:
-    root: Path  # a 0777 directory under /tmp
-    work: Path  # the clone roach submits from
-    submitted: list[int] = field(default_factory=list)
-
-    @property
-    def common(self) -> list[str]:
-        return [
-            "--cluster",
-            "lab",
-            "--run-as",
-            LAB_USER,
-            "--repo-root",
-            str(self.work),
-            "--log-root",
-            str(self.root / "logs"),
-        ]
-
-    def submit(self, target: str, *args: str, preset: str = "CPU"):
-        r = invoke("submit", target, "--resources", preset, *self.common, *args, "--json")
-        if r.stdout.strip().startswith("{"):
-            self.submitted.append(json.loads(r.stdout)["job_id"])
-        return r
-
-
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(cwd), *args], check=True, capture_output=True
-    )
-
-
-@pytest.fixture(scope="module")
-def repo(lab, user_slurm) -> LabRepo:
-    """A pushed git repository holding pkg.train, whose bare remote the lab's user may clone."""
-    root = Path(tempfile.mkdtemp(prefix="roach-cli-jobs-", dir="/tmp"))
-    os.chmod(root, 0o777)  # the lab user writes logs/ and runs/ beside each other here
-    remote, work = root / "remote.git", root / "it's a repo"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
-    (work / "pkg").mkdir(parents=True)
-    _git(work, "init", "-q", "-b", "main")
-    (work / "pkg" / "__init__.py").write_text("")
-    (work / "pkg" / "train.py").write_text(TRAIN_PY)
-    _git(work, "add", "-A")
-    _git(work, "commit", "-qm", "pkg.train")
-    _git(work, "remote", "add", "origin", str(remote))
-    _git(work, "push", "-qu", "origin", "main")
-    for d, _, _files in os.walk(root):
-        os.chmod(d, 0o777 if Path(d) == root else 0o755)
-    subprocess.run(["chown", "-R", LAB_USER, str(remote)], check=True)  # else the user's git calls it dubious
-    lab_repo = LabRepo(root, work)
-    yield lab_repo
-    left = (
-        [q.raw_id for q in user_slurm.squeue(job_ids=lab_repo.submitted) if q.state.is_active]
-        if lab_repo.submitted
-        else []
-    )
-    user_slurm.scancel(left)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -429,9 +338,9 @@ def test_resume_resubmits_the_run_with_its_id_and_a_completed_run_does_not_run_a
     assert r.exit_code == 2 and "no record of run no-such-run" in r.output
     # the repository moved on: the run continues at its new HEAD, and the text says so
     (repo.work / "NOTES.md").write_text("a later commit\n")
-    _git(repo.work, "add", "NOTES.md")
-    _git(repo.work, "commit", "-qm", "notes")
-    _git(repo.work, "push", "-q", "--receive-pack=git -c safe.directory=* receive-pack", "origin", "main")
+    git(repo.work, "add", "NOTES.md")
+    git(repo.work, "commit", "-qm", "notes")
+    git(repo.work, "push", "-q", "--receive-pack=git -c safe.directory=* receive-pack", "origin", "main")
     head = subprocess.run(
         ["git", "-C", str(repo.work), "rev-parse", "HEAD"], capture_output=True, text=True
     ).stdout.strip()

@@ -96,6 +96,20 @@ def test_no_module_imports_a_private_name_of_another():
     assert found == []
 
 
+def test_tests_share_helpers_through_support_modules_never_through_other_tests():
+    """A test module importing another runs that module's tests' imports and fixtures in its own: shared helpers
+    live in tests/support/ (or conftest.py)."""
+    import ast
+
+    found = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names if ".test_" in f".{n}"]
+    assert found == []
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name, path=str(Path(sys.executable).parent))
     if path is None:

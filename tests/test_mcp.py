@@ -20,8 +20,8 @@ from roach.cli.agent.skill import generate
 from roach.cli.app import cli
 from roach.lab.config import LAB_USER
 from tests.conftest import private_store, wait_until
+from tests.support.lab_repo import LabRepo, repo  # noqa: F401  (the pushed repository of pkg.train, a fixture)
 from tests.support.mcp import Agent
-from tests.test_cli_jobs import LabRepo, repo  # noqa: F401  (the pushed repository of pkg.train, a fixture)
 
 
 @pytest.fixture(scope="module", autouse=True)
