@@ -273,8 +273,7 @@ def test_p_proposes_a_promotion_asks_and_y_makes_it(lab, repo, store, roots, use
         jobs.append(new_id)
         lines = pane.wait(
             "the old row moved on and the new job's row on high",
-            # the note may cut the new id at 80 columns ("moved on: job 203~" where ids have five digits)
-            lambda ls: "moved on: job " in (row(ls, key) or "") and " high " in (row(ls, str(new_id)) or ""),
+            lambda ls: f"moved to {new_id}" in (row(ls, key) or "") and " high " in (row(ls, str(new_id)) or ""),
             timeout=60,
         )
         assert fits(lines, 80, 24), lines

@@ -225,3 +225,14 @@ def test_an_outage_is_said_at_the_top_and_the_last_rows_stay(fake, store, clock)
     lines = [ln.plain for ln in screen_lines(top.frame, top.view, 80, 24)]
     assert lines[1].startswith("slurmctld unreachable for 2m10s") and len(lines) == 24
     assert top.frame.row("51").state == "RUNNING"  # an outage never reads as "it ended"
+
+
+def test_a_moved_rows_note_holds_the_new_job_id_whole_at_80_columns():
+    from dataclasses import replace
+
+    from roach.cli.top_view import Columns, job_line
+
+    frame = _frame(1)
+    row = replace(frame.rows[0], superseded_by=12345678, done=True)
+    line = job_line(row, Columns.fit(80), selected=False).plain
+    assert len(line) <= 80 and line.rstrip().endswith("moved to 12345678"), line

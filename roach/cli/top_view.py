@@ -94,7 +94,7 @@ def fmt_rate(v: float | None) -> str:
 def note_of(r: JobRow) -> tuple[str, str]:
     """The NOTE cell and its style: a stall, a pending reason and its outlook, how it ended, or progress."""
     if r.superseded_by:
-        return f"moved on: job {r.superseded_by}", "dim"
+        return f"moved to {r.superseded_by}", "dim"  # short: an 80-column NOTE (18 cells) holds an 8-digit id
     if r.done:
         return f"exit {r.exit_code or '?'}", "green" if r.state == "COMPLETED" else "red"
     if r.explanation is not None:
