@@ -68,17 +68,28 @@ def test_the_server_lists_every_tool_with_its_commands_help():
 
 
 def test_the_event_log_gives_what_is_after_a_cursor():
-    log = EventLog(keep=3)
+    log = EventLog(keep=3, base=1000)
     log.add([{"event": "started"}, {"event": "finished"}])
     got = log.since(0)
-    assert [e["seq"] for e in got["events"]] == [1, 2] and got["cursor"] == 2 and got["dropped"] == 0
-    assert log.since(2) == {"events": [], "cursor": 2, "dropped": 0, "stale_cursor": False}
-    log.add([{"event": "heartbeat"}, {"event": "stalled"}])  # keeps 3: seq 1 is gone
+    assert [e["seq"] for e in got["events"]] == [1001, 1002] and got["cursor"] == 1002 and got["dropped"] == 0
+    assert log.since(1002) == {"events": [], "cursor": 1002, "dropped": 0, "stale_cursor": False}
+    log.add([{"event": "heartbeat"}, {"event": "stalled"}])  # keeps 3: seq 1001 is gone
     got = log.since(0, limit=2)
-    assert [e["seq"] for e in got["events"]] == [2, 3] and got["cursor"] == 3 and got["dropped"] == 1
+    assert [e["seq"] for e in got["events"]] == [1002, 1003] and got["cursor"] == 1003 and got["dropped"] == 1
     assert [e["event"] for e in log.since(got["cursor"])["events"]] == ["stalled"]
-    stale = log.since(99)  # a cursor from a server that has restarted since: everything kept
-    assert stale["stale_cursor"] is True and [e["seq"] for e in stale["events"]] == [2, 3, 4]
+    for other in (2, 99_999):  # cursors of an earlier server and of none: everything kept, said to be stale
+        stale = log.since(other)
+        assert stale["stale_cursor"] is True and [e["seq"] for e in stale["events"]] == [1002, 1003, 1004]
+
+
+def test_a_restarted_servers_numbers_are_above_every_cursor_the_last_one_gave():
+    old = EventLog()
+    old.add([{"event": "started"}] * 5)
+    cursor = old.since(0)["cursor"]
+    new = EventLog()  # the server restarted
+    new.add([{"event": "finished"}] * 10)  # more events than the old server had said
+    got = new.since(cursor)
+    assert got["stale_cursor"] is True and len(got["events"]) == 10  # not a silent skip of the first five
 
 
 @pytest.mark.lab

@@ -36,7 +36,8 @@ TOOLS: dict[str, tuple[str, str]] = {
         "watch",
         "Runs one round of `roach watch --once --json` and returns {events, cursor, dropped, stale_cursor, "
         "watch_exit_code}: the events after `cursor` (each with its `seq`), oldest first. Pass the returned "
-        "`cursor` next time to get only what is new. Cursors count from 0 each time the server starts.",
+        "`cursor` next time to get only what is new; 0 asks for all it keeps. A cursor from before the server "
+        "restarted comes back with stale_cursor true and every event the new server keeps.",
     ),
 }
 
