@@ -541,3 +541,15 @@ def test_an_attempts_end_is_recorded_on_the_attempt_alone(store):
         ("90/1", "submitted"),
         ("90/2", "completed"),
     ]
+
+
+def test_a_records_status_is_typed_and_reads_as_its_text(store):
+    from roach.model.status import FINAL_STATUSES, Status
+
+    store.add(rec(100))
+    store.update_final("ilc", 100, "timeout", "TIMEOUT", "0:15", utc_now())
+    got = store.get("ilc", 100)
+    assert got.status is Status.TIMEOUT and got.status == "timeout" and got.status.is_final
+    assert store.get("ilc", 100).status in FINAL_STATUSES and not Status.RUNNING.is_final
+    with pytest.raises(UsageError, match="'pending' is not a final status; expected one of: completed, failed"):
+        Status.final("pending")

@@ -27,6 +27,7 @@ from roach.launch.inside_attempts import attempt_end, read_attempts
 from roach.launch.job import Job
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
+from roach.model.status import Status
 from roach.records.bundle import status_from_state
 from roach.records.finals import End, record_ends, repairs
 from roach.records.job_record import JobRecord, utc_now
@@ -198,7 +199,7 @@ def _accounted_view(rec: JobRecord, rows: list[AcctRecord]) -> tuple[JobView, En
         final = final_record(WorkspaceJob(job_id=str(rec.job_id), array=array), rows, utc_now())
         if final is None or final.slurm_state is None:  # accounting has not caught up with every task yet
             return JobView.of(rec, None, rec.status), None
-        end = End(rec, final.status, final.slurm_state, final.exit_code or "unknown")
+        end = End(rec, Status.final(final.status), final.slurm_state, final.exit_code or "unknown")
         return JobView.of(rec, _state_name(final.slurm_state), final.status, None, final.exit_code), end
     end = End.of_acct(rec, rows[-1])
     return JobView.of(rec, rows[-1].state.value, end.status, None, end.exit_code), end

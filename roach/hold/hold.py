@@ -26,6 +26,7 @@ from roach.launch.submit import released_or_undone
 from roach.launch.submit import submit as submit_run
 from roach.model.ids import RecordKind
 from roach.model.resources import Resources
+from roach.model.status import Status
 from roach.records.bundle import BundlePaths, JobJson
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
@@ -174,7 +175,7 @@ def hold(
             run_dir="",
             submitted_at=submitted,
             resources=res.to_json(),
-            status="submitted",
+            status=Status.SUBMITTED,
             slurm_state=None,
             exit_code=None,
             recorded_at=None,

@@ -31,6 +31,7 @@ from roach.launch.prepare import Prepared
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
 from roach.model.ids import RecordKind
 from roach.model.resources import Resources
+from roach.model.status import Status
 from roach.records.bundle import JobJson
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
@@ -178,7 +179,7 @@ def submit_inside(
             run_dir=run_dir,
             submitted_at=utc_now(),
             resources=resources.to_json(),
-            status="submitted",
+            status=Status.SUBMITTED,
             slurm_state=None,
             exit_code=None,
             recorded_at=None,

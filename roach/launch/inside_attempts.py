@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from roach.errors import RoachError
 from roach.model.job_state import JobState
+from roach.model.status import Status
 from roach.records.finals import End
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
@@ -70,8 +71,8 @@ class AttemptExit:
         return JobState.CANCELLED if self.exit_code == EXIT_LEFT else JobState.FAILED
 
     @property
-    def status(self) -> str:
-        return self.state.value.lower()
+    def status(self) -> Status:
+        return Status(self.state.value.lower())
 
     @property
     def state_text(self) -> str:

@@ -28,6 +28,7 @@ from roach.launch.prepare import RUN_ID, check_args, default_run_root, new_run_i
 from roach.launch.shipping import node_script, runtime_dir, write_bundle
 from roach.model.resources import Resources
 from roach.model.run_spec import RepoRef, RunSpec
+from roach.model.status import Status
 from roach.records.bundle import BundlePaths, JobJson
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
@@ -189,7 +190,7 @@ def submit(
             run_dir=run_dir,
             submitted_at=submitted,
             resources=res.to_json(),
-            status="submitted",
+            status=Status.SUBMITTED,
             slurm_state=None,
             exit_code=None,
             recorded_at=None,

@@ -33,6 +33,7 @@ from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.model.resources import Resources
 from roach.model.run_spec import SweepRef
+from roach.model.status import Status
 from roach.records.bundle import BundlePaths, JobJson
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord, utc_now
@@ -371,7 +372,7 @@ def sweep(
                     run_dir=posixpath.join(run_root, run_id),
                     submitted_at=submitted,
                     resources=resources_json,
-                    status="submitted",
+                    status=Status.SUBMITTED,
                     slurm_state=None,
                     exit_code=None,
                     recorded_at=None,

@@ -18,10 +18,9 @@ from typing import Any
 
 from roach.errors import ParseError, RoachError, UsageError
 from roach.model.job_state import JobState
+from roach.model.status import ACTIVE_STATUSES, FINAL_STATUSES, Status
 from roach.slurmio.parse import AcctRecord
 
-FINAL_STATUSES = ("completed", "failed", "cancelled", "timeout", "preempted", "unknown")
-ACTIVE_STATUSES = ("submitted", "pending", "running")
 # job.json's live_state: one of ACTIVE_STATUSES before the end, "ended" once it is recorded.
 LIVE_STATES = (*ACTIVE_STATUSES, "ended")
 ENDED = "ended"
@@ -42,35 +41,35 @@ def legacy_status(data: dict[str, Any]) -> dict[str, Any]:
 
 # Terminal Slurm states and what they mean for the job. Terminal states absent here map to "unknown":
 # REVOKED only says a sibling federation cluster ran the job, so this record knows nothing of the outcome.
-_STATUS_BY_STATE: dict[JobState, str] = {
-    JobState.COMPLETED: "completed",
-    JobState.CANCELLED: "cancelled",
-    JobState.TIMEOUT: "timeout",
-    JobState.DEADLINE: "timeout",  # killed at its --deadline: out of time, like TIMEOUT
-    JobState.PREEMPTED: "preempted",
-    JobState.FAILED: "failed",
-    JobState.NODE_FAIL: "failed",
-    JobState.OUT_OF_MEMORY: "failed",
-    JobState.BOOT_FAIL: "failed",
-    JobState.LAUNCH_FAILED: "failed",
+_STATUS_BY_STATE: dict[JobState, Status] = {
+    JobState.COMPLETED: Status.COMPLETED,
+    JobState.CANCELLED: Status.CANCELLED,
+    JobState.TIMEOUT: Status.TIMEOUT,
+    JobState.DEADLINE: Status.TIMEOUT,  # killed at its --deadline: out of time, like TIMEOUT
+    JobState.PREEMPTED: Status.PREEMPTED,
+    JobState.FAILED: Status.FAILED,
+    JobState.NODE_FAIL: Status.FAILED,
+    JobState.OUT_OF_MEMORY: Status.FAILED,
+    JobState.BOOT_FAIL: Status.FAILED,
+    JobState.LAUNCH_FAILED: Status.FAILED,
 }
 
 
-def status_from_state(state: JobState, state_text: str = "") -> str:
+def status_from_state(state: JobState, state_text: str = "") -> Status:
     """roach's status for a Slurm state: a final status, or ``pending``/``running`` while the job is queued.
 
     ``state_text`` is the raw text ``state`` was read from (``CANCELLED by 0``); where ``state`` itself is
     not in the table, its first word is tried, so a raw text naming a final state still maps.
     """
     if state.is_pending:
-        return "pending"
+        return Status.PENDING
     if state.is_running:
-        return "running"
+        return Status.RUNNING
     if state in _STATUS_BY_STATE:
         return _STATUS_BY_STATE[state]
     word = state_text.strip().rstrip("+").split(" ", 1)[0].upper()
     by_text = {s.value: status for s, status in _STATUS_BY_STATE.items()}
-    return by_text.get(word, "unknown")
+    return by_text.get(word, Status.UNKNOWN)
 
 
 @dataclass(frozen=True, kw_only=True)

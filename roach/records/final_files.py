@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from roach.errors import RoachError, UsageError
-from roach.records.bundle import FINAL_STATUSES, status_from_state
+from roach.model.status import FINAL_STATUSES
+from roach.records.bundle import status_from_state
 from roach.slurmio.parse import AcctRecord
 from roach.slurmio.transport import Transport
 

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from roach.errors import RoachError, UsageError
-from roach.records.bundle import FINAL_STATUSES, status_from_state
+from roach.model.status import Status
+from roach.records.bundle import status_from_state
 from roach.records.final_files import Final, record_finals
 from roach.records.job_record import FinalRow, JobRecord, utc_now
 from roach.records.store import Store
@@ -33,14 +34,13 @@ class End:
     """One job's end as a place learned it: its record and the final state."""
 
     rec: JobRecord
-    status: str  # one of FINAL_STATUSES
+    status: Status  # a final one (a final status's text is taken too)
     slurm_state: str  # raw sacct State ("CANCELLED by 0"), or what stands for it (an attempt's driver)
     exit_code: str  # "code:signal"
     recorded_at: str | None = None  # when the end was looked up; None: now (a repair keeps the store's)
 
     def __post_init__(self) -> None:
-        if self.status not in FINAL_STATUSES:
-            raise UsageError(f"{self.status!r} is not a final status; expected one of {', '.join(FINAL_STATUSES)}")
+        object.__setattr__(self, "status", Status.final(self.status))
 
     @classmethod
     def of_acct(cls, rec: JobRecord, acct: AcctRecord) -> End:
@@ -99,7 +99,7 @@ def record_ends(
             e.rec.cluster,
             e.rec.job_id,
             e.rec.task,
-            f.status,
+            e.status,
             f.slurm_state,
             f.exit_code,
             f.recorded_at_utc,

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from roach.model.ids import JobKey, RecordKind
+from roach.model.status import Status
 
 
 def utc_now() -> str:
@@ -31,7 +32,7 @@ class JobRecord:
     run_dir: str  # on the cluster
     submitted_at: str  # UTC, utc_now() form
     resources: dict[str, Any]
-    status: str  # "submitted" until a final status (FINAL_STATUSES) is recorded
+    status: Status  # SUBMITTED until a final status is recorded
     slurm_state: str | None  # raw sacct State, e.g. "CANCELLED by 0"
     exit_code: str | None  # raw sacct ExitCode, e.g. "0:0"
     recorded_at: str | None
@@ -54,7 +55,7 @@ class JobRecord:
 
     @property
     def is_final(self) -> bool:
-        return self.status != "submitted"
+        return self.status != Status.SUBMITTED
 
     @property
     def job_json_behind(self) -> bool:
@@ -75,7 +76,7 @@ class FinalRow:
     cluster: str
     job_id: int
     task: int | None
-    status: str  # one of FINAL_STATUSES
+    status: Status  # a final one
     slurm_state: str | None
     exit_code: str | None
     recorded_at: str
@@ -90,4 +91,5 @@ def from_row(row: tuple[Any, ...]) -> JobRecord:
     values = dict(zip(COLUMNS, row))
     values["resources"] = json.loads(values["resources"])
     values["kind"] = RecordKind(values["kind"])
+    values["status"] = Status(values["status"])
     return JobRecord(**values)

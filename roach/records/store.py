@@ -14,7 +14,7 @@ from typing import Any
 
 from roach.errors import UsageError
 from roach.model.ids import JobKey, RecordKind
-from roach.records.bundle import FINAL_STATUSES
+from roach.model.status import FINAL_STATUSES, Status
 from roach.records.database import Database
 from roach.records.job_record import COLUMNS, FinalRow, JobRecord
 from roach.records.schema import (
@@ -80,7 +80,7 @@ class Store(Database):
         each (a sweep's runs). Rows not in the store are skipped; returns how many were recorded. Only
         :func:`roach.records.finals.record_ends` records an end (with its job.json); this is its store half."""
         return self.record_ends(
-            [FinalRow(cluster, j, t, st, state, code, recorded_at) for j, t, st, state, code in finals]
+            [FinalRow(cluster, j, t, Status.final(st), state, code, recorded_at) for j, t, st, state, code in finals]
         )
 
     def record_ends(self, rows: list[FinalRow]) -> int:

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from roach.errors import RoachError
-from roach.records.bundle import ENDED, FINAL_STATUSES, LIVE_STATES, legacy_status, status_from_state
+from roach.model.status import FINAL_STATUSES, Status
+from roach.records.bundle import ENDED, LIVE_STATES, legacy_status, status_from_state
 from roach.records.job_record import JobRecord
 from roach.slurmio.parse import AcctRecord, array_ranges
 
@@ -194,7 +195,7 @@ def store_record(
         run_dir=remote_root,
         submitted_at=rec.submitted_at_utc or "",
         resources={"backend": WORKSPACE_BACKEND, "workspace": workspace, "array": rec.array, **requests},
-        status="submitted",
+        status=Status.SUBMITTED,
         slurm_state=None,
         exit_code=None,
         recorded_at=None,

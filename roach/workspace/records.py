@@ -10,6 +10,7 @@ from pathlib import Path
 
 from roach._fs import atomic_write
 from roach.errors import RoachError
+from roach.model.status import Status
 from roach.records.bundle import ENDED
 from roach.records.finals import End, record_ends
 from roach.records.job_record import utc_now
@@ -87,7 +88,15 @@ def record_final(
         record_ends(
             store,
             None,
-            [End(row, rec.status, rec.slurm_state or "UNKNOWN", rec.exit_code or "unknown", rec.recorded_at_utc)],
+            [
+                End(
+                    row,
+                    Status.final(rec.status),
+                    rec.slurm_state or "UNKNOWN",
+                    rec.exit_code or "unknown",
+                    rec.recorded_at_utc,
+                )
+            ],
             written=True,
         )
     return rec
