@@ -403,6 +403,10 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
     assert first.wait(timeout=slack(90)).state is JobState.COMPLETED, first.log()
     assert store.get_key("lab", first.key).status == "completed"
     assert "roach: ranks' step ended with exit code 0" in first.log()
+    st = cli("status", f"{holder}/1", "--json")  # an attempt is named by its holder and number
+    assert st.exit_code == 0, st.output
+    got = json.loads(st.output)
+    assert (got["job_id"], got["holder"], got["attempt"], got["status"]) == (holder, holder, 1, "completed"), got
 
     # 2: a resumable run, stopped cleanly by `roach signal`
     second = _inside(
