@@ -146,7 +146,7 @@ class QueueRecord:
     submit_time: datetime | None
     start_time: datetime | None
 
-    @property
+    @functools.cached_property  # the watch keys every record by it, every round (the record is reused)
     def job_id(self) -> str:
         return str(self.ref)
 

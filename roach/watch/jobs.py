@@ -221,6 +221,36 @@ def on_queue(w: JobWatch, rec: QueueRecord, ctx: Ctx, first: bool) -> list[Event
     return events
 
 
+def settled(w: JobWatch, rec: QueueRecord, tiers: tuple[Tier, ...]) -> bool:
+    """Whether ``on_queue(w, rec, ctx, first=False)`` would change nothing in ``w`` and say nothing: ``w`` is
+    where on_queue leaves a job that ``rec`` keeps describing (the same state, reason and counts, pending
+    counted up, a never-start said). A round skips such a job while its squeue line stays the same and nothing
+    else touched its view (its req_nodes included, which explain() reads). Mirrors :func:`on_queue` test by
+    test; tests/test_watch_edges.py checks the two agree."""
+    state = rec.state
+    pending = state.is_pending
+    if not (
+        w.in_queue
+        and w.left_at is None
+        and w.state == state.value
+        and w.reason == rec.reason_text
+        and w.elapsed_s == rec.elapsed_s
+        and w.restart_count == rec.restart_count
+        and (state is JobState.COMPLETING or rec.restart_count <= w.restarts_reported)
+        and w.gpus == rec.tres.gpus
+        and (w.name or rec.name) == w.name
+        and w.pending_rounds == (PENDING_ROUNDS_TO_PROMOTE if pending else 0)
+    ):
+        return False
+    if pending and w.never_pending is not None:
+        # on_queue leaves None (no never-start) or the reason's name; with its flag the never-start is said
+        name = rec.reason.name
+        if w.never_pending != name or f"never:{name}" not in w.reported:
+            return False
+    tier = tier_of(tiers, rec.partition, rec.qos)
+    return w.tier == (tier.name if tier else None)
+
+
 def _requeued(w: JobWatch, rec: QueueRecord, tier: Tier | None, why: list[str], ctx: Ctx) -> Event:
     w.requeues += 1
     w.restarts_reported = max(rec.restart_count, w.restarts_reported + 1)

@@ -10,6 +10,7 @@ held, ``RESV_DEL_HOLD``) has vanished: the job asked for it is remembered from t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -29,20 +30,27 @@ def queue_format() -> str:
 
 def parse_queue(text: str) -> tuple[list[QueueRecord], dict[str, str]]:
     """Output of ``squeue -O <queue_format()>``: the records, and the reservation of each job that has one
-    (by squeue's id: ``123`` or ``123_4``)."""
-    heads, names = [], []
-    for chunk in text.split(RS):
-        if not chunk.strip():
-            continue
-        head, sep, name = chunk.rpartition(US)
-        if not sep:
-            raise ParseError(f"squeue: a record without its reservation field: {chunk!r}")
-        heads.append(head)
-        names.append(name.strip())
-    recs = parse_squeue("".join(h + RS for h in heads))
-    if len(recs) != len(heads):
-        raise ParseError(f"squeue: {len(heads)} records, {len(recs)} read: {text[:300]!r}")
-    return recs, {str(r.ref): n for r, n in zip(recs, names) if n not in _NULL}
+    (by squeue's id: ``123`` or ``123_4``).
+
+    Each distinct record is read once while it is seen (a round reads the same lines again and again) and its
+    record is the same object each time: the watch knows a line that did not change by it."""
+    chunks = [c for c in text.split(RS) if c.strip()]
+    got = [_queue_record(c) for c in chunks]
+    recs = [r for r, _ in got if r is not None]
+    if len(recs) != len(chunks):
+        raise ParseError(f"squeue: {len(chunks)} records, {len(recs)} read: {text[:300]!r}")
+    return recs, {r.job_id: n for r, n in got if n is not None and r is not None}
+
+
+@functools.lru_cache(maxsize=65536)
+def _queue_record(chunk: str) -> tuple[QueueRecord | None, str | None]:
+    """One record of :func:`parse_queue` and its reservation (None: none); None for a record without fields."""
+    head, sep, name = chunk.rpartition(US)
+    if not sep:
+        raise ParseError(f"squeue: a record without its reservation field: {chunk!r}")
+    recs = parse_squeue(head + RS)
+    name = name.strip()
+    return (recs[0] if len(recs) == 1 else None), (None if name in _NULL else name)
 
 
 def squeue_with_reservations(client: SlurmClient) -> tuple[list[QueueRecord], dict[str, str]]:
@@ -84,12 +92,12 @@ def asked(
     in an earlier round (a job whose reservation ended has none any more). A vanished one is not asked again."""
     out = {}
     for key in watched:
-        q = active.get(key)
         w = views[key]
-        if q is None or not q.state.is_pending:
-            continue
         name = resv_of.get(key) or w.reservation
-        if name and not (w.resv_gone and name == w.reservation):
+        if not name or (w.resv_gone and name == w.reservation):
+            continue
+        q = active.get(key)
+        if q is not None and q.state.is_pending:
             out[key] = name
     return out
 
