@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from roach.errors import ParseError
 from roach.ops.events import Event, EventKind
 from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import RS, US, QueueRecord, parse_squeue, squeue_format
+from roach.slurmio.parse import RS, US, QueueRecord, squeue_format, squeue_record
 from roach.slurmio.parse_control import parse_key_values
 
 _NULL = {"", "(null)", "N/A", "None"}
@@ -34,23 +34,21 @@ def parse_queue(text: str) -> tuple[list[QueueRecord], dict[str, str]]:
 
     Each distinct record is read once while it is seen (a round reads the same lines again and again) and its
     record is the same object each time: the watch knows a line that did not change by it."""
-    chunks = [c for c in text.split(RS) if c.strip()]
-    got = [_queue_record(c) for c in chunks]
-    recs = [r for r, _ in got if r is not None]
-    if len(recs) != len(chunks):
-        raise ParseError(f"squeue: {len(chunks)} records, {len(recs)} read: {text[:300]!r}")
-    return recs, {r.job_id: n for r, n in got if n is not None and r is not None}
+    got = list(map(_queue_record, filter(str.strip, text.split(RS))))
+    return [r for r, _ in got], {r.job_id: n for r, n in got if n is not None}
 
 
 @functools.lru_cache(maxsize=65536)
-def _queue_record(chunk: str) -> tuple[QueueRecord | None, str | None]:
-    """One record of :func:`parse_queue` and its reservation (None: none); None for a record without fields."""
+def _queue_record(chunk: str) -> tuple[QueueRecord, str | None]:
+    """One record of :func:`parse_queue` and its reservation (None: none)."""
     head, sep, name = chunk.rpartition(US)
     if not sep:
         raise ParseError(f"squeue: a record without its reservation field: {chunk!r}")
-    recs = parse_squeue(head + RS)
+    head = head.lstrip("\n")
+    if not head.strip():
+        raise ParseError(f"squeue: a record without its fields: {chunk!r}")
     name = name.strip()
-    return (recs[0] if len(recs) == 1 else None), (None if name in _NULL else name)
+    return squeue_record(head), (None if name in _NULL else name)
 
 
 def squeue_with_reservations(client: SlurmClient) -> tuple[list[QueueRecord], dict[str, str]]:
