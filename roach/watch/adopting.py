@@ -4,6 +4,8 @@ ReqNodeNotAvail (one ``squeue`` for all, asked once per job)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from roach.errors import SlurmError, TransportError
 from roach.model.ids import RecordKind
 from roach.model.states import PendingReason
@@ -14,6 +16,37 @@ from roach.slurmio.parse import US, AcctRecord, QueueRecord
 from roach.watch.jobs import JobWatch, new_watch
 
 _PINNED_REASONS = (PendingReason.ReqNodeNotAvail, PendingReason.NodesDownDrained)
+
+
+@dataclass
+class Roster:
+    """A round's views sorted in one pass, before it looks at them (a long queue's views are many, and most
+    parts of a round want only a few of them), each list in the views' order: the keys of the views still
+    watched and of those done; of those of a run (only these can be promoted); of the watched ones with a
+    log, and of those that asked for a reservation in an earlier round."""
+
+    watched: list[str] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+    logged: list[str] = field(default_factory=list)
+    reserving: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, views: dict[str, JobWatch]) -> Roster:
+        r = cls()
+        watched, done, runs, logged, reserving = r.watched, r.done, r.runs, r.logged, r.reserving
+        for k, w in views.items():
+            if w.done:
+                done.append(k)
+            else:
+                watched.append(k)
+                if w.log_path:
+                    logged.append(k)
+                if w.reservation:
+                    reserving.add(k)
+            if w.run_id:
+                runs.append(k)
+        return r
 
 
 class Adopting:
@@ -52,15 +85,22 @@ class Adopting:
             if views[key].holder != holder:
                 views[key].holder = holder
                 touched.add(key)
+        new = [k for k in active if k not in views] if self.job_ids else []  # most of a long queue is watched
         for jid in self.job_ids:
             # the queued jobs it names: its own id, an array's tasks (by the array's id or a task's raw id)
             num = int(jid) if jid.isdigit() and str(int(jid)) == jid else None
-            keys = [k for k, q in active.items() if k == jid or (num is not None and num in (q.ref.job, q.raw_id))]
-            for k in keys:
+
+            def named(k: str, jid: str = jid, num: int | None = num) -> bool:
+                q = active[k]
+                return k == jid or (num is not None and (q.ref.job == num or q.raw_id == num))
+
+            for k in [k for k in new if named(k)]:
                 if k not in views:
                     views[k] = new_watch(k, active[k], now)
                     first.add(k)
-            if not keys and not any(k == jid or k.split("_")[0] == jid for k in views):
+            tasks = jid + "_" if "_" not in jid else None  # the view of a task of array jid: jid_N
+            known = any(k == jid or (tasks is not None and k.startswith(tasks)) for k in views)
+            if not known and not any(map(named, active)):
                 # not queued and never seen: ask sacct what became of it
                 views[jid] = new_watch(jid, None, now)
                 first.add(jid)

@@ -7,6 +7,7 @@ this round is a baseline (plus "started" when it already runs, since nobody has 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -20,7 +21,7 @@ from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
 _REQUEUE_STATES = (JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState.REQUEUE_FED, JobState.SPECIAL_EXIT)
 
 
-@dataclass
+@dataclass(slots=True)  # slots: a long queue's views are many, and each round reads a field or two of each
 class JobWatch:
     """What the watcher knows of one job (an allocation or an array task), saved in the store as JSON."""
 
@@ -75,7 +76,7 @@ class JobWatch:
     def to_json(self) -> dict[str, Any]:
         # a round serializes every watched job (to compare and save): dataclasses.asdict's deep copy cost most of
         # a 1,000-job round
-        out = dict(self.__dict__)
+        out = dict(zip(_NAMES, _VALUES(self)))
         for k in _MUTABLE:
             out[k] = type(out[k])(out[k])  # their items are plain values: a shallow copy is a copy
         return out
@@ -124,7 +125,9 @@ class Ctx:
 
 
 PENDING_ROUNDS_TO_PROMOTE = 2  # seen pending this many rounds in a row, with a reason: the scheduler looked at it
-_FIELDS = frozenset(f.name for f in fields(JobWatch))
+_NAMES = tuple(f.name for f in fields(JobWatch))
+_VALUES = operator.attrgetter(*_NAMES)
+_FIELDS = frozenset(_NAMES)
 _MUTABLE = tuple(f.name for f in fields(JobWatch) if f.default_factory is not MISSING)  # lists and dicts
 
 

@@ -49,15 +49,17 @@ class Promoting:
         meta: dict[str, Any],
         rows: tuple[TierRow, ...],
         views: dict[str, JobWatch],
+        runs: list[str],
         active: dict[str, QueueRecord],
         seen: Look | None,
         now: float,
         touched: set[str],
     ) -> list[Event]:
-        """The promotions this round plans: made (``--rebalance``) or said once each; ``touched`` gets the
-        keys of the views a promotion changed."""
+        """The promotions this round plans among ``runs`` (the keys of the views of a run, in the views' order):
+        made (``--rebalance``) or said once each; ``touched`` gets the keys of the views a promotion changed."""
         cands = []
-        for key, w in views.items():
+        for key in runs:
+            w = views[key]
             # seen pending twice, with a reason: not a job the scheduler has not looked at yet (the view's own
             # tests first: they are the cheap ones, and most jobs of a long queue fail one)
             if (

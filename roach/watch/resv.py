@@ -11,6 +11,7 @@ held, ``RESV_DEL_HOLD``) has vanished: the job asked for it is remembered from t
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -34,13 +35,18 @@ def parse_queue(text: str) -> tuple[list[QueueRecord], dict[str, str]]:
 
     Each distinct record is read once while it is seen (a round reads the same lines again and again) and its
     record is the same object each time: the watch knows a line that did not change by it."""
-    got = list(map(_queue_record, filter(str.strip, text.split(RS))))
-    return [r for r, _ in got], {r.job_id: n for r, n in got if n is not None}
+    got = list(filter(None, map(_queue_record, text.split(RS))))  # map and filter: no Python code per line
+    return list(map(_RECORD, got)), {r.job_id: n for r, n in filter(_RESERVATION, got) if n}
+
+
+_RECORD, _RESERVATION = operator.itemgetter(0), operator.itemgetter(1)
 
 
 @functools.lru_cache(maxsize=65536)
-def _queue_record(chunk: str) -> tuple[QueueRecord, str | None]:
-    """One record of :func:`parse_queue` and its reservation (None: none)."""
+def _queue_record(chunk: str) -> tuple[QueueRecord, str | None] | None:
+    """One record of :func:`parse_queue` and its reservation (None: none); None for a blank chunk."""
+    if not chunk.strip():
+        return None
     head, sep, name = chunk.rpartition(US)
     if not sep:
         raise ParseError(f"squeue: a record without its reservation field: {chunk!r}")

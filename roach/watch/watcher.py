@@ -39,7 +39,7 @@ from roach.slurmio.capabilities import RateLimit
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.parse import AcctRecord, QueueRecord
 from roach.watch import logs as watch_logs
-from roach.watch.adopting import Adopting
+from roach.watch.adopting import Adopting, Roster
 from roach.watch.heartbeat import Heartbeat
 from roach.watch.jobs import Ctx, JobWatch, match_acct, on_accounting, on_left, on_queue, settled
 from roach.watch.logs import Look, StallRule
@@ -66,6 +66,7 @@ class _Memo:
     # the queued jobs whose view on_queue would leave as it is while squeue prints the same line for them
     # (jobs.settled): key -> that line's record, the very object (the parser hands out one per distinct line)
     quiet: dict[str, QueueRecord]
+    fresh: bool = True  # read from the store this round: every view is compared with its saved JSON
 
 
 @dataclass
@@ -147,7 +148,8 @@ class Watcher(Adopting, Promoting, Heartbeat):
         active = {q.job_id: q for q in queue if q.state.is_active}
         touched: set[str] = set()  # views changed in place this round by anything but on_queue
         first = self._adopt(views, records, active, now, touched)
-        watched = [k for k, w in views.items() if not w.done]
+        roster = Roster.of(views)
+        watched = roster.watched
 
         # sacct for the watched jobs not in the queue (they may have ended; only sacct says so)
         ask = [k for k in watched if k not in active]
@@ -167,15 +169,16 @@ class Watcher(Adopting, Promoting, Heartbeat):
         self._ask_req_nodes(views, active, watched, touched)
 
         # one look at the logs of the runs that run (or ran last round), and at the log directories
-        seen = self._look(views, watched, active, meta, now)
+        seen = self._look(views, [k for k in roster.logged if k in views], active, meta, now)
         remote_now = seen.now if seen is not None and seen.now else now
         ctx = Ctx(name, self.cluster.tiers, now, lambda rec: explain(rec, self._pending_context(rec, queue, views)))
         finals: list[tuple[JobRecord, AcctRecord]] = []
         ran: list[str] = []  # the queued jobs on_queue looked at
-        skipped: list[str] = []  # and those it did not: settled, their squeue line the same
         for key in watched:
-            w = views[key]
             q = active.get(key)
+            if q is not None and quiet.get(key) is q and key not in touched and key not in first and seen is None:
+                continue  # the same line as when its view settled: on_queue would change nothing, say nothing
+            w = views[key]
             if seen is not None and w.log_path in seen.logs:
                 events += on_log(
                     w, seen.logs[w.log_path], remote_now, self.stall, ctx, running=q is not None and q.state.is_running
@@ -183,7 +186,6 @@ class Watcher(Adopting, Promoting, Heartbeat):
                 touched.add(key)
             if q is not None:
                 if quiet.get(key) is q and key not in touched and key not in first:
-                    skipped.append(key)  # the same line as when its view settled: on_queue would change nothing
                     continue
                 ran.append(key)
                 events += on_queue(w, q, ctx, first=key in first)
@@ -199,8 +201,10 @@ class Watcher(Adopting, Promoting, Heartbeat):
                             if key in records:
                                 finals.append((records[key], acct[key]))
         self._record_finals(finals)
-        events += self._reservations(views, active, resv_of, watched, ctx, touched)
-        events += self._promotions(meta, rows, views, active, seen, now, touched)
+        asking = roster.reserving.union(resv_of)
+        events += self._reservations(views, active, resv_of, [k for k in watched if k in asking], ctx, touched)
+        runs = [k for k in roster.runs if k in views]
+        events += self._promotions(meta, rows, views, runs, active, seen, now, touched)
         if seen is not None and seen.disks:
             events += disk_events(name, meta, seen.disks, now, self.log_dir_max_bytes, self.free_min_fraction)
         events += self._heartbeat(meta, now, views, rows, active)
@@ -219,30 +223,32 @@ class Watcher(Adopting, Promoting, Heartbeat):
                 )
             )
             self.finished = True
-        self._save(memo, active, ran, skipped, touched, finals, now)
+        self._save(memo, active, {*ran, *touched, *ask}, [*roster.done, *ask], finals, now)
         return events
 
     def _save(
         self,
         memo: _Memo,
         active: dict[str, QueueRecord],
-        ran: list[str],
-        skipped: list[str],
-        touched: set[str],
+        looked: set[str],
+        ending: list[str],
         finals: list[tuple[JobRecord, AcctRecord]],
         now: float,
     ) -> None:
         """Write what this round changed, and keep it as the next round's memo if nothing else wrote the store.
 
-        Only what changed is written (a long queue's jobs mostly change nothing in a round; a round that
-        changes nothing writes nothing): a view on_queue skipped and nothing touched is as the store has it
-        (it was when it settled); every other view is compared with its saved JSON, each meta value with its own."""
+        Only what changed is written (a long queue's jobs mostly change nothing in a round; a round that changes
+        nothing writes nothing). ``looked``: the views this round may have changed (on_queue's, those anything
+        else touched, those not in the queue); every other view is as the last round saved it, unless the views
+        were read from the store this round. ``ending``: those that may be done, and forgotten after a week."""
         saved, views, quiet = memo.saved, memo.views, memo.quiet
-        forget = {k for k, w in views.items() if w.done and now - (w.left_at or w.first_seen) > FORGET_DONE_AFTER_S}
-        same = set(skipped).difference(touched)
-        changed = {
-            k: j for k, w in views.items() if k not in same and k not in forget and (j := w.to_json()) != saved.get(k)
+        forget = {
+            k
+            for k in ending
+            if (w := views.get(k)) is not None and w.done and now - (w.left_at or w.first_seen) > FORGET_DONE_AFTER_S
         }
+        maybe = views if memo.fresh else [k for k in looked if k in views]
+        changed = {k: j for k in maybe if k not in forget and (j := views[k].to_json()) != saved.get(k)}
         meta_json = {k: json.dumps(v) for k, v in memo.meta.items()}
         meta_changed = {k: memo.meta[k] for k, j in meta_json.items() if j != memo.saved_meta.get(k)}
         wrote = bool(changed or meta_changed or forget)
@@ -261,13 +267,13 @@ class Watcher(Adopting, Promoting, Heartbeat):
         for rec, _ in finals:
             memo.records.pop(rec.slurm_id, None)
         tiers = self.cluster.tiers
-        for k in {*ran, *touched}:
+        for k in looked:
             q = active.get(k)
             if q is not None and k in views and settled(views[k], q, tiers):
                 quiet[k] = q
             else:
                 quiet.pop(k, None)
-        memo.version = end
+        memo.version, memo.fresh = end, False
         self._memo = memo
 
     def _load(self) -> _Memo:
@@ -300,7 +306,7 @@ class Watcher(Adopting, Promoting, Heartbeat):
     def _pending_context(
         self, rec: QueueRecord, queue: list[QueueRecord], views: dict[str, JobWatch]
     ) -> PendingContext:
-        w = views.get(str(rec.ref))
+        w = views.get(rec.job_id)
         return PendingContext(queue=queue, tiers=self.cluster.tiers, req_nodes=w.req_nodes if w else None)
 
     def _record_finals(self, finals: list[tuple[JobRecord, AcctRecord]]) -> None:
