@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from roach.errors import ParseError
-from roach.ops.events import Event, EventKind
+from roach.model.tiers import Tier
+from roach.ops.events import Event, EventKind, TierRow, tier_table
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.parse import RS, US, QueueRecord, squeue_format, squeue_record
 from roach.slurmio.parse_control import parse_key_values
@@ -57,9 +58,28 @@ def _queue_record(chunk: str) -> tuple[QueueRecord, str | None] | None:
     return squeue_record(head), (None if name in _NULL else name)
 
 
-def squeue_with_reservations(client: SlurmClient) -> tuple[list[QueueRecord], dict[str, str]]:
-    """The user's queue (one ``squeue``, as :meth:`SlurmClient.squeue` asks it) with each job's reservation."""
-    return parse_queue(client.run(["squeue", "--noheader", "--array", "-O", queue_format(), "--me"]).stdout)
+@dataclass(frozen=True, eq=False)
+class Queue:
+    """One round's look at the user's queue: squeue's text, its records, each job's reservation, the jobs still
+    in the queue by squeue's id, and the tier table they make. Read only: a round keeps it for the next."""
+
+    text: str
+    records: list[QueueRecord]
+    resv_of: dict[str, str]
+    active: dict[str, QueueRecord]
+    tiers: tuple[Tier, ...]
+    rows: tuple[TierRow, ...]
+
+
+def read_queue(client: SlurmClient, tiers: tuple[Tier, ...], last: Queue | None = None) -> Queue:
+    """The user's queue (one ``squeue``, as :meth:`SlurmClient.squeue` asks it) with each job's reservation.
+    A queue that prints what it printed at the ``last`` look is that queue: a long pending array's round
+    reads and counts nothing again."""
+    text = client.run(["squeue", "--noheader", "--array", "-O", queue_format(), "--me"]).stdout
+    if last is not None and last.text == text and last.tiers == tiers:
+        return last
+    recs, resv = parse_queue(text)
+    return Queue(text, recs, resv, {q.job_id: q for q in recs if q.state.is_active}, tiers, tier_table(tiers, recs))
 
 
 @dataclass(frozen=True)

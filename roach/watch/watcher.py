@@ -29,7 +29,7 @@ from typing import Any
 
 from roach.clusters.cluster import Cluster
 from roach.errors import RoachError, SlurmError, TransportError
-from roach.ops.events import Event, EventKind, tier_table
+from roach.ops.events import Event, EventKind
 from roach.ops.explain import PendingContext, explain
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord
@@ -45,8 +45,8 @@ from roach.watch.jobs import Ctx, JobWatch, match_acct, on_accounting, on_left, 
 from roach.watch.logs import Look, StallRule
 from roach.watch.progress import on_log
 from roach.watch.promoting import Promoter, Promoting
+from roach.watch.resv import Queue, on_reservation, read_queue, show_reservations
 from roach.watch.resv import asked as reservations_asked
-from roach.watch.resv import on_reservation, show_reservations, squeue_with_reservations
 from roach.watch.status import disk_events, outage_events, recovered_events
 
 ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
@@ -98,6 +98,7 @@ class Watcher(Adopting, Promoting, Heartbeat):
     queue: list[QueueRecord] = field(default_factory=list, init=False)  # the last round's squeue (`roach top`)
     # what the last round left in the store, kept while nothing else wrote to it (see _load)
     _memo: _Memo | None = field(default=None, init=False, repr=False)
+    _queue: Queue | None = field(default=None, init=False, repr=False)  # the last round's squeue, as read
 
     # -- the loop ----------------------------------------------------------------------------------------
     def run(self, emit: Callable[[Event], None], *, once: bool = False) -> int:
@@ -134,18 +135,17 @@ class Watcher(Adopting, Promoting, Heartbeat):
         meta, views, records, quiet = memo.meta, memo.views, memo.records, memo.quiet
         events: list[Event] = []
         try:
-            queue, resv_of = squeue_with_reservations(self.client)
+            look = self._queue = read_queue(self.client, self.cluster.tiers, self._queue)
         except (SlurmError, TransportError) as err:
             self.failures += 1
             events += outage_events(name, meta, "slurmctld" if isinstance(err, SlurmError) else "the cluster", err, now)
             events += self._heartbeat(meta, now, views, None, {})
             self.store.watch_save(name, {}, meta)
             return events  # no memo: the next round reads the store
+        queue, resv_of, active, rows = look.records, look.resv_of, look.active, look.rows  # read only
         self.failures, self.queue = 0, queue
         events += recovered_events(name, meta, ("slurmctld", "the cluster"), now)
-        rows = tier_table(self.cluster.tiers, queue)
         meta["tiers"] = [r.to_json() for r in rows]
-        active = {q.job_id: q for q in queue if q.state.is_active}
         touched: set[str] = set()  # views changed in place this round by anything but on_queue
         first = self._adopt(views, records, active, now, touched)
         roster = Roster.of(views)
