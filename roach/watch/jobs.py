@@ -88,7 +88,7 @@ class JobWatch:
 
     @property
     def jobstate(self) -> JobState | None:
-        return JobState.parse(self.state) if self.state else None
+        return (_STATE_OF.get(self.state) or JobState.parse(self.state)) if self.state else None
 
     @property
     def running(self) -> bool:
@@ -125,6 +125,7 @@ class Ctx:
 
 
 PENDING_ROUNDS_TO_PROMOTE = 2  # seen pending this many rounds in a row, with a reason: the scheduler looked at it
+_STATE_OF = {s.value: s for s in JobState}  # what a view saves; JobState.parse reads any way Slurm prints one
 _NAMES = tuple(f.name for f in fields(JobWatch))
 _VALUES = operator.attrgetter(*_NAMES)
 _FIELDS = frozenset(_NAMES)
