@@ -176,17 +176,15 @@ class Watcher(Adopting, Promoting, Heartbeat):
         ran: list[str] = []  # the queued jobs on_queue looked at
         for key in watched:
             q = active.get(key)
-            if q is not None and quiet.get(key) is q and key not in touched and key not in first and seen is None:
-                continue  # the same line as when its view settled: on_queue would change nothing, say nothing
-            w = views[key]
-            if seen is not None and w.log_path in seen.logs:
+            if seen is not None and (w := views[key]).log_path in seen.logs:
                 events += on_log(
                     w, seen.logs[w.log_path], remote_now, self.stall, ctx, running=q is not None and q.state.is_running
                 )
                 touched.add(key)
+            if q is not None and quiet.get(key) is q and key not in touched and key not in first:
+                continue  # the same line as when its view settled: on_queue would change nothing, say nothing
+            w = views[key]
             if q is not None:
-                if quiet.get(key) is q and key not in touched and key not in first:
-                    continue
                 ran.append(key)
                 events += on_queue(w, q, ctx, first=key in first)
             else:
