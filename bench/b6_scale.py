@@ -83,7 +83,9 @@ def _section(data, sizes, reps, kind_of_round) -> Section:
     body = [
         f"CPU per status round (roach's round: {kind_of_round}; submitit: one `sacct` and its parser). "
         f"roach's first round, which adopts every task, is not in the table; it took {firsts}. "
-        "roach reads one `squeue --array` line per task and keeps a watch record per task; submitit's "
+        "roach reads one `squeue --array` line per task and keeps a watch record per task; a round re-reads "
+        "only the lines that changed (here none: squeue prints what it printed last round, so the last round's "
+        "records are kept) and looks again only at the jobs whose line changed; submitit's "
         "`sacct` of a held array that never started returns one line for the whole range, which is the "
         "best case for it (tasks that ran are one line each).",
         "",

@@ -18,22 +18,28 @@ from roach.lab.config import LAB_USER
 from roach.launch.holder import HOLD_TARGET
 from roach.model.ids import RecordKind
 from roach.ops.events import EventKind
+from roach.ops.explain import PendingContext, explain
 from roach.records.bundle import JobJson, final_job_json
 from roach.records.final_files import Final, record_finals
 from roach.records.store import Store
 from roach.slurm.clusters.lab import GPU1, LAB
 from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.parse import RS, US, parse_sacct
+from roach.slurmio.parse import RS, US, QueueRecord, parse_sacct, parse_squeue
 from roach.slurmio.transport import LocalTransport
+from roach.watch import resv as resv_module
+from roach.watch import watcher as watcher_module
+from roach.watch.jobs import Ctx, new_watch, on_queue, settled
 from roach.watch.lock import WATCH_BUSY, lock_path
 from roach.watch.resv import Reservation, parse_queue, parse_reservations, queue_format
 from roach.watch.watcher import Watcher
 from tests.conftest import slack
 from tests.support.cli import roach
-from tests.support.watch import kinds, only, record, sa, sq, watcher
+from tests.support.watch import T0, TIERED, kinds, only, record, sa, sq, watcher
 
 REPO = Path(__file__).parent.parent
 AT = "2026-11-30T00:00:00Z"
+PENDING_REASONS = ("Priority", "Resources", "JobHeldUser", "QOSMaxGRESPerUser", "ReqNodeNotAvail", "BeginTime")
+QOS = ("normal", "high", "low")
 
 
 # -- final states into job.json ----------------------------------------------------------------------------
@@ -301,3 +307,68 @@ def test_a_task_missing_from_sacct_never_takes_the_state_of_a_task_listed_under_
     # an array cancelled before any task started: the bare id's record is every task's fate
     found = parse_sacct(sa("2401", "CANCELLED", started=False))
     assert match_acct(["2401_3"], found)["2401_3"].state.value == "CANCELLED"
+
+
+# -- a settled job is not looked at again while squeue prints the same line for it ------------------------------
+def _queued(**kw) -> QueueRecord:
+    return parse_squeue(sq(7, **kw))[0]
+
+
+SETTLING = [
+    *(_queued(state="PENDING", reason=r, qos=q, gpus=g) for r in PENDING_REASONS for q in QOS for g in (1, 8)),
+    *(
+        _queued(state=s, elapsed=e, restarts=n)
+        for s in ("RUNNING", "COMPLETING")
+        for e in ("0:10", "0:20")
+        for n in (0, 1)
+    ),
+    _queued(state="REQUEUE_HOLD", reason="JobHeldUser", restarts=1),
+    _queued(state="SUSPENDED", qos="low"),
+    _queued(state="PENDING", reason="Priority", name=""),
+]
+
+
+@pytest.mark.parametrize("req_nodes", [None, "", "n1"])
+def test_settled_says_exactly_when_on_queue_would_change_nothing_and_say_nothing(req_nodes):
+    """jobs.settled mirrors on_queue: whatever line came before, a job it calls settled on a line is left as
+    it is, with no event, by on_queue on that line; and a line that stays the same settles in a few rounds."""
+    tiers = TIERED.tiers
+    for before in SETTLING:
+        for now in SETTLING:
+            w = new_watch("7", before, T0, run_id="r7")
+            w.req_nodes = req_nodes
+            ctx = Ctx("lab", tiers, T0, lambda rec, w=w: explain(rec, PendingContext([rec], tiers, w.req_nodes)))
+            on_queue(w, before, ctx, first=True)
+            for _ in range(4):
+                view, said = w.to_json(), settled(w, now, tiers)
+                events = on_queue(w, now, ctx, first=False)
+                if said:
+                    assert (events, w.to_json()) == ([], view), (before, now)
+            assert settled(w, now, tiers), (before, now, w)
+
+
+def test_a_round_looks_again_only_at_the_jobs_whose_squeue_line_changed(fake, store, clock, monkeypatch):
+    """A long queue's jobs mostly print the same line round after round: once a job's view settled on its
+    line, a round neither reads that line again nor looks at the job, until the line changes."""
+    store.add_many([record(i) for i in range(300, 340)])
+    fake.queue = [sq(i, "PENDING", reason="Priority") for i in range(300, 340)]
+    looked: list[str] = []
+    read: list[str] = []
+    real_on_queue, real_parse = watcher_module.on_queue, resv_module.parse_queue
+    monkeypatch.setattr(
+        watcher_module, "on_queue", lambda w, q, ctx, first: looked.append(w.key) or real_on_queue(w, q, ctx, first)
+    )
+    monkeypatch.setattr(resv_module, "parse_queue", lambda text: read.append(text) or real_parse(text))
+    w = watcher(fake, store, clock)
+    for _ in range(2):  # new (pending once), then pending twice (what promotion waits for): settled
+        w.round()
+        clock.tick(10)
+    assert len(looked) == 2 * 40 and len(read) == 1  # the same text each round: read once
+    looked.clear()
+    assert kinds(w.round()) == [] and looked == []
+    fake.queue[3] = sq(303)  # one starts
+    clock.tick(10)
+    assert "started" in kinds(w.round()) and looked == ["303"] and len(read) == 2
+    clock.tick(10)
+    assert "started" not in kinds(w.round()) and looked == ["303", "303"]  # a running job's log is looked at
+    assert store.watch_load("lab")[0]["303"]["state"] == "RUNNING"

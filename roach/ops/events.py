@@ -80,10 +80,13 @@ def tier_table(tiers: Sequence[Tier], queue: Iterable[QueueRecord]) -> tuple[Tie
     """Recount every tier top down from the user's whole queue (other sessions' jobs count too)."""
     running = {t.name: 0 for t in tiers}
     pending = {t.name: 0 for t in tiers}
+    tiers = tuple(tiers)
+    where: dict[tuple[str, str], Tier | None] = {}  # a long queue has few (partition, qos) pairs: each found once
     for q in queue:
         if not q.state.is_active:
             continue
-        t = tier_of(tuple(tiers), q.partition, q.qos)
+        at = (q.partition, q.qos)
+        t = where[at] if at in where else where.setdefault(at, tier_of(tiers, *at))
         if t is None:
             continue
         (running if q.state.is_running else pending)[t.name] += q.tres.gpus

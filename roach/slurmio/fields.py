@@ -90,7 +90,7 @@ class Tres:
     gpus_by_type: tuple[tuple[str, int], ...] = ()
     billing: int = 0
 
-    @property
+    @functools.cached_property  # read for every job of every round; parse_tres hands out one Tres per text
     def gpus(self) -> int:
         """Total GPUs. Slurm lists a typed count beside the untyped total; never add both."""
         by = dict(self.gpus_by_type)

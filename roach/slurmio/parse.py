@@ -146,7 +146,7 @@ class QueueRecord:
     submit_time: datetime | None
     start_time: datetime | None
 
-    @property
+    @functools.cached_property  # the watch keys every record by it, every round (the record is reused)
     def job_id(self) -> str:
         return str(self.ref)
 
@@ -186,8 +186,9 @@ def parse_squeue(text: str) -> list[QueueRecord]:
     return [_squeue_record(c) for c in chunks if c.strip()]
 
 
-@functools.lru_cache(maxsize=65536)
-def _squeue_record(chunk: str) -> QueueRecord:
+def squeue_record(chunk: str) -> QueueRecord:
+    """One record of :func:`parse_squeue`'s text, without its record separator (and uncached: a caller that
+    keeps records by line, as the watch does, caches them itself)."""
     for f in records(chunk + RS, len(SQUEUE_FIELDS), RS, "squeue"):
         (
             jobid,
@@ -232,6 +233,9 @@ def _squeue_record(chunk: str) -> QueueRecord:
             start_time=parse_time(start),
         )
     raise ParseError(f"squeue: no record in {chunk!r}")
+
+
+_squeue_record = functools.lru_cache(maxsize=65536)(squeue_record)
 
 
 @dataclass(frozen=True)

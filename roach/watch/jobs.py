@@ -7,6 +7,7 @@ this round is a baseline (plus "started" when it already runs, since nobody has 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -20,7 +21,7 @@ from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
 _REQUEUE_STATES = (JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState.REQUEUE_FED, JobState.SPECIAL_EXIT)
 
 
-@dataclass
+@dataclass(slots=True)  # slots: a long queue's views are many, and each round reads a field or two of each
 class JobWatch:
     """What the watcher knows of one job (an allocation or an array task), saved in the store as JSON."""
 
@@ -75,7 +76,7 @@ class JobWatch:
     def to_json(self) -> dict[str, Any]:
         # a round serializes every watched job (to compare and save): dataclasses.asdict's deep copy cost most of
         # a 1,000-job round
-        out = dict(self.__dict__)
+        out = dict(zip(_NAMES, _VALUES(self)))
         for k in _MUTABLE:
             out[k] = type(out[k])(out[k])  # their items are plain values: a shallow copy is a copy
         return out
@@ -87,7 +88,7 @@ class JobWatch:
 
     @property
     def jobstate(self) -> JobState | None:
-        return JobState.parse(self.state) if self.state else None
+        return (_STATE_OF.get(self.state) or JobState.parse(self.state)) if self.state else None
 
     @property
     def running(self) -> bool:
@@ -124,7 +125,10 @@ class Ctx:
 
 
 PENDING_ROUNDS_TO_PROMOTE = 2  # seen pending this many rounds in a row, with a reason: the scheduler looked at it
-_FIELDS = frozenset(f.name for f in fields(JobWatch))
+_STATE_OF = {s.value: s for s in JobState}  # what a view saves; JobState.parse reads any way Slurm prints one
+_NAMES = tuple(f.name for f in fields(JobWatch))
+_VALUES = operator.attrgetter(*_NAMES)
+_FIELDS = frozenset(_NAMES)
 _MUTABLE = tuple(f.name for f in fields(JobWatch) if f.default_factory is not MISSING)  # lists and dicts
 
 
@@ -219,6 +223,36 @@ def on_queue(w: JobWatch, rec: QueueRecord, ctx: Ctx, first: bool) -> list[Event
     w.state, w.reason, w.elapsed_s = rec.state.value, rec.reason_text, rec.elapsed_s
     w.restart_count, w.in_queue, w.left_at = rec.restart_count, True, None
     return events
+
+
+def settled(w: JobWatch, rec: QueueRecord, tiers: tuple[Tier, ...]) -> bool:
+    """Whether ``on_queue(w, rec, ctx, first=False)`` would change nothing in ``w`` and say nothing: ``w`` is
+    where on_queue leaves a job that ``rec`` keeps describing (the same state, reason and counts, pending
+    counted up, a never-start said). A round skips such a job while its squeue line stays the same and nothing
+    else touched its view (its req_nodes included, which explain() reads). Mirrors :func:`on_queue` test by
+    test; tests/test_watch_edges.py checks the two agree."""
+    state = rec.state
+    pending = state.is_pending
+    if not (
+        w.in_queue
+        and w.left_at is None
+        and w.state == state.value
+        and w.reason == rec.reason_text
+        and w.elapsed_s == rec.elapsed_s
+        and w.restart_count == rec.restart_count
+        and (state is JobState.COMPLETING or rec.restart_count <= w.restarts_reported)
+        and w.gpus == rec.tres.gpus
+        and (w.name or rec.name) == w.name
+        and w.pending_rounds == (PENDING_ROUNDS_TO_PROMOTE if pending else 0)
+    ):
+        return False
+    if pending and w.never_pending is not None:
+        # on_queue leaves None (no never-start) or the reason's name; with its flag the never-start is said
+        name = rec.reason.name
+        if w.never_pending != name or f"never:{name}" not in w.reported:
+            return False
+    tier = tier_of(tiers, rec.partition, rec.qos)
+    return w.tier == (tier.name if tier else None)
 
 
 def _requeued(w: JobWatch, rec: QueueRecord, tier: Tier | None, why: list[str], ctx: Ctx) -> Event:

@@ -49,22 +49,27 @@ class Promoting:
         meta: dict[str, Any],
         rows: tuple[TierRow, ...],
         views: dict[str, JobWatch],
+        runs: list[str],
         active: dict[str, QueueRecord],
         seen: Look | None,
         now: float,
+        touched: set[str],
     ) -> list[Event]:
+        """The promotions this round plans among ``runs`` (the keys of the views of a run, in the views' order):
+        made (``--rebalance``) or said once each; ``touched`` gets the keys of the views a promotion changed."""
         cands = []
-        for key, w in views.items():
-            q = active.get(key)
-            # seen pending twice, with a reason: not a job the scheduler has not looked at yet
+        for key in runs:
+            w = views[key]
+            # seen pending twice, with a reason: not a job the scheduler has not looked at yet (the view's own
+            # tests first: they are the cheap ones, and most jobs of a long queue fail one)
             if (
-                q is None
-                or not q.state.is_pending
-                or w.pending_rounds < PENDING_ROUNDS_TO_PROMOTE
-                or q.reason is PendingReason.NONE
-                or not w.run_id
+                not w.run_id
                 or w.superseded_by
                 or w.tier is None
+                or w.pending_rounds < PENDING_ROUNDS_TO_PROMOTE
+                or (q := active.get(key)) is None
+                or not q.state.is_pending
+                or q.reason is PendingReason.NONE
                 or not promotable(q.reason)
             ):
                 continue
@@ -91,6 +96,7 @@ class Promoting:
             if self.rebalance and self.promoter is not None:
                 if tag not in failed:
                     events.append(self._promote(p, views, rows, now))
+                    touched.add(p.key)
                     if events[-1].kind is EventKind.PROMOTE_FAILED:
                         failed.add(tag)
             elif tag not in before:

@@ -10,13 +10,16 @@ held, ``RESV_DEL_HOLD``) has vanished: the job asked for it is remembered from t
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from roach.errors import ParseError
-from roach.ops.events import Event, EventKind
+from roach.model.tiers import Tier
+from roach.ops.events import Event, EventKind, TierRow, tier_table
 from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import RS, US, QueueRecord, parse_squeue, squeue_format
+from roach.slurmio.parse import RS, US, QueueRecord, squeue_format, squeue_record
 from roach.slurmio.parse_control import parse_key_values
 
 _NULL = {"", "(null)", "N/A", "None"}
@@ -29,25 +32,54 @@ def queue_format() -> str:
 
 def parse_queue(text: str) -> tuple[list[QueueRecord], dict[str, str]]:
     """Output of ``squeue -O <queue_format()>``: the records, and the reservation of each job that has one
-    (by squeue's id: ``123`` or ``123_4``)."""
-    heads, names = [], []
-    for chunk in text.split(RS):
-        if not chunk.strip():
-            continue
-        head, sep, name = chunk.rpartition(US)
-        if not sep:
-            raise ParseError(f"squeue: a record without its reservation field: {chunk!r}")
-        heads.append(head)
-        names.append(name.strip())
-    recs = parse_squeue("".join(h + RS for h in heads))
-    if len(recs) != len(heads):
-        raise ParseError(f"squeue: {len(heads)} records, {len(recs)} read: {text[:300]!r}")
-    return recs, {str(r.ref): n for r, n in zip(recs, names) if n not in _NULL}
+    (by squeue's id: ``123`` or ``123_4``).
+
+    Each distinct record is read once while it is seen (a round reads the same lines again and again) and its
+    record is the same object each time: the watch knows a line that did not change by it."""
+    got = list(filter(None, map(_queue_record, text.split(RS))))  # map and filter: no Python code per line
+    return list(map(_RECORD, got)), {r.job_id: n for r, n in filter(_RESERVATION, got) if n}
 
 
-def squeue_with_reservations(client: SlurmClient) -> tuple[list[QueueRecord], dict[str, str]]:
-    """The user's queue (one ``squeue``, as :meth:`SlurmClient.squeue` asks it) with each job's reservation."""
-    return parse_queue(client.run(["squeue", "--noheader", "--array", "-O", queue_format(), "--me"]).stdout)
+_RECORD, _RESERVATION = operator.itemgetter(0), operator.itemgetter(1)
+
+
+@functools.lru_cache(maxsize=65536)
+def _queue_record(chunk: str) -> tuple[QueueRecord, str | None] | None:
+    """One record of :func:`parse_queue` and its reservation (None: none); None for a blank chunk."""
+    if not chunk.strip():
+        return None
+    head, sep, name = chunk.rpartition(US)
+    if not sep:
+        raise ParseError(f"squeue: a record without its reservation field: {chunk!r}")
+    head = head.lstrip("\n")
+    if not head.strip():
+        raise ParseError(f"squeue: a record without its fields: {chunk!r}")
+    name = name.strip()
+    return squeue_record(head), (None if name in _NULL else name)
+
+
+@dataclass(frozen=True, eq=False)
+class Queue:
+    """One round's look at the user's queue: squeue's text, its records, each job's reservation, the jobs still
+    in the queue by squeue's id, and the tier table they make. Read only: a round keeps it for the next."""
+
+    text: str
+    records: list[QueueRecord]
+    resv_of: dict[str, str]
+    active: dict[str, QueueRecord]
+    tiers: tuple[Tier, ...]
+    rows: tuple[TierRow, ...]
+
+
+def read_queue(client: SlurmClient, tiers: tuple[Tier, ...], last: Queue | None = None) -> Queue:
+    """The user's queue (one ``squeue``, as :meth:`SlurmClient.squeue` asks it) with each job's reservation.
+    A queue that prints what it printed at the ``last`` look is that queue: a long pending array's round
+    reads and counts nothing again."""
+    text = client.run(["squeue", "--noheader", "--array", "-O", queue_format(), "--me"]).stdout
+    if last is not None and last.text == text and last.tiers == tiers:
+        return last
+    recs, resv = parse_queue(text)
+    return Queue(text, recs, resv, {q.job_id: q for q in recs if q.state.is_active}, tiers, tier_table(tiers, recs))
 
 
 @dataclass(frozen=True)
@@ -84,12 +116,12 @@ def asked(
     in an earlier round (a job whose reservation ended has none any more). A vanished one is not asked again."""
     out = {}
     for key in watched:
-        q = active.get(key)
         w = views[key]
-        if q is None or not q.state.is_pending:
-            continue
         name = resv_of.get(key) or w.reservation
-        if name and not (w.resv_gone and name == w.reservation):
+        if not name or (w.resv_gone and name == w.reservation):
+            continue
+        q = active.get(key)
+        if q is not None and q.state.is_pending:
             out[key] = name
     return out
 

@@ -20,6 +20,7 @@ all count against the same per-user caps.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import time
 from collections.abc import Callable
@@ -28,9 +29,7 @@ from typing import Any
 
 from roach.clusters.cluster import Cluster
 from roach.errors import RoachError, SlurmError, TransportError
-from roach.model.ids import RecordKind
-from roach.model.states import PendingReason
-from roach.ops.events import Event, EventKind, tier_table
+from roach.ops.events import Event, EventKind
 from roach.ops.explain import PendingContext, explain
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord
@@ -38,23 +37,16 @@ from roach.records.results import JOB_NOT_COMPLETED  # `roach watch` exits so wh
 from roach.records.store import Store
 from roach.slurmio.capabilities import RateLimit
 from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import US, AcctRecord, QueueRecord
+from roach.slurmio.parse import AcctRecord, QueueRecord
 from roach.watch import logs as watch_logs
+from roach.watch.adopting import Adopting, Roster
 from roach.watch.heartbeat import Heartbeat
-from roach.watch.jobs import (
-    Ctx,
-    JobWatch,
-    match_acct,
-    new_watch,
-    on_accounting,
-    on_left,
-    on_queue,
-)
+from roach.watch.jobs import Ctx, JobWatch, match_acct, on_accounting, on_left, on_queue, settled
 from roach.watch.logs import Look, StallRule
 from roach.watch.progress import on_log
 from roach.watch.promoting import Promoter, Promoting
+from roach.watch.resv import Queue, on_reservation, read_queue, show_reservations
 from roach.watch.resv import asked as reservations_asked
-from roach.watch.resv import on_reservation, show_reservations, squeue_with_reservations
 from roach.watch.status import disk_events, outage_events, recovered_events
 
 ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
@@ -70,10 +62,15 @@ class _Memo:
     meta: dict[str, Any]
     views: dict[str, JobWatch]
     records: dict[str, JobRecord]  # the unfinished ones
+    saved_meta: dict[str, str]  # each meta value's JSON as the store has it
+    # the queued jobs whose view on_queue would leave as it is while squeue prints the same line for them
+    # (jobs.settled): key -> that line's record, the very object (the parser hands out one per distinct line)
+    quiet: dict[str, QueueRecord]
+    fresh: bool = True  # read from the store this round: every view is compared with its saved JSON
 
 
 @dataclass
-class Watcher(Promoting, Heartbeat):
+class Watcher(Adopting, Promoting, Heartbeat):
     """Watches one cluster for one user. ``round()`` is one look; ``run()`` loops until the queue empties."""
 
     cluster: Cluster
@@ -101,6 +98,7 @@ class Watcher(Promoting, Heartbeat):
     queue: list[QueueRecord] = field(default_factory=list, init=False)  # the last round's squeue (`roach top`)
     # what the last round left in the store, kept while nothing else wrote to it (see _load)
     _memo: _Memo | None = field(default=None, init=False, repr=False)
+    _queue: Queue | None = field(default=None, init=False, repr=False)  # the last round's squeue, as read
 
     # -- the loop ----------------------------------------------------------------------------------------
     def run(self, emit: Callable[[Event], None], *, once: bool = False) -> int:
@@ -133,23 +131,25 @@ class Watcher(Promoting, Heartbeat):
     def round(self) -> list[Event]:
         now = self.clock()
         name = self.cluster.name
-        start, saved, meta, views, records = self._load()
+        memo = self._load()
+        meta, views, records, quiet = memo.meta, memo.views, memo.records, memo.quiet
         events: list[Event] = []
         try:
-            queue, resv_of = squeue_with_reservations(self.client)
+            look = self._queue = read_queue(self.client, self.cluster.tiers, self._queue)
         except (SlurmError, TransportError) as err:
             self.failures += 1
             events += outage_events(name, meta, "slurmctld" if isinstance(err, SlurmError) else "the cluster", err, now)
             events += self._heartbeat(meta, now, views, None, {})
             self.store.watch_save(name, {}, meta)
             return events  # no memo: the next round reads the store
+        queue, resv_of, active, rows = look.records, look.resv_of, look.active, look.rows  # read only
         self.failures, self.queue = 0, queue
         events += recovered_events(name, meta, ("slurmctld", "the cluster"), now)
-        rows = tier_table(self.cluster.tiers, queue)
         meta["tiers"] = [r.to_json() for r in rows]
-        active = {str(q.ref): q for q in queue if q.state.is_active}
-        first = self._adopt(views, records, active, now)
-        watched = [k for k, w in views.items() if not w.done]
+        touched: set[str] = set()  # views changed in place this round by anything but on_queue
+        first = self._adopt(views, records, active, now, touched)
+        roster = Roster.of(views)
+        watched = roster.watched
 
         # sacct for the watched jobs not in the queue (they may have ended; only sacct says so)
         ask = [k for k in watched if k not in active]
@@ -166,23 +166,29 @@ class Watcher(Promoting, Heartbeat):
                 events += recovered_events(name, meta, ("slurmdbd",), now)
                 self._adopt_tasks(views, ask, found, now, watched)
                 acct = match_acct(ask, found)
-        self._ask_req_nodes(views, active, watched)
+        self._ask_req_nodes(views, active, watched, touched)
 
         # one look at the logs of the runs that run (or ran last round), and at the log directories
-        seen = self._look(views, watched, active, meta, now)
+        seen = self._look(views, [k for k in roster.logged if k in views], active, meta, now)
         remote_now = seen.now if seen is not None and seen.now else now
         ctx = Ctx(name, self.cluster.tiers, now, lambda rec: explain(rec, self._pending_context(rec, queue, views)))
         finals: list[tuple[JobRecord, AcctRecord]] = []
+        ran: list[str] = []  # the queued jobs on_queue looked at
         for key in watched:
-            w = views[key]
             q = active.get(key)
-            if seen is not None and w.log_path in seen.logs:
+            if seen is not None and (w := views[key]).log_path in seen.logs:
                 events += on_log(
                     w, seen.logs[w.log_path], remote_now, self.stall, ctx, running=q is not None and q.state.is_running
                 )
+                touched.add(key)
+            if q is not None and quiet.get(key) is q and key not in touched and key not in first:
+                continue  # the same line as when its view settled: on_queue would change nothing, say nothing
+            w = views[key]
             if q is not None:
+                ran.append(key)
                 events += on_queue(w, q, ctx, first=key in first)
             else:
+                quiet.pop(key, None)
                 on_left(w, now)
                 if acct is not None:
                     done = on_accounting(w, acct.get(key), ctx, self.lost_after_s)
@@ -193,14 +199,14 @@ class Watcher(Promoting, Heartbeat):
                             if key in records:
                                 finals.append((records[key], acct[key]))
         self._record_finals(finals)
-        events += self._reservations(views, active, resv_of, watched, ctx)
-        events += self._promotions(meta, rows, views, active, seen, now)
+        asking = roster.reserving.union(resv_of)
+        events += self._reservations(views, active, resv_of, [k for k in watched if k in asking], ctx, touched)
+        runs = [k for k in roster.runs if k in views]
+        events += self._promotions(meta, rows, views, runs, active, seen, now, touched)
         if seen is not None and seen.disks:
             events += disk_events(name, meta, seen.disks, now, self.log_dir_max_bytes, self.free_min_fraction)
         events += self._heartbeat(meta, now, views, rows, active)
-        if not [w for w in views.values() if not w.done and "lost" not in w.reported] and not meta.get(
-            "outage_slurmdbd"
-        ):
+        if not any(not w.done and "lost" not in w.reported for w in views.values()) and not meta.get("outage_slurmdbd"):
             n = len(self.ended)
             ok = sum(self.ended.values())
             said = f"all {n} watched job{'s' if n != 1 else ''} ended ({ok} completed)" if n else "no job to watch"
@@ -215,38 +221,78 @@ class Watcher(Promoting, Heartbeat):
                 )
             )
             self.finished = True
-        forget = [k for k, w in views.items() if w.done and now - (w.left_at or w.first_seen) > FORGET_DONE_AFTER_S]
-        # only the views this round changed are written: most of a long queue's jobs change nothing in a round
-        changed = {k: j for k, w in views.items() if k not in forget and (j := w.to_json()) != saved.get(k)}
-        self.store.watch_save(name, changed, meta, forget)
-        end = self.store.version()
-        own = 1 + bool(finals)  # this round's commits: its saved view, and its final states in one transaction
-        if end == (start[0], start[1] + own):  # nothing but this round wrote: next round may start from here
-            for k in forget:
-                saved.pop(k, None)
-                views.pop(k, None)
-            saved.update(changed)
-            for rec, _ in finals:
-                records.pop(rec.slurm_id, None)
-            self._memo = _Memo(end, saved, meta, views, records)
+        self._save(memo, active, {*ran, *touched, *ask}, [*roster.done, *ask], finals, now)
         return events
 
-    def _load(
+    def _save(
         self,
-    ) -> tuple[tuple[int, int], dict[str, dict[str, Any]], dict[str, Any], dict[str, JobWatch], dict[str, JobRecord]]:
+        memo: _Memo,
+        active: dict[str, QueueRecord],
+        looked: set[str],
+        ending: list[str],
+        finals: list[tuple[JobRecord, AcctRecord]],
+        now: float,
+    ) -> None:
+        """Write what this round changed, and keep it as the next round's memo if nothing else wrote the store.
+
+        Only what changed is written (a long queue's jobs mostly change nothing in a round; a round that changes
+        nothing writes nothing). ``looked``: the views this round may have changed (on_queue's, those anything
+        else touched, those not in the queue); every other view is as the last round saved it, unless the views
+        were read from the store this round. ``ending``: those that may be done, and forgotten after a week."""
+        saved, views, quiet = memo.saved, memo.views, memo.quiet
+        forget = {
+            k
+            for k in ending
+            if (w := views.get(k)) is not None and w.done and now - (w.left_at or w.first_seen) > FORGET_DONE_AFTER_S
+        }
+        maybe = views if memo.fresh else [k for k in looked if k in views]
+        changed = {k: j for k in maybe if k not in forget and (j := views[k].to_json()) != saved.get(k)}
+        meta_json = {k: json.dumps(v) for k, v in memo.meta.items()}
+        meta_changed = {k: memo.meta[k] for k, j in meta_json.items() if j != memo.saved_meta.get(k)}
+        wrote = bool(changed or meta_changed or forget)
+        if wrote:
+            self.store.watch_save(self.cluster.name, changed, meta_changed, sorted(forget))
+        end = self.store.version()
+        own = wrote + bool(finals)  # this round's commits: its saved view, its final states in one transaction
+        if end != (memo.version[0], memo.version[1] + own):
+            return  # another writer: the next round reads the store
+        for k in forget:
+            saved.pop(k, None)
+            views.pop(k, None)
+            quiet.pop(k, None)
+        saved.update(changed)
+        memo.saved_meta.update(meta_json)
+        for rec, _ in finals:
+            memo.records.pop(rec.slurm_id, None)
+        tiers = self.cluster.tiers
+        for k in looked:
+            q = active.get(k)
+            if q is not None and k in views and settled(views[k], q, tiers):
+                quiet[k] = q
+            else:
+                quiet.pop(k, None)
+        memo.version, memo.fresh = end, False
+        self._memo = memo
+
+    def _load(self) -> _Memo:
         """The saved watch state and the unfinished records: the last round's own, when the store has not
         changed since it saved them (reading and parsing them again is most of a long queue's round), else
         read from the store. The version is taken before reading, so a write that races the read is seen as
-        a change at the end of the round."""
+        a change at the end of the round (the store's own commits while reading, its watch tables made on
+        first use, are not another writer's)."""
         memo, self._memo = self._memo, None  # a round that fails half-way leaves no memo behind
         version = self.store.version()
         if memo is not None and memo.version == version:
-            return version, memo.saved, memo.meta, memo.views, memo.records
+            return memo
         saved, meta = self.store.watch_load(self.cluster.name)
         views = {k: JobWatch.from_json(v) for k, v in saved.items()}
         # an attempt inside a holder is no Slurm job: it is watched through its holder
         records = {r.slurm_id: r for r in self.store.unfinished(self.cluster.name) if not r.is_attempt}
-        return version, saved, meta, views, records
+        after = self.store.version()
+        if after[0] == version[0]:
+            version = after
+        saved_meta = {k: json.dumps(v) for k, v in meta.items()}
+        return _Memo(version, saved, meta, views, records, saved_meta, {})
 
     def supersede(self, key: str, job_id: int) -> None:
         """A watched job was promoted outside a round (``roach top``'s ``p``): job ``job_id`` continues its run."""
@@ -255,88 +301,10 @@ class Watcher(Promoting, Heartbeat):
             self.store.watch_save(self.cluster.name, {key: {**saved[key], "superseded_by": job_id}}, {})
         self._memo = None
 
-    # -- which jobs -----------------------------------------------------------------------------------------
-    def _adopt(
-        self, views: dict[str, JobWatch], records: dict[str, JobRecord], active: dict[str, QueueRecord], now: float
-    ) -> set[str]:
-        """Start watching the store's unfinished jobs and the given ids; returns the keys new this round."""
-        first: set[str] = set()
-        counts = self.store.submission_counts([r.run_id for k, r in records.items() if k not in views])
-        for key, rec in records.items():
-            if key not in views:
-                views[key] = new_watch(
-                    key,
-                    active.get(key),
-                    now,
-                    run_id=rec.run_id,
-                    name=rec.name,
-                    log_path=rec.log_path,
-                    job_id=rec.job_id,
-                    resubmitted=counts.get(rec.run_id, 0) > 1,
-                )
-                first.add(key)
-            views[key].holder = rec.kind is RecordKind.HOLDER
-        for jid in self.job_ids:
-            keys = [k for k, q in active.items() if str(q.ref.job) == jid or str(q.raw_id) == jid or k == jid]
-            known = [k for k in views if k == jid or k.split("_")[0] == jid]
-            for k in keys:
-                if k not in views:
-                    views[k] = new_watch(k, active[k], now)
-                    first.add(k)
-            if not keys and not known:  # not queued and never seen: ask sacct what became of it
-                views[jid] = new_watch(jid, None, now)
-                first.add(jid)
-        return first
-
-    def _adopt_tasks(
-        self, views: dict[str, JobWatch], ask: list[str], found: list[AcctRecord], now: float, watched: list[str]
-    ) -> None:
-        """A given array id first seen in sacct: watch its tasks by their own ids instead."""
-        for key in list(ask):
-            w = views[key]
-            if "_" in key or w.state is not None or not key.isdigit():
-                continue
-            tasks = [r for r in found if r.step is None and str(r.ref.job) == key and str(r.ref) != key]
-            if not tasks:
-                continue
-            del views[key]
-            watched.remove(key)
-            ask.remove(key)
-            for r in tasks:
-                k = str(r.ref)
-                if k not in views:
-                    views[k] = new_watch(k, None, now, job_id=int(r.raw_id) if r.raw_id.isdigit() else r.ref.job)
-                    watched.append(k)
-                    ask.append(k)
-
-    def _ask_req_nodes(self, views: dict[str, JobWatch], active: dict[str, QueueRecord], watched: list[str]) -> None:
-        """One squeue for the pinned nodelists of jobs newly pending on ReqNodeNotAvail (asked once per job)."""
-        keys = [
-            k
-            for k in watched
-            if k in active
-            and views[k].req_nodes is None
-            and active[k].reason in (PendingReason.ReqNodeNotAvail, PendingReason.NodesDownDrained)
-        ]
-        if not keys:
-            return
-        try:
-            res = self.client.run(
-                ["squeue", "--noheader", "--jobs", ",".join(keys), "-O", f"JobArrayID:{US},ReqNodes:\x1e"],
-                ok_codes=(0, 1),
-            )
-        except (SlurmError, TransportError):
-            return
-        for chunk in res.stdout.split("\x1e"):
-            parts = chunk.strip("\n").split(US)
-            if len(parts) == 2 and parts[0].strip() in views:
-                nodes = parts[1].strip()
-                views[parts[0].strip()].req_nodes = "" if nodes in ("(null)", "N/A") else nodes
-
     def _pending_context(
         self, rec: QueueRecord, queue: list[QueueRecord], views: dict[str, JobWatch]
     ) -> PendingContext:
-        w = views.get(str(rec.ref))
+        w = views.get(rec.job_id)
         return PendingContext(queue=queue, tiers=self.cluster.tiers, req_nodes=w.req_nodes if w else None)
 
     def _record_finals(self, finals: list[tuple[JobRecord, AcctRecord]]) -> None:
@@ -351,6 +319,7 @@ class Watcher(Promoting, Heartbeat):
         resv_of: dict[str, str],
         watched: list[str],
         ctx: Ctx,
+        touched: set[str],
     ) -> list[Event]:
         """Only when a watched pending job asks for a reservation: one ``scontrol show reservation`` for all."""
         wanted = reservations_asked(watched, views, active, resv_of)
@@ -360,6 +329,7 @@ class Watcher(Promoting, Heartbeat):
             found = show_reservations(self.client)
         except RoachError:
             return []  # asked again next round; a failed look is never read as "it vanished"
+        touched.update(wanted)
         return [e for key, resv in wanted.items() for e in on_reservation(views[key], resv, found, ctx)]
 
     # -- logs and disk ---------------------------------------------------------------------------------------
