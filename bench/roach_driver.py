@@ -7,6 +7,7 @@ lab as another user pays per command).
 
     latency --work W --wd D --out PATH [--n N]    N submits of first_line (the first warms); prints each t0, t_ret, job_id
     profile --work W --wd D --out-dir O [--n N]   the same under cProfile; writes O/submit.prof and O/submit.txt
+    sweep-profile --work W --wd D --out-dir O [--n N] [--runs R]   N sweeps of R runs (after one warm-up), the same
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from bench.b1_latency import ONE_CPU
 from roach.launch.submit import submit
+from roach.launch.sweep import sweep
 from roach.records.store import Store
 from roach.slurm.clusters.lab import LAB
 
@@ -35,6 +37,23 @@ def _submit(a: argparse.Namespace, out: str, store: Store):
         resources=ONE_CPU,
         cluster=LAB,
         name="lat-roach",
+        repo_root=a.work,
+        store=store,
+        log_root=f"{a.wd}/logs",
+        clone_root=f"{a.wd}/clones",
+        run_root=f"{a.wd}/runs",
+    )
+
+
+def _sweep(a: argparse.Namespace, out_dir: Path, tag: str, store: Store):
+    grid = [{"out": f"{out_dir}/{tag}-{i}.t"} for i in range(a.runs)]
+    return sweep(
+        "pkg.jobfns:first_line",
+        grid=grid,
+        resources=ONE_CPU,
+        cluster=LAB,
+        name=f"sweep-{tag}",
+        parallelism=a.runs,
         repo_root=a.work,
         store=store,
         log_root=f"{a.wd}/logs",
@@ -73,11 +92,13 @@ class _Subprocesses:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.roach_driver")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("latency", "profile"):
+    for name in ("latency", "profile", "sweep-profile"):
         p = sub.add_parser(name)
         p.add_argument("--work", required=True)
         p.add_argument("--wd", required=True)
         p.add_argument("--n", type=int, default=1)
+        p.add_argument("--runs", type=int, default=1000)
+        p.add_argument("--no-warm", action="store_true", help="no warm-up in this process (the profiled call is its first)")
         if name == "latency":
             p.add_argument("--out", required=True)
         else:
@@ -93,22 +114,27 @@ def main(argv: list[str]) -> int:
         return 0
     out_dir = Path(a.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ids = [
-        _submit(a, f"{out_dir}/warm.t", store).job_id
-    ]  # the warm-up: the clone and the shipped runtime exist after it
+    if a.cmd == "sweep-profile":
+        once = lambda tag: _sweep(a, out_dir, tag, store).array_ids  # noqa: E731
+    else:
+        once = lambda tag: [_submit(a, f"{out_dir}/{tag}.t", store).job_id]  # noqa: E731
+    # the warm-up: the clone and the shipped runtime exist after it (--no-warm: an earlier process made them, and
+    # the profiled call is this process's first, as the benchmark's is)
+    ids = [] if a.no_warm else once("warm")
     prof = cProfile.Profile()
     walls = []
     with _Subprocesses() as subs:
         for i in range(a.n):
             t = time.perf_counter()
             prof.enable()
-            ids.append(_submit(a, f"{out_dir}/p{i}.t", store).job_id)
+            ids += once(f"p{i}")
             prof.disable()
             walls.append(time.perf_counter() - t)
     prof.dump_stats(str(out_dir / "submit.prof"))
     text = io.StringIO()
-    text.write(f"{a.n} warm submits: wall {', '.join(f'{w * 1000:.0f} ms' for w in walls)}\n\n")
-    text.write("subprocesses per submit (count, ms):\n")
+    what = f"sweeps of {a.runs} runs" if a.cmd == "sweep-profile" else "submits"
+    text.write(f"{a.n} warm {what}: wall {', '.join(f'{w * 1000:.0f} ms' for w in walls)}\n\n")
+    text.write("subprocesses per call (count, ms):\n")
     for name, n in subs.count.most_common():
         text.write(f"  {n / a.n:5.1f}  {subs.seconds[name] * 1000 / a.n:7.1f} ms  {name}\n")
     text.write("\n")

@@ -1,22 +1,27 @@
 """Files on the cluster's side, through its transport: what submit writes (bundle, shipped runtime).
 
-The cluster may be this machine as another user, or a login host over SSH, so nothing here touches
-the local filesystem. Paths are passed as arguments to a fixed ``sh -c`` program, never spliced into it.
+The cluster may be this machine as another user, or a login host over SSH, so the writes are fixed ``sh -c``
+programs run through the transport; paths are passed to them as arguments, never spliced in. Where the cluster's
+files are this machine's, as this user (a :class:`LocalTransport` with no ``user``), the writes and ``$HOME`` are
+done in this process instead (roach/slurmio/localfs.py): the same files, without a shell and its commands.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import posixpath
 import tarfile
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from roach.errors import RoachError
-from roach.slurmio.transport import Result, Transport
+from roach.slurmio import localfs
+from roach.slurmio.transport import PINNED_ENV, LocalTransport, Result, Transport
 
 _WRITE = 'set -e; umask 022; mkdir -p -- "$(dirname -- "$1")"; t="$1.tmp.$$"; cat > "$t"; chmod "$2" "$t"; mv -f -- "$t" "$1"'
 _WRITE_MANY = (
@@ -54,6 +59,21 @@ class ClusterFS:
     transport: Transport
     _home: str | None = field(default=None, init=False)
 
+    @property
+    def here(self) -> bool:
+        """Whether the cluster's files are this machine's, as this user: written in this process, not by ``sh``."""
+        t = self.transport
+        return type(t) is LocalTransport and t.user is None
+
+    def _here(self, fn: Callable[..., None], *args: Any, what: str) -> None:
+        """``fn(*args)`` (a :mod:`localfs` write), its failure worded as the program's would be."""
+        try:
+            fn(*args)
+        except OSError as e:
+            raise RoachError(
+                f"on the cluster, {what} failed: {e}", hint="check that the path is writable by the user who submits"
+            ) from e
+
     def _sh(self, program: str, *args: str, input: str | bytes | None = None, what: str) -> Result:
         res = self.transport.run(["sh", "-c", program, "sh", *args], input=input)
         if res.returncode != 0:
@@ -65,6 +85,10 @@ class ClusterFS:
 
     def home(self) -> str:
         """The cluster user's home: what ``~`` means in every path a job receives."""
+        t = self.transport
+        if self._home is None and isinstance(t, LocalTransport) and self.here:
+            env = {**os.environ, **PINNED_ENV, **t.env}  # the environment `sh` would get
+            self._home = env.get("HOME", "").strip() or "/"
         if self._home is None:
             self._home = self._sh('printf "%s" "$HOME"', what="reading $HOME").stdout.strip() or "/"
         return self._home
@@ -79,6 +103,8 @@ class ClusterFS:
 
     def write(self, path: str, data: str, mode: str = "644") -> None:
         """Write a whole file atomically (temp file, rename)."""
+        if self.here and posixpath.isabs(path) and mode.isdigit():
+            return self._here(localfs.write, path, data.encode(), int(mode, 8), what=f"writing {path}")
         self._sh(_WRITE, path, mode, input=data, what=f"writing {path}")
 
     def write_many(self, files: dict[str, str], mode: str = "644") -> None:
@@ -92,6 +118,11 @@ class ClusterFS:
                     f"cluster path {path!r} is relative or has a newline", hint="expand ~ on the cluster first"
                 )
         root = posixpath.commonpath([posixpath.dirname(posixpath.normpath(p)) for p in files])
+        if self.here:
+            rel = {posixpath.relpath(posixpath.normpath(p), root): d.encode() for p, d in files.items()}
+            return self._here(
+                localfs.write_many, root, rel, int(mode, 8), what=f"writing {len(files)} files under {root}"
+            )
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             _add_texts(tar, {posixpath.relpath(posixpath.normpath(p), root): d for p, d in files.items()}, int(mode, 8))
@@ -104,6 +135,11 @@ class ClusterFS:
         if len(dirs) != 1 or any(not posixpath.isabs(p) or "\n" in p for p in files):
             raise RoachError(f"a bundle's files must be absolute paths in one directory: {sorted(files)}")
         (root,) = dirs
+        if self.here:
+            named = {posixpath.basename(p): d.encode() for p, d in files.items()}
+            return self._here(
+                localfs.write_bundle, root, named, runtime, base, runtime_dest, what=f"writing the bundle {root}"
+            )
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             _add_texts(tar, {f"b/{posixpath.basename(p)}": d for p, d in files.items()}, 0o644)
@@ -118,9 +154,13 @@ class ClusterFS:
         return self._sh('tail -n "$2" -- "$1"', path, str(lines), what=f"reading {path}").stdout
 
     def exists(self, path: str) -> bool:
+        if self.here and posixpath.isabs(path):
+            return os.path.exists(path)
         return self.transport.run(["test", "-e", path]).returncode == 0
 
     def makedirs(self, path: str) -> None:
+        if self.here and posixpath.isabs(path):  # `mkdir -p` under this process's umask, as the program's
+            return self._here(os.makedirs, path, 0o777, True, what=f"creating {path}")
         self._sh('mkdir -p -- "$1"', path, what=f"creating {path}")
 
     def remove_bundle(self, path: str) -> None:
@@ -152,6 +192,9 @@ class ClusterFS:
         """Copy ``files`` (paths under ``base``, kept relative to it) into ``dest`` once; returns ``dest``.
 
         ``dest`` is named by its contents (:func:`shipped_dir`): a copy already complete there is kept."""
+        if self.here:
+            self._here(localfs.ship, files, base, dest, what=f"copying {len(files)} files to {dest}")
+            return dest
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             _add_files(tar, files, base, "")
