@@ -11,13 +11,14 @@ import dataclasses
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from roach.errors import RoachError, TransportError, UsageError
 from roach.launch.repo import RepoInfo, commit_subject, inspect_repo, sanitize_name
-from roach.launch.target import check_target, module_path_candidates, parse_target
+from roach.launch.target import check_target, checked_module, module_path_candidates, parse_target
 
 TRAIN = "def train(run, lr):\n    return lr\n\n\ndef evaluate(run):\n    pass\n"
 
@@ -535,3 +536,31 @@ def test_a_pinned_commit_must_be_pushed_and_the_working_tree_does_not_matter(rep
         inspect_repo(repo, "0" * 40)
     with pytest.raises(UsageError, match="uncommitted change"):
         inspect_repo(repo)  # HEAD itself is still refused
+
+
+def test_a_target_found_good_at_a_commit_is_not_looked_up_again(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    info = inspect_repo(repo)
+    assert checked_module(info, "pkg.train:train") == "pkg/train.py"
+    with pytest.raises(UsageError, match="no top-level function 'nope'"):
+        checked_module(info, "pkg.train:nope")
+    # another process, without git on its PATH: it needs none for that target at that commit
+    code = (
+        "import sys; from pathlib import Path; from roach.launch.repo import RepoInfo; "
+        "from roach.launch.target import checked_module; "
+        "print(checked_module(RepoInfo(Path(sys.argv[1]), 'work', sys.argv[2], 'main', 'origin/main', 'origin', ''), "
+        "'pkg.train:train'))"
+    )
+    env = {**os.environ, "PATH": str(tmp_path / "no-bin"), "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(info.root), info.commit], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "pkg/train.py", out.stderr
+    with pytest.raises(UsageError, match="no top-level function 'nope'"):
+        checked_module(info, "pkg.train:nope")  # a refusal is never remembered
+    commit(repo, "Drop train", **{"pkg/train.py": "def evaluate(run):\n    pass\n"})
+    git(repo, "push", "-q")
+    with pytest.raises(UsageError, match="no top-level function 'train'"):
+        checked_module(inspect_repo(repo), "pkg.train:train")  # another commit is looked at afresh

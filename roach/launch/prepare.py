@@ -18,7 +18,7 @@ from roach.clusters.paths import check_cluster_path
 from roach.clusters.userconfig import configured, default_cluster_name, fill_resources, get_cluster
 from roach.errors import UsageError
 from roach.launch.repo import inspect_repo
-from roach.launch.target import check_target, locate_module, parse_target
+from roach.launch.target import checked_module, parse_target
 from roach.model.resources import Resources
 from roach.model.run_spec import RepoRef, RunSpec
 from roach.records.store import Store
@@ -168,8 +168,7 @@ def prepare(
             hint="use letters, digits and . _ - + = @ :",
         )
     repo = inspect_repo(repo_root, commit)
-    check_target(repo, target)
-    module_path = locate_module(repo, target)
+    module_path = checked_module(repo, target)
     python_path = ["src"] if module_path.startswith("src/") else []
     log_root = log_root or f"~/roach/{repo.name}/slurm-logs"
     for label, path in (("log_root", log_root), ("clone_root", clone_root), ("secrets_dir", secrets_dir)):

@@ -5,8 +5,11 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
+import json
 import keyword
+import os
 import posixpath
+import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,7 +52,20 @@ def module_path_candidates(target: str) -> list[str]:
 
 def tree_entries(root: Path, commit: str, paths: Sequence[str]) -> dict[str, tuple[str, str, str]]:
     """``{path: (mode, type, object)}`` for those of ``paths`` that exist at ``commit``."""
-    return dict(_tree_entries(root, commit, tuple(paths)))
+    known = _PATHS.get((root, commit), {})
+    if paths and all(p in known for p in paths):  # each path asked before, alone or with others
+        return {p: e for p in paths if (e := known[p]) is not None}
+    found = dict(_tree_entries(root, commit, tuple(paths)))
+    if len(_PATHS) > 256:
+        _PATHS.clear()
+    memo = _PATHS.setdefault((root, commit), {})
+    memo.update((p, found.get(p)) for p in paths)
+    return found
+
+
+# What ls-tree said of each path at a commit (None: not there), so that read_blob's look at the module that
+# locate_module found asks git nothing.
+_PATHS: dict[tuple[Path, str], dict[str, tuple[str, str, str] | None]] = {}
 
 
 # A commit's tree and a blob never change: what git said of them is kept for the process (a sweep, a
@@ -158,6 +174,52 @@ def top_level(body: Sequence[ast.stmt]) -> tuple[list[str], set[str], set[str], 
                 classes |= c
                 star |= s
     return functions, others, classes, star
+
+
+def checked_module(info: RepoInfo, target: str) -> str:
+    """:func:`check_target`, then the module's path (:func:`locate_module`). A target found good at a commit is
+    remembered (``~/.cache/roach/targets/``): a commit never changes, so a later submit of the same commit and
+    target asks git nothing. Only a target that passed is remembered; a refusal is worked out again each time."""
+    cache = _targets_file(info.commit)
+    try:
+        known = json.loads(cache.read_text()).get(str(info.root), {})
+    except (OSError, ValueError, AttributeError):
+        known = {}
+    path = known.get(target) if isinstance(known, dict) else None
+    if isinstance(path, str) and path in module_path_candidates(target):
+        return path
+    check_target(info, target)
+    path = locate_module(info, target)
+    _remember(cache, str(info.root), target, path)
+    return path
+
+
+def _targets_file(commit: str) -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "roach" / "targets" / f"{commit}.json"
+
+
+def _remember(cache: Path, root: str, target: str, path: str) -> None:
+    """Add ``target -> path`` for ``root`` to ``cache`` (temp file, rename); a failure only costs the next look."""
+    try:
+        data = json.loads(cache.read_text())
+        data = data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        data = {}
+    entry = data.get(root)
+    data[root] = {**(entry if isinstance(entry, dict) else {}), target: path}
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".targets.", dir=cache.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, cache)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def check_target(info: RepoInfo, target: str) -> None:
