@@ -63,30 +63,39 @@ def _sweep(a: argparse.Namespace, out_dir: Path, tag: str, store: Store):
 
 
 class _Subprocesses:
-    """Counts and times every subprocess the submits start, by program."""
+    """Counts every subprocess the submits start, by program, and the time from its start to its end (several may
+    run at once: git's checks do)."""
 
     def __init__(self) -> None:
         self.count: Counter[str] = Counter()
         self.seconds: defaultdict[str, float] = defaultdict(float)
-        self._run = subprocess.run
+        self._popen = subprocess.Popen
 
     def __enter__(self) -> _Subprocesses:
-        def run(argv, *args, **kw):
-            t = time.perf_counter()
-            try:
-                return self._run(argv, *args, **kw)
-            finally:
+        outer = self
+
+        class Counted(self._popen):  # type: ignore[misc, valid-type]
+            def __init__(self, argv, *args, **kw):
+                self._t = time.perf_counter()
                 name = Path(str(argv[0] if isinstance(argv, (list, tuple)) else argv).split()[0]).name
                 if name in ("sh", "bash") and isinstance(argv, (list, tuple)) and len(argv) > 2:
                     name = f"{name} -c {str(argv[2])[:40]!r}"
-                self.count[name] += 1
-                self.seconds[name] += time.perf_counter() - t
+                self._name, self._done = name, False
+                super().__init__(argv, *args, **kw)
 
-        subprocess.run = run  # type: ignore[assignment]
+            def wait(self, timeout=None):
+                rc = super().wait(timeout)
+                if not self._done:
+                    self._done = True
+                    outer.count[self._name] += 1
+                    outer.seconds[self._name] += time.perf_counter() - self._t
+                return rc
+
+        subprocess.Popen = Counted  # type: ignore[misc]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        subprocess.run = self._run  # type: ignore[assignment]
+        subprocess.Popen = self._popen  # type: ignore[misc]
 
 
 def main(argv: list[str]) -> int:
@@ -98,7 +107,9 @@ def main(argv: list[str]) -> int:
         p.add_argument("--wd", required=True)
         p.add_argument("--n", type=int, default=1)
         p.add_argument("--runs", type=int, default=1000)
-        p.add_argument("--no-warm", action="store_true", help="no warm-up in this process (the profiled call is its first)")
+        p.add_argument(
+            "--no-warm", action="store_true", help="no warm-up in this process (the profiled call is its first)"
+        )
         if name == "latency":
             p.add_argument("--out", required=True)
         else:

@@ -12,6 +12,7 @@ import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources as ilr
+from pathlib import Path
 
 from roach.errors import UsageError
 from roach.model.resources import GpuFlag, Resources
@@ -78,7 +79,10 @@ class Cluster:
 
     def site_file(self) -> str:
         """The text of ``roach/slurm/clusters/<name>.sh``, sourced by every job of this cluster."""
-        return ilr.files(SITES).joinpath(f"{self.name}.sh").read_text()
+        try:  # the file beside the package's modules: importlib.resources would first import zipfile (a submit's ms)
+            return (Path(importlib.import_module(SITES).__path__[0]) / f"{self.name}.sh").read_text()
+        except OSError:  # a package in a zip, say
+            return ilr.files(SITES).joinpath(f"{self.name}.sh").read_text()
 
     def preset(self, name: str) -> Resources:
         try:

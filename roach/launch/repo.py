@@ -22,28 +22,15 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from roach.errors import RoachError, TransportError, UsageError
+from roach.errors import UsageError
+from roach.launch.gitrun import git, git_env, start
 
 TARGET_FORM = "package.module:function"
 _SHOWN = 20  # files or commits listed in a message before "and N more"
-_GIT_TIMEOUT = 60.0
-# Variables that would point git at another repository than repo_root (set inside git hooks, say).
-_GIT_LOCATION_VARS = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-)
 
 
 @dataclass(frozen=True)
@@ -57,47 +44,6 @@ class RepoInfo:
     upstream: str  # e.g. "origin/main"
     remote: str  # e.g. "origin"
     url: str  # the remote's fetch URL, what the job clones from
-
-
-# --------------------------------------------------------------------------------------------- git
-
-
-def git(cwd: Path, *args: str, ok: Sequence[int] = (0,), raw: bool = False) -> subprocess.CompletedProcess:
-    """Run ``git -C cwd args``; a failure to run becomes TransportError, an unexpected exit RoachError."""
-    argv = ["git", "-C", str(cwd), *args]
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
-    env.update(LC_ALL="C", GIT_OPTIONAL_LOCKS="0")  # English messages; never write the index
-    text_kw: dict[str, Any] = {} if raw else {"encoding": "utf-8", "errors": "replace"}
-    try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            timeout=_GIT_TIMEOUT,
-            text=not raw,
-            **text_kw,
-        )
-    except FileNotFoundError as exc:
-        raise TransportError(
-            "git is not installed (or not on PATH)", argv, hint="install git (Debian: apt-get install git) or fix PATH"
-        ) from exc
-    except subprocess.TimeoutExpired as exc:
-        raise TransportError(
-            f"git timed out after {exc.timeout:.0f}s: {' '.join(argv)}",
-            argv,
-            hint="is the repository on a slow or hung file system?",
-        ) from exc
-    except OSError as exc:
-        raise TransportError(f"could not run git: {exc}", argv) from exc
-    if proc.returncode not in ok:
-        stderr = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode("utf-8", "replace")
-        last = stderr.strip().splitlines()[-1] if stderr.strip() else "(no stderr)"
-        raise RoachError(
-            f"`{' '.join(argv)}` failed (exit {proc.returncode}): {last}",
-            hint="run that command yourself to see what git says",
-        )
-    return proc
 
 
 def _show(path: str) -> str:
@@ -169,14 +115,23 @@ class _Status:
     dirty: list[str]  # "what: path" lines
 
 
+_STATUS = ("status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--ignore-submodules=all")
+# The local branches at HEAD's commit, the current one marked *, with what inspect_repo reads of its upstream.
+_UPSTREAM = "%(upstream)%0a%(upstream:short)%0a%(upstream:remotename)"
+_HEADS = ("for-each-ref", "--points-at=HEAD", "--format=%(HEAD)%00%(refname)%00" + _UPSTREAM.replace("%0a", "%00"))
+
+
 def _status(root: Path) -> _Status:
     """HEAD, branch, ahead/behind its upstream and the uncommitted changes and untracked, unignored files,
     in one git call (what took six)."""
-    out = git(root, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--ignore-submodules=all")
+    return _parse_status(git(root, *_STATUS).stdout)
+
+
+def _parse_status(out: str) -> _Status:
     words = {"M": "modified", "A": "added", "D": "deleted", "R": "renamed", "C": "copied", "T": "type changed"}
     head = branch = ""
     ahead = behind = None
-    entries, fields = [], out.stdout.split("\0")
+    entries, fields = [], out.split("\0")
     i = 0
     while i < len(fields):
         entry = fields[i]
@@ -224,6 +179,10 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
     untracked files that are not ignored (listed), and a HEAD commit not contained in the local
     remote-tracking ref of the upstream (nothing is fetched; see the module docstring).
     """
+    if commit is None:
+        clean = _at_once(Path(repo_root))
+        if clean is not None:
+            return clean
     root = _toplevel(Path(repo_root))
     st = _status(root)
     head = st.head
@@ -239,8 +198,7 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
             "commit at the tip of a branch that is pushed",
             hint="check out a branch (`git switch -c <branch>`) and push it: git push -u origin <branch>",
         )
-    fmt = "%(upstream)%0a%(upstream:short)%0a%(upstream:remotename)"
-    lines = git(root, "for-each-ref", f"--format={fmt}", f"refs/heads/{branch}").stdout.split("\n")
+    lines = git(root, "for-each-ref", f"--format={_UPSTREAM}", f"refs/heads/{branch}").stdout.split("\n")
     upstream_ref, upstream, remote = (lines + ["", "", ""])[:3]
     if not upstream_ref:
         raise UsageError(
@@ -285,6 +243,62 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
 
     return RepoInfo(
         root=root, name=sanitize_name(root.name), commit=head, branch=branch, upstream=upstream, remote=remote, url=url
+    )
+
+
+def _at_once(repo_root: Path) -> RepoInfo | None:
+    """What :func:`inspect_repo` returns for a clean, pushed repository, from four git commands run at once (the
+    toplevel, the status, the branches at HEAD with their upstreams, origin's URL): the time of the slowest, not
+    of the four. None where anything is not that (an error, a refusal, a remote other than origin...): the
+    checks one by one then say what, as they always have."""
+    if not repo_root.is_dir():
+        return None
+    env = git_env()
+    started = [
+        start(repo_root, *args, env=env)
+        for args in (("rev-parse", "--show-toplevel"), _STATUS, _HEADS, ("remote", "get-url", "origin"))
+    ]
+    try:
+        done = [s.finish(ok=range(256)) for s in started]
+    except Exception:
+        for s in started:  # none left running
+            if s.proc is not None and s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait()
+        return None
+    if any(p.returncode != 0 for p in done[:3]):
+        return None
+    top, status, heads, url = done
+    root = Path(top.stdout.rstrip("\n"))
+    st = _parse_status(status.stdout)
+    ours = [line.split("\0") for line in heads.stdout.splitlines() if line.startswith("*")]
+    if (
+        not top.stdout.strip()
+        or st.dirty
+        or st.ahead != 0
+        or not st.head
+        or st.head == "(initial)"
+        or st.branch in ("", "(detached)")
+        or len(ours) != 1
+        or len(ours[0]) != 5
+        or ours[0][1] != f"refs/heads/{st.branch}"
+    ):
+        return None
+    upstream_ref, upstream, remote = ours[0][2:]
+    if not upstream_ref.startswith("refs/remotes/") or remote in ("", "."):
+        return None
+    if remote != "origin":
+        url = git(root, "remote", "get-url", remote)
+    elif url.returncode != 0:
+        return None
+    return RepoInfo(
+        root=root,
+        name=sanitize_name(root.name),
+        commit=st.head,
+        branch=st.branch,
+        upstream=upstream,
+        remote=remote,
+        url=url.stdout.strip(),
     )
 
 

@@ -10,7 +10,6 @@ the runtime starts importing must be added here (tests/test_runtime_layer.py fai
 from __future__ import annotations
 
 import functools
-from importlib import resources
 from pathlib import Path
 
 import roach
@@ -90,5 +89,6 @@ def _signature(files: list[Path]) -> tuple[tuple[str, int, int], ...]:
 
 
 def node_script() -> str:
-    """``node.sh``, which every bundle carries: the batch script sources it and runs ``node.sh prepare``."""
-    return resources.files("roach.runtime").joinpath("node.sh").read_text()
+    """``node.sh``, which every bundle carries: the batch script sources it and runs ``node.sh prepare``. Read
+    where the shipped files are read (importlib.resources would first import zipfile: a submit's ms)."""
+    return (PACKAGE_DIR / "runtime" / "node.sh").read_text()
