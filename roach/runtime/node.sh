@@ -1,6 +1,7 @@
 #!/bin/bash
-# roach's node script. The batch script sources it for its functions, then runs
-# `node.sh prepare` once per node (srun, one task per node) before the ranks start.
+# roach's node script. The batch script sources it for its functions, then runs `node.sh prepare` on each node
+# before the ranks start: itself when the allocation is one node (the node it runs on), else once per node
+# (srun, one task per node).
 #
 # prepare: make the shared, read-only clone of the job's commit on this node, once:
 #   <clone_root>/<repo>-<commit>, made under a lock so concurrent jobs clone once; built in a temporary
@@ -20,8 +21,29 @@ roach_expand() {  # ~ means the home of the user the job runs as, on the node it
   esac
 }
 
+roach_expand_to() {  # $1: a variable, set to what `roach_expand "$2"` prints (without a subshell)
+  case "$2" in
+    "~") printf -v "$1" '%s' "$HOME" ;;
+    "~/"*) printf -v "$1" '%s/%s' "$HOME" "${2#"~/"}" ;;
+    *) printf -v "$1" '%s' "$2" ;;
+  esac
+}
+
+roach_utc_now() {  # $1: a variable, set to the time now in UTC as `date -u +%Y-%m-%dT%H:%M:%SZ` prints it
+  if [ "${BASH_VERSINFO[0]}" -ge 5 ]; then
+    TZ=UTC0 printf -v "$1" '%(%Y-%m-%dT%H:%M:%SZ)T' -1  # bash's own strftime: no `date` to start
+  else
+    printf -v "$1" '%s' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  fi
+}
+
 roach_clone_dir() {
   printf '%s/%s-%s\n' "$(roach_expand "$ROACH_CLONE_ROOT")" "$ROACH_REPO_NAME" "$ROACH_COMMIT"
+}
+
+roach_clone_dir_to() {  # $1: a variable, set to what roach_clone_dir prints (without a subshell)
+  roach_expand_to "$1" "$ROACH_CLONE_ROOT"
+  printf -v "$1" '%s/%s-%s' "${!1}" "$ROACH_REPO_NAME" "$ROACH_COMMIT"
 }
 
 roach_python() {  # the interpreter the ranks run, for the clone in $1
@@ -31,6 +53,22 @@ roach_python() {  # the interpreter the ranks run, for the clone in $1
     uv) printf '%s/.venv/bin/python\n' "$1" ;;
     system) command -v "${ROACH_PYTHON:-python3}" ;;
     *) echo "roach: unknown ROACH_ENV=${ROACH_ENV} in the site file (valid: venv pixi uv system)" >&2; return 2 ;;
+  esac
+}
+
+roach_python_to() {  # $1: a variable, set to what `roach_python "$2"` prints (a subshell only for ROACH_ENV=system)
+  case "${ROACH_ENV:-system}" in
+    venv)
+      roach_expand_to "$1" "${ROACH_VENV:?the site file sets ROACH_ENV=venv but no ROACH_VENV}"
+      printf -v "$1" '%s/bin/python' "${!1}"
+      ;;
+    pixi) printf -v "$1" '%s/.pixi/envs/%s/bin/python' "$2" "${ROACH_PIXI_ENV:-default}" ;;
+    uv) printf -v "$1" '%s/.venv/bin/python' "$2" ;;
+    *)
+      local roach_py_found
+      roach_py_found="$(roach_python "$2")" || return
+      printf -v "$1" '%s' "$roach_py_found"
+      ;;
   esac
 }
 
@@ -46,9 +84,10 @@ roach_make_env() {  # build the environment inside a fresh clone, before it is m
 roach_prepare() {
   set -euo pipefail
   local clone root tmp head
-  clone="$(roach_clone_dir)"
-  root="$(dirname "$clone")"
+  roach_clone_dir_to clone
   [ -e "$clone/$ROACH_CLONE_MARKER" ] && return 0
+  root="${clone%/*}"
+  root="${root:-/}"
   mkdir -p "$root"
   exec 9>>"$root/.$ROACH_REPO_NAME-$ROACH_COMMIT.lock"
   flock 9
@@ -81,13 +120,50 @@ roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix
   # it (Slurm may send the wall clock's signal at once after a requeue). Started through
   # `env --block-signal`, the signal waits, pending, until run.py unblocks it with its handlers in place.
   # coreutils 8.31+ (Debian 11, RHEL 9); an older env has no such option and the ranks start as before.
+  # $2 (optional): the pid of `env --block-signal="$1" true` started in the background earlier, whose exit
+  # status says the same without waiting for a command now.
   ROACH_BLOCK=()
-  if env --block-signal="$1" true 2>/dev/null; then ROACH_BLOCK=(env --block-signal="$1" --block-signal=TERM); fi
+  if [ -n "${2:-}" ]; then
+    if wait "$2"; then ROACH_BLOCK=(env --block-signal="$1" --block-signal=TERM); fi
+  elif env --block-signal="$1" true 2>/dev/null; then
+    ROACH_BLOCK=(env --block-signal="$1" --block-signal=TERM)
+  fi
+}
+
+roach_master_addr() {  # prints "<status> <first node> <its NodeAddr>"; status 0, or the exit code of what failed
+  # (the batch script starts it in the background, so slurmctld's answer comes while the node prepares)
+  local first addr
+  if [ "${SLURM_JOB_NUM_NODES:-}" = 1 ] && [[ "$SLURM_JOB_NODELIST" != *[[,]* ]]; then
+    first="$SLURM_JOB_NODELIST"  # one node, named as it is: what `scontrol show hostnames` would print
+  else
+    first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)" || { echo "$? -"; return 0; }
+  fi
+  addr="$(scontrol show node "$first")" || { echo "$? $first"; return 0; }
+  # its first NodeAddr=<word> (words end at a space or a line's end), read here rather than by tr, sed and head
+  if [[ "$addr" =~ (^|[ $'\n'])NodeAddr=([^ $'\n']*) ]]; then addr="${BASH_REMATCH[2]}"; else addr=""; fi
+  echo "0 $first $addr"
 }
 
 roach_free_port() {  # $1: a python; $2: the first port to try. Prints a TCP port free on this node now.
   # Free now, not derived from the job id alone: two jobs on a node whose ids differ by 20000, or a port
   # another program holds, would make the rendezvous fail. Tried from $2 upwards in 20000-39999.
+  # The kernel's TCP tables (/proc/net/tcp, tcp6) list every socket of this node's network namespace that holds
+  # a port (listening, connected, closing): the first port none of them holds, read by one awk, costs no Python
+  # start (tens of ms before the ranks). Where they cannot be read, each port is tried with bind() in Python.
+  local tables=() t
+  for t in /proc/net/tcp /proc/net/tcp6; do [ -r "$t" ] && tables+=("$t"); done
+  if [ "${#tables[@]}" -gt 0 ]; then
+    awk -v first="$2" '
+      FNR > 1 { k = split($2, a, ":"); used[toupper(a[k])] = 1 }  # local_address: <ip>:<port>, in hex
+      END {
+        for (i = 0; i < 20000; i++) {
+          p = (first - 20000 + i) % 20000; if (p < 0) p += 20000; p += 20000
+          if (!(sprintf("%04X", p) in used)) { print p; exit 0 }
+        }
+        exit 3
+      }' "${tables[@]}" && return 0
+    case $? in 3) echo "roach: no free TCP port in 20000-39999 on $HOSTNAME" >&2; return 1 ;; esac
+  fi
   "$1" -c '
 import socket, sys
 first = int(sys.argv[1])

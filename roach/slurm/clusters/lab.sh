@@ -2,5 +2,7 @@
 # The lab keeps one venv for jobs beside its slurm.conf (made by `roach lab up`); the clone is put on
 # PYTHONPATH, so the user's package is imported from the read-only clone.
 ROACH_ENV=venv
-ROACH_VENV="$(dirname "$(dirname "${SLURM_CONF:?the lab exports SLURM_CONF}")")/pyenv"
+ROACH_VENV="${SLURM_CONF:?the lab exports SLURM_CONF}"  # <state>/etc/slurm.conf -> <state>/pyenv
+ROACH_VENV="${ROACH_VENV%/*}"
+ROACH_VENV="${ROACH_VENV%/*}/pyenv"
 export ROACH_SCRATCH="$HOME/scratch"

@@ -29,26 +29,44 @@ export ROACH_SCRATCH="$HOME/scratch"
 # --- end of site file ---
 
 source "$ROACH_BUNDLE/node.sh"
-echo "roach: attempt $(( ${SLURM_RESTART_COUNT:-0} + 1 )) of run $ROACH_RUN_ID: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (restart count ${SLURM_RESTART_COUNT:-0}) at $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+roach_utc_now started_at
+echo "roach: attempt $(( ${SLURM_RESTART_COUNT:-0} + 1 )) of run $ROACH_RUN_ID: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (restart count ${SLURM_RESTART_COUNT:-0}) at $started_at"
 # Preemption signals every process of the job: the batch shell must outlive the ranks' checkpoint.
 trap 'echo "roach: batch script caught SIGTERM; the ranks checkpoint and leave"' TERM
 trap 'echo "roach: batch script caught SIGUSR1"' USR1
-srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
-  bash "$ROACH_BUNDLE/node.sh" prepare
-clone="$(roach_clone_dir)"
+# Asked in the background while the node prepares, read before the ranks start: the first node's address
+# (slurmctld's NodeAddr) and whether env can start the ranks with their signals blocked.
+exec {roach_addr}< <(roach_master_addr)
+env --block-signal=USR1 true 2>/dev/null &
+roach_block_probe=$!
+if [ "$SLURM_JOB_NUM_NODES" -eq 1 ]; then  # the one node is this one, where the batch script runs: no job step
+  bash "$ROACH_BUNDLE/node.sh" prepare  # (its own bash, as srun's task would be: the same environment)
+else
+  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
+    bash "$ROACH_BUNDLE/node.sh" prepare
+fi
+roach_clone_dir_to clone
 export ROACH_CLONE_DIR="$clone"
-py="$(roach_python "$clone")"
-first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
-MASTER_ADDR="$(scontrol show node "$first" | tr ' ' '\n' | sed -n 's/^NodeAddr=//p' | head -n 1)"
+roach_python_to py "$clone"
+# The batch script runs on the allocation's first node, where rank 0 listens: a port free here, found while
+# the run directory is made.
+exec {roach_port}< <(roach_free_port "$py" $(( 20000 + SLURM_JOB_ID % 20000 )))
+roach_expand_to run_dir "$ROACH_RUN_DIR"
+mkdir -p "$run_dir" &
+roach_mkdir=$!
+rc=1 first="" MASTER_ADDR="" MASTER_PORT=""
+read -r rc first MASTER_ADDR <&"$roach_addr" || :
+exec {roach_addr}<&-
+[ "$rc" = 0 ] || exit "$rc"
 export MASTER_ADDR="${MASTER_ADDR:-$first}"
-# The batch script runs on the allocation's first node, where rank 0 listens.
-export MASTER_PORT="$(roach_free_port "$py" $(( 20000 + SLURM_JOB_ID % 20000 )))"
+read -r MASTER_PORT <&"$roach_port" || :
+exec {roach_port}<&-
+export MASTER_PORT
 echo "roach: rendezvous at $MASTER_ADDR:$MASTER_PORT (a port free on $first when this attempt started)"
 export PYTHONPATH="$ROACH_ROACH_PATH:$clone${PYTHONPATH:+:$PYTHONPATH}"
-run_dir="$(roach_expand "$ROACH_RUN_DIR")"
-mkdir -p "$run_dir"
+wait "$roach_mkdir" || mkdir -p "$run_dir"  # (a signal trapped during the wait: made here)
 cd "$run_dir"
-roach_block_signals USR1
+roach_block_signals USR1 "$roach_block_probe"
 srun --kill-on-bad-exit=1 --wait=60 --label ${ROACH_BLOCK[@]+"${ROACH_BLOCK[@]}"}   "$py" -m roach.slurm.run "$ROACH_BUNDLE/spec.json" &
 ranks=$!
 while kill -0 "$ranks" 2>/dev/null; do wait "$ranks" || true; done
