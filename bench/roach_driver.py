@@ -8,6 +8,7 @@ lab as another user pays per command).
     latency --work W --wd D --out PATH [--n N]    N submits of first_line (the first warms); prints each t0, t_ret, job_id
     profile --work W --wd D --out-dir O [--n N]   the same under cProfile; writes O/submit.prof and O/submit.txt
     sweep-profile --work W --wd D --out-dir O [--n N] [--runs R]   N sweeps of R runs (after one warm-up), the same
+    sweep --work W --wd D --out-dir O --runs R --tag T   one sweep of R runs, this process's first; prints wall, job ids
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ def _submit(a: argparse.Namespace, out: str, store: Store):
     )
 
 
-def _sweep(a: argparse.Namespace, out_dir: Path, tag: str, store: Store):
-    grid = [{"out": f"{out_dir}/{tag}-{i}.t"} for i in range(a.runs)]
+def _grid(a: argparse.Namespace, out_dir: Path, tag: str) -> list[dict]:
+    return [{"out": f"{out_dir}/{tag}-{i}.t"} for i in range(a.runs)]
+
+
+def _sweep(a: argparse.Namespace, tag: str, store: Store, grid: list[dict]):
     return sweep(
         "pkg.jobfns:first_line",
         grid=grid,
@@ -101,7 +105,7 @@ class _Subprocesses:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.roach_driver")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("latency", "profile", "sweep-profile"):
+    for name in ("latency", "profile", "sweep-profile", "sweep"):
         p = sub.add_parser(name)
         p.add_argument("--work", required=True)
         p.add_argument("--wd", required=True)
@@ -114,8 +118,17 @@ def main(argv: list[str]) -> int:
             p.add_argument("--out", required=True)
         else:
             p.add_argument("--out-dir", required=True)
+        if name == "sweep":
+            p.add_argument("--tag", required=True)
     a = ap.parse_args(argv)
     store = Store(f"{a.wd}/store.sqlite")
+    if a.cmd == "sweep":  # as submitit_driver's map: the time of the call alone
+        grid = _grid(a, Path(a.out_dir), a.tag)
+        t0 = time.perf_counter()
+        ids = _sweep(a, a.tag, store, grid).array_ids
+        wall = time.perf_counter() - t0
+        print(json.dumps({"wall": wall, "job_ids": [str(i) for i in ids]}), flush=True)
+        return 0
     if a.cmd == "latency":
         for i in range(a.n):
             t0 = time.time()
@@ -126,7 +139,7 @@ def main(argv: list[str]) -> int:
     out_dir = Path(a.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if a.cmd == "sweep-profile":
-        once = lambda tag: _sweep(a, out_dir, tag, store).array_ids  # noqa: E731
+        once = lambda tag: _sweep(a, tag, store, _grid(a, out_dir, tag)).array_ids  # noqa: E731
     else:
         once = lambda tag: [_submit(a, f"{out_dir}/{tag}.t", store).job_id]  # noqa: E731
     # the warm-up: the clone and the shipped runtime exist after it (--no-warm: an earlier process made them, and

@@ -46,6 +46,11 @@ RESERVED_ENV = {
 def check_args(args: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
         raise UsageError("args must be a dict with string keys (the function's keyword arguments)")
+    try:  # all at once (a sweep checks a grid of them); where that fails, key by key says which
+        json.dumps(args, allow_nan=False)
+        return dict(args)
+    except (TypeError, ValueError):
+        pass
     for key, value in args.items():
         try:
             json.dumps(value, allow_nan=False)

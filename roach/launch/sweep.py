@@ -327,6 +327,7 @@ def sweep(
     records: list[JobRecord] = []
     dirs: list[str] = []  # every bundle directory, for the roll-back
     resources_json, route = res.to_json(), submitted_route(cluster)  # the same for every run
+    encoded: dict[int, tuple[Any, str]] = {}  # resources_json, written once for every run's job.json
     for part, array_id, text in arrays:
         shared = BundlePaths(p.abs_log_root, sweep_id, array_id)
         dirs.append(shared.bundle_dir)
@@ -356,8 +357,9 @@ def sweep(
                 name=p.name,
                 target=target,
             )
-            files[paths.job_json] = jj.to_json()
-            dirs.append(paths.bundle_dir)
+            bundle_dir = paths.bundle_dir
+            files[posixpath.join(bundle_dir, "job.json")] = jj.to_json(encoded)
+            dirs.append(bundle_dir)
             records.append(
                 JobRecord(
                     cluster=cluster.name,
@@ -368,7 +370,7 @@ def sweep(
                     commit=repo.commit,
                     repo=repo.name,
                     log_path=batch.sweep_log(p.abs_log_root, sweep_id, array_id, t),
-                    bundle_dir=paths.bundle_dir,
+                    bundle_dir=bundle_dir,
                     run_dir=posixpath.join(run_root, run_id),
                     submitted_at=submitted,
                     resources=resources_json,

@@ -9,6 +9,7 @@ first call: constructing a :class:`Store` does no I/O.
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
 from typing import Any
 
@@ -36,8 +37,18 @@ class Store(Database):
 
     def add_many(self, recs: list[JobRecord]) -> None:
         """Record several submissions (a sweep's tasks) in one transaction: all of them or none."""
-        # the fields as they are (dataclasses.astuple deep-copies each record's resources: most of a sweep's add)
-        rows = [tuple(_column(c, getattr(r, c)) for c in COLUMNS) for r in recs]
+        # the fields as they are (dataclasses.astuple deep-copies each record's resources: most of a sweep's add),
+        # fetched at once; a resources dict the records share (a sweep's runs) is encoded once
+        encoded: dict[int, tuple[Any, str]] = {}
+        rows = []
+        for values in map(_FIELDS, recs):
+            row = list(values)
+            res = row[_RESOURCES]
+            known = encoded.get(id(res))
+            if known is None or known[0] is not res:
+                known = encoded[id(res)] = (res, json.dumps(res))
+            row[_RESOURCES], row[_KIND] = known[1], row[_KIND].value
+            rows.append(row)
         cols = ", ".join(f'"{c}"' for c in COLUMNS)
         try:
             with self._write() as conn:
@@ -323,11 +334,8 @@ def _null_key(n: int | None) -> int:
     return -1 if n is None else n
 
 
-def _column(name: str, value: Any) -> Any:
-    """A record's field as its column holds it."""
-    if name == "resources":
-        return json.dumps(value)
-    return value.value if name == "kind" else value
+_FIELDS = operator.attrgetter(*COLUMNS)  # a record's fields, in the columns' order
+_RESOURCES, _KIND = COLUMNS.index("resources"), COLUMNS.index("kind")  # held as JSON and as the kind's value
 
 
 def _where(**conds: Any) -> tuple[str, tuple[Any, ...]]:

@@ -117,15 +117,18 @@ class ClusterFS:
                 raise RoachError(
                     f"cluster path {path!r} is relative or has a newline", hint="expand ~ on the cluster first"
                 )
-        root = posixpath.commonpath([posixpath.dirname(posixpath.normpath(p)) for p in files])
+        normal = [posixpath.normpath(p) for p in files]
+        root = posixpath.commonpath([posixpath.dirname(p) for p in normal])
+        under = root.rstrip("/") + "/"
+        rel = [p[len(under) :] if p.startswith(under) else posixpath.relpath(p, root) for p in normal]
         if self.here:
-            rel = {posixpath.relpath(posixpath.normpath(p), root): d.encode() for p, d in files.items()}
+            data = dict(zip(rel, (d.encode() for d in files.values())))
             return self._here(
-                localfs.write_many, root, rel, int(mode, 8), what=f"writing {len(files)} files under {root}"
+                localfs.write_many, root, data, int(mode, 8), what=f"writing {len(files)} files under {root}"
             )
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            _add_texts(tar, {posixpath.relpath(posixpath.normpath(p), root): d for p, d in files.items()}, int(mode, 8))
+            _add_texts(tar, dict(zip(rel, files.values())), int(mode, 8))
         self._sh(_WRITE_MANY, root, input=buf.getvalue(), what=f"writing {len(files)} files under {root}")
 
     def write_bundle(self, files: dict[str, str], runtime: Sequence[Path], base: Path, runtime_dest: str) -> None:

@@ -19,6 +19,18 @@ from pathlib import Path
 DIR_MODE = 0o755  # what `mkdir` and `tar` make under the programs' umask 022
 
 
+def umask() -> int | None:
+    """This process's umask (Linux's /proc/self/status; None where it cannot be read)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def extracted_mode(mode: int) -> int:
     """The mode ``tar -x`` gives a file stored with ``mode``: as it is for root, less the umask (022) for others."""
     return mode if os.geteuid() == 0 else mode & ~0o022
@@ -40,11 +52,13 @@ def makedirs(path: str) -> None:
     os.chmod(path, DIR_MODE)  # whatever this process's umask
 
 
-def write_file(path: str, data: bytes, mode: int) -> None:
-    """A new file at ``path`` (which must not exist) holding ``data``, of ``mode``."""
+def write_file(path: str, data: bytes, mode: int, exact: bool = False) -> None:
+    """A new file at ``path`` (which must not exist) holding ``data``, of ``mode`` (``exact``: the umask leaves
+    ``mode`` as it is, so no chmod is needed)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        os.fchmod(fd, mode)
+        if not exact:
+            os.fchmod(fd, mode)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
@@ -73,13 +87,16 @@ def write_many(root: str, files: dict[str, bytes], mode: int) -> None:
     makedirs(root)
     staging = tempfile.mkdtemp(prefix=".roach-write.", dir=root)
     mode = extracted_mode(mode)
+    mask = umask()
+    exact_dirs = mask is not None and not mask & DIR_MODE  # then no chmod after each mkdir, nor each file
+    exact = mask is not None and not mask & mode
     try:
         made = {""}
         for rel, data in files.items():
             parent = os.path.dirname(rel)
             if parent not in made:
-                _make_under(staging, parent, made)
-            write_file(os.path.join(staging, rel), data, mode)
+                _make_under(staging, parent, made, exact_dirs)
+            write_file(f"{staging}/{rel}", data, mode, exact)
         _merge(staging, root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -127,14 +144,16 @@ def ship(files: Sequence[Path], base: Path, dest: str) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _make_under(top: str, rel: str, made: set[str]) -> None:
-    """Directory ``rel`` (and its parents) under ``top``, each 0755; ``made`` holds those already made."""
+def _make_under(top: str, rel: str, made: set[str], exact: bool = False) -> None:
+    """Directory ``rel`` (and its parents) under ``top``, each 0755 (``exact``: the umask leaves it so);
+    ``made`` holds those already made."""
     parent = os.path.dirname(rel)
     if parent not in made:
-        _make_under(top, parent, made)
-    path = os.path.join(top, rel)
+        _make_under(top, parent, made, exact)
+    path = f"{top}/{rel}"
     os.mkdir(path, DIR_MODE)
-    os.chmod(path, DIR_MODE)
+    if not exact:
+        os.chmod(path, DIR_MODE)
     made.add(rel)
 
 
