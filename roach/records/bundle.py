@@ -158,7 +158,7 @@ def indented_json(obj: dict[str, Any], shared: dict[int, tuple[Any, str]] | None
     items = []
     for key, value in obj.items():
         kind = type(value)
-        if kind is str:
+        if isinstance(value, str):  # a str enum too (Status), as json writes one
             text = encode_basestring_ascii(value)
         elif value is None:
             text = "null"
