@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from roach.errors import ParseError, RoachError, UsageError
 from roach.model.job_state import JobState
+from roach.model.status import Status
 from roach.records.bundle import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
@@ -16,6 +18,7 @@ from roach.records.bundle import (
     BundlePaths,
     JobJson,
     final_job_json,
+    indented_json,
     scrub,
     status_from_state,
 )
@@ -114,6 +117,34 @@ def test_job_json_has_exactly_the_dsi_keys_then_roachs_in_order():
     assert text.endswith("}\n")
     assert text.startswith('{\n  "job_id": "60",\n  "status": "unknown",')
     assert list(json.loads(text)) == DSI_KEYS + ROACH_KEYS
+
+
+def test_job_json_is_the_text_json_dumps_with_indent_2_writes():
+    """indented_json writes what json.dumps(indent=2) writes (its own encoder for the flat values), a container
+    shared by several records written once for all of them."""
+    odd = {
+        "s": 'é\n"\u2028\x00\ud800',
+        "n": None,
+        "b": False,
+        "i": 10**30,
+        "f": 1.5,
+        "inf": float("-inf"),
+        "nan": float("nan"),
+        "z": -0.0,
+        "d": {"x": [1, 2, {"y": []}], "z": {}},
+        "t": (1, 2),
+        "e": [],
+        "o": {},
+        "status": Status.COMPLETED,
+    }
+    shared: dict = {}
+    for obj in (odd, {}, {1: "a", None: "b"}, json.loads(base().to_json())):
+        for memo in (None, shared, shared):
+            assert indented_json(obj, memo) == json.dumps(obj, indent=2) + "\n"
+    resources = {"gpus_per_node": 2, "time": "01:00:00", "extra": {"k": ["v", 2.0]}}
+    jobs = [base(job_id=f"7_{i}", resources=resources) for i in range(3)]
+    texts = [j.to_json(shared) for j in jobs]
+    assert texts == [json.dumps(dataclasses.asdict(j), indent=2) + "\n" for j in jobs]
 
 
 def test_job_json_status_holds_only_the_schemas_six_values_the_live_state_its_own_key():
