@@ -41,13 +41,15 @@ trap 'echo "roach: batch script caught SIGUSR1"' USR1
 exec {roach_addr}< <(roach_master_addr)
 env --block-signal=USR1 true 2>/dev/null &
 roach_block_probe=$!
-if [ "$SLURM_JOB_NUM_NODES" -eq 1 ]; then  # the one node is this one, where the batch script runs: no job step
-  bash "$ROACH_BUNDLE/node.sh" prepare  # (its own bash, as srun's task would be: the same environment)
+roach_clone_dir_to clone
+if [ "$SLURM_JOB_NUM_NODES" -eq 1 ]; then  # the one node is this one, where the batch script runs: no job step,
+  # and nothing at all where the clone is complete (what prepare looks at first); else prepare in its own bash, as
+  # srun's task would run it (the same environment)
+  [ -e "$clone/$ROACH_CLONE_MARKER" ] || bash "$ROACH_BUNDLE/node.sh" prepare
 else
   srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
     bash "$ROACH_BUNDLE/node.sh" prepare
 fi
-roach_clone_dir_to clone
 export ROACH_CLONE_DIR="$clone"
 roach_python_to py "$clone"
 # The batch script runs on the allocation's first node, where rank 0 listens: a port free here, found while
