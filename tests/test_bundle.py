@@ -19,6 +19,7 @@ from roach.records.bundle import (
     JobJson,
     final_job_json,
     indented_json,
+    job_json_texts,
     scrub,
     status_from_state,
 )
@@ -145,6 +146,14 @@ def test_job_json_is_the_text_json_dumps_with_indent_2_writes():
     jobs = [base(job_id=f"7_{i}", resources=resources) for i in range(3)]
     texts = [j.to_json(shared) for j in jobs]
     assert texts == [json.dumps(dataclasses.asdict(j), indent=2) + "\n" for j in jobs]
+
+
+def test_a_sweeps_job_json_texts_are_each_runs_own():
+    runs = [(f"7_{i}", f"sw-{i}") for i in range(3)] + [("7_3", 'é \\ "q"')]
+    for template in (base(job_id="7_0", run_id="sw-0"), base(description="\0job_id and \0run_id, the marks")):
+        assert job_json_texts(template, runs) == [
+            dataclasses.replace(template, job_id=j, run_id=r).to_json() for j, r in runs
+        ]
 
 
 def test_job_json_status_holds_only_the_schemas_six_values_the_live_state_its_own_key():

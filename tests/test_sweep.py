@@ -60,6 +60,30 @@ def test_split_keeps_task_indices_below_max_array_size():
         split(0, 4)
 
 
+def test_a_grid_is_checked_as_each_of_its_entries_would_be():
+    from roach.launch.prepare import check_args, check_grid
+
+    class Odd:
+        pass
+
+    grids = [
+        [{"x": 1}, {"x": [1, 2], "y": {"z": None}}],
+        [{"x": 1}, {"x": Odd()}, "not a dict"],  # the first fault is said: entry 1's value
+        [{"x": float("nan")}, {3: "a"}],
+        [{"x": 1}, {3: "a"}, {"x": Odd()}],
+        [],
+    ]
+    for grid in grids:
+        try:
+            want = [check_args(g) for g in grid]
+        except UsageError as e:
+            with pytest.raises(UsageError) as got:
+                check_grid(grid)
+            assert got.value.message == e.message
+        else:
+            assert check_grid(grid) == want
+
+
 def test_grid_files(tmp_path):
     (tmp_path / "g.json").write_text('[{"x": 1}, {"x": 2}]')
     (tmp_path / "g.jsonl").write_text('{"x": 1}\n\n{"x": 2}\n')

@@ -6,7 +6,7 @@ import json
 import posixpath
 import re
 import secrets as _secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,6 +60,19 @@ def check_args(args: Mapping[str, Any]) -> dict[str, Any]:
                 hint="pass plain values (numbers, strings, lists, dicts) and build objects inside the function",
             ) from None
     return dict(args)
+
+
+def check_grid(grid: Sequence[Any]) -> list[dict[str, Any]]:
+    """:func:`check_args` of each of a sweep's grid entries: all their values in one json.dumps, and where anything
+    fails, entry by entry, which says what (the first entry, the first key at fault)."""
+    try:
+        if all(isinstance(g, Mapping) and all(isinstance(k, str) for k in g) for g in grid):
+            out = [dict(g) for g in grid]
+            json.dumps(out, allow_nan=False)
+            return out
+    except (TypeError, ValueError):
+        pass
+    return [check_args(g) for g in grid]
 
 
 def check_env(job_env: Mapping[str, str] | None) -> dict[str, str]:

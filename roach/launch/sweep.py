@@ -26,7 +26,7 @@ from roach.clusters.userconfig import configured
 from roach.errors import SlurmError, UsageError, WaitTimeoutError
 from roach.launch import script as batch
 from roach.launch.job import Job
-from roach.launch.prepare import RUN_ID, check_args, default_run_root, new_run_id, prepare
+from roach.launch.prepare import RUN_ID, check_grid, default_run_root, new_run_id, prepare
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
 from roach.launch.submit import released_or_undone
 from roach.model.ids import RecordKind
@@ -34,7 +34,7 @@ from roach.model.job_state import JobState
 from roach.model.resources import Resources
 from roach.model.run_spec import SweepRef
 from roach.model.status import Status
-from roach.records.bundle import BundlePaths, JobJson
+from roach.records.bundle import BundlePaths, JobJson, job_json_texts
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.results import NotCompletedError, SweepNotCompletedError, collect, ended
@@ -236,7 +236,7 @@ def sweep(
     """
     if not isinstance(grid, Sequence) or isinstance(grid, (str, bytes)):
         raise UsageError("grid must be a list of dicts (each run's keyword arguments)")
-    grid = [check_args(g) for g in grid]  # each a dict with string keys, JSON-serialisable
+    grid = check_grid(grid)  # each a dict with string keys, JSON-serialisable
     if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
         raise UsageError(f"parallelism must be a positive number of runs, got {parallelism!r}")
     if max_array_size is not None and max_array_size < 1:
@@ -327,7 +327,7 @@ def sweep(
     records: list[JobRecord] = []
     dirs: list[str] = []  # every bundle directory, for the roll-back
     resources_json, route = res.to_json(), submitted_route(cluster)  # the same for every run
-    encoded: dict[int, tuple[Any, str]] = {}  # resources_json, written once for every run's job.json
+    bundles = posixpath.join(p.abs_log_root, "bundles")  # each run's bundle is <bundles>/<array>_<task>
     for part, array_id, text in arrays:
         shared = BundlePaths(p.abs_log_root, sweep_id, array_id)
         dirs.append(shared.bundle_dir)
@@ -342,23 +342,22 @@ def sweep(
         files[shared.script] = text
         files[shared.spec] = spec.to_json()
         files[shared.node_sh] = node_script()  # sourced and run with bash: no exec bit needed
-        for t in range(part.count):
-            run_id = part.run_id(t)
-            paths = BundlePaths(p.abs_log_root, run_id, f"{array_id}_{t}")
-            jj = JobJson(
-                job_id=f"{array_id}_{t}",
-                script=shared.script,
-                description=description,
-                submitted_at_utc=submitted,
-                cluster=cluster.name,
-                run_id=run_id,
-                commit=repo.commit,
-                resources=resources_json,
-                name=p.name,
-                target=target,
-            )
-            bundle_dir = paths.bundle_dir
-            files[posixpath.join(bundle_dir, "job.json")] = jj.to_json(encoded)
+        runs = [(f"{array_id}_{t}", part.run_id(t)) for t in range(part.count)]
+        jj = JobJson(
+            job_id=runs[0][0],
+            script=shared.script,
+            description=description,
+            submitted_at_utc=submitted,
+            cluster=cluster.name,
+            run_id=runs[0][1],
+            commit=repo.commit,
+            resources=resources_json,
+            name=p.name,
+            target=target,
+        )
+        for t, ((job_id, run_id), job_json) in enumerate(zip(runs, job_json_texts(jj, runs))):
+            bundle_dir = f"{bundles}/{job_id}"  # BundlePaths(p.abs_log_root, run_id, job_id).bundle_dir
+            files[f"{bundle_dir}/job.json"] = job_json
             dirs.append(bundle_dir)
             records.append(
                 JobRecord(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from json.encoder import encode_basestring_ascii
 from typing import Any
@@ -181,6 +181,20 @@ def indented_json(obj: dict[str, Any], shared: dict[int, tuple[Any, str]] | None
 
 
 _KEYS = {k: json.dumps(k) for k in _JOB_JSON_KEYS}
+
+
+def job_json_texts(template: JobJson, runs: Sequence[tuple[str, str]]) -> list[str]:
+    """The job.json of each of ``runs`` (``(job_id, run_id)``), records that are ``template`` but for those two (a
+    sweep's tasks): each ``replace(template, job_id=..., run_id=...).to_json()``, what lies around the two
+    written once."""
+    marks = ("\0job_id", "\0run_id")
+    probe = replace(template, job_id=marks[0], run_id=marks[1]).to_json()
+    job_mark, run_mark = (encode_basestring_ascii(m) for m in marks)
+    head, _, rest = probe.partition(job_mark)
+    middle, _, tail = rest.partition(run_mark)
+    if probe.count(job_mark) != 1 or probe.count(run_mark) != 1 or run_mark in head:  # a mark elsewhere: one by one
+        return [replace(template, job_id=j, run_id=r).to_json() for j, r in runs]
+    return [f"{head}{encode_basestring_ascii(j)}{middle}{encode_basestring_ascii(r)}{tail}" for j, r in runs]
 
 
 def final_job_json(base: JobJson, rec: AcctRecord, recorded_at: str) -> JobJson:
