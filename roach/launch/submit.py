@@ -173,10 +173,6 @@ def submit(
             name=name,
             target=target,
         )
-        # the bundle and the runtime copy in one remote call, which makes the log root too (Slurm writes the
-        # job's log there); node.sh is run with bash: it needs no exec bit
-        bundle = {paths.script: script_text, paths.spec: spec.to_json(), paths.node_sh: node_script()}
-        write_bundle(fs, bundle_root, {**bundle, paths.job_json: jj.to_json()})
         record = JobRecord(
             cluster=cluster.name,
             job_id=job_id,
@@ -196,9 +192,14 @@ def submit(
             recorded_at=None,
             **submitted_route(cluster),
         )
+        # the record first: the store's commit syncs its file, which would wait for the bundle's files made before it
         store.add(record)
         if experiment:
             store.set_experiment(cluster.name, job_id, experiment)
+        # the bundle and the runtime copy in one remote call, which makes the log root too (Slurm writes the
+        # job's log there); node.sh is run with bash: it needs no exec bit
+        bundle = {paths.script: script_text, paths.spec: spec.to_json(), paths.node_sh: node_script()}
+        write_bundle(fs, bundle_root, {**bundle, paths.job_json: jj.to_json()})
     return Job(cluster, record, store)
 
 

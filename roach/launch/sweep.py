@@ -384,8 +384,10 @@ def sweep(
             )
     with released_or_undone(client, fs, store, cluster.name, ids, dirs, f"submission of sweep {sweep_id}"):
         ship_runtime(fs, bundle_root)
-        fs.write_many(files)
+        # the records first: the store's commit syncs its file, and the file system would make that sync wait
+        # for a thousand directories made just before it
         store.add_many(records)
+        fs.write_many(files)
         if experiment:
             for i in ids:
                 store.set_experiment(cluster.name, i, experiment)
