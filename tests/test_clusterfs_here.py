@@ -86,3 +86,11 @@ def test_a_write_here_that_fails_is_worded_as_the_programs_failure(tmp_path):
         with pytest.raises(RoachError, match=f"on the cluster, writing the bundle {tmp_path}/file/b failed"):
             fs.write_bundle({f"{tmp_path}/file/b/job.sh": "s"}, [], tmp_path, f"{tmp_path}/rt")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+    # here, a call that fails halfway leaves none of the directories it made (a sweep's roll-back removes the rest)
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "taken").write_text("a file where a bundle directory would go")
+    files = {f"{root}/new-{i}/job.json": "{}" for i in range(3)} | {f"{root}/taken/job.json": "{}"}
+    with pytest.raises(RoachError, match="failed"):
+        ClusterFS(LocalTransport()).write_many(files)
+    assert sorted(p.name for p in root.iterdir()) == ["taken"]
