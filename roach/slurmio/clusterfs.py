@@ -109,7 +109,8 @@ class ClusterFS:
 
     def write_many(self, files: dict[str, str], mode: str = "644") -> None:
         """Write many small files in one remote call, each atomically: a tar stream unpacked into a
-        staging directory beside them (same filesystem), then each file renamed into place."""
+        staging directory beside them (same filesystem), then each file renamed into place. Here (:attr:`here`),
+        a directory the call makes is filled in place instead, before anyone can know of it (localfs.py)."""
         if not files:
             return
         for path in files:
