@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 from dataclasses import asdict, dataclass, fields
 from enum import Enum
-from importlib import resources
 from pathlib import Path
 from string import Template
 
@@ -40,6 +38,8 @@ class PreemptSignalSetting(str, Enum):
             return "PreemptParameters=send_user_signal"
         return "SlurmctldParameters=preempt_send_user_signal"
 
+
+TEMPLATES = Path(__file__).parent / "templates"  # the config files' templates (package data, beside this module)
 
 # Port offsets from the base port.
 _PORTS = {"ctld_port": 0, "n1_port": 1, "n2_port": 2, "dbd_port": 3, "db_port": 4}
@@ -85,7 +85,9 @@ class LabConfig:
 
     def __post_init__(self) -> None:
         if not self.host:
-            object.__setattr__(self, "host", socket.gethostname().split(".")[0])
+            # gethostname(2) is uname(2)'s nodename; os.uname spares every command loading socket (the lab's
+            # site module reads this configuration)
+            object.__setattr__(self, "host", os.uname().nodename.split(".")[0])
         if not 1024 <= self.port_base <= 65535 - len(_PORTS):
             raise UsageError(f"port base {self.port_base} is out of range", hint="pick one in 1024-65530")
         known = [s.value for s in PreemptSignalSetting]
@@ -216,7 +218,7 @@ class LabConfig:
             ("slurmdbd.conf", 0o600),
             ("my.cnf", 0o644),
         ):
-            template = resources.files("roach.lab").joinpath("templates", name).read_text()
+            template = (TEMPLATES / name).read_text()
             text = Template(template).substitute(values)
             path = self.etc / name
             if not path.exists() or path.read_text() != text:
