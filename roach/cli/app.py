@@ -39,7 +39,7 @@ COMMANDS: dict[str, str] = {
     "status": "roach.cli.show:status",
     "logs": "roach.cli.inspect:logs",
     "cancel": "roach.cli.inspect:cancel",
-    "ls": "roach.cli.show:ls",
+    "ls": "roach.cli.listing:ls",
     "sweep": "roach.cli.sweep:sweep",
     "hold": "roach.cli.hold:hold",
     "steps": "roach.cli.hold:steps",

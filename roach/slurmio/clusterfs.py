@@ -9,14 +9,17 @@ from __future__ import annotations
 import hashlib
 import io
 import posixpath
-import tarfile
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from roach.errors import RoachError
 from roach.slurmio.transport import Result, Transport
+
+if TYPE_CHECKING:
+    import tarfile
 
 _WRITE = 'set -e; umask 022; mkdir -p -- "$(dirname -- "$1")"; t="$1.tmp.$$"; cat > "$t"; chmod "$2" "$t"; mv -f -- "$t" "$1"'
 _WRITE_MANY = (
@@ -93,7 +96,7 @@ class ClusterFS:
                 )
         root = posixpath.commonpath([posixpath.dirname(posixpath.normpath(p)) for p in files])
         buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
+        with _tar(buf) as tar:
             _add_texts(tar, {posixpath.relpath(posixpath.normpath(p), root): d for p, d in files.items()}, int(mode, 8))
         self._sh(_WRITE_MANY, root, input=buf.getvalue(), what=f"writing {len(files)} files under {root}")
 
@@ -105,7 +108,7 @@ class ClusterFS:
             raise RoachError(f"a bundle's files must be absolute paths in one directory: {sorted(files)}")
         (root,) = dirs
         buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
+        with _tar(buf) as tar:
             _add_texts(tar, {f"b/{posixpath.basename(p)}": d for p, d in files.items()}, 0o644)
             _add_files(tar, runtime, base, "r")
         names = [posixpath.basename(p) for p in files]
@@ -153,14 +156,24 @@ class ClusterFS:
 
         ``dest`` is named by its contents (:func:`shipped_dir`): a copy already complete there is kept."""
         buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
+        with _tar(buf) as tar:
             _add_files(tar, files, base, "")
         self._sh(_UNTAR, dest, input=buf.getvalue(), what=f"copying {len(files)} files to {dest}")
         return dest
 
 
+def _tar(buf: io.BytesIO) -> tarfile.TarFile:
+    """A tar archive written into ``buf``. tarfile (and shutil, bz2, lzma below it) is imported here, where files
+    are written, not at the top: every command reads through this module, few write (issue 18)."""
+    import tarfile
+
+    return tarfile.open(fileobj=buf, mode="w")
+
+
 def _add_texts(tar: tarfile.TarFile, texts: dict[str, str], mode: int) -> None:
     """Each text as a file of ``mode`` at its name in the archive."""
+    import tarfile  # loaded by _tar, which made ``tar``
+
     now = time.time()  # the files' mtime: when written (a TarInfo's default is 1970)
     for name, data in texts.items():
         raw = data.encode()
@@ -172,6 +185,8 @@ def _add_texts(tar: tarfile.TarFile, texts: dict[str, str], mode: int) -> None:
 def _add_files(tar: tarfile.TarFile, files: Sequence[Path], base: Path, prefix: str) -> None:
     """``files`` (under ``base``, kept relative to it, under ``prefix``) into ``tar``: contents and modes only
     (``tar.add`` looks up each file's owner in the user database, which costs more than the copy)."""
+    import tarfile  # loaded by _tar, which made ``tar``
+
     for p in files:
         st = p.stat()
         info = tarfile.TarInfo(posixpath.join(prefix, str(p.relative_to(base))) if prefix else str(p.relative_to(base)))
