@@ -171,12 +171,10 @@ def _tar(buf: io.BytesIO) -> tarfile.TarFile:
 
 def _add_texts(tar: tarfile.TarFile, texts: dict[str, str], mode: int) -> None:
     """Each text as a file of ``mode`` at its name in the archive."""
-    import tarfile  # loaded by _tar, which made ``tar``
-
     now = time.time()  # the files' mtime: when written (a TarInfo's default is 1970)
     for name, data in texts.items():
         raw = data.encode()
-        info = tarfile.TarInfo(name)
+        info = tar.tarinfo(name)  # the archive's TarInfo class: tarfile is not imported here (see _tar)
         info.size, info.mode, info.mtime = len(raw), mode, now
         tar.addfile(info, io.BytesIO(raw))
 
@@ -184,11 +182,9 @@ def _add_texts(tar: tarfile.TarFile, texts: dict[str, str], mode: int) -> None:
 def _add_files(tar: tarfile.TarFile, files: Sequence[Path], base: Path, prefix: str) -> None:
     """``files`` (under ``base``, kept relative to it, under ``prefix``) into ``tar``: contents and modes only
     (``tar.add`` looks up each file's owner in the user database, which costs more than the copy)."""
-    import tarfile  # loaded by _tar, which made ``tar``
-
     for p in files:
         st = p.stat()
-        info = tarfile.TarInfo(posixpath.join(prefix, str(p.relative_to(base))) if prefix else str(p.relative_to(base)))
+        info = tar.tarinfo(posixpath.join(prefix, str(p.relative_to(base))) if prefix else str(p.relative_to(base)))
         info.size, info.mode, info.mtime = st.st_size, st.st_mode & 0o777, int(st.st_mtime)
         with p.open("rb") as f:
             tar.addfile(info, f)
