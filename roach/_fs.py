@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,10 +18,6 @@ def atomic_open(path: str | os.PathLike[str], mode: int = 0o644) -> Iterator[Bin
     (or the process is killed), ``path`` is untouched and the temp file is removed (or left, named
     ``.<name>.*.tmp``, for a killed process).
     """
-    # tempfile (and shutil, random below it) is imported where a file is written, not at the top: every command
-    # loads this module, few write (issue 18).
-    import tempfile
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

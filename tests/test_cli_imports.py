@@ -1,5 +1,5 @@
 """What `roach ls --json` and `roach status --json` load, as a user runs them (a process of their own): the store,
-the views and the cluster's client, not the watch, the job handles, the other commands or rich (issue 18: each
+the views and the cluster's client, not the watch, the job handles or the other commands (issue 18: each
 starts in under 150 ms with 10,000 records in the store; bench 8 measures it, this checks what it rests on).
 
 No lab: the store's job is on the lab cluster, but ``ROACH_LAB_DIR`` is a folder of the test's and ``squeue`` a
@@ -32,7 +32,7 @@ finally:
         json.dump(sorted(sys.modules), f)
 """
 
-# Loaded by neither command; with --json, rich neither.
+# Loaded by neither command.
 NOT_LOADED = (
     "roach.watch",
     "roach.ops.events",
@@ -52,13 +52,7 @@ NOT_LOADED = (
     "roach.cli.schemas",
     "roach.lab.lab",
     "roach.slurm.clusters.ilc",
-    # the standard library's heavier modules, each used where a command writes a file, ships one or reads a
-    # clusters.toml (the test has none)
     "importlib.resources",
-    "tarfile",
-    "tempfile",
-    "hashlib",
-    "tomllib",
 )
 # Each command's module loads neither the other's nor what only the other needs.
 ALSO_NOT = {"ls": ("roach.cli.show", "roach.workspace"), "status": ("roach.cli.listing",)}
@@ -126,17 +120,17 @@ def _of(modules: set[str], names: tuple[str, ...]) -> list[str]:
 
 
 @pytest.mark.parametrize("args", [("ls", "--json"), ("status", "imports-000001", "--json")])
-def test_ls_and_status_json_load_neither_the_other_commands_nor_rich(env, args):
+def test_ls_and_status_json_load_none_of_the_other_commands(env, args):
     r, modules = _loaded(env, *args)
     out = json.loads(r.stdout)
     (view,) = out if isinstance(out, list) else [out]
     assert (view["job_id"], view["status"], view["state"]) == (4242, "completed", "COMPLETED")  # the path ran
     assert "roach.cli.views" in modules and "roach.slurm.clusters.lab" in modules
-    assert _of(modules, (*NOT_LOADED, *ALSO_NOT[args[0]], "rich")) == []
+    assert _of(modules, (*NOT_LOADED, *ALSO_NOT[args[0]])) == []
 
 
 @pytest.mark.parametrize("args", [("ls",), ("status", "imports-000001")])
-def test_ls_and_status_text_load_rich_but_not_the_other_commands(env, args):
+def test_ls_and_status_text_load_none_of_the_other_commands(env, args):
     r, modules = _loaded(env, *args)
     assert "imports-000001" in r.stdout and "COMPLETED" in r.stdout
     assert "rich.console" in modules

@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 
 import click
+from rich.console import Console
+from rich.text import Text
 
 from roach import __version__
 from roach.errors import RoachError
@@ -21,11 +23,6 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 def render_error(err: RoachError) -> None:
     """One red line (the message may carry a log excerpt below it), then the hint."""
-    # rich is imported where text is printed, not at the top: a command that succeeds (or prints JSON) does
-    # not pay for loading it (issue 18: `roach ls` and `status` start in under 150 ms).
-    from rich.console import Console
-    from rich.text import Text
-
     console = Console(stderr=True, highlight=False)
     console.print(Text(f"roach: error: {err.message}", style="bold red"), soft_wrap=True)
     if err.hint:

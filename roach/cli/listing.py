@@ -7,6 +7,8 @@ records in the store); ``tests/test_cli_imports.py`` checks what it loads.
 from __future__ import annotations
 
 import click
+from rich.console import Console
+from rich.table import Table
 
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option
@@ -54,8 +56,6 @@ def ls(
     if not ordered:
         click.echo(f"no jobs in the store {store.path}")
         return
-    from rich.console import Console  # here, not at the top: `ls --json` does not load rich (issue 18)
-    from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
     for header in ("run id", "job id", "cluster", "name", "state", "submitted", "log"):

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.console import Console
+from rich.text import Text
 
 from roach.cli.jsonout import stamp
 from roach.clusters.cluster import Cluster, with_ssh_override
@@ -276,10 +278,7 @@ def _attempt_views(client: SlurmClient, attempts: list[JobRecord]) -> list[tuple
 _STYLE = {"completed": "green", "running": "cyan", "pending": "yellow"}
 
 
-# rich is imported where text is printed, not at the top: ``--json`` output does not load it (issue 18: `roach
-# ls` and `status` start in under 150 ms).
 def state_text(v: JobView) -> Text:
-    from rich.text import Text
 
     label = v.state or "?"
     if v.reason:
@@ -293,8 +292,6 @@ def state_text(v: JobView) -> Text:
 
 
 def print_view(v: JobView) -> None:
-    from rich.console import Console
-    from rich.text import Text
 
     console = Console(highlight=False)
     where = f"{v.cluster} (via ssh {v.via})" if v.via else v.cluster

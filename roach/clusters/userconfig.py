@@ -13,6 +13,7 @@ A missing file means "nothing configured". The guide is ``docs/clusters/README.m
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,10 +168,6 @@ def load(path: str | os.PathLike[str] | None = None) -> UserConfig:
         raise ConfigError(
             f"cannot read {p}: {e}", hint="fix its permissions, or point $ROACH_CLUSTERS_TOML elsewhere"
         ) from e
-    # tomllib is imported here, where a clusters.toml is read, not at the top: without one, every command that
-    # names a cluster would load it for nothing (issue 18)
-    import tomllib
-
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -346,7 +343,6 @@ def save_block(name: str, block: str, path: Path | None = None) -> Path:
     text = p.read_text() if p.exists() else ""
     p.parent.mkdir(parents=True, exist_ok=True)
     new = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text else "") + block
-    import tomllib  # see load()
 
     tomllib.loads(new)  # what we write must read back
     tmp = p.with_name(p.name + ".tmp")

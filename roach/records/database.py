@@ -6,6 +6,7 @@ short ``BEGIN IMMEDIATE`` transaction, SQLite's errors turned into roach's.
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -95,7 +96,6 @@ class Database:
             except sqlite3.OperationalError as e:
                 if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
                     raise
-            import random  # here, not at the top: only a store being created by two processes at once waits
 
             time.sleep(random.uniform(0.005, 0.05))
 

@@ -6,8 +6,10 @@ the local filesystem. Paths are passed as arguments to a fixed ``sh -c`` program
 
 from __future__ import annotations
 
+import hashlib
 import io
 import posixpath
+import tarfile
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -162,10 +164,7 @@ class ClusterFS:
 
 
 def _tar(buf: io.BytesIO) -> tarfile.TarFile:
-    """A tar archive written into ``buf``. tarfile (and shutil, bz2, lzma below it) is imported here, where files
-    are written, not at the top: every command reads through this module, few write (issue 18)."""
-    import tarfile
-
+    """A tar archive written into ``buf``."""
     return tarfile.open(fileobj=buf, mode="w")
 
 
@@ -207,8 +206,6 @@ def shipped_dir(files: Sequence[Path], base: Path, dest_root: str, name: str, si
     key = (tuple(str(p) for p in files), str(base), signature)
     digest = _DIGESTS.get(key) if signature is not None else None
     if digest is None:
-        import hashlib  # here, not at the top: only a submission ships files (issue 18)
-
         h = hashlib.sha256()
         for p in sorted(files):
             h.update(str(p.relative_to(base)).encode() + b"\0" + p.read_bytes() + b"\0")

@@ -9,6 +9,7 @@ writes are atomic (temp file, rename), and a failure to write is ignored: the ca
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -39,10 +40,6 @@ class SiteCache:
 
     @property
     def path(self) -> Path:
-        # hashlib (OpenSSL's) is imported here, where the cache is read or written, not at the top: every command
-        # makes a client, few read the cache (issue 18).
-        import hashlib
-
         digest = hashlib.sha256(self.where.encode()).hexdigest()[:16]
         return self.directory / f"{digest}.json"
 
