@@ -68,6 +68,10 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
         run_id = _fill(store, n)
     roach = str(Path(sys.executable).parent / "roach")
     env = {**os.environ, **lab.env, "ROACH_STORE": str(store_path)}
+    # Bytecode is written and then read, as an installed roach's is (pip compiles it), so repetition 0 warms it:
+    # with PYTHONDONTWRITEBYTECODE set (some shells and sandboxes set it), every repetition compiled roach's
+    # modules afresh (issue 18: ~150 ms of a ~530 ms `roach ls`), a cost no installed command pays.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     cmds = {"ls": [roach, "ls", "--json"], "status": [roach, "status", run_id, "--json"]}
     floor = [sys.executable, "-c", "pass"]
     got: dict[str, dict[str, list[float]]] = {c: {m: [] for m in METHODS} for c in cmds}

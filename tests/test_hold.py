@@ -503,7 +503,7 @@ def test_a_holder_near_its_wall_clock_stops_its_attempt_first(repo, store, roots
 
 
 def test_ls_shows_a_holders_held_time_and_that_it_sits_idle(tmp_path, monkeypatch, lab, shared_tmp):
-    from roach.cli.inspect import ls
+    from roach.cli.listing import ls
 
     monkeypatch.setenv("ROACH_STORE", str(tmp_path / "store.sqlite"))
     h = hold(

@@ -15,6 +15,7 @@ from roach.errors import LabError, UsageError
 from roach.lab import lab as lablib
 from roach.lab import packages as lab_packages
 from roach.lab import release
+from roach.lab.conf_files import render
 from roach.lab.config import LAB_USER, LabConfig
 from roach.lab.daemons import Daemon
 from roach.lab.status import status as lab_status
@@ -176,11 +177,11 @@ def test_an_unknown_preempt_signal_setting_is_refused():
 
 def test_the_credential_lifetime_and_memory_enforcement_reach_slurm_conf(tmp_path):
     default = LabConfig(state_dir=str(tmp_path / "a"))
-    default.render()
+    render(default)
     conf = (default.etc / "slurm.conf").read_text()
     assert "cred_expire=10\n" in conf and "TaskPlugin=task/none" in conf
     site = LabConfig(state_dir=str(tmp_path / "b"), cred_expire=120, memory_cgroup=True)
-    site.render()
+    render(site)
     conf = (site.etc / "slurm.conf").read_text()
     assert "cred_expire=120\n" in conf and "TaskPlugin=task/cgroup" in conf and "proctrack/cgroup" in conf
     assert "ConstrainRAMSpace=yes" in (site.etc / "cgroup.conf").read_text()

@@ -397,9 +397,9 @@ def test_an_attempt_inside_a_holder_reached_over_ssh_runs_and_its_driver_outlive
     log = roach("logs", run_id).stdout
     got = json.loads(roach("status", run_id, "--json").stdout)
     assert "hello inside from n" in log and f"_{holder}.out" in got["log"]
-    assert (got["holder"], got["attempt"]) == (holder, 1)  # what a script reads, not roach's own job id
+    assert (got["holder"], got["attempt"], got["job_id"]) == (holder, 1, holder)  # roach.job/2: the holder's id
     row = next(v for v in json.loads(roach("ls", "--json").stdout) if v["run_id"] == run_id)
-    assert (row["holder"], row["attempt"], row["job_id"] != holder) == (holder, 1, True)
+    assert (row["holder"], row["attempt"], row["job_id"]) == (holder, 1, holder)
     assert f"job {holder}/1 (run {run_id})" in roach("status", run_id).stdout  # the text names it by its holder
     assert re.search(rf"{run_id}\s+{holder}/1\s", roach("ls").stdout)
     assert used == []

@@ -21,7 +21,7 @@ import roach
 from roach.lab.config import LabConfig
 
 REPO = Path(__file__).resolve().parent.parent
-LAB_STATE = Path("/var/lib/roach/lab")
+LAB_STATE = Path(os.environ.get("ROACH_LAB_DIR") or "/var/lib/roach/lab")  # the lab the suite runs on
 ALWAYS = [
     "slurm/README.md",
     "lab/templates/slurm.conf",

@@ -33,10 +33,10 @@ def render_error(err: RoachError) -> None:
 COMMANDS: dict[str, str] = {
     "submit": "roach.cli.jobs:submit",
     "resume": "roach.cli.jobs:resume",
-    "status": "roach.cli.inspect:status",
+    "status": "roach.cli.show:status",
     "logs": "roach.cli.inspect:logs",
     "cancel": "roach.cli.inspect:cancel",
-    "ls": "roach.cli.inspect:ls",
+    "ls": "roach.cli.listing:ls",
     "sweep": "roach.cli.sweep:sweep",
     "hold": "roach.cli.hold:hold",
     "steps": "roach.cli.hold:steps",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roach.ops.events import EVENT_SCHEMA
+from roach.ops.event_schema import EVENT_SCHEMA
 
 #: Each record's schema name and its version. The watch's events are stamped below the CLI (``Event.to_json``).
 VERSIONS: dict[str, int] = {

@@ -15,6 +15,7 @@ from roach import lab as lablib
 from roach.cli import demo as demo_module
 from roach.cli.jsonout import stamp
 from roach.errors import LabError, RoachError
+from roach.lab import status as labstatus
 from roach.lab.release_root import ReleaseLab, SlurmRelease
 
 state_dir_option = click.option(
@@ -161,7 +162,7 @@ def shell(ctx: click.Context, state_dir: str | None, slurm: str, root: str | Non
 @click.pass_context
 def status(ctx: click.Context, state_dir: str | None, as_json: bool) -> None:
     """Show the lab's daemons and nodes. Exits 0 if the lab is up, 3 if not."""
-    st = lablib.status(state_dir)
+    st = labstatus.status(state_dir)
     if as_json:
         click.echo(json.dumps(lab_status_json(st), indent=2))
     else:
@@ -170,7 +171,7 @@ def status(ctx: click.Context, state_dir: str | None, as_json: bool) -> None:
         ctx.exit(LabError.exit_code)
 
 
-def _render_status(st: lablib.LabStatus) -> None:
+def _render_status(st: labstatus.LabStatus) -> None:
     console = Console(highlight=False)
     ports = sorted(st.ports.values())
     headline = Text.assemble(
@@ -199,7 +200,7 @@ def _render_status(st: lablib.LabStatus) -> None:
 @state_dir_option
 def env(state_dir: str | None) -> None:
     """Print the shell lines that point Slurm's commands at the lab: eval "$(roach lab env)"."""
-    for line in lablib.env_lines(state_dir):
+    for line in labstatus.env_lines(state_dir):
         click.echo(line)
 
 
@@ -211,7 +212,7 @@ def demo(state_dir: str | None) -> None:
         raise RoachError("the demo's job did not succeed", hint="read its output above")
 
 
-def lab_status_json(st: lablib.LabStatus) -> dict[str, Any]:
+def lab_status_json(st: labstatus.LabStatus) -> dict[str, Any]:
     """``roach lab status --json``: the lab's paths, ports, daemons (each with whether it runs) and nodes."""
     data = st.to_json()
     for row, d in zip(data["daemons"], st.daemons):

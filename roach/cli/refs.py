@@ -1,4 +1,7 @@
-"""A job named on the command line (a run id or a job id) and the options that say where: found in the store, reached the way it was submitted."""
+"""A job named on the command line (a run id or a job id) and the options that say where: found in the store, reached the way it was submitted.
+
+Light on purpose: ``roach status`` and ``ls`` import it, so the job handles (:func:`roach.cli.inspect.job_of_ref`)
+are not here."""
 
 from __future__ import annotations
 
@@ -7,11 +10,8 @@ from contextlib import contextmanager
 
 import click
 
-from roach.cli.views import reach
 from roach.clusters.userconfig import get_cluster
 from roach.errors import TransportError
-from roach.launch.inside_job import job_for
-from roach.launch.job import Job
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 
@@ -32,21 +32,11 @@ ssh_alias_option = click.option(
 )
 
 
-def job_of_ref(
-    ref: str,
-    cluster: str | None,
-    run_as: str | None,
-    store: Store,
-    ssh_alias: str | None = None,
-    ssh_config: str | None = None,
-) -> Job:
-    """The recorded job ``ref`` names (run id or job id), reached the way it was submitted unless ``ssh_alias``
-    says otherwise; roach only acts on jobs in its store."""
+def record_of_ref(ref: str, cluster: str | None, store: Store) -> JobRecord:
+    """The recorded job ``ref`` names (run id or job id); roach only acts on jobs in its store."""
     if cluster is not None:
         get_cluster(cluster)  # an unknown name lists the known ones
-    rec = store.find(ref, cluster=cluster)
-
-    return job_for(reach(rec, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config), rec, store)
+    return store.find(ref, cluster=cluster)
 
 
 @contextmanager

@@ -1,5 +1,6 @@
 """What the CLI shows of jobs: :class:`JobView`, and :func:`live_views`, which finds their live states in a
-fixed number of Slurm calls (for ``roach status``, ``cancel`` and ``ls``; the commands are :mod:`roach.cli.jobs`).
+fixed number of Slurm calls (for ``roach status``, ``cancel`` and ``ls``; the commands are
+:mod:`roach.cli.show` and :mod:`roach.cli.inspect`).
 Attempts inside holders are read from their bundles, in one command for all. Also how a view is printed,
 and ``logs -f``'s loop (:func:`follow_log`).
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -24,7 +25,6 @@ from roach.clusters.userconfig import configured, get_cluster
 from roach.errors import RoachError
 from roach.launch.hold_steps import idle_holders
 from roach.launch.inside_attempts import attempt_end, read_attempts
-from roach.launch.job import Job
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.model.status import Status
@@ -36,6 +36,11 @@ from roach.records.workspace import WorkspaceJob, final_record, is_workspace_rec
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.clusterfs import ClusterFS
 from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
+
+if TYPE_CHECKING:  # annotations only: loading the views loads neither rich nor the job handles (roach.launch.job)
+    from rich.text import Text
+
+    from roach.launch.job import Job
 
 
 @dataclass(frozen=True)
@@ -274,6 +279,7 @@ _STYLE = {"completed": "green", "running": "cyan", "pending": "yellow"}
 
 
 def state_text(v: JobView) -> Text:
+
     label = v.state or "?"
     if v.reason:
         label += f" ({v.reason})"
@@ -286,6 +292,7 @@ def state_text(v: JobView) -> Text:
 
 
 def print_view(v: JobView) -> None:
+
     console = Console(highlight=False)
     where = f"{v.cluster} (via ssh {v.via})" if v.via else v.cluster
     console.print(

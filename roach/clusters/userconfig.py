@@ -343,6 +343,7 @@ def save_block(name: str, block: str, path: Path | None = None) -> Path:
     text = p.read_text() if p.exists() else ""
     p.parent.mkdir(parents=True, exist_ok=True)
     new = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text else "") + block
+
     tomllib.loads(new)  # what we write must read back
     tmp = p.with_name(p.name + ".tmp")
     tmp.write_text(new)

@@ -10,6 +10,7 @@ import pwd
 import subprocess
 
 from roach.errors import LabError
+from roach.lab.conf_files import db_password
 from roach.lab.config import ACCOUNT, CLUSTER_NAME, LAB_USER, LabConfig
 
 
@@ -29,7 +30,7 @@ def ensure_database(cfg: LabConfig) -> None:
     slurmdbd 26.05 on MariaDB 11.8 dies at start (``_check_mysql_concat_is_sane: null result``) when its
     first connection finds no ``slurm_acct_db``; an empty database made here is one it takes as its own.
     """
-    pw = cfg.db_password()
+    pw = db_password(cfg)
     sql = "CREATE DATABASE IF NOT EXISTS slurm_acct_db;" + "".join(
         f"CREATE USER IF NOT EXISTS 'slurm'@'{h}' IDENTIFIED BY '{pw}';"
         f"ALTER USER 'slurm'@'{h}' IDENTIFIED BY '{pw}';"

@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import socket
 from dataclasses import asdict, dataclass, fields
 from enum import Enum
-from importlib import resources
 from pathlib import Path
-from string import Template
 
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
-from roach.lab import release
 
 CLUSTER_NAME = "lab"
 NODES = ("n1", "n2")
@@ -85,7 +80,9 @@ class LabConfig:
 
     def __post_init__(self) -> None:
         if not self.host:
-            object.__setattr__(self, "host", socket.gethostname().split(".")[0])
+            # gethostname(2) is uname(2)'s nodename; os.uname spares every command loading socket (the lab's
+            # site module reads this configuration)
+            object.__setattr__(self, "host", os.uname().nodename.split(".")[0])
         if not 1024 <= self.port_base <= 65535 - len(_PORTS):
             raise UsageError(f"port base {self.port_base} is out of range", hint="pick one in 1024-65530")
         known = [s.value for s in PreemptSignalSetting]
@@ -163,64 +160,3 @@ class LabConfig:
             ) from None
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in raw.items() if k in known})
-
-    # -- rendering -----------------------------------------------------------------------------------
-    def _values(self) -> dict[str, str]:
-        have = release.installed()
-        if self.memory_cgroup:
-            cgroup = "CgroupPlugin=cgroup/v1\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\nAllowedSwapSpace=0"
-            tracking = "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup"
-        else:
-            cgroup = (
-                "CgroupPlugin=disabled"
-                if have is not None and have.knows_cgroup_plugin_disabled
-                else ("# (this Slurm has no CgroupPlugin=disabled: the default, where no cgroup plugin is used)")
-            )
-            tracking = "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none"
-        setting = PreemptSignalSetting(self.preempt_signal_setting)
-        params = [setting.line()] if self.preempt_send_user_signal else []
-        return {
-            "cluster": CLUSTER_NAME,
-            "state": str(self.state),
-            "host": self.host,
-            "munge_socket": str(self.munge_socket),
-            "min_job_age": str(self.min_job_age),
-            "max_array_size": str(self.max_array_size),
-            "cred_expire": str(self.cred_expire),
-            "max_job_count": str(self.max_job_count),
-            "ctld_parameters": "\n".join(params),
-            "prolog": f"Prolog={self.prolog}" if self.prolog else "# no Prolog (`roach lab up --prolog PATH` sets one)",
-            "cgroup_plugin": cgroup,
-            "tracking": tracking,
-            "db_password": self.db_password(),
-            **{k: str(v) for k, v in self.ports.items()},
-        }
-
-    def db_password(self) -> str:
-        """The slurmdbd's database password, made once and kept in a root-only file."""
-        path = self.etc / "db_password"
-        if path.exists():
-            return path.read_text().strip()
-        pw = secrets.token_hex(16)
-        atomic_write(path, pw + "\n", mode=0o600)
-        return pw
-
-    def render(self) -> list[Path]:
-        """Write every config file from its template; returns the files whose content changed."""
-        values = self._values()
-        changed = []
-        for name, mode in (
-            ("slurm.conf", 0o644),
-            ("gres.conf", 0o644),
-            ("cgroup.conf", 0o644),
-            ("slurmdbd.conf", 0o600),
-            ("my.cnf", 0o644),
-        ):
-            template = resources.files("roach.lab").joinpath("templates", name).read_text()
-            text = Template(template).substitute(values)
-            path = self.etc / name
-            if not path.exists() or path.read_text() != text:
-                atomic_write(path, text, mode=mode)
-                changed.append(path)
-            os.chmod(path, mode)
-        return changed

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
-from roach.lab import accounting, release
+from roach.lab import accounting, conf_files, release
 from roach.lab.config import (
     GPUS_PER_NODE,
     LAB_USER,
@@ -111,7 +111,7 @@ def _prepare(cfg: LabConfig) -> None:
             dev = cfg.state / "dev" / n / f"nvidia{i}"
             if not dev.exists():
                 os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # same device as /dev/null
-    cfg.render()
+    conf_files.render(cfg)
     _ensure_lab_user()
 
 
@@ -271,7 +271,7 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
 
 
 def _reconfigure_live(cfg: LabConfig) -> None:
-    cfg.render()
+    conf_files.render(cfg)
     accounting.ensure_tiers_and_users(cfg)
     _reconfigure(cfg, "for the new settings", nodes=True)
     cfg.save()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -63,6 +64,4 @@ def status(state_dir: str | None = None) -> LabStatus:
 def env_lines(state_dir: str | None = None) -> list[str]:
     """The ``export`` lines a shell needs to use the lab's Slurm (for ``eval "$(roach lab env)"``)."""
     cfg = LabConfig.load(Path(state_dir).absolute() if state_dir else None)
-    import shlex
-
     return [f"export {k}={shlex.quote(v)}" for k, v in cfg.env().items()]

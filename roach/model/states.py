@@ -5,7 +5,8 @@ The names come from Slurm's own tables, 20.11 to 25.11: ``job_state_string``,
 states; ``job_reason_string`` (slurm_protocol_defs.c, up to 23.11) and ``job_state_reason_string``
 (src/common/job_state_reason.c, 24.05 on) for reasons, plus the fixed ``state_desc`` texts slurmctld
 prints in their place (``launch failed requeued held``, ``ReqNodeNotAvail, UnavailableNodes:...``).
-Pure: no I/O, nothing runs at import but building the lookup tables.
+Pure: no I/O, nothing runs at import but building the lookup table of names; a reason's row (what waiting on it
+means, :func:`~roach.model.reason_rules.row`) is read the first time it is asked for, and kept.
 """
 
 from __future__ import annotations
@@ -294,27 +295,27 @@ class PendingReason(enum.Enum):
     @property
     def will_clear(self) -> bool:
         """Clears by itself as the queue moves: other jobs end, time passes, a limit frees up."""
-        return _REASON_INFO[self][0] == WAIT
+        return row(self).kind == WAIT
 
     @property
     def never_starts(self) -> bool:
         """The job will not start until someone acts: changes the job, releases it, or raises a limit."""
-        return _REASON_INFO[self][0] in (NEVER, HELD)
+        return row(self).kind in (NEVER, HELD)
 
     @property
     def is_held(self) -> bool:
         """A hold: ``scontrol release`` (or an admin) starts it again."""
-        return _REASON_INFO[self][0] == HELD
+        return row(self).kind == HELD
 
     @property
     def is_limit(self) -> bool:
         """A QOS, association or partition limit."""
-        return _REASON_INFO[self][1]
+        return row(self).is_limit
 
     @property
     def hint(self) -> str:
         """One sentence of what to do, for reasons that never start; ``""`` otherwise."""
-        return _REASON_INFO[self][2]
+        return row(self).hint
 
 
 def _key(text: str) -> str:
@@ -331,11 +332,6 @@ _REASON_PREFIXES: tuple[tuple[str, PendingReason], ...] = (
     # A QOS/association TRES-minutes limit killed the job (the reason behind it is TimeLimit).
     (_key("Job is at or exceeds"), PendingReason.TimeLimit),
 )
-
-
-_REASON_INFO: dict[PendingReason, tuple[str, bool, str]] = {
-    r: (x.kind, x.is_limit, x.hint) for r in PendingReason for x in (row(r),)
-}
 
 
 # A round parses the same few state and reason texts once per job: a queue of 1,000 array tasks holds a

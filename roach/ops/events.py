@@ -13,11 +13,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from roach.model.tiers import Tier, tier_of
+from roach.ops.event_schema import EVENT_SCHEMA
 from roach.slurmio.parse import QueueRecord
-
-#: The ``schema`` field of every event's JSON (docs/json.md): its version rises only when a field is removed,
-#: renamed or changes meaning, never for an added field or a new kind.
-EVENT_SCHEMA = "roach.event/1"
 
 
 class EventKind(enum.Enum):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,6 @@ class MoveResult:
     log: str
 
     def to_json(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return asdict(self)
 
 

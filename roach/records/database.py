@@ -96,6 +96,7 @@ class Database:
             except sqlite3.OperationalError as e:
                 if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
                     raise
+
             time.sleep(random.uniform(0.005, 0.05))
 
     @contextmanager

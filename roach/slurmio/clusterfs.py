@@ -17,11 +17,14 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roach.errors import RoachError
 from roach.slurmio import localfs
 from roach.slurmio.transport import PINNED_ENV, LocalTransport, Result, Transport
+
+if TYPE_CHECKING:
+    import tarfile
 
 _WRITE = 'set -e; umask 022; mkdir -p -- "$(dirname -- "$1")"; t="$1.tmp.$$"; cat > "$t"; chmod "$2" "$t"; mv -f -- "$t" "$1"'
 _WRITE_MANY = (
@@ -128,7 +131,7 @@ class ClusterFS:
                 localfs.write_many, root, data, int(mode, 8), what=f"writing {len(files)} files under {root}"
             )
         buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
+        with _tar(buf) as tar:
             _add_texts(tar, dict(zip(rel, files.values())), int(mode, 8))
         self._sh(_WRITE_MANY, root, input=buf.getvalue(), what=f"writing {len(files)} files under {root}")
 
@@ -145,7 +148,7 @@ class ClusterFS:
                 localfs.write_bundle, root, named, runtime, base, runtime_dest, what=f"writing the bundle {root}"
             )
         buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
+        with _tar(buf) as tar:
             _add_texts(tar, {f"b/{posixpath.basename(p)}": d for p, d in files.items()}, 0o644)
             _add_files(tar, runtime, base, "r")
         names = [posixpath.basename(p) for p in files]
@@ -200,10 +203,15 @@ class ClusterFS:
             self._here(localfs.ship, files, base, dest, what=f"copying {len(files)} files to {dest}")
             return dest
         buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
+        with _tar(buf) as tar:
             _add_files(tar, files, base, "")
         self._sh(_UNTAR, dest, input=buf.getvalue(), what=f"copying {len(files)} files to {dest}")
         return dest
+
+
+def _tar(buf: io.BytesIO) -> tarfile.TarFile:
+    """A tar archive written into ``buf``."""
+    return tarfile.open(fileobj=buf, mode="w")
 
 
 def common_dir(dirs: Sequence[str]) -> str:
@@ -223,7 +231,7 @@ def _add_texts(tar: tarfile.TarFile, texts: dict[str, str], mode: int) -> None:
     now = time.time()  # the files' mtime: when written (a TarInfo's default is 1970)
     for name, data in texts.items():
         raw = data.encode()
-        info = tarfile.TarInfo(name)
+        info = tar.tarinfo(name)  # the archive's TarInfo class: tarfile is not imported here (see _tar)
         info.size, info.mode, info.mtime = len(raw), mode, now
         tar.addfile(info, io.BytesIO(raw))
 
@@ -233,7 +241,7 @@ def _add_files(tar: tarfile.TarFile, files: Sequence[Path], base: Path, prefix: 
     (``tar.add`` looks up each file's owner in the user database, which costs more than the copy)."""
     for p in files:
         st = p.stat()
-        info = tarfile.TarInfo(posixpath.join(prefix, str(p.relative_to(base))) if prefix else str(p.relative_to(base)))
+        info = tar.tarinfo(posixpath.join(prefix, str(p.relative_to(base))) if prefix else str(p.relative_to(base)))
         info.size, info.mode, info.mtime = st.st_size, st.st_mode & 0o777, int(st.st_mtime)
         with p.open("rb") as f:
             tar.addfile(info, f)

@@ -32,29 +32,24 @@ from roach.errors import TransportError
 from roach.slurmio.transport import PINNED_ENV, Result
 
 SSH_FAILED = 255  # ssh's own exit status when it (not the remote command) failed
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# The patterns below are compiled on first use (re's cache), not at import: most commands never look at ssh.
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # ssh binds <dir>/<40 hex chars>.<16 random chars> before renaming it: 58 more characters than the directory,
 # and a Unix socket path must stay under 104 bytes (macOS; 108 on Linux).
 _MAX_SOCKET_DIR = 45
 
 # ssh's stderr when it could not reach or keep a connection to the host (no authentication happened).
-_CONNECT = re.compile(
-    r"kex_exchange_identification|banner exchange|Connection refused|Connection timed out|Operation timed out|"
+_CONNECT = (
+    r"(?i)kex_exchange_identification|banner exchange|Connection refused|Connection timed out|Operation timed out|"
     r"Could not resolve hostname|Name or service not known|Temporary failure in name resolution|"
     r"Connection closed by|Connection reset by|closed by remote host|No route to host|Network is unreachable|"
-    r"read from master failed|mux_client_request_session|client_loop:|packet_write_wait|Connection to \S+ closed",
-    re.IGNORECASE,
+    r"read from master failed|mux_client_request_session|client_loop:|packet_write_wait|Connection to \S+ closed"
 )
-_AUTH = re.compile(
-    r"Permission denied|Too many authentication failures|Authentication failed|no mutual signature", re.IGNORECASE
-)
-_HOSTKEY = re.compile(
-    r"Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|host key .* is not known", re.IGNORECASE
-)
-_CONFIG = re.compile(
-    r"Bad configuration option|bad configuration options|Can't open user config file|"
-    r"Bad owner or permissions|Unsupported option|garbage at end of line|no argument after keyword",
-    re.IGNORECASE,
+_AUTH = r"(?i)Permission denied|Too many authentication failures|Authentication failed|no mutual signature"
+_HOSTKEY = r"(?i)Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|host key .* is not known"
+_CONFIG = (
+    r"(?i)Bad configuration option|bad configuration options|Can't open user config file|"
+    r"Bad owner or permissions|Unsupported option|garbage at end of line|no argument after keyword"
 )
 
 
@@ -85,7 +80,7 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str] = {}, setup: Sequ
         raise TransportError("empty command", argv)
     parts = [line.strip().rstrip(";") for line in setup if line.strip()]
     for key, value in {**env, **PINNED_ENV}.items():
-        if not _ENV_NAME.match(key):
+        if not re.match(_ENV_NAME, key):
             raise TransportError(
                 f"invalid environment variable name {key!r} for a remote command",
                 argv,
@@ -343,7 +338,7 @@ class SSHTransport:
         """Turn ssh's own failures (exit 255 and its message) into roach errors; else it was the command's 255."""
         line = _last_line(err)
         where = f"ssh {self.alias}" + (f" (config {self.config_file})" if self.config_file else "")
-        if _AUTH.search(err):
+        if re.search(_AUTH, err):
             raise TransportError(
                 f"{where}: authentication failed: {line}",
                 full,
@@ -351,13 +346,13 @@ class SSHTransport:
                 f"with IdentityFile for this Host; `ssh -o BatchMode=yes {self.alias} true` "
                 "must work without a prompt",
             )
-        if _HOSTKEY.search(err):
+        if re.search(_HOSTKEY, err):
             raise TransportError(
                 f"{where}: host key not accepted: {line}",
                 full,
                 hint=f"run `ssh {self.alias} true` once by hand to check and accept its host key",
             )
-        if _CONNECT.search(err):
+        if re.search(_CONNECT, err):
             self._last_error = line
             self._blocked_until = self.clock() + self.backoff_s
             if re.search(r"Could not resolve hostname|Name or service not known", err):
@@ -372,7 +367,7 @@ class SSHTransport:
                     f"after {self.backoff_s:.0f}s, never in a tight loop"
                 )
             raise SSHConnectError(f"{where}: cannot connect: {line}", full, hint, retry_at=self._blocked_until)
-        if _CONFIG.search(err):
+        if re.search(_CONFIG, err):
             raise TransportError(
                 f"{where}: ssh configuration error: {line}", full, hint="fix the ssh config file named in the message"
             )

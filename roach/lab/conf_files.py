@@ -1,0 +1,82 @@
+"""The lab's config files (slurm.conf, gres.conf, cgroup.conf, slurmdbd.conf, my.cnf), written from their templates
+for a :class:`~roach.lab.config.LabConfig`, and the database password they share.
+
+Apart from the configuration itself, which every command that reaches the lab reads (its site module): what
+they are written from needs the installed Slurm's release (:mod:`roach.lab.release`), only ``roach lab up`` does.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from string import Template
+
+from roach._fs import atomic_write
+from roach.lab import release
+from roach.lab.config import CLUSTER_NAME, LabConfig, PreemptSignalSetting
+
+TEMPLATES = Path(__file__).parent / "templates"  # the config files' templates (package data, beside this module)
+
+
+def _values(cfg: LabConfig) -> dict[str, str]:
+    have = release.installed()
+    if cfg.memory_cgroup:
+        cgroup = "CgroupPlugin=cgroup/v1\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\nAllowedSwapSpace=0"
+        tracking = "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup"
+    else:
+        cgroup = (
+            "CgroupPlugin=disabled"
+            if have is not None and have.knows_cgroup_plugin_disabled
+            else ("# (this Slurm has no CgroupPlugin=disabled: the default, where no cgroup plugin is used)")
+        )
+        tracking = "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none"
+    setting = PreemptSignalSetting(cfg.preempt_signal_setting)
+    params = [setting.line()] if cfg.preempt_send_user_signal else []
+    return {
+        "cluster": CLUSTER_NAME,
+        "state": str(cfg.state),
+        "host": cfg.host,
+        "munge_socket": str(cfg.munge_socket),
+        "min_job_age": str(cfg.min_job_age),
+        "max_array_size": str(cfg.max_array_size),
+        "cred_expire": str(cfg.cred_expire),
+        "max_job_count": str(cfg.max_job_count),
+        "ctld_parameters": "\n".join(params),
+        "prolog": f"Prolog={cfg.prolog}" if cfg.prolog else "# no Prolog (`roach lab up --prolog PATH` sets one)",
+        "cgroup_plugin": cgroup,
+        "tracking": tracking,
+        "db_password": db_password(cfg),
+        **{k: str(v) for k, v in cfg.ports.items()},
+    }
+
+
+def db_password(cfg: LabConfig) -> str:
+    """The slurmdbd's database password, made once and kept in a root-only file."""
+    path = cfg.etc / "db_password"
+    if path.exists():
+        return path.read_text().strip()
+    pw = secrets.token_hex(16)
+    atomic_write(path, pw + "\n", mode=0o600)
+    return pw
+
+
+def render(cfg: LabConfig) -> list[Path]:
+    """Write every config file from its template; returns the files whose content changed."""
+    values = _values(cfg)
+    changed = []
+    for name, mode in (
+        ("slurm.conf", 0o644),
+        ("gres.conf", 0o644),
+        ("cgroup.conf", 0o644),
+        ("slurmdbd.conf", 0o600),
+        ("my.cnf", 0o644),
+    ):
+        template = (TEMPLATES / name).read_text()
+        text = Template(template).substitute(values)
+        path = cfg.etc / name
+        if not path.exists() or path.read_text() != text:
+            atomic_write(path, text, mode=mode)
+            changed.append(path)
+        os.chmod(path, mode)
+    return changed

@@ -1,0 +1,137 @@
+"""What `roach ls --json` and `roach status --json` load, as a user runs them (a process of their own): the store,
+the views and the cluster's client, not the watch, the job handles or the other commands (issue 18: each
+starts in under 150 ms with 10,000 records in the store; bench 8 measures it, this checks what it rests on).
+
+No lab: the store's job is on the lab cluster, but ``ROACH_LAB_DIR`` is a folder of the test's and ``squeue`` a
+script of its own on PATH that lists no job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roach.records.job_record import JobRecord
+from roach.records.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Runs `roach ARGS...` as `python -m roach` does, then writes the names of every module it loaded.
+WRAPPER = """
+import json, os, runpy, sys
+sys.argv = ["roach", *sys.argv[1:]]
+try:
+    runpy.run_module("roach", run_name="__main__", alter_sys=True)
+finally:
+    with open(os.environ["ROACH_TEST_MODULES"], "w") as f:
+        json.dump(sorted(sys.modules), f)
+"""
+
+# Loaded by neither command.
+NOT_LOADED = (
+    "roach.watch",
+    "roach.ops.events",
+    "roach.hold",
+    "roach.launch.holder",
+    "roach.launch.job",
+    "roach.launch.inside_job",
+    "roach.launch.submit",
+    "roach.workspace.backend",
+    "roach.cli.inspect",
+    "roach.cli.jobs",
+    "roach.cli.watch",
+    "roach.cli.top",
+    "roach.cli.hold",
+    "roach.cli.agent",
+    "roach.cli.workspace",
+    "roach.cli.schemas",
+    "roach.lab.lab",
+    "roach.slurm.clusters.ilc",
+    "importlib.resources",
+)
+# Each command's module loads neither the other's nor what only the other needs.
+ALSO_NOT = {"ls": ("roach.cli.show", "roach.workspace"), "status": ("roach.cli.listing",)}
+
+
+def _ended_job() -> JobRecord:
+    return JobRecord(
+        cluster="lab",
+        job_id=4242,
+        run_id="imports-000001",
+        name="imports",
+        target="pkg.jobfns:first_line",
+        commit="0" * 40,
+        repo="imports",
+        log_path="/tmp/roach-imports/logs/imports-000001_4242.out",
+        bundle_dir="/tmp/roach-imports/logs/bundles/4242",
+        run_dir="/tmp/roach-imports/runs/imports-000001",
+        submitted_at="2026-11-01T00:00:00Z",
+        resources={"nodes": 1, "gpus_per_node": 0},
+        status="completed",
+        slurm_state="COMPLETED",
+        exit_code="0:0",
+        recorded_at="2026-11-30T00:00:00Z",
+        job_json_at="2026-11-30T00:00:00Z",
+    )
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A store with one ended job on the lab, a lab directory of the test's, and an squeue that lists nothing."""
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    (lab / "lab.json").write_text(json.dumps({"state_dir": str(lab)}))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    squeue = bin_dir / "squeue"
+    squeue.write_text("#!/bin/sh\nexit 0\n")
+    squeue.chmod(0o755)
+    with Store(tmp_path / "store.sqlite") as store:
+        store.add_many([_ended_job()])
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(REPO),
+        "ROACH_LAB_DIR": str(lab),
+        "ROACH_STORE": str(tmp_path / "store.sqlite"),
+        "ROACH_CLUSTERS_TOML": str(tmp_path / "no-clusters.toml"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "ROACH_TEST_MODULES": str(tmp_path / "modules.json"),
+    }
+
+
+def _loaded(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """`roach ARGS` in a process of its own: what it printed, and the modules it loaded."""
+    listed = Path(env["ROACH_TEST_MODULES"])
+    r = subprocess.run(
+        [sys.executable, "-c", WRAPPER, *args], env=env, cwd=listed.parent, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    return r, set(json.loads(listed.read_text()))
+
+
+def _of(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+@pytest.mark.parametrize("args", [("ls", "--json"), ("status", "imports-000001", "--json")])
+def test_ls_and_status_json_load_none_of_the_other_commands(env, args):
+    r, modules = _loaded(env, *args)
+    out = json.loads(r.stdout)
+    (view,) = out if isinstance(out, list) else [out]
+    assert (view["job_id"], view["status"], view["state"]) == (4242, "completed", "COMPLETED")  # the path ran
+    assert "roach.cli.views" in modules and "roach.slurm.clusters.lab" in modules
+    assert _of(modules, (*NOT_LOADED, *ALSO_NOT[args[0]])) == []
+
+
+@pytest.mark.parametrize("args", [("ls",), ("status", "imports-000001")])
+def test_ls_and_status_text_load_none_of_the_other_commands(env, args):
+    r, modules = _loaded(env, *args)
+    assert "imports-000001" in r.stdout and "COMPLETED" in r.stdout
+    assert "rich.console" in modules
+    assert _of(modules, (*NOT_LOADED, *ALSO_NOT[args[0]])) == []
