@@ -32,17 +32,19 @@ LOW_N1 = GPU1.replace(qos="low", time="00:10:00", extra=("--nodelist=n1",))
 STORM = int(os.environ.get("ROACH_FAULTS_STORM", "10"))
 STORM_STEPS = 40 * STORM  # an attempt does some 5-10 steps before its preemption lands: the run outlasts the storm
 
-# Scenario 1. USR1 when 45 s are left of a 1-minute limit: Slurm's 30 s timer sends it 15-45 s into an attempt.
-# Slow steps in the first two attempts (120 steps of 1 s cannot finish in two of them), fast ones from restart
-# count 2 on (the rest take under 3 s): two wall-clock stops, then completion.
+# Scenario 1. USR1 when 45 s are left of a 2-minute limit: Slurm's 30 s timer sends it 45-75 s into an attempt,
+# so even a rank that takes 25 s to start and resume (a loaded 2-core machine) has 20 s of steps. Slow steps in
+# the first two attempts (200 steps of 1 s cannot finish in two windows of at most 75 s), fast ones from restart
+# count 2 on (the rest take under 4 s): two wall-clock stops, then completion. With a 1-minute limit the window
+# was 15-45 s, and a 20 s start-up under load left the fast attempt no time (a third stop).
 WALL = CLUSTER.with_(signal_lead_s=45)
-WALL_ARGS = {"steps": 120, "step_s": 1.0, "fast_from_restart": 2, "fast_s": 0.02}
+WALL_ARGS = {"steps": 200, "step_s": 1.0, "fast_from_restart": 2, "fast_s": 0.02}
 
 
 @pytest.fixture(scope="module")
 def wall_clock_job(faults):
     return faults.submit(
-        WALL_ARGS, GPU1.replace(time="00:01:00", extra=("--nodelist=n2",)), cluster=WALL, name="wall-clock"
+        WALL_ARGS, GPU1.replace(time="00:02:00", extra=("--nodelist=n2",)), cluster=WALL, name="wall-clock"
     )
 
 
@@ -218,7 +220,7 @@ def test_a_sweeps_preempted_tasks_resume_and_the_others_are_untouched(faults, sl
 
 def test_two_wall_clock_stops_then_completion(wall_clock_job, slurm):
     job = wall_clock_job
-    rec = job.wait(timeout=slack(300))
+    rec = job.wait(timeout=slack(480))
     log = job.log()
     assert rec.state is JobState.COMPLETED, log[-4000:]
     assert log.count("wall clock at step") == 2 and "(restart count 2)" in log and "(restart count 3)" not in log
