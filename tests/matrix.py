@@ -31,13 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.b7_faults import Outcome, read_junit
-from roach.lab.python import copy_python
+from roach.lab.debian_root import DebianRoot, host_ca, install_script, missing_packages, mounted
 
 REPO = Path(__file__).resolve().parent.parent
 CODENAMES = {"24.11": "trixie", "26.05": "sid"}
-MIRROR = "http://deb.debian.org/debian"
 WHEEL_DIRS = ("/opt/wheels", "/opt/pypi", "/opt/pypi-more")
-APT = ["apt-get", "-o", "Acquire::Check-Valid-Until=false"]  # sid's Release file may read as expired
 EXTRA_DEBS = ("make", "git", "ca-certificates", "procps", "iproute2")
 HOST_DEBS = ("debootstrap", "patchelf", "iproute2")  # what this machine needs to make and enter a root
 # The Slurm-facing part of the suite: every test file that drives the lab, submits, or parses Slurm's output.
@@ -75,24 +73,13 @@ def debs() -> list[str]:
     return m[1].split()
 
 
-def missing_debs(wanted: list[str], shell) -> list[str]:
-    """Of ``wanted``, the Debian packages not installed where ``shell`` (a script -> its stdout) runs."""
-    status = shell("dpkg-query -W -f='${Package} ${Status}\\n' " + " ".join(wanted) + " 2>/dev/null; true")
-    have = {ln.split()[0] for ln in status.splitlines() if ln.endswith("install ok installed")}
-    return [d for d in wanted if d not in have]
-
-
 def install_host_debs() -> None:
     """debootstrap, patchelf and ip on this machine: a fresh one (CI's) has none of them."""
-    missing = missing_debs(
+    missing = missing_packages(
         list(HOST_DEBS), lambda script: subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout
     )
     if missing:
-        sh([*APT, "update"])
-        sh(
-            [*APT, "install", "-y", "--no-install-recommends", *missing],
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        )
+        sh(["bash", "-c", install_script(missing)])
 
 
 def pip_env(netns: bool) -> list[str]:
@@ -148,35 +135,23 @@ class Target:
     # -- the root ------------------------------------------------------------------------------------
     def ensure_root(self) -> None:
         """debootstrap the release once; install Slurm's packages and copy this Python in where missing."""
-        assert self.root is not None
-        if not (self.root / "usr/bin/apt-get").exists():
-            self.root.parent.mkdir(parents=True, exist_ok=True)
-            sh(["debootstrap", "--variant=minbase", CODENAMES[self.version], self.r, MIRROR])
-        rc = self.root / "usr/sbin/policy-rc.d"
-        if not rc.exists():  # packages must not start their daemons in the root: the lab starts its own
-            rc.write_text("#!/bin/sh\nexit 101\n")
-            rc.chmod(0o755)
-        shutil.copy("/etc/resolv.conf", self.root / "etc/resolv.conf")
+        deb = self.debian
+        deb.bootstrap(lambda line: print("+", self.version, line, flush=True))
         # every package, not only on a new root: the Makefile's list may have grown since the root was made
-        missing = missing_debs(
+        missing = missing_packages(
             [*debs(), *EXTRA_DEBS],
             lambda script: self.chroot(script, netns=False, capture_output=True, text=True).stdout,
         )
         if missing:
-            self.chroot(
-                f"{shlex.join(APT)} update && DEBIAN_FRONTEND=noninteractive {shlex.join(APT)} install -y "
-                f"--no-install-recommends {' '.join(missing)}",
-                netns=False,
-            )
+            self.chroot(install_script(missing), netns=False)
         # this Python, where the lab's user may run it (not under /root): the jobs'
-        if self.python is None and copy_python(self.root / "opt/roach-python") is None:
-            raise SystemExit("cannot copy this Python into the root: patchelf is missing")
-        # This machine's CA bundle, which may hold its proxy's CA (pip's PIP_CERT names this same path).
-        host_ca = Path(os.environ.get("PIP_CERT", "/etc/ssl/certs/ca-certificates.crt"))
-        if host_ca.is_file():
-            dest = self.root / str(host_ca).lstrip("/")
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(host_ca, dest)
+        deb.ensure_python(lambda line: print("+", self.version, line, flush=True))
+        deb.copy_in([host_ca()])  # after apt, whose ca-certificates would write it over
+
+    @property
+    def debian(self) -> DebianRoot:
+        assert self.root is not None
+        return DebianRoot(self.root, CODENAMES[self.version])
 
     @property
     def venv_python(self) -> str:
@@ -188,23 +163,14 @@ class Target:
         """The Python (a path inside the root) that the root's venvs and the lab's jobs use; None: none yet."""
         if self.root is None:
             return sys.base_prefix + "/bin/python3" if Path(sys.base_prefix) != Path("/usr") else "/usr/bin/python3"
-        want = f"python{sys.version_info.major}.{sys.version_info.minor}"
-        for cand in (f"/opt/roach-python/bin/{want}", f"/opt/{want}/bin/{want}"):
-            if (self.root / cand.lstrip("/")).exists():
-                return cand
-        return None
+        return self.debian.python()
 
     def mount(self) -> None:
         if self.root is not None:
             r = self.r
-            if not os.path.ismount(f"{r}/proc"):
-                sh(["mount", "-t", "proc", "proc", f"{r}/proc"])
-            for d in ("sys", "dev"):
-                if not os.path.ismount(f"{r}/{d}"):
-                    sh(["mount", "--rbind", f"/{d}", f"{r}/{d}"])
-                    sh(["mount", "--make-rslave", f"{r}/{d}"])
+            self.debian.mount_system()
             for d in WHEEL_DIRS:
-                if Path(d).is_dir() and not os.path.ismount(f"{r}{d}"):
+                if Path(d).is_dir() and not mounted(f"{r}{d}"):
                     Path(f"{r}{d}").mkdir(parents=True, exist_ok=True)
                     sh(["mount", "--bind", "-o", "ro", d, f"{r}{d}"])
         if not Path(f"/run/netns/{self.ns}").exists():

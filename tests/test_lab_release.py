@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from roach.errors import UsageError
-from roach.lab.release_root import INSIDE_STATE, ReleaseLab, SlurmRelease, mounted
+from roach.lab.debian_root import mounted
+from roach.lab.release_root import INSIDE_STATE, ReleaseLab, SlurmRelease
 from tests.conftest import wait_until
 
 PORT_BASE = 19217  # away from the main lab, the lifecycle tests' (17917) and the OOM lab (19117)

@@ -14,9 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -25,10 +23,8 @@ from pathlib import Path
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
 from roach.lab.config import default_state_dir
-from roach.lab.python import copy_python
+from roach.lab.debian_root import DebianRoot, host_ca, install_script, missing_packages, mounted, run_step
 
-MIRROR = "http://deb.debian.org/debian"
-APT = ["apt-get", "-o", "Acquire::Check-Valid-Until=false"]  # sid's Release file may read as expired
 # What the lab needs in the root: the Makefile's DEBS for a lab (no ssh, no patchelf) and a shell's basics.
 ROOT_DEBS = (
     "slurm-wlm",
@@ -130,47 +126,20 @@ class ReleaseLab:
     # -- the root -------------------------------------------------------------------------------------
     def ensure_root(self, log: Callable[[str], None]) -> None:
         """debootstrap the release once; install the lab's packages, roach's Python and its venv where missing."""
-        if not (self.root / "usr/bin/apt-get").exists():
-            if shutil.which("debootstrap") is None:
-                raise LabError("debootstrap is not installed", hint="apt-get install -y debootstrap patchelf")
-            log(f"making a Debian {self.release.codename} root in {self.root} (once; minutes)")
-            self.root.parent.mkdir(parents=True, exist_ok=True)
-            _run(["debootstrap", "--variant=minbase", self.release.codename, str(self.root), MIRROR], "debootstrap")
+        deb = DebianRoot(self.root, self.release.codename)
+        deb.bootstrap(log)
         self.mount()  # before anything runs inside: the copied Python finds its libpython through /proc ($ORIGIN)
-        rc = self.root / "usr/sbin/policy-rc.d"
-        if not rc.exists():  # packages must not start their daemons in the root: the lab starts its own
-            rc.write_text("#!/bin/sh\nexit 101\n")
-            rc.chmod(0o755)
-        shutil.copy("/etc/resolv.conf", self.root / "etc/resolv.conf")
-        have = self.inside("dpkg-query -W -f='${Package} ${Status}\\n' 2>/dev/null; true", capture=True)
-        installed = {ln.split()[0] for ln in have.splitlines() if ln.endswith("install ok installed")}
-        missing = [d for d in ROOT_DEBS if d not in installed]
+        missing = missing_packages(ROOT_DEBS, lambda script: self.inside(script, capture=True))
         if missing:
             log(f"installing {' '.join(missing)} in the root")
-            apt = shlex.join(APT)
-            self.inside(
-                f"{apt} update && DEBIAN_FRONTEND=noninteractive {apt} install -y --no-install-recommends "
-                + " ".join(missing)
-            )
-        # This machine's pip settings and CA bundle (which may hold its proxy's CA), for pip in the root; after
-        # apt, whose ca-certificates would write the bundle over.
-        host_ca = Path(os.environ.get("PIP_CERT", "/etc/ssl/certs/ca-certificates.crt"))
-        for f in (host_ca, Path("/etc/pip.conf"), Path.home() / ".config/pip/pip.conf"):
-            if f.is_file():
-                dest = self.root / str(f).lstrip("/")
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(f, dest)
-        minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
-        if not (self.root / "opt/roach-python/bin" / minor).exists():
-            log("copying roach's Python into the root")
-            if copy_python(self.root / "opt/roach-python") is None:
-                raise LabError(
-                    "cannot copy this Python into the root: patchelf is missing", hint="apt-get install -y patchelf"
-                )
+            self.inside(install_script(missing))
+        # This machine's pip settings and CA bundle, for pip in the root.
+        deb.copy_in((host_ca(), Path("/etc/pip.conf"), Path.home() / ".config/pip/pip.conf"))
+        python = deb.ensure_python(log)
         if not os.path.lexists(self.root / INSIDE_VENV.lstrip("/") / "bin/python"):  # a link into the root
             log("making roach's venv in the root")
             self.inside(
-                f"/opt/roach-python/bin/{minor} -m venv {INSIDE_VENV} && {INSIDE_VENV}/bin/pip install -q "
+                f"{python} -m venv {INSIDE_VENV} && {INSIDE_VENV}/bin/pip install -q "
                 f"{shlex.quote('click>=8.1')} {shlex.quote('rich>=13')}"
             )
 
@@ -199,20 +168,13 @@ class ReleaseLab:
             self.state.mkdir(parents=True, exist_ok=True)
             atomic_write(self.mounts_file, json.dumps(made) + "\n")
 
-        if not mounted(f"{r}/proc"):
-            _run(["mount", "-t", "proc", "proc", f"{r}/proc"], "mount /proc")
-            record(f"{r}/proc")
-        for d in ("/sys", "/dev"):
-            if not mounted(r + d):
-                _run(["mount", "--rbind", d, r + d], f"mount {d}")
-                record(r + d)
-                _run(["mount", "--make-rslave", r + d], f"mount {d}")
+        DebianRoot(self.root, self.release.codename).mount_system(record)
         src = r + str(self.source)
         if not mounted(src):
             Path(src).mkdir(parents=True, exist_ok=True)
-            _run(["mount", "--bind", str(self.source), src], "bind the source")
+            run_step(["mount", "--bind", str(self.source), src], "bind the source")
             record(src)
-            _run(["mount", "-o", "remount,bind,ro", src], "bind the source read-only")
+            run_step(["mount", "-o", "remount,bind,ro", src], "bind the source read-only")
 
     def umount(self) -> None:
         """Unmount what :meth:`mount` made (the last made first), nothing else."""
@@ -273,19 +235,3 @@ class ReleaseLab:
         argv = ["chroot", str(self.root), "/usr/bin/env", "-i", *self.env()]
         argv += list(command) if command else ["/bin/bash", "-i"]
         return subprocess.run(argv, check=False).returncode
-
-
-def mounted(path: str) -> bool:
-    """Whether something is mounted at ``path`` (a bind mount of the same filesystem too, which
-    :func:`os.path.ismount` misses: its device is its parent's)."""
-    want = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4].encode().decode("unicode_escape") == want for line in f)
-
-
-def _run(argv: list[str], what: str) -> None:
-    r = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        raise LabError(
-            f"{what} failed: {shlex.join(argv)}: {r.stderr.strip()[-1500:]}", hint="run it by hand to see why"
-        )
