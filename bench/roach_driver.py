@@ -7,7 +7,7 @@ lab as another user pays per command).
 
     latency --work W --wd D --out PATH [--n N]    N submits of first_line (the first warms); prints each t0, t_ret, job_id
     profile --work W --wd D --out-dir O [--n N]   the same under cProfile; writes O/submit.prof and O/submit.txt
-    sweep-profile --work W --wd D --out-dir O [--n N] [--runs R]   N sweeps of R runs (after one warm-up), the same
+    sweep-profile --work W --wd D --out-dir O [--n N] [--runs R] [--max-array-size M]   N sweeps of R runs (after one warm-up), the same
     sweep --work W --wd D --out-dir O --runs R --tag T [--max-array-size M]   one sweep of R runs (arrays of at most M
         tasks), this process's first; prints its wall, job ids, and (after the clock) how many runs have their
         bundle directory and job.json
@@ -60,7 +60,7 @@ def _sweep(a: argparse.Namespace, tag: str, store: Store, grid: list[dict]):
         cluster=LAB,
         name=f"sweep-{tag}",
         parallelism=a.runs,
-        max_array_size=getattr(a, "max_array_size", None),
+        max_array_size=a.max_array_size,
         repo_root=a.work,
         store=store,
         log_root=f"{a.wd}/logs",
@@ -121,9 +121,9 @@ def main(argv: list[str]) -> int:
             p.add_argument("--out", required=True)
         else:
             p.add_argument("--out-dir", required=True)
+        p.add_argument("--max-array-size", type=int, default=None, help="a sweep's max_array_size")
         if name == "sweep":
             p.add_argument("--tag", required=True)
-            p.add_argument("--max-array-size", type=int, default=None, help="sweep()'s max_array_size")
     a = ap.parse_args(argv)
     store = Store(f"{a.wd}/store.sqlite")
     if a.cmd == "sweep":  # as submitit_driver's map: the time of the call alone
