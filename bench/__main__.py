@@ -21,6 +21,8 @@ SMOKE = {
     "scale_sizes": [100, 1000],
     "ssh_jobs": 10,
     "sweep_runs": 10,
+    "sweep_big_runs": 30,
+    "sweep_max_array_size": 11,
     "preempt_modes": ["as-is"],
     "store_records": 1000,
 }
@@ -71,6 +73,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--ssh-jobs", type=int, default=100, help="benchmark 3: held jobs in the queue (default 100)")
     ap.add_argument("--sweep-runs", type=int, default=1000, help="benchmark 4: runs per sweep (default 1000)")
     ap.add_argument(
+        "--sweep-big-runs",
+        type=int,
+        default=10000,
+        help="benchmark 4: runs of roach's large sweep, timed beside the --sweep-runs one (default 10000; 0: none)",
+    )
+    ap.add_argument(
+        "--sweep-max-array-size",
+        type=int,
+        default=1001,
+        help="benchmark 4: roach's sweeps split into arrays of at most this many tasks where it is below the lab's "
+        "MaxArraySize (default 1001, Slurm's default; 0: the lab's)",
+    )
+    ap.add_argument(
         "--store-records", type=int, default=10000, help="benchmark 8: records in the store (default 10000)"
     )
     ap.add_argument(
@@ -90,7 +105,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument(
         "--smoke",
         action="store_true",
-        help="small sizes for a quick check (2 reps, 10,50 jobs, 100,1000 tasks, lab's preemption as-is); "
+        help="small sizes for a quick check (2 reps, 10,50 jobs, 100,1000 tasks, sweeps of 10 and 30 runs in arrays "
+        "of 11, lab's preemption as-is); "
         "results.md says so",
     )
     ap.add_argument("--results", type=Path, default=None, help="the Markdown file to write (default bench/results.md)")
@@ -105,7 +121,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             return any(x == flag or x.startswith(flag + "=") for x in argv)
 
         a.reps = a.reps if given("--reps") else SMOKE["reps"]
-        for key in ("sizes", "scale_sizes", "ssh_jobs", "sweep_runs", "preempt_modes", "store_records"):
+        for key in SMOKE:
+            if key == "reps":
+                continue
             if not given(f"--{key.replace('_', '-')}"):
                 setattr(a, key, SMOKE[key])
     unknown = [n for n in (a.only or []) if n not in TITLES]
@@ -145,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         1: lambda jobs: mod("b1_latency").run(lab, jobs, reps(1), log),
         2: lambda jobs: mod("b2_load").run(lab, jobs, a.sizes, reps(2), log),
         3: lambda jobs: mod("b3_ssh").run(lab, jobs, a.ssh_jobs, reps(3), log),
-        4: lambda jobs: b4_sweep.run(lab, jobs, a.sweep_runs, reps(4), log),
+        4: lambda jobs: b4_sweep.run(
+            lab, jobs, a.sweep_runs, reps(4), log, big=a.sweep_big_runs, max_array_size=a.sweep_max_array_size or None
+        ),
         5: lambda jobs: mod("b5_preempt").run(
             lab, jobs, reps(5), a.preempt_modes, cred_expire=a.preempt_cred_expire, log=log
         ),

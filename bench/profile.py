@@ -24,6 +24,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("what", choices=("submit", "sweep"))
     ap.add_argument("--n", type=int, default=3, help="sweeps profiled after the warm-up (default 3; a submit: 1)")
     ap.add_argument("--runs", type=int, default=1000, help="sweep: runs per sweep (default 1000)")
+    ap.add_argument(
+        "--max-array-size", type=int, default=1001, help="sweep: arrays of at most this many runs (default 1001)"
+    )
+    ap.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="sweep: no warm-up sweep (two 10,000-run sweeps queued at once fill the lab's MaxJobCount)",
+    )
     ap.add_argument("--keep", type=Path, default=None, help="copy submit.prof / submit.txt here")
     a = ap.parse_args(argv)
     lab = Lab.load()
@@ -39,12 +47,17 @@ def main(argv: list[str]) -> int:
     argv2 = [lab.python, "-m", "bench.roach_driver", cmd, "--work", str(work), "--wd", str(wd / "roach")]
     argv2 += ["--out-dir", str(wd / "out"), "--n", str(a.n)]
     if a.what == "sweep":
-        argv2 += ["--runs", str(a.runs)]
+        argv2 += ["--runs", str(a.runs), "--max-array-size", str(a.max_array_size)]
+        argv2 += ["--no-warm"] if a.no_warm else []
     if a.what == "submit":  # the warm-up in a process of its own: the profiled submit is its process's first
         argv2 += ["--no-warm", "--n", "1"]
         warm = [lab.python, "-m", "bench.roach_driver", "latency", "--work", str(work), "--wd", str(wd / "roach")]
         warm += ["--out", str(wd / "out" / "warm.t")]
     try:
+        if a.what == "sweep":  # the nodes busy: no task of the warm-up runs beside the profiled sweeps
+            from bench.b4_sweep import _hold_nodes
+
+            _hold_nodes(lab, jobs)
         if a.what == "submit":
             w = lab.as_user(warm, capture_output=True, text=True)
             if w.returncode != 0:

@@ -7,8 +7,10 @@ lab as another user pays per command).
 
     latency --work W --wd D --out PATH [--n N]    N submits of first_line (the first warms); prints each t0, t_ret, job_id
     profile --work W --wd D --out-dir O [--n N]   the same under cProfile; writes O/submit.prof and O/submit.txt
-    sweep-profile --work W --wd D --out-dir O [--n N] [--runs R]   N sweeps of R runs (after one warm-up), the same
-    sweep --work W --wd D --out-dir O --runs R --tag T   one sweep of R runs, this process's first; prints wall, job ids
+    sweep-profile --work W --wd D --out-dir O [--n N] [--runs R] [--max-array-size M]   N sweeps of R runs (after one warm-up), the same
+    sweep --work W --wd D --out-dir O --runs R --tag T [--max-array-size M]   one sweep of R runs (arrays of at most M
+        tasks), this process's first; prints its wall, job ids, and (after the clock) how many runs have their
+        bundle directory and job.json
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def _sweep(a: argparse.Namespace, tag: str, store: Store, grid: list[dict]):
         cluster=LAB,
         name=f"sweep-{tag}",
         parallelism=a.runs,
+        max_array_size=a.max_array_size,
         repo_root=a.work,
         store=store,
         log_root=f"{a.wd}/logs",
@@ -118,6 +121,7 @@ def main(argv: list[str]) -> int:
             p.add_argument("--out", required=True)
         else:
             p.add_argument("--out-dir", required=True)
+        p.add_argument("--max-array-size", type=int, default=None, help="a sweep's max_array_size")
         if name == "sweep":
             p.add_argument("--tag", required=True)
     a = ap.parse_args(argv)
@@ -125,9 +129,15 @@ def main(argv: list[str]) -> int:
     if a.cmd == "sweep":  # as submitit_driver's map: the time of the call alone
         grid = _grid(a, Path(a.out_dir), a.tag)
         t0 = time.perf_counter()
-        ids = _sweep(a, a.tag, store, grid).array_ids
+        sw = _sweep(a, a.tag, store, grid)
         wall = time.perf_counter() - t0
-        print(json.dumps({"wall": wall, "job_ids": [str(i) for i in ids]}), flush=True)
+        ids = sw.array_ids
+        # after the clock: every run's bundle directory and job.json, as the sweep wrote them
+        bundles = sum(1 for j in sw if Path(j.paths.bundle_dir).is_dir())
+        job_json = sum(1 for j in sw if Path(j.paths.job_json).is_file())
+        scripts = sum(1 for i in ids if Path(f"{a.wd}/logs/bundles/{i}/job.sh").is_file())  # each array's own
+        got = {"wall": wall, "job_ids": [str(i) for i in ids], "runs": len(sw), "bundles": bundles}
+        print(json.dumps({**got, "job_json": job_json, "array_scripts": scripts}), flush=True)
         return 0
     if a.cmd == "latency":
         for i in range(a.n):

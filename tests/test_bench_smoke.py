@@ -171,9 +171,12 @@ def test_command_line_defaults_and_smoke():
     full = parse_args([])
     assert full.sizes == [10, 100, 1000] and full.scale_sizes == [100, 1000, 10000]
     assert full.preempt_modes == ["term", "user-signal"] and full.reps is None
+    assert (full.sweep_runs, full.sweep_big_runs, full.sweep_max_array_size) == (1000, 10000, 1001)
     smoke = parse_args(["--smoke", "--sizes=5", "--only", "2,6"])
     assert smoke.sizes == [5] and smoke.scale_sizes == [100, 1000] and smoke.reps == 2
     assert smoke.only == [2, 6] and smoke.preempt_modes == ["as-is"]
+    assert (smoke.sweep_runs, smoke.sweep_big_runs, smoke.sweep_max_array_size) == (10, 30, 11)  # 3 arrays
+    assert parse_args(["--smoke", "--sweep-big-runs=0"]).sweep_big_runs == 0
     with pytest.raises(SystemExit):
         parse_args(["--only", "9"])  # benchmarks 1-8 exist
     with pytest.raises(SystemExit):
