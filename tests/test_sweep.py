@@ -135,6 +135,29 @@ def test_a_sweep_split_over_arrays_runs_every_grid_entry_as_its_own_run(repo, st
     assert f"--dependency=afterany:{sw.array_ids[0]}" in script and "--array=0-2%3" in script
 
 
+def test_with_room_for_two_arrays_at_once_two_run_at_once_and_the_third_waits_for_the_first(repo, store, roots):
+    """parallelism=6 over arrays of 3, 3 and 1: two arrays hold the 6, so the second starts with the first (no
+    dependency) and the third waits for the first. (Before, each array waited for the one before it whatever K.)"""
+    sw = sweep(
+        "pkg.grid:square",
+        [{"x": i, "tag": f"t{i}"} for i in range(7)],
+        resources=CPU,
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        parallelism=6,
+        max_array_size=3,
+        name="sq2",
+        **roots,
+    )
+    assert len(sw.array_ids) == 3
+    scripts = [Path(roots["log_root"], "bundles", str(a), "job.sh").read_text() for a in sw.array_ids]
+    assert "--dependency" not in scripts[0] and "--dependency" not in scripts[1]
+    assert f"--dependency=afterany:{sw.array_ids[0]}" in scripts[2]
+    done = sw.wait(timeout=slack(240), poll_s=2)
+    assert {a.state for a in done.values()} == {JobState.COMPLETED} and len(done) == 7
+
+
 def test_a_failed_run_is_that_run_only(repo, store, roots):
     sw = sweep(
         "pkg.grid:fail_on",

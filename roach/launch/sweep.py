@@ -231,8 +231,9 @@ def sweep(
 
     Run ``i`` is ``<sweep_id>-<i>`` with its own run directory under ``run_root``. ``parallelism=K`` lets
     at most K runs go at once (``--array=0-N%K``). A grid larger than the cluster's MaxArraySize (or
-    ``max_array_size``, if smaller) is split into several arrays; with ``parallelism`` they run one after
-    the other so that K still holds. Everything else is as :func:`~roach.launch.submit.submit`.
+    ``max_array_size``, if smaller) is split into several arrays; with ``parallelism``, as many of them run at
+    once as K allows (K // the largest array's size, at least one), each later one after the one that many before
+    it, so that K still holds. Everything else is as :func:`~roach.launch.submit.submit`.
     """
     if not isinstance(grid, Sequence) or isinstance(grid, (str, bytes)):
         raise UsageError("grid must be a list of dicts (each run's keyword arguments)")
@@ -303,8 +304,12 @@ def sweep(
         """Every array queued held (none left queued if one is refused)."""
         arrays: list[tuple[batch.ArrayPart, int, str]] = []
         try:
-            for offset, count in split(len(grid), min(limit, max_array_size or limit)):
-                after = arrays[-1][1] if arrays and parallelism else None
+            chunks = split(len(grid), min(limit, max_array_size or limit))
+            # K runs at once over several arrays: K // (the largest array) arrays go at once (one at least, which
+            # holds K itself by its %K), each after the one that many before it, so that K holds and no more waits
+            at_once = max(1, parallelism // max(c for _, c in chunks)) if parallelism else len(chunks)
+            for n, (offset, count) in enumerate(chunks):
+                after = arrays[n - at_once][1] if n >= at_once else None
                 part = batch.ArrayPart(sweep_id, count, offset, parallelism, run_root, after=after)
                 text = batch.render(batch.ScriptInputs(**inputs, array=part))
                 arrays.append((part, client.sbatch(["--hold"], text), text))
