@@ -14,7 +14,7 @@ from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
 from roach.records.store import Store
 from roach.slurm import submit
-from roach.slurm.clusters.lab import LAB, NODES2_GPU2
+from roach.slurm.clusters.lab import GPU2, LAB, NODES2_GPU2
 from tests.conftest import slack
 from tests.support.packages import PKG  # pkg.dist:allreduce, a 4-rank gloo all_reduce
 
@@ -66,3 +66,34 @@ def test_a_taken_port_is_not_the_rendezvous(lab, git_repo, shared_tmp, tmp_path)
     said = re.search(r"roach: rendezvous at (\S+):(\d+) ", job.log())
     assert said, job.log()
     assert int(said.group(2)) != 20000 + job.job_id % 20000
+
+
+def _node_queries(lab) -> int:
+    """slurmctld's count of node queries (``scontrol show node``, ``sinfo``), from ``sdiag``."""
+    env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", **lab.env()}
+    out = subprocess.run(["sdiag"], capture_output=True, text=True, env=env, check=True).stdout
+    found = re.search(r"^\s*REQUEST_NODE_INFO\s+\(\s*\d+\)\s+count:(\d+)", out, re.MULTILINE)
+    return int(found[1]) if found else 0
+
+
+def test_a_one_node_job_meets_on_loopback_and_asks_slurmctld_nothing_for_it(lab, git_repo, shared_tmp, tmp_path):
+    """Every rank of a one-node job runs where the batch script runs: the ranks meet on 127.0.0.1 (a real gloo
+    all_reduce of two ranks), and the attempt sends slurmctld no node query on its way to the ranks (before, each
+    start asked `scontrol show node` for the first node's NodeAddr, some 25 ms before the ranks could start)."""
+    git_repo.commit(PKG, "all_reduce")
+    before = _node_queries(lab)
+    job = submit(
+        "pkg.dist:allreduce",
+        cluster=CLUSTER,
+        repo_root=git_repo.work,
+        store=Store(tmp_path / "s.db"),
+        resources=GPU2,
+        name="loopback",
+        log_root=str(shared_tmp / "logs"),
+        clone_root=str(shared_tmp / "clones"),
+    )
+    rec = job.wait(timeout=slack(180))
+    assert rec.state is JobState.COMPLETED, job.log()
+    assert json.loads((Path(shared_tmp / "runs" / job.run_id) / "result.json").read_text()) == 3.0  # 1+2
+    assert re.search(r"roach: rendezvous at 127\.0\.0\.1:\d+ \(a port free on n[12] when", job.log()), job.log()
+    assert _node_queries(lab) == before

@@ -132,12 +132,9 @@ roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix
 
 roach_master_addr() {  # prints "<status> <first node> <its NodeAddr>"; status 0, or the exit code of what failed
   # (the batch script starts it in the background, so slurmctld's answer comes while the node prepares)
+  # (a one-node job asks nothing: its ranks rendezvous on loopback)
   local first addr
-  if [ "${SLURM_JOB_NUM_NODES:-}" = 1 ] && [[ "$SLURM_JOB_NODELIST" != *[[,]* ]]; then
-    first="$SLURM_JOB_NODELIST"  # one node, named as it is: what `scontrol show hostnames` would print
-  else
-    first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)" || { echo "$? -"; return 0; }
-  fi
+  first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)" || { echo "$? -"; return 0; }
   addr="$(scontrol show node "$first")" || { echo "$? $first"; return 0; }
   # its first NodeAddr=<word> (words end at a space or a line's end), read here rather than by tr, sed and head
   if [[ "$addr" =~ (^|[ $'\n'])NodeAddr=([^ $'\n']*) ]]; then addr="${BASH_REMATCH[2]}"; else addr=""; fi

@@ -34,9 +34,11 @@ echo "roach: attempt $(( ${SLURM_RESTART_COUNT:-0} + 1 )) of run $ROACH_RUN_ID: 
 # Preemption signals every process of the job: the batch shell must outlive the ranks' checkpoint.
 trap 'echo "roach: batch script caught SIGTERM; the ranks checkpoint and leave"' TERM
 trap 'echo "roach: batch script caught SIGUSR1"' USR1
-# Asked in the background while the node prepares, read before the ranks start: the first node's address
-# (slurmctld's NodeAddr) and whether env can start the ranks with their signals blocked.
-exec {roach_addr}< <(roach_master_addr)
+# The first node's address, read before the ranks start: where the allocation is this one node, every rank runs
+# here and rendezvous on loopback (no question to slurmctld); else the first node's NodeAddr, asked of slurmctld
+# in the background while the node prepares. Whether env can start the ranks with their signals blocked, too.
+roach_addr=""
+[ "$SLURM_JOB_NUM_NODES" -eq 1 ] || exec {roach_addr}< <(roach_master_addr)
 env --block-signal=USR1 true 2>/dev/null &
 roach_block_probe=$!
 roach_clone_dir_to clone
@@ -56,9 +58,12 @@ exec {roach_port}< <(roach_free_port "$py" $(( 20000 + SLURM_JOB_ID % 20000 )))
 roach_expand_to run_dir "$ROACH_RUN_DIR"
 mkdir -p "$run_dir" &
 roach_mkdir=$!
-rc=1 first="" MASTER_ADDR="" MASTER_PORT=""
-read -r rc first MASTER_ADDR <&"$roach_addr" || :
-exec {roach_addr}<&-
+rc=0 first="${SLURMD_NODENAME:-$SLURM_JOB_NODELIST}" MASTER_ADDR=127.0.0.1 MASTER_PORT=""
+if [ -n "$roach_addr" ]; then
+  rc=1 first="" MASTER_ADDR=""
+  read -r rc first MASTER_ADDR <&"$roach_addr" || :
+  exec {roach_addr}<&-
+fi
 [ "$rc" = 0 ] || exit "$rc"
 export MASTER_ADDR="${MASTER_ADDR:-$first}"
 read -r MASTER_PORT <&"$roach_port" || :
