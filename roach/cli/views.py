@@ -32,7 +32,6 @@ from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
 from roach.records.workspace import WorkspaceJob, final_record, is_workspace_record
 from roach.slurmio.client import SlurmClient
-from roach.slurmio.clusterfs import ClusterFS
 from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
 
 if TYPE_CHECKING:  # annotations only: loading the views loads no job handle (roach.launch.job)
@@ -256,7 +255,7 @@ def _attempt_views(client: SlurmClient, attempts: list[JobRecord]) -> list[tuple
     the end of those whose driver wrote one."""
 
     open_ = [r for r in attempts if not r.is_final]
-    found = read_attempts(ClusterFS(client.transport), [r.bundle_dir for r in open_]) if open_ else {}
+    found = read_attempts(client.transport, [r.bundle_dir for r in open_]) if open_ else {}
     views: list[tuple[JobView, End | None]] = []
     for rec in attempts:
         st = found.get(rec.bundle_dir)
