@@ -62,7 +62,10 @@ NOT_LOADED = (
     "random",  # the store's jittered retry takes os.urandom
 )
 # Each command's module loads neither the other's nor what only the other needs.
-ALSO_NOT = {"ls": ("roach.cli.show", "roach.workspace"), "status": ("roach.cli.listing",)}
+ALSO_NOT = {
+    "ls": ("roach.cli.show", "roach.workspace"),
+    "status": ("roach.cli.listing", "roach.workspace.file"),  # an ended stage's bundle: roach.workspace.stage
+}
 
 
 def _ended_job() -> JobRecord:
