@@ -2,16 +2,21 @@
 
 The store holds N recorded jobs on the lab (default 10,000: every one ended and recorded, so the commands
 ask Slurm nothing and what is measured is roach's own start-up, the store's query and the rendering). Each
-command runs as its own process, from its start to its exit, as a user types it. The floor every Python
-command pays, ``python -c pass`` with the same interpreter, runs beside it.
+command runs as its own process, from its start to its exit, as a user types it: the ``roach`` of a throwaway venv
+that has roach installed from a wheel of this tree (and the click and rich this interpreter has), as ``pip
+install`` leaves it (the source tree's own venv holds an editable install, whose import finder, a ``.pth`` file run
+at every start, is no part of an installed roach). The floor every Python command pays, ``python -c pass`` with
+that venv's interpreter, runs beside it.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 from bench.labenv import Jobs, Lab
@@ -21,6 +26,9 @@ from roach.records.job_record import JobRecord
 from roach.records.store import Store
 
 METHODS = ("roach", "python -c pass")
+REPO = Path(__file__).resolve().parent.parent
+# What the wheel is not built from: the tree's clutter and its build outputs.
+SKIP = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", "bench")
 
 
 def _fill(store: Store, n: int) -> str:
@@ -52,6 +60,27 @@ def _fill(store: Store, n: int) -> str:
     return recs[n // 2].run_id
 
 
+def _installed(wd: Path) -> Path:
+    """The bin folder of a fresh venv in ``wd`` with roach installed from a wheel of this tree, beside the click
+    and rich versions this interpreter has (from the package index, as a user's ``pip install``)."""
+    src, dist, venv = wd / "src", wd / "dist", wd / "venv"
+    for old in (src, dist, venv):
+        shutil.rmtree(old, ignore_errors=True)
+    shutil.copytree(REPO, src, ignore=SKIP)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    steps = (
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src)],
+        [sys.executable, "-m", "venv", str(venv)],
+    )
+    for argv in steps:
+        subprocess.run(argv, env=env, check=True, capture_output=True, cwd=wd)
+    (wheel,) = dist.glob("roach-*.whl")
+    pins = [f"click=={version('click')}", f"rich=={version('rich')}"]
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel), *pins]
+    subprocess.run(pip, env=env, check=True, capture_output=True, cwd=wd)
+    return venv / "bin"
+
+
 def _wall(argv: list[str], env: dict[str, str]) -> float:
     t = time.perf_counter()
     r = subprocess.run(argv, env=env, capture_output=True, text=True, cwd="/")
@@ -66,14 +95,16 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
     store_path = Path(wd) / "store.sqlite"
     with Store(store_path) as store:
         run_id = _fill(store, n)
-    roach = str(Path(sys.executable).parent / "roach")
+    bin_dir = _installed(Path(wd))
+    roach = str(bin_dir / "roach")
     env = {**os.environ, **lab.env, "ROACH_STORE": str(store_path)}
+    env.pop("PYTHONPATH", None)  # the wheel's roach, not the source tree's
     # Bytecode is written and then read, as an installed roach's is (pip compiles it), so repetition 0 warms it:
     # with PYTHONDONTWRITEBYTECODE set (some shells and sandboxes set it), every repetition compiled roach's
     # modules afresh (issue 18: ~150 ms of a ~530 ms `roach ls`), a cost no installed command pays.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     cmds = {"ls": [roach, "ls", "--json"], "status": [roach, "status", run_id, "--json"]}
-    floor = [sys.executable, "-c", "pass"]
+    floor = [str(bin_dir / "python"), "-c", "pass"]
     got: dict[str, dict[str, list[float]]] = {c: {m: [] for m in METHODS} for c in cmds}
     for rep in range(reps + 1):  # repetition 0 warms the file cache and the .pyc files, not counted
         for c, argv in cmds.items():
@@ -85,8 +116,10 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
     rows = [Row(f"`roach {c} --json`, {n} records: wall time", got[c], "s") for c in cmds]
     body = [
         f"Wall time of one command, as its own process from start to exit, with {n} ended jobs in the store "
-        "(they need no Slurm call: what is measured is roach's start-up, the store's query and the output). "
-        "`python -c pass` is the floor any Python command pays on this machine.",
+        "(their states are final: what is measured is roach's start-up, the store's query, one `squeue` and the "
+        "output). roach is installed from a wheel of this tree in a venv of its own, as `pip install` leaves it "
+        "(not the source tree's editable install, which runs an import finder at every start); "
+        "`python -c pass` of that venv is the floor any Python command pays on this machine.",
         "",
         comparison_table(rows, METHODS),
     ]

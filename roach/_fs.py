@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +19,7 @@ def atomic_open(path: str | os.PathLike[str], mode: int = 0o644) -> Iterator[Bin
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _new_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
@@ -36,6 +35,18 @@ def atomic_open(path: str | os.PathLike[str], mode: int = 0o644) -> Iterator[Bin
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def _new_temp(path: Path) -> tuple[int, Path]:
+    """A new file ``.<name>.<random>.tmp`` beside ``path``, open for writing, mode 0600 (``tempfile.mkstemp``'s
+    way, without loading tempfile and shutil into every command that writes a file)."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp"
+        try:
+            return os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644) -> Path:

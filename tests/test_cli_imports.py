@@ -53,9 +53,19 @@ NOT_LOADED = (
     "roach.lab.lab",
     "roach.slurm.clusters.ilc",
     "importlib.resources",
+    "rich",  # an error's red line, ls's table and status's lines are plain click (roach.cli.columns)
+    "roach.slurmio.clusterfs",  # the attempts' bundles are read through the client's transport
+    "tarfile",
+    "hashlib",  # and OpenSSL: the site cache's file name is a checksum (zlib)
+    "tempfile",  # roach._fs makes its temporary files itself
+    "shutil",  # (and bz2, lzma)
+    "random",  # the store's jittered retry takes os.urandom
 )
 # Each command's module loads neither the other's nor what only the other needs.
-ALSO_NOT = {"ls": ("roach.cli.show", "roach.workspace"), "status": ("roach.cli.listing",)}
+ALSO_NOT = {
+    "ls": ("roach.cli.show", "roach.workspace"),
+    "status": ("roach.cli.listing", "roach.workspace.file"),  # an ended stage's bundle: roach.workspace.stage
+}
 
 
 def _ended_job() -> JobRecord:
@@ -105,13 +115,13 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def _loaded(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    """`roach ARGS` in a process of its own: what it printed, and the modules it loaded."""
+def _loaded(env: dict[str, str], *args: str, rc: int = 0) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """`roach ARGS` in a process of its own: what it printed, and the modules it loaded (it exits ``rc``)."""
     listed = Path(env["ROACH_TEST_MODULES"])
     r = subprocess.run(
         [sys.executable, "-c", WRAPPER, *args], env=env, cwd=listed.parent, capture_output=True, text=True, timeout=120
     )
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == rc, r.stderr
     return r, set(json.loads(listed.read_text()))
 
 
@@ -133,5 +143,13 @@ def test_ls_and_status_json_load_none_of_the_other_commands(env, args):
 def test_ls_and_status_text_load_none_of_the_other_commands(env, args):
     r, modules = _loaded(env, *args)
     assert "imports-000001" in r.stdout and "COMPLETED" in r.stdout
-    assert "rich.console" in modules
+    assert "roach.cli.view_text" in modules
     assert _of(modules, (*NOT_LOADED, *ALSO_NOT[args[0]])) == []
+
+
+@pytest.mark.parametrize("args", [("status", "nosuch"), ("status", "nosuch", "--json")])
+def test_an_error_is_its_red_line_without_rich(env, args):
+    r, modules = _loaded(env, *args, rc=2)
+    assert r.stderr.startswith("roach: error: no job id or run id 'nosuch' in the store "), r.stderr
+    assert "\n  hint: `roach ls` lists recent jobs and their run ids\n" in r.stderr
+    assert _of(modules, (*NOT_LOADED, *ALSO_NOT["status"])) == []

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from roach.cli.views import LEFT_QUEUE_UNACCOUNTED, live_views, state_text
+from roach.cli.columns import plain
+from roach.cli.view_text import state_text
+from roach.cli.views import LEFT_QUEUE_UNACCOUNTED, live_views
 from roach.records.store import Store
 from roach.slurmio.parse import parse_sacct
 from roach.slurmio.transport import LocalTransport
@@ -45,7 +47,7 @@ def test_gone_from_the_queue_while_accounting_says_running_is_no_state_with_the_
         lag = {v.job_id: v for v in views if v.job_id in (57, 63)}
         for v in lag.values():
             assert (v.state, v.status, v.reason) == (None, "submitted", LEFT_QUEUE_UNACCOUNTED)
-            assert state_text(v).plain == f"? ({LEFT_QUEUE_UNACCOUNTED})"
+            assert plain(state_text(v)) == f"? ({LEFT_QUEUE_UNACCOUNTED})"
         failed = next(v for v in views if v.job_id == 60)
         assert (failed.state, failed.status) == ("FAILED", "failed")
         # only the ended job's final state is recorded; the two others stay open for the next look

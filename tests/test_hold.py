@@ -51,7 +51,6 @@ from roach.records.store import Store
 from roach.slurm import Resources, submit
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from roach.slurmio.client import SlurmClient
-from roach.slurmio.clusterfs import ClusterFS
 from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.parse import RS, US
 from roach.slurmio.transport import LocalTransport
@@ -264,12 +263,12 @@ def test_read_attempts_reads_exit_stop_and_driver_in_one_call(tmp_path):
     (b / "stop").write_text("x")
     (b / "driver.pid").write_text(f"{os.uname().nodename} {os.getpid()}\n")
     (c / "driver.pid").write_text(f"{os.uname().nodename} 999999999\n")
-    got = read_attempts(ClusterFS(LocalTransport()), [str(a), str(b), str(c), str(tmp_path / "none")])
+    got = read_attempts(LocalTransport(), [str(a), str(b), str(c), str(tmp_path / "none")])
     assert got[str(a)].exit == AttemptExit(3, "2026-01-01T00:00:00Z") and not got[str(a)].stop_requested
     assert got[str(b)].exit is None and got[str(b)].stop_requested and got[str(b)].driver_alive is True
     assert got[str(c)].driver_alive is False and got[str(tmp_path / "none")].driver_alive is False
     (c / "driver.pid").write_text("another-host 1\n")
-    assert read_attempts(ClusterFS(LocalTransport()), [str(c)])[str(c)].driver_alive is None
+    assert read_attempts(LocalTransport(), [str(c)])[str(c)].driver_alive is None
 
 
 def _record(job_id: int, **kw) -> JobRecord:

@@ -12,10 +12,10 @@ from roach.workspace.file import (
     ENV_ROOT,
     ENV_RSYNC_ROOT,
     WorkspaceError,
-    archived_bundle,
     load_workspace_file,
     parse_remote_path,
 )
+from roach.workspace.stage import archived_bundle
 from tests.support.workspace import runtime_file
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import importlib
 
 import click
-from rich.console import Console
-from rich.text import Text
 
 from roach import __version__
 from roach.errors import RoachError
@@ -23,10 +21,9 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 def render_error(err: RoachError) -> None:
     """One red line (the message may carry a log excerpt below it), then the hint."""
-    console = Console(stderr=True, highlight=False)
-    console.print(Text(f"roach: error: {err.message}", style="bold red"), soft_wrap=True)
+    click.secho(f"roach: error: {err.message}", err=True, fg="red", bold=True)
     if err.hint:
-        console.print(Text(f"  hint: {err.hint}", style="yellow"), soft_wrap=True)
+        click.secho(f"  hint: {err.hint}", err=True, fg="yellow")
 
 
 # Each command: the module that defines it and its name there.

@@ -20,7 +20,8 @@ from roach.cli.args import cli_cluster, parse_args, parse_args_json, parse_env, 
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.refs import ssh_alias_option
-from roach.cli.views import JobView, job_json, print_view, reach
+from roach.cli.view_text import print_view
+from roach.cli.views import JobView, job_json, reach
 from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.errors import UsageError
 from roach.launch.job import Job

@@ -7,13 +7,13 @@ records in the store); ``tests/test_cli_imports.py`` checks what it loads.
 from __future__ import annotations
 
 import click
-from rich.console import Console
-from rich.table import Table
 
+from roach.cli.columns import table_lines, terminal_width
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option
 from roach.cli.refs import cluster_option
-from roach.cli.views import grouped_views, job_json, state_text
+from roach.cli.view_text import state_text
+from roach.cli.views import grouped_views, job_json
 from roach.clusters.userconfig import get_cluster
 from roach.errors import UsageError
 from roach.records.store import Store
@@ -57,13 +57,11 @@ def ls(
         click.echo(f"no jobs in the store {store.path}")
         return
 
-    table = Table(box=None, pad_edge=False)
-    for header in ("run id", "job id", "cluster", "name", "state", "submitted", "log"):
-        table.add_column(header, overflow="fold")
+    headers = ("run id", "job id", "cluster", "name", "state", "submitted", "log")
+    rows = []
     for v in ordered:
         where = f"{v.cluster} via {v.via}" if v.via else v.cluster
-        table.add_row(v.run_id, v.slurm_id, where, v.name, state_text(v), v.submitted_at, v.log)
-    console = Console(highlight=False)
-    if not console.is_terminal:  # piped: whole values, one line per job, for grep and awk
-        console.width = 100_000
-    console.print(table)
+        rows.append((v.run_id, v.slurm_id, where, v.name, state_text(v), v.submitted_at, v.log))
+    # on a terminal, fitted to its width; piped: whole values, one line per job, for grep and awk
+    for line in table_lines(headers, rows, terminal_width()):
+        click.echo(line)

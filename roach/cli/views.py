@@ -1,8 +1,8 @@
 """What the CLI shows of jobs: :class:`JobView`, and :func:`live_views`, which finds their live states in a
 fixed number of Slurm calls (for ``roach status``, ``cancel`` and ``ls``; the commands are
 :mod:`roach.cli.show` and :mod:`roach.cli.inspect`).
-Attempts inside holders are read from their bundles, in one command for all. Also how a view is printed,
-and ``logs -f``'s loop (:func:`follow_log`).
+Attempts inside holders are read from their bundles, in one command for all. Also ``logs -f``'s loop
+(:func:`follow_log`); how a view is printed is :mod:`roach.cli.view_text`.
 
 A job is read the way it was submitted: through the ssh alias the store records as its ``via`` when it went
 through another alias than its cluster's own (:func:`reach`); ``ls`` makes one ``squeue`` per (cluster, alias).
@@ -16,8 +16,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.text import Text
 
 from roach.cli.jsonout import stamp
 from roach.clusters.cluster import Cluster, with_ssh_override
@@ -34,12 +32,9 @@ from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
 from roach.records.workspace import WorkspaceJob, final_record, is_workspace_record
 from roach.slurmio.client import SlurmClient
-from roach.slurmio.clusterfs import ClusterFS
 from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
 
-if TYPE_CHECKING:  # annotations only: loading the views loads neither rich nor the job handles (roach.launch.job)
-    from rich.text import Text
-
+if TYPE_CHECKING:  # annotations only: loading the views loads no job handle (roach.launch.job)
     from roach.launch.job import Job
 
 
@@ -260,7 +255,7 @@ def _attempt_views(client: SlurmClient, attempts: list[JobRecord]) -> list[tuple
     the end of those whose driver wrote one."""
 
     open_ = [r for r in attempts if not r.is_final]
-    found = read_attempts(ClusterFS(client.transport), [r.bundle_dir for r in open_]) if open_ else {}
+    found = read_attempts(client.transport, [r.bundle_dir for r in open_]) if open_ else {}
     views: list[tuple[JobView, End | None]] = []
     for rec in attempts:
         st = found.get(rec.bundle_dir)
@@ -272,39 +267,6 @@ def _attempt_views(client: SlurmClient, attempts: list[JobRecord]) -> list[tuple
         else:
             views.append((JobView.of(rec, JobState.RUNNING.value, "running"), None))
     return views
-
-
-# -- rendering ------------------------------------------------------------------------------------------
-_STYLE = {"completed": "green", "running": "cyan", "pending": "yellow"}
-
-
-def state_text(v: JobView) -> Text:
-
-    label = v.state or "?"
-    if v.reason:
-        label += f" ({v.reason})"
-    text = Text(label, style=_STYLE.get(v.status, "red" if v.status != "submitted" else ""))
-    if v.held_s is not None:
-        text.append(f" held {v.held_s // 3600}h{v.held_s // 60 % 60:02d}m")
-    if v.idle:
-        text.append(" IDLE: charged, no attempt runs", style="bold yellow")
-    return text
-
-
-def print_view(v: JobView) -> None:
-
-    console = Console(highlight=False)
-    where = f"{v.cluster} (via ssh {v.via})" if v.via else v.cluster
-    console.print(
-        Text.assemble(
-            f"job {v.slurm_id} (run {v.run_id}) on {where}: ",
-            state_text(v),
-            f"  exit {v.exit_code}" if v.exit_code else "",
-        ),
-        soft_wrap=True,
-    )
-    console.print(f"  name {v.name}  target {v.target}  submitted {v.submitted_at}", soft_wrap=True)
-    console.print(f"  log {v.log}", soft_wrap=True)
 
 
 # -- following a log --------------------------------------------------------------------------------------

@@ -61,7 +61,7 @@ def _wait_for_previous(h: HolderHandle, info: HolderInfo, store: Store, fs: Clus
     while True:
         steps = [s for s in h.steps(info) if s.kind.is_attempt]
         recs = attempt_records(store, h.cluster.name, h.job_id)
-        status = read_attempts(fs, [AttemptPaths.of(r).bundle_dir for r in recs])
+        status = read_attempts(fs.transport, [AttemptPaths.of(r).bundle_dir for r in recs])
         by_n = {AttemptPaths.of(r).attempt: (r, status[AttemptPaths.of(r).bundle_dir]) for r in recs}
         busy: list[str] = []
         for n, (r, st) in sorted(by_n.items()):

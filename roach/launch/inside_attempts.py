@@ -16,7 +16,7 @@ from roach.model.status import Status
 from roach.records.finals import End
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
-from roach.slurmio.clusterfs import ClusterFS
+from roach.slurmio.transport import Transport
 
 EXIT_LEFT = 3  # rank 0's exit code when the ranks checkpointed and left (roach.runtime.attempts)
 
@@ -108,11 +108,12 @@ for d in "$@"; do
 done"""
 
 
-def read_attempts(fs: ClusterFS, bundle_dirs: list[str]) -> dict[str, AttemptStatus]:
-    """Each attempt's status from its bundle, in one command on the cluster (for ``roach ls`` too)."""
+def read_attempts(transport: Transport, bundle_dirs: list[str]) -> dict[str, AttemptStatus]:
+    """Each attempt's status from its bundle, in one command on the cluster through ``transport`` (for
+    ``roach ls`` too, which loads no :class:`~roach.slurmio.clusterfs.ClusterFS`)."""
     if not bundle_dirs:
         return {}
-    res = fs.transport.run(["sh", "-c", _READ, "sh", *bundle_dirs])
+    res = transport.run(["sh", "-c", _READ, "sh", *bundle_dirs])
     if res.returncode != 0:
         raise RoachError(f"reading the attempts' bundles failed: {res.stderr.strip()}")
     out = {}

@@ -58,7 +58,7 @@ class InsideJob(Job):
         return self._holder
 
     def status(self) -> AttemptStatus:
-        return read_attempts(self.fs, [self.paths.bundle_dir])[self.paths.bundle_dir]
+        return read_attempts(self.fs.transport, [self.paths.bundle_dir])[self.paths.bundle_dir]
 
     def state(self) -> JobState:
         """COMPLETED, FAILED or CANCELLED (stopped) once the driver wrote its exit status; RUNNING before,

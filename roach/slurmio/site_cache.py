@@ -9,10 +9,10 @@ writes are atomic (temp file, rename), and a failure to write is ignored: the ca
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +40,9 @@ class SiteCache:
 
     @property
     def path(self) -> Path:
-        digest = hashlib.sha256(self.where.encode()).hexdigest()[:16]
+        # a name, not a secret: two wheres that shared one would only take turns (a file names its where)
+        where = self.where.encode()
+        digest = f"{zlib.crc32(where):08x}{zlib.adler32(where):08x}"
         return self.directory / f"{digest}.json"
 
     def _load(self) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from roach.workspace.base import (
     read_local,
     resolve_cluster,
 )
-from roach.workspace.file import WorkspaceError, archived_bundle, earlier_stage_error
+from roach.workspace.file import WorkspaceError
 from roach.workspace.interface import (
     INTERFACE_FILE,
     InterfaceError,
@@ -59,6 +59,7 @@ from roach.workspace.script import (
 from roach.workspace.script import (
     CHECKABLE as CHECKABLE_SKIPS,
 )
+from roach.workspace.stage import archived_bundle, earlier_stage_error
 from roach.workspace.verify import VerifyResult, read_interface, required_files, verify
 from roach.workspace.wait import WaitEvent, wait
 

@@ -33,11 +33,10 @@ from roach.workspace.file import (
     BACKEND_CLUSTERS,
     WorkspaceError,
     WorkspaceFile,
-    archived_bundle,
-    earlier_stage_error,
     load_workspace_file,
 )
 from roach.workspace.script import ARTIFACTS_DIR
+from roach.workspace.stage import archived_bundle, earlier_stage_error
 
 SETTINGS_FILE = "roach.toml"
 DEFAULT_EXCLUDES = (".venv/", ".conda/", "__pycache__/", ".cache/", "logs/", ".git/")

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from roach.errors import RoachError
+from roach.workspace.stage import WorkspaceError
 
 WORKSPACE_FILE = ".neurico/dsi_slurm_remote_workspace.json"
 WORKSPACE_KEYS = ("remote_root", "rsync_remote_root")
@@ -35,16 +35,9 @@ ENV_RSYNC_ROOT = "NEURICO_DSI_RSYNC_REMOTE_ROOT"
 # The cluster module a backend names, when no cluster's ssh alias is the file's ssh_host.
 BACKEND_CLUSTERS = {"dsi-slurm": "dsi"}
 # Where NeuriCo's runtime moves dsi-slurm-artifacts/ after a successful stage.
-ARCHIVED_ARTIFACTS = "logs/dsi-slurm-artifacts"
 
 _HOME = re.compile(r"^(?:~|\$HOME|\$\{HOME\})(?=/|$)/*(?P<rest>.*)$")
 _RSYNC_REMOTE = re.compile(r"^(?:(?P<user>[^@/:]+)@)?(?P<host>[^/:@]+):(?P<path>(?!:).*)$")
-
-
-class WorkspaceError(RoachError):
-    """The workspace lacks something roach must not guess (its remote root, a required file)."""
-
-    exit_code = 7  # like `roach doctor`: a prerequisite is missing
 
 
 @dataclass(frozen=True)
@@ -210,26 +203,3 @@ def _differs(a: str, b: str, rsync: bool) -> bool:
     except WorkspaceError:
         return a != b
     return pa.same_as(pb) is not True
-
-
-def archived_bundle(workspace: str | os.PathLike[str], job_id: str) -> Path | None:
-    """Where the runtime archived job ``job_id``'s bundle after its stage, if it did (and no live one is here)."""
-    root = Path(workspace)
-    old = root / ARCHIVED_ARTIFACTS / job_id
-    return old if old.is_dir() and not (root / "dsi-slurm-artifacts" / job_id).exists() else None
-
-
-def earlier_stage_error(workspace: str | os.PathLike[str], job_id: str, archived: Path) -> WorkspaceError:
-    """The error for a job whose stage is over: where its bundle went, and that its remote root is gone."""
-    status = ""
-    try:
-        status = json.loads((archived / "job.json").read_text()).get("status") or ""
-    except (OSError, ValueError, AttributeError):
-        pass
-    said = f" (its job.json says {status})" if status else ""
-    return WorkspaceError(
-        f"job {job_id} ran in an earlier stage of {Path(workspace)}: its bundle was archived to {archived}{said}, and "
-        "its remote root is gone (NeuriCo's runtime removes the remote root and the workspace file after a stage)",
-        hint=f"read {archived}/job.json and its slurm_*.out/.err; nothing of it is left on the cluster to wait for "
-        "or pull",
-    )

@@ -35,8 +35,8 @@ from roach.workspace.base import (
     read_local,
     resolve_cluster,
 )
-from roach.workspace.file import archived_bundle, earlier_stage_error
 from roach.workspace.records import read_record, record_final, write_local
+from roach.workspace.stage import archived_bundle, earlier_stage_error
 
 # $1 job id, $2 seconds between looks. Prints "state <utc> <STATE=n,...>" on each change, "error <utc> <msg>"
 # when squeue fails (the loop goes on), "gone <utc>" once no entry of the job is pending or running, and
