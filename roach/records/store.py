@@ -60,7 +60,11 @@ class Store(Database):
                     raise UsageError(
                         f"job {rec.key} on cluster {rec.cluster!r} is already in the store"
                         f" (run {old.run_id}, submitted {old.submitted_at})",
-                        hint="Slurm reuses job ids only after a reset of its database; check the cluster",
+                        hint=(
+                            "Slurm numbers jobs anew only after a reset of its database (or, for the lab, a lab made "
+                            "afresh in a removed state folder): the record is of a job before that. Keep this store "
+                            f"for its records and start another: ROACH_STORE=<new file> (this one: {self.path})"
+                        ),
                     ) from None
             # a NOT NULL column left None, or a duplicate within recs: a caller's bug
             what = f"job {recs[0].key}" if len(recs) == 1 else f"{len(recs)} jobs"
