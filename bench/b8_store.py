@@ -91,6 +91,7 @@ def _wall(argv: list[str], env: dict[str, str]) -> float:
 
 
 def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
+    load = os.getloadavg()[0]  # the machine's load as the benchmark starts: 147 ms idle was 289 ms beside a suite
     wd = lab.workdir("store")
     store_path = Path(wd) / "store.sqlite"
     with Store(store_path) as store:
@@ -119,7 +120,8 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
         "(their states are final: what is measured is roach's start-up, the store's query, one `squeue` and the "
         "output). roach is installed from a wheel of this tree in a venv of its own, as `pip install` leaves it "
         "(not the source tree's editable install, which runs an import finder at every start); "
-        "`python -c pass` of that venv is the floor any Python command pays on this machine.",
+        "`python -c pass` of that venv is the floor any Python command pays on this machine. "
+        f"The machine's load average at the start was {load:.1f} on {os.cpu_count()} cores.",
         "",
         comparison_table(rows, METHODS),
     ]
@@ -128,5 +130,9 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
         for c in cmds
     ]
     return Section(
-        8, "The store at scale: ls and status", "\n".join(body), {"records": n, "reps": reps}, summary=summary
+        8,
+        "The store at scale: ls and status",
+        "\n".join(body),
+        {"records": n, "reps": reps, "load": round(load, 1)},
+        summary=summary,
     )
