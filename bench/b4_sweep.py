@@ -27,7 +27,7 @@ from pathlib import Path
 from bench import rounds
 from bench.labenv import BenchError, Jobs, Lab, submit_held
 from bench.report import Section
-from bench.stats import Row, comparison_table, target_row
+from bench.stats import Row, comparison_table, load_sentence, target_row
 
 METHODS = ("roach", "submitit map_array", "sbatch loop")
 
@@ -93,7 +93,7 @@ def run(
         "released task stays pending, so none starts inside a measured window (its `srun` would count as "
         "the bench user's RPCs), as on a busy cluster; before each roach sweep the cancelled tasks of the "
         "last ones are left to leave slurmctld (MinJobAge; until at most 1000 records remain), so that they "
-        f"neither fill MaxJobCount nor keep it busy. The machine's load average at the start was {load:.1f} on {os.cpu_count()} cores.",
+        "neither fill MaxJobCount nor keep it busy. " + load_sentence(load, os.cpu_count()),
         "",
         comparison_table(rows, METHODS),
     ]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.labenv import Jobs, Lab
 from bench.report import Section
-from bench.stats import Row, comparison_table, target_row
+from bench.stats import Row, comparison_table, load_sentence, target_row
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 
@@ -91,7 +91,7 @@ def _wall(argv: list[str], env: dict[str, str]) -> float:
 
 
 def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
-    load = os.getloadavg()[0]  # the machine's load as the benchmark starts: 147 ms idle was 289 ms beside a suite
+    load = os.getloadavg()[0]  # the machine's load as the benchmark starts (a test suite may run beside it)
     wd = lab.workdir("store")
     store_path = Path(wd) / "store.sqlite"
     with Store(store_path) as store:
@@ -121,7 +121,7 @@ def run(lab: Lab, jobs: Jobs, n: int, reps: int, log=print) -> Section:
         "output). roach is installed from a wheel of this tree in a venv of its own, as `pip install` leaves it "
         "(not the source tree's editable install, which runs an import finder at every start); "
         "`python -c pass` of that venv is the floor any Python command pays on this machine. "
-        f"The machine's load average at the start was {load:.1f} on {os.cpu_count()} cores.",
+        + load_sentence(load, os.cpu_count()),
         "",
         comparison_table(rows, METHODS),
     ]

@@ -120,6 +120,12 @@ def _has(xs: Sequence[float]) -> bool:
     return any(x is not None and not math.isnan(float(x)) for x in xs)
 
 
+def load_sentence(load: float, cores: int | None) -> str:
+    """The sentence a section gives the machine's load at its start: the same code measured twice as slow beside
+    a test suite on these shared 2-core machines (bench 4 and 8)."""
+    return f"The machine's load average at the start was {load:.1f} on {cores} cores."
+
+
 def _md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
