@@ -353,10 +353,12 @@ def test_roach_clean_ends_a_sweep_and_removes_its_logs_and_bundles_keeping_check
     )
 
 
-def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, roots, monkeypatch):
+def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, roots, monkeypatch, tmp_path):
     from roach.slurmio.client import SlurmClient
     from roach.slurmio.transport import LocalTransport
 
+    # Each size starts from an empty site cache: with the one in $HOME, whether config and partitions come from
+    # Slurm or the cache hangs on how long ago an earlier test read them (CI saw 3 scontrol for 3 runs, 2 for 60).
     calls: list[str] = []
     slurm_run, transport_run = SlurmClient.run, LocalTransport.run
 
@@ -373,6 +375,7 @@ def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, 
     per_size = {}
     for n in (3, 60):
         calls.clear()
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / f"cache-{n}"))
         sw = sweep(
             "pkg.grid:square",
             [{"x": i} for i in range(n)],
