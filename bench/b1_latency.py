@@ -23,6 +23,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from bench.execclock import ProcessClock, Processes
 from bench.labenv import ROOT, BenchError, Jobs, Lab
 from bench.repo import make_repo
 from bench.report import Section
@@ -128,6 +129,31 @@ class Methods:
         return got["t0"], got["t_ret"], out
 
 
+def _fine_starts(mark: dict, seen: Processes) -> tuple[float, float] | None:
+    """The forks of the job's batch shell and of the python process (what /proc's start times count, here to the
+    microsecond), on time.time()'s clock; None when the clock missed either."""
+    if "mono" not in mark or not mark.get("batch_pid"):
+        return None
+    batch, python = seen.started(mark["batch_pid"], mark["mono"]), seen.started(mark["pid"], mark["mono"])
+    if batch is None or python is None:
+        return None
+    offset = mark["t"] - mark["mono"]  # CLOCK_MONOTONIC to time.time(), as the job's process read both
+    return batch + offset, python + offset
+
+
+def _parts(t0: float, t_ret: float, mark: dict, starts: tuple[float, float] | None) -> dict[str, float | None]:
+    batch, process = starts if starts else (mark.get("batch"), mark.get("process"))
+    parts = {
+        "total": mark["t"] - t0,
+        "call": t_ret - t0,
+        "to_batch": _minus(batch, t0),
+        "batch_to_process": _minus(process, batch),
+        "process_to_line": _minus(mark["t"], process),
+    }
+    parts["own"] = _minus(parts["total"], _minus(parts["to_batch"], parts["call"]))
+    return parts
+
+
 def run(lab: Lab, jobs: Jobs, reps: int, log=print, timeout: float = 180) -> Section:
     wd = lab.workdir("latency")
     for sub in ("marks", "logs", "submitit"):
@@ -136,26 +162,37 @@ def run(lab: Lab, jobs: Jobs, reps: int, log=print, timeout: float = 180) -> Sec
     ms = Methods(lab, jobs, wd)
     keys = ("total", "call", "to_batch", "batch_to_process", "process_to_line", "own")
     got = {k: {m: [] for m in METHODS} for k in keys}
-    for rep in range(reps + 1):  # repetition 0 warms every method (roach: the clone) and is not counted
-        for m in METHODS:
-            t0, t_ret, out = getattr(ms, m)()
-            mark = _wait_file(out, timeout)
-            parts = {
-                "total": mark["t"] - t0,
-                "call": t_ret - t0,
-                "to_batch": _minus(mark.get("batch"), t0),
-                "batch_to_process": _minus(mark.get("process"), mark.get("batch")),
-                "process_to_line": _minus(mark["t"], mark.get("process")),
-            }
-            parts["own"] = _minus(parts["total"], _minus(parts["to_batch"], parts["call"]))
-            if rep:
-                for k in keys:
-                    got[k][m].append(parts[k])
-            log(
-                f"bench 1: {'warm-up' if not rep else f'rep {rep}'} {m:9s} submit call {parts['call']:6.3f}s, "
-                f"first line after {parts['total']:6.3f}s"
-            )
+    clock = ProcessClock.start(wd)
+    samples = []
+    try:
+        for rep in range(reps + 1):  # repetition 0 warms every method (roach: the clone) and is not counted
+            for m in METHODS:
+                t0, t_ret, out = getattr(ms, m)()
+                mark = _wait_file(out, timeout)
+                if rep:
+                    samples.append((m, t0, t_ret, mark))
+                log(
+                    f"bench 1: {'warm-up' if not rep else f'rep {rep}'} {m:9s} submit call {t_ret - t0:6.3f}s, "
+                    f"first line after {mark['t'] - t0:6.3f}s"
+                )
+    finally:
+        seen = clock.stop() if clock else Processes()
     jobs.cancel(jobs.user_ids)  # they have ended or are ending; cancel whatever is left
+    # the fine clock for every sample or for none: one median of two clocks would mean neither
+    starts = [_fine_starts(mark, seen) for _, _, _, mark in samples]
+    fine = bool(samples) and all(starts)
+    for (m, t0, t_ret, mark), st in zip(samples, starts):
+        parts = _parts(t0, t_ret, mark, st if fine else None)
+        for k in keys:
+            got[k][m].append(parts[k])
+    clock_words = (
+        "Start times are each process's fork, as /proc counts them, but to the microsecond: the kernel's fork "
+        "events, recorded by perf. (roach's rank process execs env, which blocks its signals, then python: "
+        "about 1 ms, in the python process's part.)"
+        if fine
+        else "Start times come from /proc (10 ms ticks): "
+        + ("no perf on this machine." if clock is None else "perf missed a start.")
+    )
     rows = [
         Row("submit call to the function's first line", got["total"], "s"),
         Row("... the submit call itself", got["call"], "s"),
@@ -169,7 +206,7 @@ def run(lab: Lab, jobs: Jobs, reps: int, log=print, timeout: float = 180) -> Sec
         "job python); roach warm (its clone of the commit exists). The split: Slurm's part (queue, "
         "scheduling, launch: up to the batch script's start), the batch script's (roach: its node step "
         "and `srun`; submitit: `srun`; sbatch: nothing), and the python process's (imports, unpickling, "
-        "roach's rank setup). Start times come from /proc (10 ms ticks). Slurm's part varies by up to a "
+        f"roach's rank setup). {clock_words} Slurm's part varies by up to a "
         "second with where the submission falls in the scheduler's cycle, for every method alike; the last "
         "row leaves it out.",
         "",
@@ -213,7 +250,9 @@ def run(lab: Lab, jobs: Jobs, reps: int, log=print, timeout: float = 180) -> Sec
             scale=1000,
         ),
     ]
-    return Section(1, "Submit latency", "\n".join(body), {"reps": reps}, summary=summary)
+    return Section(
+        1, "Submit latency", "\n".join(body), {"reps": reps, "clock": "perf" if fine else "proc"}, summary=summary
+    )
 
 
 def _plus(a: float | None, b: float | None) -> float | None:

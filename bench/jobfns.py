@@ -14,11 +14,21 @@ import time
 
 def first_line(run=None, out: str = "") -> float:
     """Write the time of this function's first line to ``out`` (what submit latency is measured to), with
-    when this process and the job's batch shell started (so the benchmark can split the latency)."""
-    t = time.time()
+    when this process and the job's batch shell started (so the benchmark can split the latency), and both pids
+    with the time on CLOCK_MONOTONIC (to match them with the kernel's exec events, bench/execclock.py)."""
+    t, mono = time.time(), time.monotonic()
+    batch = batch_process()
+    mark = {
+        "t": t,
+        "mono": mono,
+        "pid": os.getpid(),
+        "process": process_start(os.getpid(), t),
+        "batch_pid": batch,
+        "batch": None if batch is None else process_start(batch, t),
+    }
     tmp = f"{out}.tmp"
     with open(tmp, "w") as f:
-        json.dump({"t": t, "process": process_start(os.getpid(), t), "batch": batch_start(t)}, f)
+        json.dump(mark, f)
     os.replace(tmp, out)
     return t
 
@@ -33,8 +43,8 @@ def process_start(pid: int, now: float) -> float | None:
     return now - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
 
 
-def batch_start(now: float) -> float | None:
-    """When this job's batch shell started: the process running Slurm's copy of the batch script
+def batch_process() -> int | None:
+    """The pid of this job's batch shell: the process running Slurm's copy of the batch script
     (``.../slurm_script``) with this job's id in its environment."""
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
@@ -50,7 +60,7 @@ def batch_start(now: float) -> float | None:
         except OSError:
             continue
         if f"SLURM_JOB_ID={job}".encode() in env:
-            return process_start(int(entry), now)
+            return int(entry)
     return None
 
 

@@ -34,7 +34,12 @@ def _next_job_id(lab) -> int:
     return int(out.split(";")[0]) + 1
 
 
-def test_a_taken_port_is_not_the_rendezvous(lab, git_repo, shared_tmp, tmp_path):
+@pytest.mark.parametrize(
+    ("resources", "total"),
+    [(NODES2_GPU2, 10.0), (GPU2, 3.0)],  # the batch script picks it (two nodes), rank 0 does (one node)
+    ids=["two-nodes", "one-node"],
+)
+def test_a_taken_port_is_not_the_rendezvous(lab, git_repo, shared_tmp, tmp_path, resources, total):
     git_repo.commit(PKG, "all_reduce")
     first = _next_job_id(lab)
     held = []
@@ -50,7 +55,7 @@ def test_a_taken_port_is_not_the_rendezvous(lab, git_repo, shared_tmp, tmp_path)
             cluster=CLUSTER,
             repo_root=git_repo.work,
             store=Store(tmp_path / "s.db"),
-            resources=NODES2_GPU2,
+            resources=resources,
             name="port",
             log_root=str(shared_tmp / "logs"),
             clone_root=str(shared_tmp / "clones"),
@@ -62,7 +67,7 @@ def test_a_taken_port_is_not_the_rendezvous(lab, git_repo, shared_tmp, tmp_path)
         for s in held:
             s.close()
     run_dir = Path(shared_tmp / "runs" / job.run_id)
-    assert json.loads((run_dir / "result.json").read_text()) == 10.0  # 1+2+3+4 through gloo
+    assert json.loads((run_dir / "result.json").read_text()) == total  # 1+2(+3+4) through gloo
     said = re.search(r"roach: rendezvous at (\S+):(\d+) ", job.log())
     assert said, job.log()
     assert int(said.group(2)) != 20000 + job.job_id % 20000
@@ -97,3 +102,26 @@ def test_a_one_node_job_meets_on_loopback_and_asks_slurmctld_nothing_for_it(lab,
     assert json.loads((Path(shared_tmp / "runs" / job.run_id) / "result.json").read_text()) == 3.0  # 1+2
     assert re.search(r"roach: rendezvous at 127\.0\.0\.1:\d+ \(a port free on n[12] when", job.log()), job.log()
     assert _node_queries(lab) == before
+
+
+def test_a_job_submitted_from_a_one_node_job_keeps_its_own_rendezvous(lab, git_repo, shared_tmp, tmp_path, monkeypatch):
+    """sbatch passes the submitter's environment on: a two-node job submitted from inside a one-node roach job (a
+    sweep driver, an agent) sees ROACH_PORT_BY_RANK0=1. Its batch script picks the port, as for any two-node job;
+    were rank 0 to pick it, the other node's ranks would wait for a file they may not see."""
+    git_repo.commit(PKG, "all_reduce")
+    monkeypatch.setenv("ROACH_PORT_BY_RANK0", "1")
+    job = submit(
+        "pkg.dist:allreduce",
+        cluster=CLUSTER,
+        repo_root=git_repo.work,
+        store=Store(tmp_path / "s.db"),
+        resources=NODES2_GPU2,
+        name="nested",
+        log_root=str(shared_tmp / "logs"),
+        clone_root=str(shared_tmp / "clones"),
+    )
+    rec = job.wait(timeout=slack(180))
+    assert rec.state is JobState.COMPLETED, job.log()
+    assert json.loads((Path(shared_tmp / "runs" / job.run_id) / "result.json").read_text()) == 10.0
+    said = re.findall(r"^(\d+: )?roach: rendezvous at ", job.log(), re.MULTILINE)
+    assert said == [""], job.log()  # the batch script's line, none of rank 0's

@@ -81,3 +81,32 @@ def test_without_the_block_the_same_signal_kills_the_rank(tmp_path):
     out = _signal_during_start(p)
     assert p.returncode == -signal.SIGUSR1 or p.returncode == 128 + signal.SIGUSR1, out
     assert not (tmp_path / "run" / "resume.pt").exists()
+
+
+OLD_ENV = """#!/bin/sh
+# coreutils before 8.31 (RHEL 8, Debian 10): no --block-signal
+for a in "$@"; do case "$a" in --block-signal*) echo "env: unrecognized option '$a'" >&2; exit 125 ;; esac; done
+exec /usr/bin/env "$@"
+"""
+
+
+@pytest.mark.parametrize("probe", ["in the background", "asked now"])
+@pytest.mark.parametrize("old", [False, True], ids=["env 8.31+", "older env"])
+def test_the_ranks_start_blocked_only_where_env_can(tmp_path, probe, old):
+    """The batch script asks env in the background (its pid given to roach_block_signals); a holder's step asks
+    on the spot. An env without --block-signal starts the ranks as before, with no prefix."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if old:
+        (bin_dir / "env").write_text(OLD_ENV)
+        (bin_dir / "env").chmod(0o755)
+    env_bin = str(bin_dir / "env") if old else "/usr/bin/env"
+    asked = (
+        f'{env_bin} --block-signal=USR1 --version >/dev/null 2>&1 &\nroach_block_signals USR1 "$!"'
+        if probe == "in the background"
+        else "roach_block_signals USR1"
+    )
+    script = f'source {NODE_SH}\nROACH_ENV_BIN={env_bin}\n{asked}\necho "${{ROACH_BLOCK[*]-}}"\n'
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("" if old else "/usr/bin/env --block-signal=USR1 --block-signal=TERM")

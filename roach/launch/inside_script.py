@@ -173,6 +173,7 @@ if [ -z "$MASTER_PORT" ]; then
   finish 1
 fi
 export MASTER_PORT
+unset ROACH_PORT_BY_RANK0  # the node step picked it: not rank 0's to pick, whatever the submitter's env said
 echo "roach: rendezvous at $MASTER_ADDR:$MASTER_PORT (a port free on $first when this attempt started)"
 if [ -e "$ROACH_BUNDLE/cancel" ]; then
   echo "roach: attempt {i.attempt} was cancelled before its ranks started"

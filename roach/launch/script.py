@@ -96,6 +96,11 @@ def render(i: ScriptInputs) -> str:
 {header}
 # roach job {i.run_id}: {i.commit[:12]} of {i.repo_name}. What a job does: roach/slurm/README.md.
 set -euo pipefail
+# Whether this node's env (/usr/bin/env, whatever PATH the site file sets: node.sh starts the ranks with the same)
+# can start the ranks with their signals blocked, asked first thing, in the background (--version exits once the
+# option is read): its answer is read just before the ranks start.
+/usr/bin/env --block-signal={i.cluster.checkpoint_signal} --version >/dev/null 2>&1 &
+roach_block_probe=$!
 {export_lines}
 export ROACH_BUNDLE={bundle}
 
@@ -104,6 +109,7 @@ export ROACH_BUNDLE={bundle}
 # --- end of site file ---
 
 source "$ROACH_BUNDLE/node.sh"
+roach_expand_to run_dir "$ROACH_RUN_DIR"
 roach_utc_now started_at
 echo "roach: attempt $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )) of run $ROACH_RUN_ID: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (restart count ${{SLURM_RESTART_COUNT:-0}}) at $started_at"
 # Preemption signals every process of the job: the batch shell must outlive the ranks' checkpoint.
@@ -111,11 +117,9 @@ trap 'echo "roach: batch script caught SIGTERM; the ranks checkpoint and leave"'
 trap 'echo "roach: batch script caught SIG{i.cluster.checkpoint_signal}"' {i.cluster.checkpoint_signal}
 # The first node's address, read before the ranks start: where the allocation is this one node, every rank runs
 # here and rendezvous on loopback (no question to slurmctld); else the first node's NodeAddr, asked of slurmctld
-# in the background while the node prepares. Whether env can start the ranks with their signals blocked, too.
+# in the background while the node prepares.
 roach_addr=""
 [ "$SLURM_JOB_NUM_NODES" -eq 1 ] || exec {{roach_addr}}< <(roach_master_addr)
-env --block-signal={i.cluster.checkpoint_signal} true 2>/dev/null &
-roach_block_probe=$!
 roach_clone_dir_to clone
 if [ "$SLURM_JOB_NUM_NODES" -eq 1 ]; then  # the one node is this one, where the batch script runs: no job step,
   # and nothing at all where the clone is complete (what prepare looks at first); else prepare in its own bash, as
@@ -127,28 +131,30 @@ else
 fi
 export ROACH_CLONE_DIR="$clone"
 roach_python_to py "$clone"
-# The batch script runs on the allocation's first node, where rank 0 listens: a port free here, found while
-# the run directory is made.
-exec {{roach_port}}< <(roach_free_port "$py" $(( 20000 + SLURM_JOB_ID % 20000 )))
-roach_expand_to run_dir "$ROACH_RUN_DIR"
-mkdir -p "$run_dir" &
-roach_mkdir=$!
-rc=0 first="${{SLURMD_NODENAME:-$SLURM_JOB_NODELIST}}" MASTER_ADDR=127.0.0.1 MASTER_PORT=""
-if [ -n "$roach_addr" ]; then
-  rc=1 first="" MASTER_ADDR=""
+if [ "$SLURM_JOB_NUM_NODES" -eq 1 ]; then  # every rank runs here: rank 0 picks a free port as it starts and tells
+  # the others (roach/runtime/rendezvous.py), so the ranks start now, with no look at this node's TCP tables first
+  export MASTER_ADDR=127.0.0.1 ROACH_PORT_BY_RANK0=1
+  unset MASTER_PORT
+else
+  # The batch script runs on the allocation's first node, where rank 0 listens: a port free here, found while
+  # slurmctld answers (and not rank 0's to pick, whatever the submitter's env said).
+  unset ROACH_PORT_BY_RANK0
+  exec {{roach_port}}< <(roach_free_port "$py" $(( 20000 + SLURM_JOB_ID % 20000 )))
+  rc=1 first="" MASTER_ADDR="" MASTER_PORT=""
   read -r rc first MASTER_ADDR <&"$roach_addr" || :
   exec {{roach_addr}}<&-
+  [ "$rc" = 0 ] || exit "$rc"
+  export MASTER_ADDR="${{MASTER_ADDR:-$first}}"
+  read -r MASTER_PORT <&"$roach_port" || :
+  exec {{roach_port}}<&-
+  export MASTER_PORT
+  echo "roach: rendezvous at $MASTER_ADDR:$MASTER_PORT (a port free on $first when this attempt started)"
 fi
-[ "$rc" = 0 ] || exit "$rc"
-export MASTER_ADDR="${{MASTER_ADDR:-$first}}"
-read -r MASTER_PORT <&"$roach_port" || :
-exec {{roach_port}}<&-
-export MASTER_PORT
-echo "roach: rendezvous at $MASTER_ADDR:$MASTER_PORT (a port free on $first when this attempt started)"
 export PYTHONPATH="$ROACH_ROACH_PATH:$clone${{PYTHONPATH:+:$PYTHONPATH}}"
-wait "$roach_mkdir" || mkdir -p "$run_dir"  # (a signal trapped during the wait: made here)
-cd "$run_dir"
 roach_block_signals {i.cluster.checkpoint_signal} "$roach_block_probe"
+# The ranks start in the shipped runtime (the first entry of PYTHONPATH, which Python puts before it as the working
+# directory of `-m`), then make the run directory and work in it (roach/runtime/rank.py): no mkdir here first.
+cd "$ROACH_ROACH_PATH"
 srun --kill-on-bad-exit=1 --wait={i.cluster.rank_exit_wait_s} --label ${{ROACH_BLOCK[@]+"${{ROACH_BLOCK[@]}}"}} \
   "$py" -m roach.slurm.run "$ROACH_BUNDLE/spec.json" &
 ranks=$!

@@ -12,6 +12,9 @@
 # and from the cluster's site file: ROACH_ENV (venv|pixi|uv|system), ROACH_VENV, ROACH_PYTHON, ROACH_PIXI_ENV.
 
 ROACH_CLONE_MARKER=.roach-clone-complete
+# The env that starts the ranks with their signals blocked: by its path, not the first on PATH, because the batch
+# script asks it whether it can before the site file has set PATH (roach/launch/script.py).
+ROACH_ENV_BIN=/usr/bin/env
 
 roach_expand() {  # ~ means the home of the user the job runs as, on the node it runs on
   case "$1" in
@@ -120,13 +123,13 @@ roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix
   # it (Slurm may send the wall clock's signal at once after a requeue). Started through
   # `env --block-signal`, the signal waits, pending, until run.py unblocks it with its handlers in place.
   # coreutils 8.31+ (Debian 11, RHEL 9); an older env has no such option and the ranks start as before.
-  # $2 (optional): the pid of `env --block-signal="$1" true` started in the background earlier, whose exit
-  # status says the same without waiting for a command now.
+  # $2 (optional): the pid of `$ROACH_ENV_BIN --block-signal="$1" --version` started in the background earlier,
+  # whose exit status says the same without waiting for a command now.
   ROACH_BLOCK=()
   if [ -n "${2:-}" ]; then
-    if wait "$2"; then ROACH_BLOCK=(env --block-signal="$1" --block-signal=TERM); fi
-  elif env --block-signal="$1" true 2>/dev/null; then
-    ROACH_BLOCK=(env --block-signal="$1" --block-signal=TERM)
+    if wait "$2"; then ROACH_BLOCK=("$ROACH_ENV_BIN" --block-signal="$1" --block-signal=TERM); fi
+  elif "$ROACH_ENV_BIN" --block-signal="$1" --version >/dev/null 2>&1; then
+    ROACH_BLOCK=("$ROACH_ENV_BIN" --block-signal="$1" --block-signal=TERM)
   fi
 }
 

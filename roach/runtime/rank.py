@@ -24,7 +24,7 @@ from typing import Any
 
 from roach._fs import atomic_write
 from roach.model.run_spec import RunSpec, SpecError
-from roach.runtime import attempts
+from roach.runtime import attempts, rendezvous
 from roach.runtime.context import Run, RunInterrupted
 from roach.runtime.signals import SignalHandler
 
@@ -38,7 +38,8 @@ def rank_env(env: dict[str, str]) -> dict[str, str]:
     """torch.distributed's variables from Slurm's, for ``init_process_group()`` with no arguments.
 
     MASTER_ADDR and MASTER_PORT come from the batch script (first node of the allocation, a port free
-    there when the attempt started). Each rank sees only the GPU of its local rank.
+    there when the attempt started); in a one-node job rank 0 picks the port (:mod:`roach.runtime.rendezvous`).
+    Each rank sees only the GPU of its local rank.
     """
     local_rank = int(env.get("SLURM_LOCALID", "0"))
     ntasks = int(env.get("SLURM_NTASKS", "1"))
@@ -158,10 +159,14 @@ def main(argv: list[str]) -> int:
         # that came while Python started is pending, and reaches the handler now (a TERM: RunInterrupted).
         signal.pthread_sigmask(signal.SIG_UNBLOCK, run.signals.signals)
         os.environ.update(read_secrets(spec.secrets_dir))
+        if rendezvous.by_rank0(os.environ):
+            port = rendezvous.rank0_port(rank, run.world_size, run.job_id, run_dir, attempt, run.node)
+            os.environ["MASTER_PORT"] = str(port)
         clone = os.environ.get("ROACH_CLONE_DIR", "")
         for sub in reversed(spec.python_path):  # a src/ layout is importable from its src
             sys.path.insert(0, os.path.join(clone, sub))
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.mkdir(parents=True, exist_ok=True)  # (the batch script starts the ranks elsewhere: no mkdir there)
+        os.chdir(run_dir)  # the function's working directory, from its module's first line on
         fn = load_function(spec.target)
         if rank == 0:
             run.log(
@@ -176,6 +181,9 @@ def main(argv: list[str]) -> int:
         result = fn(run, **spec.args) if wants_run(fn) else fn(**spec.args)
     except RunInterrupted as stop:
         return attempts.leave(run, stop, spec)
+    except rendezvous.RendezvousError as exc:
+        print(f"roach rank {rank}: {exc}", file=sys.stderr, flush=True)
+        return 1
     except BaseException as exc:  # noqa: BLE001 - every failure must end the rank non-zero with its traceback
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             result = None

@@ -1,0 +1,70 @@
+"""A one-node job's rendezvous port, picked by rank 0 (roach/runtime/rendezvous.py), with real sockets."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from roach.runtime import rendezvous
+from roach.runtime.rendezvous import RendezvousError, free_port, port_file, rank0_port
+
+
+def _listen(port: int, family: int = socket.AF_INET) -> socket.socket:
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("::1" if family == socket.AF_INET6 else "", port))
+    s.listen()
+    return s
+
+
+def _free_from(first: int) -> int:
+    """A port at or after ``first`` that is free now, with the next one free too (the tests hold it)."""
+    for port in range(first, 39990):
+        if rendezvous._bindable(port) and rendezvous._bindable(port + 1):
+            return port
+    raise AssertionError("no two free ports")
+
+
+def test_a_held_port_is_skipped_in_either_family():
+    port = _free_from(31000)
+    with _listen(port):
+        assert free_port(port) == port + 1
+    if socket.has_ipv6:
+        with _listen(port, socket.AF_INET6):  # only on ::1: a dual-stack store on [::] could not bind it
+            assert free_port(port) == port + 1
+    assert free_port(port) == port
+
+
+def test_the_search_wraps_within_the_range():
+    assert rendezvous.first_port(19999) == 39999 and rendezvous.first_port(20000) == 20000
+    if not rendezvous._bindable(39999):
+        pytest.skip("port 39999 is held on this machine")
+    with _listen(39999):
+        assert free_port(39999) == free_port(20000) < 39999  # past 39999 it goes on from 20000, not to 40000
+
+
+def test_rank0_tells_the_other_ranks_its_port(tmp_path, capsys):
+    got: dict[int, int] = {}
+    waiting = [
+        threading.Thread(target=lambda r=r: got.__setitem__(r, rank0_port(r, 3, 4737, tmp_path, "4737.0.0", "n1")))
+        for r in (1, 2)
+    ]
+    for t in waiting:
+        t.start()
+    got[0] = rank0_port(0, 3, 4737, tmp_path, "4737.0.0", "n1")
+    for t in waiting:
+        t.join(10)
+    assert got[0] == got[1] == got[2] and 20000 <= got[0] < 40000
+    assert port_file(tmp_path, "4737.0.0").read_text() == f"{got[0]}\n"
+    assert f"roach: rendezvous at 127.0.0.1:{got[0]} (a port free on n1 when" in capsys.readouterr().out
+    assert not list(tmp_path.glob(".roach/.*.tmp"))
+
+
+def test_a_lone_rank_writes_no_file_and_another_attempt_reads_no_old_one(tmp_path):
+    rank0_port(0, 1, 9, tmp_path, "9.0.0", "n1")
+    assert not (tmp_path / ".roach").exists()
+    rank0_port(0, 2, 9, tmp_path, "9.0.0", "n1")
+    with pytest.raises(RendezvousError, match=r"rank 0 did not say its rendezvous port within 0 s .*port\.9\.1\.0"):
+        rank0_port(1, 2, 9, tmp_path, "9.1.0", "n1", wait_s=0.05)  # the requeued attempt: its own file, not 9.0.0's
