@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.labenv import OUT
 
 SECTIONS = OUT / "results"
+NOTES = Path(__file__).resolve().parent / "notes"  # <n>.md: what a person wrote about section n, kept across runs
 
 HEADER = """# roach benchmark results
 
@@ -45,10 +46,15 @@ class Section:
         path.write_text(json.dumps(asdict(self), indent=2) + "\n")
         return path
 
-    def render(self) -> str:
+    def render(self, notes: Path = NOTES) -> str:
+        """The section as results.md shows it: its body, then ``notes/<n>.md`` (a person's reading of the figures,
+        which a run of the benchmark cannot write and must not drop), then its plot."""
         size = "**smoke sizes** (a quick check, not the issue's sizes)" if self.smoke else "full sizes"
         params = ", ".join(f"{k}={v}" for k, v in self.params.items())
         out = [f"## {self.number}. {self.title}", "", f"_{self.when}, {size}; {params}_", "", self.body.rstrip(), ""]
+        note = notes / f"{self.number}.md"
+        if note.exists():
+            out += [note.read_text().rstrip(), ""]
         if self.plot:
             out += [f"![{self.title}]({self.plot})", ""]
         return "\n".join(out)

@@ -167,6 +167,15 @@ def test_section_renders_its_sizes_and_plot():
     assert text.rstrip().endswith("![Controller load](load.png)")
 
 
+def test_a_section_keeps_what_a_person_wrote_about_it(tmp_path):
+    """A run rewrites a section from its figures; the reading someone wrote beside them lives in notes/<n>.md, and
+    every rendering of the section carries it (a paragraph typed into results.md was lost at the next run)."""
+    (tmp_path / "4.md").write_text("Measured on an idle machine: the per-run cost is flat.\n")
+    four = Section(4, "Sweep submission", "| the table |\n", plot="sweep.png", when="t1").render(notes=tmp_path)
+    assert four.index("| the table |") < four.index("Measured on an idle machine") < four.index("![Sweep")
+    assert "idle machine" not in Section(5, "Preemption loss", "| p |\n", when="t1").render(notes=tmp_path)
+
+
 def test_command_line_defaults_and_smoke():
     full = parse_args([])
     assert full.sizes == [10, 100, 1000] and full.scale_sizes == [100, 1000, 10000]
