@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bench.labenv import Jobs, Lab, ensure_bench_user
 from bench.repo import make_repo
+from roach.records.store import Store
 
 
 def main(argv: list[str]) -> int:
@@ -76,9 +77,18 @@ def main(argv: list[str]) -> int:
             for name in ("submit.prof", "submit.txt"):
                 shutil.copy(wd / "out" / name, a.keep / name)
     finally:
+        # what the driver queued before it failed, too: its store lists every job it submitted
+        jobs.add(_driver_jobs(wd / "roach" / "store.sqlite"))
         jobs.cancel_all()
         lab.remove_workdirs()
     return 0
+
+
+def _driver_jobs(store: Path) -> list[str]:
+    """The job ids the roach driver's store records (none when it made no store)."""
+    if not store.exists():
+        return []
+    return sorted({str(r.job_id) for r in Store(store).all_jobs()})
 
 
 if __name__ == "__main__":

@@ -34,6 +34,27 @@ def _next_job_id(lab) -> int:
     return int(out.split(";")[0]) + 1
 
 
+def _allreduce(git_repo, shared_tmp, tmp_path, resources, name: str):
+    """Submit pkg.dist:allreduce; its job, submitted (:func:`_result` waits for its end)."""
+    return submit(
+        "pkg.dist:allreduce",
+        cluster=CLUSTER,
+        repo_root=git_repo.work,
+        store=Store(tmp_path / "s.db"),
+        resources=resources,
+        name=name,
+        log_root=str(shared_tmp / "logs"),
+        clone_root=str(shared_tmp / "clones"),
+    )
+
+
+def _result(job, shared_tmp) -> float:
+    """The job's end, which must be COMPLETED, and rank 0's result: the all_reduce of 1 + 2 (+ 3 + 4)."""
+    rec = job.wait(timeout=slack(180))
+    assert rec.state is JobState.COMPLETED, job.log()
+    return json.loads((Path(shared_tmp / "runs" / job.run_id) / "result.json").read_text())
+
+
 @pytest.mark.parametrize(
     ("resources", "total"),
     [(NODES2_GPU2, 10.0), (GPU2, 3.0)],  # the batch script picks it (two nodes), rank 0 does (one node)
@@ -50,24 +71,13 @@ def test_a_taken_port_is_not_the_rendezvous(lab, git_repo, shared_tmp, tmp_path,
             s.bind(("", 20000 + job_id % 20000))
             s.listen()
             held.append(s)
-        job = submit(
-            "pkg.dist:allreduce",
-            cluster=CLUSTER,
-            repo_root=git_repo.work,
-            store=Store(tmp_path / "s.db"),
-            resources=resources,
-            name="port",
-            log_root=str(shared_tmp / "logs"),
-            clone_root=str(shared_tmp / "clones"),
-        )
+        job = _allreduce(git_repo, shared_tmp, tmp_path, resources, "port")
         assert first <= job.job_id < first + AHEAD, "the lab gave an id outside the ports held"
-        rec = job.wait(timeout=slack(180))
-        assert rec.state is JobState.COMPLETED, job.log()
+        got = _result(job, shared_tmp)
     finally:
         for s in held:
             s.close()
-    run_dir = Path(shared_tmp / "runs" / job.run_id)
-    assert json.loads((run_dir / "result.json").read_text()) == total  # 1+2(+3+4) through gloo
+    assert got == total
     said = re.search(r"roach: rendezvous at (\S+):(\d+) ", job.log())
     assert said, job.log()
     assert int(said.group(2)) != 20000 + job.job_id % 20000
@@ -87,19 +97,8 @@ def test_a_one_node_job_meets_on_loopback_and_asks_slurmctld_nothing_for_it(lab,
     start asked `scontrol show node` for the first node's NodeAddr, some 25 ms before the ranks could start)."""
     git_repo.commit(PKG, "all_reduce")
     before = _node_queries(lab)
-    job = submit(
-        "pkg.dist:allreduce",
-        cluster=CLUSTER,
-        repo_root=git_repo.work,
-        store=Store(tmp_path / "s.db"),
-        resources=GPU2,
-        name="loopback",
-        log_root=str(shared_tmp / "logs"),
-        clone_root=str(shared_tmp / "clones"),
-    )
-    rec = job.wait(timeout=slack(180))
-    assert rec.state is JobState.COMPLETED, job.log()
-    assert json.loads((Path(shared_tmp / "runs" / job.run_id) / "result.json").read_text()) == 3.0  # 1+2
+    job = _allreduce(git_repo, shared_tmp, tmp_path, GPU2, "loopback")
+    assert _result(job, shared_tmp) == 3.0
     assert re.search(r"roach: rendezvous at 127\.0\.0\.1:\d+ \(a port free on n[12] when", job.log()), job.log()
     assert _node_queries(lab) == before
 
@@ -110,18 +109,7 @@ def test_a_job_submitted_from_a_one_node_job_keeps_its_own_rendezvous(lab, git_r
     were rank 0 to pick it, the other node's ranks would wait for a file they may not see."""
     git_repo.commit(PKG, "all_reduce")
     monkeypatch.setenv("ROACH_PORT_BY_RANK0", "1")
-    job = submit(
-        "pkg.dist:allreduce",
-        cluster=CLUSTER,
-        repo_root=git_repo.work,
-        store=Store(tmp_path / "s.db"),
-        resources=NODES2_GPU2,
-        name="nested",
-        log_root=str(shared_tmp / "logs"),
-        clone_root=str(shared_tmp / "clones"),
-    )
-    rec = job.wait(timeout=slack(180))
-    assert rec.state is JobState.COMPLETED, job.log()
-    assert json.loads((Path(shared_tmp / "runs" / job.run_id) / "result.json").read_text()) == 10.0
+    job = _allreduce(git_repo, shared_tmp, tmp_path, NODES2_GPU2, "nested")
+    assert _result(job, shared_tmp) == 10.0
     said = re.findall(r"^(\d+: )?roach: rendezvous at ", job.log(), re.MULTILINE)
     assert said == [""], job.log()  # the batch script's line, none of rank 0's
