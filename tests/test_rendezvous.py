@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 
@@ -27,14 +28,59 @@ def _free_from(first: int) -> int:
     raise AssertionError("no two free ports")
 
 
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
 def test_a_held_port_is_skipped_in_either_family():
     port = _free_from(31000)
     with _listen(port):
         assert free_port(port) == port + 1
-    if socket.has_ipv6:
+    if _ipv6_loopback():
         with _listen(port, socket.AF_INET6):  # only on ::1: a dual-stack store on [::] could not bind it
             assert free_port(port) == port + 1
     assert free_port(port) == port
+
+
+class _RefusedIPv6:
+    """An IPv6 socket whose bind fails as on a node with IPv6 turned off by sysctl."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def setsockopt(self, *args):
+        pass
+
+    def bind(self, address):
+        raise OSError(errno.EADDRNOTAVAIL, "Cannot assign requested address")
+
+
+@pytest.mark.parametrize("how", ["no AF_INET6", "IPv6 bind refused"])
+def test_without_ipv6_an_ipv4_socket_says_it_alone(monkeypatch, how):
+    """A node with IPv6 off (no AF_INET6 at all, or a bind refused for another reason than a held port) still
+    finds a port: were the refusal read as "held", every port would look taken and no one-node job would start."""
+    port = _free_from(32000)
+    real = socket.socket
+
+    def without_ipv6(family=socket.AF_INET, *args, **kw):
+        if family != socket.AF_INET6:
+            return real(family, *args, **kw)
+        if how == "no AF_INET6":
+            raise OSError(errno.EAFNOSUPPORT, "Address family not supported by protocol")
+        return _RefusedIPv6()
+
+    monkeypatch.setattr(socket, "socket", without_ipv6)
+    assert free_port(port) == port
+    with _listen(port):
+        assert free_port(port) == port + 1
 
 
 def test_the_search_wraps_within_the_range():

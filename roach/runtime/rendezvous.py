@@ -12,6 +12,7 @@ attempt (:func:`~roach.runtime.attempts.attempt_key`), so a requeued attempt nev
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import time
@@ -41,19 +42,22 @@ def first_port(job_id: int) -> int:
 
 def _bindable(port: int) -> bool:
     # A dual-stack IPv6 socket on the wildcard address conflicts with any socket holding the port, in either
-    # family, as torch's store (which listens on [::] where it can) would; IPv4 only where there is no IPv6.
-    family = socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET
-    try:
-        s = socket.socket(family, socket.SOCK_STREAM)
-    except OSError:
-        family, s = socket.AF_INET, socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    with s:
+    # family, as torch's store (which listens on [::] where it can) would. Where IPv6 is off (no such socket, or
+    # a bind refused for any reason but the port being held), an IPv4 socket says it alone.
+    if socket.has_ipv6:
         try:
-            if family == socket.AF_INET6:
+            with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
                 s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-            s.bind(("::" if family == socket.AF_INET6 else "", port))
-        except OSError:
-            return False
+                s.bind(("::", port))
+            return True
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("", port))
+    except OSError:
+        return False
     return True
 
 
