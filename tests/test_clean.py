@@ -228,6 +228,18 @@ def test_clean_ends_the_experiment_keeps_its_checkpoints_and_touches_nothing_els
 
 
 # -- clones ---------------------------------------------------------------------------------------------------
+def _runs_from(clone: Path) -> bool:
+    """Whether a process on this host (the lab's nodes are this host) has ROACH_CLONE_DIR=clone."""
+    want = f"ROACH_CLONE_DIR={clone}".encode()
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if want in environ.read_bytes().split(b"\0"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 @pytest.mark.lab
 def test_clones_lists_sizes_and_use_and_prune_removes_only_unused(shared_tmp, user_slurm, jobs, tmp_path):
     root = shared_tmp / "clones"
@@ -252,6 +264,9 @@ def test_clones_lists_sizes_and_use_and_prune_removes_only_unused(shared_tmp, us
     )
     jobs.append(job)
     wait_until("the clone's user to run", lambda: (q := _active(user_slurm, job)) and q.state.is_running, timeout=60)
+    # RUNNING in squeue comes before the batch shell's process exists: wait for the process that uses the clone,
+    # which is what the prune below must see (in the whole suite, the prune once ran in between and said "failed")
+    wait_until("the clone's user's process to start", lambda: _runs_from(used), timeout=60)
     store = Store(tmp_path / "s.sqlite")
     store.add(record(job, repo="work", commit="bbbb"))
 
