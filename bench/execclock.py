@@ -1,9 +1,9 @@
-"""A finer clock for when a process started: the kernel's fork and exec events, recorded by ``perf`` (microseconds).
+"""A finer clock for when a process started: the kernel's fork events, recorded by ``perf`` (microseconds).
 
 /proc gives a process's start (its fork) in clock ticks (10 ms): two starts 40 or 50 ms apart cannot be told from
-45. While a :class:`ProcessClock` runs, ``perf record`` keeps every ``sched:sched_process_fork`` and
-``sched:sched_process_exec`` of the machine with its time on CLOCK_MONOTONIC (``time.monotonic()`` in any process);
-:meth:`ProcessClock.stop` returns them by pid. Needs root and ``perf`` (Debian: linux-perf);
+45. While a :class:`ProcessClock` runs, ``perf record`` keeps every ``sched:sched_process_fork`` of the machine
+with its time on CLOCK_MONOTONIC (``time.monotonic()`` in any process); :meth:`ProcessClock.stop` returns them by
+pid. Needs root and ``perf`` (Debian: linux-perf);
 :meth:`ProcessClock.start` returns None where it cannot run, and the benchmark keeps /proc's ticks.
 """
 
@@ -17,17 +17,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-EVENTS = ("sched:sched_process_fork", "sched:sched_process_exec")
-_FORK = re.compile(r"sched:sched_process_fork: .* child_pid=(\d+)")
-_EXEC = re.compile(r"sched:sched_process_exec: filename=(.*) pid=\d+ old_pid=\d+")
+EVENT = "sched:sched_process_fork"
+_CHILD = re.compile(r"\bchild_pid=(\d+)")
 
 
 @dataclass
 class Processes:
-    """What the clock saw: each process's fork (its start, as /proc counts it) and its execs, in time order."""
+    """What the clock saw: each process's forks (its start, as /proc counts it), in time order."""
 
     forked: dict[int, list[float]] = field(default_factory=dict)  # pid -> CLOCK_MONOTONIC seconds (a pid is reused)
-    execs: dict[int, list[tuple[float, str]]] = field(default_factory=dict)  # pid -> [(time, filename)]
 
     def started(self, pid: int, before: float) -> float | None:
         """When ``pid`` was last forked before ``before`` (CLOCK_MONOTONIC), or None if the clock missed it."""
@@ -46,9 +44,7 @@ class ProcessClock:
         if perf is None:
             return None
         data = workdir / "processes.perf"
-        argv = [perf, "record", "-q", "-k", "mono", "-a", "-o", str(data)]
-        for event in EVENTS:
-            argv += ["-e", event]
+        argv = [perf, "record", "-q", "-k", "mono", "-a", "-e", EVENT, "-o", str(data)]
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)  # perf has no ready signal; it records within a fraction of a second
         if proc.poll() is not None:
@@ -56,7 +52,7 @@ class ProcessClock:
         return cls(data, proc)
 
     def stop(self) -> Processes:
-        """Stop recording; every fork and exec since :meth:`start`."""
+        """Stop recording; every fork since :meth:`start`."""
         self.proc.send_signal(signal.SIGINT)
         try:
             self.proc.wait(timeout=60)
@@ -64,7 +60,7 @@ class ProcessClock:
             self.proc.kill()
             self.proc.wait()
         out = subprocess.run(
-            ["perf", "script", "-i", str(self.data), "--ns", "-F", "pid,time,event,trace"],
+            ["perf", "script", "-i", str(self.data), "--ns", "-F", "time,trace"],
             capture_output=True,
             text=True,
             check=False,
@@ -73,20 +69,17 @@ class ProcessClock:
 
 
 def parse(text: str) -> Processes:
-    """``perf script -F pid,time,event,trace`` lines: ``<pid> <seconds>: <event>: <fields>``."""
+    """``perf script -F time,trace`` lines: ``<seconds>: comm=.. pid=.. child_comm=.. child_pid=<pid>``."""
     got = Processes()
     for line in text.splitlines():
-        parts = line.split(None, 2)
+        head, _, trace = line.partition(": ")
+        m = _CHILD.search(trace)
         try:
-            pid, t = int(parts[0]), float(parts[1].rstrip(":"))
-        except (IndexError, ValueError):
+            t = float(head)
+        except ValueError:
             continue
-        if m := _FORK.search(line):
+        if m:
             got.forked.setdefault(int(m[1]), []).append(t)
-        elif m := _EXEC.search(line):
-            got.execs.setdefault(pid, []).append((t, m[1]))
     for times in got.forked.values():
         times.sort()
-    for events in got.execs.values():
-        events.sort()
     return got

@@ -15,7 +15,7 @@ import time
 def first_line(run=None, out: str = "") -> float:
     """Write the time of this function's first line to ``out`` (what submit latency is measured to), with
     when this process and the job's batch shell started (so the benchmark can split the latency), and both pids
-    with the time on CLOCK_MONOTONIC (to match them with the kernel's exec events, bench/execclock.py)."""
+    with the time on CLOCK_MONOTONIC (to match them with the kernel's fork events, bench/execclock.py)."""
     t, mono = time.time(), time.monotonic()
     batch = batch_process()
     mark = {
