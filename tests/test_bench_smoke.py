@@ -240,3 +240,19 @@ def test_a_run_of_one_benchmark_keeps_the_figures_results_md_holds_for_the_other
 
 def _row(figure: str, roach: str) -> dict:
     return {"figure": figure, "roach": roach, "baseline": "b", "ratio": "r", "target": "t", "holds": False}
+
+
+def test_the_process_clock_reads_perfs_fork_lines():
+    """``perf script --ns -F time,trace`` as perf 6.1 printed it here for sched:sched_process_fork; a pid forked
+    twice (pids are reused) keeps both times, and a line that is no fork is left out."""
+    from bench.execclock import parse
+
+    seen = parse(
+        "24101.089102506: comm=bash pid=19562 child_comm=bash child_pid=19564\n"
+        "24101.090000001: comm=slurmstepd pid=31469 child_comm=slurmstepd child_pid=31486\n"
+        "24109.500000000: comm=bash pid=19562 child_comm=bash child_pid=19564\n"
+        "Warning: some events lost\n"
+    )
+    assert seen.forked == {19564: [24101.089102506, 24109.5], 31486: [24101.090000001]}
+    assert seen.started(19564, before=24105.0) == 24101.089102506
+    assert seen.started(31486, before=24100.0) is None
