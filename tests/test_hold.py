@@ -174,6 +174,7 @@ def test_driver_and_step_scripts_are_valid_bash_and_quote_hostile_paths(tmp_path
         i.paths.step_sh,
         i.paths.spec,
         i.paths.node_sh,
+        i.paths.left,
     ]
     for text in (render_driver(i), render_step(i)):
         f = tmp_path / "s.sh"
@@ -354,6 +355,45 @@ print(job.key)
 """
 
 
+def _hold(cli, roots, minutes: str = "5") -> int:
+    r = cli(
+        "hold",
+        "--cluster",
+        "lab",
+        "--resources",
+        "NODES2_GPU2",
+        "--time",
+        minutes,
+        "--name",
+        "dbg",
+        "--log-root",
+        roots["log_root"],
+        "--wait",
+        "60",
+        "--json",
+    )
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)["job_id"]
+
+
+@pytest_lab
+def test_a_rank_that_aborts_after_rank_0_left_leaves_the_attempt_stopped_not_failed(repo, store, roots, cli, holders):
+    # CI once saw a stopped attempt end with exit code 134 (a rank's SIGABRT after leaving) and called it FAILED
+    holder = _hold(cli, roots)
+    holders.append(holder)
+    job = _inside(repo, store, roots, holder, "pkg.resumable:leave_then_abort", args={"steps": 300, "step_s": 0.1})
+    wait_until("steps", lambda: "abort-loop step 10" in job.log(), timeout=90)
+    r = cli("signal", str(holder))
+    assert r.exit_code == 0, r.output
+    ended = job.wait(timeout=slack(60))
+    log = job.log()
+    assert "roach: ranks' step ended with exit code 134" in log, log[-3000:]  # the abort did happen
+    assert "rank 0 had left to come back (USR1 at step" in log, log[-3000:]
+    assert ended.exit_code == EXIT_LEFT and ended.state is JobState.CANCELLED, log[-3000:]
+    assert Path(job.paths.left).read_text().startswith("USR1 at step ")
+    assert store.get_key("lab", job.key).status == "cancelled"
+
+
 @pytest_lab
 def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, roots, cli, holders, user_slurm):
     r = cli(
@@ -447,7 +487,7 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
     assert "caught_signal USR1" in log and "requeueing job" not in log, log[-3000:]
     saved = int(re.findall(r"checkpoint at step (\d+) after caught_signal USR1", log)[-1])
     # EXIT_LEFT once roach.runtime.attempts knows ROACH_INSIDE_HOLDER; 1 from its wall-clock branch before that
-    assert ended.exit_code == EXIT_LEFT and ended.state is not JobState.COMPLETED
+    assert ended.exit_code == EXIT_LEFT and ended.state is not JobState.COMPLETED, log[-4000:]
     assert third.wait(timeout=slack(90)).state is JobState.COMPLETED, third.log()[-3000:]
     log = third.log()
     assert re.search(rf"rank 0: resumed at step {saved} \(checkpoint of job {holder};", log)

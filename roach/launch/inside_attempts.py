@@ -50,6 +50,7 @@ class AttemptPaths:
     exit = property(lambda self: self._in("exit"))  # {"exit_code": N, "ended_at_utc": ...}, by the driver
     pid = property(lambda self: self._in("driver.pid"))  # "<host> <pid>" of the driver
     stop = property(lambda self: self._in("stop"))  # roach signal asked the ranks to leave
+    left = property(lambda self: self._in("left"))  # rank 0 left to come back (roach.runtime.attempts.leave)
     cancel = property(lambda self: self._in("cancel"))  # cancel() asked the driver not to start the ranks
 
     @property

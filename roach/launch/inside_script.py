@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from roach.clusters.cluster import Cluster
 from roach.launch.hold_steps import STEP_NODE, STEP_RANKS
-from roach.launch.inside_attempts import AttemptPaths
+from roach.launch.inside_attempts import EXIT_LEFT, AttemptPaths
 from roach.model.resources import Resources
 
 
@@ -84,6 +84,7 @@ def render_driver(i: AttemptInputs) -> str:
         "ROACH_BUNDLE": p.bundle_dir,
         "ROACH_INSIDE_HOLDER": str(i.holder),
         "ROACH_ATTEMPT": str(i.attempt),
+        "ROACH_LEFT_MARKER": p.left,
         "ROACH_MASTER_NODE": i.nodes[0],
         "ROACH_MASTER_PORT_FROM": str(20000 + (i.holder + 1009 * i.attempt) % 20000),
     }
@@ -182,5 +183,10 @@ fi
 {ending_check}{ranks_step}
 rc=$?
 echo "roach: ranks' step ended with exit code $rc"
+if [ "$rc" -ne 0 ] && [ "$rc" -ne {EXIT_LEFT} ] && [ -e "$ROACH_LEFT_MARKER" ]; then
+  # rank 0 checkpointed (or could not) and left; a rank that died after that, in its teardown, changes nothing
+  echo "roach: rank 0 had left to come back ($(cat "$ROACH_LEFT_MARKER" 2>/dev/null)); the attempt ends stopped"
+  rc={EXIT_LEFT}
+fi
 finish "$rc"
 """

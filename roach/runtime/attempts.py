@@ -214,6 +214,10 @@ def leave(run: Run, stop: RunInterrupted, spec: RunSpec) -> int:
                 holder,
                 run.run_id,
             )
+            # The attempt's driver reads it: the attempt left, whatever the ranks' step's exit code then says (a
+            # rank that dies of its own teardown after this, an extension's abort at exit, must not make it FAILED).
+            if marker := os.environ.get("ROACH_LEFT_MARKER"):
+                atomic_write(Path(marker), f"{name} at step {stop.step} ({saved}) inside holder {holder}\n")
         elif requeued_by_slurm(fields := settled_fields(job, restart, sig), restart):
             # A preemption with GraceTime 0, a node failure, an admin's requeue: each counted as what it was.
             cause = requeue_cause(job, restart)

@@ -49,3 +49,17 @@ def plain_loop(run, steps=200, step_s=0.2):
             run.log("plain step %d", step)
         time.sleep(step_s)
     return steps
+
+
+def leave_then_abort(run, steps=300, step_s=0.1):
+    """Rank 1 dies of SIGABRT a second after it leaves (as a C extension's teardown can at exit); no torch."""
+    import atexit
+    import os
+
+    if run.rank == 1:
+        atexit.register(lambda: (time.sleep(1.0), os.abort()))
+    for step in run.steps(run.start_step, steps):
+        if run.is_main and step % 10 == 0:
+            run.log("abort-loop step %d", step)
+        time.sleep(step_s)
+    return steps

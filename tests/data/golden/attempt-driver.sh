@@ -15,6 +15,7 @@ export ROACH_RUN_DIR='~/roach/my-repo/runs/train-20261201-120000-abcd'
 export ROACH_BUNDLE=/home/u/roach/my-repo/slurm-logs/bundles/4242.3
 export ROACH_INSIDE_HOLDER=4242
 export ROACH_ATTEMPT=3
+export ROACH_LEFT_MARKER=/home/u/roach/my-repo/slurm-logs/bundles/4242.3/left
 export ROACH_MASTER_NODE=g001
 export ROACH_MASTER_PORT_FROM=27269
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
@@ -55,4 +56,9 @@ fi
 srun --jobid=4242 --overlap --nodelist=g001,g002 --nodes=2 --job-name=roach-ranks:3 --ntasks=2 --ntasks-per-node=1 --gres=gpu:1 --kill-on-bad-exit=1 --wait=60 --label bash /home/u/roach/my-repo/slurm-logs/bundles/4242.3/step.sh rank
 rc=$?
 echo "roach: ranks' step ended with exit code $rc"
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ] && [ -e "$ROACH_LEFT_MARKER" ]; then
+  # rank 0 checkpointed (or could not) and left; a rank that died after that, in its teardown, changes nothing
+  echo "roach: rank 0 had left to come back ($(cat "$ROACH_LEFT_MARKER" 2>/dev/null)); the attempt ends stopped"
+  rc=3
+fi
 finish "$rc"
