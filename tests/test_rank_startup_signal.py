@@ -90,23 +90,82 @@ exec /usr/bin/env "$@"
 """
 
 
-@pytest.mark.parametrize("probe", ["in the background", "asked now"])
-@pytest.mark.parametrize("old", [False, True], ids=["env 8.31+", "older env"])
-def test_the_ranks_start_blocked_only_where_env_can(tmp_path, probe, old):
-    """The batch script asks env in the background (its pid given to roach_block_signals); a holder's step asks
-    on the spot. An env without --block-signal starts the ranks as before, with no prefix."""
+# An env that counts its calls in $ENV_CALLS, then does what the real one does (or what an old one did).
+COUNTING_ENV = """#!/bin/sh
+echo x >> "$ENV_CALLS"
+%s
+exec /usr/bin/env "$@"
+"""
+
+
+def _block(tmp_path: Path, old: bool = False, yes_dir: Path | None = None) -> tuple[str, int]:
+    """ROACH_BLOCK as node.sh's roach_block_signals sets it, and how many times it ran env."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    if old:
-        (bin_dir / "env").write_text(OLD_ENV)
-        (bin_dir / "env").chmod(0o755)
-    env_bin = str(bin_dir / "env") if old else "/usr/bin/env"
-    asked = (
-        f'{env_bin} --block-signal=USR1 --version >/dev/null 2>&1 &\nroach_block_signals USR1 "$!"'
-        if probe == "in the background"
-        else "roach_block_signals USR1"
+    bin_dir.mkdir(exist_ok=True)
+    env_bin = bin_dir / "env"
+    refuse = OLD_ENV.splitlines()[2] if old else ""
+    env_bin.write_text(COUNTING_ENV % refuse)
+    env_bin.chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    yes_dir = yes_dir or tmp_path / "yes"
+    yes_dir.mkdir(exist_ok=True)
+    script = (
+        f"source {NODE_SH}\nROACH_ENV_BIN={env_bin}\nROACH_BLOCK_YES_DIR={yes_dir}\n"
+        'roach_block_signals USR1\necho "${ROACH_BLOCK[*]-}"\n'
     )
-    script = f'source {NODE_SH}\nROACH_ENV_BIN={env_bin}\n{asked}\necho "${{ROACH_BLOCK[*]-}}"\n'
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=30, env={**os.environ, "ENV_CALLS": str(calls)}
+    )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == ("" if old else "/usr/bin/env --block-signal=USR1 --block-signal=TERM")
+    return out.stdout.strip(), len(calls.read_text().split())
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["env 8.31+", "older env"])
+def test_the_ranks_start_blocked_only_where_env_can(tmp_path, old):
+    """An env without --block-signal starts the ranks as before, with no prefix; one with it, blocked."""
+    block, calls = _block(tmp_path, old=old)
+    assert block == ("" if old else f"{tmp_path}/bin/env --block-signal=USR1 --block-signal=TERM")
+    assert calls == 1
+
+
+def test_env_is_asked_once_per_node_and_boot_then_its_yes_is_remembered(tmp_path):
+    """The second start on this node asks env nothing (~1 ms less before the ranks start); a no is not remembered."""
+    yes_dir = tmp_path / "yes"
+    assert _block(tmp_path, old=True) == ("", 1)
+    assert _block(tmp_path, old=True) == ("", 1)  # an old env is asked every time: nothing was remembered
+    assert not list(yes_dir.iterdir())
+    first = _block(tmp_path)
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert [p.name for p in yes_dir.iterdir()] == [f".roach-env-blocks-USR1.{os.getuid()}.{boot}"]
+    assert first[1] == 1
+    again = _block(tmp_path)
+    assert again == (first[0], 0)
+
+
+def test_a_yes_left_by_another_user_is_not_trusted(tmp_path):
+    """Only this user's own file counts: another user cannot make this user's ranks start through env."""
+    yes_dir = tmp_path / "yes"
+    yes_dir.mkdir()
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    planted = yes_dir / f".roach-env-blocks-USR1.{os.getuid()}.{boot}"
+    planted.write_text("")
+    if os.getuid() != 0:
+        pytest.skip("chown to another user needs root")
+    os.chown(planted, 65534, 65534)  # nobody's
+    block, calls = _block(tmp_path, old=True, yes_dir=yes_dir)
+    assert (block, calls) == ("", 1)  # asked, and the old env said no
+
+
+def test_a_one_node_job_reads_only_node_sh_s_first_functions_and_a_holder_s_step_reads_them_all():
+    """`source node.sh --hot` (the batch script of a one-node job) stops before the prepare's functions: bash does
+    not parse them. A plain source (a holder's step.sh, whose own $1 is prepare or rank) and `bash node.sh
+    prepare` define everything."""
+    probe = 'for f in roach_clone_dir_to roach_python_to roach_block_signals roach_prepare roach_free_port; do\n  declare -F "$f" >/dev/null && echo "$f"\ndone\n'
+    hot = subprocess.run(["bash", "-c", f"source {NODE_SH} --hot\n{probe}"], capture_output=True, text=True)
+    assert hot.stdout.split() == ["roach_clone_dir_to", "roach_python_to", "roach_block_signals"], hot.stderr
+    for first in ("prepare", "rank"):
+        full = subprocess.run(
+            ["bash", "-c", f"source {NODE_SH}\n{probe}", "step.sh", first], capture_output=True, text=True
+        )
+        assert len(full.stdout.split()) == 5, (first, full.stdout, full.stderr)

@@ -96,11 +96,6 @@ def render(i: ScriptInputs) -> str:
 {header}
 # roach job {i.run_id}: {i.commit[:12]} of {i.repo_name}. What a job does: roach/slurm/README.md.
 set -euo pipefail
-# Whether this node's env (/usr/bin/env, whatever PATH the site file sets: node.sh starts the ranks with the same)
-# can start the ranks with their signals blocked, asked first thing, in the background (--version exits once the
-# option is read): its answer is read just before the ranks start.
-/usr/bin/env --block-signal={i.cluster.checkpoint_signal} --version >/dev/null 2>&1 &
-roach_block_probe=$!
 {export_lines}
 export ROACH_BUNDLE={bundle}
 
@@ -108,7 +103,8 @@ export ROACH_BUNDLE={bundle}
 {i.cluster.site_file().rstrip()}
 # --- end of site file ---
 
-source "$ROACH_BUNDLE/node.sh"
+# One node: only node.sh's first functions (--hot: bash stops reading it there); several: all of them.
+if [ "$SLURM_JOB_NUM_NODES" -eq 1 ]; then source "$ROACH_BUNDLE/node.sh" --hot; else source "$ROACH_BUNDLE/node.sh"; fi
 roach_expand_to run_dir "$ROACH_RUN_DIR"
 roach_utc_now started_at
 echo "roach: attempt $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )) of run $ROACH_RUN_ID: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (restart count ${{SLURM_RESTART_COUNT:-0}}) at $started_at"
@@ -151,7 +147,7 @@ else
   echo "roach: rendezvous at $MASTER_ADDR:$MASTER_PORT (a port free on $first when this attempt started)"
 fi
 export PYTHONPATH="$ROACH_ROACH_PATH:$clone${{PYTHONPATH:+:$PYTHONPATH}}"
-roach_block_signals {i.cluster.checkpoint_signal} "$roach_block_probe"
+roach_block_signals {i.cluster.checkpoint_signal}
 # The ranks start in the shipped runtime (the first entry of PYTHONPATH, which Python puts before it as the working
 # directory of `-m`), then make the run directory and work in it (roach/runtime/rank.py): no mkdir here first.
 cd "$ROACH_ROACH_PATH"

@@ -12,9 +12,10 @@
 # and from the cluster's site file: ROACH_ENV (venv|pixi|uv|system), ROACH_VENV, ROACH_PYTHON, ROACH_PIXI_ENV.
 
 ROACH_CLONE_MARKER=.roach-clone-complete
-# The env that starts the ranks with their signals blocked: by its path, not the first on PATH, because the batch
-# script asks it whether it can before the site file has set PATH (roach/launch/script.py).
+# The env that starts the ranks with their signals blocked: by its path, not the first on PATH (a site file's PATH
+# must not decide whether a rank's signals are blocked).
 ROACH_ENV_BIN=/usr/bin/env
+ROACH_BLOCK_YES_DIR=/tmp  # where env's yes is remembered (roach_block_signals): node-local
 
 roach_expand() {  # ~ means the home of the user the job runs as, on the node it runs on
   case "$1" in
@@ -75,6 +76,34 @@ roach_python_to() {  # $1: a variable, set to what `roach_python "$2"` prints (a
   esac
 }
 
+roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix for the ranks' command.
+  # A rank that gets its checkpoint signal (or TERM) before run.py has installed its handlers would die of
+  # it (Slurm may send the wall clock's signal at once after a requeue). Started through
+  # `env --block-signal`, the signal waits, pending, until run.py unblocks it with its handlers in place.
+  # coreutils 8.31+ (Debian 11, RHEL 9); an older env has no such option and the ranks start as before.
+  # env's yes is remembered for this boot of this node: a file of this user's in node-local $ROACH_BLOCK_YES_DIR
+  # named by the kernel's boot id (env gains the option with an upgrade and could lose it only with another image, which boots; a /tmp shared by
+  # nodes still keeps one answer per node),
+  # so a job asks env once per node and boot, not once per start (~1 ms, forked before the ranks start).
+  ROACH_BLOCK=()
+  local boot="" yes=""
+  if read -r boot 2>/dev/null < /proc/sys/kernel/random/boot_id && [ -n "$boot" ]; then
+    yes="$ROACH_BLOCK_YES_DIR/.roach-env-blocks-$1.$UID.$boot"
+  fi
+  if [ -n "$yes" ] && [ -O "$yes" ]; then
+    :
+  elif "$ROACH_ENV_BIN" --block-signal="$1" --version >/dev/null 2>&1; then
+    [ -z "$yes" ] || { : > "$yes"; } 2>/dev/null || :
+  else
+    return 0
+  fi
+  ROACH_BLOCK=("$ROACH_ENV_BIN" --block-signal="$1" --block-signal=TERM)
+}
+
+# A one-node job's batch script sources this file with --hot: it needs only the functions above, and bash reads a
+# sourced file as it runs it, so the rest is not even parsed (the prepare runs in its own bash, which reads it all).
+[ "${1:-}" != --hot ] || return 0
+
 roach_make_env() {  # build the environment inside a fresh clone, before it is made read-only
   case "${ROACH_ENV:-system}" in
     pixi) (cd "$1" && pixi install --frozen -e "${ROACH_PIXI_ENV:-default}") ;;
@@ -116,21 +145,6 @@ roach_prepare() {
     echo "roach: ${SLURMD_NODENAME:-$(hostname)}: cloned $ROACH_COMMIT into $clone (read-only)"
   fi
   exec 9>&-
-}
-
-roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix for the ranks' command.
-  # A rank that gets its checkpoint signal (or TERM) before run.py has installed its handlers would die of
-  # it (Slurm may send the wall clock's signal at once after a requeue). Started through
-  # `env --block-signal`, the signal waits, pending, until run.py unblocks it with its handlers in place.
-  # coreutils 8.31+ (Debian 11, RHEL 9); an older env has no such option and the ranks start as before.
-  # $2 (optional): the pid of `$ROACH_ENV_BIN --block-signal="$1" --version` started in the background earlier,
-  # whose exit status says the same without waiting for a command now.
-  ROACH_BLOCK=()
-  if [ -n "${2:-}" ]; then
-    if wait "$2"; then ROACH_BLOCK=("$ROACH_ENV_BIN" --block-signal="$1" --block-signal=TERM); fi
-  elif "$ROACH_ENV_BIN" --block-signal="$1" --version >/dev/null 2>&1; then
-    ROACH_BLOCK=("$ROACH_ENV_BIN" --block-signal="$1" --block-signal=TERM)
-  fi
 }
 
 roach_master_addr() {  # prints "<status> <first node> <its NodeAddr>"; status 0, or the exit code of what failed
