@@ -355,47 +355,8 @@ print(job.key)
 """
 
 
-def _hold(cli, roots, minutes: str = "5") -> int:
-    r = cli(
-        "hold",
-        "--cluster",
-        "lab",
-        "--resources",
-        "NODES2_GPU2",
-        "--time",
-        minutes,
-        "--name",
-        "dbg",
-        "--log-root",
-        roots["log_root"],
-        "--wait",
-        "60",
-        "--json",
-    )
-    assert r.exit_code == 0, r.output
-    return json.loads(r.output)["job_id"]
-
-
-@pytest_lab
-def test_a_rank_that_aborts_after_rank_0_left_leaves_the_attempt_stopped_not_failed(repo, store, roots, cli, holders):
-    # CI once saw a stopped attempt end with exit code 134 (a rank's SIGABRT after leaving) and called it FAILED
-    holder = _hold(cli, roots)
-    holders.append(holder)
-    job = _inside(repo, store, roots, holder, "pkg.resumable:leave_then_abort", args={"steps": 300, "step_s": 0.1})
-    wait_until("steps", lambda: "abort-loop step 10" in job.log(), timeout=90)
-    r = cli("signal", str(holder))
-    assert r.exit_code == 0, r.output
-    ended = job.wait(timeout=slack(60))
-    log = job.log()
-    assert "roach: ranks' step ended with exit code 134" in log, log[-3000:]  # the abort did happen
-    assert "rank 0 had left to come back (USR1 at step" in log, log[-3000:]
-    assert ended.exit_code == EXIT_LEFT and ended.state is JobState.CANCELLED, log[-3000:]
-    assert Path(job.paths.left).read_text().startswith("USR1 at step ")
-    assert store.get_key("lab", job.key).status == "cancelled"
-
-
-@pytest_lab
-def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, roots, cli, holders, user_slurm):
+def _hold(cli, roots) -> dict:
+    """A 2-node, 4-GPU holder of 5 minutes, running: what `roach hold --json` says of it."""
     r = cli(
         "hold",
         "--cluster",
@@ -413,7 +374,30 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
         "--json",
     )
     assert r.exit_code == 0, r.output
-    info = json.loads(r.output)
+    return json.loads(r.output)
+
+
+@pytest_lab
+def test_a_rank_that_aborts_after_rank_0_left_leaves_the_attempt_stopped_not_failed(repo, store, roots, cli, holders):
+    # CI once saw a stopped attempt end with exit code 134 (a rank's SIGABRT after leaving) and called it FAILED
+    holder = _hold(cli, roots)["job_id"]
+    holders.append(holder)
+    job = _inside(repo, store, roots, holder, "pkg.resumable:leave_then_abort", args={"steps": 300, "step_s": 0.1})
+    wait_until("steps", lambda: "abort-loop step 10" in job.log(), timeout=90)
+    r = cli("signal", str(holder))
+    assert r.exit_code == 0, r.output
+    ended = job.wait(timeout=slack(60))
+    log = job.log()
+    assert "roach: ranks' step ended with exit code 134" in log, log[-3000:]  # the abort did happen
+    assert "rank 0 had left to come back (USR1 at step" in log, log[-3000:]
+    assert ended.exit_code == EXIT_LEFT and ended.state is JobState.CANCELLED, log[-3000:]
+    assert Path(job.paths.left).read_text().startswith("USR1 at step ")
+    assert store.get_key("lab", job.key).status == "cancelled"
+
+
+@pytest_lab
+def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, roots, cli, holders, user_slurm):
+    info = _hold(cli, roots)
     holder = info["job_id"]
     holders.append(holder)
     assert info["state"] == "RUNNING" and info["nodes"] == 2 and info["gpus"] == 4
