@@ -237,8 +237,8 @@ def run(lab: Lab, jobs: Jobs, reps: int, log=print, timeout: float = 180) -> Sec
             got["batch_to_process"]["submitit"],
             "submitit",
             "ms",
-            max_ratio=1.0,
             scale=1000,
+            part_of="rank start-up (next row): both are bash and one srun (bench/notes/1.md)",
         ),
         target_row(
             "rank start-up: batch script start -> first line",

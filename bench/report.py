@@ -107,14 +107,20 @@ def committed(text: str) -> tuple[dict[int, str], dict[int, list[str]]]:
     return sections, rows
 
 
+def _holds(holds: bool | None) -> str:
+    return "–" if holds is None else "yes" if holds else "**no**"
+
+
 def summary_table(sections: list[Section], kept_rows: dict[int, list[str]] | None = None) -> str:
     """Every benchmark's figures with a target (issue 18) in one table, each from its section's last run
     (``kept_rows``: the rows results.md holds for sections this clone has not saved, kept as they are)."""
     lines = [
         "## Summary",
         "",
-        "Each figure that has a target: roach, the baseline, roach / baseline (paired per repetition; below 1 "
-        "roach is faster or lighter), the target and whether it holds in that run. The sections below give how.",
+        "Each figure that has a target, and each other figure of issue 18's table: roach, the baseline, roach / "
+        "baseline (paired per repetition; below 1 roach is faster or lighter), the target and whether it holds in "
+        "that run (a figure with no target of its own: the figure whose target covers it). The sections below "
+        "give how.",
         "",
         "| figure | roach | baseline | roach / baseline | target | holds |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -123,7 +129,7 @@ def summary_table(sections: list[Section], kept_rows: dict[int, list[str]] | Non
         (
             s.number,
             f"| {r['figure']} (§{s.number}) | {r['roach']} | {r['baseline']} | {r['ratio']} | {r['target']} | "
-            f"{'yes' if r['holds'] else '**no**'} |",
+            f"{_holds(r['holds'])} |",
         )
         for s in sections
         for r in s.summary

@@ -140,26 +140,32 @@ def target_row(
     max_ratio: float | None = None,
     max_value: float | None = None,
     scale: float = 1.0,
+    part_of: str | None = None,
 ) -> dict:
     """One line of results.md's summary: the figure, roach's and the baseline's medians, roach / baseline
     (paired per repetition), the target and whether it holds (a ratio at most ``max_ratio``, and/or roach's
-    median at most ``max_value``, in ``unit`` after ``scale``)."""
+    median at most ``max_value``, in ``unit`` after ``scale``). A figure with no target of its own names the
+    figure whose target covers it (``part_of``) and holds nothing (``None``)."""
     r = Summary.of([x * scale for x in roach if x is not None])
     b = Summary.of([x * scale for x in baseline if x is not None]) if baseline else None
     ratios = paired_ratios(list(roach), list(baseline)) if baseline else []
     ratio = statistics.median(ratios) if ratios else None
-    targets, holds = [], True
+    targets: list[str] = []
+    holds: bool | None = True
     if max_ratio is not None:
         targets.append(f"<= {max_ratio:g}x {baseline_name}")
         holds = holds and ratio is not None and ratio <= max_ratio
     if max_value is not None:
         targets.append(f"<= {fmt(max_value)} {unit}")
         holds = holds and r.median <= max_value
+    if not targets:
+        holds = None
+        targets.append(f"none of its own: a part of {part_of}" if part_of else "–")
     return {
         "figure": figure,
         "roach": f"{fmt(r.median)} {unit}",
         "baseline": f"{fmt(b.median)} {unit} ({baseline_name})" if b else "–",
         "ratio": f"{ratio:.2f}x" if ratio is not None else "–",
-        "target": ", ".join(targets) or "–",
+        "target": ", ".join(targets),
         "holds": holds,
     }

@@ -256,3 +256,23 @@ def test_the_process_clock_reads_perfs_fork_lines():
     assert seen.forked == {19564: [24101.089102506, 24109.5], 31486: [24101.090000001]}
     assert seen.started(19564, before=24105.0) == 24101.089102506
     assert seen.started(31486, before=24100.0) is None
+
+
+def test_a_summary_figure_without_a_target_of_its_own_holds_nothing_and_names_the_figure_that_covers_it():
+    """issue 18's table names figures that its targets cover only as part of a larger one: such a row shows its
+    ratio but neither a target nor a yes/no of its own (a "yes" there would claim a target nobody set)."""
+    from bench.report import summary_table
+    from bench.stats import target_row
+
+    part = target_row(
+        "script -> python", [0.020, 0.019], [0.021, 0.018], "submitit", "ms", scale=1000, part_of="start-up"
+    )
+    whole = target_row("start-up", [0.06, 0.07], [0.12, 0.11], "submitit", "ms", max_ratio=1.0, scale=1000)
+    assert part["holds"] is None and part["target"] == "none of its own: a part of start-up"
+    assert whole["holds"] is True and whole["target"] == "<= 1x submitit"
+    table = summary_table([Section(1, "Submit latency", "body", summary=[part, whole])])
+    assert (
+        "| script -> python (§1) | 19.5 ms | 19.5 ms (submitit) | 1.00x | none of its own: a part of start-up | – |"
+        in table
+    )
+    assert "| start-up (§1) | 65 ms | 115 ms (submitit) | 0.57x | <= 1x submitit | yes |" in table
