@@ -227,6 +227,29 @@ def test_clean_ends_the_experiment_keeps_its_checkpoints_and_touches_nothing_els
     assert "checkpoints kept: 3" in r.output
 
 
+@pytest.mark.lab
+def test_a_running_jobs_node_comes_from_the_queue_where_sacct_has_not_recorded_it(setup, user_slurm, lab):
+    """slurmdbd records a started job's nodes after slurmctld starts it (in the whole suite, a dry run once came
+    before that record and listed no scratch at all). With slurmdbd away, the longest such wait, clean still
+    finds the running job's node from the queue, and says what it could not read."""
+    from roach.lab import lab as lablib
+
+    go, store = setup
+    job = go("expD", name="dbd-away")
+    wait_until(f"{job} to work", lambda: _working(job), timeout=90)
+    (node,) = [q.nodelist for q in user_slurm.squeue(job_ids=[job.job_id]) if q.raw_id == job.job_id]
+    dbd = next(d for d in lablib.daemons(lab) if d.name == "slurmdbd")
+    env = {**os.environ, **lab.env()}
+    dbd.stop()
+    try:
+        (dry,) = clean("expD", store=store, cluster=CLUSTER, dry_run=True)
+    finally:
+        dbd.start(ready=lambda: subprocess.run(["sacctmgr", "-n", "show", "cluster"], env=env).returncode == 0)
+    assert dry.nodes == [node] and dry.scratch == [f"{node}:/tmp/{job.run_id}*"], dry
+    assert len(dry.failed) == 1 and "slurmdbd answers" in dry.failed[0] and "sacct" in dry.failed[0], dry.failed
+    assert _active(user_slurm, job.job_id) and Path(f"/tmp/{job.run_id}_scratch/data").exists()  # a dry run
+
+
 # -- clones ---------------------------------------------------------------------------------------------------
 def _runs_from(clone: Path) -> bool:
     """Whether a process on this host (the lab's nodes are this host) has ROACH_CLONE_DIR=clone."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from roach.clusters.cluster import Cluster
 from roach.clusters.userconfig import configured, get_cluster
-from roach.errors import RoachError, UsageError, WaitTimeoutError
+from roach.errors import RoachError, SlurmError, UsageError, WaitTimeoutError
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.records.workspace import is_workspace_record
@@ -224,6 +224,25 @@ def clean(
     return reports
 
 
+def _nodes_ran_on(
+    experiment: str, client: SlurmClient, ids: list[int], queued: list[str], report: CleanReport
+) -> list[str]:
+    """Every node an attempt of ``ids`` ran on: the queue's node lists (read before any cancel) and sacct's
+    (-D: requeued attempts too). The queue's are needed as well: slurmdbd records a job's nodes a moment after
+    slurmctld starts it (longer when it is busy or away), and a running job's scratch must not be missed for
+    it. Where sacct cannot be read, the queue's nodes are cleaned and ``report.failed`` says what was not."""
+    lists = list(queued)
+    try:
+        lists += [a.nodelist for a in client.sacct(ids, duplicates=True) if a.step is None] if ids else []
+    except SlurmError as e:
+        report.failed.append(
+            f"{(str(e).splitlines() or [type(e).__name__])[0]}: the nodes ended attempts ran on "
+            f"are not known, and their scratch was not looked at; run `roach clean {experiment}` again when "
+            "slurmdbd answers"
+        )
+    return hostnames(client, lists)
+
+
 def _clean_cluster(
     experiment: str,
     c: Cluster,
@@ -252,9 +271,7 @@ def _clean_cluster(
                     hint=f"run `roach clean {experiment}` again",
                 )
             sleep(poll)
-    # every node any attempt ran on (-D: requeued runs too)
-    acct = client.sacct(sorted(ids), duplicates=True) if ids else []
-    report.nodes = hostnames(client, [a.nodelist for a in acct if a.step is None])
+    report.nodes = _nodes_ran_on(experiment, client, sorted(ids), [q.nodelist for q in active], report)
     run_ids = sorted({r.run_id for r in recs})
     others = sorted({r.run_id for r in store.all_jobs()} - set(run_ids))
     exclude = [o for o in others if any(o != r and o.startswith(r) for r in run_ids)]
