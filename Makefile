@@ -12,10 +12,13 @@ STAMP := $(VENV)/.installed-from-pyproject
 # `roach top` in its terminal tests.
 DEBS := slurm-wlm slurmdbd munge mariadb-server mariadb-client rsync openssh-server openssh-client git python3-venv patchelf tmux
 PYTEST_ARGS ?=
+# Labs for `make test`, one per pytest-xdist worker (tests/support/labs.py): twice the cores, 2 to 8; the lab
+# tests mostly wait on Slurm's timers, so 4 labs on 2 cores keep both busy.
+TEST_WORKERS ?= $(shell n=$$(( $$(nproc) * 2 )); echo $$(( n < 2 ? 2 : n > 8 ? 8 : n )))
 # What the lab's jobs import: torch's CPU build for torch.distributed (gloo) in the demo and tests.
 JOB_PACKAGES ?= torch==2.13.0 numpy
 
-.PHONY: deps venv lab demo test test-matrix bench clean
+.PHONY: deps venv lab demo lint test-unit test test-matrix bench clean
 
 ## deps: install the Debian packages that are missing (needs root only when one is missing)
 deps:
@@ -50,9 +53,20 @@ lab: deps venv
 demo: lab
 	$(VENV)/bin/roach lab demo
 
-## test: run the test suite on the lab (extra pytest arguments: make test PYTEST_ARGS='-k wheel')
+## lint: ruff, the formatter's check, mypy and the import contracts (no root, no lab)
+lint: venv
+	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/ruff format --check --quiet .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+## test-unit: every test that needs no lab (no root, no lab; extra arguments: make test-unit PYTEST_ARGS='-k why')
+test-unit: venv
+	$(VENV)/bin/pytest -m 'not lab' -n $(shell nproc) $(PYTEST_ARGS)
+
+## test: the whole suite, over $(TEST_WORKERS) labs at once, each worker on its own (make test PYTEST_ARGS='-k wheel')
 test: lab
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 MATRIX_ARGS ?=
 

@@ -17,6 +17,7 @@ from roach.lab.config import LAB_USER, LabConfig
 from roach.records.store import Store
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
+from tests.support.labs import NO_LAB_DIR, choose_lab, share_job_venv
 from tests.support.stores import roots_under, store_at
 from tests.support.watch import Clock, FakeCluster
 
@@ -25,6 +26,9 @@ T = TypeVar("T")
 # Every cluster lookup reads the user's clusters.toml: the tests must not see the developer's own file.
 # A test that needs one sets $ROACH_CLUSTERS_TOML itself (monkeypatch), over this missing file.
 os.environ["ROACH_CLUSTERS_TOML"] = os.path.join(tempfile.mkdtemp(prefix="roach-tests-"), "no-clusters.toml")
+
+# Under pytest-xdist each worker has a lab of its own (tests/support/labs.py); $ROACH_LAB_DIR names it from here on.
+LAB_CHOICE = choose_lab()
 
 
 # Each wait's timeout is what the wait needs on an idle 2-core machine; a CI machine shared with other work can
@@ -69,9 +73,9 @@ def lab_queue(slurm: SlurmClient) -> str:
 
 @pytest.fixture(scope="session")
 def lab() -> LabConfig:
-    """The lab cluster, started if it is down (idempotent; needs root), with its live settings at their
-    defaults: a run stopped halfway (^C in a test that turned a setting on) must not leave the next run's lab
-    set otherwise."""
+    """This process's lab (tests/support/labs.py), started if it is down (idempotent; needs root), with its live
+    settings at their defaults: a run stopped halfway (^C in a test that turned a setting on) must not leave the
+    next run's lab set otherwise."""
     if os.geteuid() != 0:
         pytest.skip("the lab cluster needs root")
     from dataclasses import fields
@@ -80,7 +84,11 @@ def lab() -> LabConfig:
     from roach.lab.lab import LIVE
 
     defaults = {f.name: f.default for f in fields(LabConfig) if f.name in LIVE}
-    return up(log=lambda *_: None, **defaults)
+    share_job_venv(LAB_CHOICE)
+    where = {"state_dir": str(LAB_CHOICE.state_dir)}
+    if LAB_CHOICE.port_base is not None:
+        where["port_base"] = LAB_CHOICE.port_base
+    return up(log=lambda *_: None, **where, **defaults)
 
 
 @pytest.fixture(scope="session")
@@ -95,18 +103,56 @@ def user_slurm(lab: LabConfig) -> SlurmClient:
     return SlurmClient(LocalTransport(env=lab.env(), user=LAB_USER))
 
 
-def _lab_module(request: pytest.FixtureRequest) -> bool:
-    marks = getattr(request.module, "pytestmark", [])
-    return any(m.name == "lab" for m in (marks if isinstance(marks, list) else [marks]))
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``lab`` marker is the one sign that a test reaches the lab: a test that asks for the ``lab`` fixture
+    (directly or through one that needs it) without it is an error, so ``-m 'not lab'`` never starts a lab.
+
+    Under ``--dist loadgroup`` (make test) a module's tests run together on one worker, but for those marked
+    ``slow``: each of those is a unit of its own, and they are handed out first, so the longest waits overlap."""
+    unmarked = [i.nodeid for i in items if "lab" in getattr(i, "fixturenames", ()) and not i.get_closest_marker("lab")]
+    if unmarked:
+        raise pytest.UsageError(
+            "tests that use the lab without @pytest.mark.lab:\n" + "\n".join(f"  {n}" for n in unmarked)
+        )
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    lab_modules = {i.nodeid.split("::")[0] for i in items if i.get_closest_marker("lab")}
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("slow"):
+            return 0
+        return 1 if item.nodeid.split("::")[0] in lab_modules else 2
+
+    items.sort(key=rank)
+    for item in items:
+        if not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+@pytest.fixture(autouse=True)
+def lab_by_marker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked ``lab`` has this process's lab up; any other sees none, so one that reaches the lab anyway (a
+    subprocess, the ``lab`` cluster's site module) fails on a missing lab instead of using another test's."""
+    if request.node.get_closest_marker("lab") is not None:
+        request.getfixturevalue("lab")
+    else:
+        monkeypatch.setenv("ROACH_LAB_DIR", NO_LAB_DIR)
+
+
+def _has_lab_tests(request: pytest.FixtureRequest) -> bool:
+    return any(
+        i.get_closest_marker("lab") and getattr(i, "module", None) is request.module for i in request.session.items
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)
 def lab_left_idle(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After a lab module: no job of its own left queued or running, no node left drained by a test.
+    """After a module's lab tests: no job of its own left queued or running, no node left drained by a test.
 
     A job that outlives its module holds the lab's few GPUs and makes a later module's timing wait fail for a
     reason of its own; what is found is cancelled and named in the run's output, so the leak is seen."""
-    if not _lab_module(request):
+    if not _has_lab_tests(request):
         yield
         return
     slurm = request.getfixturevalue("slurm")

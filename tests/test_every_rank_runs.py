@@ -52,6 +52,7 @@ def test_attempt_key_tells_the_attempts_of_a_run_apart(tmp_path):
     assert attempts.completed_before(tmp_path, first) == "completed by job 5"
 
 
+@pytest.mark.slow
 @pytest.mark.lab
 def test_every_rank_of_two_nodes_runs_a_function_without_collectives(git_repo, shared_tmp, tmp_path):
     git_repo.commit(PKG, "ranks without collectives")

@@ -254,6 +254,7 @@ def test_hours_and_gpu_hours_read_slurm_times():
 
 
 # -- the default cluster at submit ---------------------------------------------------------------------------
+@pytest.mark.lab
 def test_submit_without_a_cluster_goes_to_the_configured_default(tmp_path, monkeypatch, lab, git_repo, shared_tmp):
     from roach.model.job_state import JobState
     from roach.records.store import Store

@@ -296,7 +296,6 @@ def _record(job_id: int, **kw) -> JobRecord:
 
 
 # -- on the lab --------------------------------------------------------------------------------------------
-pytest_lab = pytest.mark.lab
 
 
 @pytest.fixture(scope="module")
@@ -377,7 +376,7 @@ def _hold(cli, roots) -> dict:
     return json.loads(r.output)
 
 
-@pytest_lab
+@pytest.mark.lab
 def test_a_rank_that_aborts_after_rank_0_left_leaves_the_attempt_stopped_not_failed(repo, store, roots, cli, holders):
     # CI once saw a stopped attempt end with exit code 134 (a rank's SIGABRT after leaving) and called it FAILED
     holder = _hold(cli, roots)["job_id"]
@@ -395,7 +394,8 @@ def test_a_rank_that_aborts_after_rank_0_left_leaves_the_attempt_stopped_not_fai
     assert store.get_key("lab", job.key).status == "cancelled"
 
 
-@pytest_lab
+@pytest.mark.slow
+@pytest.mark.lab
 def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, roots, cli, holders, user_slurm):
     info = _hold(cli, roots)
     holder = info["job_id"]
@@ -491,7 +491,7 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
     assert store.get("lab", holder).status == "cancelled"
 
 
-@pytest_lab
+@pytest.mark.lab
 @pytest.mark.slow
 def test_a_holder_near_its_wall_clock_stops_its_attempt_first(repo, store, roots, holders):
     # USR1 to the holder's shell 20 s before a 1-minute limit: Slurm's 30 s timer sends it 10-40 s after the
@@ -525,6 +525,7 @@ def test_a_holder_near_its_wall_clock_stops_its_attempt_first(repo, store, roots
     h.release()
 
 
+@pytest.mark.lab
 def test_ls_shows_a_holders_held_time_and_that_it_sits_idle(tmp_path, monkeypatch, lab, shared_tmp):
     from roach.cli.listing import ls
 
@@ -550,7 +551,7 @@ def test_ls_shows_a_holders_held_time_and_that_it_sits_idle(tmp_path, monkeypatc
         h.release()
 
 
-@pytest_lab
+@pytest.mark.lab
 def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, roots, holders, user_slurm):
     h = hold(GPU1, cluster=CLUSTER, name="cancel", time="5", log_root=roots["log_root"], store=store)
     holders.append(h.job_id)
@@ -601,7 +602,7 @@ def test_cancel_stops_only_the_attempt_and_release_ends_the_holder(repo, store, 
     assert json.loads(Path(second.paths.job_json).read_text())["status"] == gone.status
 
 
-@pytest_lab
+@pytest.mark.lab
 def test_a_with_hold_block_that_raises_releases_the_holder_after_its_attempt_checkpoints(
     repo, store, roots, holders, user_slurm
 ):
@@ -642,7 +643,7 @@ def test_a_with_hold_block_that_raises_releases_the_holder_after_its_attempt_che
 ALL_GPUS = Resources(nodes=2, gpus_per_node=4, cpus_per_gpu=1, time="00:10:00")  # the lab's 8 GPUs
 
 
-@pytest_lab
+@pytest.mark.lab
 def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(
     repo, store, roots, holders, cli, monkeypatch
 ):

@@ -29,8 +29,6 @@ from roach.slurm.clusters.lab import GPU1, LAB
 from tests.conftest import GitRepo, private_store, wait_until
 from tests.support.schemas import validate_output
 
-pytestmark = pytest.mark.lab
-
 FUNCS = """\
 def train(run, lr, steps=2):
     for i in range(steps):
@@ -208,6 +206,7 @@ def _workspace_flow(run: Recorder, base: Path) -> None:
     run("verify", *ws)
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_output_validates_against_its_schema(outputs: Outputs, command: str):
     if command in NOT_RUN:
@@ -218,6 +217,7 @@ def test_every_output_validates_against_its_schema(outputs: Outputs, command: st
         validate_output(command, data)
 
 
+@pytest.mark.lab
 def test_watch_said_what_a_watch_of_finishing_jobs_says(outputs: Outputs):
     kinds = {e["event"] for e in outputs["watch"]}  # type: ignore[index]
     assert {"started", "finished", "heartbeat", "queue_empty"} <= kinds, kinds

@@ -10,8 +10,6 @@ from roach.model.job_state import JobState
 from roach.model.states import PendingReason
 from tests.conftest import wait_until
 
-pytestmark = pytest.mark.lab
-
 
 def _sbatch(slurm, jobs, options, script):
     job = slurm.sbatch(options, "#!/bin/bash\n" + script)
@@ -34,6 +32,7 @@ def _final(slurm, job, timeout=60):
     return wait_until(f"job {job} to end in sacct", done, timeout=timeout)
 
 
+@pytest.mark.lab
 def test_both_nodes_up_with_four_gpus_and_eight_cpus(slurm):
     nodes = {n.name: n for n in slurm.nodes()}
     assert set(nodes) == {"n1", "n2"}
@@ -43,6 +42,7 @@ def test_both_nodes_up_with_four_gpus_and_eight_cpus(slurm):
         assert n.partitions == ("gpu",)
 
 
+@pytest.mark.lab
 def test_jobs_run_as_the_unprivileged_user_with_their_gpus(user_slurm, jobs, shared_tmp):
     out = shared_tmp / "who.out"
     job = _sbatch(
@@ -59,6 +59,7 @@ def test_jobs_run_as_the_unprivileged_user_with_their_gpus(user_slurm, jobs, sha
     assert len(text.split("gpus=")[1].split()[0].split(",")) == 2  # Slurm bound two fake GPUs
 
 
+@pytest.mark.lab
 def test_two_node_job_gets_ranks_on_both_nodes(user_slurm, jobs, shared_tmp):
     out = shared_tmp / "ranks.out"
     job = _sbatch(
@@ -76,6 +77,7 @@ def test_two_node_job_gets_ranks_on_both_nodes(user_slurm, jobs, shared_tmp):
     assert set(ranks.values()) == {"node=n1", "node=n2"}
 
 
+@pytest.mark.lab
 def test_job_over_the_high_qos_gpu_cap_pends_with_its_reason(user_slurm, jobs):
     first = _sbatch(user_slurm, jobs, ["--qos=high", "--gres=gpu:4", "--output=/dev/null"], "sleep 120\n")
     wait_until("the capped job to run", lambda: (r := _queue_state(user_slurm, first)) and r.state is JobState.RUNNING)
@@ -88,6 +90,8 @@ def test_job_over_the_high_qos_gpu_cap_pends_with_its_reason(user_slurm, jobs):
     assert rec.tres.gpus == 1  # a pending job already claims what it asked for
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_high_tier_preempts_low_tier_which_is_requeued_and_comes_back(user_slurm, jobs, shared_tmp):
     out = shared_tmp / "low.out"
     low = _sbatch(
@@ -118,6 +122,7 @@ def test_high_tier_preempts_low_tier_which_is_requeued_and_comes_back(user_slurm
     assert _final(user_slurm, high).state is JobState.COMPLETED
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize(
     "script,state,code,sig",
     [
@@ -132,6 +137,7 @@ def test_sacct_reports_final_state_and_exit_code(user_slurm, jobs, script, state
     assert (rec.state, rec.exit_code, rec.exit_signal) == (state, code, sig)
 
 
+@pytest.mark.lab
 def test_sacct_reports_a_cancelled_job(user_slurm, jobs):
     job = _sbatch(user_slurm, jobs, ["--output=/dev/null"], "sleep 300\n")
     wait_until("the job to run", lambda: (r := _queue_state(user_slurm, job)) and r.state is JobState.RUNNING)
@@ -140,6 +146,7 @@ def test_sacct_reports_a_cancelled_job(user_slurm, jobs):
     assert rec.state is JobState.CANCELLED and rec.state_text.startswith("CANCELLED by")
 
 
+@pytest.mark.lab
 def test_array_tasks_are_listed_one_per_line_with_their_ids(user_slurm, jobs):
     job = _sbatch(user_slurm, jobs, ["--array=0-3%2", "--output=/dev/null", "--job-name=we|ird $(name)"], "sleep 30\n")
     recs = wait_until(
@@ -159,6 +166,7 @@ def test_array_tasks_are_listed_one_per_line_with_their_ids(user_slurm, jobs):
     assert all(r.name == "we|ird $(name)" and r.ref.job == job for r in recs)
 
 
+@pytest.mark.lab
 def test_probe_reports_the_lab_settings(slurm, lab):
     caps = slurm.capabilities(refresh=True)
     have = release.installed()  # the installed slurmctld's own word (`slurmctld -V`), whichever release it is
@@ -172,6 +180,7 @@ def test_probe_reports_the_lab_settings(slurm, lab):
     assert slurm.capabilities() is caps  # cached
 
 
+@pytest.mark.lab
 def test_lab_tiers_are_real_qos_with_limits(slurm):
     qos = {q["Name"]: q for q in slurm.qos()}
     assert qos["high"]["MaxTRESPU"] == "gres/gpu=4" and qos["high"]["Preempt"] == "low"

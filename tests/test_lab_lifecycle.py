@@ -77,6 +77,7 @@ def test_port_taken_is_refused_before_anything_starts(private_lab):
     assert _lab_processes(private_lab) == []
 
 
+@pytest.mark.slow
 def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_path):
     cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
     pids = {d.name: d.pid() for d in lablib.daemons(cfg)}

@@ -12,9 +12,8 @@ import pytest
 from roach.lab.config import LAB_USER
 from roach.lab.python import runnable_copy
 
-pytestmark = [pytest.mark.lab]
 
-
+@pytest.mark.lab
 def test_a_copy_of_roachs_python_runs_as_the_lab_user_and_makes_a_venv(shared_tmp: Path, lab):
     base = shared_tmp / "state"  # under /tmp, open to the lab's user as the lab's state folder is
     base.mkdir()

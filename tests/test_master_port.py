@@ -18,8 +18,6 @@ from roach.slurm.clusters.lab import GPU2, LAB, NODES2_GPU2
 from tests.conftest import slack
 from tests.support.packages import PKG  # pkg.dist:allreduce, a 4-rank gloo all_reduce
 
-pytestmark = pytest.mark.lab
-
 CLUSTER = LAB.with_(run_as=LAB_USER)
 AHEAD = 40  # job ids the next submit may get: other ids can be taken between the probe and the submit
 
@@ -55,6 +53,7 @@ def _result(job, shared_tmp) -> float:
     return json.loads((Path(shared_tmp / "runs" / job.run_id) / "result.json").read_text())
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize(
     ("resources", "total"),
     [(NODES2_GPU2, 10.0), (GPU2, 3.0)],  # the batch script picks it (two nodes), rank 0 does (one node)
@@ -91,6 +90,8 @@ def _node_queries(lab) -> int:
     return int(found[1]) if found else 0
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_one_node_job_meets_on_loopback_and_asks_slurmctld_nothing_for_it(lab, git_repo, shared_tmp, tmp_path):
     """Every rank of a one-node job runs where the batch script runs: the ranks meet on 127.0.0.1 (a real gloo
     all_reduce of two ranks), and the attempt sends slurmctld no node query on its way to the ranks (before, each
@@ -103,6 +104,7 @@ def test_a_one_node_job_meets_on_loopback_and_asks_slurmctld_nothing_for_it(lab,
     assert _node_queries(lab) == before
 
 
+@pytest.mark.lab
 def test_a_job_submitted_from_a_one_node_job_keeps_its_own_rendezvous(lab, git_repo, shared_tmp, tmp_path, monkeypatch):
     """sbatch passes the submitter's environment on: a two-node job submitted from inside a one-node roach job (a
     sweep driver, an agent) sees ROACH_PORT_BY_RANK0=1. Its batch script picks the port, as for any two-node job;

@@ -25,8 +25,6 @@ from tests.conftest import private_store
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 from tests.support.workspace import runtime_file
 
-pytestmark = pytest.mark.lab
-
 HOME = Path(f"/home/{LAB_USER}")
 HEAD = (
     "#!/bin/bash\n#SBATCH --account=lab\n#SBATCH --partition=gpu\n#SBATCH --time=00:05:00\n"
@@ -183,6 +181,7 @@ def _job_json(ws: Path, job: str) -> dict:
     return json.loads((ws / "dsi-slurm-artifacts" / job / "job.json").read_text())
 
 
+@pytest.mark.lab
 def test_scoring_mode_table_with_a_directory_row_passes_after_pull(site, make_ws):
     body = (
         "mkdir -p results figures\necho '{\"accuracy\": 0.91}' > results/metrics.json\n"
@@ -232,6 +231,7 @@ def test_scoring_mode_table_with_a_directory_row_passes_after_pull(site, make_ws
     assert got["ok"] and got["notes"] == ["logs/train.log (no) missing", "REPORT.md (recommended) missing"]
 
 
+@pytest.mark.lab
 def test_any_of_group_and_an_array_0_2(site, make_ws):
     body = (
         "#SBATCH --array=0-2\nmkdir -p results checkpoints\n"
@@ -252,6 +252,7 @@ def test_any_of_group_and_an_array_0_2(site, make_ws):
     assert "any-of:weights met by checkpoints/model.safetensors (checkpoints/model.pt missing)" in got["notes"]
 
 
+@pytest.mark.lab
 def test_bootstrap_mode_one_job_completes_one_exits_3_then_the_stage_ends(site, make_ws):
     train = (
         "mkdir -p results\necho '{\"accuracy\": 0.7}' > results/metrics.json\n"

@@ -35,8 +35,6 @@ from roach.slurmio.transport import LocalTransport
 from tests.conftest import GitRepo, slack, wait_until
 from tests.support.watch import record
 
-pytestmark = pytest.mark.lab
-
 CLUSTER = LAB.with_(run_as=LAB_USER)
 TINY = {"pkg/__init__.py": "", "pkg/tiny.py": "def hello(run, x=0):\n    run.log('hello %s', x)\n    return x\n"}
 # one job per path that may see an end first; each in a store of its own, so no path sees another's end
@@ -156,6 +154,7 @@ def _store(job: Job) -> Store:
 
 
 # -- each path that may see an end first -------------------------------------------------------------------
+@pytest.mark.lab
 def test_roach_status_then_watch_once(ended):
     """The issue's steps: status sees the end first; job.json is final, and a watch round after it keeps it so."""
     job = ended["status"]
@@ -169,6 +168,7 @@ def test_roach_status_then_watch_once(ended):
     assert raw(job.record) == d
 
 
+@pytest.mark.lab
 def test_roach_ls(ended):
     job = ended["ls"]
     assert_open(job.record)
@@ -177,6 +177,7 @@ def test_roach_ls(ended):
     assert_final(_store(job), job.record)
 
 
+@pytest.mark.lab
 def test_roach_cancel_of_a_job_that_already_ended(ended):
     job = ended["cancel"]
     assert_open(job.record)
@@ -185,6 +186,7 @@ def test_roach_cancel_of_a_job_that_already_ended(ended):
     assert_final(_store(job), job.record)
 
 
+@pytest.mark.lab
 def test_roach_watch(ended):
     job = ended["watch"]
     assert_open(job.record)
@@ -193,6 +195,7 @@ def test_roach_watch(ended):
     assert_final(_store(job), job.record)
 
 
+@pytest.mark.lab
 def test_job_state(ended):
     job = Job.from_ref(ended["state"].job_id, store=_store(ended["state"]), cluster=CLUSTER)
     assert_open(job.record)
@@ -201,6 +204,7 @@ def test_job_state(ended):
     assert job.record.is_final  # the handle's own record follows
 
 
+@pytest.mark.lab
 def test_job_wait(ended):
     job = Job.from_ref(ended["wait"].job_id, store=_store(ended["wait"]), cluster=CLUSTER)
     assert_open(job.record)
@@ -208,6 +212,7 @@ def test_job_wait(ended):
     assert_final(_store(job), job.record)
 
 
+@pytest.mark.lab
 def test_sweep_states_and_wait(sweeps):
     for how, sw in sweeps.items():
         for j in sw:
@@ -220,6 +225,7 @@ def test_sweep_states_and_wait(sweeps):
             assert_final(sw.store, j.record)
 
 
+@pytest.mark.lab
 def test_holder_release_and_an_attempt_seen_by_status(base):
     """An attempt's end, read by `roach status` from what its driver wrote; then release ends the holder."""
     store = Store(base / "holder.sqlite")
@@ -249,6 +255,7 @@ def test_holder_release_and_an_attempt_seen_by_status(base):
 
 
 # -- a record an older roach left behind -----------------------------------------------------------------------
+@pytest.mark.lab
 @pytest.mark.parametrize("command", ["ls", "status"])
 def test_a_job_json_left_at_submitted_by_an_older_roach_is_repaired(ended, command):
     """The older roach's `status` recorded the end in the store only and left job.json as submit wrote it then:
@@ -274,6 +281,7 @@ def test_a_job_json_left_at_submitted_by_an_older_roach_is_repaired(ended, comma
 
 
 # -- the one command, on the files every writer makes ---------------------------------------------------------
+@pytest.mark.lab
 def test_record_ends_rewrites_a_workspace_job_json_too_in_one_command(tmp_path):
     """The remote workspace's job.json (the seeds' schema, array tasks nested) gets the end the same way."""
     bundle = tmp_path / "dsi-slurm-artifacts" / "9"

@@ -18,7 +18,7 @@ from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from tests.conftest import lab_queue, slack, wait_until
 from tests.support.stores import roots_under, store_at
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 # USR1 70 s before a 2-minute limit. Slurm sends --signal up to one 30 s timer tick early (sbatch(1): "may be
 # sent up to 60 seconds earlier"): here 20-50 s into an attempt, after the ranks' start-up (10-16 s on a
@@ -141,6 +141,7 @@ def _digest(job) -> str:
     return json.loads((Path(job.record.run_dir) / "result.json").read_text())
 
 
+@pytest.mark.lab
 def test_preempted_twice_and_wall_clock_once_gives_bitwise_the_same_model(reference, repo, store, roots, slurm):
     job = _submit(
         repo,
@@ -165,6 +166,7 @@ def send_user_signal(lab):
     lablib.up(log=lambda *_: None, preempt_send_user_signal=False)
 
 
+@pytest.mark.lab
 def test_same_with_preempt_send_user_signal(send_user_signal, reference, repo, store, roots, slurm):
     assert LAB.client().capabilities(refresh=True).preempt_send_user_signal
     job = _submit(
@@ -182,6 +184,7 @@ def test_same_with_preempt_send_user_signal(send_user_signal, reference, repo, s
     _check_resumed_run(job, job.log(), _digest(reference), "USR1")
 
 
+@pytest.mark.lab
 def test_cancelled_while_pending_and_resubmitted_on_another_tier_resumes(repo, store, roots, user_slurm):
     job = _submit(
         repo,
@@ -219,6 +222,7 @@ def test_cancelled_while_pending_and_resubmitted_on_another_tier_resumes(repo, s
     assert moved.job_id != job.job_id and moved.run_id == job.run_id
 
 
+@pytest.mark.lab
 def test_a_run_id_that_does_not_exist_is_an_error_not_a_fresh_start(repo, store, roots, user_slurm):
     before = {r.raw_id for r in user_slurm.squeue()}
     with pytest.raises(UsageError, match="run no-such-run does not exist"):
@@ -226,6 +230,7 @@ def test_a_run_id_that_does_not_exist_is_an_error_not_a_fresh_start(repo, store,
     assert {r.raw_id for r in user_slurm.squeue()} == before
 
 
+@pytest.mark.lab
 def test_non_checkpointing_function_restarts_from_the_top_and_says_so(repo, store, roots, slurm):
     job = _submit(
         repo,
@@ -246,6 +251,7 @@ def test_non_checkpointing_function_restarts_from_the_top_and_says_so(repo, stor
     assert len(re.findall(r"rank 0: plain step 0$", log, re.M)) == 2  # the top, twice
 
 
+@pytest.mark.lab
 def test_a_completed_run_does_not_run_again_when_requeued(repo, store, roots, slurm):
     job = _submit(
         repo, store, roots, "pkg.resumable:plain_loop", args={"steps": 3, "step_s": 0.1}, resources=GPU1, name="once"
@@ -260,6 +266,7 @@ def test_a_completed_run_does_not_run_again_when_requeued(repo, store, roots, sl
     assert len(re.findall(r"rank 0: plain step 0$", job.log(), re.M)) == 1
 
 
+@pytest.mark.lab
 def test_node_failure_requeues_onto_the_other_node_which_resumes(repo, store, roots, slurm):
     job = _submit(
         repo,

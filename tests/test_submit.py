@@ -20,8 +20,6 @@ from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from tests.conftest import slack
 from tests.support.packages import PKG
 
-pytestmark = pytest.mark.lab
-
 CLUSTER = LAB.with_(run_as=LAB_USER)
 
 
@@ -44,6 +42,7 @@ def _cleanup(jobs):
             pass
 
 
+@pytest.mark.lab
 def test_four_ranks_on_two_nodes_all_reduce(repo, store, roots):
     job = _submit(repo, store, roots, "pkg.dist:allreduce", resources=NODES2_GPU2, name="allreduce")
     rec = job.wait(timeout=slack(180))
@@ -66,6 +65,7 @@ def test_four_ranks_on_two_nodes_all_reduce(repo, store, roots):
     assert Path(job.paths.log).name == f"{job.run_id}_{job.job_id}.out"
 
 
+@pytest.mark.lab
 def test_job_json_store_and_bundle_after_success(repo, store, roots):
     job = _submit(repo, store, roots, "pkg.jobs:hello", args={"who": "lab"}, description="hello probe")
     rec = job.wait(timeout=slack(120))
@@ -79,6 +79,7 @@ def test_job_json_store_and_bundle_after_success(repo, store, roots):
     assert "hello lab from n" in job.log()
 
 
+@pytest.mark.lab
 def test_clone_is_shared_read_only_at_the_commit_and_made_once_under_concurrency(repo, store, roots):
     commit = repo.git("rev-parse", "HEAD").strip()
     on_n1 = GPU1.replace(extra=("--nodelist=n1",))
@@ -105,6 +106,7 @@ def test_clone_is_shared_read_only_at_the_commit_and_made_once_under_concurrency
     assert [p.name for p in Path(roots["clone_root"]).iterdir() if not p.name.startswith(".")] == [f"work-{commit}"]
 
 
+@pytest.mark.lab
 def test_half_made_clone_is_rebuilt_not_used(repo, store, roots):
     commit = repo.git("rev-parse", "HEAD").strip()
     half = Path(roots["clone_root"]) / f"work-{commit}"
@@ -117,6 +119,7 @@ def test_half_made_clone_is_rebuilt_not_used(repo, store, roots):
     assert not (half / "partial").exists() and (half / "pkg" / "jobs.py").exists()
 
 
+@pytest.mark.lab
 def test_failing_rank_fails_the_job_and_stops_the_others(repo, store, roots):
     job = _submit(repo, store, roots, "pkg.jobs:boom", resources=NODES2_GPU2)
     try:
@@ -132,6 +135,7 @@ def test_failing_rank_fails_the_job_and_stops_the_others(repo, store, roots):
     assert job.paths.spec not in ps  # no rank of the job is left running
 
 
+@pytest.mark.lab
 def test_secrets_reach_the_function_and_no_file_roach_wrote(repo, store, roots, shared_tmp, tmp_path):
     secret = "s3cr3t-Value-that-must-not-leak"
     sdir = shared_tmp / "secrets"
@@ -158,6 +162,7 @@ def test_secrets_reach_the_function_and_no_file_roach_wrote(repo, store, roots, 
     assert leaks == ""
 
 
+@pytest.mark.lab
 def test_secrets_readable_by_others_are_refused_before_submitting(repo, store, roots, shared_tmp, user_slurm):
     sdir = shared_tmp / "loose"
     sdir.mkdir()
@@ -170,6 +175,7 @@ def test_secrets_readable_by_others_are_refused_before_submitting(repo, store, r
     assert not Path(roots["log_root"]).exists()
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("case", ["dirty", "unpushed", "no_module", "no_function", "non_json", "preset", "resources"])
 def test_bad_input_is_refused_and_nothing_is_submitted_or_written(case, repo, store, roots, user_slurm):
     target, kw = "pkg.jobs:hello", {}
@@ -204,6 +210,7 @@ def test_bad_input_is_refused_and_nothing_is_submitted_or_written(case, repo, st
     assert store.recent() == []
 
 
+@pytest.mark.lab
 def test_job_can_be_rebuilt_from_its_run_id_or_job_id(repo, store, roots):
     from roach.launch.job import Job
 
@@ -216,6 +223,7 @@ def test_job_can_be_rebuilt_from_its_run_id_or_job_id(repo, store, roots):
     assert "hello world" in by_id.tail(5)
 
 
+@pytest.mark.lab
 def test_a_failure_between_hold_and_release_cancels_the_held_job_and_records_nothing(repo, store, roots, user_slurm):
     # The lab user cannot write under /root: the bundle fails after `sbatch --hold` queued the job.
     import secrets
@@ -232,6 +240,7 @@ def test_a_failure_between_hold_and_release_cancels_the_held_job_and_records_not
     assert store.recent() == []
 
 
+@pytest.mark.lab
 def test_a_cluster_that_cannot_reach_the_git_remote_gets_the_commit_as_a_bundle(store, roots, tmp_path):
     # The remote lives under /root: the lab user's jobs cannot read it, as a cluster behind a firewall.
     from tests.conftest import GIT

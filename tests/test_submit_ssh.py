@@ -26,8 +26,6 @@ from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack, wait_until
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.lab
-
 PKG = {
     "pkg/__init__.py": "",
     "pkg/jobs.py": """
@@ -51,6 +49,7 @@ def cluster(lab, sshd: SSHServer):
     return LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
 
 
+@pytest.mark.lab
 def test_a_function_submitted_over_ssh_runs_and_its_log_reads_back(
     git_repo, shared_tmp: Path, tmp_path, cluster, sshd: SSHServer, monkeypatch, capsys
 ):
@@ -96,6 +95,7 @@ def test_a_function_submitted_over_ssh_runs_and_its_log_reads_back(
     assert os.path.exists(job.paths.job_json)
 
 
+@pytest.mark.lab
 def test_a_commit_reaches_a_cluster_without_the_remote_as_an_incremental_git_bundle(
     git_repo, shared_tmp: Path, cluster, sshd: SSHServer
 ):
@@ -188,6 +188,7 @@ def alias_cli(lab, sshd: SSHServer, git_repo, shared_tmp: Path, tmp_path, monkey
     master.close()
 
 
+@pytest.mark.lab
 def test_a_job_submitted_through_an_alias_is_read_back_and_listed_through_it(
     alias_cli, sshd: SSHServer, no_local_slurm
 ):
@@ -253,6 +254,7 @@ def test_a_job_submitted_through_an_alias_is_read_back_and_listed_through_it(
     assert again["job_id"] != job["job_id"] and used == []
 
 
+@pytest.mark.lab
 def test_cancel_and_ls_go_per_cluster_and_alias_and_an_explicit_alias_overrides(
     alias_cli, sshd: SSHServer, user_slurm, monkeypatch
 ):
@@ -321,6 +323,7 @@ def test_cancel_and_ls_go_per_cluster_and_alias_and_an_explicit_alias_overrides(
     assert r.exit_code == 2 and "--ssh-config needs an ssh alias" in r.stderr
 
 
+@pytest.mark.lab
 def test_roach_watch_reaches_a_sweep_through_the_alias_it_was_submitted_through(
     alias_cli, sshd: SSHServer, no_local_slurm, tmp_path
 ):
@@ -349,6 +352,7 @@ def test_roach_watch_reaches_a_sweep_through_the_alias_it_was_submitted_through(
     assert used == []
 
 
+@pytest.mark.lab
 def test_an_attempt_inside_a_holder_reached_over_ssh_runs_and_its_driver_outlives_the_call(
     alias_cli, sshd: SSHServer, no_local_slurm
 ):

@@ -96,6 +96,7 @@ def test_grid_files(tmp_path):
         read_grid(tmp_path / "bad.json")
 
 
+@pytest.mark.lab
 def test_a_sweep_split_over_arrays_runs_every_grid_entry_as_its_own_run(repo, store, roots, shared_tmp):
     grid = [{"x": i, "tag": f"t{i}"} for i in range(7)]
     sw = sweep(
@@ -135,6 +136,7 @@ def test_a_sweep_split_over_arrays_runs_every_grid_entry_as_its_own_run(repo, st
     assert f"--dependency=afterany:{sw.array_ids[0]}" in script and "--array=0-2%3" in script
 
 
+@pytest.mark.lab
 def test_with_room_for_two_arrays_at_once_two_run_at_once_and_the_third_waits_for_the_first(repo, store, roots):
     """parallelism=6 over arrays of 3, 3 and 1: two arrays hold the 6, so the second starts with the first (no
     dependency) and the third waits for the first. (Before, each array waited for the one before it whatever K.)"""
@@ -158,6 +160,7 @@ def test_with_room_for_two_arrays_at_once_two_run_at_once_and_the_third_waits_fo
     assert {a.state for a in done.values()} == {JobState.COMPLETED} and len(done) == 7
 
 
+@pytest.mark.lab
 def test_a_failed_run_is_that_run_only(repo, store, roots):
     sw = sweep(
         "pkg.grid:fail_on",
@@ -199,6 +202,8 @@ def test_bad_grids_are_refused_before_anything_is_queued(repo, store, roots):
     assert not Path(roots["log_root"], "bundles").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_signalled_run_of_a_sweep_checkpoints_requeues_itself_and_resumes_at_its_step(repo, store, roots, slurm):
     sw = sweep(
         "pkg.grid:counter",
@@ -225,6 +230,7 @@ def test_a_signalled_run_of_a_sweep_checkpoints_requeues_itself_and_resumes_at_i
     assert "caught_signal" not in sw[1].log()  # the other run of the array was left alone
 
 
+@pytest.mark.lab
 def test_roach_sweep_from_a_grid_file_then_status_and_logs_of_one_run(repo, roots, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
@@ -298,6 +304,8 @@ def test_roach_sweep_from_a_grid_file_then_status_and_logs_of_one_run(repo, root
     assert r.exit_code == 2 and "sweep id cli-sweep is already used" in r.output
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_cancelled_run_of_a_sweep_is_resumed_alone_as_a_plain_job_with_its_args(repo, store, roots):
     from roach.launch.submit import resume
 
@@ -323,6 +331,7 @@ def test_a_cancelled_run_of_a_sweep_is_resumed_alone_as_a_plain_job_with_its_arg
     assert json.loads(out.read_text()) == sum(range(30))  # its args (steps=30), its checkpointed total
 
 
+@pytest.mark.lab
 def test_roach_clean_ends_a_sweep_and_removes_its_logs_and_bundles_keeping_checkpoints(repo, store, roots):
     from roach.ops.clean import clean
 
@@ -353,6 +362,7 @@ def test_roach_clean_ends_a_sweep_and_removes_its_logs_and_bundles_keeping_check
     )
 
 
+@pytest.mark.lab
 def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, roots, monkeypatch, tmp_path):
     from roach.slurmio.client import SlurmClient
     from roach.slurmio.transport import LocalTransport
@@ -397,6 +407,7 @@ def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, 
     )
 
 
+@pytest.mark.lab
 def test_roach_watch_reports_every_run_of_a_sweep_and_records_each_job_json(repo, roots, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
@@ -432,6 +443,7 @@ def test_roach_watch_reports_every_run_of_a_sweep_and_records_each_job_json(repo
         assert jj.status == ("failed" if j.run_id.endswith("-5") else "completed"), (j.run_id, jj, j.log())
 
 
+@pytest.mark.lab
 def test_a_grid_larger_than_the_clusters_max_array_size_is_split_transparently(
     repo, store, roots, lab, monkeypatch, tmp_path
 ):
@@ -458,6 +470,7 @@ def test_a_grid_larger_than_the_clusters_max_array_size_is_split_transparently(
     assert [json.loads((runs / j.run_id / "result.json").read_text())["sq"] for j in sw] == [i * i for i in range(9)]
 
 
+@pytest.mark.lab
 def test_a_stale_cached_max_array_size_is_asked_again_when_sbatch_refuses_the_array(
     repo, store, roots, lab, monkeypatch, tmp_path
 ):
@@ -490,6 +503,7 @@ def test_a_stale_cached_max_array_size_is_asked_again_when_sbatch_refuses_the_ar
         sw.cancel()
 
 
+@pytest.mark.lab
 def test_the_caps_per_submission_hold_for_a_sweep_as_a_whole(repo, store, roots, tmp_path, monkeypatch):
     from roach.clusters.guardrails import Refused
     from roach.slurm.clusters.lab import GPU1

@@ -29,7 +29,6 @@ from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 from tests.support.schemas import validate_output
 from tests.support.watch import TRAIN
 
-pytestmark = pytest.mark.lab
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = LAB.with_(run_as=LAB_USER)
 KEYS_LINE = "up/down select"
@@ -116,6 +115,8 @@ def row(lines: list[str], key: str) -> str | None:
     return next((ln for ln in lines if ln[1:].startswith(f"{key} ")), None)
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_sweep_of_six_in_80x24_its_ends_the_log_a_resize_and_q(lab, repo, store, roots, slurm):
     grid = [{"steps": 6, "step_s": 0.2}] + [{"steps": 900, "step_s": 0.3} for _ in range(5)]
     sw = sweep(
@@ -202,6 +203,8 @@ def test_a_sweep_of_six_in_80x24_its_ends_the_log_a_resize_and_q(lab, repo, stor
     assert {t["tier"] for t in frame["tiers"]} == {"high", "low"}
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_preempted_run_shows_its_restart(lab, repo, store, roots, slurm):
 
     job = submit(
@@ -239,6 +242,7 @@ def test_a_preempted_run_shows_its_restart(lab, repo, store, roots, slurm):
         job.cancel()
 
 
+@pytest.mark.lab
 def test_p_proposes_a_promotion_asks_and_y_makes_it(lab, repo, store, roots, user_slurm, jobs):
 
     opts = ["--time=5", "--output=/dev/null", "--gres=gpu:4", "--job-name=top-filler"]
@@ -285,6 +289,7 @@ def test_p_proposes_a_promotion_asks_and_y_makes_it(lab, repo, store, roots, use
         job.cancel()
 
 
+@pytest.mark.lab
 def test_over_ssh_its_rounds_are_the_watchs_few_commands_on_one_connection(
     git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer
 ):

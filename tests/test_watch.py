@@ -609,6 +609,7 @@ def test_sweep_of_six_started_finished_once_heartbeat_and_exit(lab, repo, store,
     assert [JobJson.from_json(Path(j.paths.job_json).read_text()).status for j in jobs] == ["completed"] * 6
 
 
+@pytest.mark.slow
 @pytest.mark.lab
 def test_slurm_calls_per_round_are_the_same_for_6_and_300_jobs(lab, user_slurm, jobs, store):
     held = ["--hold", "--time=1", "--output=/dev/null", "--job-name=watch-count"]
@@ -768,6 +769,7 @@ def _view(store: Store, key) -> dict:
     return store.watch_load("lab")[0].get(str(key), {})
 
 
+@pytest.mark.slow
 @pytest.mark.lab
 def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, store):
     cluster, root, _, _ = plab
@@ -883,6 +885,7 @@ def test_a_job_pinned_to_a_drained_node_never_starts(plab, store):
     assert "resubmit without --nodelist" in never.message
 
 
+@pytest.mark.slow
 @pytest.mark.lab
 def test_a_reservation_that_moves_then_vanishes_is_said_once_each(plab, store):
     cluster, root, mine, _ = plab
@@ -941,6 +944,7 @@ def test_a_reservation_that_moves_then_vanishes_is_said_once_each(plab, store):
         root.run(["scontrol", "delete", f"ReservationName={resv}"], retry=False, ok_codes=(0, 1))
 
 
+@pytest.mark.slow
 @pytest.mark.lab
 def test_slurmctld_and_slurmdbd_restart_mid_watch(plab, private, store):
     import subprocess

@@ -17,8 +17,6 @@ from tests.conftest import slack
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 from tests.support.watch import TRAIN, kinds
 
-pytestmark = pytest.mark.lab
-
 
 def _sessions(server: SSHServer) -> int:
     """Remote commands sshd has run so far: each is a session of its own on a connection."""
@@ -44,6 +42,7 @@ def _submitted_over_ssh(git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServ
     return env, cluster, store, job
 
 
+@pytest.mark.lab
 def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection(
     git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer
 ):
@@ -81,6 +80,7 @@ def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection
     assert "outage" not in said
 
 
+@pytest.mark.lab
 def test_killing_sshd_mid_watch_is_one_outage_a_backoff_then_recovery_and_no_job_marked_ended(
     git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer
 ):

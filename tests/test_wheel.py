@@ -69,6 +69,7 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     return venv, Path(site)
 
 
+@pytest.mark.slow
 def test_installed_package_is_the_wheel_not_the_source(installed):
     venv, site = installed
     r = _run(

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.lab]
-
 KILLS = 50
 
 WRITER = r"""
@@ -52,6 +50,7 @@ print(f"ok kills={kills} last={last} save_s={save_s:.3f} stale_temporaries={stal
 """
 
 
+@pytest.mark.lab
 def test_sigkill_during_checkpoint_writes_never_breaks_resume_pt(lab, tmp_path):
     python = Path(lab.state_dir) / "pyenv" / "bin" / "python"
     root = Path(__file__).resolve().parents[2]

@@ -27,8 +27,6 @@ from tests.faults.ledger import (
     read_ledger,
 )
 
-pytestmark = [pytest.mark.lab]
-
 
 def _steps(job) -> int:
     try:
@@ -38,6 +36,8 @@ def _steps(job) -> int:
     return sum(len(a.steps) for a in atts)
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_daemons_restarted_mid_run_and_mid_watch_the_run_and_the_watch_carry_on(faults, slurm, lab):
     env = {**os.environ, **lab.env()}
     daemons = {d.name: d for d in lablib.daemons(lab)}

@@ -19,8 +19,6 @@ import pytest
 
 from tests.conftest import slack
 
-pytestmark = [pytest.mark.lab]
-
 REPO = Path(__file__).resolve().parent.parent.parent
 STEPS, WORLD = 40, 4
 # 10 runs, each resumed at 1-3 random steps (fixed by the seed, so a failure reproduces).
@@ -116,6 +114,8 @@ def _train(lab, tmp_path: Path, variant: str) -> list[dict]:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 @pytest.mark.parametrize("variant", ["run.ddp", "run.ddp, small buckets"])
 def test_run_ddp_resumes_bitwise_equal_at_any_step(lab, tmp_path, variant):
     reference, *resumed = _train(lab, tmp_path, variant)
@@ -124,6 +124,8 @@ def test_run_ddp_resumes_bitwise_equal_at_any_step(lab, tmp_path, variant):
     assert differ == [], "resumed at these steps, the final parameters differ from the uninterrupted run's"
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_plain_ddp_rebuilds_its_buckets_and_a_resume_then_differs(lab, tmp_path):
     """The cause, shown: plain DDP rebuilds after every attempt's first step (and static_graph=True is no
     cure); a resumed attempt's first step sums with the first layout, and the final bits differ."""
@@ -134,6 +136,7 @@ def test_plain_ddp_rebuilds_its_buckets_and_a_resume_then_differs(lab, tmp_path)
         assert any(r["digest"] != reference["digest"] for r in resumed), kwargs
 
 
+@pytest.mark.lab
 def test_run_ddp_refuses_the_argument_that_turns_the_rebuild_back_on(lab, tmp_path):
     python = lab.state / "pyenv" / "bin" / "python"
     code = (

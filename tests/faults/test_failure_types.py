@@ -28,8 +28,6 @@ from tests.faults.ledger import (
     read_ledger,
 )
 
-pytestmark = [pytest.mark.lab]
-
 BUDGET = CLUSTER.with_(max_timeout_requeues=1)
 # The run on n1 (which fails), the others on n2, out of its way.
 LOW_N1 = GPU1.replace(qos="low", time="00:10:00", extra=("--nodelist=n1",))
@@ -70,6 +68,8 @@ def _node(slurm, node: str, state: str) -> None:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_failure_types_are_told_apart_each_with_its_own_budget(faults, slurm):
     run = faults.submit({"steps": 80, "step_s": 0.1}, LOW_N1, cluster=BUDGET, name="budgets", checkpoint_every=EVERY)
     crash = faults.submit({"steps": 20, "step_s": 0.1, "fail_at": 4}, ON_N2, name="crash")

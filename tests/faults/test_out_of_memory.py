@@ -29,8 +29,6 @@ from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack
 from tests.faults.ledger import assert_left_no_process, check_ledger
 
-pytestmark = [pytest.mark.lab]
-
 PORT_BASE = 19117  # away from the main lab (16817) and the lifecycle tests' private lab (17917)
 MEMORY = Path("/sys/fs/cgroup/memory")
 STEPS, HOG_AT, EVERY = 12, 6, 3
@@ -66,6 +64,8 @@ def memory_lab(lab):
         shutil.rmtree(state, ignore_errors=True)
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_rank_over_its_memory_ends_out_of_memory_once_and_resumes_with_more(
     faults, memory_lab: LabConfig, tmp_path: Path
 ):

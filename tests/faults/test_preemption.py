@@ -26,8 +26,6 @@ from tests.faults.ledger import (
     read_ledger,
 )
 
-pytestmark = [pytest.mark.lab]
-
 LOW_N1 = GPU1.replace(qos="low", time="00:10:00", extra=("--nodelist=n1",))
 STORM = int(os.environ.get("ROACH_FAULTS_STORM", "10"))
 STORM_STEPS = 40 * STORM  # an attempt does some 5-10 steps before its preemption lands: the run outlasts the storm
@@ -87,6 +85,8 @@ def grace(lab):
     set_to(20)
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_preemption_with_requeue_and_grace_time_0_then_30(faults, slurm, grace):
     job = faults.submit({"steps": 30, "step_s": 0.2, "dist": True}, LOW_N1.replace(gpus_per_node=2), name="grace")
     grace(0)
@@ -121,6 +121,8 @@ def preempt_mode_cancel(lab):
     qos_mode("requeue")
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_preempt_mode_cancel_ends_preempted_and_resumes_once(faults, slurm, preempt_mode_cancel):
     job = faults.submit({"steps": 30, "step_s": 0.2}, LOW_N1, name="cancel-mode")
     wait_until("a few steps", lambda: _ledger_steps(job, 1) >= 3, timeout=120)
@@ -164,6 +166,7 @@ def storm(faults, slurm):
     return job, rec
 
 
+@pytest.mark.lab
 @pytest.mark.slow
 def test_a_storm_of_preemptions_finishes_with_every_step_once(storm, slurm):
     job, rec = storm
@@ -179,6 +182,7 @@ def test_a_storm_of_preemptions_finishes_with_every_step_once(storm, slurm):
     assert_left_no_process(slurm, job)
 
 
+@pytest.mark.lab
 @pytest.mark.slow
 def test_one_log_holds_every_attempt_in_order(storm):
     job, _ = storm
@@ -194,6 +198,8 @@ def test_one_log_holds_every_attempt_in_order(storm):
     assert len(re.findall(r"finished; result in", log)) == 1
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_sweeps_preempted_tasks_resume_and_the_others_are_untouched(faults, slurm):
     sw = sweep(
         "pkg.faults:train",
@@ -218,6 +224,7 @@ def test_a_sweeps_preempted_tasks_resume_and_the_others_are_untouched(faults, sl
     assert_left_no_process(slurm, tasks[0])
 
 
+@pytest.mark.lab
 def test_two_wall_clock_stops_then_completion(wall_clock_job, slurm):
     job = wall_clock_job
     rec = job.wait(timeout=slack(480))

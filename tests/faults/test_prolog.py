@@ -23,8 +23,6 @@ from tests.conftest import slack
 from tests.faults.conftest import CLUSTER
 from tests.faults.ledger import assert_left_no_process, check_ledger
 
-pytestmark = [pytest.mark.lab]
-
 PROLOG = """#!/bin/sh
 # The fault suite's Prolog: fails every job until {ok} exists.
 [ -e {ok} ] && exit 0
@@ -67,6 +65,8 @@ def _rounds(w: Watcher, events: list, what: str, pred, timeout: float = 60.0):
     pytest.fail(f"no {what} within {timeout:.0f}s: {[e.line() for e in events]}")
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_failing_prolog_holds_the_job_with_a_reason_why_and_the_watch_say_so(
     faults, slurm, user_slurm, failing_prolog
 ):

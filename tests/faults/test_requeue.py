@@ -11,9 +11,8 @@ from roach.slurm.clusters.lab import GPU1
 from tests.conftest import lab_queue, slack, wait_until
 from tests.faults.ledger import assert_left_no_process, check_ledger
 
-pytestmark = [pytest.mark.lab]
 
-
+@pytest.mark.lab
 def test_a_completed_run_requeued_by_slurm_runs_nothing_again(faults, slurm):
     job = faults.submit({"steps": 3, "step_s": 0.1}, GPU1, name="once")
     assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()[-3000:]
@@ -28,6 +27,8 @@ def test_a_completed_run_requeued_by_slurm_runs_nothing_again(faults, slurm):
     assert_left_no_process(slurm, job)
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_a_node_set_down_mid_run_requeues_onto_the_other_node_which_resumes(faults, slurm):
     every = 5
     job = faults.submit(

@@ -20,8 +20,6 @@ from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER, preempt
 from tests.faults.ledger import assert_left_no_process, attempts_by_rank, check_ledger, read_ledger
 
-pytestmark = [pytest.mark.lab]
-
 LOW_N1 = GPU1.replace(qos="low", time="00:10:00", extra=("--nodelist=n1",))
 
 
@@ -52,6 +50,8 @@ def send_user_signal(request, lab):
     )
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_preemption_with_send_user_signal_is_a_preemption_not_a_wall_clock(faults, slurm, send_user_signal):
     job = faults.submit(
         {"steps": 60, "step_s": 0.1}, LOW_N1, cluster=CLUSTER.with_(max_timeout_requeues=1), name="send-user-signal"

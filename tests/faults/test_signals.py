@@ -17,8 +17,6 @@ from tests.conftest import slack
 from tests.faults.conftest import CLUSTER
 from tests.faults.ledger import assert_left_no_process, check_ledger, read_ledger
 
-pytestmark = [pytest.mark.lab]
-
 STEPS, STEP_S = 40, 0.15
 RES = GPU1.replace(time="00:05:00")
 KILL_WAIT_S = 30  # the lab's KillWait
@@ -98,6 +96,8 @@ def _resumed_to_the_end(c: Case, slurm, faults, steps: int = STEPS, ranks: int =
     return again
 
 
+@pytest.mark.slow
+@pytest.mark.lab
 def test_signal_routing_matrix(signalled, slurm, faults):
     # USR1 to the batch shell only (B:): its trap logs it; the ranks never see it and the run completes unbroken.
     c = signalled["usr1-batch-only"]
@@ -133,11 +133,13 @@ def test_signal_routing_matrix(signalled, slurm, faults):
     _resumed_to_the_end(c, slurm, faults, max_redo=STEPS)
 
 
+@pytest.mark.lab
 def test_a_library_that_replaces_the_handlers_still_stops_at_a_step_boundary(signalled, slurm):
     log = _requeued_once_and_completed(signalled["library-handlers"], slurm)
     assert "re-armed SIGUSR1,SIGTERM" in log, log[-3000:]
 
 
+@pytest.mark.lab
 def test_a_rank_that_ignores_term_and_hangs_ends_within_killwait_and_leaves_nothing(signalled, slurm, faults):
     c = signalled["hang"]
     rec = c.job.wait(timeout=slack(180))

@@ -24,8 +24,6 @@ from tests.conftest import slack, wait_until
 from tests.faults.ledger import assert_left_no_process, check_ledger
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
 
-pytestmark = [pytest.mark.lab]
-
 
 @pytest.fixture
 def over_ssh(lab, sshd: SSHServer):
@@ -44,6 +42,7 @@ def _jobs_named(slurm, name: str) -> tuple[list, list]:
     return queued, started
 
 
+@pytest.mark.lab
 def test_a_submit_over_ssh_with_slurmdbd_down_succeeds_once(faults, slurm, lab, over_ssh):
     env = {**os.environ, **lab.env()}
     dbd = {d.name: d for d in lablib.daemons(lab)}["slurmdbd"]
@@ -75,6 +74,7 @@ exec /usr/bin/sbatch "$@"
 """
 
 
+@pytest.mark.lab
 def test_an_ssh_connection_dropped_during_sbatch_leaves_no_job(faults, slurm, lab, over_ssh, sshd: SSHServer):
     """Before the fix, the held job stayed queued for ever, without a record: roach never learnt its id.
 
@@ -141,6 +141,7 @@ def test_an_ssh_connection_dropped_during_sbatch_leaves_no_job(faults, slurm, la
             slurm.scancel(sorted({q.job_id for q in queued}))
 
 
+@pytest.mark.lab
 def test_a_lost_submission_left_for_later_is_cancelled_by_the_next_look(faults, slurm, user_slurm, lab):
     """Where the cluster could not be asked at once, the loss is remembered; the next look (the next submit does
     one) cancels the held job logging where that submission's would, and no job of the store."""

@@ -1,0 +1,72 @@
+"""Which lab a test process uses: under pytest-xdist each worker has a lab of its own, else the main lab.
+
+Worker ``gwN`` runs on the lab at port base ``P = $ROACH_TEST_PORT_BASE + N * WORKER_PORT_STEP``, in
+``<main state dir's parent>/lab-test-P``: no worker's test can cancel, drain or reconfigure another's jobs, and
+a second suite at once takes labs of its own with another ``$ROACH_TEST_PORT_BASE``.
+The choice is made in ``$ROACH_LAB_DIR`` when the suite starts, so every process a test starts (the CLI, the MCP
+server, a watch) finds the same lab. The workers' labs share the main lab's job venv (torch is installed once).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from roach.lab.config import default_state_dir
+
+# Below 20000 and away from the main lab (16817), the releases' labs (17017, 17117), the tests' private labs (17917-19317) and the
+# ports a job's rendezvous picks first (20000 + job id % 20000).
+WORKER_PORT_BASE = int(os.environ.get("ROACH_TEST_PORT_BASE") or 15017)
+WORKER_PORT_STEP = 10
+# A test without the lab marker runs with $ROACH_LAB_DIR here, where no lab is: reaching the lab fails.
+NO_LAB_DIR = "/nonexistent/roach-test-without-the-lab-marker"
+
+
+@dataclass(frozen=True)
+class LabChoice:
+    """The lab this test process runs on: its state directory and port base (None: the saved or default one)."""
+
+    state_dir: Path
+    port_base: int | None
+    shared_venv_from: Path | None  # the main lab, whose job venv a worker's lab links to
+
+
+def worker_index(worker: str | None = None) -> int | None:
+    """N of xdist's worker id ``gwN``; None outside xdist."""
+    worker = worker if worker is not None else os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    return int(worker[2:])
+
+
+_chosen: list[LabChoice] = []  # made once per process: conftest may be imported under two names
+
+
+def choose_lab() -> LabChoice:
+    """This process's lab, written to ``$ROACH_LAB_DIR`` so that everything it starts finds the same one."""
+    if _chosen:
+        return _chosen[0]
+    main = default_state_dir()
+    n = worker_index()
+    if n is None:
+        choice = LabChoice(main, None, None)
+    else:
+        port = WORKER_PORT_BASE + n * WORKER_PORT_STEP
+        choice = LabChoice(main.parent / f"{main.name}-test-{port}", port, main)
+        os.environ["ROACH_LAB_DIR"] = str(choice.state_dir)
+    _chosen.append(choice)
+    return choice
+
+
+def share_job_venv(choice: LabChoice) -> None:
+    """Link a worker lab's job venv to the main lab's, where the main lab has one and the worker's has none."""
+    if choice.shared_venv_from is None:
+        return
+    source = choice.shared_venv_from / "pyenv"
+    link = choice.state_dir / "pyenv"
+    if not (source / "bin" / "python").exists() or link.exists() or link.is_symlink():
+        return
+    choice.state_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(choice.state_dir, 0o755)
+    link.symlink_to(source)
