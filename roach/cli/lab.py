@@ -106,6 +106,13 @@ def lab() -> None:
     f"OUT_OF_MEMORY. {_default('memory_cgroup')}",
 )
 @click.option(
+    "--hosts/--single-host",
+    "hosts",
+    default=None,
+    help="n1 and n2 each a host of its own (network and host-name namespaces, an address each on the lab's "
+    "bridge), or both this host at 127.0.0.1. [default: single-host]",
+)
+@click.option(
     "--job-package",
     "job_packages",
     multiple=True,
@@ -113,7 +120,14 @@ def lab() -> None:
 )
 @slurm_option
 @root_option
-def up(state_dir: str | None, job_packages: tuple[str, ...], slurm: str, root: str | None, **options) -> None:
+def up(
+    state_dir: str | None,
+    job_packages: tuple[str, ...],
+    slurm: str,
+    root: str | None,
+    hosts: bool | None,
+    **options,
+) -> None:
     """Start whatever part of the lab is not running (as root); a no-op when it is all up.
 
     Options not given keep the values the lab was last started with. With --slurm 24.11 or 26.05 the lab's
@@ -123,6 +137,8 @@ def up(state_dir: str | None, job_packages: tuple[str, ...], slurm: str, root: s
     if slurm != SlurmRelease.SYSTEM.value:
         _release_lab(slurm, state_dir, root, options.get("port_base")).up(click.echo, job_packages)
         return
+    if hosts is not None:
+        options["layout"] = (lablib.LabLayout.HOSTS if hosts else lablib.LabLayout.SINGLE_HOST).value
     lablib.up(state_dir, log=click.echo, job_packages=job_packages, **options)
 
 
@@ -178,6 +194,8 @@ def _render_status(st: labstatus.LabStatus) -> None:
         ("lab is up" if st.up else "lab is NOT up", "bold green" if st.up else "bold red"),
         f"  {st.state_dir}  (ports {ports[0]}-{ports[-1]}; SLURM_CONF={st.slurm_conf})",
     )
+    where = ", ".join(f"{name} {addr}" for name, addr in st.addresses.items())
+    headline.append(f"\nlayout {st.layout}: {where}")
     console.print(headline, soft_wrap=True)
     daemons = Table("daemon", "pid", "running", "log")
     for d in st.daemons:

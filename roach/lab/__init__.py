@@ -12,13 +12,14 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the names' types, for checkers and editors; at run time each is imported when first used
-    from roach.lab.config import LabConfig, PreemptSignalSetting, default_state_dir
+    from roach.lab.config import LabConfig, LabLayout, PreemptSignalSetting, default_state_dir
     from roach.lab.lab import down, up
     from roach.lab.status import LabStatus, env_lines
 
 # Public name -> the module that defines it.
 _EXPORTS = {
     "LabConfig": "roach.lab.config",
+    "LabLayout": "roach.lab.config",
     "PreemptSignalSetting": "roach.lab.config",
     "default_state_dir": "roach.lab.config",
     "down": "roach.lab.lab",
@@ -27,7 +28,16 @@ _EXPORTS = {
     "env_lines": "roach.lab.status",
 }
 
-__all__ = ["LabConfig", "LabStatus", "PreemptSignalSetting", "default_state_dir", "down", "env_lines", "up"]
+__all__ = [
+    "LabConfig",
+    "LabLayout",
+    "LabStatus",
+    "PreemptSignalSetting",
+    "default_state_dir",
+    "down",
+    "env_lines",
+    "up",
+]
 
 
 def __getattr__(name: str) -> object:

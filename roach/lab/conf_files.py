@@ -14,7 +14,8 @@ from string import Template
 
 from roach._fs import atomic_write
 from roach.lab import release
-from roach.lab.config import CLUSTER_NAME, LabConfig, PreemptSignalSetting
+from roach.lab.config import CLUSTER_NAME, NODES, LabConfig, PreemptSignalSetting
+from roach.lab.hosts import Fabric
 
 TEMPLATES = Path(__file__).parent / "templates"  # the config files' templates (package data, beside this module)
 
@@ -48,7 +49,18 @@ def _values(cfg: LabConfig) -> dict[str, str]:
         "tracking": tracking,
         "db_password": db_password(cfg),
         **{k: str(v) for k, v in cfg.ports.items()},
+        "ctld_addr": addresses(cfg)["controller"],
+        **{f"{n}_hostname": n if cfg.hosts else cfg.host for n in NODES},
+        **{f"{n}_addr": addresses(cfg)[n] for n in NODES},
     }
+
+
+def addresses(cfg: LabConfig) -> dict[str, str]:
+    """The controller's address and each node's: all 127.0.0.1 on one host, else each its own on the bridge."""
+    if not cfg.hosts:
+        return {"controller": "127.0.0.1", **{n: "127.0.0.1" for n in NODES}}
+    fabric = Fabric(cfg.port_base, NODES)
+    return {"controller": fabric.controller_addr, **{n: fabric.node_addr(n) for n in NODES}}
 
 
 def db_password(cfg: LabConfig) -> str:

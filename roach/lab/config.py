@@ -36,6 +36,13 @@ class PreemptSignalSetting(str, Enum):
         return "SlurmctldParameters=preempt_send_user_signal"
 
 
+class LabLayout(str, Enum):
+    """Where the lab's daemons run: all on this host, or each compute node a host of its own (roach/lab/hosts.py)."""
+
+    SINGLE_HOST = "single-host"  # n1 and n2 share this host's name, address (127.0.0.1) and namespaces
+    HOSTS = "hosts"  # n1 and n2 each in a network and host-name namespace, at an address of its own
+
+
 # Port offsets from the base port.
 _PORTS = {"ctld_port": 0, "n1_port": 1, "n2_port": 2, "dbd_port": 3, "db_port": 4}
 
@@ -77,6 +84,7 @@ class LabConfig:
     # Seconds a job credential lives (AuthInfo cred_expire). A requeued job is eligible only after it: Slurm's
     # default 120 s is what sites run; the lab's 10 s keeps tests short. Benchmark 5 measures both.
     cred_expire: int = 10
+    layout: str = LabLayout.SINGLE_HOST.value
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -95,6 +103,9 @@ class LabConfig:
             raise UsageError(
                 f"cred_expire {self.cred_expire} is out of range", hint="give seconds, 1-86400 (Slurm's default: 120)"
             )
+        layouts = [layout.value for layout in LabLayout]
+        if self.layout not in layouts:
+            raise UsageError(f"unknown lab layout {self.layout!r}", hint=f"use one of: {', '.join(layouts)}")
         if self.prolog and not os.path.isabs(self.prolog):
             raise UsageError(f"the Prolog {self.prolog!r} is not an absolute path", hint="give its full path")
 
@@ -126,6 +137,10 @@ class LabConfig:
     @property
     def run_dir(self) -> Path:
         return self.state / "run"
+
+    @property
+    def hosts(self) -> bool:
+        return self.layout == LabLayout.HOSTS.value
 
     def port(self, name: str) -> int:
         return self.port_base + _PORTS[name]

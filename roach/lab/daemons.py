@@ -26,10 +26,11 @@ class Daemon:
     ports: tuple[int, ...] = ()
     forks: bool = True  # daemonizes itself and writes its own pid file
     env: tuple[tuple[str, str], ...] = ()
+    program: str = ""  # the program the pid file names, where argv starts it through another (ip netns exec)
 
     @property
     def exe(self) -> str:
-        return os.path.basename(self.argv[0])
+        return os.path.basename(self.program or self.argv[0])
 
     def pid(self) -> int | None:
         """The pid in the pid file if that process is alive and is this daemon's program."""

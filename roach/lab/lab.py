@@ -23,6 +23,7 @@ from roach.lab.config import (
     default_state_dir,
 )
 from roach.lab.daemons import Daemon, check_port_free, processes_in, wait_for
+from roach.lab.hosts import Fabric, can_make_namespaces
 from roach.lab.packages import require_packages, require_root, which
 from roach.lab.python import ensure_job_venv
 
@@ -69,17 +70,23 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
         ports=(cfg.port("ctld_port"),),
         env=env,
     )
-    slurmds = [
-        Daemon(
-            f"slurmd-{n}",
-            (which("slurmd") or "slurmd", "-N", n, "-f", str(cfg.slurm_conf)),
-            run / f"slurmd-{n}.pid",
-            log / f"slurmd-{n}.log",
-            ports=(cfg.port(f"{n}_port"),),
-            env=env,
+    slurmd = which("slurmd") or "slurmd"
+    fabric = Fabric(cfg.port_base, NODES) if cfg.hosts else None
+    slurmds = []
+    for n in NODES:
+        argv: tuple[str, ...] = (slurmd, "-N", n, "-f", str(cfg.slurm_conf))
+        slurmds.append(
+            Daemon(
+                f"slurmd-{n}",
+                fabric.run_on(n, cfg.etc / "hosts", argv) if fabric else argv,
+                run / f"slurmd-{n}.pid",
+                log / f"slurmd-{n}.log",
+                # in its own network namespace a node's port is its own: nothing here can hold it
+                ports=() if fabric else (cfg.port(f"{n}_port"),),
+                env=env,
+                program=slurmd,
+            )
         )
-        for n in NODES
-    ]
     return [munged, mariadbd, slurmdbd, slurmctld, *slurmds]
 
 
@@ -246,6 +253,8 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
             for port in d.ports:
                 check_port_free(port, d.name)
     _prepare(cfg)
+    if cfg.hosts:
+        _make_fabric(cfg)
     ensure_job_venv(cfg, job_packages)
     cfg.save()
     ds["munged"].start(ready=lambda: cfg.munge_socket.exists())
@@ -268,6 +277,18 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     )
     log(f'lab is up ({cfg.state}); run: eval "$(roach lab env)"')
     return cfg
+
+
+def _make_fabric(cfg: LabConfig) -> None:
+    why = can_make_namespaces()
+    if why is not None:
+        raise LabError(
+            f"the hosts layout needs network namespaces, and this machine refuses them: {why}",
+            hint="run as root with CAP_NET_ADMIN, or start the lab on one host: `roach lab up --single-host`",
+        )
+    fabric = Fabric(cfg.port_base, NODES)
+    fabric.up()
+    atomic_write(cfg.etc / "hosts", fabric.hosts_file(cfg.host), mode=0o644)
 
 
 def _reconfigure_live(cfg: LabConfig) -> None:
@@ -343,6 +364,10 @@ def down(state_dir: str | None = None, log=print) -> list[str]:
         _end_jobs(cfg)
     stopped = [d.name for d in reversed(ds) if d.stop()]
     log(f"stopped: {', '.join(stopped)}" if stopped else "lab was not running")
+    if cfg.hosts:
+        removed = Fabric(cfg.port_base, NODES).down()
+        if removed:
+            log(f"removed: {', '.join(removed)}")
     return stopped
 
 

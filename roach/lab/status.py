@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from roach.lab.conf_files import addresses
 from roach.lab.config import CPUS_PER_NODE, GPUS_PER_NODE, LabConfig
 from roach.lab.lab import daemons
 
@@ -32,6 +33,8 @@ class LabStatus:
     nodes: dict[str, str]
     gpus_per_node: int = GPUS_PER_NODE
     cpus_per_node: int = CPUS_PER_NODE
+    layout: str = "single-host"
+    addresses: dict[str, str] = field(default_factory=dict)
 
     @property
     def up(self) -> bool:
@@ -58,7 +61,9 @@ def status(state_dir: str | None = None) -> LabStatus:
             nodes = dict(line.split() for line in r.stdout.splitlines() if line.strip())
         except (OSError, subprocess.SubprocessError):
             pass
-    return LabStatus(str(cfg.state), str(cfg.slurm_conf), cfg.ports, ds, nodes)
+    return LabStatus(
+        str(cfg.state), str(cfg.slurm_conf), cfg.ports, ds, nodes, layout=cfg.layout, addresses=addresses(cfg)
+    )
 
 
 def env_lines(state_dir: str | None = None) -> list[str]:

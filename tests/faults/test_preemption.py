@@ -1,9 +1,6 @@
-"""Scenarios 1, 3, 5, 8, 12 and 15: the wall clock twice, preemption (GraceTime 0 and 30, PreemptMode CANCEL,
-a storm of ten), one log over every attempt, a sweep's preempted tasks.
-
-The wall-clock run (1) is submitted first and checked last: it waits on Slurm's 30 s timer while the
-preemption tests run. It runs at QOS normal on n2; every preempted job is at QOS low on n1, where the
-preemptor is pinned."""
+"""Scenarios 3, 5, 8, 12 and 15: preemption (GraceTime 0 and 30, PreemptMode CANCEL, a storm of ten), one log
+over every attempt, a sweep's preempted tasks. Every preempted job is at QOS low on n1, where the preemptor is
+pinned; the wall clock (scenario 1) is tests/faults/test_wall_clock.py."""
 
 from __future__ import annotations
 
@@ -29,26 +26,6 @@ from tests.faults.ledger import (
 LOW_N1 = GPU1.replace(qos="low", time="00:10:00", extra=("--nodelist=n1",))
 STORM = int(os.environ.get("ROACH_FAULTS_STORM", "10"))
 STORM_STEPS = 40 * STORM  # an attempt does some 5-10 steps before its preemption lands: the run outlasts the storm
-
-# Scenario 1. USR1 when 45 s are left of a 2-minute limit: Slurm's 30 s timer sends it 45-75 s into an attempt,
-# so even a rank that takes 25 s to start and resume (a loaded 2-core machine) has 20 s of steps. Slow steps in
-# the first two attempts (200 steps of 1 s cannot finish in two windows of at most 75 s), fast ones from restart
-# count 2 on (the rest take under 4 s): two wall-clock stops, then completion. With a 1-minute limit the window
-# was 15-45 s, and a 20 s start-up under load left the fast attempt no time (a third stop).
-WALL = CLUSTER.with_(signal_lead_s=45)
-WALL_ARGS = {"steps": 200, "step_s": 1.0, "fast_from_restart": 2, "fast_s": 0.02}
-
-
-@pytest.fixture(scope="module")
-def wall_clock_job(faults):
-    return faults.submit(
-        WALL_ARGS, GPU1.replace(time="00:02:00", extra=("--nodelist=n2",)), cluster=WALL, name="wall-clock"
-    )
-
-
-@pytest.fixture(autouse=True)
-def _wall_clock_started_first(wall_clock_job):
-    return wall_clock_job
 
 
 def _ledger_steps(job, attempt_no: int) -> int:
@@ -168,6 +145,7 @@ def storm(faults, slurm):
 
 @pytest.mark.lab
 @pytest.mark.slow
+@pytest.mark.xdist_group("preemption-storm")  # the storm is made once, for both its tests
 def test_a_storm_of_preemptions_finishes_with_every_step_once(storm, slurm):
     job, rec = storm
     assert rec.state is JobState.COMPLETED, job.log()[-4000:]
@@ -184,6 +162,7 @@ def test_a_storm_of_preemptions_finishes_with_every_step_once(storm, slurm):
 
 @pytest.mark.lab
 @pytest.mark.slow
+@pytest.mark.xdist_group("preemption-storm")
 def test_one_log_holds_every_attempt_in_order(storm):
     job, _ = storm
     log = job.log()
@@ -222,15 +201,3 @@ def test_a_sweeps_preempted_tasks_resume_and_the_others_are_untouched(faults, sl
     for t in tasks:
         check_ledger(t.record.run_dir, 40, interruptions=1 if t in hit else 0, max_redo=0, run_id=t.run_id)
     assert_left_no_process(slurm, tasks[0])
-
-
-@pytest.mark.lab
-def test_two_wall_clock_stops_then_completion(wall_clock_job, slurm):
-    job = wall_clock_job
-    rec = job.wait(timeout=slack(480))
-    log = job.log()
-    assert rec.state is JobState.COMPLETED, log[-4000:]
-    assert log.count("wall clock at step") == 2 and "(restart count 2)" in log and "(restart count 3)" not in log
-    assert "preempted" not in log
-    check_ledger(job.record.run_dir, WALL_ARGS["steps"], interruptions=2, max_redo=0, run_id=job.run_id)
-    assert_left_no_process(slurm, job)

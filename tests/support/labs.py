@@ -40,6 +40,9 @@ def worker_index(worker: str | None = None) -> int | None:
     return int(worker[2:])
 
 
+# The main lab's job venv (torch installed once), which the workers' labs and the tests' private labs link to.
+MAIN_JOB_VENV = default_state_dir() / "pyenv"
+
 _chosen: list[LabChoice] = []  # made once per process: conftest may be imported under two names
 
 

@@ -178,6 +178,10 @@ LAB_STATUS = record(
         "nodes": mapping("Each node's state as sinfo prints it (`idle`, `mix`, `alloc`, ...).", {"type": "string"}),
         "gpus_per_node": integer("The fake GPUs each node has."),
         "cpus_per_node": integer("The CPUs each node has."),
+        "layout": string("`single-host` (every node is this host, at 127.0.0.1) or `hosts` (each its own)."),
+        "addresses": mapping(
+            "The controller's (`controller`) and each node's address, as slurm.conf gives them.", {"type": "string"}
+        ),
         "up": boolean("Whether every daemon runs."),
     },
 )

@@ -1,0 +1,166 @@
+"""The lab's compute nodes as hosts of their own: one network and host-name namespace per node, on a bridge.
+
+In the ``hosts`` layout each compute node's slurmd runs in a network namespace ``roach<port base>-<node>`` with
+its own address on the lab's bridge (``rl<port base>``) and, through a UTS namespace, its own host name, so a
+rank on n2 reaches rank 0 at n1's address and ``hostname`` tells the nodes apart. The controller (slurmctld,
+slurmdbd, MariaDB) and the machine's Slurm commands stay in the machine's namespace, at the bridge's address.
+Each lab takes its own /24 from its port base, so the suite's parallel labs never share an address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from roach.errors import LabError
+
+SUBNETS = ipaddress.ip_network("10.213.0.0/16")  # the labs' /24s are carved out of it, one per port base
+_HOST_NUMBER = {"n1": 11, "n2": 12}
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The bridge, addresses and namespaces of one lab in the ``hosts`` layout."""
+
+    port_base: int
+    nodes: tuple[str, ...]
+
+    @property
+    def subnet(self) -> ipaddress.IPv4Network:
+        third = (self.port_base // 10) % 256
+        return ipaddress.IPv4Network(f"{SUBNETS.network_address + third * 256}/24")
+
+    @property
+    def bridge(self) -> str:
+        return f"rl{self.port_base}"  # an interface name has at most 15 characters
+
+    @property
+    def controller_addr(self) -> str:
+        return str(self.subnet.network_address + 1)
+
+    def node_addr(self, node: str) -> str:
+        return str(self.subnet.network_address + _HOST_NUMBER[node])
+
+    def netns(self, node: str) -> str:
+        return f"roach{self.port_base}-{node}"
+
+    def veth(self, node: str) -> str:
+        return f"rl{self.port_base}{node}"
+
+    def hosts_file(self, controller: str) -> str:
+        """The /etc/hosts each node sees: the lab's hosts by name, as a site's DNS gives them (gloo resolves its
+        own host name to find the address it tells the other ranks)."""
+        lines = [
+            "127.0.0.1 localhost",
+            "::1 localhost ip6-localhost ip6-loopback",
+            f"{self.controller_addr} {controller}",
+        ]
+        lines += [f"{self.node_addr(n)} {n}" for n in self.nodes]
+        return "\n".join(lines) + "\n"
+
+    def run_on(self, node: str, hosts_file: Path, argv: tuple[str, ...]) -> tuple[str, ...]:
+        """``argv`` as run on ``node``: in its network namespace, and in a host-name and mount namespace of its own
+        with ``hosts_file`` as /etc/hosts (mounts of the machine still reach it: propagation slave).
+
+        nsenter, not ``ip netns exec``, which mounts a /sys of its own, without the cgroup file system slurmd reads."""
+        script = 'hostname "$0" && mount --bind "$1" /etc/hosts && shift && exec "$@"'
+        netns = f"--net=/run/netns/{self.netns(node)}"
+        unshare = ("unshare", "--uts", "--mount", "--propagation", "slave", "--")
+        return ("nsenter", netns, "--", *unshare, "sh", "-c", script, node, str(hosts_file), *argv)
+
+    # -- making and removing -----------------------------------------------------------------------------
+    def is_up(self) -> bool:
+        return _link_exists(self.bridge) and all(self.netns(n) in _namespaces() for n in self.nodes)
+
+    def up(self) -> None:
+        """Make the bridge, its address and each node's namespace; refuse a range the machine already routes."""
+        if self.is_up():
+            return
+        self._check_range_free()
+        if not _link_exists(self.bridge):
+            _ip("link", "add", self.bridge, "type", "bridge")
+            _ip("addr", "add", f"{self.controller_addr}/{self.subnet.prefixlen}", "dev", self.bridge)
+            _ip("link", "set", self.bridge, "up")
+        for node in self.nodes:
+            ns = self.netns(node)
+            if ns in _namespaces():
+                continue
+            _ip("netns", "add", ns)
+            _ip("link", "add", self.veth(node), "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _ip("link", "set", self.veth(node), "master", self.bridge, "up")
+            inside = ("-n", ns)
+            _ip(*inside, "link", "set", "lo", "up")
+            _ip(*inside, "addr", "add", f"{self.node_addr(node)}/{self.subnet.prefixlen}", "dev", "eth0")
+            _ip(*inside, "link", "set", "eth0", "up")
+            _ip(*inside, "route", "add", "default", "via", self.controller_addr)
+
+    def down(self) -> list[str]:
+        """Remove every namespace, link and address this fabric made; returns what was removed."""
+        removed = []
+        for node in self.nodes:
+            if self.netns(node) in _namespaces():
+                _ip("netns", "del", self.netns(node))  # takes its end of the veth pair, and so the other end
+                removed.append(self.netns(node))
+            if _link_exists(self.veth(node)):
+                _ip("link", "del", self.veth(node), gone_ok=True)  # the namespace's end may be going with it
+        if _link_exists(self.bridge):
+            _ip("link", "del", self.bridge)  # and its address and route
+            removed.append(self.bridge)
+        return removed
+
+    def _check_range_free(self) -> None:
+        for route in _routes():
+            dst = route.get("dst", "")
+            if dst == "default" or route.get("dev") == self.bridge:
+                continue
+            try:
+                theirs = ipaddress.ip_network(dst if "/" in dst else f"{dst}/32", strict=False)
+            except ValueError:
+                continue
+            if theirs.overlaps(self.subnet):
+                raise LabError(
+                    f"the lab's address range {self.subnet} is already routed on this machine "
+                    f"({dst} dev {route.get('dev', '?')})",
+                    hint="start the lab on another port base (`roach lab up --port-base N`), which picks another range",
+                )
+
+
+def _ip(*args: str, gone_ok: bool = False) -> None:
+    r = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0 and not (gone_ok and "Cannot find device" in r.stderr):
+        raise LabError(
+            f"`ip {' '.join(args)}` failed: {r.stderr.strip()}",
+            hint="the hosts layout needs root with CAP_NET_ADMIN; `roach lab up --single-host` runs without it",
+        )
+
+
+def _namespaces() -> set[str]:
+    try:
+        return {p.name for p in Path("/run/netns").iterdir()}
+    except FileNotFoundError:
+        return set()
+
+
+def _link_exists(name: str) -> bool:
+    return Path("/sys/class/net", name).exists()
+
+
+def _routes() -> list[dict[str, str]]:
+    r = subprocess.run(["ip", "-j", "-4", "route", "show", "table", "all"], capture_output=True, text=True, timeout=30)
+    try:
+        return json.loads(r.stdout) if r.returncode == 0 else []
+    except ValueError:
+        return []
+
+
+def can_make_namespaces() -> str | None:
+    """None where this process may make network namespaces, else why not (one line)."""
+    probe = "roach-probe"
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        return r.stderr.strip() or "ip netns add failed"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
+    return None

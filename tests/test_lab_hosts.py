@@ -1,0 +1,113 @@
+"""The lab in the ``hosts`` layout (`roach lab up --hosts`): n1 and n2 each a host of its own, on a private lab.
+
+What the single-host lab cannot show: a rank on n2 reaches rank 0 at n1's address, not at its own loopback;
+``hostname`` tells the nodes apart; `roach lab down` leaves no namespace, link or address behind; a range the
+machine already routes is refused before anything starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from roach.errors import LabError
+from roach.lab import lab as lablib
+from roach.lab.config import LAB_USER, NODES, LabConfig, LabLayout
+from roach.lab.hosts import Fabric
+from roach.lab.status import status as lab_status
+from roach.model.job_state import JobState
+from roach.records.store import Store
+from roach.slurm import submit
+from roach.slurm.clusters.lab import LAB, NODES2_GPU2
+from tests.conftest import slack
+from tests.support.labs import MAIN_JOB_VENV
+from tests.support.packages import PKG
+
+PORT_BASE = 18517  # away from the main lab, the workers' labs and the other private labs
+FABRIC = Fabric(PORT_BASE, NODES)
+
+
+def _netns() -> set[str]:
+    return set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()) & {
+        FABRIC.netns(n) for n in NODES
+    }
+
+
+def _links() -> set[str]:
+    names = {FABRIC.bridge, *(FABRIC.veth(n) for n in NODES)}
+    return {n for n in names if Path("/sys/class/net", n).exists()}
+
+
+@pytest.fixture(scope="module")
+def hosts_lab():
+    state = Path(tempfile.mkdtemp(prefix="roach-hosts-lab-", dir="/tmp"))
+    os.chmod(state, 0o755)
+    if MAIN_JOB_VENV.exists():
+        (state / "pyenv").symlink_to(MAIN_JOB_VENV)  # torch, installed once in the main lab's job venv
+    try:
+        yield lablib.up(str(state), log=lambda *_: None, port_base=PORT_BASE, layout=LabLayout.HOSTS.value)
+    finally:
+        lablib.down(str(state), log=lambda *_: None)
+        subprocess.run(["rm", "-rf", str(state)])
+
+
+@pytest.mark.lab
+def test_each_node_is_a_host_with_its_own_name_and_address(hosts_lab: LabConfig):
+    st = lab_status(hosts_lab.state_dir)
+    assert st.up and st.layout == "hosts"
+    assert st.addresses == {
+        "controller": FABRIC.controller_addr,
+        "n1": FABRIC.node_addr("n1"),
+        "n2": FABRIC.node_addr("n2"),
+    }
+    env = {**os.environ, **hosts_lab.env()}
+    nodes = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %o %n"], capture_output=True, text=True, env=env).stdout
+    assert sorted(nodes.split("\n")[:2]) == [f"n1 {FABRIC.node_addr('n1')} n1", f"n2 {FABRIC.node_addr('n2')} n2"]
+    assert _netns() == {FABRIC.netns(n) for n in NODES}
+
+
+@pytest.mark.lab
+def test_a_rank_on_n2_meets_rank_0_at_n1s_address(hosts_lab: LabConfig, git_repo, shared_tmp, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROACH_LAB_DIR", hosts_lab.state_dir)
+    git_repo.commit(PKG, "all_reduce")
+    job = submit(
+        "pkg.dist:allreduce",
+        cluster=LAB.with_(run_as=LAB_USER),
+        repo_root=git_repo.work,
+        store=Store(tmp_path / "s.db"),
+        resources=NODES2_GPU2,
+        name="hosts",
+        log_root=str(shared_tmp / "logs"),
+        clone_root=str(shared_tmp / "clones"),
+    )
+    rec = job.wait(timeout=slack(180))
+    assert rec.state is JobState.COMPLETED, job.log()
+    ranks = [json.loads((shared_tmp / "runs" / job.run_id / f"rank{r}.json").read_text()) for r in range(4)]
+    assert [r["sum"] for r in ranks] == [10.0] * 4  # a gloo all_reduce across the two hosts
+    assert [r["hostname"] for r in ranks] == ["n1", "n1", "n2", "n2"]
+    assert {r["master_addr"] for r in ranks} == {FABRIC.node_addr("n1")}
+    assert f"roach: rendezvous at {FABRIC.node_addr('n1')}:" in job.log()
+
+
+@pytest.mark.lab
+def test_a_routed_range_is_refused_and_down_removes_every_namespace_and_link(hosts_lab: LabConfig):
+    clash = Fabric(PORT_BASE + 2560, NODES)  # another port base, the same /24
+    assert clash.subnet == FABRIC.subnet
+    state = Path(tempfile.mkdtemp(prefix="roach-hosts-clash-", dir="/tmp"))
+    try:
+        with pytest.raises(LabError, match=rf"{FABRIC.subnet} is already routed on this machine .*dev {FABRIC.bridge}"):
+            lablib.up(str(state), log=lambda *_: None, port_base=PORT_BASE + 2560, layout=LabLayout.HOSTS.value)
+        assert not [n for n in (clash.bridge, *(clash.netns(x) for x in NODES)) if Path("/sys/class/net", n).exists()]
+    finally:
+        lablib.down(str(state), log=lambda *_: None)
+        subprocess.run(["rm", "-rf", str(state)])
+    lablib.down(hosts_lab.state_dir, log=lambda *_: None)
+    assert _netns() == set() and _links() == set()
+    routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True).stdout
+    assert str(FABRIC.subnet.network_address) not in routes
+    lablib.up(hosts_lab.state_dir, log=lambda *_: None)  # and back: the saved layout is the hosts one
+    assert _netns() == {FABRIC.netns(n) for n in NODES}
