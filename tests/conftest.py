@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +16,8 @@ from roach.lab.config import LAB_USER, LabConfig
 from roach.records.store import Store
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
-from tests.support.labs import NO_LAB_DIR, choose_lab, share_job_venv
+from tests.support.gitrepo import GitRepo
+from tests.support.labs import NO_LAB_DIR, choose_lab, settle_layout, share_job_venv
 from tests.support.stores import roots_under, store_at
 from tests.support.watch import Clock, FakeCluster
 
@@ -85,9 +85,12 @@ def lab() -> LabConfig:
 
     defaults = {f.name: f.default for f in fields(LabConfig) if f.name in LIVE}
     share_job_venv(LAB_CHOICE)
-    where = {"state_dir": str(LAB_CHOICE.state_dir)}
+    settle_layout(LAB_CHOICE)
+    where: dict[str, object] = {"state_dir": str(LAB_CHOICE.state_dir)}
     if LAB_CHOICE.port_base is not None:
         where["port_base"] = LAB_CHOICE.port_base
+    if LAB_CHOICE.layout is not None:
+        where["layout"] = LAB_CHOICE.layout
     return up(log=lambda *_: None, **where, **defaults)
 
 
@@ -109,7 +112,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     (directly or through one that needs it) without it is an error, so ``-m 'not lab'`` never starts a lab.
 
     Under ``--dist loadgroup`` (make test) a module's tests run together on one worker, but for those marked
-    ``slow``: each of those is a unit of its own, and they are handed out first, so the longest waits overlap."""
+    ``slow``: each of those is a unit of its own (or of its ``xdist_group``), and they are handed out first, so the
+    longest waits overlap."""
     unmarked = [i.nodeid for i in items if "lab" in getattr(i, "fixturenames", ()) and not i.get_closest_marker("lab")]
     if unmarked:
         raise pytest.UsageError(
@@ -125,8 +129,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return 1 if item.nodeid.split("::")[0] in lab_modules else 2
 
     items.sort(key=rank)
-    for item in items:
-        if not item.get_closest_marker("slow"):
+    for item in items:  # a test's own xdist_group (slow tests that share a module fixture) stands
+        if not item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
@@ -234,51 +238,21 @@ def jobs(user_slurm: SlurmClient) -> Iterator[list[int]]:
         )
 
 
-GIT = [
-    "git",
-    "-c",
-    "safe.directory=*",
-    "-c",
-    "user.name=roach-test",
-    "-c",
-    "user.email=test@roach",
-    "-c",
-    "init.defaultBranch=main",
-]
-
-
-class GitRepo:
-    """A working clone with a bare ``file://`` remote that the lab user's git may clone from."""
-
-    def __init__(self, base: Path):
-        self.base = base
-        self.remote = base / "remote.git"
-        self.work = base / "work"
-        subprocess.run([*GIT, "init", "-q", "--bare", str(self.remote)], check=True)
-        subprocess.run([*GIT, "clone", "-q", f"file://{self.remote}", str(self.work)], check=True, capture_output=True)
-
-    def git(self, *args: str) -> str:
-        return subprocess.run([*GIT, "-C", str(self.work), *args], check=True, capture_output=True, text=True).stdout
-
-    def write(self, files: dict[str, str]) -> None:
-        for rel, text in files.items():
-            p = self.work / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text)
-
-    def commit(self, files: dict[str, str], message: str = "change", push: bool = True) -> str:
-        self.write(files)
-        self.git("add", "-A")
-        self.git("commit", "-q", "-m", message)
-        if push:
-            # The remote may belong to the lab user already (a second push): let receive-pack accept it.
-            self.git("push", "-q", "--receive-pack=git -c safe.directory=* receive-pack", "-u", "origin", "HEAD:main")
-            # The lab user's git refuses a repository another user owns ("dubious ownership").
-            subprocess.run(["chown", "-R", LAB_USER, str(self.remote)], check=True)
-            subprocess.run(["chmod", "-R", "a+rX", str(self.base)], check=True)
-        return self.git("rev-parse", "HEAD").strip()
+@pytest.fixture
+def git_repo(shared_tmp: Path) -> GitRepo:
+    """A repository of the test's own in ``shared_tmp``, nothing committed yet."""
+    return GitRepo(shared_tmp)
 
 
 @pytest.fixture
-def git_repo(shared_tmp: Path) -> GitRepo:
-    return GitRepo(shared_tmp)
+def repo(request: pytest.FixtureRequest, git_repo: GitRepo) -> GitRepo:
+    """``git_repo`` with the requesting module's ``PKG`` (a dict of path -> file text) committed and pushed."""
+    files = getattr(request.module, "PKG", None)
+    if not isinstance(files, dict):
+        pytest.fail(
+            f"{request.module.__name__} asks for the repo fixture but defines no module-level PKG: give it"
+            " PKG = {path: text, ...}, the files its tests' jobs import",
+            pytrace=False,
+        )
+    git_repo.commit(files, "the test package")
+    return git_repo

@@ -1,9 +1,10 @@
 """A real OpenSSH server on 127.0.0.1 for tests: throwaway keys, a private client config with an alias.
 
-Import the fixture into a test module (``from tests.sshd import sshd``). The server runs as root (it must,
-to log in as another user) and lets only the lab's unprivileged user in, by public key. ``stop()`` kills
-the server *and* every session process it started, as a login host that goes away would;
-``accepted_connections()`` counts the logins in its log, which is how tests prove a connection was reused.
+Import the fixtures into a test module (``from tests.sshd import sshd, sshd_server``, and ``cluster`` for the lab
+reached through the server). The server runs as root (it must, to log in as another user) and lets only the
+lab's unprivileged user in, by public key. ``stop()`` kills the server *and* every session process it started,
+as a login host that goes away would; ``accepted_connections()`` counts the logins in its log, which is how
+tests prove a connection was reused.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from roach.lab.config import LAB_USER
+from roach.clusters.cluster import Cluster
+from roach.lab.config import LAB_USER, LabConfig
+from roach.slurm.clusters.lab import LAB
 
 SSHD = "/usr/sbin/sshd"
 ALIAS = "roach-test-alias"
@@ -208,3 +211,15 @@ def sshd(sshd_server: SSHServer) -> SSHServer:
     """The module's server, running (a test that stopped it may leave it stopped; this restarts it)."""
     sshd_server.start()
     return sshd_server
+
+
+def lab_over_ssh(lab: LabConfig, server: SSHServer) -> Cluster:
+    """The lab cluster reached over SSH through ``server``'s alias, its Slurm commands run with the lab's env."""
+    env = lab.env()
+    return LAB.with_(ssh_alias=server.alias, ssh_config=str(server.config_path), env_factory=lambda: env)
+
+
+@pytest.fixture
+def cluster(lab: LabConfig, sshd: SSHServer) -> Cluster:
+    """The lab, reached over SSH through the test server's alias."""
+    return lab_over_ssh(lab, sshd)

@@ -14,7 +14,8 @@ from roach.model.job_state import JobState
 from roach.records.store import Store
 from roach.slurm import hold, submit, sweep
 from roach.slurm.clusters.lab import GPU1, LAB
-from tests.conftest import GitRepo, slack
+from tests.conftest import slack
+from tests.support.gitrepo import GitRepo
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 PKG = {"pkg/__init__.py": "", "pkg/jobs.py": "def hello(run):\n    run.log('hello from %s', run.node)\n    return 1\n"}
@@ -55,12 +56,6 @@ def test_plain_paths_pass(path):
 def test_a_relative_path_is_still_refused():
     with pytest.raises(UsageError, match="must be absolute"):
         check_cluster_path("clone_root", "logs/here")
-
-
-@pytest.fixture
-def repo(git_repo):
-    git_repo.commit(PKG, "hello")
-    return git_repo
 
 
 @pytest.mark.lab

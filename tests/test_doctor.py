@@ -17,7 +17,7 @@ from roach.model.resources import Resources
 from roach.slurm.clusters.lab import LAB
 from roach.workspace.doctor import check_workspace, doctor
 from roach.workspace.file import WORKSPACE_FILE
-from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.sshd import SSHServer, cluster, sshd, sshd_server  # noqa: F401  (fixtures)
 
 ORDER = ["ssh", "rsync-local", "rsync-remote", "rsync-copy", "slurm-commands", "partitions", "accounts"]
 
@@ -27,13 +27,6 @@ def _workspace(base: Path, data) -> Path:
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(data if isinstance(data, str) else json.dumps(data))
     return base
-
-
-@pytest.fixture
-def cluster(lab, sshd: SSHServer):
-    """The lab, reached over SSH through the test server's alias."""
-    env = lab.env()
-    return LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
 
 
 def _by_name(checks):

@@ -150,12 +150,6 @@ def test_check_live_asks_the_lab(lab):
 
 
 # -- submit refuses, and nothing is submitted ---------------------------------------------------------------
-@pytest.fixture
-def repo(git_repo):
-    git_repo.commit(PKG, "guardrail test package")
-    return git_repo
-
-
 def _refused(repo, shared_tmp, user_slurm, cluster, resources, rule, match, **kw):
     name = f"guard-{uuid.uuid4().hex[:8]}"
     since = (datetime.now() - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S")

@@ -14,7 +14,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -54,11 +53,11 @@ from roach.slurmio.client import SlurmClient
 from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.parse import RS, US
 from roach.slurmio.transport import LocalTransport
-from tests.conftest import GitRepo, slack, wait_until
-from tests.support.stores import roots_under, store_at
+from tests.conftest import slack, wait_until
+from tests.support.resumable import repo, roots, store  # noqa: F401  (fixtures)
+from tests.support.submitting import submit_to_lab
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
-RESUMABLE = (Path(__file__).parent / "jobs" / "resumable.py").read_text()
 
 
 # -- pure ----------------------------------------------------------------------------------------------
@@ -298,25 +297,6 @@ def _record(job_id: int, **kw) -> JobRecord:
 # -- on the lab --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def repo():
-    base = Path(tempfile.mkdtemp(prefix="roach-hold-", dir="/tmp"))
-    os.chmod(base, 0o777)
-    r = GitRepo(base)
-    r.commit({"pkg/__init__.py": "", "pkg/resumable.py": RESUMABLE}, "resumable functions")
-    return r  # left in /tmp for a post-mortem of a failure; small
-
-
-@pytest.fixture(scope="module")
-def store(repo):
-    return store_at(repo.base)  # the module's tests share one store, beside the module's repository
-
-
-@pytest.fixture(scope="module")
-def roots(repo):
-    return roots_under(repo.base)
-
-
 @pytest.fixture
 def cli(store, monkeypatch):
     monkeypatch.setenv("ROACH_STORE", str(store.path))
@@ -339,7 +319,7 @@ def holders(user_slurm):
 
 def _inside(repo, store, roots, holder, target, **kw):
     kw.setdefault("resources", NODES2_GPU2)
-    return submit(target, cluster=CLUSTER, repo_root=repo.work, store=store, inside=holder, **roots, **kw)
+    return submit_to_lab(repo, store, roots, target, inside=holder, **kw)
 
 
 _SUBMIT_AND_EXIT = """

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +25,8 @@ from roach.model.job_state import JobState
 from roach.records.store import Store
 from roach.slurm import submit
 from roach.slurm.clusters.lab import GPU1, LAB
-from tests.conftest import GitRepo, private_store, wait_until
+from tests.conftest import private_store, wait_until
+from tests.support.gitrepo import GitRepo, repo_in_tmp
 from tests.support.schemas import validate_output
 
 FUNCS = """\
@@ -56,12 +56,9 @@ def store_path() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def repo(lab) -> Iterator[GitRepo]:
-    base = Path(tempfile.mkdtemp(prefix="roach-json-", dir="/tmp"))
-    os.chmod(base, 0o777)
-    r = GitRepo(base)
-    r.commit({"pkg/__init__.py": "", "pkg/funcs.py": FUNCS}, "funcs")
+    r = repo_in_tmp("roach-json-", {"pkg/__init__.py": "", "pkg/funcs.py": FUNCS})
     yield r
-    shutil.rmtree(base, ignore_errors=True)
+    shutil.rmtree(r.base, ignore_errors=True)
 
 
 class Recorder:

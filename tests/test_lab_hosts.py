@@ -24,10 +24,10 @@ from roach.records.store import Store
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB, NODES2_GPU2
 from tests.conftest import slack
-from tests.support.labs import MAIN_JOB_VENV
+from tests.support.labs import MAIN_JOB_VENV, private_port_base
 from tests.support.packages import PKG
 
-PORT_BASE = 18517  # away from the main lab, the workers' labs and the other private labs
+PORT_BASE = private_port_base(4)
 FABRIC = Fabric(PORT_BASE, NODES)
 
 
@@ -43,7 +43,7 @@ def _links() -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def hosts_lab():
+def hosts_lab(lab):  # through the lab fixture: the lab marker holds for private labs too
     state = Path(tempfile.mkdtemp(prefix="roach-hosts-lab-", dir="/tmp"))
     os.chmod(state, 0o755)
     if MAIN_JOB_VENV.exists():

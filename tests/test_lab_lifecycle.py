@@ -22,8 +22,9 @@ from roach.lab.status import status as lab_status
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import wait_until
+from tests.support.labs import private_port_base
 
-PORT_BASE = 17917  # away from the main lab's 16817-16821
+PORT_BASE = private_port_base(0)
 
 
 def _lab_processes(state: Path) -> list[str]:
@@ -51,7 +52,7 @@ def _lab_processes(state: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def private_lab():
+def private_lab(lab):  # through the lab fixture: the lab marker holds for private labs too
     if os.geteuid() != 0:
         pytest.skip("the lab cluster needs root")
     # Not under pytest's 0700 tmp: the lab user's commands must read slurm.conf.
@@ -62,6 +63,7 @@ def private_lab():
     shutil.rmtree(state, ignore_errors=True)
 
 
+@pytest.mark.lab
 def test_port_taken_is_refused_before_anything_starts(private_lab):
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -77,7 +79,7 @@ def test_port_taken_is_refused_before_anything_starts(private_lab):
     assert _lab_processes(private_lab) == []
 
 
-@pytest.mark.slow
+@pytest.mark.lab
 def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_path):
     cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
     pids = {d.name: d.pid() for d in lablib.daemons(cfg)}
@@ -105,6 +107,7 @@ def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_pat
     assert not st.up and not any(d.running for d in st.daemons)
 
 
+@pytest.mark.lab
 def test_up_with_other_settings_while_running_is_refused(private_lab):
     lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
     with pytest.raises(LabError, match="running with other settings: max_job_count 20000 -> 500"):
@@ -112,6 +115,7 @@ def test_up_with_other_settings_while_running_is_refused(private_lab):
     assert LabConfig.load(private_lab).max_job_count == 20000
 
 
+@pytest.mark.lab
 def test_live_settings_change_a_running_lab(private_lab):
     cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
     # slurmctld and slurmd may hand over to a new process on `scontrol reconfigure` (Slurm 23.11+): munged,
@@ -138,6 +142,7 @@ def _show_config(cfg: LabConfig) -> dict[str, str]:
     return {k.strip(): v.strip() for k, _, v in (line.partition("=") for line in out.splitlines()) if v}
 
 
+@pytest.mark.lab
 def test_either_preempt_signal_spelling_reaches_slurmctld(private_lab):
     cfg = lablib.up(
         str(private_lab),

@@ -19,8 +19,9 @@ from roach.errors import UsageError
 from roach.lab.debian_root import mounted
 from roach.lab.release_root import INSIDE_STATE, ReleaseLab, SlurmRelease
 from tests.conftest import wait_until
+from tests.support.labs import private_port_base
 
-PORT_BASE = 19217  # away from the main lab, the lifecycle tests' (17917) and the OOM lab (19117)
+PORT_BASE = private_port_base(3)
 MATRIX = {"24.11": "/var/tmp/roach-matrix/trixie-root", "26.05": "/var/tmp/roach-matrix/sid-root"}
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ from roach.ops.rebalance import Candidate, plan_promotions, promotable
 from roach.slurm.clusters.lab import GPU1, LAB
 from tests.conftest import wait_until
 from tests.support.cli import roach
-from tests.support.stores import store_at
+from tests.support.submitting import submit_to_lab
 
 # made-up: the lab's tiers (high, capped; low, preemptible) with an uncapped, non-preemptible tier between them
 TIERS = (Tier("high", qos="high", gpu_cap=4), Tier("normal", qos="normal"), Tier("low", qos="low", preemptible=True))
@@ -112,35 +110,14 @@ def plain(run, steps=400, step_s=0.2):
         time.sleep(step_s)
 """
 CLUSTER = LAB.with_(run_as=LAB_USER)
+PKG = {"pkg/__init__.py": "", "pkg/funcs.py": FUNCS}  # what the repo fixture commits
 
 
 @pytest.fixture
-def repo(git_repo):
-    git_repo.commit({"pkg/__init__.py": "", "pkg/funcs.py": FUNCS}, "funcs")
-    return git_repo
-
-
-@pytest.fixture
-def store(monkeypatch):
-    d = Path(tempfile.mkdtemp(prefix="roach-rebalance-store-"))
-    monkeypatch.setenv("ROACH_STORE", str(d / "store.sqlite"))
-    with store_at(d) as s:
-        yield s
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def _submit(repo, store, target, **kw):
-    from roach.slurm import submit
-
-    return submit(
-        target,
-        cluster=CLUSTER,
-        repo_root=repo.work,
-        store=store,
-        log_root=str(repo.base / "logs"),
-        clone_root=str(repo.base / "clones"),
-        **kw,
-    )
+def store(store, monkeypatch):
+    """conftest's store, which `roach promote` and `roach move` find through $ROACH_STORE."""
+    monkeypatch.setenv("ROACH_STORE", str(store.path))
+    return store
 
 
 def _cancel_run(store, client):
@@ -154,9 +131,9 @@ def _common(repo):
 
 
 @pytest.mark.lab
-def test_promote_a_pending_run_resubmits_its_run_id_on_the_tier(lab, repo, store, user_slurm):
+def test_promote_a_pending_run_resubmits_its_run_id_on_the_tier(lab, repo, store, roots, user_slurm):
     later = GPU1.replace(qos="low", time="00:05:00", extra=("--begin=now+1hour",))
-    job = _submit(repo, store, "pkg.funcs:train", resources=later, name="later")
+    job = submit_to_lab(repo, store, roots, "pkg.funcs:train", resources=later, name="later")
     try:
         wait_until("it to pend", lambda: job.state() is JobState.PENDING, timeout=30)
         # GitRepo.commit gives the remote to the lab user; a second push as root needs it back first
@@ -188,8 +165,9 @@ def test_promote_a_pending_run_resubmits_its_run_id_on_the_tier(lab, repo, store
 # The moves go from normal to low: on the shared lab, other sessions' jobs may preempt a job on low at any time,
 # and only the new job's first seconds (when it says where it resumed) need to be left alone.
 @pytest.mark.lab
-def test_move_a_running_run_resumes_at_its_step_on_the_new_tier(lab, repo, store, user_slurm):
-    job = _submit(repo, store, "pkg.funcs:train", resources=GPU1.replace(qos="normal", time="00:05:00"), name="mover")
+def test_move_a_running_run_resumes_at_its_step_on_the_new_tier(lab, repo, store, roots, user_slurm):
+    normal = GPU1.replace(qos="normal", time="00:05:00")
+    job = submit_to_lab(repo, store, roots, "pkg.funcs:train", resources=normal, name="mover")
     try:
         wait_until("progress", lambda: "step 20/400" in job.log(), timeout=60)
         refused = roach("promote", job.run_id, "--to", "low", *_common(repo))
@@ -213,8 +191,9 @@ def test_move_a_running_run_resumes_at_its_step_on_the_new_tier(lab, repo, store
 
 
 @pytest.mark.lab
-def test_move_refuses_a_run_that_does_not_checkpoint_unless_forced(lab, repo, store, user_slurm):
-    job = _submit(repo, store, "pkg.funcs:plain", resources=GPU1.replace(qos="normal", time="00:05:00"), name="plain")
+def test_move_refuses_a_run_that_does_not_checkpoint_unless_forced(lab, repo, store, roots, user_slurm):
+    normal = GPU1.replace(qos="normal", time="00:05:00")
+    job = submit_to_lab(repo, store, roots, "pkg.funcs:plain", resources=normal, name="plain")
     try:
         wait_until("progress", lambda: "plain step 10" in job.log(), timeout=60)
         refused = roach("move", job.run_id, "--to", "low", *_common(repo))

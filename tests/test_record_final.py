@@ -32,7 +32,8 @@ from roach.records.workspace import WorkspaceJob
 from roach.slurm.clusters.lab import CPU, LAB
 from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.transport import LocalTransport
-from tests.conftest import GitRepo, slack, wait_until
+from tests.conftest import slack, wait_until
+from tests.support.gitrepo import GitRepo
 from tests.support.watch import record
 
 CLUSTER = LAB.with_(run_as=LAB_USER)

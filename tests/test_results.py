@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pickle
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -21,14 +22,14 @@ from roach.records.results import (
     failing_traceback,
     read_many,
 )
-from roach.records.store import Store
-from roach.slurm import submit, sweep
+from roach.slurm import sweep
 from roach.slurm.clusters.lab import CPU, LAB, NODES2_GPU2
 from roach.slurmio.clusterfs import ClusterFS
 from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack
-from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.sshd import SSHServer, cluster, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.support.submitting import submit_to_lab
 
 DATA = Path(__file__).parent / "data"
 RANK1_RAISED = (DATA / "log_lab_22.05_rank1_raised_2x2.txt").read_text()  # 2 nodes x 2 ranks, rank 1 raised
@@ -156,17 +157,7 @@ def test_errors_name_the_state_the_rank_the_exception_and_the_log():
 
 # -- on the lab ----------------------------------------------------------------------------------------------
 CLUSTER = LAB.with_(run_as=LAB_USER)
-
-
-@pytest.fixture
-def repo(git_repo):
-    git_repo.commit(PKG, "the test package")
-    return git_repo
-
-
-def _submit(repo, store, roots, target, args=None, **kw):
-    kw.setdefault("resources", CPU)
-    return submit(target, args, cluster=CLUSTER, repo_root=repo.work, store=store, **roots, **kw)
+_submit = partial(submit_to_lab, resources=CPU)
 
 
 @pytest.mark.lab
@@ -235,24 +226,9 @@ def test_sweep_results_come_in_grid_order_and_a_failed_run_carries_its_error(rep
 
 
 @pytest.mark.lab
-def test_result_reads_through_the_ssh_transport_with_the_clusters_home(
-    git_repo, shared_tmp, tmp_path, lab, sshd: SSHServer
-):
-    git_repo.commit(PKG, "the test package")
-    env = lab.env()
-    cluster = LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
+def test_result_reads_through_the_ssh_transport_with_the_clusters_home(repo, store, roots, cluster, sshd: SSHServer):
     run_root = f"~/roach-results-test-{os.getpid()}"  # the lab user's home: ~ as the cluster expands it
-    job = submit(
-        "pkg.res:as_set",
-        {"n": 3},
-        resources="CPU",
-        cluster=cluster,
-        repo_root=git_repo.work,
-        store=Store(tmp_path / "store.sqlite"),
-        run_root=run_root,
-        log_root=str(shared_tmp / "logs"),
-        clone_root=str(shared_tmp / "clones"),
-    )
+    job = _submit(repo, store, roots, "pkg.res:as_set", {"n": 3}, resources="CPU", cluster=cluster, run_root=run_root)
     try:
         before = sshd.accepted_connections()
         assert job.result(timeout=slack(120)) == {0, 1, 2}

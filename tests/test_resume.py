@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,11 @@ from roach.errors import UsageError
 from roach.lab import lab as lablib
 from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
-from roach.slurm import resume, submit
+from roach.slurm import resume
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from tests.conftest import lab_queue, slack, wait_until
-from tests.support.stores import roots_under, store_at
+from tests.support.resumable import repo, roots, store  # noqa: F401  (fixtures)
+from tests.support.submitting import submit_to_lab
 
 pytestmark = pytest.mark.slow
 
@@ -28,37 +30,7 @@ pytestmark = pytest.mark.slow
 CLUSTER = LAB.with_(run_as=LAB_USER, signal_lead_s=70, max_timeout_requeues=12)
 SHORT = NODES2_GPU2.replace(qos="low", time="00:02:00")
 STEPS, STEP_S = 450, 0.1
-
-RESUMABLE = (Path(__file__).parent / "jobs" / "resumable.py").read_text()
-
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory):
-    import os
-    import tempfile
-
-    from tests.conftest import GitRepo
-
-    base = Path(tempfile.mkdtemp(prefix="roach-resume-", dir="/tmp"))
-    os.chmod(base, 0o777)
-    r = GitRepo(base)
-    r.commit({"pkg/__init__.py": "", "pkg/resumable.py": RESUMABLE}, "resumable functions")
-    yield r  # left in /tmp for a post-mortem of a failure; small
-
-
-@pytest.fixture(scope="module")
-def store(repo):
-    return store_at(repo.base)  # the module's tests share one store, beside the module's repository
-
-
-@pytest.fixture(scope="module")
-def roots(repo):
-    return roots_under(repo.base)
-
-
-def _submit(repo, store, roots, target, **kw):
-    kw.setdefault("cluster", CLUSTER)
-    return submit(target, repo_root=repo.work, store=store, **roots, **kw)
+_submit = partial(submit_to_lab, cluster=CLUSTER)
 
 
 def _preempt(slurm) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from roach.errors import SlurmError, SlurmTransientError, TransportError
+from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
 from roach.slurmio import parse as P
 from roach.slurmio import parse_control as PC
@@ -22,6 +23,7 @@ from roach.slurmio.mock_transport import MockTransport, UnexpectedCommand
 from roach.slurmio.parse import in_array
 from roach.slurmio.queue_states import parse_squeue_states
 from roach.slurmio.transport import LocalTransport, Result, Transport
+from tests.conftest import wait_until
 from tests.support.slurm import client
 
 DATA = Path(__file__).parent / "data"
@@ -435,7 +437,6 @@ def test_user_runs_as_that_user_and_keeps_the_env():
 # -- on the lab ----------------------------------------------------------------------------------------
 @pytest.mark.lab
 def test_lab_invalid_qos_is_a_slurm_error_and_submits_nothing(user_slurm):
-    from roach.lab.config import LAB_USER
 
     name = f"roach-invalid-qos-{uuid.uuid4().hex[:8]}"
     with pytest.raises(SlurmError) as exc:
@@ -448,9 +449,12 @@ def test_lab_invalid_qos_is_a_slurm_error_and_submits_nothing(user_slurm):
 
 
 @pytest.mark.lab
-def test_lab_sacct_ignores_the_callers_time_format(user_slurm, monkeypatch):
+def test_lab_sacct_ignores_the_callers_time_format(user_slurm, jobs, monkeypatch):
+    """A job of its own first: on a fresh lab (a worker's, in CI) sacct has no other."""
+    jobs.append(user_slurm.sbatch(["--output=/dev/null", "--job-name=roach-time-format"], "#!/bin/bash\ntrue\n"))
+    wait_until("slurmdbd to record the job", lambda: user_slurm.sacct(user=LAB_USER, since="2020-01-01"), timeout=30)
     monkeypatch.setenv("SLURM_TIME_FORMAT", "relative")
-    recs = user_slurm.sacct(user="roachlab", since="2020-01-01")
+    recs = user_slurm.sacct(user=LAB_USER, since="2020-01-01")
     assert recs and all(r.submit_time is not None for r in recs)
 
 

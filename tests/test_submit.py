@@ -18,20 +18,11 @@ from roach.records.bundle import JobJson
 from roach.slurm import Resources, submit
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from tests.conftest import slack
+from tests.support.gitrepo import GIT
 from tests.support.packages import PKG
+from tests.support.submitting import submit_to_lab
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
-
-
-@pytest.fixture
-def repo(git_repo):
-    git_repo.commit(PKG, "the test package")
-    return git_repo
-
-
-def _submit(repo, store, roots, target, **kw):
-    kw.setdefault("resources", GPU1)
-    return submit(target, cluster=CLUSTER, repo_root=repo.work, store=store, **roots, **kw)
 
 
 def _cleanup(jobs):
@@ -44,7 +35,7 @@ def _cleanup(jobs):
 
 @pytest.mark.lab
 def test_four_ranks_on_two_nodes_all_reduce(repo, store, roots):
-    job = _submit(repo, store, roots, "pkg.dist:allreduce", resources=NODES2_GPU2, name="allreduce")
+    job = submit_to_lab(repo, store, roots, "pkg.dist:allreduce", resources=NODES2_GPU2, name="allreduce")
     rec = job.wait(timeout=slack(180))
     assert rec.state is JobState.COMPLETED, job.log()
     run_dir = Path(roots["log_root"]).parent / "runs" / job.run_id
@@ -67,7 +58,7 @@ def test_four_ranks_on_two_nodes_all_reduce(repo, store, roots):
 
 @pytest.mark.lab
 def test_job_json_store_and_bundle_after_success(repo, store, roots):
-    job = _submit(repo, store, roots, "pkg.jobs:hello", args={"who": "lab"}, description="hello probe")
+    job = submit_to_lab(repo, store, roots, "pkg.jobs:hello", args={"who": "lab"}, description="hello probe")
     rec = job.wait(timeout=slack(120))
     assert rec.state is JobState.COMPLETED
     jj = JobJson.from_json(Path(job.paths.job_json).read_text())
@@ -83,7 +74,9 @@ def test_job_json_store_and_bundle_after_success(repo, store, roots):
 def test_clone_is_shared_read_only_at_the_commit_and_made_once_under_concurrency(repo, store, roots):
     commit = repo.git("rev-parse", "HEAD").strip()
     on_n1 = GPU1.replace(extra=("--nodelist=n1",))
-    jobs = [_submit(repo, store, roots, "pkg.jobs:try_write_clone", resources=on_n1, name=f"c{i}") for i in range(3)]
+    jobs = [
+        submit_to_lab(repo, store, roots, "pkg.jobs:try_write_clone", resources=on_n1, name=f"c{i}") for i in range(3)
+    ]
     try:
         recs = [j.wait(timeout=slack(180)) for j in jobs]
     finally:
@@ -113,7 +106,7 @@ def test_half_made_clone_is_rebuilt_not_used(repo, store, roots):
     half.mkdir(parents=True)
     (half / "partial").write_text("a killed clone")
     subprocess.run(["chown", "-R", LAB_USER, roots["clone_root"]], check=True)
-    job = _submit(repo, store, roots, "pkg.jobs:hello")
+    job = submit_to_lab(repo, store, roots, "pkg.jobs:hello")
     assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()
     assert "removing half-made clone" in job.log()
     assert not (half / "partial").exists() and (half / "pkg" / "jobs.py").exists()
@@ -121,7 +114,7 @@ def test_half_made_clone_is_rebuilt_not_used(repo, store, roots):
 
 @pytest.mark.lab
 def test_failing_rank_fails_the_job_and_stops_the_others(repo, store, roots):
-    job = _submit(repo, store, roots, "pkg.jobs:boom", resources=NODES2_GPU2)
+    job = submit_to_lab(repo, store, roots, "pkg.jobs:boom", resources=NODES2_GPU2)
     try:
         rec = job.wait(timeout=slack(180))
     finally:
@@ -143,7 +136,7 @@ def test_secrets_reach_the_function_and_no_file_roach_wrote(repo, store, roots, 
     (sdir / "API_TOKEN").write_text(secret + "\n")
     os.chmod(sdir / "API_TOKEN", 0o600)
     subprocess.run(["chown", "-R", LAB_USER, str(sdir)], check=True)
-    job = _submit(repo, store, roots, "pkg.jobs:uses_secret", secrets_dir=str(sdir), job_env={"MODE": "offline"})
+    job = submit_to_lab(repo, store, roots, "pkg.jobs:uses_secret", secrets_dir=str(sdir), job_env={"MODE": "offline"})
     assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()
     assert "token present: True (31 chars)" in job.log()
     leaks = subprocess.run(
@@ -170,7 +163,7 @@ def test_secrets_readable_by_others_are_refused_before_submitting(repo, store, r
     os.chmod(sdir / "API_TOKEN", 0o644)
     before = {r.raw_id for r in user_slurm.squeue()}
     with pytest.raises(UsageError, match="secrets files readable by others: .*API_TOKEN"):
-        _submit(repo, store, roots, "pkg.jobs:uses_secret", secrets_dir=str(sdir))
+        submit_to_lab(repo, store, roots, "pkg.jobs:uses_secret", secrets_dir=str(sdir))
     assert {r.raw_id for r in user_slurm.squeue()} == before
     assert not Path(roots["log_root"]).exists()
 
@@ -204,7 +197,7 @@ def test_bad_input_is_refused_and_nothing_is_submitted_or_written(case, repo, st
     with pytest.raises(UsageError, match=expect):
         if case == "resources":
             Resources(gpus_per_node=-1)
-        _submit(repo, store, roots, target, **kw)
+        submit_to_lab(repo, store, roots, target, **kw)
     assert {r.raw_id for r in user_slurm.squeue()} == before
     assert not Path(roots["log_root"]).exists() and not Path(roots["clone_root"]).exists()
     assert store.recent() == []
@@ -214,7 +207,7 @@ def test_bad_input_is_refused_and_nothing_is_submitted_or_written(case, repo, st
 def test_job_can_be_rebuilt_from_its_run_id_or_job_id(repo, store, roots):
     from roach.launch.job import Job
 
-    job = _submit(repo, store, roots, "pkg.jobs:hello")
+    job = submit_to_lab(repo, store, roots, "pkg.jobs:hello")
     job.wait(timeout=slack(120))
     by_run = Job.from_ref(job.run_id, cluster=CLUSTER, store=store)
     by_id = Job.from_ref(str(job.job_id), cluster=CLUSTER, store=store)
@@ -231,7 +224,7 @@ def test_a_failure_between_hold_and_release_cancels_the_held_job_and_records_not
     name = f"rollback-{secrets.token_hex(3)}"
     before = {r.raw_id for r in user_slurm.squeue()}
     with pytest.raises(Exception) as err:
-        _submit(repo, store, {**roots, "log_root": "/root/roach-forbidden/logs"}, "pkg.jobs:hello", name=name)
+        submit_to_lab(repo, store, {**roots, "log_root": "/root/roach-forbidden/logs"}, "pkg.jobs:hello", name=name)
     assert "/root/roach-forbidden/logs" in str(err.value)
     assert {r.raw_id for r in user_slurm.squeue()} == before  # nothing left queued
     # A held job cancelled before its release never reaches accounting; the controller still knows it.
@@ -243,8 +236,6 @@ def test_a_failure_between_hold_and_release_cancels_the_held_job_and_records_not
 @pytest.mark.lab
 def test_a_cluster_that_cannot_reach_the_git_remote_gets_the_commit_as_a_bundle(store, roots, tmp_path):
     # The remote lives under /root: the lab user's jobs cannot read it, as a cluster behind a firewall.
-    from tests.conftest import GIT
-
     base = Path(tempfile.mkdtemp(prefix="roach-unreachable-", dir="/root"))
     try:
         remote, work = base / "remote.git", base / "work"

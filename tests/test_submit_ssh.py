@@ -20,11 +20,10 @@ from roach.launch.job import Job
 from roach.model.job_state import JobState
 from roach.records.store import Store
 from roach.slurm import submit
-from roach.slurm.clusters.lab import LAB
 from roach.slurmio.ssh import SSHTransport
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack, wait_until
-from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.sshd import SSHServer, cluster, sshd, sshd_server  # noqa: F401  (fixtures)
 
 PKG = {
     "pkg/__init__.py": "",
@@ -41,12 +40,6 @@ def nap(seconds):
     time.sleep(seconds)
 """,
 }
-
-
-@pytest.fixture
-def cluster(lab, sshd: SSHServer):
-    env = lab.env()
-    return LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
 
 
 @pytest.mark.lab

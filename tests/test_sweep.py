@@ -47,12 +47,6 @@ def fail_on(run, x, bad=-1):
 }
 
 
-@pytest.fixture
-def repo(git_repo):
-    git_repo.commit(PKG, "the sweep package")
-    return git_repo
-
-
 def test_split_keeps_task_indices_below_max_array_size():
     assert split(5, 10) == [(0, 5)]
     assert split(10, 4) == [(0, 4), (4, 4), (8, 2)]

@@ -20,13 +20,12 @@ from roach.cli.top import Top
 from roach.cli.top_view import Mode
 from roach.lab.config import LAB_USER
 from roach.launch.sweep import sweep
-from roach.records.store import Store
-from roach.slurm import submit
 from roach.slurm.clusters.lab import GPU1, LAB
 from roach.watch.watcher import Watcher
 from tests.conftest import slack, wait_until
-from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.sshd import SSHServer, cluster, sshd, sshd_server  # noqa: F401  (fixtures)
 from tests.support.schemas import validate_output
+from tests.support.submitting import submit_to_lab
 from tests.support.watch import TRAIN
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,10 +33,7 @@ CLUSTER = LAB.with_(run_as=LAB_USER)
 KEYS_LINE = "up/down select"
 
 
-@pytest.fixture
-def repo(git_repo):
-    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
-    return git_repo
+PKG = {"pkg/__init__.py": "", "pkg/train.py": TRAIN}  # what the repo fixture commits
 
 
 def roach_argv(*args: str) -> list[str]:
@@ -207,16 +203,9 @@ def test_a_sweep_of_six_in_80x24_its_ends_the_log_a_resize_and_q(lab, repo, stor
 @pytest.mark.lab
 def test_a_preempted_run_shows_its_restart(lab, repo, store, roots, slurm):
 
-    job = submit(
-        "pkg.train:train",
-        args={"steps": 400, "step_s": 0.2},
-        resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n1",)),
-        cluster=CLUSTER,
-        repo_root=repo.work,
-        store=store,
-        name="preemptible",
-        **roots,
-    )
+    low_on_n1 = GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n1",))
+    args = {"steps": 400, "step_s": 0.2}
+    job = submit_to_lab(repo, store, roots, "pkg.train:train", args, resources=low_on_n1, name="preemptible")
     key = str(job.job_id)
     pane = Pane(
         "preempt", roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1"), roach_env(store)
@@ -248,15 +237,14 @@ def test_p_proposes_a_promotion_asks_and_y_makes_it(lab, repo, store, roots, use
     opts = ["--time=5", "--output=/dev/null", "--gres=gpu:4", "--job-name=top-filler"]
     jobs += [user_slurm.sbatch([*opts, f"--nodelist={n}"], "#!/bin/bash\nsleep 300\n") for n in ("n1", "n2")]
     wait_until("the fillers to run", lambda: all(q.state.is_running for q in user_slurm.squeue(job_ids=jobs)), 60)
-    job = submit(
+    job = submit_to_lab(
+        repo,
+        store,
+        roots,
         "pkg.train:train",
-        args={"steps": 20, "step_s": 0.2},
+        {"steps": 20, "step_s": 0.2},
         resources=GPU1.replace(qos="low", time="00:05:00"),
-        cluster=CLUSTER,
-        repo_root=repo.work,
-        store=store,
         name="wants-high",
-        **roots,
     )
     key = str(job.job_id)
     argv = roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1", "--repo-root", str(repo.work))
@@ -291,22 +279,16 @@ def test_p_proposes_a_promotion_asks_and_y_makes_it(lab, repo, store, roots, use
 
 @pytest.mark.lab
 def test_over_ssh_its_rounds_are_the_watchs_few_commands_on_one_connection(
-    git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer
+    repo, store, roots, cluster, sshd: SSHServer
 ):
-    env = lab.env()
-    cluster = LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
-    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
-    store = Store(tmp_path / "store.sqlite")
-
-    job = submit(
+    job = submit_to_lab(
+        repo,
+        store,
+        roots,
         "pkg.train:train",
         {"steps": 200, "step_s": 0.3},
         resources=GPU1.replace(time="00:05:00"),
         cluster=cluster,
-        repo_root=git_repo.work,
-        store=store,
-        log_root=str(shared_tmp / "logs"),
-        clone_root=str(shared_tmp / "clones"),
     )
     top = Top(Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9), ".")
     sessions = lambda: sshd.log.read_text(errors="replace").count("Starting session: command")  # noqa: E731

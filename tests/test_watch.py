@@ -11,6 +11,7 @@ import shutil
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,8 @@ from roach.watch.logs import StallRule, parse_look, read_facts
 from roach.watch.watcher import Watcher
 from tests.conftest import slack, wait_until
 from tests.support.cli import roach
+from tests.support.labs import private_port_base
+from tests.support.submitting import submit_to_lab
 from tests.support.watch import T0, TIERED, TRAIN, FakeCluster, FakeLog, kinds, only, record, sa, sq, watcher
 
 DATA = Path(__file__).parent / "data"
@@ -546,28 +549,8 @@ def test_cli_json_and_exec_with_a_hostile_path(tmp_path, monkeypatch):
 
 # -- on the lab ---------------------------------------------------------------------------------------------
 CLUSTER = LAB.with_(run_as=LAB_USER)
-
-
-@pytest.fixture
-def repo(git_repo):
-    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
-    return git_repo
-
-
-def _submit(repo, store, cluster=CLUSTER, **kw):
-    from roach.slurm import submit
-
-    kw.setdefault("resources", GPU1.replace(time="00:05:00"))
-    base = repo.base
-    return submit(
-        "pkg.train:train",
-        cluster=cluster,
-        repo_root=repo.work,
-        store=store,
-        log_root=str(base / "logs"),
-        clone_root=str(base / "clones"),
-        **kw,
-    )
+PKG = {"pkg/__init__.py": "", "pkg/train.py": TRAIN}  # what the repo fixture commits
+_submit = partial(submit_to_lab, resources=GPU1.replace(time="00:05:00"))
 
 
 def _run(w: Watcher, events: list[Event], timeout: float) -> int:
@@ -588,8 +571,11 @@ def _cancel_all(store, client):
 
 
 @pytest.mark.lab
-def test_sweep_of_six_started_finished_once_heartbeat_and_exit(lab, repo, store, user_slurm):
-    jobs = [_submit(repo, store, args={"steps": 5 + i, "step_s": 0.2}, name=f"sweep{i}") for i in range(6)]
+def test_sweep_of_six_started_finished_once_heartbeat_and_exit(lab, repo, store, roots, user_slurm):
+    jobs = [
+        _submit(repo, store, roots, "pkg.train:train", {"steps": 5 + i, "step_s": 0.2}, name=f"sweep{i}")
+        for i in range(6)
+    ]
     events: list[Event] = []
     w = Watcher(CLUSTER, CLUSTER.client(), store, interval_s=1.0, heartbeat_s=3.0)
     try:
@@ -649,8 +635,8 @@ def test_slurm_calls_per_round_are_the_same_for_6_and_300_jobs(lab, user_slurm, 
 
 
 @pytest.mark.lab
-def test_a_run_whose_log_stops_is_reported_stalled(lab, repo, store, user_slurm):
-    job = _submit(repo, store, args={"steps": 100, "step_s": 0.3, "hang_at": 12}, name="hangs")
+def test_a_run_whose_log_stops_is_reported_stalled(lab, repo, store, roots, user_slurm):
+    job = _submit(repo, store, roots, "pkg.train:train", {"steps": 100, "step_s": 0.3, "hang_at": 12}, name="hangs")
     w = Watcher(
         CLUSTER, CLUSTER.client(), store, interval_s=1.0, heartbeat_s=1e9, stall=StallRule(factor=3.0, min_s=4.0)
     )
@@ -720,11 +706,11 @@ def test_roach_watch_cli_once_json_and_an_empty_queue(lab, user_slurm, jobs, tmp
 
 
 # -- on a private lab: tier counts no other session changes, and daemons this test may restart -----------------
-PRIVATE_PORT_BASE = 18217  # away from the main lab (16817) and test_lab_lifecycle's (17917)
+PRIVATE_PORT_BASE = private_port_base(1)
 
 
 @pytest.fixture(scope="module")
-def private():
+def private(lab):  # through the lab fixture: the lab marker holds for private labs too
     """A second lab, this module's own, removed at the end."""
     if os.geteuid() != 0:
         pytest.skip("the lab cluster needs root")
@@ -771,13 +757,16 @@ def _view(store: Store, key) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.lab
-def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, store):
+@pytest.mark.xdist_group("watch-private-lab")  # one private lab, at its fixed ports
+def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, store, roots):
     cluster, root, _, _ = plab
     job = _submit(
         repo,
         store,
-        cluster,
-        args={"steps": 400, "step_s": 0.2},
+        roots,
+        "pkg.train:train",
+        {"steps": 400, "step_s": 0.2},
+        cluster=cluster,
         name="preemptible",
         resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n1",)),
     )
@@ -804,7 +793,8 @@ def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, store)
 
 
 @pytest.mark.lab
-def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, repo, store):
+@pytest.mark.xdist_group("watch-private-lab")  # one private lab, at its fixed ports
+def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, repo, store, roots):
     from roach.ops.rebalance import promote
 
     cluster, root, mine, _ = plab
@@ -819,8 +809,10 @@ def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, rep
     job = _submit(
         repo,
         store,
-        cluster,
-        args={"steps": 50, "step_s": 0.2},
+        roots,
+        "pkg.train:train",
+        {"steps": 50, "step_s": 0.2},
+        cluster=cluster,
         name="wants-high",
         resources=GPU1.replace(qos="low", time="00:05:00", extra=("--nodelist=n2",)),
     )
@@ -869,6 +861,7 @@ def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, rep
 
 
 @pytest.mark.lab
+@pytest.mark.xdist_group("watch-private-lab")  # one private lab, at its fixed ports
 def test_a_job_pinned_to_a_drained_node_never_starts(plab, store):
     cluster, root, mine, _ = plab
     root.run(["scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=roach-watch-test"], retry=False)
@@ -887,6 +880,7 @@ def test_a_job_pinned_to_a_drained_node_never_starts(plab, store):
 
 @pytest.mark.slow
 @pytest.mark.lab
+@pytest.mark.xdist_group("watch-private-lab")  # one private lab, at its fixed ports
 def test_a_reservation_that_moves_then_vanishes_is_said_once_each(plab, store):
     cluster, root, mine, _ = plab
     resv = "roach-watch-resv"
@@ -946,6 +940,7 @@ def test_a_reservation_that_moves_then_vanishes_is_said_once_each(plab, store):
 
 @pytest.mark.slow
 @pytest.mark.lab
+@pytest.mark.xdist_group("watch-private-lab")  # one private lab, at its fixed ports
 def test_slurmctld_and_slurmdbd_restart_mid_watch(plab, private, store):
     import subprocess
 

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from roach.records.bundle import JobJson
-from roach.records.store import Store
-from roach.slurm import submit
-from roach.slurm.clusters.lab import GPU1, LAB
+from roach.slurm.clusters.lab import GPU1
 from roach.watch.watcher import Watcher
 from tests.conftest import slack
-from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.sshd import SSHServer, cluster, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.support.submitting import submit_to_lab
 from tests.support.watch import TRAIN, kinds
+
+PKG = {"pkg/__init__.py": "", "pkg/train.py": TRAIN}  # what the repo fixture commits
 
 
 def _sessions(server: SSHServer) -> int:
@@ -23,30 +24,19 @@ def _sessions(server: SSHServer) -> int:
     return server.log.read_text(errors="replace").count("Starting session: command")
 
 
-def _submitted_over_ssh(git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer, steps: int):
-    """A training run submitted to the lab through the test sshd: (lab env, cluster, store, job)."""
-    env = lab.env()
-    cluster = LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
-    git_repo.commit({"pkg/__init__.py": "", "pkg/train.py": TRAIN}, "train")
-    store = Store(tmp_path / "store.sqlite")
-    job = submit(
-        "pkg.train:train",
-        {"steps": steps, "step_s": 0.3},
-        resources=GPU1.replace(time="00:05:00"),
-        cluster=cluster,
-        repo_root=git_repo.work,
-        store=store,
-        log_root=str(shared_tmp / "logs"),
-        clone_root=str(shared_tmp / "clones"),
+def _submitted_over_ssh(repo, store, roots, cluster, steps: int):
+    """A training run of ``steps`` steps submitted to the lab through the test sshd (``cluster``)."""
+    args = {"steps": steps, "step_s": 0.3}
+    return submit_to_lab(
+        repo, store, roots, "pkg.train:train", args, resources=GPU1.replace(time="00:05:00"), cluster=cluster
     )
-    return env, cluster, store, job
 
 
 @pytest.mark.lab
 def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection(
-    git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer
+    repo, store, roots, cluster, sshd: SSHServer
 ):
-    env, cluster, store, job = _submitted_over_ssh(git_repo, shared_tmp, tmp_path, lab, sshd, steps=15)
+    job = _submitted_over_ssh(repo, store, roots, cluster, steps=15)
     w = Watcher(cluster, cluster.client(), store, interval_s=1.0, heartbeat_s=1e9)
     connections = sshd.accepted_connections()
     rounds: list[tuple[int, list[str]]] = []  # remote commands, and what the round said
@@ -82,12 +72,12 @@ def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection
 
 @pytest.mark.lab
 def test_killing_sshd_mid_watch_is_one_outage_a_backoff_then_recovery_and_no_job_marked_ended(
-    git_repo, shared_tmp: Path, tmp_path, lab, sshd: SSHServer
+    repo, store, roots, cluster, lab, sshd: SSHServer
 ):
     from roach.slurmio.client import SlurmClient
 
-    env, cluster, store, job = _submitted_over_ssh(git_repo, shared_tmp, tmp_path, lab, sshd, steps=40)
-    transport = sshd.transport(env=env, backoff_s=4.0, min_interval_s=0.2)
+    job = _submitted_over_ssh(repo, store, roots, cluster, steps=40)
+    transport = sshd.transport(env=lab.env(), backoff_s=4.0, min_interval_s=0.2)
     w = Watcher(cluster, SlurmClient(transport), store, interval_s=1.0, heartbeat_s=1e9)
     said: list[str] = []
     try:

@@ -35,7 +35,7 @@ from roach.workspace.file import WORKSPACE_FILE, WorkspaceError
 from roach.workspace.script import ADDED_MARK, ScriptRefused, prepare_script, read_directives
 from roach.workspace.verify import required_files
 from tests.conftest import private_store, wait_until
-from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.sshd import SSHServer, cluster, sshd, sshd_server  # noqa: F401  (fixtures)
 
 
 @click.group(cls=RoachGroup)
@@ -270,12 +270,6 @@ def test_an_array_is_as_bad_as_its_worst_task_and_every_task_is_kept():
 
 
 # -- on the lab, over SSH ------------------------------------------------------------------------------------------
-@pytest.fixture
-def cluster(lab, sshd: SSHServer):
-    env = lab.env()
-    return LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
-
-
 @pytest.fixture
 def ws(sshd: SSHServer, tmp_path) -> Workspace:
     """A local workspace whose remote root (a folder the lab user owns) is reached through the sshd alias."""

@@ -12,7 +12,7 @@ from roach.lab.config import LAB_USER
 from roach.records.store import Store
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB
-from tests.conftest import GitRepo
+from tests.support.gitrepo import GitRepo
 
 JOBS = (Path(__file__).parent / "jobs.py").read_text()
 TARGET = "pkg.faults:train"

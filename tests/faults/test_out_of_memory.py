@@ -28,8 +28,9 @@ from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack
 from tests.faults.ledger import assert_left_no_process, check_ledger
+from tests.support.labs import private_port_base
 
-PORT_BASE = 19117  # away from the main lab (16817) and the lifecycle tests' private lab (17917)
+PORT_BASE = private_port_base(2)
 MEMORY = Path("/sys/fs/cgroup/memory")
 STEPS, HOG_AT, EVERY = 12, 6, 3
 

@@ -19,16 +19,15 @@ from roach.lab import lab as lablib
 from roach.launch import lost
 from roach.model.job_state import JobState
 from roach.records.store import Store
-from roach.slurm.clusters.lab import GPU1, LAB
+from roach.slurm.clusters.lab import GPU1
 from tests.conftest import slack, wait_until
 from tests.faults.ledger import assert_left_no_process, check_ledger
-from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.sshd import SSHServer, lab_over_ssh, sshd, sshd_server  # noqa: F401  (fixtures)
 
 
 @pytest.fixture
 def over_ssh(lab, sshd: SSHServer):
-    env = lab.env()
-    return LAB.with_(ssh_alias=sshd.alias, ssh_config=str(sshd.config_path), env_factory=lambda: env)
+    return lab_over_ssh(lab, sshd)
 
 
 def _jobs_named(slurm, name: str) -> tuple[list, list]:

@@ -13,12 +13,23 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from roach.lab.config import default_state_dir
+from roach.errors import LabError
+from roach.lab import lab as lablib
+from roach.lab.config import LabConfig, LabLayout, default_state_dir
 
-# Below 20000 and away from the main lab (16817), the releases' labs (17017, 17117), the tests' private labs (17917-19317) and the
-# ports a job's rendezvous picks first (20000 + job id % 20000).
+# Below the ports a job's rendezvous picks first (20000 + job id % 20000), away from the main lab (16817), the
+# releases' labs (17017, 17117) and bench 5's second lab (19317).
 WORKER_PORT_BASE = int(os.environ.get("ROACH_TEST_PORT_BASE") or 15017)
 WORKER_PORT_STEP = 10
+MAX_WORKERS = 8
+
+
+def private_port_base(slot: int) -> int:
+    """The port base of a test module's private lab (slot 0, 1, ...): past this suite's workers' labs, so a second
+    suite at once (another $ROACH_TEST_PORT_BASE) moves its private labs too."""
+    return WORKER_PORT_BASE + (MAX_WORKERS + slot) * WORKER_PORT_STEP
+
+
 # A test without the lab marker runs with $ROACH_LAB_DIR here, where no lab is: reaching the lab fails.
 NO_LAB_DIR = "/nonexistent/roach-test-without-the-lab-marker"
 
@@ -30,6 +41,7 @@ class LabChoice:
     state_dir: Path
     port_base: int | None
     shared_venv_from: Path | None  # the main lab, whose job venv a worker's lab links to
+    layout: str | None = None  # a worker's lab: $ROACH_TEST_LAYOUT, else hosts; None: the lab's saved one
 
 
 def worker_index(worker: str | None = None) -> int | None:
@@ -56,7 +68,8 @@ def choose_lab() -> LabChoice:
         choice = LabChoice(main, None, None)
     else:
         port = WORKER_PORT_BASE + n * WORKER_PORT_STEP
-        choice = LabChoice(main.parent / f"{main.name}-test-{port}", port, main)
+        layout = os.environ.get("ROACH_TEST_LAYOUT") or LabLayout.HOSTS.value
+        choice = LabChoice(main.parent / f"{main.name}-test-{port}", port, main, layout)
         os.environ["ROACH_LAB_DIR"] = str(choice.state_dir)
     _chosen.append(choice)
     return choice
@@ -73,3 +86,15 @@ def share_job_venv(choice: LabChoice) -> None:
     choice.state_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(choice.state_dir, 0o755)
     link.symlink_to(source)
+
+
+def settle_layout(choice: LabChoice) -> None:
+    """Stop a worker's lab that runs in another layout than the suite asks for (a layout changes only when down)."""
+    if choice.layout is None:
+        return
+    try:
+        saved = LabConfig.load(choice.state_dir)
+    except LabError:
+        return
+    if saved.layout != choice.layout:
+        lablib.down(str(choice.state_dir), log=lambda *_: None)
