@@ -66,7 +66,7 @@ test-unit: venv
 
 ## test: the whole suite, over $(TEST_WORKERS) labs at once, each worker on its own (make test PYTEST_ARGS='-k wheel')
 test: lab
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 MATRIX_ARGS ?=
 

@@ -16,6 +16,7 @@ from roach.lab.config import LAB_USER, LabConfig
 from roach.records.store import Store
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
+from tests.support import scheduling
 from tests.support.gitrepo import GitRepo
 from tests.support.labs import NO_LAB_DIR, choose_lab, settle_layout, share_job_venv
 from tests.support.stores import roots_under, store_at
@@ -111,27 +112,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The ``lab`` marker is the one sign that a test reaches the lab: a test that asks for the ``lab`` fixture
     (directly or through one that needs it) without it is an error, so ``-m 'not lab'`` never starts a lab.
 
-    Under ``--dist loadgroup`` (make test) a module's tests run together on one worker, but for those marked
-    ``slow``: each of those is a unit of its own (or of its ``xdist_group``), and they are handed out first, so the
-    longest waits overlap."""
+    Under ``--dist loadscope`` (make test) the workers hand tests out as tests/support/scheduling.py says."""
     unmarked = [i.nodeid for i in items if "lab" in getattr(i, "fixturenames", ()) and not i.get_closest_marker("lab")]
     if unmarked:
         raise pytest.UsageError(
             "tests that use the lab without @pytest.mark.lab:\n" + "\n".join(f"  {n}" for n in unmarked)
         )
-    if config.getoption("dist", "no") != "loadgroup":
-        return
-    lab_modules = {i.nodeid.split("::")[0] for i in items if i.get_closest_marker("lab")}
+    if scheduling.scheduled(config):
+        scheduling.order(items)
+        scheduling.write_units(config, items)
 
-    def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker("slow"):
-            return 0
-        return 1 if item.nodeid.split("::")[0] in lab_modules else 2
 
-    items.sort(key=rank)
-    for item in items:  # a test's own xdist_group (slow tests that share a module fixture) stands
-        if not item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+_UNITS: list[Path] = []  # the controller's file of units, made when its first worker is configured
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """The controller names the file where the first worker writes each test's unit (tests/support/scheduling.py)."""
+    if node.config.getvalue("dist") == "loadscope":
+        _UNITS[:] = _UNITS or [scheduling.scopes_file()]
+        node.workerinput[scheduling.SCOPES_KEY] = str(_UNITS[0])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") != "loadscope":
+        return None
+    config.option.loadscopereorder = False  # the workers' order: slow tests first
+    _UNITS[:] = _UNITS or [scheduling.scopes_file()]
+    return scheduling.SlowFirst(config, log, _UNITS[0])
 
 
 @pytest.fixture(autouse=True)

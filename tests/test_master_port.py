@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from roach.records.store import Store
 from roach.slurm import submit
 from roach.slurm.clusters.lab import GPU2, LAB, NODES2_GPU2
 from tests.conftest import slack
+from tests.support.labs import ports_held
 from tests.support.packages import PKG  # pkg.dist:allreduce, a 4-rank gloo all_reduce
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
@@ -62,20 +62,10 @@ def _result(job, shared_tmp) -> float:
 def test_a_taken_port_is_not_the_rendezvous(lab, git_repo, shared_tmp, tmp_path, resources, total):
     git_repo.commit(PKG, "all_reduce")
     first = _next_job_id(lab)
-    held = []
-    try:
-        for job_id in range(first, first + AHEAD):  # what 20000 + job_id % 20000 would pick
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port a past test's rendezvous left in TIME_WAIT
-            s.bind(("", 20000 + job_id % 20000))
-            s.listen()
-            held.append(s)
+    with ports_held(lab, [20000 + job_id % 20000 for job_id in range(first, first + AHEAD)]):
         job = _allreduce(git_repo, shared_tmp, tmp_path, resources, "port")
         assert first <= job.job_id < first + AHEAD, "the lab gave an id outside the ports held"
         got = _result(job, shared_tmp)
-    finally:
-        for s in held:
-            s.close()
     assert got == total
     said = re.search(r"roach: rendezvous at (\S+):(\d+) ", job.log())
     assert said, job.log()

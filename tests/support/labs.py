@@ -10,12 +10,18 @@ server, a watch) finds the same lab. The workers' labs share the main lab's job 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from roach.errors import LabError
 from roach.lab import lab as lablib
-from roach.lab.config import LabConfig, LabLayout, default_state_dir
+from roach.lab.config import NODES, LabConfig, LabLayout, default_state_dir
+from roach.lab.hosts import Fabric
 
 # Below the ports a job's rendezvous picks first (20000 + job id % 20000), away from the main lab (16817), the
 # releases' labs (17017, 17117) and bench 5's second lab (19317).
@@ -98,3 +104,50 @@ def settle_layout(choice: LabChoice) -> None:
         return
     if saved.layout != choice.layout:
         lablib.down(str(choice.state_dir), log=lambda *_: None)
+
+
+_HOLD = """
+import socket, sys
+held = []
+for port in map(int, sys.argv[1:]):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("", port))
+    s.listen()
+    held.append(s)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextmanager
+def ports_held(cfg: LabConfig, ports: list[int]) -> Iterator[None]:
+    """``ports`` listened on where every node's jobs run: this host, or each node's own network namespace."""
+    if not cfg.hosts:
+        held = []
+        try:
+            for port in ports:
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a past rendezvous's TIME_WAIT
+                s.bind(("", port))
+                s.listen()
+                held.append(s)
+            yield
+        finally:
+            for s in held:
+                s.close()
+        return
+    fabric = Fabric(cfg.port_base, NODES)
+    procs = []
+    try:
+        for node in NODES:
+            netns = f"--net=/run/netns/{fabric.netns(node)}"
+            argv = ["nsenter", netns, "--", sys.executable, "-c", _HOLD, *map(str, ports)]
+            procs.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+            out = procs[-1].stdout
+            assert out is not None and out.readline().strip() == "ready", f"could not hold the ports on {node}"
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
