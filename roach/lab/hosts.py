@@ -61,15 +61,27 @@ class Fabric:
         lines += [f"{self.node_addr(n)} {n}" for n in self.nodes]
         return "\n".join(lines) + "\n"
 
-    def run_on(self, node: str, hosts_file: Path, argv: tuple[str, ...]) -> tuple[str, ...]:
+    @staticmethod
+    def resolv_conf() -> str:
+        """The resolv.conf each node sees: no name server it can reach, so a name or address missing from its hosts
+        file fails at once (the machine's server is outside the namespace, where each lookup waited 10 s; c10d's
+        store looks up every rank that connects to it)."""
+        return (
+            "# the lab's nodes: names come from /etc/hosts only\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
+        )
+
+    def run_on(self, node: str, etc: Path, argv: tuple[str, ...]) -> tuple[str, ...]:
         """``argv`` as run on ``node``: in its network namespace, and in a host-name and mount namespace of its own
-        with ``hosts_file`` as /etc/hosts (mounts of the machine still reach it: propagation slave).
+        with ``etc``'s hosts and resolv.conf as /etc's (mounts of the machine still reach it: propagation slave).
 
         nsenter, not ``ip netns exec``, which mounts a /sys of its own, without the cgroup file system slurmd reads."""
-        script = 'hostname "$0" && mount --bind "$1" /etc/hosts && shift && exec "$@"'
+        script = (
+            'hostname "$0" && mount --bind "$1/hosts" /etc/hosts && mount --bind "$1/resolv.conf" /etc/resolv.conf'
+            ' && shift && exec "$@"'
+        )
         netns = f"--net=/run/netns/{self.netns(node)}"
         unshare = ("unshare", "--uts", "--mount", "--propagation", "slave", "--")
-        return ("nsenter", netns, "--", *unshare, "sh", "-c", script, node, str(hosts_file), *argv)
+        return ("nsenter", netns, "--", *unshare, "sh", "-c", script, node, str(etc), *argv)
 
     # -- making and removing -----------------------------------------------------------------------------
     def is_up(self) -> bool:

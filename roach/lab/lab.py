@@ -78,7 +78,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
         slurmds.append(
             Daemon(
                 f"slurmd-{n}",
-                fabric.run_on(n, cfg.etc / "hosts", argv) if fabric else argv,
+                fabric.run_on(n, cfg.etc, argv) if fabric else argv,
                 run / f"slurmd-{n}.pid",
                 log / f"slurmd-{n}.log",
                 # in its own network namespace a node's port is its own: nothing here can hold it
@@ -289,6 +289,7 @@ def _make_fabric(cfg: LabConfig) -> None:
     fabric = Fabric(cfg.port_base, NODES)
     fabric.up()
     atomic_write(cfg.etc / "hosts", fabric.hosts_file(cfg.host), mode=0o644)
+    atomic_write(cfg.etc / "resolv.conf", fabric.resolv_conf(), mode=0o644)
 
 
 def _reconfigure_live(cfg: LabConfig) -> None:
