@@ -250,9 +250,10 @@ class Target:
         xml = f"{self.checkout}/matrix.xml"
         args = f"--junitxml={xml} {pytest_args}".strip()
         script = (
-            # the workers' labs on one host each: the hosts layout is not yet tried inside a root's namespace
+            # One worker, its lab on one host: the hosts layout is not yet tried inside a root's namespace, and
+            # single-host labs side by side share one port space, where two labs' jobs of one id pick one port.
             f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(lab)} ROACH_TEST_LAYOUT=single-host && "
-            f"make test PYTHON={shlex.quote(self.venv_python)} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
+            f"make test TEST_WORKERS=1 PYTHON={shlex.quote(self.venv_python)} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
             f".venv/bin/roach lab down >/dev/null 2>&1; exit $rc"
         )
         self.state.mkdir(parents=True, exist_ok=True)
