@@ -33,6 +33,7 @@ def _values(cfg: LabConfig) -> dict[str, str]:
         )
         tracking = "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none"
     setting = PreemptSignalSetting(cfg.preempt_signal_setting)
+    where = addresses(cfg)
     params = [setting.line()] if cfg.preempt_send_user_signal else []
     return {
         "cluster": CLUSTER_NAME,
@@ -49,9 +50,9 @@ def _values(cfg: LabConfig) -> dict[str, str]:
         "tracking": tracking,
         "db_password": db_password(cfg),
         **{k: str(v) for k, v in cfg.ports.items()},
-        "ctld_addr": addresses(cfg)["controller"],
+        "ctld_addr": where["controller"],
         **{f"{n}_hostname": n if cfg.hosts else cfg.host for n in NODES},
-        **{f"{n}_addr": addresses(cfg)[n] for n in NODES},
+        **{f"{n}_addr": where[n] for n in NODES},
     }
 
 

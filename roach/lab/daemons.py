@@ -26,7 +26,7 @@ class Daemon:
     ports: tuple[int, ...] = ()
     forks: bool = True  # daemonizes itself and writes its own pid file
     env: tuple[tuple[str, str], ...] = ()
-    program: str = ""  # the program the pid file names, where argv starts it through another (ip netns exec)
+    program: str = ""  # the program the pid file names, where argv starts it through another (nsenter)
 
     @property
     def exe(self) -> str:

@@ -10,7 +10,6 @@ server, a watch) finds the same lab. The workers' labs share the main lab's job 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -111,7 +110,7 @@ import socket, sys
 held = []
 for port in map(int, sys.argv[1:]):
     s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a past rendezvous left it in TIME_WAIT
     s.bind(("", port))
     s.listen()
     held.append(s)
@@ -123,29 +122,15 @@ sys.stdin.read()
 @contextmanager
 def ports_held(cfg: LabConfig, ports: list[int]) -> Iterator[None]:
     """``ports`` listened on where every node's jobs run: this host, or each node's own network namespace."""
-    if not cfg.hosts:
-        held = []
-        try:
-            for port in ports:
-                s = socket.socket()
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a past rendezvous's TIME_WAIT
-                s.bind(("", port))
-                s.listen()
-                held.append(s)
-            yield
-        finally:
-            for s in held:
-                s.close()
-        return
     fabric = Fabric(cfg.port_base, NODES)
+    enter = [["nsenter", f"--net=/run/netns/{fabric.netns(n)}", "--"] for n in NODES] if cfg.hosts else [[]]
     procs = []
     try:
-        for node in NODES:
-            netns = f"--net=/run/netns/{fabric.netns(node)}"
-            argv = ["nsenter", netns, "--", sys.executable, "-c", _HOLD, *map(str, ports)]
+        for prefix in enter:
+            argv = [*prefix, sys.executable, "-c", _HOLD, *map(str, ports)]
             procs.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
             out = procs[-1].stdout
-            assert out is not None and out.readline().strip() == "ready", f"could not hold the ports on {node}"
+            assert out is not None and out.readline().strip() == "ready", f"could not hold the ports ({prefix})"
         yield
     finally:
         for proc in procs:
