@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from roach.errors import LabError
 from roach.lab import lab as lablib
 from roach.lab.config import LAB_USER, NODES, LabConfig, LabLayout
-from roach.lab.hosts import Fabric
+from roach.lab.hosts import Fabric, can_make_namespaces
 from roach.lab.status import status as lab_status
 from roach.model.job_state import JobState
 from roach.records.store import Store
@@ -111,3 +112,25 @@ def test_a_routed_range_is_refused_and_down_removes_every_namespace_and_link(hos
     assert str(FABRIC.subnet.network_address) not in routes
     lablib.up(hosts_lab.state_dir, log=lambda *_: None)  # and back: the saved layout is the hosts one
     assert _netns() == {FABRIC.netns(n) for n in NODES}
+
+
+@pytest.mark.lab
+def test_labs_started_at_once_each_make_their_fabric(lab):
+    """The suite's workers start their labs together: each probe and each fabric is made while the others are."""
+    fabrics = [Fabric(private_port_base(5 + i), NODES) for i in range(4)]
+
+    def make(fabric: Fabric) -> str | None:
+        why = can_make_namespaces()
+        if why is None:
+            fabric.up()
+        return why
+
+    try:
+        with ThreadPoolExecutor(len(fabrics)) as pool:
+            answers = list(pool.map(make, fabrics))
+        assert answers == [None] * len(fabrics)
+        assert all(f.is_up() for f in fabrics)
+    finally:
+        with ThreadPoolExecutor(len(fabrics)) as pool:
+            list(pool.map(Fabric.down, fabrics))
+    assert not any(Path("/sys/class/net", f.bridge).exists() for f in fabrics)

@@ -9,9 +9,13 @@ Each lab takes its own /24 from its port base, so the suite's parallel labs neve
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import ipaddress
 import json
+import os
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from roach.errors import LabError
 
 SUBNETS = ipaddress.ip_network("10.213.0.0/16")  # the labs' /24s are carved out of it, one per port base
 _HOST_NUMBER = {"n1": 11, "n2": 12}
+_LOCK = Path("/run/lock/roach-lab-fabric.lock")  # one lab at a time makes or removes namespaces on a machine
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,10 @@ class Fabric:
 
     def up(self) -> None:
         """Make the bridge, its address and each node's namespace; refuse a range the machine already routes."""
+        with fabric_lock():
+            self._up()
+
+    def _up(self) -> None:
         if self.is_up():
             return
         self._check_range_free()
@@ -111,6 +120,10 @@ class Fabric:
 
     def down(self) -> list[str]:
         """Remove every namespace, link and address this fabric made; returns what was removed."""
+        with fabric_lock():
+            return self._down()
+
+    def _down(self) -> list[str]:
         removed = []
         for node in self.nodes:
             if self.netns(node) in _namespaces():
@@ -168,11 +181,24 @@ def _routes() -> list[dict[str, str]]:
         return []
 
 
+@contextlib.contextmanager
+def fabric_lock() -> Iterator[None]:
+    """Held while a lab makes or removes its namespaces: the first ``ip netns add`` on a machine mounts
+    /run/netns, and two labs starting at once must not both try."""
+    _LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def can_make_namespaces() -> str | None:
     """None where this process may make network namespaces, else why not (one line)."""
-    probe = "roach-probe"
-    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=30)
-    if r.returncode != 0:
-        return r.stderr.strip() or "ip netns add failed"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
-    return None
+    probe = f"roach-probe-{os.getpid()}"  # a name of its own: labs started at once each probe
+    try:
+        with fabric_lock():
+            r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=30)
+            if r.returncode == 0:
+                subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
+    except OSError as e:
+        return f"cannot take {_LOCK}: {e.strerror}"
+    return None if r.returncode == 0 else (r.stderr.strip() or "ip netns add failed")
