@@ -250,10 +250,9 @@ class Target:
         xml = f"{self.checkout}/matrix.xml"
         args = f"--junitxml={xml} {pytest_args}".strip()
         script = (
-            # One worker, its lab on one host: the hosts layout is not yet tried inside a root's namespace, and
-            # single-host labs side by side share one port space, where two labs' jobs of one id pick one port.
+            # Each worker's lab on one host: the hosts layout is not yet tried inside a root's namespace.
             f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(lab)} ROACH_TEST_LAYOUT=single-host && "
-            f"make test TEST_WORKERS=1 PYTHON={shlex.quote(self.venv_python)} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
+            f"make test PYTHON={shlex.quote(self.venv_python)} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
             f".venv/bin/roach lab down >/dev/null 2>&1; "
             f'for d in "$ROACH_LAB_DIR"-test-*; do [ -d "$d" ] && .venv/bin/roach lab down --state-dir "$d" >/dev/null 2>&1; rm -rf "$d"; done; '
             f"exit $rc"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from roach.lab import release
@@ -178,6 +180,13 @@ def test_probe_reports_the_lab_settings(slurm, lab):
     assert caps.preempt_send_user_signal is lab.preempt_send_user_signal
     assert caps.max_array_size == lab.max_array_size and caps.kill_wait_s == 30
     assert slurm.capabilities() is caps  # cached
+
+
+@pytest.mark.lab
+def test_the_lab_numbers_its_jobs_from_its_own_first_id(slurm, user_slurm, jobs, lab):
+    assert _sbatch(user_slurm, jobs, ["--output=/dev/null", "--time=1"], "true\n") >= lab.first_job_id
+    config = slurm.run(["scontrol", "show", "config"]).stdout
+    assert re.search(rf"(?m)^FirstJobId\s+= {lab.first_job_id}$", config)
 
 
 @pytest.mark.lab

@@ -22,7 +22,7 @@ from roach.lab.status import status as lab_status
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import wait_until
-from tests.support.labs import private_port_base
+from tests.support.labs import MAX_WORKERS, WORKER_PORT_BASE, WORKER_PORT_STEP, private_port_base
 
 PORT_BASE = private_port_base(0)
 
@@ -193,6 +193,19 @@ def test_the_credential_lifetime_and_memory_enforcement_reach_slurm_conf(tmp_pat
     assert "ConstrainRAMSpace=yes" in (site.etc / "cgroup.conf").read_text()
     with pytest.raises(UsageError, match="cred_expire 0 is out of range"):
         LabConfig(state_dir=str(tmp_path / "c"), cred_expire=0)
+
+
+def test_the_suites_labs_number_their_jobs_in_ranges_of_their_own(tmp_path):
+    """Two labs' jobs of one id would start their ranks' rendezvous at one port (20000 + id % 20000)."""
+    bases = [WORKER_PORT_BASE + n * WORKER_PORT_STEP for n in range(MAX_WORKERS)] + [
+        private_port_base(s) for s in range(9)
+    ]
+    firsts = [LabConfig(state_dir=str(tmp_path), port_base=b).first_job_id for b in bases]
+    offsets = sorted(f % 20000 for f in firsts)
+    assert all(b - a >= 1000 for a, b in zip(offsets, offsets[1:]))
+    cfg = LabConfig(state_dir=str(tmp_path / "a"), port_base=bases[3])
+    render(cfg)
+    assert f"\nFirstJobId={cfg.first_job_id}\n" in (cfg.etc / "slurm.conf").read_text()
 
 
 def test_not_root_is_refused_with_what_to_do(monkeypatch, tmp_path):

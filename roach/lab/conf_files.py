@@ -44,6 +44,7 @@ def _values(cfg: LabConfig) -> dict[str, str]:
         "max_array_size": str(cfg.max_array_size),
         "cred_expire": str(cfg.cred_expire),
         "max_job_count": str(cfg.max_job_count),
+        "first_job_id": str(cfg.first_job_id),
         "ctld_parameters": "\n".join(params),
         "prolog": f"Prolog={cfg.prolog}" if cfg.prolog else "# no Prolog (`roach lab up --prolog PATH` sets one)",
         "cgroup_plugin": cgroup,

@@ -109,6 +109,12 @@ class LabConfig:
         if self.prolog and not os.path.isabs(self.prolog):
             raise UsageError(f"the Prolog {self.prolog!r} is not an absolute path", hint="give its full path")
 
+    @property
+    def first_job_id(self) -> int:
+        """The id of the lab's first job: 1,000 apart for port bases 10 apart (20 ranges), so labs side by side
+        give their jobs' ranks rendezvous ports that start apart."""
+        return 1 + (self.port_base // 10) % 20 * 1000
+
     # -- paths ---------------------------------------------------------------------------------------
     @property
     def state(self) -> Path:
