@@ -17,6 +17,7 @@ from roach.model.job_state import JobState
 from roach.slurm import resume
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from tests.conftest import lab_queue, slack, wait_until
+from tests.support.once import Once
 from tests.support.resumable import repo, roots, store  # noqa: F401  (fixtures)
 from tests.support.submitting import submit_to_lab
 
@@ -93,18 +94,25 @@ def _check_resumed_run(job, log: str, reference_digest: str, signal_name: str):
 
 
 @pytest.fixture(scope="module")
-def reference(repo, store, roots):
-    """The same training, uninterrupted (normal tier, same 4 ranks on 2 nodes), started first."""
-    job = _submit(
-        repo,
-        store,
-        roots,
-        "pkg.resumable:ddp_train",
-        args={"steps": STEPS, "step_s": STEP_S},
-        resources=NODES2_GPU2.replace(time="00:10:00"),
-        name="reference",
-    )
-    return job
+def reference(repo, store, roots, tmp_path_factory):
+    """The digest of the same training, uninterrupted (normal tier, same 4 ranks on 2 nodes), as a call: trained
+    once in the run, by the first worker to ask, which starts it at once."""
+
+    def train():
+        return _submit(
+            repo,
+            store,
+            roots,
+            "pkg.resumable:ddp_train",
+            args={"steps": STEPS, "step_s": STEP_S},
+            resources=NODES2_GPU2.replace(time="00:10:00"),
+            name="reference",
+        )
+
+    once = Once(tmp_path_factory, "bitwise-reference")
+    job = train() if once.claim() else None
+    yield lambda: once.value(lambda: _digest(job or train()))
+    once.release()
 
 
 def _digest(job) -> str:
@@ -128,7 +136,7 @@ def test_preempted_twice_and_wall_clock_once_gives_bitwise_the_same_model(refere
     assert rec.state is JobState.COMPLETED, job.log()[-3000:]
     runs = [r for r in job.client.sacct([job.job_id], duplicates=True) if r.step is None]
     assert len(runs) >= 4 and runs[-1].state is JobState.COMPLETED  # same job id every attempt
-    _check_resumed_run(job, job.log(), _digest(reference), "TERM")
+    _check_resumed_run(job, job.log(), reference(), "TERM")
 
 
 @pytest.fixture
@@ -153,7 +161,7 @@ def test_same_with_preempt_send_user_signal(send_user_signal, reference, repo, s
     rec = _drive(job, slurm, preemptions=2)
     assert rec.state is JobState.COMPLETED, job.log()[-3000:]
     # With the site setting on, preemption sends the job's USR1: it must count as a preemption, not a wall clock.
-    _check_resumed_run(job, job.log(), _digest(reference), "USR1")
+    _check_resumed_run(job, job.log(), reference(), "USR1")
 
 
 @pytest.mark.lab
