@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -134,3 +135,22 @@ def test_labs_started_at_once_each_make_their_fabric(lab):
         with ThreadPoolExecutor(len(fabrics)) as pool:
             list(pool.map(Fabric.down, fabrics))
     assert not any(Path("/sys/class/net", f.bridge).exists() for f in fabrics)
+
+
+@pytest.mark.lab
+def test_without_cap_net_admin_the_hosts_layout_is_refused_with_the_fix_and_leaves_nothing(lab, tmp_path):
+    """As in a container without CAP_NET_ADMIN, where `ip netns add` still works and a bridge does not."""
+    state = tmp_path / "lab"
+    argv = ["roach", "lab", "up", "--state-dir", str(state), "--port-base", str(private_port_base(9)), "--hosts"]
+    r = subprocess.run(
+        ["setpriv", "--bounding-set=-net_admin", sys.executable, "-m", *argv], capture_output=True, text=True
+    )
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.splitlines() == [
+        "roach: error: the hosts layout needs network namespaces, and this machine refuses them: `ip link add` "
+        "failed: RTNETLINK answers: Operation not permitted",
+        "  hint: run as root with CAP_NET_ADMIN, or start the lab on one host: `roach lab up --single-host`",
+    ]
+    assert not state.exists()
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "roach-probe" not in netns and not list(Path("/sys/class/net").glob("rlp*"))

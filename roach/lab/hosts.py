@@ -192,13 +192,20 @@ def fabric_lock() -> Iterator[None]:
 
 
 def can_make_namespaces() -> str | None:
-    """None where this process may make network namespaces, else why not (one line)."""
-    probe = f"roach-probe-{os.getpid()}"  # a name of its own: labs started at once each probe
+    """None where this process may make what a fabric is made of (a namespace needs CAP_SYS_ADMIN, a bridge
+    CAP_NET_ADMIN), else why not (one line)."""
+    pid = os.getpid()  # names of its own: labs started at once each probe
+    steps = [
+        (["ip", "netns", "add", f"roach-probe-{pid}"], ["ip", "netns", "del", f"roach-probe-{pid}"]),
+        (["ip", "link", "add", f"rlp{pid}", "type", "bridge"], ["ip", "link", "del", f"rlp{pid}"]),
+    ]
     try:
         with fabric_lock():
-            r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=30)
-            if r.returncode == 0:
-                subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
+            for make, remove in steps:
+                r = subprocess.run(make, capture_output=True, text=True, timeout=30)
+                if r.returncode != 0:
+                    return f"`{' '.join(make[:3])}` failed: {r.stderr.strip() or r.returncode}"
+                subprocess.run(remove, capture_output=True, timeout=30)
     except OSError as e:
         return f"cannot take {_LOCK}: {e.strerror}"
-    return None if r.returncode == 0 else (r.stderr.strip() or "ip netns add failed")
+    return None

@@ -247,7 +247,9 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
         else:
             log(f"lab is up ({cfg.state})")
         return cfg
-    # Every port is checked before anything starts, so a taken port leaves no daemon behind.
+    # The namespaces and every port are checked before anything is written or started.
+    if cfg.hosts:
+        _check_namespaces()
     for d in ds.values():
         if not d.alive():
             for port in d.ports:
@@ -279,13 +281,16 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     return cfg
 
 
-def _make_fabric(cfg: LabConfig) -> None:
+def _check_namespaces() -> None:
     why = can_make_namespaces()
     if why is not None:
         raise LabError(
             f"the hosts layout needs network namespaces, and this machine refuses them: {why}",
             hint="run as root with CAP_NET_ADMIN, or start the lab on one host: `roach lab up --single-host`",
         )
+
+
+def _make_fabric(cfg: LabConfig) -> None:
     fabric = Fabric(cfg.port_base, NODES)
     fabric.up()
     atomic_write(cfg.etc / "hosts", fabric.hosts_file(cfg.host), mode=0o644)
