@@ -19,7 +19,7 @@ import pytest
 from roach.errors import LabError
 from roach.lab import lab as lablib
 from roach.lab.config import LAB_USER, NODES, LabConfig, LabLayout
-from roach.lab.hosts import Fabric, can_make_namespaces
+from roach.lab.hosts import Fabric, can_make_namespaces, fabric_lock
 from roach.lab.status import status as lab_status
 from roach.model.job_state import JobState
 from roach.records.store import Store
@@ -152,5 +152,6 @@ def test_without_cap_net_admin_the_hosts_layout_is_refused_with_the_fix_and_leav
         "  hint: run as root with CAP_NET_ADMIN, or start the lab on one host: `roach lab up --single-host`",
     ]
     assert not state.exists()
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert "roach-probe" not in netns and not list(Path("/sys/class/net").glob("rlp*"))
+    with fabric_lock():  # another worker's lab may be probing now
+        netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert "roach-probe" not in netns and not list(Path("/sys/class/net").glob("rlp*"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -19,7 +20,9 @@ class Once:
     """One named value of this run: ``claim()`` it to compute it yourself, ``value()`` to get it either way."""
 
     def __init__(self, tmp_path_factory: pytest.TempPathFactory, name: str):
-        self.path = tmp_path_factory.getbasetemp().parent / f"once-{name}.json"
+        base = tmp_path_factory.getbasetemp()  # a worker's is popen-gwN inside the run's; a serial run's is the run's
+        run_dir = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+        self.path = run_dir / f"once-{name}.json"
         self._lock_path = self.path.with_suffix(".lock")
         self._held: IO[str] | None = None
 
