@@ -92,7 +92,11 @@ def test_a_rank_on_n2_meets_rank_0_at_n1s_address(hosts_lab: LabConfig, git_repo
     assert [r["sum"] for r in ranks] == [10.0] * 4  # a gloo all_reduce across the two hosts
     assert [r["hostname"] for r in ranks] == ["n1", "n1", "n2", "n2"]
     assert {r["master_addr"] for r in ranks} == {FABRIC.node_addr("n1")}
-    assert f"roach: rendezvous at {FABRIC.node_addr('n1')}:" in job.log()
+    log = job.log()
+    assert f"roach: rendezvous at {FABRIC.node_addr('n1')}:" in log
+    assert f"roach rank 0: starting pkg.dist:allreduce in run {job.run_id} on n1 (world size 4," in log
+    assert f"roach rank 2: on n2: 2 of the 4 ranks, rank 0 at {FABRIC.node_addr('n1')}:" in log
+    assert "cannot be retrieved" not in log  # c10d names each peer: the hosts file knows their ::ffff: form
 
 
 @pytest.mark.lab

@@ -22,7 +22,7 @@ from roach.lab.status import status as lab_status
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import wait_until
-from tests.support.labs import MAX_WORKERS, WORKER_PORT_BASE, WORKER_PORT_STEP, private_port_base
+from tests.support.labs import MAX_WORKERS, private_port_base, suite_layout, worker_port_base
 
 PORT_BASE = private_port_base(0)
 
@@ -71,7 +71,7 @@ def test_port_taken_is_refused_before_anything_starts(private_lab):
     s.listen()
     try:
         with pytest.raises(LabError) as err:
-            lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
+            lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, layout=suite_layout())
     finally:
         s.close()
     assert f"port {PORT_BASE + 3} (for slurmdbd) is already taken" in str(err.value)
@@ -81,11 +81,11 @@ def test_port_taken_is_refused_before_anything_starts(private_lab):
 
 @pytest.mark.lab
 def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_path):
-    cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
+    cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, layout=suite_layout())
     pids = {d.name: d.pid() for d in lablib.daemons(cfg)}
     assert all(pids.values()), pids
     said = []
-    lablib.up(str(private_lab), log=said.append, port_base=PORT_BASE)
+    lablib.up(str(private_lab), log=said.append, port_base=PORT_BASE, layout=suite_layout())
     assert said == [f"lab is up ({private_lab})"]
     assert {d.name: d.pid() for d in lablib.daemons(cfg)} == pids
 
@@ -109,15 +109,15 @@ def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_pat
 
 @pytest.mark.lab
 def test_up_with_other_settings_while_running_is_refused(private_lab):
-    lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
+    lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, layout=suite_layout())
     with pytest.raises(LabError, match="running with other settings: max_job_count 20000 -> 500"):
-        lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, max_job_count=500)
+        lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, layout=suite_layout(), max_job_count=500)
     assert LabConfig.load(private_lab).max_job_count == 20000
 
 
 @pytest.mark.lab
 def test_live_settings_change_a_running_lab(private_lab):
-    cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE)
+    cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, layout=suite_layout())
     # slurmctld and slurmd may hand over to a new process on `scontrol reconfigure` (Slurm 23.11+): munged,
     # MariaDB and slurmdbd keep their pids, and the lab's one slurmctld is the one its pid file names.
     kept = {"munged", "mariadbd", "slurmdbd"}
@@ -148,6 +148,7 @@ def test_either_preempt_signal_spelling_reaches_slurmctld(private_lab):
         str(private_lab),
         log=lambda *_: None,
         port_base=PORT_BASE,
+        layout=suite_layout(),
         preempt_send_user_signal=True,
         preempt_signal_setting="SlurmctldParameters",
     )
@@ -197,9 +198,7 @@ def test_the_credential_lifetime_and_memory_enforcement_reach_slurm_conf(tmp_pat
 
 def test_the_suites_labs_number_their_jobs_in_ranges_of_their_own(tmp_path):
     """Two labs' jobs of one id would start their ranks' rendezvous at one port (20000 + id % 20000)."""
-    bases = [WORKER_PORT_BASE + n * WORKER_PORT_STEP for n in range(MAX_WORKERS)] + [
-        private_port_base(s) for s in range(9)
-    ]
+    bases = [worker_port_base(n) for n in range(MAX_WORKERS)] + [private_port_base(s) for s in range(9)]
     firsts = [LabConfig(state_dir=str(tmp_path), port_base=b).first_job_id for b in bases]
     offsets = sorted(f % 20000 for f in firsts)
     assert all(b - a >= 1000 for a, b in zip(offsets, offsets[1:]))

@@ -55,7 +55,7 @@ def _default(name: str) -> str:
 
 @click.group()
 def lab() -> None:
-    """The lab cluster: a real single-host Slurm (two nodes, fake GPUs, QOS tiers) for demos and tests."""
+    """The lab cluster: a real Slurm on this machine (two nodes, fake GPUs, QOS tiers) for demos and tests."""
 
 
 @lab.command()
@@ -110,7 +110,7 @@ def lab() -> None:
     "hosts",
     default=None,
     help="n1 and n2 each a host of its own (network and host-name namespaces, an address each on the lab's "
-    "bridge), or both this host at 127.0.0.1. [default: single-host]",
+    "bridge), or both this host at 127.0.0.1. A lab keeps the layout it was made with. [default: hosts]",
 )
 @click.option(
     "--job-package",

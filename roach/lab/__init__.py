@@ -1,4 +1,4 @@
-"""The lab cluster: a real single-host Slurm for demos and tests (`roach lab up`).
+"""The lab cluster: a real Slurm on this machine for demos and tests (`roach lab up`).
 
 A lazy facade (PEP 562), like :mod:`roach.slurm`: each name below is imported from its module the first time
 it is used, so the lab's site module, which reads only :mod:`roach.lab.config`, does not load the daemons and

@@ -84,7 +84,7 @@ class LabConfig:
     # Seconds a job credential lives (AuthInfo cred_expire). A requeued job is eligible only after it: Slurm's
     # default 120 s is what sites run; the lab's 10 s keeps tests short. Benchmark 5 measures both.
     cred_expire: int = 10
-    layout: str = LabLayout.SINGLE_HOST.value
+    layout: str = LabLayout.HOSTS.value  # a saved lab keeps its own; --single-host where namespaces are refused
 
     def __post_init__(self) -> None:
         if not self.host:

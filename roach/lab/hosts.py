@@ -64,6 +64,12 @@ class Fabric:
             f"{self.controller_addr} {controller}",
         ]
         lines += [f"{self.node_addr(n)} {n}" for n in self.nodes]
+        # and as a dual-stack socket sees an IPv4 peer: c10d's store names each rank that connects by its
+        # ::ffff:a.b.c.d address, which the files lookup matches to no IPv4 line (a warning per rank)
+        lines += [
+            f"::ffff:{self.controller_addr} {controller}",
+            *(f"::ffff:{self.node_addr(n)} {n}" for n in self.nodes),
+        ]
         return "\n".join(lines) + "\n"
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""`roach lab up | down | status | env`: a real single-host Slurm (two slurmd, slurmdbd on MariaDB, munge)."""
+"""`roach lab up | down | status | env`: a real Slurm on this machine (two slurmd, slurmdbd on MariaDB, munge)."""
 
 from __future__ import annotations
 

@@ -217,7 +217,9 @@ class ReleaseLab:
         self.state.mkdir(parents=True, exist_ok=True)
         self.ensure_root(log)
         self.save()
-        args = ["--port-base", str(self.port_base), *[a for p in job_packages for a in ("--job-package", p)]]
+        # one host: the root's lab shares this machine's network namespace
+        args = ["--port-base", str(self.port_base), "--single-host"]
+        args += [a for p in job_packages for a in ("--job-package", p)]
         self.inside(f"{INSIDE_VENV}/bin/python -m roach lab up {shlex.join(args)}")
         version = self.inside("sinfo -V", capture=True).strip()
         log(f"{version} lab is up in {self.root}; run: roach lab shell --slurm {self.release.value}")

@@ -170,14 +170,18 @@ def main(argv: list[str]) -> int:
         fn = load_function(spec.target)
         if rank == 0:
             run.log(
-                "starting %s in run %s (world size %d, restart count %d)",
+                "starting %s in run %s on %s (world size %d, restart count %d)",
                 spec.target,
                 spec.run_id,
+                run.node,
                 run.world_size,
                 run.restart_count,
             )
             if run.restart_count > 0 and not run.resume_path.exists():
                 run.log("restart count %d and no resume.pt: this attempt starts from the top", run.restart_count)
+        elif run.local_rank == 0:  # one line for each other node: where its ranks run and whom they reach
+            where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+            run.log("on %s: %d of the %d ranks, rank 0 at %s", run.node, run.local_world_size, run.world_size, where)
         result = fn(run, **spec.args) if wants_run(fn) else fn(**spec.args)
     except RunInterrupted as stop:
         return attempts.leave(run, stop, spec)

@@ -29,10 +29,20 @@ WORKER_PORT_STEP = 10
 MAX_WORKERS = 8
 
 
+def worker_port_base(n: int) -> int:
+    """The port base of worker ``gwN``'s lab."""
+    return WORKER_PORT_BASE + n * WORKER_PORT_STEP
+
+
+def suite_layout() -> str:
+    """The layout of the suite's labs: ``$ROACH_TEST_LAYOUT``, else hosts (the matrix's roots run single-host)."""
+    return os.environ.get("ROACH_TEST_LAYOUT") or LabLayout.HOSTS.value
+
+
 def private_port_base(slot: int) -> int:
     """The port base of a test module's private lab (slot 0, 1, ...): past this suite's workers' labs, so a second
     suite at once (another $ROACH_TEST_PORT_BASE) moves its private labs too."""
-    return WORKER_PORT_BASE + (MAX_WORKERS + slot) * WORKER_PORT_STEP
+    return worker_port_base(MAX_WORKERS + slot)
 
 
 # A test without the lab marker runs with $ROACH_LAB_DIR here, where no lab is: reaching the lab fails.
@@ -72,9 +82,8 @@ def choose_lab() -> LabChoice:
     if n is None:
         choice = LabChoice(main, None, None)
     else:
-        port = WORKER_PORT_BASE + n * WORKER_PORT_STEP
-        layout = os.environ.get("ROACH_TEST_LAYOUT") or LabLayout.HOSTS.value
-        choice = LabChoice(main.parent / f"{main.name}-test-{port}", port, main, layout)
+        port = worker_port_base(n)
+        choice = LabChoice(main.parent / f"{main.name}-test-{port}", port, main, suite_layout())
         os.environ["ROACH_LAB_DIR"] = str(choice.state_dir)
     _chosen.append(choice)
     return choice

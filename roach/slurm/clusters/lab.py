@@ -1,4 +1,4 @@
-"""The lab: roach's own single-host Slurm (`roach lab up`), the default for demos and tests."""
+"""The lab: roach's own Slurm on this machine (`roach lab up`), the default for demos and tests."""
 
 from __future__ import annotations
 
@@ -35,6 +35,6 @@ LAB = Cluster(
     min_poll_s=1.0,  # our own controller: tests and demos may look often
     env_factory=_env,
     budget="none: roach's own test cluster on this machine",
-    description="roach's own single-host Slurm: nodes n1 n2, 4 fake GPUs each, tiers high/low (QOS normal: the default)",
+    description="roach's own Slurm on this machine: nodes n1 n2, 4 fake GPUs each, tiers high/low (QOS normal: the default)",
 )
 CLUSTER = LAB
