@@ -18,11 +18,15 @@ from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
 from tests.support import scheduling
 from tests.support.gitrepo import GitRepo
-from tests.support.labs import NO_LAB_DIR, choose_lab, settle_layout, share_job_venv
+from tests.support.labs import NO_LAB_DIR, SHARED_TMP, choose_lab, settle_layout, share_job_venv
 from tests.support.stores import roots_under, store_at
 from tests.support.watch import Clock, FakeCluster
 
 T = TypeVar("T")
+
+# Every temporary directory of the suite (tmp_path too) lies where each of the lab's nodes sees it: not in /tmp.
+tempfile.tempdir = str(SHARED_TMP)
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(SHARED_TMP))
 
 # Every cluster lookup reads the user's clusters.toml: the tests must not see the developer's own file.
 # A test that needs one sets $ROACH_CLUSTERS_TOML itself (monkeypatch), over this missing file.
@@ -193,7 +197,7 @@ def lab_left_idle(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture
 def shared_tmp() -> Iterator[Path]:
     """A directory that the lab user's jobs can write to (mode 0777), removed afterwards."""
-    d = Path(tempfile.mkdtemp(prefix="roach-test-", dir="/tmp"))
+    d = Path(tempfile.mkdtemp(prefix="roach-test-", dir=SHARED_TMP))
     os.chmod(d, 0o777)
     yield d
     shutil.rmtree(d, ignore_errors=True)

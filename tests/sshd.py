@@ -24,6 +24,7 @@ import pytest
 from roach.clusters.cluster import Cluster
 from roach.lab.config import LAB_USER, LabConfig
 from roach.slurm.clusters.lab import LAB
+from tests.support.labs import SHARED_TMP
 
 SSHD = "/usr/sbin/sshd"
 ALIAS = "roach-test-alias"
@@ -196,7 +197,7 @@ def sshd_server() -> Iterator[SSHServer]:
         pytest.skip("a real sshd that logs in as the lab user needs root")
     if not Path(SSHD).exists():
         pytest.skip(f"{SSHD} is not installed (apt-get install openssh-server)")
-    base = Path(tempfile.mkdtemp(prefix="roach-sshd-", dir="/tmp"))
+    base = Path(tempfile.mkdtemp(prefix="roach-sshd-", dir=SHARED_TMP))
     server = SSHServer(base)
     try:
         server.start()

@@ -18,8 +18,10 @@ from roach.ops.clean import _SCRATCH, clean, clones, experiment_of, experiments
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.slurm import submit
-from roach.slurm.clusters.lab import CPU, LAB
+from roach.lab.config import NODES
+from roach.slurm.clusters.lab import CPU, LAB, NODES2_GPU2
 from tests.conftest import wait_until
+from tests.support.labs import node_path, on_any_node
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 PKG = {
@@ -140,7 +142,7 @@ def test_the_login_host_programs_take_hostile_paths_as_arguments(tmp_path):
 
 # -- clean on the lab ---------------------------------------------------------------------------------------
 @pytest.fixture
-def setup(git_repo, shared_tmp, user_slurm):
+def setup(git_repo, shared_tmp, user_slurm, lab):
     git_repo.commit(PKG, "clean test package")
     store = Store(shared_tmp / "store.sqlite")
     made = []
@@ -162,7 +164,8 @@ def setup(git_repo, shared_tmp, user_slurm):
     yield go, store
     user_slurm.scancel([j.job_id for j in made])
     for j in made:
-        subprocess.run(["rm", "-rf", f"/tmp/{j.run_id}_scratch"])
+        for n in NODES:
+            subprocess.run(["rm", "-rf", str(node_path(lab, n, f"/tmp/{j.run_id}_scratch"))])
 
 
 def _active(user_slurm, job_id):
@@ -176,7 +179,7 @@ def _working(job):
 
 @pytest.mark.lab
 def test_clean_ends_the_experiment_keeps_its_checkpoints_and_touches_nothing_else(
-    setup, shared_tmp, user_slurm, monkeypatch
+    setup, shared_tmp, user_slurm, monkeypatch, lab
 ):
     go, store = setup
     running = go("expA", name="running")
@@ -198,7 +201,7 @@ def test_clean_ends_the_experiment_keeps_its_checkpoints_and_touches_nothing_els
     logs = [Path(j.paths.log) for j in expa]
     checkpoints = [Path(shared_tmp / "expA" / "runs" / j.run_id / "resume.pt") for j in expa]
     scratch = [Path(f"/tmp/{j.run_id}_scratch") for j in (running, requeued)]
-    assert all(p.exists() for p in logs[:2] + checkpoints + scratch)
+    assert all(p.exists() for p in logs[:2] + checkpoints) and all(on_any_node(lab, p) for p in scratch)
 
     monkeypatch.setenv("ROACH_STORE", str(store.path))
     group = RoachGroup(context_settings=CONTEXT)  # loads each command from roach.cli.app.COMMANDS
@@ -210,21 +213,46 @@ def test_clean_ends_the_experiment_keeps_its_checkpoints_and_touches_nothing_els
     (dry,) = json.loads(r.output)
     assert dry["dry_run"] and sorted(int(c.split()[0]) for c in dry["cancelled"]) == sorted(j.job_id for j in expa)
     assert str(logs[0]) in dry["logs"] and any(f"/tmp/{running.run_id}*" in s for s in dry["scratch"])
-    assert all(_active(user_slurm, j.job_id) for j in expa) and all(p.exists() for p in logs[:2] + scratch)
+    assert all(_active(user_slurm, j.job_id) for j in expa) and all(p.exists() for p in logs[:2])
+    assert all(on_any_node(lab, p) for p in scratch)
 
     (report,) = clean("expA", store=store, cluster=CLUSTER)
     assert not [j for j in expa if _active(user_slurm, j.job_id)]  # no job of it
     assert not (shared_tmp / "expA" / "slurm-logs").exists()  # no log, no bundle
-    assert not any(p.exists() for p in scratch)  # no node-local scratch
+    assert not any(on_any_node(lab, p) for p in scratch)  # no node-local scratch
     assert all(p.read_bytes() for p in checkpoints), report  # every resume.pt in place
     assert sorted(report.checkpoints_kept) == sorted(map(str, checkpoints)) and not report.failed
     assert set(report.nodes) <= {"n1", "n2"} and report.nodes
     assert _active(user_slurm, other.job_id).state.is_running  # another experiment's job runs on
-    assert Path(other.paths.log).exists() and Path(f"/tmp/{other.run_id}_scratch/data").exists()
+    assert Path(other.paths.log).exists() and on_any_node(lab, f"/tmp/{other.run_id}_scratch/data")
     r = CliRunner().invoke(group, ["clean", "expA", "--cluster", "lab", "--run-as", LAB_USER], catch_exceptions=False)
     assert r.exit_code == 0, r.output  # again: nothing left to do, the checkpoints still there
     assert "cancel (did): nothing queued" in r.output and "delete logs (did): 0" in r.output
     assert "checkpoints kept: 3" in r.output
+
+
+@pytest.mark.lab
+def test_clean_reaches_the_node_local_scratch_of_each_node_a_run_used(setup, lab):
+    """On the hosts lab each node has its own /tmp: one rm on one host cleans one node, not both."""
+    go, store = setup
+    job = go("expC", name="two-nodes", resources=NODES2_GPU2.replace(gpus_per_node=1, time="00:05:00"))
+    wait_until(f"{job}'s two ranks to work", lambda: job.log().count(" working") >= 2, timeout=90)
+    mine = {n: node_path(lab, n, f"/tmp/{job.run_id}_scratch/data") for n in NODES}
+    theirs = {n: node_path(lab, n, f"/tmp/not-{job.run_id}") for n in NODES}
+    for n in NODES:
+        theirs[n].write_text("another run's scratch")
+    try:
+        assert all(p.exists() for p in mine.values())
+        if lab.hosts:  # a file a job writes to n1's /tmp is not on n2
+            assert mine["n1"] != mine["n2"] and mine["n1"].read_text() == "node-local scratch"
+        (report,) = clean("expC", store=store, cluster=CLUSTER)
+        assert sorted(report.nodes) == ["n1", "n2"] and not report.failed, report
+        assert sorted(s.split(":")[0] for s in report.scratch) == ["n1", "n2"], report.scratch
+        assert not any(p.parent.exists() for p in mine.values())
+        assert all(p.exists() for p in theirs.values())  # nothing else
+    finally:
+        for p in theirs.values():
+            p.unlink(missing_ok=True)
 
 
 @pytest.mark.lab
@@ -247,7 +275,7 @@ def test_a_running_jobs_node_comes_from_the_queue_where_sacct_has_not_recorded_i
         dbd.start(ready=lambda: subprocess.run(["sacctmgr", "-n", "show", "cluster"], env=env).returncode == 0)
     assert dry.nodes == [node] and dry.scratch == [f"{node}:/tmp/{job.run_id}*"], dry
     assert len(dry.failed) == 1 and "slurmdbd answers" in dry.failed[0] and "sacct" in dry.failed[0], dry.failed
-    assert _active(user_slurm, job.job_id) and Path(f"/tmp/{job.run_id}_scratch/data").exists()  # a dry run
+    assert _active(user_slurm, job.job_id) and node_path(lab, node, f"/tmp/{job.run_id}_scratch/data").exists()
 
 
 # -- clones ---------------------------------------------------------------------------------------------------

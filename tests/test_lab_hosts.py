@@ -26,7 +26,7 @@ from roach.records.store import Store
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB, NODES2_GPU2
 from tests.conftest import slack
-from tests.support.labs import MAIN_JOB_VENV, private_port_base
+from tests.support.labs import MAIN_JOB_VENV, SHARED_TMP, private_port_base
 from tests.support.packages import PKG
 
 PORT_BASE = private_port_base(4)
@@ -46,7 +46,7 @@ def _links() -> set[str]:
 
 @pytest.fixture(scope="module")
 def hosts_lab(lab):  # through the lab fixture: the lab marker holds for private labs too
-    state = Path(tempfile.mkdtemp(prefix="roach-hosts-lab-", dir="/tmp"))
+    state = Path(tempfile.mkdtemp(prefix="roach-hosts-lab-", dir=SHARED_TMP))
     os.chmod(state, 0o755)
     if MAIN_JOB_VENV.exists():
         (state / "pyenv").symlink_to(MAIN_JOB_VENV)  # torch, installed once in the main lab's job venv
@@ -103,7 +103,7 @@ def test_a_rank_on_n2_meets_rank_0_at_n1s_address(hosts_lab: LabConfig, git_repo
 def test_a_routed_range_is_refused_and_down_removes_every_namespace_and_link(hosts_lab: LabConfig):
     clash = Fabric(PORT_BASE + 2560, NODES)  # another port base, the same /24
     assert clash.subnet == FABRIC.subnet
-    state = Path(tempfile.mkdtemp(prefix="roach-hosts-clash-", dir="/tmp"))
+    state = Path(tempfile.mkdtemp(prefix="roach-hosts-clash-", dir=SHARED_TMP))
     try:
         with pytest.raises(LabError, match=rf"{FABRIC.subnet} is already routed on this machine .*dev {FABRIC.bridge}"):
             lablib.up(str(state), log=lambda *_: None, port_base=PORT_BASE + 2560, layout=LabLayout.HOSTS.value)

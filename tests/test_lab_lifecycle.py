@@ -22,7 +22,7 @@ from roach.lab.status import status as lab_status
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import wait_until
-from tests.support.labs import MAX_WORKERS, private_port_base, suite_layout, worker_port_base
+from tests.support.labs import MAX_WORKERS, SHARED_TMP, private_port_base, suite_layout, worker_port_base
 
 PORT_BASE = private_port_base(0)
 
@@ -56,7 +56,7 @@ def private_lab(lab):  # through the lab fixture: the lab marker holds for priva
     if os.geteuid() != 0:
         pytest.skip("the lab cluster needs root")
     # Not under pytest's 0700 tmp: the lab user's commands must read slurm.conf.
-    state = Path(tempfile.mkdtemp(prefix="roach-lab2-", dir="/tmp"))
+    state = Path(tempfile.mkdtemp(prefix="roach-lab2-", dir=SHARED_TMP))
     os.chmod(state, 0o755)
     yield state
     lablib.down(str(state), log=lambda *_: None)

@@ -34,6 +34,7 @@ from roach.slurmio.mock_transport import MockTransport
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack, wait_until
 from tests.support.gitrepo import GitRepo
+from tests.support.labs import SHARED_TMP
 from tests.support.watch import record
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
@@ -44,7 +45,7 @@ PATHS = ("status", "ls", "cancel", "watch", "state", "wait", "repair_ls", "repai
 
 @pytest.fixture(scope="module")
 def base():
-    d = Path(tempfile.mkdtemp(prefix="roach-final-", dir="/tmp"))
+    d = Path(tempfile.mkdtemp(prefix="roach-final-", dir=SHARED_TMP))
     os.chmod(d, 0o777)
     repo = GitRepo(d)
     repo.commit(TINY, "a tiny function")

@@ -18,6 +18,7 @@ from roach.slurmio.client import SlurmClient
 from roach.slurmio.ssh import SSHBackingOff, SSHConnectError, SSHTransport, remote_command
 from roach.slurmio.transport import Transport
 from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.support.labs import SHARED_TMP
 
 HOSTILE = [
     "it's",
@@ -99,7 +100,7 @@ def test_empty_command_and_bad_alias_are_refused():
 @pytest.fixture
 def short_tmp():
     """A temp directory with a short path (a control socket's path must stay under 104 bytes)."""
-    d = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))
+    d = Path(tempfile.mkdtemp(prefix="rt-", dir=SHARED_TMP))
     yield d
     shutil.rmtree(d, ignore_errors=True)
 

@@ -32,7 +32,7 @@ from roach.watch.logs import StallRule, parse_look, read_facts
 from roach.watch.watcher import Watcher
 from tests.conftest import slack, wait_until
 from tests.support.cli import roach
-from tests.support.labs import private_port_base, suite_layout
+from tests.support.labs import SHARED_TMP, private_port_base, suite_layout
 from tests.support.submitting import submit_to_lab
 from tests.support.watch import T0, TIERED, TRAIN, FakeCluster, FakeLog, kinds, only, record, sa, sq, watcher
 
@@ -716,7 +716,7 @@ def private(lab):  # through the lab fixture: the lab marker holds for private l
         pytest.skip("the lab cluster needs root")
     from roach.lab import lab as lablib
 
-    state = Path(tempfile.mkdtemp(prefix="roach-watch-lab-", dir="/tmp"))
+    state = Path(tempfile.mkdtemp(prefix="roach-watch-lab-", dir=SHARED_TMP))
     os.chmod(state, 0o755)  # the lab user's commands read its slurm.conf
     try:  # a start that fails part-way has started some daemons (mariadbd holds its port): stop them too
         yield lablib.up(str(state), log=lambda *_: None, port_base=PRIVATE_PORT_BASE, layout=suite_layout())

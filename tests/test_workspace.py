@@ -36,6 +36,7 @@ from roach.workspace.script import ADDED_MARK, ScriptRefused, prepare_script, re
 from roach.workspace.verify import required_files
 from tests.conftest import private_store, wait_until
 from tests.sshd import SSHServer, cluster, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.support.labs import SHARED_TMP
 
 
 @click.group(cls=RoachGroup)
@@ -273,7 +274,7 @@ def test_an_array_is_as_bad_as_its_worst_task_and_every_task_is_kept():
 @pytest.fixture
 def ws(sshd: SSHServer, tmp_path) -> Workspace:
     """A local workspace whose remote root (a folder the lab user owns) is reached through the sshd alias."""
-    remote = Path(tempfile.mkdtemp(prefix="roach-ws-", dir="/tmp"))
+    remote = Path(tempfile.mkdtemp(prefix="roach-ws-", dir=SHARED_TMP))
     shutil.chown(remote, LAB_USER, LAB_USER)
     local = tmp_path / "ws"
     local.mkdir()

@@ -80,7 +80,8 @@ def _make_repo(base: Path, as_user: str | None) -> Path:
 def main(state_dir: str | None = None, say=print) -> int:
     LabConfig.load(state_dir)  # a clear error if the lab is not there
     as_user = LAB_USER if os.geteuid() == 0 else None
-    base = Path(tempfile.mkdtemp(prefix="roach-demo-"))
+    # /var/tmp: the lab's nodes share this machine's file systems but /tmp, which each has of its own
+    base = Path(tempfile.mkdtemp(prefix="roach-demo-", dir="/var/tmp"))
     os.chmod(base, 0o755)
     work = _make_repo(base, as_user)
     cluster = LAB.with_(run_as=as_user) if as_user else LAB

@@ -144,6 +144,10 @@ class LabConfig:
     def run_dir(self) -> Path:
         return self.state / "run"
 
+    def node_tmp(self, node: str) -> Path:
+        """Where ``node``'s /tmp lies on this machine in the hosts layout (its own, as a site's nodes have)."""
+        return self.state / "nodes" / node / "tmp"
+
     @property
     def hosts(self) -> bool:
         return self.layout == LabLayout.HOSTS.value

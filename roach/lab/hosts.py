@@ -1,8 +1,9 @@
 """The lab's compute nodes as hosts of their own: one network and host-name namespace per node, on a bridge.
 
 In the ``hosts`` layout each compute node's slurmd runs in a network namespace ``roach<port base>-<node>`` with
-its own address on the lab's bridge (``rl<port base>``) and, through a UTS namespace, its own host name, so a
-rank on n2 reaches rank 0 at n1's address and ``hostname`` tells the nodes apart. The controller (slurmctld,
+its own address on the lab's bridge (``rl<port base>``), its own host name (a UTS namespace) and its own /tmp
+(a mount namespace), so a rank on n2 reaches rank 0 at n1's address, ``hostname`` tells the nodes apart and
+a file in n1's /tmp is not on n2. The controller (slurmctld,
 slurmdbd, MariaDB) and the machine's Slurm commands stay in the machine's namespace, at the bridge's address.
 Each lab takes its own /24 from its port base, so the suite's parallel labs never share an address.
 """
@@ -81,18 +82,19 @@ class Fabric:
             "# the lab's nodes: names come from /etc/hosts only\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
         )
 
-    def run_on(self, node: str, etc: Path, argv: tuple[str, ...]) -> tuple[str, ...]:
+    def run_on(self, node: str, etc: Path, tmp: Path, argv: tuple[str, ...]) -> tuple[str, ...]:
         """``argv`` as run on ``node``: in its network namespace, and in a host-name and mount namespace of its own
-        with ``etc``'s hosts and resolv.conf as /etc's (mounts of the machine still reach it: propagation slave).
+        with ``etc``'s hosts and resolv.conf as /etc's and ``tmp`` as its node-local /tmp (every other mount is
+        the machine's, shared as NFS is, and mounts made on the machine later still reach it: propagation slave).
 
         nsenter, not ``ip netns exec``, which mounts a /sys of its own, without the cgroup file system slurmd reads."""
         script = (
             'hostname "$0" && mount --bind "$1/hosts" /etc/hosts && mount --bind "$1/resolv.conf" /etc/resolv.conf'
-            ' && shift && exec "$@"'
+            ' && mount --bind "$2" /tmp && shift 2 && exec "$@"'
         )
         netns = f"--net=/run/netns/{self.netns(node)}"
         unshare = ("unshare", "--uts", "--mount", "--propagation", "slave", "--")
-        return ("nsenter", netns, "--", *unshare, "sh", "-c", script, node, str(etc), *argv)
+        return ("nsenter", netns, "--", *unshare, "sh", "-c", script, node, str(etc), str(tmp), *argv)
 
     # -- making and removing -----------------------------------------------------------------------------
     def is_up(self) -> bool:

@@ -78,7 +78,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
         slurmds.append(
             Daemon(
                 f"slurmd-{n}",
-                fabric.run_on(n, cfg.etc, argv) if fabric else argv,
+                fabric.run_on(n, cfg.etc, cfg.node_tmp(n), argv) if fabric else argv,
                 run / f"slurmd-{n}.pid",
                 log / f"slurmd-{n}.log",
                 # in its own network namespace a node's port is its own: nothing here can hold it
@@ -110,6 +110,10 @@ def _prepare(cfg: LabConfig) -> None:
     for d in (cfg.state, cfg.etc, cfg.log_dir, cfg.run_dir, cfg.munge_socket.parent):
         d.mkdir(parents=True, exist_ok=True)
         os.chmod(d, 0o755)
+    if cfg.hosts:
+        for n in NODES:
+            cfg.node_tmp(n).mkdir(parents=True, exist_ok=True)
+            os.chmod(cfg.node_tmp(n), 0o1777)  # as /tmp is: everyone's, each keeping their own files
     key = cfg.etc / "munge.key"
     if not key.exists():
         atomic_write(key, os.urandom(1024), mode=0o400)

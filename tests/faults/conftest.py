@@ -13,6 +13,7 @@ from roach.records.store import Store
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB
 from tests.support.gitrepo import GitRepo
+from tests.support.labs import SHARED_TMP
 
 JOBS = (Path(__file__).parent / "jobs.py").read_text()
 TARGET = "pkg.faults:train"
@@ -44,7 +45,7 @@ class Faults:
 
 @pytest.fixture(scope="session")
 def faults(lab) -> Faults:
-    base = Path(tempfile.mkdtemp(prefix="roach-faults-", dir="/tmp"))
+    base = Path(tempfile.mkdtemp(prefix="roach-faults-", dir=SHARED_TMP))
     os.chmod(base, 0o777)
     return Faults(base)  # left in /tmp for a post-mortem of a failure; small
 

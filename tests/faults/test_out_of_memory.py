@@ -28,7 +28,7 @@ from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack
 from tests.faults.ledger import assert_left_no_process, check_ledger
-from tests.support.labs import private_port_base
+from tests.support.labs import SHARED_TMP, private_port_base
 
 PORT_BASE = private_port_base(2)
 MEMORY = Path("/sys/fs/cgroup/memory")
@@ -55,7 +55,7 @@ def memory_lab(lab):
     why = _cgroup_v1_memory()
     if why:
         pytest.skip(why)
-    state = Path(tempfile.mkdtemp(prefix="roach-lab-oom-", dir="/tmp"))
+    state = Path(tempfile.mkdtemp(prefix="roach-lab-oom-", dir=SHARED_TMP))
     os.chmod(state, 0o755)  # the lab user's commands read slurm.conf
     try:
         cfg = lablib.up(str(state), log=lambda *_: None, port_base=PORT_BASE, memory_cgroup=True)

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from roach.cli.app import cli
 from roach.lab.config import LAB_USER
+from tests.support.labs import SHARED_TMP
 
 TRAIN_PY = """\
 def train(run, lr, steps=3):
@@ -79,7 +80,7 @@ def git(cwd: Path, *args: str) -> None:
 @pytest.fixture(scope="module")
 def repo(lab, user_slurm) -> LabRepo:
     """A pushed git repository holding pkg.train, whose bare remote the lab's user may clone."""
-    root = Path(tempfile.mkdtemp(prefix="roach-cli-jobs-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="roach-cli-jobs-", dir=SHARED_TMP))
     os.chmod(root, 0o777)  # the lab user writes logs/ and runs/ beside each other here
     remote, work = root / "remote.git", root / "it's a repo"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)

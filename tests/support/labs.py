@@ -45,6 +45,24 @@ def private_port_base(slot: int) -> int:
     return worker_port_base(MAX_WORKERS + slot)
 
 
+# The machine's shared scratch, as a site's NFS is: what a job on any node must see (repositories, roots, a private
+# lab's state) goes here, never in /tmp, which each node of the hosts lab has of its own.
+SHARED_TMP = Path(os.environ.get("ROACH_TEST_SHARED_TMP") or "/var/tmp")
+
+
+def node_path(cfg: LabConfig, node: str, path: str | os.PathLike[str]) -> Path:
+    """Where ``path`` as ``node`` sees it lies on this machine: in its own /tmp on the hosts lab."""
+    p = Path(path)
+    if cfg.hosts and p.is_relative_to("/tmp"):
+        return cfg.node_tmp(node) / p.relative_to("/tmp")
+    return p
+
+
+def on_any_node(cfg: LabConfig, path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` exists as some node of the lab sees it."""
+    return any(node_path(cfg, n, path).exists() for n in NODES)
+
+
 # A test without the lab marker runs with $ROACH_LAB_DIR here, where no lab is: reaching the lab fails.
 NO_LAB_DIR = "/nonexistent/roach-test-without-the-lab-marker"
 
