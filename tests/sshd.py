@@ -1,4 +1,8 @@
-"""A real OpenSSH server on 127.0.0.1 for tests: throwaway keys, a private client config with an alias.
+"""A real OpenSSH server for tests: throwaway keys, a private client config with an alias.
+
+On the hosts lab it runs on the lab's login host (its address, its host name and /tmp), as a site's login node
+is: the remote flows reach Slurm from there, never beside the daemons. Elsewhere (the single-host lab, and the
+transport's own tests in test_ssh.py, which need no lab) it listens on 127.0.0.1.
 
 Import the fixtures into a test module (``from tests.sshd import sshd, sshd_server``, and ``cluster`` for the lab
 reached through the server). The server runs as root (it must, to log in as another user) and lets only the
@@ -22,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from roach.clusters.cluster import Cluster
-from roach.lab.config import LAB_USER, LabConfig
+from roach.lab.config import LAB_USER, NODES, LabConfig
+from roach.lab.hosts import LOGIN, Fabric
 from roach.slurm.clusters.lab import LAB
 from tests.support.labs import SHARED_TMP
 
@@ -35,7 +40,7 @@ DSI_ALIAS = "login.ds"  # same server and key, under the name NeuriCo's workspac
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return s.getsockname()[1]  # on the login host too: nothing there but the lab's sshd, on 22
 
 
 def _descendants(pid: int) -> list[int]:
@@ -59,12 +64,16 @@ def _descendants(pid: int) -> list[int]:
 
 
 class SSHServer:
-    """One sshd on a free loopback port, its keys, its log and a client config naming it ``ALIAS``."""
+    """One sshd on a free port, its keys, its log and a client config naming it ``ALIAS``: on ``lab``'s login host
+    where that lab has one, else on 127.0.0.1."""
 
-    def __init__(self, base: Path, user: str = LAB_USER):
+    def __init__(self, base: Path, user: str = LAB_USER, lab: LabConfig | None = None):
         self.base = base
         self.user = user
+        self.lab = lab if lab is not None and lab.hosts else None
+        self.host = Fabric(lab.port_base, NODES).node_addr(LOGIN) if self.lab else "127.0.0.1"
         self.port = _free_port()
+        self.nokey_port = _free_port()
         self.log = base / "sshd.log"
         self.config_path = base / "ssh_config"
         self.alias = ALIAS
@@ -86,7 +95,8 @@ class SSHServer:
         os.chmod(b / "authorized_keys", 0o644)
         (b / "sshd_config").write_text(
             f"Port {self.port}\n"
-            "ListenAddress 127.0.0.1\n"
+            f"Port {self.nokey_port}\n"
+            f"ListenAddress {self.host}\n"
             f"HostKey {b / 'host_key'}\n"
             f"PidFile {b / 'sshd.pid'}\n"
             f"AuthorizedKeysFile {b / 'authorized_keys'}\n"
@@ -104,16 +114,15 @@ class SSHServer:
             "LogLevel VERBOSE\n"
         )
         common = (
-            f"  Port {self.port}\n  User {self.user}\n  IdentitiesOnly yes\n  IdentityAgent none\n"
+            f"  HostName {self.host}\n  User {self.user}\n  IdentitiesOnly yes\n  IdentityAgent none\n"
             f"  UserKnownHostsFile {b / 'known_hosts'}\n  StrictHostKeyChecking accept-new\n"
         )
-        # The second alias names the host differently: ControlPath's %C hashes host, port and user, so the
-        # same name would ride on the first alias's shared connection and never present its own key.
+        # The third alias reaches the server on its second port: ControlPath's %C hashes host, port and user, so
+        # the same port would ride on the first alias's shared connection and never present its own key.
         self.config_path.write_text(
-            f"Host {self.alias}\n  HostName 127.0.0.1\n{common}  IdentityFile {b / 'user_key'}\n\n"
-            f"Host {self.dsi_alias}\n  HostName 127.0.0.1\n{common}  IdentityFile {b / 'user_key'}\n\n"
-            f"Host {self.nokey_alias}\n  HostName localhost\n  AddressFamily inet\n{common}"
-            f"  IdentityFile {b / 'other_key'}\n"
+            f"Host {self.alias}\n  Port {self.port}\n{common}  IdentityFile {b / 'user_key'}\n\n"
+            f"Host {self.dsi_alias}\n  Port {self.port}\n{common}  IdentityFile {b / 'user_key'}\n\n"
+            f"Host {self.nokey_alias}\n  Port {self.nokey_port}\n{common}  IdentityFile {b / 'other_key'}\n"
         )
         self.control_dir.mkdir(mode=0o700)
 
@@ -126,8 +135,11 @@ class SSHServer:
         if self.running:
             return
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+        argv: tuple[str, ...] = (SSHD, "-D", "-f", str(self.base / "sshd_config"), "-E", str(self.log))
+        if self.lab:
+            argv = Fabric(self.lab.port_base, NODES).run_on(LOGIN, self.lab.etc, self.lab.node_tmp(LOGIN), argv)
         self._proc = subprocess.Popen(
-            [SSHD, "-D", "-f", str(self.base / "sshd_config"), "-E", str(self.log)],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -138,7 +150,7 @@ class SSHServer:
                 err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
                 raise RuntimeError(f"sshd exited {self._proc.returncode}: {err}\n{self._log_text()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                with socket.create_connection((self.host, self.port), timeout=1):
                     return
             except OSError:
                 time.sleep(0.05)
@@ -190,21 +202,26 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def sshd_server() -> Iterator[SSHServer]:
-    """The server for a whole test module (root only); removed with its keys afterwards."""
+def serve(lab: LabConfig | None) -> Iterator[SSHServer]:
+    """A running server (root only) on ``lab``'s login host, or on 127.0.0.1 with None; removed with its keys."""
     if os.geteuid() != 0:
         pytest.skip("a real sshd that logs in as the lab user needs root")
     if not Path(SSHD).exists():
         pytest.skip(f"{SSHD} is not installed (apt-get install openssh-server)")
     base = Path(tempfile.mkdtemp(prefix="roach-sshd-", dir=SHARED_TMP))
-    server = SSHServer(base)
+    server = SSHServer(base, lab=lab)
     try:
         server.start()
         yield server
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sshd_server(lab: LabConfig) -> Iterator[SSHServer]:
+    """The server for a whole test module, on the lab's login host."""
+    yield from serve(lab)
 
 
 @pytest.fixture

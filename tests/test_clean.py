@@ -13,12 +13,11 @@ from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
 from roach.errors import UsageError
-from roach.lab.config import LAB_USER
+from roach.lab.config import LAB_USER, NODES
 from roach.ops.clean import _SCRATCH, clean, clones, experiment_of, experiments
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.slurm import submit
-from roach.lab.config import NODES
 from roach.slurm.clusters.lab import CPU, LAB, NODES2_GPU2
 from tests.conftest import wait_until
 from tests.support.labs import node_path, on_any_node

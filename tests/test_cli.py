@@ -21,6 +21,11 @@ from roach.lab.config import LabConfig
 
 REPO = Path(__file__).resolve().parent.parent
 DAEMONS = {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-n1", "slurmd-n2"}
+
+
+def daemons_of(lab: LabConfig) -> set[str]:
+    """The lab's daemons: the hosts layout's login host runs an sshd too."""
+    return DAEMONS | ({"sshd-login"} if lab.hosts else set())
 USABLE = {"idle", "mix", "alloc", "comp"}
 
 
@@ -129,12 +134,12 @@ def test_docs_list_every_command_and_exit_code():
 
 
 @pytest.mark.lab
-def test_status_json_reports_up_with_both_nodes_and_six_daemons(lab):
+def test_status_json_reports_up_with_both_nodes_and_every_daemon(lab):
     r = roach_cmd("lab", "status", "--state-dir", str(lab.state), "--json")
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
     assert st["up"] is True
-    assert {d["name"] for d in st["daemons"]} == DAEMONS
+    assert {d["name"] for d in st["daemons"]} == daemons_of(lab)
     assert all(d["running"] and d["pid"] for d in st["daemons"]), st["daemons"]
     assert set(st["nodes"]) == {"n1", "n2"}
     assert all(state.rstrip("*~#!%$@^-") in USABLE for state in st["nodes"].values()), st["nodes"]
@@ -146,7 +151,7 @@ def test_status_table_names_every_daemon_and_node(lab):
     r = roach_cmd("lab", "status", "--state-dir", str(lab.state))
     assert r.returncode == 0, r.stderr
     assert "lab is up" in r.stdout
-    for name in [*DAEMONS, "n1", "n2"]:
+    for name in [*daemons_of(lab), "n1", "n2"]:
         assert name in r.stdout
 
 

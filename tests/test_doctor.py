@@ -13,11 +13,13 @@ from click.testing import CliRunner
 from roach.cli.remote import DOCTOR_FAILED
 from roach.cli.remote import doctor as doctor_cmd
 from roach.errors import UsageError
+from roach.lab.hosts import LOGIN
 from roach.model.resources import Resources
 from roach.slurm.clusters.lab import LAB
 from roach.workspace.doctor import check_workspace, doctor
 from roach.workspace.file import WORKSPACE_FILE
 from tests.sshd import SSHServer, cluster, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.support.labs import node_path
 
 ORDER = ["ssh", "rsync-local", "rsync-remote", "rsync-copy", "slurm-commands", "partitions", "accounts"]
 
@@ -59,7 +61,7 @@ def test_workspace_file_present_missing_or_incomplete(tmp_path):
 
 # -- the whole list --------------------------------------------------------------------------------------------
 @pytest.mark.lab
-def test_doctor_passes_over_the_ssh_alias(cluster, tmp_path, sshd: SSHServer, shared_tmp: Path):
+def test_doctor_passes_over_the_ssh_alias(cluster, tmp_path, sshd: SSHServer, shared_tmp: Path, lab):
     root = shared_tmp / "ws"
     root.mkdir()
     ws = _workspace(tmp_path, {"remote_root": str(root), "rsync_remote_root": f"{sshd.alias}:{root}"})
@@ -69,7 +71,7 @@ def test_doctor_passes_over_the_ssh_alias(cluster, tmp_path, sshd: SSHServer, sh
     by = _by_name(checks)
     assert "without a prompt (BatchMode) as roachlab" in by["ssh"].detail
     assert "removed" in by["rsync-copy"].detail
-    assert not list(Path("/tmp").glob("roach-doctor.*"))  # the remote temp dir (same machine here) is gone
+    assert not list(node_path(lab, LOGIN, "/tmp").glob("roach-doctor.*"))  # the login host's temp dir is gone
 
 
 @pytest.mark.lab

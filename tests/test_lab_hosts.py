@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 import tempfile
@@ -18,15 +19,17 @@ import pytest
 
 from roach.errors import LabError
 from roach.lab import lab as lablib
+from roach.lab import login
 from roach.lab.config import LAB_USER, NODES, LabConfig, LabLayout
-from roach.lab.hosts import Fabric, can_make_namespaces, fabric_lock
+from roach.lab.hosts import LOGIN, Fabric, can_make_namespaces, fabric_lock
+from roach.lab.status import env_lines
 from roach.lab.status import status as lab_status
 from roach.model.job_state import JobState
 from roach.records.store import Store
 from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB, NODES2_GPU2
 from tests.conftest import slack
-from tests.support.labs import MAIN_JOB_VENV, SHARED_TMP, private_port_base
+from tests.support.labs import MAIN_JOB_VENV, SHARED_TMP, node_path, private_port_base
 from tests.support.packages import PKG
 
 PORT_BASE = private_port_base(4)
@@ -35,12 +38,12 @@ FABRIC = Fabric(PORT_BASE, NODES)
 
 def _netns() -> set[str]:
     return set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()) & {
-        FABRIC.netns(n) for n in NODES
+        FABRIC.netns(n) for n in FABRIC.hosts
     }
 
 
 def _links() -> set[str]:
-    names = {FABRIC.bridge, *(FABRIC.veth(n) for n in NODES)}
+    names = {FABRIC.bridge, *(FABRIC.veth(n) for n in FABRIC.hosts)}
     return {n for n in names if Path("/sys/class/net", n).exists()}
 
 
@@ -51,7 +54,9 @@ def hosts_lab(lab):  # through the lab fixture: the lab marker holds for private
     if MAIN_JOB_VENV.exists():
         (state / "pyenv").symlink_to(MAIN_JOB_VENV)  # torch, installed once in the main lab's job venv
     try:
-        yield lablib.up(str(state), log=lambda *_: None, port_base=PORT_BASE, layout=LabLayout.HOSTS.value)
+        yield lablib.up(
+            str(state), log=lambda *_: None, port_base=PORT_BASE, layout=LabLayout.HOSTS.value, node_homes=True
+        )
     finally:
         lablib.down(str(state), log=lambda *_: None)
         subprocess.run(["rm", "-rf", str(state)])
@@ -65,11 +70,12 @@ def test_each_node_is_a_host_with_its_own_name_and_address(hosts_lab: LabConfig)
         "controller": FABRIC.controller_addr,
         "n1": FABRIC.node_addr("n1"),
         "n2": FABRIC.node_addr("n2"),
+        "login": FABRIC.node_addr("login"),
     }
     env = {**os.environ, **hosts_lab.env()}
     nodes = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %o %n"], capture_output=True, text=True, env=env).stdout
     assert sorted(nodes.split("\n")[:2]) == [f"n1 {FABRIC.node_addr('n1')} n1", f"n2 {FABRIC.node_addr('n2')} n2"]
-    assert _netns() == {FABRIC.netns(n) for n in NODES}
+    assert _netns() == {FABRIC.netns(n) for n in FABRIC.hosts}
 
 
 @pytest.mark.lab
@@ -100,6 +106,67 @@ def test_a_rank_on_n2_meets_rank_0_at_n1s_address(hosts_lab: LabConfig, git_repo
 
 
 @pytest.mark.lab
+def test_with_node_local_homes_each_node_clones_a_commit_once(hosts_lab: LabConfig, git_repo, tmp_path, monkeypatch):
+    """ILC's layout: ``~`` is each node's own, ``~/scratch`` the store they share."""
+    monkeypatch.setenv("ROACH_LAB_DIR", hosts_lab.state_dir)
+    commit = git_repo.commit(PKG, "node homes")
+    home = Path(pwd.getpwnam(LAB_USER).pw_dir)
+    expt = home / "scratch" / f"roach-node-homes-{os.getpid()}"
+
+    def run(name: str):
+        job = submit(
+            "pkg.dist:allreduce",
+            cluster=LAB.with_(run_as=LAB_USER),
+            repo_root=git_repo.work,
+            store=Store(tmp_path / "s.db"),
+            resources=NODES2_GPU2,
+            name=name,
+            log_root=f"~/scratch/{expt.name}/logs",
+            clone_root="~/roach_clones",
+        )
+        rec = job.wait(timeout=slack(180))
+        assert rec.state is JobState.COMPLETED, job.log()
+        return job
+
+    try:
+        first = run("homes-1")
+        for n in NODES:
+            assert f"roach: {n}: cloned {commit}" in first.log()
+            (clone,) = (hosts_lab.node_home(n) / "roach_clones").glob(f"*-{commit}")
+            assert (clone / ".roach-clone-complete").exists()
+        assert not list((home / "roach_clones").glob(f"*-{commit}"))  # none in the machine's (the login) home
+        ranks = [json.loads((expt / "runs" / first.run_id / f"rank{r}.json").read_text()) for r in range(4)]
+        assert [r["hostname"] for r in ranks] == ["n1", "n1", "n2", "n2"]  # and the results in the shared store
+        second = run("homes-2")
+        assert "cloned" not in second.log()  # each node's clone is there: none is made again
+    finally:
+        subprocess.run(["rm", "-rf", str(expt)])
+
+
+def _ssh(alias: str, *command: str) -> subprocess.CompletedProcess:
+    """``ssh ALIAS COMMAND`` as a user of this machine types it: the machine's ssh configuration, nothing else."""
+    return subprocess.run(["ssh", "-o", "BatchMode=yes", alias, *command], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.lab
+def test_the_login_host_is_reached_by_its_alias_and_runs_slurms_commands(lab: LabConfig):
+    if not lab.hosts:
+        pytest.skip("a single-host lab has no login host")
+    alias = login.alias(lab)
+    r = _ssh(alias, "hostname; id -un; sinfo -h -N -o %N; echo x > /tmp/on-login")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["login", LAB_USER, "n1", "n2"]
+    try:  # the login host's /tmp is its own too
+        assert node_path(lab, LOGIN, "/tmp/on-login").read_text() == "x\n"
+        assert not Path("/tmp/on-login").exists() and not any(
+            node_path(lab, n, "/tmp/on-login").exists() for n in NODES
+        )
+    finally:
+        node_path(lab, LOGIN, "/tmp/on-login").unlink(missing_ok=True)
+    assert f"ssh {alias}" in "\n".join(env_lines(lab.state_dir))
+
+
+@pytest.mark.lab
 def test_a_routed_range_is_refused_and_down_removes_every_namespace_and_link(hosts_lab: LabConfig):
     clash = Fabric(PORT_BASE + 2560, NODES)  # another port base, the same /24
     assert clash.subnet == FABRIC.subnet
@@ -111,12 +178,14 @@ def test_a_routed_range_is_refused_and_down_removes_every_namespace_and_link(hos
     finally:
         lablib.down(str(state), log=lambda *_: None)
         subprocess.run(["rm", "-rf", str(state)])
+    alias_file = Path(f"/etc/ssh/ssh_config.d/roach-lab-{PORT_BASE}.conf")
+    assert alias_file.exists()
     lablib.down(hosts_lab.state_dir, log=lambda *_: None)
-    assert _netns() == set() and _links() == set()
+    assert _netns() == set() and _links() == set() and not alias_file.exists()
     routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True).stdout
     assert str(FABRIC.subnet.network_address) not in routes
     lablib.up(hosts_lab.state_dir, log=lambda *_: None)  # and back: the saved layout is the hosts one
-    assert _netns() == {FABRIC.netns(n) for n in NODES}
+    assert _netns() == {FABRIC.netns(n) for n in FABRIC.hosts} and alias_file.exists()
 
 
 @pytest.mark.lab

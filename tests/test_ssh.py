@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from roach.lab.config import LAB_USER
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.ssh import SSHBackingOff, SSHConnectError, SSHTransport, remote_command
 from roach.slurmio.transport import Transport
-from tests.sshd import SSHServer, sshd, sshd_server  # noqa: F401  (fixtures)
+from tests.sshd import SSHServer, serve, sshd  # noqa: F401  (fixtures)
 from tests.support.labs import SHARED_TMP
 
 HOSTILE = [
@@ -40,6 +41,12 @@ HOSTILE = [
     "ünï©ødé",
     "{d}/*",
 ]
+
+
+@pytest.fixture(scope="module")
+def sshd_server() -> Iterator[SSHServer]:
+    """The transport's own tests need no lab: a server on 127.0.0.1."""
+    yield from serve(None)
 
 
 class FakeClock:

@@ -113,6 +113,13 @@ def lab() -> None:
     "bridge), or both this host at 127.0.0.1. A lab keeps the layout it was made with. [default: hosts]",
 )
 @click.option(
+    "--node-homes/--shared-home",
+    "node_homes",
+    default=None,
+    help="ILC's file systems: each compute node a home of its own for the lab's user, ~/scratch the store they "
+    "share (with --hosts). [default: shared-home]",
+)
+@click.option(
     "--job-package",
     "job_packages",
     multiple=True,

@@ -58,11 +58,12 @@ def _values(cfg: LabConfig) -> dict[str, str]:
 
 
 def addresses(cfg: LabConfig) -> dict[str, str]:
-    """The controller's address and each node's: all 127.0.0.1 on one host, else each its own on the bridge."""
+    """The controller's address and each node's: all 127.0.0.1 on one host, else each its own on the bridge (and
+    the login host's)."""
     if not cfg.hosts:
         return {"controller": "127.0.0.1", **{n: "127.0.0.1" for n in NODES}}
     fabric = Fabric(cfg.port_base, NODES)
-    return {"controller": fabric.controller_addr, **{n: fabric.node_addr(n) for n in NODES}}
+    return {"controller": fabric.controller_addr, **{n: fabric.node_addr(n) for n in fabric.hosts}}
 
 
 def db_password(cfg: LabConfig) -> str:

@@ -85,6 +85,9 @@ class LabConfig:
     # default 120 s is what sites run; the lab's 10 s keeps tests short. Benchmark 5 measures both.
     cred_expire: int = 10
     layout: str = LabLayout.HOSTS.value  # a saved lab keeps its own; --single-host where namespaces are refused
+    # ILC's file systems: each compute node has a home of its own, and the lab user's ~/scratch is the one shared
+    # store (the machine's ~/scratch, bound into each node's home). Hosts layout only.
+    node_homes: bool = False
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -106,6 +109,10 @@ class LabConfig:
         layouts = [layout.value for layout in LabLayout]
         if self.layout not in layouts:
             raise UsageError(f"unknown lab layout {self.layout!r}", hint=f"use one of: {', '.join(layouts)}")
+        if self.node_homes and self.layout != LabLayout.HOSTS.value:
+            raise UsageError(
+                "node-local homes need the hosts layout", hint="use --hosts with --node-homes, or drop --node-homes"
+            )
         if self.prolog and not os.path.isabs(self.prolog):
             raise UsageError(f"the Prolog {self.prolog!r} is not an absolute path", hint="give its full path")
 
@@ -147,6 +154,10 @@ class LabConfig:
     def node_tmp(self, node: str) -> Path:
         """Where ``node``'s /tmp lies on this machine in the hosts layout (its own, as a site's nodes have)."""
         return self.state / "nodes" / node / "tmp"
+
+    def node_home(self, node: str) -> Path:
+        """Where ``node``'s home of the lab user lies on this machine, with node-local homes."""
+        return self.state / "nodes" / node / "home"
 
     @property
     def hosts(self) -> bool:

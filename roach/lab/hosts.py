@@ -1,10 +1,11 @@
-"""The lab's compute nodes as hosts of their own: one network and host-name namespace per node, on a bridge.
+"""The lab's nodes and login host as hosts of their own: network, host-name and mount namespaces on a bridge.
 
 In the ``hosts`` layout each compute node's slurmd runs in a network namespace ``roach<port base>-<node>`` with
 its own address on the lab's bridge (``rl<port base>``), its own host name (a UTS namespace) and its own /tmp
 (a mount namespace), so a rank on n2 reaches rank 0 at n1's address, ``hostname`` tells the nodes apart and
-a file in n1's /tmp is not on n2. The controller (slurmctld,
-slurmdbd, MariaDB) and the machine's Slurm commands stay in the machine's namespace, at the bridge's address.
+a file in n1's /tmp is not on n2. The login host (``login``: an sshd and the Slurm commands, no slurmd) is a
+host of the same kind. The controller (slurmctld, slurmdbd, MariaDB) and the machine's Slurm commands stay in
+the machine's namespace, at the bridge's address.
 Each lab takes its own /24 from its port base, so the suite's parallel labs never share an address.
 """
 
@@ -23,7 +24,8 @@ from pathlib import Path
 from roach.errors import LabError
 
 SUBNETS = ipaddress.ip_network("10.213.0.0/16")  # the labs' /24s are carved out of it, one per port base
-_HOST_NUMBER = {"n1": 11, "n2": 12}
+LOGIN = "login"  # the login host: sshd and the Slurm commands, no slurmd
+_HOST_NUMBER = {LOGIN: 10, "n1": 11, "n2": 12}
 _LOCK = Path("/run/lock/roach-lab-fabric.lock")  # one lab at a time makes or removes namespaces on a machine
 
 
@@ -33,6 +35,11 @@ class Fabric:
 
     port_base: int
     nodes: tuple[str, ...]
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Every host with a namespace of its own: the compute nodes and the login host."""
+        return (*self.nodes, LOGIN)
 
     @property
     def subnet(self) -> ipaddress.IPv4Network:
@@ -64,12 +71,12 @@ class Fabric:
             "::1 localhost ip6-localhost ip6-loopback",
             f"{self.controller_addr} {controller}",
         ]
-        lines += [f"{self.node_addr(n)} {n}" for n in self.nodes]
+        lines += [f"{self.node_addr(n)} {n}" for n in self.hosts]
         # and as a dual-stack socket sees an IPv4 peer: c10d's store names each rank that connects by its
         # ::ffff:a.b.c.d address, which the files lookup matches to no IPv4 line (a warning per rank)
         lines += [
             f"::ffff:{self.controller_addr} {controller}",
-            *(f"::ffff:{self.node_addr(n)} {n}" for n in self.nodes),
+            *(f"::ffff:{self.node_addr(n)} {n}" for n in self.hosts),
         ]
         return "\n".join(lines) + "\n"
 
@@ -82,23 +89,30 @@ class Fabric:
             "# the lab's nodes: names come from /etc/hosts only\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
         )
 
-    def run_on(self, node: str, etc: Path, tmp: Path, argv: tuple[str, ...]) -> tuple[str, ...]:
+    def run_on(
+        self, node: str, etc: Path, tmp: Path, argv: tuple[str, ...], home: tuple[Path, str] | None = None
+    ) -> tuple[str, ...]:
         """``argv`` as run on ``node``: in its network namespace, and in a host-name and mount namespace of its own
         with ``etc``'s hosts and resolv.conf as /etc's and ``tmp`` as its node-local /tmp (every other mount is
         the machine's, shared as NFS is, and mounts made on the machine later still reach it: propagation slave).
+        ``home`` (node-local, user's): the node's own directory over the user's home, its ``scratch`` the
+        machine's ``<home>/scratch``, the one store every node shares.
 
         nsenter, not ``ip netns exec``, which mounts a /sys of its own, without the cgroup file system slurmd reads."""
         script = (
             'hostname "$0" && mount --bind "$1/hosts" /etc/hosts && mount --bind "$1/resolv.conf" /etc/resolv.conf'
-            ' && mount --bind "$2" /tmp && shift 2 && exec "$@"'
+            ' && mount --bind "$2" /tmp'
+            ' && { [ -z "$3" ] || { mount --bind "$4/scratch" "$3/scratch" && mount --rbind "$3" "$4"; }; }'
+            ' && shift 4 && exec "$@"'
         )
+        homes = (str(home[0]), home[1]) if home else ("", "")
         netns = f"--net=/run/netns/{self.netns(node)}"
         unshare = ("unshare", "--uts", "--mount", "--propagation", "slave", "--")
-        return ("nsenter", netns, "--", *unshare, "sh", "-c", script, node, str(etc), str(tmp), *argv)
+        return ("nsenter", netns, "--", *unshare, "sh", "-c", script, node, str(etc), str(tmp), *homes, *argv)
 
     # -- making and removing -----------------------------------------------------------------------------
     def is_up(self) -> bool:
-        return _link_exists(self.bridge) and all(self.netns(n) in _namespaces() for n in self.nodes)
+        return _link_exists(self.bridge) and all(self.netns(n) in _namespaces() for n in self.hosts)
 
     def up(self) -> None:
         """Make the bridge, its address and each node's namespace; refuse a range the machine already routes."""
@@ -113,7 +127,7 @@ class Fabric:
             _ip("link", "add", self.bridge, "type", "bridge")
             _ip("addr", "add", f"{self.controller_addr}/{self.subnet.prefixlen}", "dev", self.bridge)
             _ip("link", "set", self.bridge, "up")
-        for node in self.nodes:
+        for node in self.hosts:
             ns = self.netns(node)
             if ns in _namespaces():
                 continue
@@ -133,7 +147,7 @@ class Fabric:
 
     def _down(self) -> list[str]:
         removed = []
-        for node in self.nodes:
+        for node in self.hosts:
             if self.netns(node) in _namespaces():
                 _ip("netns", "del", self.netns(node))  # takes its end of the veth pair, and so the other end
                 removed.append(self.netns(node))

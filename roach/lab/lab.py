@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
-import stat
 import subprocess
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
-from roach.lab import accounting, conf_files, release
+from roach.lab import accounting, conf_files, login, prepare, release
 from roach.lab.config import (
-    GPUS_PER_NODE,
     LAB_USER,
     NODES,
     LabConfig,
@@ -23,7 +19,7 @@ from roach.lab.config import (
     default_state_dir,
 )
 from roach.lab.daemons import Daemon, check_port_free, processes_in, wait_for
-from roach.lab.hosts import Fabric, can_make_namespaces
+from roach.lab.hosts import Fabric
 from roach.lab.packages import require_packages, require_root, which
 from roach.lab.python import ensure_job_venv
 
@@ -78,7 +74,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
         slurmds.append(
             Daemon(
                 f"slurmd-{n}",
-                fabric.run_on(n, cfg.etc, cfg.node_tmp(n), argv) if fabric else argv,
+                fabric.run_on(n, cfg.etc, cfg.node_tmp(n), argv, prepare.home_binding(cfg, n)) if fabric else argv,
                 run / f"slurmd-{n}.pid",
                 log / f"slurmd-{n}.log",
                 # in its own network namespace a node's port is its own: nothing here can hold it
@@ -87,85 +83,16 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
                 program=slurmd,
             )
         )
-    return [munged, mariadbd, slurmdbd, slurmctld, *slurmds]
+    return [munged, mariadbd, slurmdbd, slurmctld, *slurmds, *([login.daemon(cfg)] if fabric else [])]
 
 
 def _by_name(cfg: LabConfig) -> dict[str, Daemon]:
     return {d.name: d for d in daemons(cfg)}
 
 
-def _prepare(cfg: LabConfig) -> None:
-    for sub in (
-        "etc",
-        "log",
-        "run",
-        "ctld",
-        "mysql",
-        "tmp",
-        *(f"spool/{n}" for n in NODES),
-        *(f"dev/{n}" for n in NODES),
-    ):
-        (cfg.state / sub).mkdir(parents=True, exist_ok=True)
-    # munged refuses group/world-writable directories; clients must reach its socket.
-    for d in (cfg.state, cfg.etc, cfg.log_dir, cfg.run_dir, cfg.munge_socket.parent):
-        d.mkdir(parents=True, exist_ok=True)
-        os.chmod(d, 0o755)
-    if cfg.hosts:
-        for n in NODES:
-            cfg.node_tmp(n).mkdir(parents=True, exist_ok=True)
-            os.chmod(cfg.node_tmp(n), 0o1777)  # as /tmp is: everyone's, each keeping their own files
-    key = cfg.etc / "munge.key"
-    if not key.exists():
-        atomic_write(key, os.urandom(1024), mode=0o400)
-    for n in NODES:
-        for i in range(GPUS_PER_NODE):
-            dev = cfg.state / "dev" / n / f"nvidia{i}"
-            if not dev.exists():
-                os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # same device as /dev/null
-    conf_files.render(cfg)
-    _ensure_lab_user()
-
-
-def _ensure_lab_user() -> None:
-    try:
-        pwd.getpwnam(LAB_USER)
-    except KeyError:
-        r = subprocess.run(
-            ["useradd", "--create-home", "--shell", "/bin/bash", LAB_USER], capture_output=True, text=True
-        )
-        if r.returncode != 0:
-            raise LabError(
-                f"could not create the lab's user {LAB_USER}: {r.stderr.strip()}",
-                hint="create it by hand: useradd -m roachlab",
-            ) from None
-
-
 def _ok(argv: list[str], cfg: LabConfig) -> bool:
     r = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **cfg.env()}, timeout=30)
     return r.returncode == 0
-
-
-def _init_mariadb(cfg: LabConfig) -> None:
-    data = cfg.state / "mysql" / "data"
-    if (data / "mysql").is_dir():
-        return
-    data.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(
-        [
-            which("mariadb-install-db") or "mariadb-install-db",
-            f"--defaults-file={cfg.my_cnf}",
-            "--auth-root-authentication-method=socket",
-            "--skip-test-db",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode != 0:
-        shutil.rmtree(data, ignore_errors=True)  # a half-made datadir would be mistaken for a made one
-        raise LabError(
-            f"mariadb-install-db failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}",
-            hint=f"read {cfg.log_dir / 'mariadbd.log'}",
-        )
 
 
 def _nodes_up(cfg: LabConfig) -> bool:
@@ -253,18 +180,18 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
         return cfg
     # The namespaces and every port are checked before anything is written or started.
     if cfg.hosts:
-        _check_namespaces()
+        prepare.check_namespaces()
     for d in ds.values():
         if not d.alive():
             for port in d.ports:
                 check_port_free(port, d.name)
-    _prepare(cfg)
+    prepare.write_state(cfg)
     if cfg.hosts:
-        _make_fabric(cfg)
+        prepare.make_fabric(cfg)
     ensure_job_venv(cfg, job_packages)
     cfg.save()
     ds["munged"].start(ready=lambda: cfg.munge_socket.exists())
-    _init_mariadb(cfg)
+    prepare.init_mariadb(cfg)
     ds["mariadbd"].start(ready=lambda: _ok(["mariadb-admin", f"--defaults-file={cfg.my_cnf}", "ping"], cfg))
     accounting.ensure_database(cfg)
     ds["slurmdbd"].start(ready=lambda: _ok(["sacctmgr", "-n", "-P", "show", "cluster"], cfg))
@@ -275,6 +202,8 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     _reconfigure(cfg, "after setting the QOS tiers")
     for n in NODES:
         ds[f"slurmd-{n}"].start(ready=lambda: True)
+    if cfg.hosts:
+        ds["sshd-login"].start(ready=lambda: login.listening(cfg))
     wait_for(
         "both nodes to register with slurmctld",
         lambda: _nodes_up(cfg) or _resume_down_nodes(cfg),
@@ -283,22 +212,6 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     )
     log(f'lab is up ({cfg.state}); run: eval "$(roach lab env)"')
     return cfg
-
-
-def _check_namespaces() -> None:
-    why = can_make_namespaces()
-    if why is not None:
-        raise LabError(
-            f"the hosts layout needs network namespaces, and this machine refuses them: {why}",
-            hint="run as root with CAP_NET_ADMIN, or start the lab on one host: `roach lab up --single-host`",
-        )
-
-
-def _make_fabric(cfg: LabConfig) -> None:
-    fabric = Fabric(cfg.port_base, NODES)
-    fabric.up()
-    atomic_write(cfg.etc / "hosts", fabric.hosts_file(cfg.host), mode=0o644)
-    atomic_write(cfg.etc / "resolv.conf", fabric.resolv_conf(), mode=0o644)
 
 
 def _reconfigure_live(cfg: LabConfig) -> None:
@@ -376,6 +289,8 @@ def down(state_dir: str | None = None, log=print) -> list[str]:
     log(f"stopped: {', '.join(stopped)}" if stopped else "lab was not running")
     if cfg.hosts:
         removed = Fabric(cfg.port_base, NODES).down()
+        if login.remove_alias(cfg):
+            removed.append(f"the ssh alias {login.alias(cfg)}")
         if removed:
             log(f"removed: {', '.join(removed)}")
     return stopped

@@ -8,8 +8,9 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from roach.lab import login
 from roach.lab.conf_files import addresses
-from roach.lab.config import CPUS_PER_NODE, GPUS_PER_NODE, LabConfig
+from roach.lab.config import CPUS_PER_NODE, GPUS_PER_NODE, LAB_USER, LabConfig
 from roach.lab.lab import daemons
 
 
@@ -69,4 +70,7 @@ def status(state_dir: str | None = None) -> LabStatus:
 def env_lines(state_dir: str | None = None) -> list[str]:
     """The ``export`` lines a shell needs to use the lab's Slurm (for ``eval "$(roach lab env)"``)."""
     cfg = LabConfig.load(Path(state_dir).absolute() if state_dir else None)
-    return [f"export {k}={shlex.quote(v)}" for k, v in cfg.env().items()]
+    lines = [f"export {k}={shlex.quote(v)}" for k, v in cfg.env().items()]
+    if cfg.hosts:  # a comment to the shell that evaluates these lines
+        lines.append(f"# the login host: ssh {login.alias(cfg)} (as {LAB_USER})")  # no path: it may hold a newline
+    return lines

@@ -57,7 +57,7 @@ class GitRepo:
 
 
 def repo_in_tmp(prefix: str, files: dict[str, str]) -> GitRepo:
-    """A repository in a new 0777 directory under /tmp (the lab user's jobs write beside it) with ``files``
+    """A repository in a new 0777 directory under SHARED_TMP (the lab user's jobs write beside it) with ``files``
     committed and pushed; the caller removes ``repo.base`` or leaves it for a post-mortem (it is small)."""
     base = Path(tempfile.mkdtemp(prefix=prefix, dir=SHARED_TMP))
     os.chmod(base, 0o777)

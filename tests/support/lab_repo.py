@@ -47,7 +47,7 @@ def invoke(*args: str):
 
 @dataclass
 class LabRepo:
-    root: Path  # a 0777 directory under /tmp
+    root: Path  # a 0777 directory under SHARED_TMP
     work: Path  # the clone roach submits from
     submitted: list[int] = field(default_factory=list)
 

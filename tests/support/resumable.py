@@ -16,7 +16,7 @@ RESUMABLE = (Path(__file__).parents[1] / "jobs" / "resumable.py").read_text()
 
 @pytest.fixture(scope="module")
 def repo(request: pytest.FixtureRequest) -> GitRepo:
-    """The module's repository holding pkg.resumable, in /tmp/roach-<module>-* (test_hold: roach-hold-*), left
+    """The module's repository holding pkg.resumable, in SHARED_TMP/roach-<module>-* (test_hold: roach-hold-*), left
     there for a post-mortem of a failure."""
     name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
     return repo_in_tmp(f"roach-{name}-", {"pkg/__init__.py": "", "pkg/resumable.py": RESUMABLE})
