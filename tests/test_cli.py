@@ -26,6 +26,8 @@ DAEMONS = {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-n1", "slurmd-n
 def daemons_of(lab: LabConfig) -> set[str]:
     """The lab's daemons: the hosts layout's login host runs an sshd too."""
     return DAEMONS | ({"sshd-login"} if lab.hosts else set())
+
+
 USABLE = {"idle", "mix", "alloc", "comp"}
 
 

@@ -168,7 +168,10 @@ LAB_STATUS = record(
             obj(
                 "A daemon.",
                 {
-                    "name": string("`munged`, `mariadbd`, `slurmdbd`, `slurmctld`, `slurmd-n1`, ..."),
+                    "name": string(
+                        "`munged`, `mariadbd`, `slurmdbd`, `slurmctld`, `slurmd-n1`, `slurmd-n2`, and on the hosts "
+                        "layout `sshd-login`."
+                    ),
                     "pid": integer("Its pid from its pid file; null when it has none.", null=True),
                     "log": string("Its log file."),
                     "running": boolean("Whether that pid runs."),
@@ -180,7 +183,9 @@ LAB_STATUS = record(
         "cpus_per_node": integer("The CPUs each node has."),
         "layout": string("`single-host` (every node is this host, at 127.0.0.1) or `hosts` (each its own)."),
         "addresses": mapping(
-            "The controller's (`controller`) and each node's address, as slurm.conf gives them.", {"type": "string"}
+            "The controller's (`controller`) and each node's address, as slurm.conf gives them, and on the hosts "
+            "layout the login host's (`login`).",
+            {"type": "string"},
         ),
         "up": boolean("Whether every daemon runs."),
     },
