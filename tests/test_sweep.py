@@ -10,7 +10,8 @@ import pytest
 
 from roach.errors import UsageError
 from roach.lab.config import LAB_USER
-from roach.launch.sweep import Sweep, read_grid, split, sweep
+from roach.launch.prepare import read_grid
+from roach.launch.sweep import Sweep, split, sweep
 from roach.model.job_state import JobState
 from roach.records.bundle import JobJson
 from roach.records.store import Store

@@ -14,7 +14,8 @@ from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.jobs import where_options
 from roach.cli.jsonout import stamp
 from roach.cli.refs import ssh_alias_option
-from roach.launch.sweep import Sweep, read_grid
+from roach.launch.prepare import read_grid
+from roach.launch.sweep import Sweep
 from roach.launch.sweep import sweep as sweep_runs
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.store import Store

@@ -19,6 +19,7 @@ from roach.clusters.paths import check_cluster_path
 from roach.clusters.route import submitted_route
 from roach.clusters.userconfig import configured, fill_resources, get_cluster
 from roach.errors import UsageError
+from roach.launch import lost
 from roach.launch.hold_steps import SIGNAL_PROGRAM, STEP_SIGNAL
 from roach.launch.holder import HOLD_TARGET, HOLDER_NAME, HolderHandle
 from roach.launch.prepare import new_run_id, resolve_resources
@@ -142,7 +143,8 @@ def hold(
     abs_log_root = fs.expand(log_root)
     hold_id = new_run_id(f"hold-{name}")
     text = render_holder(cluster=cluster, resources=res, name=name, hold_id=hold_id, log_root=abs_log_root, lead_s=lead)
-    job_id = client.sbatch(["--hold"], text)
+    log_prefix = f"{abs_log_root}/{hold_id}_"
+    job_id = lost.sbatch_held(client, store, cluster, text, log_prefix)
     paths = BundlePaths(abs_log_root, hold_id, job_id)
     with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir, f"queueing holder {job_id}"):
         submitted = utc_now()
@@ -184,4 +186,5 @@ def hold(
             kind=RecordKind.HOLDER,
         )
         store.add(record)
+    lost.forget(store, cluster.name, log_prefix)
     return Holder(cluster, job_id, record, store)

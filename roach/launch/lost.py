@@ -1,22 +1,27 @@
-"""Submissions whose ``sbatch --hold`` answer was lost: the connection dropped while sbatch ran, so the job may be
-queued held without roach knowing its id, and without a record. Nothing would ever release or cancel it.
+"""Held submissions that may outlive the process that made them: every ``sbatch --hold`` of submit, sweep and
+hold goes through :func:`sbatch_held`. Its answer may be lost (the connection dropped while sbatch ran), or the
+process killed before the job has a record: either way a job is queued held that no record names, and nothing
+would ever release or cancel it.
 
-Such a job is found by what submit gave it: its log path (``<log root>/<run id>_%j.out``, the run id new or
-resumed), held by its user, and no record of it in the store. :func:`settle` cancels it: at once, on a fresh
-connection, when the cluster answers again; else the next submit to that cluster does. Each loss is remembered in
-``<store>.lost.json`` (this module is its only writer) until it is settled: its job cancelled, or a look made
-:data:`SETTLE_S` after the loss found none (a controller still busy with the request may queue it late).
+Such a job is found by what its submission gave it: its log path (``<log root>/<run, sweep or holder id>_...``),
+held by its user, and no record of it in the store. Each submission is noted in ``<store>.lost.json`` (this module
+is its only writer) before its sbatch, with the pid that makes it, and forgotten once its jobs are recorded and
+released. :func:`settle` cancels the held jobs of the submissions whose process is gone (a lost answer: at once,
+on a fresh connection, when the cluster answers again); else the next submission to that cluster does. A note is
+kept until it is settled: its job cancelled, or a look made :data:`SETTLE_S` after it found none (a controller
+still busy with the request may queue it late).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from roach._fs import atomic_write
-from roach.errors import RoachError
+from roach.errors import RoachError, TransportError
 from roach.records.store import Store
 
 SETTLE_S = 120.0  # a controller answers a request it has received well within this (MessageTimeout is 10 s)
@@ -39,14 +44,47 @@ def _save(store: Store, items: list[dict]) -> None:
         atomic_write(_path(store), json.dumps(items, indent=1) + "\n")
 
 
-def remember(store: Store, cluster: str, log_prefix: str, now: float | None = None) -> None:
-    """Note a submission to ``cluster`` whose job, if queued, logs to ``<log_prefix><job id>.out``."""
+def remember(store: Store, cluster: str, log_prefix: str, now: float | None = None, lost: bool = True) -> None:
+    """Note a submission to ``cluster`` whose jobs, if queued, log to ``<log_prefix>...``: lost (its answer never
+    came), or being made by this process (``lost=False``: settled only once this process is gone)."""
     items = [i for i in _load(store) if (i["cluster"], i["log_prefix"]) != (cluster, log_prefix)]
-    _save(store, [*items, {"cluster": cluster, "log_prefix": log_prefix, "at": time.time() if now is None else now}])
+    at = time.time() if now is None else now
+    note = {"cluster": cluster, "log_prefix": log_prefix, "at": at, "lost": lost, "pid": os.getpid(), "boot": _boot()}
+    _save(store, [*items, note])
+
+
+def forget(store: Store, cluster: str, log_prefix: str) -> None:
+    """The submission's jobs are recorded and released: nothing of it is left to settle."""
+    items = _load(store)
+    kept = [i for i in items if (i["cluster"], i["log_prefix"]) != (cluster, log_prefix)]
+    if len(kept) != len(items):
+        _save(store, kept)
 
 
 def pending(store: Store, cluster: str) -> list[dict]:
-    return [i for i in _load(store) if i["cluster"] == cluster]
+    """The notes of ``cluster`` that a look may settle: the losses, and the submissions of processes gone."""
+    return [i for i in _load(store) if i["cluster"] == cluster and not _in_flight(i)]
+
+
+def _in_flight(item: dict) -> bool:
+    """Whether a live process is making this submission: its jobs are not recorded yet, and not lost."""
+    pid = item.get("pid")
+    if item.get("lost", True) or not isinstance(pid, int) or item.get("boot") != _boot():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _boot() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _held_jobs(client) -> list[tuple[int, str]]:
@@ -108,3 +146,24 @@ def after_loss(store: Store, cluster, log_prefix: str, sleep: Callable[[float], 
         f"no held job of it was found; should the controller queue it late, the next submit to {cluster.name} "
         f"cancels it"
     )
+
+
+def sbatch_held(client, store: Store, cluster, script_text: str, log_prefix: str) -> int:
+    """``sbatch --hold``, noted first (the caller forgets the note once its jobs are recorded and released), after
+    the cluster's earlier losses and killed submissions are settled. Where the answer is lost, the job it may have queued is
+    cancelled and the submission fails, leaving nothing."""
+    if pending(store, cluster.name):
+        try:
+            settle(store, cluster.name, client)
+        except RoachError:
+            pass  # this submission's own commands will say what is wrong with the cluster
+    remember(store, cluster.name, log_prefix, lost=False)
+    try:
+        return client.sbatch(["--hold"], script_text)
+    except TransportError as exc:
+        what = after_loss(store, cluster, log_prefix)
+        raise TransportError(
+            f"{exc} (while sbatch ran on {cluster.name}: {what})",
+            exc.argv,
+            hint="submit again once the connection is back",
+        ) from exc

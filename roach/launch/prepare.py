@@ -215,3 +215,24 @@ def prepare(
         clone_root,
         secrets_dir,
     )
+
+
+def read_grid(path: str | Path) -> list[dict[str, Any]]:
+    """A grid file: a JSON list of objects (``.json``) or one JSON object per line (``.jsonl``)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise UsageError(f"cannot read the grid file {p}: {e.strerror}", hint="pass a .json or .jsonl file") from None
+    try:
+        if p.suffix == ".jsonl":
+            grid = [json.loads(line) for line in text.splitlines() if line.strip()]
+        elif p.suffix == ".json":
+            grid = json.loads(text)
+        else:
+            raise UsageError(f"grid file {p} must end in .json (a list of objects) or .jsonl (an object per line)")
+    except json.JSONDecodeError as e:
+        raise UsageError(f"grid file {p} is not valid JSON: {e}") from None
+    if not isinstance(grid, list):
+        raise UsageError(f"grid file {p} must hold a JSON list of objects, not {type(grid).__name__}")
+    return grid

@@ -18,7 +18,7 @@ from roach.clusters.cluster import Cluster
 from roach.clusters.paths import check_cluster_path
 from roach.clusters.route import as_recorded, submitted_route
 from roach.clusters.userconfig import get_cluster
-from roach.errors import RoachError, TransportError, UsageError
+from roach.errors import RoachError, UsageError
 from roach.launch import lost
 from roach.launch import script as batch
 from roach.launch.gitpush import push_commit
@@ -148,7 +148,8 @@ def submit(
             run_dir=run_dir,
         )
     )
-    job_id = _sbatch_held(client, store, cluster, script_text, f"{abs_log_root}/{run_id}_")
+    log_prefix = f"{abs_log_root}/{run_id}_"
+    job_id = lost.sbatch_held(client, store, cluster, script_text, log_prefix)
     paths = BundlePaths(abs_log_root, run_id, job_id)
     with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir, f"submission of job {job_id}"):
         if not cluster.git_reachable:
@@ -200,27 +201,8 @@ def submit(
         # job's log there); node.sh is run with bash: it needs no exec bit
         bundle = {paths.script: script_text, paths.spec: spec.to_json(), paths.node_sh: node_script()}
         write_bundle(fs, bundle_root, {**bundle, paths.job_json: jj.to_json()})
+    lost.forget(store, cluster.name, log_prefix)
     return Job(cluster, record, store)
-
-
-def _sbatch_held(client, store: Store, cluster: Cluster, script_text: str, log_prefix: str) -> int:
-    """``sbatch --hold``; where its answer is lost (the connection dropped while it ran), the job it may have queued
-    is cancelled (roach/launch/lost.py) and the submit fails, leaving nothing."""
-
-    if lost.pending(store, cluster.name):  # an earlier loss to settle first
-        try:
-            lost.settle(store, cluster.name, client)
-        except RoachError:
-            pass  # this submit's own commands will say what is wrong with the cluster
-    try:
-        return client.sbatch(["--hold"], script_text)
-    except TransportError as exc:
-        what = lost.after_loss(store, cluster, log_prefix)
-        raise TransportError(
-            f"{exc} (while sbatch ran on {cluster.name}: {what})",
-            exc.argv,
-            hint="submit again once the connection is back",
-        ) from exc
 
 
 @contextmanager

@@ -9,7 +9,6 @@ and log ``<log_root>/<sweep_id>_<array>_<task>.out``, resumable like any run. Wa
 
 from __future__ import annotations
 
-import json
 import posixpath
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,6 +23,7 @@ from roach.clusters.paths import check_cluster_path
 from roach.clusters.route import reaching, submitted_route
 from roach.clusters.userconfig import configured
 from roach.errors import SlurmError, UsageError, WaitTimeoutError
+from roach.launch import lost
 from roach.launch import script as batch
 from roach.launch.job import Job
 from roach.launch.prepare import RUN_ID, check_grid, default_run_root, new_run_id, prepare
@@ -51,27 +51,6 @@ def split(n: int, max_array_size: int) -> list[tuple[int, int]]:
         raise UsageError("a sweep needs at least one set of arguments in its grid")
     size = max(1, max_array_size)
     return [(o, min(size, n - o)) for o in range(0, n, size)]
-
-
-def read_grid(path: str | Path) -> list[dict[str, Any]]:
-    """A grid file: a JSON list of objects (``.json``) or one JSON object per line (``.jsonl``)."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise UsageError(f"cannot read the grid file {p}: {e.strerror}", hint="pass a .json or .jsonl file") from None
-    try:
-        if p.suffix == ".jsonl":
-            grid = [json.loads(line) for line in text.splitlines() if line.strip()]
-        elif p.suffix == ".json":
-            grid = json.loads(text)
-        else:
-            raise UsageError(f"grid file {p} must end in .json (a list of objects) or .jsonl (an object per line)")
-    except json.JSONDecodeError as e:
-        raise UsageError(f"grid file {p} is not valid JSON: {e}") from None
-    if not isinstance(grid, list):
-        raise UsageError(f"grid file {p} must hold a JSON list of objects, not {type(grid).__name__}")
-    return grid
 
 
 @dataclass
@@ -300,6 +279,8 @@ def sweep(
         run_dir=run_root,
     )
 
+    log_prefix = f"{p.abs_log_root}/{sweep_id}_"  # every array's log: <sweep id>_<array>_<task>.out
+
     def queue_held(limit: int) -> list[tuple[batch.ArrayPart, int, str]]:
         """Every array queued held (none left queued if one is refused)."""
         arrays: list[tuple[batch.ArrayPart, int, str]] = []
@@ -312,7 +293,7 @@ def sweep(
                 after = arrays[n - at_once][1] if n >= at_once else None
                 part = batch.ArrayPart(sweep_id, count, offset, parallelism, run_root, after=after)
                 text = batch.render(batch.ScriptInputs(**inputs, array=part))
-                arrays.append((part, client.sbatch(["--hold"], text), text))
+                arrays.append((part, lost.sbatch_held(client, store, cluster, text, log_prefix), text))
         except BaseException:
             if arrays:
                 client.scancel([a[1] for a in arrays])
@@ -396,4 +377,5 @@ def sweep(
         if experiment:
             for i in ids:
                 store.set_experiment(cluster.name, i, experiment)
+    lost.forget(store, cluster.name, log_prefix)
     return Sweep(cluster, sweep_id, ids, [Job(cluster, r, store) for r in records], store)

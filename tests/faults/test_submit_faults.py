@@ -5,22 +5,26 @@ accounting (by the submission's job name, unique per test)."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
 import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 from roach.errors import RoachError
+from roach.hold.hold import hold
 from roach.lab import lab as lablib
 from roach.launch import lost
 from roach.model.job_state import JobState
 from roach.records.store import Store
-from roach.slurm.clusters.lab import GPU1
+from roach.slurm.clusters.lab import CPU, GPU1
 from tests.conftest import slack, wait_until
+from tests.faults.conftest import CLUSTER
 from tests.faults.ledger import assert_left_no_process, check_ledger
 from tests.sshd import SSHServer, lab_over_ssh, sshd, sshd_server  # noqa: F401  (fixtures)
 
@@ -157,3 +161,57 @@ def test_a_lost_submission_left_for_later_is_cancelled_by_the_next_look(faults, 
         assert [q.state.value for q in user_slurm.squeue(job_ids=[other])] == ["PENDING"]  # not its job: untouched
     finally:
         user_slurm.scancel([held, other])
+
+
+# One submission in a process of its own, killed (SIGKILL) the moment its held sbatch has answered: the job is
+# queued held and nothing of roach runs after it, as when a user's ^\ or an agent's kill lands there.
+_KILLED = r"""
+import json, os, signal, sys
+from roach.slurmio.client import SlurmClient
+
+real = SlurmClient.sbatch
+
+def sbatch(self, *args, **kwargs):
+    print(real(self, *args, **kwargs), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+SlurmClient.sbatch = sbatch
+how, spec = sys.argv[1], json.loads(sys.argv[2])
+from roach.hold.hold import hold
+from roach.launch.sweep import sweep
+from roach.records.store import Store
+from roach.slurm import submit
+from roach.slurm.clusters.lab import CPU, LAB
+
+where = dict(cluster=LAB.with_(run_as="roachlab"), store=Store(spec["store"]), log_root=spec["log_root"])
+code = dict(repo_root=spec["repo"], clone_root=spec["clone_root"], resources=CPU, **where)
+if how == "hold":
+    hold(CPU, name="killed", **where)
+elif how == "sweep":
+    sweep("pkg.faults:train", [{"steps": 1}, {"steps": 2}], name="killed", **code)
+else:
+    submit("pkg.faults:train", args={"steps": 1}, name="killed", **code)
+"""
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("how", ["hold", "sweep", "submit"])
+def test_a_submission_killed_after_its_sbatch_leaves_no_job_past_the_next_one(how, faults, user_slurm, lab):
+    """Killed between its held sbatch and its record, a hold, sweep or submit leaves a held job no record names;
+    the next submission to the cluster (here a hold) cancels it, and nothing else."""
+    store = Store(faults.base / f"killed-{how}-{secrets.token_hex(3)}.sqlite")
+    spec = {"store": str(store.path), "repo": str(faults.repo.work), **faults.roots}
+    r = subprocess.run([sys.executable, "-c", _KILLED, how, json.dumps(spec)], capture_output=True, text=True)
+    assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    orphan = int(r.stdout.split()[-1])
+    later = None
+    try:
+        queued = [q for q in user_slurm.squeue(job_ids=[orphan]) if q.ref.job == orphan]  # a sweep's: its tasks
+        assert queued and all(q.state.is_pending and q.reason_text == "JobHeldUser" for q in queued), queued
+        assert store.get("lab", orphan) is None
+        later = hold(CPU, cluster=CLUSTER, name="after", log_root=faults.roots["log_root"], store=store)
+        assert not [q for q in user_slurm.squeue(job_ids=[orphan]) if q.ref.job == orphan and q.state.is_active]
+        assert [q.state.is_active for q in user_slurm.squeue(job_ids=[later.job_id])] == [True]
+        assert not lost.pending(store, "lab")
+    finally:
+        user_slurm.scancel([orphan, *([later.job_id] if later else [])])
