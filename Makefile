@@ -45,9 +45,12 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -e '.[test]'
 	@touch $@
 
+# Options of `roach lab up` for `make lab`, e.g. --single-host where the machine refuses namespaces.
+LAB_ARGS ?=
+
 ## lab: start the lab cluster (a no-op when it is up)
 lab: deps venv
-	$(VENV)/bin/roach lab up $(addprefix --job-package ,$(JOB_PACKAGES))
+	$(VENV)/bin/roach lab up $(LAB_ARGS) $(addprefix --job-package ,$(JOB_PACKAGES))
 
 ## demo: run the demo on the lab
 demo: lab

@@ -98,6 +98,11 @@ def pip_env(netns: bool) -> list[str]:
     return [f"{k}={v}" for k, v in env.items()]
 
 
+# Every lab in a root on one host: the hosts layout is not yet tried inside a root's namespace (whose /sys is the
+# machine's, so a link there is not what /sys/class/net lists).
+LAB_ARGS = "--single-host"
+
+
 @dataclass
 class Target:
     version: str  # "system", "24.11", "26.05"
@@ -226,7 +231,7 @@ class Target:
         self.fresh_checkout()
         script = (
             f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(self.lab)} && "
-            f'make lab PYTHON={shlex.quote(self.venv_python)} && eval "$(.venv/bin/roach lab env)" && '
+            f'make lab PYTHON={shlex.quote(self.venv_python)} LAB_ARGS={LAB_ARGS} && eval "$(.venv/bin/roach lab env)" && '
             f"echo \"Slurm $(sinfo -V | cut -d' ' -f2) lab up; exit to stop it\" && bash -i; "
             f".venv/bin/roach lab down >/dev/null 2>&1"
         )
@@ -238,7 +243,7 @@ class Target:
         self.fresh_checkout()
         script = (
             f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(self.lab)} && "
-            f"make demo PYTHON={shlex.quote(self.venv_python)}; rc=$?; .venv/bin/roach lab down >/dev/null 2>&1; exit $rc"
+            f"make demo PYTHON={shlex.quote(self.venv_python)} LAB_ARGS={LAB_ARGS}; rc=$?; .venv/bin/roach lab down >/dev/null 2>&1; exit $rc"
         )
         self.state.mkdir(parents=True, exist_ok=True)
         with open(self.state / f"demo-{self.version}.log", "w") as log:
@@ -250,9 +255,8 @@ class Target:
         xml = f"{self.checkout}/matrix.xml"
         args = f"--junitxml={xml} {pytest_args}".strip()
         script = (
-            # Each worker's lab on one host: the hosts layout is not yet tried inside a root's namespace.
             f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(lab)} ROACH_TEST_LAYOUT=single-host && "
-            f"make test PYTHON={shlex.quote(self.venv_python)} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
+            f"make test PYTHON={shlex.quote(self.venv_python)} LAB_ARGS={LAB_ARGS} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
             f".venv/bin/roach lab down >/dev/null 2>&1; "
             f'for d in "$ROACH_LAB_DIR"-test-*; do [ -d "$d" ] && .venv/bin/roach lab down --state-dir "$d" >/dev/null 2>&1; rm -rf "$d"; done; '
             f"exit $rc"

@@ -175,6 +175,8 @@ def test_a_routed_range_is_refused_and_down_removes_every_namespace_and_link(hos
         with pytest.raises(LabError, match=rf"{FABRIC.subnet} is already routed on this machine .*dev {FABRIC.bridge}"):
             lablib.up(str(state), log=lambda *_: None, port_base=PORT_BASE + 2560, layout=LabLayout.HOSTS.value)
         assert not [n for n in (clash.bridge, *(clash.netns(x) for x in NODES)) if Path("/sys/class/net", n).exists()]
+        assert not list(state.iterdir())  # refused before anything is written, here or in /etc/ssh
+        assert not Path(f"/etc/ssh/ssh_config.d/roach-lab-{PORT_BASE + 2560}.conf").exists()
     finally:
         lablib.down(str(state), log=lambda *_: None)
         subprocess.run(["rm", "-rf", str(state)])

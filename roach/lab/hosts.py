@@ -122,7 +122,7 @@ class Fabric:
     def _up(self) -> None:
         if self.is_up():
             return
-        self._check_range_free()
+        self.check_range_free()
         if not _link_exists(self.bridge):
             _ip("link", "add", self.bridge, "type", "bridge")
             _ip("addr", "add", f"{self.controller_addr}/{self.subnet.prefixlen}", "dev", self.bridge)
@@ -158,7 +158,7 @@ class Fabric:
             removed.append(self.bridge)
         return removed
 
-    def _check_range_free(self) -> None:
+    def check_range_free(self) -> None:
         for route in _routes():
             dst = route.get("dst", "")
             if dst == "default" or route.get("dev") == self.bridge:
@@ -192,7 +192,10 @@ def _namespaces() -> set[str]:
 
 
 def _link_exists(name: str) -> bool:
-    return Path("/sys/class/net", name).exists()
+    """Asked of the kernel, not read from /sys/class/net: a /sys mounted in another network namespace (a chroot's)
+    lists that namespace's links."""
+    r = subprocess.run(["ip", "-o", "link", "show", "dev", name], capture_output=True, timeout=30)
+    return r.returncode == 0
 
 
 def _routes() -> list[dict[str, str]]:

@@ -180,7 +180,7 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
         return cfg
     # The namespaces and every port are checked before anything is written or started.
     if cfg.hosts:
-        prepare.check_namespaces()
+        prepare.check_namespaces(cfg)
     for d in ds.values():
         if not d.alive():
             for port in d.ports:

@@ -14,7 +14,7 @@ from roach._fs import atomic_write
 from roach.errors import LabError
 from roach.lab import conf_files, login
 from roach.lab.config import GPUS_PER_NODE, LAB_USER, NODES, LabConfig
-from roach.lab.hosts import LOGIN, Fabric, can_make_namespaces
+from roach.lab.hosts import LOGIN, Fabric, can_make_namespaces, fabric_lock
 from roach.lab.packages import which
 
 
@@ -60,7 +60,6 @@ def write_state(cfg: LabConfig) -> None:
         for n in (*NODES, LOGIN):
             cfg.node_tmp(n).mkdir(parents=True, exist_ok=True)
             os.chmod(cfg.node_tmp(n), 0o1777)  # as /tmp is: everyone's, each keeping their own files
-        login.prepare(cfg)
     key = cfg.etc / "munge.key"
     if not key.exists():
         atomic_write(key, os.urandom(1024), mode=0o400)
@@ -112,7 +111,9 @@ def init_mariadb(cfg: LabConfig) -> None:
         )
 
 
-def check_namespaces() -> None:
+def check_namespaces(cfg: LabConfig) -> None:
+    """What the hosts layout needs of this machine, checked before anything is written: sshd, namespaces and a
+    free address range."""
     if which("sshd") is None:
         raise LabError(
             "the hosts layout's login host runs sshd, which is not installed",
@@ -124,6 +125,8 @@ def check_namespaces() -> None:
             f"the hosts layout needs network namespaces, and this machine refuses them: {why}",
             hint="run as root with CAP_NET_ADMIN, or start the lab on one host: `roach lab up --single-host`",
         )
+    with fabric_lock():
+        Fabric(cfg.port_base, NODES).check_range_free()
 
 
 def make_fabric(cfg: LabConfig) -> None:
@@ -131,3 +134,4 @@ def make_fabric(cfg: LabConfig) -> None:
     fabric.up()
     atomic_write(cfg.etc / "hosts", fabric.hosts_file(cfg.host), mode=0o644)
     atomic_write(cfg.etc / "resolv.conf", fabric.resolv_conf(), mode=0o644)
+    login.prepare(cfg)  # the alias outside the state directory: only once the fabric it names is there
