@@ -28,6 +28,7 @@ import pytest
 from roach.clusters.cluster import Cluster
 from roach.lab.config import LAB_USER, NODES, LabConfig
 from roach.lab.hosts import LOGIN, Fabric
+from roach.lab.login import sshd_config
 from roach.slurm.clusters.lab import LAB
 from tests.support.labs import SHARED_TMP
 
@@ -93,26 +94,10 @@ class SSHServer:
             )
         shutil.copy(b / "user_key.pub", b / "authorized_keys")
         os.chmod(b / "authorized_keys", 0o644)
-        (b / "sshd_config").write_text(
-            f"Port {self.port}\n"
-            f"Port {self.nokey_port}\n"
-            f"ListenAddress {self.host}\n"
-            f"HostKey {b / 'host_key'}\n"
-            f"PidFile {b / 'sshd.pid'}\n"
-            f"AuthorizedKeysFile {b / 'authorized_keys'}\n"
-            f"AllowUsers {self.user}\n"
-            "PubkeyAuthentication yes\n"
-            "PasswordAuthentication no\n"
-            "KbdInteractiveAuthentication no\n"
-            # The lab user's password is locked ("!"): without PAM, sshd refuses locked accounts even by key.
-            "UsePAM yes\n"
-            "StrictModes no\n"
-            "PermitRootLogin no\n"
-            "X11Forwarding no\n"
-            "PrintMotd no\n"
-            "MaxStartups 100\n"
-            "LogLevel VERBOSE\n"
+        config = sshd_config(
+            ports=(self.port, self.nokey_port), listen=self.host, keys=b, pid_file=str(b / "sshd.pid"), user=self.user
         )
+        (b / "sshd_config").write_text(config)
         common = (
             f"  HostName {self.host}\n  User {self.user}\n  IdentitiesOnly yes\n  IdentityAgent none\n"
             f"  UserKnownHostsFile {b / 'known_hosts'}\n  StrictHostKeyChecking accept-new\n"

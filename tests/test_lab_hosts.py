@@ -78,22 +78,28 @@ def test_each_node_is_a_host_with_its_own_name_and_address(hosts_lab: LabConfig)
     assert _netns() == {FABRIC.netns(n) for n in FABRIC.hosts}
 
 
-@pytest.mark.lab
-def test_a_rank_on_n2_meets_rank_0_at_n1s_address(hosts_lab: LabConfig, git_repo, shared_tmp, tmp_path, monkeypatch):
-    monkeypatch.setenv("ROACH_LAB_DIR", hosts_lab.state_dir)
-    git_repo.commit(PKG, "all_reduce")
+def _allreduce(git_repo, tmp_path: Path, name: str, log_root: str, clone_root: str):
+    """pkg.dist:allreduce on 2 nodes x 2 ranks as the lab user, run to its end, which must be COMPLETED."""
     job = submit(
         "pkg.dist:allreduce",
         cluster=LAB.with_(run_as=LAB_USER),
         repo_root=git_repo.work,
         store=Store(tmp_path / "s.db"),
         resources=NODES2_GPU2,
-        name="hosts",
-        log_root=str(shared_tmp / "logs"),
-        clone_root=str(shared_tmp / "clones"),
+        name=name,
+        log_root=log_root,
+        clone_root=clone_root,
     )
     rec = job.wait(timeout=slack(180))
     assert rec.state is JobState.COMPLETED, job.log()
+    return job
+
+
+@pytest.mark.lab
+def test_a_rank_on_n2_meets_rank_0_at_n1s_address(hosts_lab: LabConfig, git_repo, shared_tmp, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROACH_LAB_DIR", hosts_lab.state_dir)
+    git_repo.commit(PKG, "all_reduce")
+    job = _allreduce(git_repo, tmp_path, "hosts", str(shared_tmp / "logs"), str(shared_tmp / "clones"))
     ranks = [json.loads((shared_tmp / "runs" / job.run_id / f"rank{r}.json").read_text()) for r in range(4)]
     assert [r["sum"] for r in ranks] == [10.0] * 4  # a gloo all_reduce across the two hosts
     assert [r["hostname"] for r in ranks] == ["n1", "n1", "n2", "n2"]
@@ -114,19 +120,7 @@ def test_with_node_local_homes_each_node_clones_a_commit_once(hosts_lab: LabConf
     expt = home / "scratch" / f"roach-node-homes-{os.getpid()}"
 
     def run(name: str):
-        job = submit(
-            "pkg.dist:allreduce",
-            cluster=LAB.with_(run_as=LAB_USER),
-            repo_root=git_repo.work,
-            store=Store(tmp_path / "s.db"),
-            resources=NODES2_GPU2,
-            name=name,
-            log_root=f"~/scratch/{expt.name}/logs",
-            clone_root="~/roach_clones",
-        )
-        rec = job.wait(timeout=slack(180))
-        assert rec.state is JobState.COMPLETED, job.log()
-        return job
+        return _allreduce(git_repo, tmp_path, name, f"~/scratch/{expt.name}/logs", "~/roach_clones")
 
     try:
         first = run("homes-1")

@@ -59,24 +59,14 @@ def prepare(cfg: LabConfig) -> None:
     atomic_write(d / "known_hosts", f"{alias(cfg)} {host_key[0]} {host_key[1]}\n", mode=0o644)
     atomic_write(
         d / "sshd_config",
-        f"Port {SSH_PORT}\n"
-        f"ListenAddress {addr}\n"
-        f"HostKey {d / 'host_key'}\n"
-        "PidFile none\n"
-        f"AuthorizedKeysFile {d / 'authorized_keys'}\n"
-        f"AllowUsers {LAB_USER}\n"
-        "PubkeyAuthentication yes\n"
-        "PasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\n"
-        # the lab user's password is locked ("!"): without PAM, sshd refuses a locked account even by key
-        "UsePAM yes\n"
-        "StrictModes no\n"
-        "PermitRootLogin no\n"
-        "X11Forwarding no\n"
-        "PrintMotd no\n"
-        "MaxStartups 100\n"
-        f"SetEnv SLURM_CONF={cfg.slurm_conf}\n"
-        "LogLevel VERBOSE\n",
+        sshd_config(
+            ports=(SSH_PORT,),
+            listen=addr,
+            keys=d,
+            pid_file="none",
+            user=LAB_USER,
+            extra=(f"SetEnv SLURM_CONF={cfg.slurm_conf}",),
+        ),
         mode=0o644,
     )
     atomic_write(
@@ -99,6 +89,32 @@ def prepare(cfg: LabConfig) -> None:
         mode=0o644,
     )
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+
+
+def sshd_config(
+    *, ports: tuple[int, ...], listen: str, keys: Path, pid_file: str, user: str, extra: tuple[str, ...] = ()
+) -> str:
+    """An sshd that lets only ``user`` in, by the key in ``keys``/authorized_keys, with ``keys``/host_key."""
+    lines = [
+        *(f"Port {p}" for p in ports),
+        f"ListenAddress {listen}",
+        f"HostKey {keys / 'host_key'}",
+        f"PidFile {pid_file}",
+        f"AuthorizedKeysFile {keys / 'authorized_keys'}",
+        f"AllowUsers {user}",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM yes",  # the lab user's password is locked ("!"): without PAM sshd refuses it even by key
+        "StrictModes no",
+        "PermitRootLogin no",
+        "X11Forwarding no",
+        "PrintMotd no",
+        "MaxStartups 100",
+        *extra,
+        "LogLevel VERBOSE",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def remove_alias(cfg: LabConfig) -> bool:

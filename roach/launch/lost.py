@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from roach._fs import atomic_write
+from roach._proc import alive, boot_id
 from roach.errors import RoachError, TransportError
 from roach.records.store import Store
 
@@ -49,7 +50,7 @@ def remember(store: Store, cluster: str, log_prefix: str, now: float | None = No
     came), or being made by this process (``lost=False``: settled only once this process is gone)."""
     items = [i for i in _load(store) if (i["cluster"], i["log_prefix"]) != (cluster, log_prefix)]
     at = time.time() if now is None else now
-    note = {"cluster": cluster, "log_prefix": log_prefix, "at": at, "lost": lost, "pid": os.getpid(), "boot": _boot()}
+    note = {"cluster": cluster, "log_prefix": log_prefix, "at": at, "lost": lost, "pid": os.getpid(), "boot": boot_id()}
     _save(store, [*items, note])
 
 
@@ -69,22 +70,9 @@ def pending(store: Store, cluster: str) -> list[dict]:
 def _in_flight(item: dict) -> bool:
     """Whether a live process is making this submission: its jobs are not recorded yet, and not lost."""
     pid = item.get("pid")
-    if item.get("lost", True) or not isinstance(pid, int) or item.get("boot") != _boot():
+    if item.get("lost", True) or not isinstance(pid, int) or item.get("boot") != boot_id():
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _boot() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
+    return alive(pid)
 
 
 def _held_jobs(client) -> list[tuple[int, str]]:

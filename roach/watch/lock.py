@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+from roach._proc import alive
 from roach.errors import RoachError
 
 WATCH_BUSY = 9  # exit code: another `roach watch` holds this store and cluster
@@ -26,16 +27,6 @@ class WatchBusyError(RoachError):
 
 def lock_path(store_path: Path, cluster: str) -> Path:
     return store_path.with_name(f"{store_path.name}.watch-{re.sub(r'[^A-Za-z0-9._-]', '_', cluster)}.lock")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class WatchLock:
@@ -66,7 +57,7 @@ class WatchLock:
 
     def _busy(self, pid: int | None) -> WatchBusyError:
         who = f"pid {pid}" if pid is not None else "a process that has not written its pid yet"
-        if pid is not None and not _alive(pid):
+        if pid is not None and not alive(pid):
             who += " (no longer running: a process it started still holds the lock)"
         kill = f"`kill {pid}`" if pid is not None else "stop it"
         return WatchBusyError(
