@@ -224,3 +224,22 @@ def test_without_cap_net_admin_the_hosts_layout_is_refused_with_the_fix_and_leav
     with fabric_lock():  # another worker's lab may be probing now
         netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert "roach-probe" not in netns and not list(Path("/sys/class/net").glob("rlp*"))
+
+
+@pytest.mark.lab
+def test_up_makes_whole_a_host_that_a_killed_up_left_half_made(lab):
+    """A namespace without its veth pair (an `up` killed or failed between the two) is made again, not taken as up."""
+    fabric = Fabric(private_port_base(10), NODES)
+    try:
+        fabric.up()
+        subprocess.run(["ip", "link", "del", fabric.veth("n1")], check=True)  # and its peer in n1's namespace
+        assert fabric.netns("n1") in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert not fabric.is_up()
+        fabric.up()
+        addrs = subprocess.run(
+            ["ip", "-n", fabric.netns("n1"), "-o", "-4", "addr", "show", "eth0"], capture_output=True, text=True
+        )
+        assert fabric.node_addr("n1") in addrs.stdout, addrs.stderr
+        assert fabric.is_up()
+    finally:
+        fabric.down()

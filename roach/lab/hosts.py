@@ -112,7 +112,7 @@ class Fabric:
 
     # -- making and removing -----------------------------------------------------------------------------
     def is_up(self) -> bool:
-        return _link_exists(self.bridge) and all(self.netns(n) in _namespaces() for n in self.hosts)
+        return _link_exists(self.bridge) and all(self._host_is_up(n) for n in self.hosts)
 
     def up(self) -> None:
         """Make the bridge, its address and each node's namespace; refuse a range the machine already routes."""
@@ -128,17 +128,29 @@ class Fabric:
             _ip("addr", "add", f"{self.controller_addr}/{self.subnet.prefixlen}", "dev", self.bridge)
             _ip("link", "set", self.bridge, "up")
         for node in self.hosts:
-            ns = self.netns(node)
-            if ns in _namespaces():
-                continue
-            _ip("netns", "add", ns)
+            if not self._host_is_up(node):
+                self._add_host(node)
+
+    def _host_is_up(self, node: str) -> bool:
+        return self.netns(node) in _namespaces() and _link_exists(self.veth(node))
+
+    def _add_host(self, node: str) -> None:
+        """``node``'s namespace, veth pair and address, made again where a killed or failed ``up`` left a part."""
+        ns, inside = self.netns(node), ("-n", self.netns(node))
+        if ns in _namespaces():
+            _ip("netns", "del", ns)
+        _ip("netns", "add", ns)
+        try:
             _ip("link", "add", self.veth(node), "type", "veth", "peer", "name", "eth0", "netns", ns)
             _ip("link", "set", self.veth(node), "master", self.bridge, "up")
-            inside = ("-n", ns)
             _ip(*inside, "link", "set", "lo", "up")
             _ip(*inside, "addr", "add", f"{self.node_addr(node)}/{self.subnet.prefixlen}", "dev", "eth0")
             _ip(*inside, "link", "set", "eth0", "up")
             _ip(*inside, "route", "add", "default", "via", self.controller_addr)
+        except BaseException:
+            with contextlib.suppress(LabError):
+                _ip("netns", "del", ns)  # and with it the veth pair
+            raise
 
     def down(self) -> list[str]:
         """Remove every namespace, link and address this fabric made; returns what was removed."""
