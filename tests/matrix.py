@@ -42,6 +42,7 @@ HOST_DEBS = ("debootstrap", "patchelf", "iproute2")  # what this machine needs t
 SLURM_FACING = (
     "tests/test_lab_cluster.py",
     "tests/test_lab_lifecycle.py",
+    "tests/test_lab_hosts.py",
     "tests/test_submit.py",
     "tests/test_resume.py",
     "tests/test_hold.py",
@@ -98,9 +99,8 @@ def pip_env(netns: bool) -> list[str]:
     return [f"{k}={v}" for k, v in env.items()]
 
 
-# Every lab in a root on one host: the hosts layout is not yet tried inside a root's namespace (whose /sys is the
-# machine's, so a link there is not what /sys/class/net lists).
-LAB_ARGS = "--single-host"
+# The labs in a root: the hosts layout (each lab's bridge and hosts inside the version's network namespace).
+LAB_ARGS = "--hosts"
 
 
 @dataclass
@@ -186,7 +186,7 @@ class Target:
 
     def umount(self) -> None:
         if self.root is not None:
-            for d in (*WHEEL_DIRS, "/dev", "/sys", "/proc"):
+            for d in (*WHEEL_DIRS, "/dev", "/sys", "/proc", ""):  # "": the root bound onto itself, last
                 subprocess.run(["umount", "-R", "-l", f"{self.r}{d}"], stderr=subprocess.DEVNULL, check=False)
         subprocess.run(["ip", "netns", "del", self.ns], stderr=subprocess.DEVNULL, check=False)
 
@@ -255,7 +255,7 @@ class Target:
         xml = f"{self.checkout}/matrix.xml"
         args = f"--junitxml={xml} {pytest_args}".strip()
         script = (
-            f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(lab)} ROACH_TEST_LAYOUT=single-host && "
+            f"cd {shlex.quote(self.checkout)} && export ROACH_LAB_DIR={shlex.quote(lab)} && "
             f"make test PYTHON={shlex.quote(self.venv_python)} LAB_ARGS={LAB_ARGS} PYTEST_ARGS={shlex.quote(args)}; rc=$?; "
             f".venv/bin/roach lab down >/dev/null 2>&1; "
             f'for d in "$ROACH_LAB_DIR"-test-*; do [ -d "$d" ] && .venv/bin/roach lab down --state-dir "$d" >/dev/null 2>&1; rm -rf "$d"; done; '

@@ -139,10 +139,10 @@ def up(
 
     Options not given keep the values the lab was last started with. With --slurm 24.11 or 26.05 the lab's
     daemons and client commands are that release's, in a Debian root of its own: `roach lab shell --slurm V`
-    opens a shell there (only --port-base and --job-package apply to it).
+    opens a shell there (only --port-base, --job-package and --hosts/--single-host apply to it).
     """
     if slurm != SlurmRelease.SYSTEM.value:
-        _release_lab(slurm, state_dir, root, options.get("port_base")).up(click.echo, job_packages)
+        _release_lab(slurm, state_dir, root, options.get("port_base")).up(click.echo, job_packages, hosts)
         return
     if hosts is not None:
         options["layout"] = (lablib.LabLayout.HOSTS if hosts else lablib.LabLayout.SINGLE_HOST).value

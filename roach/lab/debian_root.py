@@ -83,9 +83,13 @@ class DebianRoot:
         return f"{PYTHON_DIR}/bin/python{sys.version_info.major}.{sys.version_info.minor}"
 
     def mount_system(self, made: Callable[[str], None] = lambda point: None) -> None:
-        """/proc, /sys and /dev inside the root where nothing is mounted there yet; ``made`` hears each mount point
-        this mounted (a user that shares the root unmounts only its own)."""
+        """The root onto itself (the hosts lab's ``unshare --propagation`` needs / to be a mount point), then /proc,
+        /sys and /dev inside it, each where nothing is mounted yet; ``made`` hears each mount point this mounted
+        (a user that shares the root unmounts only its own)."""
         r = str(self.path)
+        if not mounted(r):
+            run_step(["mount", "--rbind", r, r], "bind the root onto itself")
+            made(r)
         if not mounted(f"{r}/proc"):
             run_step(["mount", "-t", "proc", "proc", f"{r}/proc"], "mount /proc")
             made(f"{r}/proc")

@@ -37,6 +37,9 @@ ROOT_DEBS = (
     "python3-venv",
     "ca-certificates",
     "procps",
+    "iproute2",  # the hosts layout's bridge and namespaces
+    "openssh-server",  # its login host
+    "openssh-client",
 )
 INSIDE_STATE = "/var/lib/roach/lab"  # the lab's state directory, as seen inside the root
 INSIDE_VENV = "/opt/roach-venv"  # roach's own venv inside the root (click, rich; roach from the bound source)
@@ -159,8 +162,8 @@ class ReleaseLab:
             return []
 
     def mount(self) -> None:
-        """/proc, /sys, /dev and the source tree (read-only) inside the root, where not mounted yet; each one made
-        is recorded in :attr:`mounts_file`."""
+        """The root's system mounts (:meth:`DebianRoot.mount_system`) and the source tree (read-only) inside it,
+        where not mounted yet; each one made is recorded in :attr:`mounts_file`."""
         r, made = str(self.root), self.made_mounts()
 
         def record(point: str) -> None:
@@ -212,13 +215,15 @@ class ReleaseLab:
         return r.stdout if capture else ""
 
     # -- the lab --------------------------------------------------------------------------------------
-    def up(self, log: Callable[[str], None], job_packages: tuple[str, ...] = ()) -> None:
-        """Make the root where missing, mount it, and start the lab inside (a no-op where it runs)."""
+    def up(self, log: Callable[[str], None], job_packages: tuple[str, ...] = (), hosts: bool | None = None) -> None:
+        """Make the root where missing, mount it, and start the lab inside (a no-op where it runs); ``hosts``
+        as ``roach lab up --hosts/--single-host`` (None: the inner lab's saved layout, else hosts)."""
         self.state.mkdir(parents=True, exist_ok=True)
         self.ensure_root(log)
         self.save()
-        # one host: the root's lab shares this machine's network namespace
-        args = ["--port-base", str(self.port_base), "--single-host"]
+        args = ["--port-base", str(self.port_base)]
+        if hosts is not None:
+            args.append("--hosts" if hosts else "--single-host")
         args += [a for p in job_packages for a in ("--job-package", p)]
         self.inside(f"{INSIDE_VENV}/bin/python -m roach lab up {shlex.join(args)}")
         version = self.inside("sinfo -V", capture=True).strip()
