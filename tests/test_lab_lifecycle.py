@@ -46,7 +46,8 @@ def _lab_processes(state: Path) -> list[str]:
             continue
         if stat.rsplit(")", 1)[-1].split()[0] == "Z":
             continue
-        if marker in cmd or f"SLURM_CONF={marker}/" in env or cwd == marker or cwd.startswith(marker + "/"):
+        # in a release root, a node's mount namespace shows the cwd with the root's own path in front
+        if marker in cmd or f"SLURM_CONF={marker}/" in env or f"{marker}/" in f"{cwd}/":
             found.append(f"{pid}: {comm}: {cmd}")
     return found
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from roach._fs import atomic_write
 from roach.errors import LabError
 from roach.lab.python import copy_python
 
@@ -39,7 +41,8 @@ class DebianRoot:
 
     def bootstrap(self, log: Callable[[str], None]) -> None:
         """debootstrap the release where the root has no apt yet (minutes, from Debian's mirror); then no
-        package's install starts its daemons there (the lab starts its own), and apt resolves names as here."""
+        package's install starts its daemons there (the lab starts its own), apt resolves names as here, and
+        this machine's host name resolves as on any Debian install (:meth:`name_this_host`)."""
         if not self.inner("/usr/bin/apt-get").exists():
             if shutil.which("debootstrap") is None:
                 raise LabError("debootstrap is not installed", hint="apt-get install -y debootstrap patchelf")
@@ -51,6 +54,18 @@ class DebianRoot:
             rc.write_text("#!/bin/sh\nexit 101\n")
             rc.chmod(0o755)
         shutil.copy("/etc/resolv.conf", self.inner("/etc/resolv.conf"))
+        self.name_this_host()
+
+    def name_this_host(self) -> None:
+        """Add ``127.0.1.1 <host name>`` to the root's /etc/hosts where it does not name this host, as Debian's
+        installer writes and debootstrap does not: slurmctld 24.11+ looks up an srun by its host's name, and in a
+        namespace with no name server the lookup waits out each retry (scancel then times out)."""
+        name = socket.gethostname()
+        hosts = self.inner("/etc/hosts")
+        text = hosts.read_text() if hosts.exists() else ""
+        named = (ln.split("#", 1)[0].split()[1:] for ln in text.splitlines())
+        if not any(name in names for names in named):
+            atomic_write(hosts, text + ("" if text.endswith("\n") or not text else "\n") + f"127.0.1.1\t{name}\n")
 
     def copy_in(self, files: Iterable[Path]) -> None:
         """This machine's ``files`` (those that exist) to the same paths in the root: after apt, whose
