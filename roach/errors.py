@@ -63,6 +63,12 @@ class SlurmTransientError(SlurmError):
     """A Slurm command failed in a way that usually clears by itself (controller busy, socket timeout)."""
 
 
+class MissingError(RoachError):
+    """Something required is missing or cannot be read: a prerequisite, a directory the job needs."""
+
+    exit_code = 7
+
+
 class WaitTimeoutError(RoachError):
     """A wait ran out of time: the job, holder or sweep it waited for goes on (nothing was cancelled)."""
 

@@ -15,7 +15,7 @@ from typing import Self
 
 from roach.clusters.cluster import Cluster
 from roach.clusters.route import reaching
-from roach.errors import RoachError, UsageError, WaitTimeoutError
+from roach.errors import MissingError, RoachError, UsageError, WaitTimeoutError
 from roach.launch.hold_steps import SENT, SIGNAL_PROGRAM, STEP_SIGNAL, Step, StepKind, list_steps
 from roach.launch.inside_attempts import AttemptPaths
 from roach.model.ids import RecordKind
@@ -130,8 +130,13 @@ class HolderHandle:
                 self.job_id, r.state, reason, r.nodelist, r.nodes, r.tres.gpus, r.elapsed_s, r.time_limit_s
             )
         acct = [a for a in self.client.sacct([self.job_id]) if a.step is None and a.ref.job == self.job_id]
+        if not acct and self.record is None:
+            raise UsageError(
+                f"{self} is neither in squeue nor in sacct",
+                hint="`--inside` takes the job id of a holder `roach hold` queued; `roach ls` lists them",
+            )
         if not acct:
-            raise RoachError(
+            raise MissingError(
                 f"{self} is neither in squeue nor in sacct",
                 hint="the controller may have restarted without accounting; check `sacct -j`",
             )

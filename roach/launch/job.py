@@ -8,7 +8,7 @@ from typing import Any
 
 from roach.clusters.cluster import Cluster
 from roach.clusters.route import reaching
-from roach.errors import RoachError, UsageError, WaitTimeoutError
+from roach.errors import MissingError, UsageError, WaitTimeoutError
 from roach.model.ids import JobKey
 from roach.model.job_state import JobState
 from roach.records.bundle import BundlePaths
@@ -106,7 +106,7 @@ class Job:
             return recs[0].state
         final = self._accounting()
         if final is None:
-            raise RoachError(
+            raise MissingError(
                 f"{self} is neither in squeue nor in sacct",
                 hint="the controller may have restarted without accounting; check `sacct -j`",
             )

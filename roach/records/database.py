@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
-from roach.errors import RoachError
+from roach.errors import RoachError, UsageError
 from roach.records.job_record import JobRecord, from_row
 from roach.records.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
@@ -120,13 +120,18 @@ class Database:
 
     @contextmanager
     def _converted(self, doing: str) -> Iterator[None]:
-        """Turn SQLite's and the file system's failures into :class:`RoachError`; a constraint violation
-        is left to the caller."""
+        """Turn SQLite's and the file system's failures into :class:`RoachError` (a path that is no store:
+        :class:`UsageError`); a constraint violation is left to the caller."""
         try:
             yield
         except sqlite3.IntegrityError:
             raise
         except (sqlite3.Error, OSError) as e:
+            if self.path.is_dir() or isinstance(e, sqlite3.DatabaseError) and "not a database" in str(e):
+                raise UsageError(
+                    f"{self.path} is not a roach store (it is {'a directory' if self.path.is_dir() else 'another file'})",
+                    hint="point $ROACH_STORE at a roach store or at a file that does not exist yet; this one is left as it is",
+                ) from e
             raise RoachError(
                 f"the roach store {self.path} failed while {doing}: {e}",
                 hint=f"another roach process may have held it over {BUSY_TIMEOUT_S:.0f} s, or the file is not "

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roach.errors import RoachError
+from roach.errors import MissingError, RoachError, UsageError
 from roach.slurmio import localfs
 from roach.slurmio.transport import PINNED_ENV, LocalTransport, Result, Transport
 
@@ -101,7 +101,7 @@ class ClusterFS:
         if path == "~" or path.startswith("~/"):
             return posixpath.normpath(self.home() + path[1:])
         if not path.startswith("/"):
-            raise RoachError(f"cluster path {path!r} is relative", hint="use an absolute path or one under ~")
+            raise UsageError(f"cluster path {path!r} is relative", hint="use an absolute path or one under ~")
         return posixpath.normpath(path)
 
     def write(self, path: str, data: str, mode: str = "644") -> None:
@@ -189,7 +189,7 @@ class ClusterFS:
         """Files in a secrets directory that group or others may read (or a missing directory)."""
         res = self.transport.run(["find", path, "-maxdepth", "1", "-type", "f", "-perm", "/077"])
         if res.returncode != 0:
-            raise RoachError(
+            raise MissingError(
                 f"secrets_dir {path} cannot be read on the cluster: {res.stderr.strip()}",
                 hint="create it with mode 700 and one file per variable, mode 600",
             )

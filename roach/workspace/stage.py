@@ -8,17 +8,15 @@ import json
 import os
 from pathlib import Path
 
-from roach.errors import RoachError
+from roach.errors import MissingError
 
 ARCHIVED_ARTIFACTS = "logs/dsi-slurm-artifacts"
 
 __all__ = ["ARCHIVED_ARTIFACTS", "WorkspaceError", "archived_bundle", "earlier_stage_error"]
 
 
-class WorkspaceError(RoachError):
+class WorkspaceError(MissingError):
     """The workspace lacks something roach must not guess (its remote root, a required file)."""
-
-    exit_code = 7  # like `roach doctor`: a prerequisite is missing
 
 
 def archived_bundle(workspace: str | os.PathLike[str], job_id: str) -> Path | None:

@@ -18,7 +18,7 @@ from roach.cli.agent.skill import generate
 from roach.cli.agent.tools import AgentTools
 from roach.cli.app import cli
 from roach.cli.common import run_as_option
-from roach.errors import RoachError
+from roach.errors import MissingError
 
 # Each tool: the `roach` command it runs (its help is the tool's description) and what the tool adds to it.
 TOOLS: dict[str, tuple[str, str]] = {
@@ -42,10 +42,8 @@ TOOLS: dict[str, tuple[str, str]] = {
 }
 
 
-class ExtraMissing(RoachError):
+class ExtraMissing(MissingError):
     """An optional extra roach needs for this is not installed."""
-
-    exit_code = 7  # something required is missing (docs/cli.md)
 
 
 def command_help(name: str) -> str:
