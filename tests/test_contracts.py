@@ -145,3 +145,38 @@ def test_no_module_is_over_400_lines():
         if (n := len(p.read_text().splitlines())) > 400
     }
     assert long == {}
+
+
+def _roach_imports(tree) -> tuple[set[str], set[str]]:
+    """A module's roach imports at its top: (those it runs, those only under ``if TYPE_CHECKING:``)."""
+    import ast
+
+    runs, typing_only = set(), set()
+    for node in tree.body:
+        typed = isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
+        for sub in node.body if typed else [node]:
+            if isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("roach"):
+                (typing_only if typed else runs).add(sub.module or "")
+            elif isinstance(sub, ast.Import):
+                (typing_only if typed else runs).update(a.name for a in sub.names if a.name.startswith("roach"))
+    return runs, typing_only
+
+
+def test_no_type_only_import_hides_a_cycle():
+    """A module that imports another only for its types, while that one imports it, is a cycle the
+    contracts do not see: the lower module names what it needs as a Protocol of its own."""
+    import ast
+
+    package = Path(roach.__file__).parent
+    graph = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        graph[name] = _roach_imports(ast.parse(path.read_text(), str(path)))
+    found = sorted(
+        f"{a} -> {b} (type-only) -> {a}"
+        for a, (_, typed) in graph.items()
+        for b in typed
+        if a in graph.get(b, (set(), set()))[0] and not b.startswith(a + ".")  # a package's own modules
+    )
+    assert found == []

@@ -7,14 +7,13 @@ stays in ``squeue`` (MinJobAge), whether preemption requeues and sends the job's
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from roach.errors import ParseError, SlurmError
 from roach.slurmio.fields import parse_duration
-
-if TYPE_CHECKING:
-    from roach.slurmio.client import SlurmClient
+from roach.slurmio.transport import Result
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,15 @@ def from_config(config: dict[str, str], json: bool, only_job_state: bool = False
     )
 
 
-def probe(client: SlurmClient) -> Capabilities:
+class Probed(Protocol):
+    """What :func:`probe` asks of a client (:class:`~roach.slurmio.client.SlurmClient` is one)."""
+
+    def config(self) -> dict[str, str]: ...
+
+    def run(self, argv: Sequence[str], *, retry: bool = ...) -> Result: ...
+
+
+def probe(client: Probed) -> Capabilities:
     """Read the cluster's settings (one ``scontrol show config``); ask ``squeue --help`` about ``--json`` and
     ``--only-job-state``.
 
