@@ -122,7 +122,9 @@ class SSHServer:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
         argv: tuple[str, ...] = (SSHD, "-D", "-f", str(self.base / "sshd_config"), "-E", str(self.log))
         if self.lab:
-            argv = Fabric(self.lab.port_base, NODES).run_on(LOGIN, self.lab.etc, self.lab.node_tmp(LOGIN), argv)
+            argv = Fabric(self.lab.port_base, NODES).run_on(
+                LOGIN, self.lab.etc, self.lab.node_tmp(LOGIN), argv, munge=self.lab.munge_binding(LOGIN)
+            )
         self._proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,

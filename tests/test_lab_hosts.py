@@ -78,6 +78,29 @@ def test_each_node_is_a_host_with_its_own_name_and_address(hosts_lab: LabConfig)
     assert _netns() == {FABRIC.netns(n) for n in FABRIC.hosts}
 
 
+@pytest.mark.lab
+def test_each_host_runs_its_own_munged_with_the_one_key(hosts_lab: LabConfig):
+    env = {**os.environ, **hosts_lab.env()}
+    sock = f"--socket={hosts_lab.munge_socket}"
+    made = subprocess.run(
+        ["runuser", "-u", LAB_USER, "--", "srun", "-w", "n1", "-N1", "munge", "-n", sock],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    # the controller's munged decodes what n1's made: one key; its origin is n1's address, not the machine's
+    read = subprocess.run(["unmunge", sock], input=made.stdout, capture_output=True, text=True, timeout=30)
+    assert read.returncode == 0, read.stderr
+    assert "Success" in read.stdout
+    (origin,) = [ln for ln in read.stdout.splitlines() if ln.startswith("ENCODE_HOST:")]
+    assert FABRIC.node_addr("n1") in origin, read.stdout
+    assert {f"munged-{h}" for h in FABRIC.hosts} <= {
+        d.name for d in lab_status(hosts_lab.state_dir).daemons if d.running
+    }
+
+
 def _allreduce(git_repo, tmp_path: Path, name: str, log_root: str, clone_root: str):
     """pkg.dist:allreduce on 2 nodes x 2 ranks as the lab user, run to its end, which must be COMPLETED."""
     job = submit(

@@ -101,8 +101,8 @@ def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_pat
     assert any("slurmstepd" in p for p in _lab_processes(private_lab))
 
     stopped = lablib.down(str(private_lab), log=lambda *_: None)
-    logins = {"sshd-login"} if cfg.hosts else set()
-    assert set(stopped) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-n1", "slurmd-n2", *logins}
+    hosts = {"munged-n1", "munged-n2", "munged-login", "sshd-login"} if cfg.hosts else set()
+    assert set(stopped) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-n1", "slurmd-n2", *hosts}
     assert _lab_processes(private_lab) == []
     assert lablib.down(str(private_lab), log=lambda *_: None) == []
     st = lab_status(str(private_lab))
@@ -122,7 +122,7 @@ def test_live_settings_change_a_running_lab(private_lab):
     cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, layout=suite_layout())
     # slurmctld and slurmd may hand over to a new process on `scontrol reconfigure` (Slurm 23.11+): munged,
     # MariaDB and slurmdbd keep their pids, and the lab's one slurmctld is the one its pid file names.
-    kept = {"munged", "mariadbd", "slurmdbd"}
+    kept = {"munged", "munged-n1", "munged-n2", "munged-login", "mariadbd", "slurmdbd"}
     pids = {d.name: d.pid() for d in lablib.daemons(cfg) if d.name in kept}
     client = SlurmClient(LocalTransport(env=cfg.env()))
     assert client.capabilities().preempt_send_user_signal is False

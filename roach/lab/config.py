@@ -155,6 +155,10 @@ class LabConfig:
         """Where ``node``'s /tmp lies on this machine in the hosts layout (its own, as a site's nodes have)."""
         return self.state / "nodes" / node / "tmp"
 
+    def munge_binding(self, host: str) -> tuple[Path, Path]:
+        """``host``'s own munge directory and the lab's socket directory it is bound over on that host."""
+        return self.state / "nodes" / host / "munge", self.munge_socket.parent
+
     def node_home(self, node: str) -> Path:
         """Where ``node``'s home of the lab user lies on this machine, with node-local homes."""
         return self.state / "nodes" / node / "home"

@@ -90,25 +90,34 @@ class Fabric:
         )
 
     def run_on(
-        self, node: str, etc: Path, tmp: Path, argv: tuple[str, ...], home: tuple[Path, str] | None = None
+        self,
+        node: str,
+        etc: Path,
+        tmp: Path,
+        argv: tuple[str, ...],
+        home: tuple[Path, str] | None = None,
+        munge: tuple[Path, Path] | None = None,
     ) -> tuple[str, ...]:
         """``argv`` as run on ``node``: in its network namespace, and in a host-name and mount namespace of its own
         with ``etc``'s hosts and resolv.conf as /etc's and ``tmp`` as its node-local /tmp (every other mount is
         the machine's, shared as NFS is, and mounts made on the machine later still reach it: propagation slave).
         ``home`` (node-local, user's): the node's own directory over the user's home, its ``scratch`` the
-        machine's ``<home>/scratch``, the one store every node shares.
+        machine's ``<home>/scratch``, the one store every node shares. ``munge`` (the host's directory, the lab's
+        socket directory): the host's own munged socket where the lab's is, as each host of a site runs its own.
 
         nsenter, not ``ip netns exec``, which mounts a /sys of its own, without the cgroup file system slurmd reads."""
         script = (
             'hostname "$0" && mount --bind "$1/hosts" /etc/hosts && mount --bind "$1/resolv.conf" /etc/resolv.conf'
             ' && mount --bind "$2" /tmp'
             ' && { [ -z "$3" ] || { mount --bind "$4/scratch" "$3/scratch" && mount --rbind "$3" "$4"; }; }'
-            ' && shift 4 && exec "$@"'
+            ' && { [ -z "$5" ] || mount --bind "$5" "$6"; }'
+            ' && shift 6 && exec "$@"'
         )
         homes = (str(home[0]), home[1]) if home else ("", "")
+        mungeds = (str(munge[0]), str(munge[1])) if munge else ("", "")
         netns = f"--net=/run/netns/{self.netns(node)}"
         unshare = ("unshare", "--uts", "--mount", "--propagation", "slave", "--")
-        return ("nsenter", netns, "--", *unshare, "sh", "-c", script, node, str(etc), str(tmp), *homes, *argv)
+        return ("nsenter", netns, "--", *unshare, "sh", "-c", script, node, str(etc), str(tmp), *homes, *mungeds, *argv)
 
     # -- making and removing -----------------------------------------------------------------------------
     def is_up(self) -> bool:

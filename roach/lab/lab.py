@@ -19,7 +19,7 @@ from roach.lab.config import (
     default_state_dir,
 )
 from roach.lab.daemons import Daemon, check_port_free, processes_in, wait_for
-from roach.lab.hosts import Fabric
+from roach.lab.hosts import LOGIN, Fabric
 from roach.lab.packages import require_packages, require_root, which
 from roach.lab.python import ensure_job_venv
 
@@ -28,20 +28,13 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     """The lab's daemons in start order."""
     env = tuple(cfg.env().items())
     run, log = cfg.run_dir, cfg.log_dir
-    munged = Daemon(
-        "munged",
-        (
-            which("munged") or "munged",
-            "--force",
-            f"--socket={cfg.munge_socket}",
-            f"--key-file={cfg.etc / 'munge.key'}",
-            f"--pid-file={run / 'munged.pid'}",
-            f"--log-file={log / 'munged.log'}",
-            f"--seed-file={cfg.state / 'munge' / 'seed'}",
-        ),
-        run / "munged.pid",
-        log / "munged.log",
-    )
+    fabric = Fabric(cfg.port_base, NODES) if cfg.hosts else None
+    mungeds = [_munged(cfg, "munged", cfg.munge_socket.parent)]
+    if fabric:  # each host its own munged, with the one key: as a site runs them
+        for h in fabric.hosts:
+            d = _munged(cfg, f"munged-{h}", cfg.munge_binding(h)[0])
+            on_host = fabric.run_on(h, cfg.etc, cfg.node_tmp(h), d.argv, munge=cfg.munge_binding(h))
+            mungeds.append(replace(d, argv=on_host, program=d.argv[0]))
     mariadbd = Daemon(
         "mariadbd",
         (which("mariadbd") or "mariadbd", f"--defaults-file={cfg.my_cnf}"),
@@ -67,14 +60,15 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
         env=env,
     )
     slurmd = which("slurmd") or "slurmd"
-    fabric = Fabric(cfg.port_base, NODES) if cfg.hosts else None
     slurmds = []
     for n in NODES:
         argv: tuple[str, ...] = (slurmd, "-N", n, "-f", str(cfg.slurm_conf))
         slurmds.append(
             Daemon(
                 f"slurmd-{n}",
-                fabric.run_on(n, cfg.etc, cfg.node_tmp(n), argv, prepare.home_binding(cfg, n)) if fabric else argv,
+                fabric.run_on(n, cfg.etc, cfg.node_tmp(n), argv, prepare.home_binding(cfg, n), cfg.munge_binding(n))
+                if fabric
+                else argv,
                 run / f"slurmd-{n}.pid",
                 log / f"slurmd-{n}.log",
                 # in its own network namespace a node's port is its own: nothing here can hold it
@@ -83,7 +77,23 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
                 program=slurmd,
             )
         )
-    return [munged, mariadbd, slurmdbd, slurmctld, *slurmds, *([login.daemon(cfg)] if fabric else [])]
+    return [*mungeds, mariadbd, slurmdbd, slurmctld, *slurmds, *([login.daemon(cfg)] if fabric else [])]
+
+
+def _munged(cfg: LabConfig, name: str, home: Path) -> Daemon:
+    """A munged with the lab's key, its socket at the lab's path, its seed in ``home`` (where the socket lies
+    on this machine)."""
+    run, log = cfg.run_dir, cfg.log_dir
+    argv = (
+        which("munged") or "munged",
+        "--force",
+        f"--socket={cfg.munge_socket}",
+        f"--key-file={cfg.etc / 'munge.key'}",
+        f"--pid-file={run / f'{name}.pid'}",
+        f"--log-file={log / f'{name}.log'}",
+        f"--seed-file={home / 'seed'}",
+    )
+    return Daemon(name, argv, run / f"{name}.pid", log / f"{name}.log")
 
 
 def _by_name(cfg: LabConfig) -> dict[str, Daemon]:
@@ -191,6 +201,10 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     ensure_job_venv(cfg, job_packages)
     cfg.save()
     ds["munged"].start(ready=lambda: cfg.munge_socket.exists())
+    if cfg.hosts:
+        for h in (*NODES, LOGIN):
+            sock = cfg.munge_binding(h)[0] / cfg.munge_socket.name
+            ds[f"munged-{h}"].start(ready=sock.exists)
     prepare.init_mariadb(cfg)
     ds["mariadbd"].start(ready=lambda: _ok(["mariadb-admin", f"--defaults-file={cfg.my_cnf}", "ping"], cfg))
     accounting.ensure_database(cfg)

@@ -131,7 +131,7 @@ def daemon(cfg: LabConfig) -> Daemon:
     sshd = shutil.which("sshd", path="/usr/sbin:/sbin:/usr/bin") or "/usr/sbin/sshd"
     log = cfg.log_dir / "sshd-login.log"
     own = (sshd, "-D", "-f", str(ssh_dir(cfg) / "sshd_config"), "-E", str(log))
-    argv = Fabric(cfg.port_base, ()).run_on(LOGIN, cfg.etc, cfg.node_tmp(LOGIN), own)
+    argv = Fabric(cfg.port_base, ()).run_on(LOGIN, cfg.etc, cfg.node_tmp(LOGIN), own, munge=cfg.munge_binding(LOGIN))
     return Daemon("sshd-login", argv, cfg.run_dir / "sshd-login.pid", log, forks=False, program=sshd)
 
 

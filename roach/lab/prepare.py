@@ -60,6 +60,9 @@ def write_state(cfg: LabConfig) -> None:
         for n in (*NODES, LOGIN):
             cfg.node_tmp(n).mkdir(parents=True, exist_ok=True)
             os.chmod(cfg.node_tmp(n), 0o1777)  # as /tmp is: everyone's, each keeping their own files
+            for d in (cfg.node_tmp(n).parent, cfg.munge_binding(n)[0]):  # the host's munged's, as the lab's
+                d.mkdir(parents=True, exist_ok=True)
+                os.chmod(d, 0o755)
     key = cfg.etc / "munge.key"
     if not key.exists():
         atomic_write(key, os.urandom(1024), mode=0o400)
