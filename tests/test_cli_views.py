@@ -7,7 +7,7 @@ from pathlib import Path
 
 from roach.cli.columns import plain
 from roach.cli.view_text import state_text
-from roach.cli.views import LEFT_QUEUE_UNACCOUNTED, live_views
+from roach.ops.job_views import LEFT_QUEUE_UNACCOUNTED, live_views
 from roach.records.store import Store
 from roach.slurmio.parse import parse_sacct
 from roach.slurmio.transport import LocalTransport
@@ -75,8 +75,8 @@ def test_the_api_calls_a_job_gone_from_the_queue_but_not_accounted_completing(tm
 
 
 def test_an_attempt_is_named_by_its_holder_and_number_not_roachs_packed_id():
-    from roach.cli.views import JobView
     from roach.model.ids import RecordKind
+    from roach.ops.job_views import JobView
 
     v = JobView.of(replace(record(412), holder=412, attempt=3, kind=RecordKind.ATTEMPT), "COMPLETED", "completed")
     assert (v.slurm_id, v.holder, v.attempt, v.job_id) == ("412/3", 412, 3, 412)

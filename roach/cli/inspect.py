@@ -7,10 +7,11 @@ import click
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.refs import cluster_option, explained, record_of_ref, ssh_alias_option
-from roach.cli.views import follow_log, job_json, live_views, reach
+from roach.cli.views import follow_log, job_json
 from roach.errors import UsageError, WaitTimeoutError
 from roach.launch.inside_job import job_for
 from roach.launch.job import Job
+from roach.ops.job_views import live_views, reach
 from roach.records.store import Store
 from roach.records.workspace import is_workspace_record
 

@@ -4,7 +4,7 @@
 Live states cost a fixed number of Slurm calls, never one per job: `ls` makes one ``squeue`` per cluster
 and ssh alias (the user's whole queue) and at most one ``sacct`` per cluster and alias for the listed jobs
 that left the queue and whose final state the store does not hold yet; it records those final states in the
-store (the views and their live states: :mod:`roach.cli.views`). A job submitted through another ssh alias
+store (the views and their live states: :mod:`roach.ops.job_views`). A job submitted through another ssh alias
 than its cluster's own is read through that alias again (the store's ``via``); ``--ssh-alias`` overrides it.
 """
 
@@ -21,12 +21,13 @@ from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.refs import ssh_alias_option
 from roach.cli.view_text import print_view
-from roach.cli.views import JobView, job_json, reach
+from roach.cli.views import job_json
 from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.errors import UsageError
 from roach.launch.job import Job
 from roach.launch.submit import resume as resume_run
 from roach.launch.submit import submit as submit_job
+from roach.ops.job_views import JobView, reach
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.store import Store
 from roach.records.workspace import is_workspace_record

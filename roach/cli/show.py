@@ -13,7 +13,8 @@ from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.refs import cluster_option, explained, record_of_ref, ssh_alias_option
 from roach.cli.view_text import print_view
-from roach.cli.views import job_json, live_views, reach
+from roach.cli.views import job_json
+from roach.ops.job_views import live_views, reach
 from roach.records.store import Store
 from roach.records.workspace import is_workspace_record
 from roach.workspace.stage import archived_bundle, earlier_stage_error

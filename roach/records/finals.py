@@ -1,7 +1,7 @@
 """Recording a job's end: the one function every place that learns one calls (:func:`record_ends`).
 
 A job's end is two facts kept together: the row in roach's store and the ``job.json`` in its bundle on the
-cluster. ``roach status``, ``ls`` and ``cancel`` (through :func:`roach.cli.views.live_views`),
+cluster. ``roach status``, ``ls`` and ``cancel`` (through :func:`roach.ops.job_views.live_views`),
 ``Job.state``/``wait``, ``Sweep.wait``, the watch, a holder's ``info``/``release`` and an attempt's exit (read
 from what its driver wrote) all hand what they learned to :func:`record_ends`: it rewrites every job.json
 of the call in one command (:func:`roach.records.final_files.record_finals`, atomic per file) and then records
