@@ -3,10 +3,11 @@ the cluster a later read of that job uses (the same alias and config file)."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from roach.clusters.cluster import Cluster, known_clusters
 from roach.clusters.userconfig import configured, get_cluster
+from roach.model.status import Status
 from roach.records.job_record import JobRecord
 
 
@@ -22,6 +23,20 @@ def submitted_route(cluster: Cluster) -> Route:
     and ``via_config``, the ssh config file that alias came from (None: ssh's default)."""
     via = submitted_via(cluster)
     return {"via": via, "via_config": cluster.ssh_config if via else None}
+
+
+def submitted_record(cluster: Cluster, route: Route | None = None, **fields: Any) -> JobRecord:
+    """A job record as a submission makes it: ``cluster``'s name and route (``route``: one computed already),
+    SUBMITTED, no end yet; ``fields`` are the rest of :class:`JobRecord`'s."""
+    return JobRecord(
+        cluster=cluster.name,
+        status=Status.SUBMITTED,
+        slurm_state=None,
+        exit_code=None,
+        recorded_at=None,
+        **(route if route is not None else submitted_route(cluster)),
+        **fields,
+    )
 
 
 def as_recorded(cluster: Cluster, rec: JobRecord) -> Cluster:

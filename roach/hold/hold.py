@@ -16,7 +16,7 @@ import shlex
 from roach.clusters import guardrails
 from roach.clusters.cluster import Cluster
 from roach.clusters.paths import check_cluster_path
-from roach.clusters.route import submitted_route
+from roach.clusters.route import submitted_record
 from roach.clusters.userconfig import configured, fill_resources, get_cluster
 from roach.errors import UsageError
 from roach.launch import lost
@@ -27,9 +27,8 @@ from roach.launch.submit import released_or_undone
 from roach.launch.submit import submit as submit_run
 from roach.model.ids import RecordKind
 from roach.model.resources import Resources
-from roach.model.status import Status
 from roach.records.bundle import BundlePaths, JobJson
-from roach.records.job_record import JobRecord, utc_now
+from roach.records.job_record import utc_now
 from roach.records.store import Store
 from roach.slurmio.clusterfs import ClusterFS
 
@@ -164,8 +163,8 @@ def hold(
                 target=HOLD_TARGET,
             ).to_json(),
         )
-        record = JobRecord(
-            cluster=cluster.name,
+        record = submitted_record(
+            cluster,
             job_id=job_id,
             run_id=hold_id,
             name=name,
@@ -177,12 +176,7 @@ def hold(
             run_dir="",
             submitted_at=submitted,
             resources=res.to_json(),
-            status=Status.SUBMITTED,
-            slurm_state=None,
-            exit_code=None,
-            recorded_at=None,
             holder=job_id,
-            **submitted_route(cluster),
             kind=RecordKind.HOLDER,
         )
         store.add(record)

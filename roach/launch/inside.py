@@ -20,7 +20,7 @@ import posixpath
 import time
 from typing import Any
 
-from roach.clusters.route import submitted_route
+from roach.clusters.route import submitted_record
 from roach.errors import RoachError, UsageError
 from roach.launch.hold_steps import StepKind
 from roach.launch.holder import HolderHandle, HolderInfo
@@ -31,9 +31,8 @@ from roach.launch.prepare import Prepared
 from roach.launch.shipping import node_script, runtime_dir, ship_runtime
 from roach.model.ids import RecordKind
 from roach.model.resources import Resources
-from roach.model.status import Status
 from roach.records.bundle import JobJson
-from roach.records.job_record import JobRecord, utc_now
+from roach.records.job_record import utc_now
 from roach.records.store import Store
 from roach.slurmio.clusterfs import ClusterFS
 
@@ -166,8 +165,8 @@ def submit_inside(
         if fs.transport.run(["mkdir", "--", paths.bundle_dir]).returncode != 0:
             n += 1
             continue
-        record = JobRecord(
-            cluster=cluster.name,
+        record = submitted_record(
+            cluster,
             job_id=holder,
             run_id=run_id,
             name=name,
@@ -179,12 +178,7 @@ def submit_inside(
             run_dir=run_dir,
             submitted_at=utc_now(),
             resources=resources.to_json(),
-            status=Status.SUBMITTED,
-            slurm_state=None,
-            exit_code=None,
-            recorded_at=None,
             holder=holder,
-            **submitted_route(cluster),
             attempt=n,
             kind=RecordKind.ATTEMPT,
         )

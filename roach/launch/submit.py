@@ -16,7 +16,7 @@ from typing import Any
 from roach.clusters import guardrails
 from roach.clusters.cluster import Cluster
 from roach.clusters.paths import check_cluster_path
-from roach.clusters.route import as_recorded, submitted_route
+from roach.clusters.route import as_recorded, submitted_record
 from roach.clusters.userconfig import get_cluster
 from roach.errors import RoachError, UsageError
 from roach.launch import lost
@@ -28,9 +28,8 @@ from roach.launch.prepare import RUN_ID, check_args, default_run_root, new_run_i
 from roach.launch.shipping import node_script, runtime_dir, write_bundle
 from roach.model.resources import Resources
 from roach.model.run_spec import RepoRef, RunSpec
-from roach.model.status import Status
 from roach.records.bundle import BundlePaths, JobJson
-from roach.records.job_record import JobRecord, utc_now
+from roach.records.job_record import utc_now
 from roach.records.store import Store
 from roach.slurmio.clusterfs import ClusterFS
 
@@ -174,8 +173,8 @@ def submit(
             name=name,
             target=target,
         )
-        record = JobRecord(
-            cluster=cluster.name,
+        record = submitted_record(
+            cluster,
             job_id=job_id,
             run_id=run_id,
             name=name,
@@ -187,11 +186,6 @@ def submit(
             run_dir=run_dir,
             submitted_at=submitted,
             resources=res.to_json(),
-            status=Status.SUBMITTED,
-            slurm_state=None,
-            exit_code=None,
-            recorded_at=None,
-            **submitted_route(cluster),
         )
         # the record first: the store's commit syncs its file, which would wait for the bundle's files made before it
         store.add(record)

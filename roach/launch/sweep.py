@@ -20,7 +20,7 @@ from typing import Any
 from roach.clusters import guardrails
 from roach.clusters.cluster import Cluster
 from roach.clusters.paths import check_cluster_path
-from roach.clusters.route import reaching, submitted_route
+from roach.clusters.route import reaching, submitted_record, submitted_route
 from roach.clusters.userconfig import configured
 from roach.errors import SlurmError, UsageError, WaitTimeoutError
 from roach.launch import lost
@@ -33,7 +33,6 @@ from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.model.resources import Resources
 from roach.model.run_spec import SweepRef
-from roach.model.status import Status
 from roach.records.bundle import BundlePaths, JobJson, job_json_texts
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord, utc_now
@@ -346,8 +345,8 @@ def sweep(
             files[f"{bundle_dir}/job.json"] = job_json
             dirs.append(bundle_dir)
             records.append(
-                JobRecord(
-                    cluster=cluster.name,
+                submitted_record(
+                    cluster,
                     job_id=array_id,
                     run_id=run_id,
                     name=p.name,
@@ -359,12 +358,8 @@ def sweep(
                     run_dir=posixpath.join(run_root, run_id),
                     submitted_at=submitted,
                     resources=resources_json,
-                    status=Status.SUBMITTED,
-                    slurm_state=None,
-                    exit_code=None,
-                    recorded_at=None,
                     task=t,
-                    **route,
+                    route=route,
                     kind=RecordKind.TASK,
                 )
             )
