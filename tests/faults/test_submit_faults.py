@@ -1,4 +1,5 @@
-"""Scenario 11: a submit over SSH with slurmdbd down, and with the SSH connection dropped while sbatch runs.
+"""Scenario 11: a submit over SSH with slurmdbd down, and a submit, sweep or hold with the SSH connection
+dropped while sbatch runs.
 
 Either the submit succeeds once or it fails leaving nothing: never two jobs, counted in the queue and in
 accounting (by the submission's job name, unique per test)."""
@@ -20,11 +21,12 @@ from roach.errors import RoachError
 from roach.hold.hold import hold
 from roach.lab import lab as lablib
 from roach.launch import lost
+from roach.launch.sweep import sweep
 from roach.model.job_state import JobState
 from roach.records.store import Store
 from roach.slurm.clusters.lab import CPU, GPU1
 from tests.conftest import slack, wait_until
-from tests.faults.conftest import CLUSTER
+from tests.faults.conftest import CLUSTER, TARGET
 from tests.faults.ledger import assert_left_no_process, check_ledger
 from tests.sshd import SSHServer, lab_over_ssh, sshd, sshd_server  # noqa: F401  (fixtures)
 
@@ -77,14 +79,34 @@ exec /usr/bin/sbatch "$@"
 """
 
 
+def _start(how: str, faults, cluster, name: str, store: Store):
+    """A submit, sweep or hold of one small job called ``name`` to ``cluster``."""
+    if how == "hold":
+        return hold(CPU, cluster=cluster, name=name, time="1", log_root=faults.roots["log_root"], store=store)
+    if how == "sweep":
+        grid = [{"steps": 3, "step_s": 0.1}]
+        return sweep(
+            TARGET,
+            grid,
+            resources=GPU1,
+            cluster=cluster,
+            name=name,
+            repo_root=faults.repo.work,
+            store=store,
+            **faults.roots,
+        )
+    return faults.submit({"steps": 3, "step_s": 0.1}, GPU1, cluster=cluster, name=name, store=store)
+
+
 @pytest.mark.lab
-def test_an_ssh_connection_dropped_during_sbatch_leaves_no_job(faults, slurm, lab, over_ssh, sshd: SSHServer):
+@pytest.mark.parametrize("how", ["submit", "sweep", "hold"])
+def test_an_ssh_connection_dropped_during_sbatch_leaves_no_job(how, faults, slurm, lab, over_ssh, sshd: SSHServer):
     """Before the fix, the held job stayed queued for ever, without a record: roach never learnt its id.
 
     sbatch on the login host (gated, so the test can act before it talks to the controller) sends its request
     to a paused controller (SIGSTOP: an overloaded one) and waits for the answer; the connection drops then (sshd
     and its sessions killed, sshd started again); the controller goes on and queues the request it received."""
-    gate = faults.base / f"gate-{os.getpid()}"
+    gate = faults.base / f"gate-{os.getpid()}-{how}"
     (gate / "bin").mkdir(parents=True)
     (gate / "bin" / "sbatch").write_text(GATED_SBATCH.format(gate=gate))
     os.chmod(gate / "bin" / "sbatch", 0o755)
@@ -96,11 +118,7 @@ def test_an_ssh_connection_dropped_during_sbatch_leaves_no_job(faults, slurm, la
 
     def submit() -> None:  # in a thread: a store of its own (a SQLite connection serves the thread that made it)
         try:
-            outcome.append(
-                faults.submit(
-                    {"steps": 3, "step_s": 0.1}, GPU1, cluster=cluster, name=name, store=Store(faults.store.path)
-                )
-            )
+            outcome.append(_start(how, faults, cluster, name, Store(faults.store.path)))
         except RoachError as exc:
             outcome.append(exc)
 
@@ -136,9 +154,16 @@ def test_an_ssh_connection_dropped_during_sbatch_leaves_no_job(faults, slurm, la
             )
             assert not [r for r in faults.store.recent(1000) if r.name == name]  # no record either
             assert not lost.pending(faults.store, "lab")  # settled: the next submit has nothing to cancel
-        else:  # succeeded: that one job, run once
-            assert result.wait(timeout=slack(120)).state is JobState.COMPLETED
-            assert [q.job_id for q in queued] in ([], [str(result.job_id)]) and len(accounted) <= 1
+        elif how == "hold":  # succeeded: that one holder
+            assert {q.job_id for q in queued} == {str(result.job_id)} and len(accounted) <= 1
+            assert result.release() is JobState.CANCELLED
+        else:  # succeeded: that one job (a sweep's one run), run once
+            if how == "sweep":
+                assert [a.state for a in result.wait(timeout=slack(120)).values()] == [JobState.COMPLETED]
+            else:
+                assert result.wait(timeout=slack(120)).state is JobState.COMPLETED
+            ids = {str(i) for i in result.array_ids} if how == "sweep" else {str(result.job_id)}
+            assert {q.job_id.split("_")[0] for q in queued} <= ids and len(accounted) <= 1
     finally:
         if queued:
             slurm.scancel(sorted({q.job_id for q in queued}))
