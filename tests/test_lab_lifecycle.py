@@ -16,8 +16,9 @@ from roach.lab import lab as lablib
 from roach.lab import packages as lab_packages
 from roach.lab import release
 from roach.lab.conf_files import render
-from roach.lab.config import LAB_USER, LabConfig
+from roach.lab.config import LAB_USER, NODES, LabConfig, LabLayout
 from roach.lab.daemons import Daemon
+from roach.lab.hosts import CONTROLLER, Fabric
 from roach.lab.status import status as lab_status
 from roach.slurmio.client import SlurmClient
 from roach.slurmio.transport import LocalTransport
@@ -72,12 +73,32 @@ def test_port_taken_is_refused_before_anything_starts(private_lab):
     s.listen()
     try:
         with pytest.raises(LabError) as err:
-            lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, layout=suite_layout())
+            lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, layout=LabLayout.SINGLE_HOST.value)
     finally:
         s.close()
     assert f"port {PORT_BASE + 3} (for slurmdbd) is already taken" in str(err.value)
     assert "--port-base" in str(err.value)
     assert _lab_processes(private_lab) == []
+
+
+@pytest.mark.lab
+def test_the_hosts_layout_takes_no_port_of_the_machine(private_lab):
+    if suite_layout() != LabLayout.HOSTS.value:
+        pytest.skip("the single-host layout's daemons bind the machine's ports")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", PORT_BASE + 3))  # slurmdbd's port, on the machine: the controller host's is its own
+    s.listen()
+    try:
+        cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, layout=suite_layout())
+    finally:
+        s.close()
+    ctl = Path(f"/run/netns/{Fabric(PORT_BASE, NODES).netns(CONTROLLER)}").stat().st_ino
+    for d in lablib.daemons(cfg):
+        if d.name in {"mariadbd", "slurmdbd", "slurmctld"}:
+            assert os.stat(f"/proc/{d.pid()}/ns/net").st_ino == ctl, d.name
+    shown = _show_config(cfg)
+    assert shown["SlurmctldHost[0]"] == f"ctl({Fabric(PORT_BASE, NODES).node_addr(CONTROLLER)})"
 
 
 @pytest.mark.lab
@@ -101,7 +122,7 @@ def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_pat
     assert any("slurmstepd" in p for p in _lab_processes(private_lab))
 
     stopped = lablib.down(str(private_lab), log=lambda *_: None)
-    hosts = {"munged-n1", "munged-n2", "munged-login", "sshd-login"} if cfg.hosts else set()
+    hosts = {"munged-n1", "munged-n2", "munged-login", "munged-ctl", "sshd-login"} if cfg.hosts else set()
     assert set(stopped) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-n1", "slurmd-n2", *hosts}
     assert _lab_processes(private_lab) == []
     assert lablib.down(str(private_lab), log=lambda *_: None) == []
@@ -122,7 +143,7 @@ def test_live_settings_change_a_running_lab(private_lab):
     cfg = lablib.up(str(private_lab), log=lambda *_: None, port_base=PORT_BASE, layout=suite_layout())
     # slurmctld and slurmd may hand over to a new process on `scontrol reconfigure` (Slurm 23.11+): munged,
     # MariaDB and slurmdbd keep their pids, and the lab's one slurmctld is the one its pid file names.
-    kept = {"munged", "munged-n1", "munged-n2", "munged-login", "mariadbd", "slurmdbd"}
+    kept = {"munged", "munged-n1", "munged-n2", "munged-login", "munged-ctl", "mariadbd", "slurmdbd"}
     pids = {d.name: d.pid() for d in lablib.daemons(cfg) if d.name in kept}
     client = SlurmClient(LocalTransport(env=cfg.env()))
     assert client.capabilities().preempt_send_user_signal is False

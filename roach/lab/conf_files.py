@@ -15,7 +15,7 @@ from string import Template
 from roach._fs import atomic_write
 from roach.lab import release
 from roach.lab.config import CLUSTER_NAME, NODES, LabConfig, PreemptSignalSetting
-from roach.lab.hosts import Fabric
+from roach.lab.hosts import CONTROLLER, LOGIN, Fabric
 
 TEMPLATES = Path(__file__).parent / "templates"  # the config files' templates (package data, beside this module)
 
@@ -52,6 +52,7 @@ def _values(cfg: LabConfig) -> dict[str, str]:
         "db_password": db_password(cfg),
         **{k: str(v) for k, v in cfg.ports.items()},
         "ctld_addr": where["controller"],
+        "ctld_host": CONTROLLER if cfg.hosts else cfg.host,
         **{f"{n}_hostname": n if cfg.hosts else cfg.host for n in NODES},
         **{f"{n}_addr": where[n] for n in NODES},
     }
@@ -63,7 +64,7 @@ def addresses(cfg: LabConfig) -> dict[str, str]:
     if not cfg.hosts:
         return {"controller": "127.0.0.1", **{n: "127.0.0.1" for n in NODES}}
     fabric = Fabric(cfg.port_base, NODES)
-    return {"controller": fabric.controller_addr, **{n: fabric.node_addr(n) for n in fabric.hosts}}
+    return {"controller": fabric.controller_addr, **{n: fabric.node_addr(n) for n in (*NODES, LOGIN)}}
 
 
 def db_password(cfg: LabConfig) -> str:

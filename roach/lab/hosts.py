@@ -3,9 +3,9 @@
 In the ``hosts`` layout each compute node's slurmd runs in a network namespace ``roach<port base>-<node>`` with
 its own address on the lab's bridge (``rl<port base>``), its own host name (a UTS namespace) and its own /tmp
 (a mount namespace), so a rank on n2 reaches rank 0 at n1's address, ``hostname`` tells the nodes apart and
-a file in n1's /tmp is not on n2. The login host (``login``: an sshd and the Slurm commands, no slurmd) is a
-host of the same kind. The controller (slurmctld, slurmdbd, MariaDB) and the machine's Slurm commands stay in
-the machine's namespace, at the bridge's address.
+a file in n1's /tmp is not on n2. The login host (``login``: an sshd and the Slurm commands, no slurmd) and the
+controller host (``ctl``: slurmctld, slurmdbd, MariaDB) are hosts of the same kind. The machine itself is on the
+bridge at its first address, where its Slurm commands come from and its default route leads.
 Each lab takes its own /24 from its port base, so the suite's parallel labs never share an address.
 """
 
@@ -25,7 +25,8 @@ from roach.errors import LabError
 
 SUBNETS = ipaddress.ip_network("10.213.0.0/16")  # the labs' /24s are carved out of it, one per port base
 LOGIN = "login"  # the login host: sshd and the Slurm commands, no slurmd
-_HOST_NUMBER = {LOGIN: 10, "n1": 11, "n2": 12}
+CONTROLLER = "ctl"  # the controller host: slurmctld, slurmdbd and MariaDB
+_HOST_NUMBER = {CONTROLLER: 2, LOGIN: 10, "n1": 11, "n2": 12}
 _LOCK = Path("/run/lock/roach-lab-fabric.lock")  # one lab at a time makes or removes namespaces on a machine
 
 
@@ -38,8 +39,8 @@ class Fabric:
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        """Every host with a namespace of its own: the compute nodes and the login host."""
-        return (*self.nodes, LOGIN)
+        """Every host with a namespace of its own: the compute nodes, the login host and the controller."""
+        return (*self.nodes, LOGIN, CONTROLLER)
 
     @property
     def subnet(self) -> ipaddress.IPv4Network:
@@ -51,8 +52,13 @@ class Fabric:
         return f"rl{self.port_base}"  # an interface name has at most 15 characters
 
     @property
-    def controller_addr(self) -> str:
+    def machine_addr(self) -> str:
+        """The bridge's address: this machine's on the lab's network, the hosts' default route."""
         return str(self.subnet.network_address + 1)
+
+    @property
+    def controller_addr(self) -> str:
+        return self.node_addr(CONTROLLER)
 
     def node_addr(self, node: str) -> str:
         return str(self.subnet.network_address + _HOST_NUMBER[node])
@@ -63,19 +69,20 @@ class Fabric:
     def veth(self, node: str) -> str:
         return f"rl{self.port_base}{node}"
 
-    def hosts_file(self, controller: str) -> str:
-        """The /etc/hosts each node sees: the lab's hosts by name, as a site's DNS gives them (gloo resolves its
-        own host name to find the address it tells the other ranks)."""
+    def hosts_file(self, machine: str) -> str:
+        """The /etc/hosts each host sees: the lab's hosts and ``machine`` (this machine's name) by name, as a site's
+        DNS gives them (gloo resolves its own host name to find the address it tells the other ranks; slurmctld
+        resolves a client's host name)."""
         lines = [
             "127.0.0.1 localhost",
             "::1 localhost ip6-localhost ip6-loopback",
-            f"{self.controller_addr} {controller}",
+            f"{self.machine_addr} {machine}",
         ]
         lines += [f"{self.node_addr(n)} {n}" for n in self.hosts]
         # and as a dual-stack socket sees an IPv4 peer: c10d's store names each rank that connects by its
         # ::ffff:a.b.c.d address, which the files lookup matches to no IPv4 line (a warning per rank)
         lines += [
-            f"::ffff:{self.controller_addr} {controller}",
+            f"::ffff:{self.machine_addr} {machine}",
             *(f"::ffff:{self.node_addr(n)} {n}" for n in self.hosts),
         ]
         return "\n".join(lines) + "\n"
@@ -134,7 +141,7 @@ class Fabric:
         self.check_range_free()
         if not _link_exists(self.bridge):
             _ip("link", "add", self.bridge, "type", "bridge")
-            _ip("addr", "add", f"{self.controller_addr}/{self.subnet.prefixlen}", "dev", self.bridge)
+            _ip("addr", "add", f"{self.machine_addr}/{self.subnet.prefixlen}", "dev", self.bridge)
             _ip("link", "set", self.bridge, "up")
         for node in self.hosts:
             if not self._host_is_up(node):
@@ -155,7 +162,7 @@ class Fabric:
             _ip(*inside, "link", "set", "lo", "up")
             _ip(*inside, "addr", "add", f"{self.node_addr(node)}/{self.subnet.prefixlen}", "dev", "eth0")
             _ip(*inside, "link", "set", "eth0", "up")
-            _ip(*inside, "route", "add", "default", "via", self.controller_addr)
+            _ip(*inside, "route", "add", "default", "via", self.machine_addr)
         except BaseException:
             with contextlib.suppress(LabError):
                 _ip("netns", "del", ns)  # and with it the veth pair

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import subprocess
@@ -19,7 +20,7 @@ from roach.lab.config import (
     default_state_dir,
 )
 from roach.lab.daemons import Daemon, check_port_free, processes_in, wait_for
-from roach.lab.hosts import LOGIN, Fabric
+from roach.lab.hosts import CONTROLLER, Fabric
 from roach.lab.packages import require_packages, require_root, which
 from roach.lab.python import ensure_job_venv
 
@@ -35,30 +36,38 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
             d = _munged(cfg, f"munged-{h}", cfg.munge_binding(h)[0])
             on_host = fabric.run_on(h, cfg.etc, cfg.node_tmp(h), d.argv, munge=cfg.munge_binding(h))
             mungeds.append(replace(d, argv=on_host, program=d.argv[0]))
-    mariadbd = Daemon(
-        "mariadbd",
-        (which("mariadbd") or "mariadbd", f"--defaults-file={cfg.my_cnf}"),
-        run / "mariadbd.pid",
-        log / "mariadbd.log",
-        ports=(cfg.port("db_port"),),
-        forks=False,
-    )
-    slurmdbd = Daemon(
-        "slurmdbd",
-        (which("slurmdbd") or "slurmdbd",),
-        run / "slurmdbd.pid",
-        log / "slurmdbd.log",
-        ports=(cfg.port("dbd_port"),),
-        env=env,
-    )
-    slurmctld = Daemon(
-        "slurmctld",
-        (which("slurmctld") or "slurmctld", "-f", str(cfg.slurm_conf)),
-        run / "slurmctld.pid",
-        log / "slurmctld.log",
-        ports=(cfg.port("ctld_port"),),
-        env=env,
-    )
+    controller = [
+        Daemon(
+            "mariadbd",
+            (which("mariadbd") or "mariadbd", f"--defaults-file={cfg.my_cnf}"),
+            run / "mariadbd.pid",
+            log / "mariadbd.log",
+            ports=(cfg.port("db_port"),),
+            forks=False,
+        ),
+        Daemon(
+            "slurmdbd",
+            (which("slurmdbd") or "slurmdbd",),
+            run / "slurmdbd.pid",
+            log / "slurmdbd.log",
+            ports=(cfg.port("dbd_port"),),
+            env=env,
+        ),
+        Daemon(
+            "slurmctld",
+            (which("slurmctld") or "slurmctld", "-f", str(cfg.slurm_conf)),
+            run / "slurmctld.pid",
+            log / "slurmctld.log",
+            ports=(cfg.port("ctld_port"),),
+            env=env,
+        ),
+    ]
+    if fabric:  # on the controller host, whose ports are its own: nothing on this machine can hold them
+        ctl = functools.partial(fabric.run_on, CONTROLLER, cfg.etc, cfg.node_tmp(CONTROLLER))
+        controller = [
+            replace(d, argv=ctl(d.argv, munge=cfg.munge_binding(CONTROLLER)), ports=(), program=d.argv[0])
+            for d in controller
+        ]
     slurmd = which("slurmd") or "slurmd"
     slurmds = []
     for n in NODES:
@@ -77,7 +86,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
                 program=slurmd,
             )
         )
-    return [*mungeds, mariadbd, slurmdbd, slurmctld, *slurmds, *([login.daemon(cfg)] if fabric else [])]
+    return [*mungeds, *controller, *slurmds, *([login.daemon(cfg)] if fabric else [])]
 
 
 def _munged(cfg: LabConfig, name: str, home: Path) -> Daemon:
@@ -202,7 +211,7 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     cfg.save()
     ds["munged"].start(ready=lambda: cfg.munge_socket.exists())
     if cfg.hosts:
-        for h in (*NODES, LOGIN):
+        for h in Fabric(cfg.port_base, NODES).hosts:
             sock = cfg.munge_binding(h)[0] / cfg.munge_socket.name
             ds[f"munged-{h}"].start(ready=sock.exists)
     prepare.init_mariadb(cfg)

@@ -14,7 +14,7 @@ from roach._fs import atomic_write
 from roach.errors import LabError
 from roach.lab import conf_files, login
 from roach.lab.config import GPUS_PER_NODE, LAB_USER, NODES, LabConfig
-from roach.lab.hosts import LOGIN, Fabric, can_make_namespaces, fabric_lock
+from roach.lab.hosts import Fabric, can_make_namespaces, fabric_lock
 from roach.lab.packages import which
 
 
@@ -57,7 +57,7 @@ def write_state(cfg: LabConfig) -> None:
         d.mkdir(parents=True, exist_ok=True)
         os.chmod(d, 0o755)
     if cfg.hosts:
-        for n in (*NODES, LOGIN):
+        for n in Fabric(cfg.port_base, NODES).hosts:
             cfg.node_tmp(n).mkdir(parents=True, exist_ok=True)
             os.chmod(cfg.node_tmp(n), 0o1777)  # as /tmp is: everyone's, each keeping their own files
             for d in (cfg.node_tmp(n).parent, cfg.munge_binding(n)[0]):  # the host's munged's, as the lab's

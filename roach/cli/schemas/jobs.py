@@ -170,7 +170,7 @@ LAB_STATUS = record(
                 {
                     "name": string(
                         "`munged`, `mariadbd`, `slurmdbd`, `slurmctld`, `slurmd-n1`, `slurmd-n2`, and on the hosts "
-                        "layout each host's own `munged-n1`, `munged-n2`, `munged-login` and `sshd-login`."
+                        "layout each host's own `munged-n1`, `munged-n2`, `munged-login`, `munged-ctl` and `sshd-login`."
                     ),
                     "pid": integer("Its pid from its pid file; null when it has none.", null=True),
                     "log": string("Its log file."),
