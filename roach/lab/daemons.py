@@ -133,7 +133,8 @@ def processes_in(state: Path, exe: str) -> list[int]:
 
     The lab's daemons and the job steps they start work in its log directory; a job step's environment or
     command line cannot tell (slurmstepd 24.11+ writes its process title over both). A process under another
-    root directory (a chroot's lab at the same path) is not this lab's.
+    root directory (a chroot's lab at the same path) is not this lab's. In a chroot, a process in a host's mount
+    namespace shows its working directory with the root's own path in front.
     """
     root = os.stat("/")
     found = []
@@ -145,7 +146,7 @@ def processes_in(state: Path, exe: str) -> list[int]:
             continue
         if (theirs.st_dev, theirs.st_ino) != (root.st_dev, root.st_ino):
             continue
-        if (cwd == str(state) or cwd.startswith(f"{state}/")) and _is_program(int(pid), exe):
+        if f"{state}/" in f"{cwd}/" and _is_program(int(pid), exe):
             found.append(int(pid))
     return found
 
