@@ -22,6 +22,7 @@ from roach.lab import lab as lablib
 from roach.lab import login
 from roach.lab.config import LAB_USER, NODES, LabConfig, LabLayout
 from roach.lab.hosts import LOGIN, Fabric, can_make_namespaces, fabric_lock
+from roach.lab.python import NODE_VENV
 from roach.lab.status import env_lines
 from roach.lab.status import status as lab_status
 from roach.model.job_state import JobState
@@ -136,7 +137,7 @@ def test_a_rank_on_n2_meets_rank_0_at_n1s_address(hosts_lab: LabConfig, git_repo
 
 @pytest.mark.lab
 def test_with_node_local_homes_each_node_clones_a_commit_once(hosts_lab: LabConfig, git_repo, tmp_path, monkeypatch):
-    """ILC's layout: ``~`` is each node's own, ``~/scratch`` the store they share."""
+    """ILC's layout: ``~`` is each node's own, with its own Python; ``~/scratch`` is the store they share."""
     monkeypatch.setenv("ROACH_LAB_DIR", hosts_lab.state_dir)
     commit = git_repo.commit(PKG, "node homes")
     home = Path(pwd.getpwnam(LAB_USER).pw_dir)
@@ -154,6 +155,11 @@ def test_with_node_local_homes_each_node_clones_a_commit_once(hosts_lab: LabConf
         assert not list((home / "roach_clones").glob(f"*-{commit}"))  # none in the machine's (the login) home
         ranks = [json.loads((expt / "runs" / first.run_id / f"rank{r}.json").read_text()) for r in range(4)]
         assert [r["hostname"] for r in ranks] == ["n1", "n1", "n2", "n2"]  # and the results in the shared store
+        # the rank's Python is its node's: one path, in each node's own home
+        venvs = [hosts_lab.node_home(r["hostname"]) / NODE_VENV for r in ranks]
+        assert {r["python"] for r in ranks} == {str(home / NODE_VENV)}
+        assert [r["python_inode"] for r in ranks] == [v.stat().st_ino for v in venvs]
+        assert venvs[0].stat().st_ino != venvs[2].stat().st_ino
         second = run("homes-2")
         assert "cloned" not in second.log()  # each node's clone is there: none is made again
     finally:

@@ -22,7 +22,7 @@ from roach.lab.config import (
 from roach.lab.daemons import Daemon, check_port_free, processes_in, wait_for
 from roach.lab.hosts import CONTROLLER, Fabric
 from roach.lab.packages import require_packages, require_root, which
-from roach.lab.python import ensure_job_venv
+from roach.lab.python import ensure_job_venv, ensure_node_venvs
 
 
 def daemons(cfg: LabConfig) -> list[Daemon]:
@@ -208,6 +208,7 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     if cfg.hosts:
         prepare.make_fabric(cfg)
     ensure_job_venv(cfg, job_packages)
+    ensure_node_venvs(cfg)
     cfg.save()
     ds["munged"].start(ready=lambda: cfg.munge_socket.exists())
     if cfg.hosts:

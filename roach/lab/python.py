@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from roach.errors import LabError
-from roach.lab.config import LAB_USER, LabConfig
+from roach.lab.config import LAB_USER, NODES, LabConfig
+
+NODE_VENV = ".local/share/roach-lab/python"  # a node's own venv, in its home (node-local homes; site file lab.sh)
 
 
 def ensure_job_venv(cfg: LabConfig, packages: tuple[str, ...] = ()) -> None:
@@ -24,6 +27,31 @@ def ensure_job_venv(cfg: LabConfig, packages: tuple[str, ...] = ()) -> None:
                 f"could not install {' '.join(packages)} into the lab's job venv {venv}:\n{r.stderr[-2000:]}",
                 hint="check the package names and that pip can reach its index",
             )
+
+
+def ensure_node_venvs(cfg: LabConfig) -> None:
+    """With node-local homes, a venv of each node's own in its home, as a site's node has its own environment;
+    its packages are the job venv's (a .pth), so what the lab installs once every node imports."""
+    if not cfg.node_homes:
+        return
+    shared = cfg.state / "pyenv" / "bin" / "python"
+    user = pwd.getpwnam(LAB_USER)
+    for n in NODES:
+        venv = cfg.node_home(n) / NODE_VENV
+        if not (venv / "bin" / "python").exists():
+            shutil.rmtree(venv, ignore_errors=True)  # a venv half made by a killed `lab up`
+            r = subprocess.run([str(shared), "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True)
+            if r.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+                raise LabError(f"could not make {n}'s venv {venv}: {r.stderr.strip()}", hint="read the error above")
+        pth = Path(_purelib(venv / "bin" / "python")) / "roach-lab-packages.pth"
+        pth.write_text(f"import site; site.addsitedir({_purelib(shared)!r})\n")
+        subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(cfg.node_home(n) / ".local")], check=True)
+
+
+def _purelib(python: Path) -> str:
+    code = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def job_python(state: Path | None = None) -> str:

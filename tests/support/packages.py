@@ -4,7 +4,7 @@
 PKG = {
     "pkg/__init__.py": "",
     "pkg/dist.py": """
-import json, os, socket
+import json, os, socket, sys
 
 def allreduce(run):
     import torch
@@ -14,6 +14,7 @@ def allreduce(run):
     dist.all_reduce(t)
     info = {k: os.environ[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "CUDA_VISIBLE_DEVICES")}
     info.update(node=run.node, sum=t.item(), hostname=socket.gethostname(), master_addr=os.environ["MASTER_ADDR"])
+    info.update(python=sys.prefix, python_inode=os.stat(sys.prefix).st_ino)
     (run.run_dir / f"rank{run.rank}.json").write_text(json.dumps(info))
     run.log("all_reduce gave %s", t.item())
     dist.destroy_process_group()

@@ -5,4 +5,6 @@ ROACH_ENV=venv
 ROACH_VENV="${SLURM_CONF:?the lab exports SLURM_CONF}"  # <state>/etc/slurm.conf -> <state>/pyenv
 ROACH_VENV="${ROACH_VENV%/*}"
 ROACH_VENV="${ROACH_VENV%/*}/pyenv"
+# with node-local homes (`roach lab up --node-homes`) each node runs its own venv, made in its home by `lab up`
+if [ -x "$HOME/.local/share/roach-lab/python/bin/python" ]; then ROACH_VENV="$HOME/.local/share/roach-lab/python"; fi
 export ROACH_SCRATCH="$HOME/scratch"
