@@ -27,9 +27,9 @@ from pathlib import Path
 from bench.labenv import Jobs, Lab, submit_held
 from bench.report import Section
 from bench.stats import Row, comparison_table
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.ssh import remote_command
-from roach.slurmio.transport import Result
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.ssh import remote_command
+from roach.scheduler.transport import Result
 
 METHODS = ("roach", "fresh ssh per call", "local (no ssh)")
 

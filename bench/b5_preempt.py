@@ -299,7 +299,7 @@ def _with_cred_expire(seconds: int, reps: int, steps: int, step_s: float, preemp
 
 
 def _grace_s(lab: Lab) -> int:
-    from roach.slurmio.fields import parse_duration
+    from roach.scheduler.fields import parse_duration
 
     low = [q for q in lab.root_client().qos() if q.get("Name") == "low"]
     return (parse_duration(low[0].get("GraceTime", "")) or 0) if low else 0

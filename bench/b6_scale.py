@@ -15,7 +15,7 @@ from bench import rounds
 from bench.labenv import BENCH_DIR, Jobs, Lab, submit_held_array
 from bench.report import Section, plot_lines
 from bench.stats import Row, Summary, comparison_table, fmt, target_row
-from roach.slurmio import parse as P
+from roach.scheduler import parse as P
 
 METHODS = ("roach", "submitit")
 

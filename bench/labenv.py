@@ -20,8 +20,8 @@ from pathlib import Path
 
 from bench import rpcstats
 from roach.lab.config import ACCOUNT, CLUSTER_NAME, LabConfig
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.transport import LocalTransport
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.transport import LocalTransport
 
 BENCH_USER = "roachbench"
 ROOT = Path(__file__).resolve().parent.parent  # the repository

@@ -14,8 +14,8 @@ import pytest
 
 from roach.lab.config import LAB_USER, LabConfig
 from roach.records.store import Store
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.transport import LocalTransport
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.transport import LocalTransport
 from tests.support import scheduling
 from tests.support.gitrepo import GitRepo
 from tests.support.labs import NO_LAB_DIR, SHARED_TMP, choose_lab, settle_layout, share_job_venv

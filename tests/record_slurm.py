@@ -5,7 +5,7 @@
 One scenario, the same on every release: jobs are known by their names (``rec-*``), never by their ids, so
 the parser tests (tests/test_slurm_versions.py) check each release's recording with the same assertions.
 Files are the bytes each command printed (stdout, or ``.stderr.txt``), with exactly roach's argv (the
-format strings and field lists come from roach.slurmio.parse). INDEX.md in tests/data lists them.
+format strings and field lists come from roach.scheduler.parse). INDEX.md in tests/data lists them.
 The controller and slurmdbd are made unreachable through a copy of slurm.conf that names closed ports.
 Takes about 4 minutes (a requeue waits out cred_expire, a preemption the low QOS's GraceTime).
 """
@@ -24,8 +24,8 @@ from datetime import datetime
 from pathlib import Path
 
 from roach.lab.config import LAB_USER, LabConfig
-from roach.slurmio import parse as P
-from roach.slurmio import parse_control as PC
+from roach.scheduler import parse as P
+from roach.scheduler import parse_control as PC
 
 WEIRD = "we|ird $(name) x\nline2"  # the array's name: a pipe, spaces, $() and a newline
 SQUEUE = ["squeue", "--noheader", "--array", "-O", P.squeue_format()]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from roach.clusters.cluster import Cluster
+from roach.fleet.cluster import Cluster
 from roach.lab.config import LAB_USER, NODES, LabConfig
 from roach.lab.hosts import LOGIN, Fabric
 from roach.lab.login import sshd_config
@@ -174,8 +174,8 @@ class SSHServer:
         return self._log_text().count("Accepted publickey")
 
     def transport(self, **kwargs):
-        """An :class:`~roach.slurmio.ssh.SSHTransport` to this server, with a control directory of its own."""
-        from roach.slurmio.ssh import SSHTransport
+        """An :class:`~roach.scheduler.ssh.SSHTransport` to this server, with a control directory of its own."""
+        from roach.scheduler.ssh import SSHTransport
 
         kwargs.setdefault("control_dir", self.control_dir)
         return SSHTransport(self.alias, config_file=self.config_path, **kwargs)

@@ -23,7 +23,7 @@ from roach.records.bundle import (
     scrub,
     status_from_state,
 )
-from roach.slurmio.parse import parse_sacct
+from roach.scheduler.parse import parse_sacct
 
 DATA = Path(__file__).parent / "data"
 # The keys users write by hand for each job, in their order, then roach's own.

@@ -83,7 +83,7 @@ def test_the_experiment_is_the_name_given_else_the_log_roots_parent(tmp_path):
 
 
 def test_a_workspaces_sbatch_jobs_are_in_no_experiment_and_clean_refuses_them(tmp_path):
-    from roach.records.workspace import WorkspaceJob, store_record
+    from roach.records.workspace_job import WorkspaceJob, store_record
 
     store = Store(tmp_path / "s.sqlite")
     store.add(record(1))
@@ -124,7 +124,7 @@ def test_the_node_program_deletes_only_the_experiments_runs(tmp_path):
 
 def test_the_login_host_programs_take_hostile_paths_as_arguments(tmp_path):
     from roach.ops.clean import _EXISTING, _REMOVE
-    from roach.slurmio.transport import LocalTransport
+    from roach.scheduler.transport import LocalTransport
 
     root = tmp_path / "we ird'$(touch PWNED)\n"
     (root / "bundles" / "7").mkdir(parents=True)

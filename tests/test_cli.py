@@ -93,7 +93,7 @@ def test_every_roach_error_becomes_a_red_line_and_its_exit_code(monkeypatch, err
     def fail(state_dir=None):
         raise error
 
-    monkeypatch.setattr("roach.lab.status.status", fail)
+    monkeypatch.setattr("roach.lab.overview.status", fail)
     result = CliRunner().invoke(cli, ["lab", "status"])
     assert result.exit_code == error.exit_code
     assert f"roach: error: {error.message}" in result.output

@@ -54,7 +54,7 @@ NOT_LOADED = (
     "roach.slurm.clusters.ilc",
     "importlib.resources",
     "rich",  # an error's red line, ls's table and status's lines are plain click (roach.cli.columns)
-    "roach.slurmio.clusterfs",  # the attempts' bundles are read through the client's transport
+    "roach.scheduler.clusterfs",  # the attempts' bundles are read through the client's transport
     "tarfile",
     "hashlib",  # and OpenSSL: the site cache's file name is a checksum (zlib)
     "tempfile",  # roach._fs makes its temporary files itself

@@ -18,8 +18,8 @@ from roach.cli import views as cli_views
 from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
 from roach.records.store import Store
-from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.transport import LocalTransport
+from roach.scheduler.mock_transport import MockTransport
+from roach.scheduler.transport import LocalTransport
 from tests.conftest import private_store, wait_until
 from tests.support.lab_repo import LabRepo, git, invoke, repo  # noqa: F401  (repo: a fixture)
 

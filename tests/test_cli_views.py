@@ -9,8 +9,8 @@ from roach.cli.columns import plain
 from roach.cli.view_text import state_text
 from roach.ops.job_views import LEFT_QUEUE_UNACCOUNTED, live_views
 from roach.records.store import Store
-from roach.slurmio.parse import parse_sacct
-from roach.slurmio.transport import LocalTransport
+from roach.scheduler.parse import parse_sacct
+from roach.scheduler.transport import LocalTransport
 from tests.support.watch import record
 
 DATA = Path(__file__).parent / "data"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from roach.clusters.paths import check_cluster_path, unsafe_characters
 from roach.errors import UsageError
+from roach.fleet.paths import check_cluster_path, unsafe_characters
 from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
 from roach.records.store import Store

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from roach.errors import RoachError
-from roach.slurmio.clusterfs import ClusterFS
-from roach.slurmio.transport import LocalTransport
+from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.transport import LocalTransport
 
 
 class ViaSh(LocalTransport):

@@ -11,9 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
-from roach.clusters.cluster import known_clusters
-from roach.clusters.discover import discover, propose
-from roach.clusters.userconfig import (
+from roach.errors import UsageError
+from roach.fleet.cluster import known_clusters
+from roach.fleet.discover import discover, propose
+from roach.fleet.userconfig import (
     ConfigError,
     configured,
     default_cluster_name,
@@ -22,12 +23,11 @@ from roach.clusters.userconfig import (
     load,
     save_block,
 )
-from roach.errors import UsageError
 from roach.lab.config import LAB_USER
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
+from roach.scheduler.parse_control import NodeRecord, parse_key_values, parse_sacctmgr
 from roach.slurm.clusters.lab import LAB
-from roach.slurmio.parse_control import NodeRecord, parse_key_values, parse_sacctmgr
 from tests.conftest import wait_until
 from tests.sshd import sshd, sshd_server  # noqa: F401  (fixtures)
 
@@ -332,7 +332,7 @@ def test_presets_need_no_site_values_to_render():
 
 # -- every command gets a cluster by name with clusters.toml applied ----------------------------------------
 def test_get_cluster_applies_clusters_toml_to_a_name_and_takes_an_object_as_given(toml):
-    from roach.clusters.cluster import module_cluster
+    from roach.fleet.cluster import module_cluster
     from roach.slurm.clusters.dsi import DSI
 
     toml('[clusters.dsi]\nssh_alias = "dsi-mine"\naccount = "grp"\n[clusters.lab]\nmax_gpus = 3\n')
@@ -412,8 +412,8 @@ def test_job_commands_reach_a_cluster_the_way_clusters_toml_says(
 
 
 def test_an_ssh_alias_the_caller_chose_is_not_replaced_by_clusters_toml(tmp_path, monkeypatch):
-    from roach.clusters.cluster import module_cluster
-    from roach.clusters.userconfig import configured, get_cluster
+    from roach.fleet.cluster import module_cluster
+    from roach.fleet.userconfig import configured, get_cluster
 
     toml = tmp_path / "clusters.toml"
     toml.write_text('[clusters.dsi]\nssh_alias = "from-toml"\naccount = "acct1"\n')

@@ -12,8 +12,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from roach.model.job_state import JobState
-from roach.slurmio.ends import fold_step_ends
-from roach.slurmio.parse import parse_sacct
+from roach.scheduler.ends import fold_step_ends
+from roach.scheduler.parse import parse_sacct
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from roach.clusters import guardrails
-from roach.clusters.guardrails import Refused, check, check_live
+from roach.fleet import guardrails
+from roach.fleet.guardrails import Refused, check, check_live
 from roach.lab.config import LAB_USER
 from roach.records.store import Store
 from roach.slurm import Resources, submit

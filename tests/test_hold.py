@@ -47,12 +47,12 @@ from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.mock_transport import MockTransport
+from roach.scheduler.parse import RS, US
+from roach.scheduler.transport import LocalTransport
 from roach.slurm import Resources, submit
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.parse import RS, US
-from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack, wait_until
 from tests.support.resumable import repo, roots, store  # noqa: F401  (fixtures)
 from tests.support.submitting import submit_to_lab

@@ -18,10 +18,10 @@ from roach.cli.clusters import describe
 from roach.cli.jsonout import COMMANDS, VERSIONS, schema_id, stamp
 from roach.cli.schemas import SCHEMAS, output_schema
 from roach.cli.schemas.doc import MARK, reference
-from roach.cli.schemas.events import FIELDS, KIND_FIELDS
-from roach.clusters.cluster import known_clusters, module_cluster
-from roach.clusters.userconfig import configured
+from roach.cli.schemas.event_lines import FIELDS, KIND_FIELDS
 from roach.errors import UsageError
+from roach.fleet.cluster import known_clusters, module_cluster
+from roach.fleet.userconfig import configured
 from roach.ops.events import EVENT_SCHEMA, EventKind
 from roach.watch.jobs import Ctx, new_watch, on_accounting
 from tests.support.schemas import closed, validate_output

@@ -22,9 +22,9 @@ from roach.lab import lab as lablib
 from roach.lab import login
 from roach.lab.config import LAB_USER, NODES, LabConfig, LabLayout
 from roach.lab.hosts import LOGIN, Fabric, can_make_namespaces, fabric_lock
+from roach.lab.overview import env_lines
+from roach.lab.overview import status as lab_status
 from roach.lab.python import NODE_VENV
-from roach.lab.status import env_lines
-from roach.lab.status import status as lab_status
 from roach.model.job_state import JobState
 from roach.records.store import Store
 from roach.slurm import submit

@@ -19,9 +19,9 @@ from roach.lab.conf_files import render
 from roach.lab.config import LAB_USER, NODES, LabConfig, LabLayout
 from roach.lab.daemons import Daemon
 from roach.lab.hosts import CONTROLLER, Fabric
-from roach.lab.status import status as lab_status
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.transport import LocalTransport
+from roach.lab.overview import status as lab_status
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.transport import LocalTransport
 from tests.conftest import wait_until
 from tests.support.labs import MAX_WORKERS, SHARED_TMP, private_port_base, suite_layout, worker_port_base
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from roach.cli.agent.events import EventLog
+from roach.cli.agent.cursor import EventLog
 from roach.cli.agent.server import TOOLS, command_help
 from roach.cli.agent.skill import generate
 from roach.cli.app import cli

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import roach.clusters.cluster as cluster_mod
-import roach.clusters.userconfig as userconfig_mod
+import roach.fleet.cluster as cluster_mod
+import roach.fleet.userconfig as userconfig_mod
 from roach.lab.config import LAB_USER
 from roach.slurm.clusters.lab import LAB
 from tests.conftest import private_store

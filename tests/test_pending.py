@@ -20,8 +20,8 @@ from roach.model.states import PendingReason as R
 from roach.ops import pending
 from roach.ops.explain import PendingContext, explain
 from roach.ops.pending import Outlook
+from roach.scheduler.parse import parse_squeue
 from roach.slurm.clusters.lab import LAB
-from roach.slurmio.parse import parse_squeue
 from tests.conftest import wait_until
 from tests.support.cli import roach
 

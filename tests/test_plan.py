@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
-from roach.clusters.guardrails import Refused
 from roach.errors import UsageError
+from roach.fleet.guardrails import Refused
 from roach.lab.config import LAB_USER
 from roach.model.resources import Resources
 from roach.model.tiers import Tier

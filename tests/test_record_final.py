@@ -28,10 +28,10 @@ from roach.records.bundle import FINAL_STATUSES, JobJson
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
-from roach.records.workspace import WorkspaceJob
+from roach.records.workspace_job import WorkspaceJob
+from roach.scheduler.mock_transport import MockTransport
+from roach.scheduler.transport import LocalTransport
 from roach.slurm.clusters.lab import CPU, LAB
-from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack, wait_until
 from tests.support.gitrepo import GitRepo
 from tests.support.labs import SHARED_TMP

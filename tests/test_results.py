@@ -22,11 +22,11 @@ from roach.records.results import (
     failing_traceback,
     read_many,
 )
+from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.mock_transport import MockTransport
+from roach.scheduler.transport import LocalTransport
 from roach.slurm import sweep
 from roach.slurm.clusters.lab import CPU, LAB, NODES2_GPU2
-from roach.slurmio.clusterfs import ClusterFS
-from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack
 from tests.sshd import SSHServer, cluster, sshd, sshd_server  # noqa: F401  (fixtures)
 from tests.support.submitting import submit_to_lab

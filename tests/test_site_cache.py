@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from roach.clusters.guardrails import Refused, check_live
+from roach.fleet.guardrails import Refused, check_live
 from roach.model.resources import Resources
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.mock_transport import MockTransport
+from roach.scheduler.site_cache import SiteCache
 from roach.slurm.clusters.lab import LAB
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.site_cache import SiteCache
 
 DATA = Path(__file__).parent / "data" / "22.05"
 SINFO = (DATA / "sinfo_nodes_idle.txt").read_text()

@@ -13,7 +13,7 @@ from roach.cli.agent import skill as skill_mod
 from roach.cli.agent.skillcheck import command_lines, text_problems
 from roach.cli.app import cli
 from roach.cli.jobs import submit
-from roach.clusters.cluster import known_clusters
+from roach.fleet.cluster import known_clusters
 
 REPO = Path(__file__).resolve().parent.parent
 

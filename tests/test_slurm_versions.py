@@ -18,11 +18,11 @@ import pytest
 from roach.errors import ParseError, SlurmError, SlurmTransientError
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
-from roach.slurmio import fields as F
-from roach.slurmio import parse as P
-from roach.slurmio import parse_control as PC
-from roach.slurmio.capabilities import Capabilities, from_config, has_only_job_state
-from roach.slurmio.queue_states import parse_squeue_states
+from roach.scheduler import fields as F
+from roach.scheduler import parse as P
+from roach.scheduler import parse_control as PC
+from roach.scheduler.capabilities import Capabilities, from_config, has_only_job_state
+from roach.scheduler.queue_states import parse_squeue_states
 from tests.support.slurm import client
 
 DATA = Path(__file__).parent / "data"

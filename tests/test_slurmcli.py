@@ -1,6 +1,6 @@
 """SlurmClient's own logic over a MockTransport, LocalTransport on real processes, one check on the lab.
 
-The MockTransport (roach.slurmio.mock_transport) replays the answers a test gives it; the stderr it returns is
+The MockTransport (roach.scheduler.mock_transport) replays the answers a test gives it; the stderr it returns is
 what real Slurm 22.05 printed on the lab (tests/data/*.stderr.txt, the controller made unreachable by pointing
 a copy of slurm.conf at a closed port) or Slurm's own wording where the lab cannot produce it (a socket timeout).
 """
@@ -17,12 +17,12 @@ import pytest
 from roach.errors import SlurmError, SlurmTransientError, TransportError
 from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
-from roach.slurmio import parse as P
-from roach.slurmio import parse_control as PC
-from roach.slurmio.mock_transport import MockTransport, UnexpectedCommand
-from roach.slurmio.parse import in_array
-from roach.slurmio.queue_states import parse_squeue_states
-from roach.slurmio.transport import LocalTransport, Result, Transport
+from roach.scheduler import parse as P
+from roach.scheduler import parse_control as PC
+from roach.scheduler.mock_transport import MockTransport, UnexpectedCommand
+from roach.scheduler.parse import in_array
+from roach.scheduler.queue_states import parse_squeue_states
+from roach.scheduler.transport import LocalTransport, Result, Transport
 from tests.conftest import wait_until
 from tests.support.slurm import client
 

@@ -17,10 +17,10 @@ import pytest
 from roach.errors import ParseError
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
-from roach.slurmio import fields as F
-from roach.slurmio import parse as P
-from roach.slurmio import parse_control as PC
-from roach.slurmio.capabilities import Capabilities, RateLimit, from_config, parse_version
+from roach.scheduler import fields as F
+from roach.scheduler import parse as P
+from roach.scheduler import parse_control as PC
+from roach.scheduler.capabilities import Capabilities, RateLimit, from_config, parse_version
 
 DATA = Path(__file__).parent / "data"
 WEIRD = "we|ird $(name) x\nline2"  # the lab job name: a pipe, spaces, $() and a newline

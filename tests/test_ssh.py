@@ -15,9 +15,9 @@ import pytest
 
 from roach.errors import TransportError
 from roach.lab.config import LAB_USER
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.ssh import SSHBackingOff, SSHConnectError, SSHTransport, remote_command
-from roach.slurmio.transport import Transport
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.ssh import SSHBackingOff, SSHConnectError, SSHTransport, remote_command
+from roach.scheduler.transport import Transport
 from tests.sshd import SSHServer, serve, sshd  # noqa: F401  (fixtures)
 from tests.support.labs import SHARED_TMP
 
@@ -341,8 +341,8 @@ def test_rsync_args_ride_on_the_shared_connection(fresh, sshd: SSHServer, tmp_pa
 
 # -- which alias a submission records (the store's via) ----------------------------------------------------------
 def test_only_an_alias_other_than_the_clusters_own_is_recorded(tmp_path, monkeypatch):
-    from roach.clusters.route import submitted_via
-    from roach.clusters.userconfig import get_cluster
+    from roach.fleet.route import submitted_via
+    from roach.fleet.userconfig import get_cluster
     from roach.slurm.clusters.lab import LAB
 
     monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(tmp_path / "clusters.toml"))

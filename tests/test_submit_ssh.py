@@ -19,9 +19,9 @@ from roach.lab.config import LAB_USER
 from roach.launch.job import Job
 from roach.model.job_state import JobState
 from roach.records.store import Store
+from roach.scheduler.ssh import SSHTransport
+from roach.scheduler.transport import LocalTransport
 from roach.slurm import submit
-from roach.slurmio.ssh import SSHTransport
-from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack, wait_until
 from tests.sshd import SSHServer, cluster, sshd, sshd_server  # noqa: F401  (fixtures)
 

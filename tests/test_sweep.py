@@ -359,8 +359,8 @@ def test_roach_clean_ends_a_sweep_and_removes_its_logs_and_bundles_keeping_check
 
 @pytest.mark.lab
 def test_the_slurm_calls_of_a_submission_do_not_grow_with_the_grid(repo, store, roots, monkeypatch, tmp_path):
-    from roach.slurmio.client import SlurmClient
-    from roach.slurmio.transport import LocalTransport
+    from roach.scheduler.client import SlurmClient
+    from roach.scheduler.transport import LocalTransport
 
     # Each size starts from an empty site cache: with the one in $HOME, whether config and partitions come from
     # Slurm or the cache hangs on how long ago an earlier test read them (CI saw 3 scontrol for 3 runs, 2 for 60).
@@ -500,7 +500,7 @@ def test_a_stale_cached_max_array_size_is_asked_again_when_sbatch_refuses_the_ar
 
 @pytest.mark.lab
 def test_the_caps_per_submission_hold_for_a_sweep_as_a_whole(repo, store, roots, tmp_path, monkeypatch):
-    from roach.clusters.guardrails import Refused
+    from roach.fleet.guardrails import Refused
     from roach.slurm.clusters.lab import GPU1
 
     toml = tmp_path / "clusters.toml"

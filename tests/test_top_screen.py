@@ -12,7 +12,7 @@ from roach.cli.top import Top
 from roach.cli.top_view import CUT, Mode, screen_lines
 from roach.model.tiers import Tier
 from roach.ops.events import TierRow
-from roach.slurmio.parse import parse_squeue
+from roach.scheduler.parse import parse_squeue
 from roach.watch.logs import read_facts
 from roach.watch.progress import add_points
 from roach.watch.screen import Frame, build_frame, pace, short_progress

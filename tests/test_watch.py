@@ -22,12 +22,12 @@ from roach.records.bundle import JobJson
 from roach.records.job_record import utc_now
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.store import Store
+from roach.scheduler.capabilities import RateLimit
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.mock_transport import MockTransport
+from roach.scheduler.parse import RS, US
+from roach.scheduler.transport import LocalTransport
 from roach.slurm.clusters.lab import GPU1, LAB
-from roach.slurmio.capabilities import RateLimit
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.parse import RS, US
-from roach.slurmio.transport import LocalTransport
 from roach.watch.logs import StallRule, parse_look, read_facts
 from roach.watch.watcher import Watcher
 from tests.conftest import slack, wait_until
@@ -45,7 +45,7 @@ def data(name: str) -> str:
 
 # -- unit: the event logic -----------------------------------------------------------------------------------
 def test_tier_table_counts_claimed_pending_included_from_a_captured_queue():
-    from roach.slurmio.parse import parse_squeue
+    from roach.scheduler.parse import parse_squeue
 
     rows = {r.name: r for r in tier_table(TIERED.tiers, parse_squeue(data("squeue_lab_22.05_mixed.txt")))}
     assert (rows["high"].running, rows["high"].pending, rows["high"].claimed) == (4, 1, 5)

@@ -22,10 +22,10 @@ from roach.ops.explain import PendingContext, explain
 from roach.records.bundle import JobJson, final_job_json
 from roach.records.final_files import Final, record_finals
 from roach.records.store import Store
+from roach.scheduler.mock_transport import MockTransport
+from roach.scheduler.parse import RS, US, QueueRecord, parse_sacct, parse_squeue
+from roach.scheduler.transport import LocalTransport
 from roach.slurm.clusters.lab import GPU1, LAB
-from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.parse import RS, US, QueueRecord, parse_sacct, parse_squeue
-from roach.slurmio.transport import LocalTransport
 from roach.watch import resv as resv_module
 from roach.watch import watcher as watcher_module
 from roach.watch.jobs import Ctx, new_watch, on_queue, settled

@@ -74,7 +74,7 @@ def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection
 def test_killing_sshd_mid_watch_is_one_outage_a_backoff_then_recovery_and_no_job_marked_ended(
     repo, store, roots, cluster, lab, sshd: SSHServer
 ):
-    from roach.slurmio.client import SlurmClient
+    from roach.scheduler.client import SlurmClient
 
     job = _submitted_over_ssh(repo, store, roots, cluster, steps=40)
     transport = sshd.transport(env=lab.env(), backoff_s=4.0, min_interval_s=0.2)

@@ -19,16 +19,16 @@ from click.testing import CliRunner
 
 from roach.cli.app import RoachGroup
 from roach.cli.workspace import MISSING_REQUIRED
-from roach.clusters.cluster import Cluster
 from roach.errors import SlurmError, TransportError, UsageError
+from roach.fleet.cluster import Cluster
 from roach.lab.config import LAB_USER
 from roach.records.bundle import FINAL_STATUSES
 from roach.records.store import Store
-from roach.records.workspace import WorkspaceJob, final_record
+from roach.records.workspace_job import WorkspaceJob, final_record
+from roach.scheduler.mock_transport import MockTransport
+from roach.scheduler.parse import US, parse_sacct
+from roach.scheduler.transport import LocalTransport, Transport
 from roach.slurm.clusters.lab import LAB
-from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.parse import US, parse_sacct
-from roach.slurmio.transport import LocalTransport, Transport
 from roach.workspace.backend import pull, sbatch_script, sync, verify, wait
 from roach.workspace.base import Settings, Workspace, min_poll_interval
 from roach.workspace.file import WORKSPACE_FILE, WorkspaceError
@@ -558,8 +558,8 @@ def test_cli_says_a_missing_workspace_file_is_the_blocker(tmp_path):
 
 
 def test_the_stores_log_path_fills_the_ids_and_name_and_keeps_an_arrays_task():
-    from roach.records.workspace import log_path
-    from roach.slurmio.parse import in_array
+    from roach.records.workspace_job import log_path
+    from roach.scheduler.parse import in_array
 
     assert log_path("dsi-slurm-artifacts/%j/slurm_%j.out", "12", "t", "/w") == "/w/dsi-slurm-artifacts/12/slurm_12.out"
     assert log_path("/logs/%x-%A_%a.%%.out", "12", "train", "/w") == "/logs/train-12_%a.%.out"
@@ -568,7 +568,7 @@ def test_the_stores_log_path_fills_the_ids_and_name_and_keeps_an_arrays_task():
 
 
 def test_array_sizes_and_an_array_accounting_has_not_caught_up_with():
-    from roach.records.workspace import array_size
+    from roach.records.workspace_job import array_size
 
     assert [array_size(s) for s in ("0-2", "0-99%10", "1,3,8-10", "0-9:3", "7", "x", None)] == [
         3,

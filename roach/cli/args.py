@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from roach.clusters.cluster import Cluster, with_ssh_override
-from roach.clusters.userconfig import default_cluster_name, get_cluster
+from roach.fleet.cluster import Cluster, with_ssh_override
+from roach.fleet.userconfig import default_cluster_name, get_cluster
 
 
 # -- parsing --------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """`roach clusters [show NAME | discover NAME]`, `roach plan`, `roach clean`, `roach clones [prune]`: the named
-clusters, the resource plan and cleaning up (the library: :mod:`roach.clusters.userconfig`, ``discover``,
+clusters, the resource plan and cleaning up (the library: :mod:`roach.fleet.userconfig`, ``discover``,
 ``plan``, ``clean``). Registered in :data:`roach.cli.app.COMMANDS`.
 """
 
@@ -17,9 +17,9 @@ from rich.text import Text
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option
 from roach.cli.jsonout import stamp
-from roach.clusters.cluster import Cluster, known_clusters, module_cluster
-from roach.clusters.discover import Discovery, discover
-from roach.clusters.userconfig import config_path, configured, default_cluster_name, get_cluster, load, save_block
+from roach.fleet.cluster import Cluster, known_clusters, module_cluster
+from roach.fleet.discover import Discovery, discover
+from roach.fleet.userconfig import config_path, configured, default_cluster_name, get_cluster, load, save_block
 from roach.ops.clean import clean, clones
 from roach.ops.plan import Plan, plan
 from roach.records.store import Store

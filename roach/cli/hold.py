@@ -18,9 +18,9 @@ from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.jsonout import stamp
 from roach.cli.refs import cluster_option, ssh_alias_option
-from roach.clusters.cluster import with_ssh_override
-from roach.clusters.userconfig import get_cluster
 from roach.errors import UsageError
+from roach.fleet.cluster import with_ssh_override
+from roach.fleet.userconfig import get_cluster
 from roach.hold.hold import Holder
 from roach.hold.hold import hold as hold_allocation
 from roach.launch.hold_steps import Step, StepKind

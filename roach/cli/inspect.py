@@ -13,7 +13,7 @@ from roach.launch.inside_job import job_for
 from roach.launch.job import Job
 from roach.ops.job_views import live_views, reach
 from roach.records.store import Store
-from roach.records.workspace import is_workspace_record
+from roach.records.workspace_job import is_workspace_record
 
 
 def job_of_ref(

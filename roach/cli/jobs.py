@@ -22,15 +22,15 @@ from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.refs import ssh_alias_option
 from roach.cli.view_text import print_view
 from roach.cli.views import job_json
-from roach.clusters.cluster import Cluster, with_ssh_override
 from roach.errors import UsageError
+from roach.fleet.cluster import Cluster, with_ssh_override
 from roach.launch.job import Job
 from roach.launch.submit import resume as resume_run
 from roach.launch.submit import submit as submit_job
 from roach.ops.job_views import JobView, reach
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.store import Store
-from roach.records.workspace import is_workspace_record
+from roach.records.workspace_job import is_workspace_record
 
 # -- commands -------------------------------------------------------------------------------------------
 _CLONE_ROOT = signature(submit_job).parameters["clone_root"].default

@@ -15,7 +15,7 @@ from roach import lab as lablib
 from roach.cli import demo as demo_module
 from roach.cli.jsonout import stamp
 from roach.errors import LabError, RoachError
-from roach.lab import status as labstatus
+from roach.lab import overview as labstatus
 from roach.lab.release_root import ReleaseLab, SlurmRelease
 
 state_dir_option = click.option(

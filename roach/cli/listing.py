@@ -14,8 +14,8 @@ from roach.cli.common import json_option, run_as_option
 from roach.cli.refs import cluster_option
 from roach.cli.view_text import state_text
 from roach.cli.views import job_json
-from roach.clusters.userconfig import get_cluster
 from roach.errors import UsageError
+from roach.fleet.userconfig import get_cluster
 from roach.ops.job_views import grouped_views
 from roach.records.store import Store
 

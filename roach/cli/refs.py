@@ -10,8 +10,8 @@ from contextlib import contextmanager
 
 import click
 
-from roach.clusters.userconfig import get_cluster
 from roach.errors import TransportError
+from roach.fleet.userconfig import get_cluster
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 

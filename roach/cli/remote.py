@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.text import Text
 
 from roach.cli.workspace_json import doctor_json
-from roach.clusters.cluster import Cluster, with_ssh_override
-from roach.clusters.userconfig import get_cluster
 from roach.errors import UsageError
+from roach.fleet.cluster import Cluster, with_ssh_override
+from roach.fleet.userconfig import get_cluster
 from roach.workspace.base import Workspace, resolve_cluster
 from roach.workspace.doctor import Check
 from roach.workspace.doctor import doctor as run_doctor

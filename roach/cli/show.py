@@ -16,7 +16,7 @@ from roach.cli.view_text import print_view
 from roach.cli.views import job_json
 from roach.ops.job_views import live_views, reach
 from roach.records.store import Store
-from roach.records.workspace import is_workspace_record
+from roach.records.workspace_job import is_workspace_record
 from roach.workspace.stage import archived_bundle, earlier_stage_error
 
 

@@ -36,12 +36,12 @@ from roach.cli.watch import (
     stall_after_option,
     why_lines,
 )
-from roach.clusters.cluster import with_ssh_override
 from roach.errors import RoachError, UsageError
+from roach.fleet.cluster import with_ssh_override
 from roach.ops.events import Event
 from roach.ops.rebalance import promote as promote_job
 from roach.records.store import Store
-from roach.slurmio.clusterfs import ClusterFS
+from roach.scheduler.clusterfs import ClusterFS
 from roach.watch.lock import WatchLock
 from roach.watch.logs import StallRule
 from roach.watch.screen import Frame, JobRow, build_frame, holders_idle_of

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from rich.text import Text
 
 from roach.ops.events import human_seconds
+from roach.watch.health import holder_text
 from roach.watch.screen import Frame, JobRow, short_progress
-from roach.watch.status import holder_text
 
 CUT = "~"  # what a cut cell ends with: ASCII, whatever the terminal's encoding over SSH
 KEYS = "up/down select  l log  w why  p promote  q quit"

@@ -16,9 +16,9 @@ from roach.cli.args import cli_cluster
 from roach.cli.common import json_option, ssh_config_option
 from roach.cli.jsonout import stamp
 from roach.cli.refs import ssh_alias_option
-from roach.clusters.cluster import Cluster, with_ssh_override
-from roach.clusters.userconfig import get_cluster
 from roach.errors import SlurmError, TransportError, UsageError
+from roach.fleet.cluster import Cluster, with_ssh_override
+from roach.fleet.userconfig import get_cluster
 from roach.model.states import PendingReason
 from roach.model.tiers import tier_of
 from roach.ops.events import Event
@@ -26,9 +26,9 @@ from roach.ops.explain import Explanation, PendingContext, explain
 from roach.ops.rebalance import promote as promote_job
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
-from roach.slurmio.capabilities import RateLimit
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import QueueRecord
+from roach.scheduler.capabilities import RateLimit
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.parse import QueueRecord
 from roach.watch.lock import WatchLock
 from roach.watch.logs import StallRule
 from roach.watch.watcher import Watcher

@@ -18,7 +18,7 @@ from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option
 from roach.cli.common import ssh_config_option as config_option
 from roach.cli.workspace_json import pull_json, sbatch_json, sync_json, verify_json, wait_json
-from roach.clusters.cluster import Cluster, with_ssh_override
+from roach.fleet.cluster import Cluster, with_ssh_override
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.workspace.backend import (
     CHECKABLE_SKIPS,

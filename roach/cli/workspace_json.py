@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from roach.cli.jsonout import stamp
-from roach.records.workspace import WorkspaceJob, run_id_of
+from roach.records.workspace_job import WorkspaceJob, run_id_of
 from roach.workspace.backend import PullResult, Submission, SyncResult
 from roach.workspace.doctor import Check
 from roach.workspace.verify import VerifyResult

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import shlex
 
-from roach.clusters import guardrails
-from roach.clusters.cluster import Cluster
-from roach.clusters.paths import check_cluster_path
-from roach.clusters.route import submitted_record
-from roach.clusters.userconfig import configured, fill_resources, get_cluster
 from roach.errors import UsageError
+from roach.fleet import guardrails
+from roach.fleet.cluster import Cluster
+from roach.fleet.paths import check_cluster_path
+from roach.fleet.route import submitted_record
+from roach.fleet.userconfig import configured, fill_resources, get_cluster
 from roach.launch import lost
 from roach.launch.hold_steps import SIGNAL_PROGRAM, STEP_SIGNAL
 from roach.launch.holder import HOLD_TARGET, HOLDER_NAME, HolderHandle
@@ -30,7 +30,7 @@ from roach.model.resources import Resources
 from roach.records.bundle import BundlePaths, JobJson
 from roach.records.job_record import utc_now
 from roach.records.store import Store
-from roach.slurmio.clusterfs import ClusterFS
+from roach.scheduler.clusterfs import ClusterFS
 
 
 class Holder(HolderHandle):

@@ -2,8 +2,8 @@
 
 A lazy facade (PEP 562), like :mod:`roach.slurm`: each name below is imported from its module the first time
 it is used, so the lab's site module, which reads only :mod:`roach.lab.config`, does not load the daemons and
-the lab's life cycle (``roach ls`` and ``status`` reach the lab through it). ``roach.lab.status`` is the module
-:mod:`roach.lab.status` (the lab's state is its function ``status``).
+the lab's life cycle (``roach ls`` and ``status`` reach the lab through it). ``roach.lab.overview`` is the module
+:mod:`roach.lab.overview` (the lab's state is its function ``status``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the names' types, for checkers and editors; at run time each is imported when first used
     from roach.lab.config import LabConfig, LabLayout, PreemptSignalSetting, default_state_dir
     from roach.lab.lab import down, up
-    from roach.lab.status import LabStatus, env_lines
+    from roach.lab.overview import LabStatus, env_lines
 
 # Public name -> the module that defines it.
 _EXPORTS = {
@@ -24,8 +24,8 @@ _EXPORTS = {
     "default_state_dir": "roach.lab.config",
     "down": "roach.lab.lab",
     "up": "roach.lab.lab",
-    "LabStatus": "roach.lab.status",
-    "env_lines": "roach.lab.status",
+    "LabStatus": "roach.lab.overview",
+    "env_lines": "roach.lab.overview",
 }
 
 __all__ = [

@@ -24,11 +24,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from roach.clusters.cluster import Cluster
-from roach.clusters.userconfig import get_cluster
 from roach.errors import RoachError
-from roach.slurmio.clusterfs import ClusterFS
-from roach.slurmio.transport import Transport
+from roach.fleet.cluster import Cluster
+from roach.fleet.userconfig import get_cluster
+from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.transport import Transport
 
 DEFAULT_MIRROR_ROOT = "~/roach_clones/.mirrors"
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from roach.errors import RoachError
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.fields import parse_duration, parse_int
-from roach.slurmio.parse import RS, US
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.fields import parse_duration, parse_int
+from roach.scheduler.parse import RS, US
 
 STEP_NODE, STEP_RANKS, STEP_SIGNAL = "roach-node", "roach-ranks", "roach-signal"  # step names; + ":<attempt>"
 

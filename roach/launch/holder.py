@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Self
 
-from roach.clusters.cluster import Cluster
-from roach.clusters.route import reaching
 from roach.errors import MissingError, RoachError, UsageError, WaitTimeoutError
+from roach.fleet.cluster import Cluster
+from roach.fleet.route import reaching
 from roach.launch.hold_steps import SENT, SIGNAL_PROGRAM, STEP_SIGNAL, Step, StepKind, list_steps
 from roach.launch.inside_attempts import AttemptPaths
 from roach.model.ids import RecordKind
@@ -24,9 +24,9 @@ from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
 from roach.runtime.signals import parse_signal
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.clusterfs import ClusterFS
-from roach.slurmio.parse import AcctRecord
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.parse import AcctRecord
 
 HOLD_TARGET = "roach:hold"  # the target of a holder's record: it runs no function
 HOLDER_NAME = re.compile(r"[A-Za-z0-9._+=@:-]{1,128}")

@@ -20,8 +20,8 @@ import posixpath
 import time
 from typing import Any
 
-from roach.clusters.route import submitted_record
 from roach.errors import RoachError, UsageError
+from roach.fleet.route import submitted_record
 from roach.launch.hold_steps import StepKind
 from roach.launch.holder import HolderHandle, HolderInfo
 from roach.launch.inside_attempts import AttemptPaths, attempt_records, read_attempts
@@ -34,7 +34,7 @@ from roach.model.resources import Resources
 from roach.records.bundle import JobJson
 from roach.records.job_record import utc_now
 from roach.records.store import Store
-from roach.slurmio.clusterfs import ClusterFS
+from roach.scheduler.clusterfs import ClusterFS
 
 SETTLE_S = 120.0  # how long a new attempt waits for a stopped one's steps to leave squeue -s
 

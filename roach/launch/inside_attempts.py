@@ -16,7 +16,7 @@ from roach.model.status import Status
 from roach.records.finals import End
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
-from roach.slurmio.transport import Transport
+from roach.scheduler.transport import Transport
 
 EXIT_LEFT = 3  # rank 0's exit code when the ranks checkpointed and left (roach.runtime.attempts)
 
@@ -111,7 +111,7 @@ done"""
 
 def read_attempts(transport: Transport, bundle_dirs: list[str]) -> dict[str, AttemptStatus]:
     """Each attempt's status from its bundle, in one command on the cluster through ``transport`` (for
-    ``roach ls`` too, which loads no :class:`~roach.slurmio.clusterfs.ClusterFS`)."""
+    ``roach ls`` too, which loads no :class:`~roach.scheduler.clusterfs.ClusterFS`)."""
     if not bundle_dirs:
         return {}
     res = transport.run(["sh", "-c", _READ, "sh", *bundle_dirs])

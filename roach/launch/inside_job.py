@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from roach.clusters.cluster import Cluster
 from roach.errors import WaitTimeoutError
+from roach.fleet.cluster import Cluster
 from roach.launch.hold_steps import Step, StepKind
 from roach.launch.holder import HolderHandle
 from roach.launch.inside_attempts import (

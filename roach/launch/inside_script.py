@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from roach.clusters.cluster import Cluster
+from roach.fleet.cluster import Cluster
 from roach.launch.hold_steps import STEP_NODE, STEP_RANKS
 from roach.launch.inside_attempts import EXIT_LEFT, AttemptPaths
 from roach.model.resources import Resources

@@ -6,9 +6,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from roach.clusters.cluster import Cluster
-from roach.clusters.route import reaching
 from roach.errors import MissingError, UsageError, WaitTimeoutError
+from roach.fleet.cluster import Cluster
+from roach.fleet.route import reaching
 from roach.model.ids import JobKey
 from roach.model.job_state import JobState
 from roach.records.bundle import BundlePaths
@@ -16,9 +16,9 @@ from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord
 from roach.records.results import collect, ended
 from roach.records.store import Store
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.clusterfs import ClusterFS
-from roach.slurmio.parse import AcctRecord, in_array
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.parse import AcctRecord, in_array
 
 
 @dataclass

@@ -12,17 +12,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from roach.clusters import guardrails
-from roach.clusters.cluster import Cluster
-from roach.clusters.paths import check_cluster_path
-from roach.clusters.userconfig import configured, default_cluster_name, fill_resources, get_cluster
 from roach.errors import UsageError
+from roach.fleet import guardrails
+from roach.fleet.cluster import Cluster
+from roach.fleet.paths import check_cluster_path
+from roach.fleet.userconfig import configured, default_cluster_name, fill_resources, get_cluster
 from roach.launch.repo import inspect_repo
 from roach.launch.target import checked_module, parse_target
 from roach.model.resources import Resources
 from roach.model.run_spec import RepoRef, RunSpec
 from roach.records.store import Store
-from roach.slurmio.clusterfs import ClusterFS
+from roach.scheduler.clusterfs import ClusterFS
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 

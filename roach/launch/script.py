@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from roach.clusters.cluster import Cluster
+from roach.fleet.cluster import Cluster
 from roach.model.resources import Resources
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import roach
 from roach.errors import RoachError
-from roach.slurmio.clusterfs import ClusterFS, package_files, shipped_dir
+from roach.scheduler.clusterfs import ClusterFS, package_files, shipped_dir
 
 PACKAGE_DIR = Path(roach.__file__).parent
 

@@ -13,12 +13,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from roach.clusters import guardrails
-from roach.clusters.cluster import Cluster
-from roach.clusters.paths import check_cluster_path
-from roach.clusters.route import as_recorded, submitted_record
-from roach.clusters.userconfig import get_cluster
 from roach.errors import RoachError, UsageError
+from roach.fleet import guardrails
+from roach.fleet.cluster import Cluster
+from roach.fleet.paths import check_cluster_path
+from roach.fleet.route import as_recorded, submitted_record
+from roach.fleet.userconfig import get_cluster
 from roach.launch import lost
 from roach.launch import script as batch
 from roach.launch.gitpush import push_commit
@@ -31,7 +31,7 @@ from roach.model.run_spec import RepoRef, RunSpec
 from roach.records.bundle import BundlePaths, JobJson
 from roach.records.job_record import utc_now
 from roach.records.store import Store
-from roach.slurmio.clusterfs import ClusterFS
+from roach.scheduler.clusterfs import ClusterFS
 
 
 def submit(

@@ -17,12 +17,12 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from roach.clusters import guardrails
-from roach.clusters.cluster import Cluster
-from roach.clusters.paths import check_cluster_path
-from roach.clusters.route import reaching, submitted_record, submitted_route
-from roach.clusters.userconfig import configured
 from roach.errors import SlurmError, UsageError, WaitTimeoutError
+from roach.fleet import guardrails
+from roach.fleet.cluster import Cluster
+from roach.fleet.paths import check_cluster_path
+from roach.fleet.route import reaching, submitted_record, submitted_route
+from roach.fleet.userconfig import configured
 from roach.launch import lost
 from roach.launch import script as batch
 from roach.launch.job import Job
@@ -38,9 +38,9 @@ from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.results import NotCompletedError, SweepNotCompletedError, collect, ended
 from roach.records.store import Store
-from roach.slurmio.client import ARRAY_REFUSED
-from roach.slurmio.clusterfs import ClusterFS
-from roach.slurmio.parse import AcctRecord, array_ranges
+from roach.scheduler.client import ARRAY_REFUSED
+from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.parse import AcctRecord, array_ranges
 
 
 def split(n: int, max_array_size: int) -> list[tuple[int, int]]:

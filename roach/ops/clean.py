@@ -22,14 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from roach.clusters.cluster import Cluster
-from roach.clusters.userconfig import configured, get_cluster
 from roach.errors import RoachError, SlurmError, UsageError, WaitTimeoutError
+from roach.fleet.cluster import Cluster
+from roach.fleet.userconfig import configured, get_cluster
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
-from roach.records.workspace import is_workspace_record
+from roach.records.workspace_job import is_workspace_record
 from roach.runtime.checkpoint import RESUME_FILE
-from roach.slurmio.client import SlurmClient
+from roach.scheduler.client import SlurmClient
 
 # Fixed programs run on the login host or a node; paths and names are their arguments, never spliced in.
 # The login host's print NUL-terminated paths (a path may hold a newline).

@@ -14,7 +14,7 @@ from typing import Any
 
 from roach.model.tiers import Tier, tier_of
 from roach.ops.event_schema import EVENT_SCHEMA
-from roach.slurmio.parse import QueueRecord
+from roach.scheduler.parse import QueueRecord
 
 
 class EventKind(enum.Enum):

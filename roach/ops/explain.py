@@ -10,7 +10,7 @@ from roach.errors import UsageError
 from roach.model.states import PendingReason as R
 from roach.model.tiers import Tier, tier_of
 from roach.ops.pending import TABLE, Outlook
-from roach.slurmio.parse import QueueRecord
+from roach.scheduler.parse import QueueRecord
 
 
 # -- explaining one job ---------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from roach.clusters.cluster import Cluster, with_ssh_override
-from roach.clusters.userconfig import configured, get_cluster
 from roach.errors import RoachError
+from roach.fleet.cluster import Cluster, with_ssh_override
+from roach.fleet.userconfig import configured, get_cluster
 from roach.launch.hold_steps import idle_holders
 from roach.launch.inside_attempts import attempt_end, read_attempts
 from roach.model.ids import RecordKind
@@ -24,9 +24,9 @@ from roach.records.bundle import status_from_state
 from roach.records.finals import End, record_ends, repairs
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
-from roach.records.workspace import WorkspaceJob, final_record, is_workspace_record
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
+from roach.records.workspace_job import WorkspaceJob, final_record, is_workspace_record
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.parse import AcctRecord, QueueRecord, in_array
 
 
 @dataclass(frozen=True)

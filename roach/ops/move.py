@@ -9,16 +9,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from roach.clusters.cluster import Cluster
 from roach.errors import RoachError, UsageError
+from roach.fleet.cluster import Cluster
 from roach.launch.job import Job
 from roach.launch.submit import resume
 from roach.model.tiers import Tier, tier_of
 from roach.ops.rebalance import MoveError, on_tier, promote, queued, record_resources, resolve, resume_commit
 from roach.records.store import Store
 from roach.runtime.checkpoint import RESUME_FILE
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.clusterfs import ClusterFS
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.clusterfs import ClusterFS
 
 
 # -- move -----------------------------------------------------------------------------------------------------

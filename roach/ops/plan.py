@@ -20,15 +20,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from roach.clusters import guardrails
-from roach.clusters.cluster import Cluster
-from roach.clusters.userconfig import configured, fill_resources
 from roach.errors import UsageError
+from roach.fleet import guardrails
+from roach.fleet.cluster import Cluster
+from roach.fleet.userconfig import configured, fill_resources
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
 from roach.ops.events import TierRow, tier_table
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.fields import parse_duration, parse_time
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.fields import parse_duration, parse_time
 
 _START = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:.*?on nodes (\S+))?")
 
@@ -242,7 +242,7 @@ def plan(
 
     Reads: the user's queue (one squeue), the nodes, partitions and associations (the live guardrail), the
     cluster's clock, and ``sbatch --test-only`` per tier with room. Raises
-    :class:`~roach.clusters.guardrails.Refused` when the request is over the user's caps or no node could ever
+    :class:`~roach.fleet.guardrails.Refused` when the request is over the user's caps or no node could ever
     run it; returns a plan whose ``chosen`` is None when every tier is full or refuses it.
     """
 

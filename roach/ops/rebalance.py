@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from roach.clusters.cluster import Cluster
 from roach.errors import RoachError, SlurmError, UsageError
+from roach.fleet.cluster import Cluster
 from roach.launch.job import Job
 from roach.launch.repo import inspect_repo
 from roach.launch.submit import resume
@@ -33,10 +33,10 @@ from roach.model.tiers import Tier, tier_named, tier_of
 from roach.ops.events import TierRow
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.clusterfs import ClusterFS
-from roach.slurmio.fields import parse_time
-from roach.slurmio.parse import QueueRecord
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.fields import parse_time
+from roach.scheduler.parse import QueueRecord
 
 MOVE_NOT_RESUMED = 8  # exit code: the moved run did not resume at its step
 

@@ -21,7 +21,7 @@ from typing import Any
 from roach.errors import ParseError, RoachError, UsageError
 from roach.model.job_state import JobState
 from roach.model.status import ACTIVE_STATUSES, FINAL_STATUSES, Status
-from roach.slurmio.parse import AcctRecord
+from roach.scheduler.parse import AcctRecord
 
 # job.json's live_state: one of ACTIVE_STATUSES before the end, "ended" once it is recorded.
 LIVE_STATES = (*ACTIVE_STATUSES, "ended")

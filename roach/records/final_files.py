@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from roach.errors import RoachError, UsageError
 from roach.model.status import FINAL_STATUSES
 from roach.records.bundle import status_from_state
-from roach.slurmio.parse import AcctRecord
-from roach.slurmio.transport import Transport
+from roach.scheduler.parse import AcctRecord
+from roach.scheduler.transport import Transport
 
 US, RS = "\x1f", "\x1e"
 FINAL_KEYS = ("status", "slurm_state", "exit_code", "recorded_at_utc")

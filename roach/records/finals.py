@@ -25,8 +25,8 @@ from roach.records.bundle import status_from_state
 from roach.records.final_files import Final, record_finals
 from roach.records.job_record import FinalRow, JobRecord, utc_now
 from roach.records.store import Store
-from roach.slurmio.parse import AcctRecord
-from roach.slurmio.transport import Transport
+from roach.scheduler.parse import AcctRecord
+from roach.scheduler.transport import Transport
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 from roach.errors import RoachError
 from roach.model.job_state import JobState
-from roach.slurmio.clusterfs import ClusterFS
+from roach.scheduler.clusterfs import ClusterFS
 
 JOB_NOT_COMPLETED = 6  # exit code, as `roach submit --wait` and `roach watch` use it
 RESULT_MISSING = 7  # exit code: something required is missing (here: a completed run's result file)

@@ -13,8 +13,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the names' types, for checkers and editors; at run time each is imported when first used
-    from roach.clusters.cluster import Cluster, known_clusters
-    from roach.clusters.userconfig import get_cluster
+    from roach.fleet.cluster import Cluster, known_clusters
+    from roach.fleet.userconfig import get_cluster
     from roach.hold.hold import Holder, hold
     from roach.launch.job import Job
     from roach.launch.submit import resume, submit
@@ -24,17 +24,17 @@ if TYPE_CHECKING:  # the names' types, for checkers and editors; at run time eac
     from roach.model.states import PendingReason
     from roach.records.results import NotCompletedError, ResultMissingError, SweepNotCompletedError
     from roach.runtime.context import Run
-    from roach.slurmio.capabilities import Capabilities
-    from roach.slurmio.client import SlurmClient
-    from roach.slurmio.mock_transport import MockTransport
-    from roach.slurmio.transport import LocalTransport, Result, Transport
+    from roach.scheduler.capabilities import Capabilities
+    from roach.scheduler.client import SlurmClient
+    from roach.scheduler.mock_transport import MockTransport
+    from roach.scheduler.transport import LocalTransport, Result, Transport
 
 # Public name -> the module that defines it.
 _EXPORTS = {
-    "Capabilities": "roach.slurmio.capabilities",
-    "Cluster": "roach.clusters.cluster",
-    "known_clusters": "roach.clusters.cluster",
-    "get_cluster": "roach.clusters.userconfig",
+    "Capabilities": "roach.scheduler.capabilities",
+    "Cluster": "roach.fleet.cluster",
+    "known_clusters": "roach.fleet.cluster",
+    "get_cluster": "roach.fleet.userconfig",
     "Run": "roach.runtime.context",
     "Holder": "roach.hold.hold",
     "hold": "roach.hold.hold",
@@ -43,17 +43,17 @@ _EXPORTS = {
     "NotCompletedError": "roach.records.results",
     "ResultMissingError": "roach.records.results",
     "SweepNotCompletedError": "roach.records.results",
-    "SlurmClient": "roach.slurmio.client",
+    "SlurmClient": "roach.scheduler.client",
     "JobState": "roach.model.job_state",
     "PendingReason": "roach.model.states",
     "resume": "roach.launch.submit",
     "submit": "roach.launch.submit",
     "Sweep": "roach.launch.sweep",
     "sweep": "roach.launch.sweep",
-    "LocalTransport": "roach.slurmio.transport",
-    "Result": "roach.slurmio.transport",
-    "Transport": "roach.slurmio.transport",
-    "MockTransport": "roach.slurmio.mock_transport",
+    "LocalTransport": "roach.scheduler.transport",
+    "Result": "roach.scheduler.transport",
+    "Transport": "roach.scheduler.transport",
+    "MockTransport": "roach.scheduler.mock_transport",
 }
 
 __all__ = [

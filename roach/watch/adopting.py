@@ -11,8 +11,8 @@ from roach.model.ids import RecordKind
 from roach.model.states import PendingReason
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import US, AcctRecord, QueueRecord
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.parse import US, AcctRecord, QueueRecord
 from roach.watch.jobs import JobWatch, new_watch
 
 _PINNED_REASONS = (PendingReason.ReqNodeNotAvail, PendingReason.NodesDownDrained)

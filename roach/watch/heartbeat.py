@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from roach.clusters.cluster import Cluster
 from roach.errors import RoachError
+from roach.fleet.cluster import Cluster
 from roach.launch.hold_steps import idle_holders
 from roach.ops.events import Event, TierRow
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import QueueRecord
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.parse import QueueRecord
+from roach.watch.health import heartbeat_event
 from roach.watch.jobs import (
     JobWatch,
 )
-from roach.watch.status import heartbeat_event
 
 
 class Heartbeat:

@@ -16,7 +16,7 @@ from roach.model.job_state import JobState
 from roach.model.tiers import Tier, tier_of
 from roach.ops.events import Event, EventKind, human_seconds, job_label
 from roach.ops.explain import Explanation, may_never
-from roach.slurmio.parse import AcctRecord, QueueRecord, in_array
+from roach.scheduler.parse import AcctRecord, QueueRecord, in_array
 
 _REQUEUE_STATES = (JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState.REQUEUE_FED, JobState.SPECIAL_EXIT)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from roach.errors import RoachError
-from roach.slurmio.transport import Transport
+from roach.scheduler.transport import Transport
 
 US, RS = "\x1f", "\x1e"
 TAIL_BYTES = 262144  # how much of each log's end is searched for the lines of interest

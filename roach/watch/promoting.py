@@ -7,8 +7,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from roach.clusters.cluster import Cluster
 from roach.errors import RoachError, SlurmError, TransportError
+from roach.fleet.cluster import Cluster
 from roach.model.states import PendingReason
 from roach.model.tiers import Tier
 from roach.ops.events import Event, EventKind, TierRow
@@ -22,8 +22,8 @@ from roach.ops.rebalance import (
     record_resources,
 )
 from roach.records.store import Store
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import QueueRecord
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.parse import QueueRecord
 from roach.watch.jobs import (
     PENDING_ROUNDS_TO_PROMOTE,
     JobWatch,

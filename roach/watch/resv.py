@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from roach.errors import ParseError
 from roach.model.tiers import Tier
 from roach.ops.events import Event, EventKind, TierRow, tier_table
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import RS, US, QueueRecord, squeue_format, squeue_record
-from roach.slurmio.parse_control import parse_key_values
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.parse import RS, US, QueueRecord, squeue_format, squeue_record
+from roach.scheduler.parse_control import parse_key_values
 
 _NULL = {"", "(null)", "N/A", "None"}
 

@@ -17,7 +17,7 @@ from typing import Any
 from roach.model.tiers import Tier
 from roach.ops.events import Event, EventKind, TierRow, human_seconds, iso
 from roach.ops.explain import Explanation, PendingContext, explain
-from roach.slurmio.parse import QueueRecord
+from roach.scheduler.parse import QueueRecord
 from roach.watch.jobs import JobWatch
 
 KEEP_DONE_S = 3600.0  # an ended job stays on the screen this long after it left the queue

@@ -27,19 +27,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from roach.clusters.cluster import Cluster
 from roach.errors import RoachError, SlurmError, TransportError
+from roach.fleet.cluster import Cluster
 from roach.ops.events import Event, EventKind
 from roach.ops.explain import PendingContext, explain
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord
 from roach.records.results import JOB_NOT_COMPLETED  # `roach watch` exits so when a watched job did not complete
 from roach.records.store import Store
-from roach.slurmio.capabilities import RateLimit
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.parse import AcctRecord, QueueRecord
+from roach.scheduler.capabilities import RateLimit
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.parse import AcctRecord, QueueRecord
 from roach.watch import logs as watch_logs
 from roach.watch.adopting import Adopting, Roster
+from roach.watch.health import disk_events, outage_events, recovered_events
 from roach.watch.heartbeat import Heartbeat
 from roach.watch.jobs import Ctx, JobWatch, match_acct, on_accounting, on_left, on_queue, settled
 from roach.watch.logs import Look, StallRule
@@ -47,7 +48,6 @@ from roach.watch.progress import on_log
 from roach.watch.promoting import Promoter, Promoting
 from roach.watch.resv import Queue, on_reservation, read_queue, show_reservations
 from roach.watch.resv import asked as reservations_asked
-from roach.watch.status import disk_events, outage_events, recovered_events
 
 ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
 FORGET_DONE_AFTER_S = 7 * 86400  # ended jobs drop out of the saved watch state after a week

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from roach.clusters.cluster import Cluster
-from roach.clusters.route import submitted_route
 from roach.errors import RoachError, UsageError
+from roach.fleet.cluster import Cluster
+from roach.fleet.route import submitted_route
 from roach.records.job_record import utc_now
 from roach.records.store import Store
-from roach.records.workspace import WorkspaceJob, log_path, store_record
-from roach.slurmio.transport import Transport
+from roach.records.workspace_job import WorkspaceJob, log_path, store_record
+from roach.scheduler.transport import Transport
 from roach.workspace.base import (
     ALWAYS_EXCLUDED,
     DEFAULT_EXCLUDES,
@@ -46,7 +46,7 @@ from roach.workspace.interface import (
     INTERFACE_FILE,
     InterfaceError,
 )
-from roach.workspace.records import queued_states, read_record, record_final, write_both, write_local
+from roach.workspace.mirror import queued_states, read_record, record_final, write_both, write_local
 from roach.workspace.script import (
     ARRAY_OUTPUT,
     ARTIFACTS_DIR,

@@ -6,7 +6,7 @@ place, made absolute on the cluster by :meth:`Remote.resolve`). Nothing else dec
 never creates, chooses, reuses or removes one. Optional settings live in ``roach.toml`` (table ``[workspace]``).
 
 Each Slurm job has a bundle, ``dsi-slurm-artifacts/<JOB_ID>/``, on the cluster and locally, holding its
-logs and ``job.json`` (:class:`~roach.records.workspace.WorkspaceJob`).
+logs and ``job.json`` (:class:`~roach.records.workspace_job.WorkspaceJob`).
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from roach.clusters.cluster import Cluster, known_clusters
-from roach.clusters.route import as_recorded
-from roach.clusters.userconfig import configured, get_cluster, load
 from roach.errors import RoachError, TransportError, UsageError
+from roach.fleet.cluster import Cluster, known_clusters
+from roach.fleet.route import as_recorded
+from roach.fleet.userconfig import configured, get_cluster, load
 from roach.records.store import Store
-from roach.records.workspace import WorkspaceJob
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.clusterfs import ClusterFS
-from roach.slurmio.transport import Result, Transport
+from roach.records.workspace_job import WorkspaceJob
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.transport import Result, Transport
 from roach.workspace.file import (
     BACKEND_CLUSTERS,
     WorkspaceError,

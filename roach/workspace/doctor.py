@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from roach.clusters.cluster import Cluster
-from roach.clusters.userconfig import get_cluster
 from roach.errors import RoachError
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.transport import Transport
+from roach.fleet.cluster import Cluster
+from roach.fleet.userconfig import get_cluster
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.transport import Transport
 from roach.workspace.base import Remote, Settings, Workspace
 from roach.workspace.file import WORKSPACE_FILE, load_workspace_file
 

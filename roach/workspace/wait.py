@@ -19,13 +19,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from roach.clusters.cluster import Cluster
 from roach.errors import RoachError, TransportError, UsageError
+from roach.fleet.cluster import Cluster
 from roach.records.job_record import utc_now
 from roach.records.store import Store
-from roach.records.workspace import WorkspaceJob
-from roach.slurmio.ssh import SSH_FAILED, SSHConnectError, SSHTransport, remote_command
-from roach.slurmio.transport import PINNED_ENV, LocalTransport, Transport
+from roach.records.workspace_job import WorkspaceJob
+from roach.scheduler.ssh import SSH_FAILED, SSHConnectError, SSHTransport, remote_command
+from roach.scheduler.transport import PINNED_ENV, LocalTransport, Transport
 from roach.workspace.base import (
     Remote,
     Workspace,
@@ -35,7 +35,7 @@ from roach.workspace.base import (
     read_local,
     resolve_cluster,
 )
-from roach.workspace.records import read_record, record_final, write_local
+from roach.workspace.mirror import read_record, record_final, write_local
 from roach.workspace.stage import archived_bundle, earlier_stage_error
 
 # $1 job id, $2 seconds between looks. Prints "state <utc> <STATE=n,...>" on each change, "error <utc> <msg>"

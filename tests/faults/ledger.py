@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from roach.slurmio.client import SlurmClient
+from roach.scheduler.client import SlurmClient
 from tests.conftest import wait_until
 
 

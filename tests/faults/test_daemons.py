@@ -15,8 +15,8 @@ import pytest
 from roach.lab import lab as lablib
 from roach.model.job_state import JobState
 from roach.ops.events import EventKind
+from roach.scheduler.client import SlurmClient
 from roach.slurm.clusters.lab import GPU1
-from roach.slurmio.client import SlurmClient
 from roach.watch.watcher import Watcher
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER

@@ -22,10 +22,10 @@ from roach.model.job_state import JobState
 from roach.records.results import NotCompletedError
 from roach.records.store import Store
 from roach.runtime.attempts import read_counts
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.transport import LocalTransport
 from roach.slurm import resume
 from roach.slurm.clusters.lab import GPU1, LAB
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.transport import LocalTransport
 from tests.conftest import slack
 from tests.faults.ledger import assert_left_no_process, check_ledger
 from tests.support.labs import SHARED_TMP, private_port_base

@@ -192,7 +192,7 @@ def test_a_lost_submission_left_for_later_is_cancelled_by_the_next_look(faults, 
 # queued held and nothing of roach runs after it, as when a user's ^\ or an agent's kill lands there.
 _KILLED = r"""
 import json, os, signal, sys
-from roach.slurmio.client import SlurmClient
+from roach.scheduler.client import SlurmClient
 
 real = SlurmClient.sbatch
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.mock_transport import MockTransport
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.mock_transport import MockTransport
 
 
 def client(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from roach.clusters.cluster import Cluster
+from roach.fleet.cluster import Cluster
 from roach.lab.config import LAB_USER
 from roach.launch.job import Job
 from roach.model.resources import Resources

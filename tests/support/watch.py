@@ -12,10 +12,10 @@ from roach.ops.events import Event, EventKind
 from roach.records import final_files as watch_final
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.mock_transport import MockTransport
+from roach.scheduler.parse import RS, US
 from roach.slurm.clusters.lab import LAB
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.mock_transport import MockTransport
-from roach.slurmio.parse import RS, US
 from roach.watch.watcher import Watcher
 from tests.support.schemas import validate_output
 

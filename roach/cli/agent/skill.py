@@ -22,8 +22,8 @@ from roach import __version__
 from roach._fs import atomic_write
 from roach.cli.app import cli
 from roach.cli.clusters import describe
-from roach.clusters.cluster import known_clusters, module_cluster
-from roach.clusters.userconfig import configured, load
+from roach.fleet.cluster import known_clusters, module_cluster
+from roach.fleet.userconfig import configured, load
 from roach.ops.events import EventKind
 
 # docs/ of a source checkout (an installed wheel has none: the pages then say where they live)

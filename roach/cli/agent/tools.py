@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from roach.cli.agent.events import EventLog
+from roach.cli.agent.cursor import EventLog
 from roach.cli.agent.invoke import CommandFailed, Ran, run_command
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from roach.cli.jsonout import COMMANDS, VERSIONS
-from roach.cli.schemas import clusters, events, holders, jobs, top, workspace
+from roach.cli.schemas import clusters, event_lines, holders, jobs, top, workspace
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     **jobs.SCHEMAS,
-    "event": events.EVENT,
+    "event": event_lines.EVENT,
     **holders.SCHEMAS,
     **clusters.SCHEMAS,
     **workspace.SCHEMAS,

@@ -17,7 +17,7 @@ from roach.cli.schemas.build import (
     string,
     strings,
 )
-from roach.cli.schemas.events import TIER_ROW
+from roach.cli.schemas.event_lines import TIER_ROW
 
 RESOURCES = obj(
     "A request: what `Resources` holds (docs/resources.md); null fields are left to the cluster's defaults.",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from roach.cli.schemas.build import array, boolean, enum, integer, number, obj, record, string, strings
-from roach.cli.schemas.events import TIER_ROW
+from roach.cli.schemas.event_lines import TIER_ROW
 from roach.model.states import PendingReason
 from roach.ops.pending import Outlook
 

@@ -7,7 +7,7 @@ clusters.toml (``gpu_hour_cost`` and ``max_cost`` turn a request into dollars). 
 
 from __future__ import annotations
 
-from roach.clusters.cluster import Cluster
+from roach.fleet.cluster import Cluster
 from roach.model.resources import Resources
 
 H100 = Resources(gpus_per_node=1, time="01:00:00")  # one H100; account/partition from clusters.toml

@@ -10,7 +10,7 @@ https://cluster-policy.ds.uchicago.edu/.
 
 from __future__ import annotations
 
-from roach.clusters.cluster import Cluster
+from roach.fleet.cluster import Cluster
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from roach.clusters.cluster import Cluster
+from roach.fleet.cluster import Cluster
 from roach.model.resources import Resources
 
 AMPERE = Resources(gpus_per_node=1, time="01:00:00")  # one Ampere GPU; account/partition/tier from clusters.toml

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from roach.clusters.cluster import Cluster
+from roach.fleet.cluster import Cluster
 from roach.lab.config import LabConfig
 from roach.model.resources import Resources
 from roach.model.tiers import Tier

@@ -8,7 +8,7 @@ clusters.toml. The account, partitions, QOS and caps are the user's to give ther
 
 from __future__ import annotations
 
-from roach.clusters.cluster import Cluster
+from roach.fleet.cluster import Cluster
 from roach.model.resources import Resources
 
 H100 = Resources(gpus_per_node=1, time="01:00:00")  # one H100; account/partition/tier from clusters.toml

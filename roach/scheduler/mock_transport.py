@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from roach.errors import TransportError
-from roach.slurmio.transport import Result, Transport
+from roach.scheduler.transport import Result, Transport
 
 Answer = Result | tuple[int, str, str] | str | BaseException
 Handler = Callable[[tuple[str, ...], str | bytes | None], Answer | None]

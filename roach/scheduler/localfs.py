@@ -1,5 +1,5 @@
-"""What :class:`~roach.slurmio.clusterfs.ClusterFS` writes, done in this process when the cluster's files are this
-machine's, as this user (a :class:`~roach.slurmio.transport.LocalTransport` with no ``user``: roach on the login
+"""What :class:`~roach.scheduler.clusterfs.ClusterFS` writes, done in this process when the cluster's files are this
+machine's, as this user (a :class:`~roach.scheduler.transport.LocalTransport` with no ``user``: roach on the login
 host): the same files, modes and renames as its ``sh -c`` programs, without a shell and its ``mkdir``, ``tar`` and
 ``mv`` (most of a warm submit's time, and seconds of a 1,000-run sweep's).
 

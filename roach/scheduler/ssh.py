@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from roach.errors import TransportError
-from roach.slurmio.transport import PINNED_ENV, Result
+from roach.scheduler.transport import PINNED_ENV, Result
 
 SSH_FAILED = 255  # ssh's own exit status when it (not the remote command) failed
 # The patterns below are compiled on first use (re's cache), not at import: most commands never look at ssh.
@@ -127,7 +127,7 @@ class SSHTransport:
     """Runs commands on the host ``ssh <alias>`` reaches, all over one multiplexed connection.
 
     ``clock`` and ``sleep`` are injectable so tests can move time; ``env`` is exported on the remote side
-    (with :data:`~roach.slurmio.transport.PINNED_ENV`); ``setup`` lines run before each command.
+    (with :data:`~roach.scheduler.transport.PINNED_ENV`); ``setup`` lines run before each command.
     """
 
     def __init__(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from roach.clusters.cluster import Cluster, known_clusters
-from roach.clusters.userconfig import configured, get_cluster
+from roach.fleet.cluster import Cluster, known_clusters
+from roach.fleet.userconfig import configured, get_cluster
 from roach.model.status import Status
 from roach.records.job_record import JobRecord
 

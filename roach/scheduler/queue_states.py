@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from roach.errors import ParseError
 from roach.model.job_state import JobState
-from roach.slurmio.parse import JobRef, QueueRecord
+from roach.scheduler.parse import JobRef, QueueRecord
 
 ONLY_JOB_STATE = "--only-job-state"
 

@@ -3,7 +3,7 @@
 The cluster may be this machine as another user, or a login host over SSH, so the writes are fixed ``sh -c``
 programs run through the transport; paths are passed to them as arguments, never spliced in. Where the cluster's
 files are this machine's, as this user (a :class:`LocalTransport` with no ``user``), the writes and ``$HOME`` are
-done in this process instead (roach/slurmio/localfs.py): the same files, without a shell and its commands.
+done in this process instead (roach/scheduler/localfs.py): the same files, without a shell and its commands.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roach.errors import MissingError, RoachError, UsageError
-from roach.slurmio import localfs
-from roach.slurmio.transport import PINNED_ENV, LocalTransport, Result, Transport
+from roach.scheduler import localfs
+from roach.scheduler.transport import PINNED_ENV, LocalTransport, Result, Transport
 
 if TYPE_CHECKING:
     import tarfile

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from roach.errors import ParseError
-from roach.slurmio.fields import parse_gres_gpus, parse_int
-from roach.slurmio.parse import RS, US, records
+from roach.scheduler.fields import parse_gres_gpus, parse_int
+from roach.scheduler.parse import RS, US, records
 
 
 def parse_key_values(text: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ from datetime import datetime
 from roach.errors import ParseError
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
-from roach.slurmio.fields import (
+from roach.scheduler.fields import (
     Tres,
     parse_duration,
     parse_exit_code,

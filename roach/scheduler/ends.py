@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from roach.model.job_state import JobState
-from roach.slurmio.parse import AcctRecord
+from roach.scheduler.parse import AcctRecord
 
 
 def fold_step_ends(allocations: list[AcctRecord], steps: list[AcctRecord]) -> list[AcctRecord]:

@@ -16,10 +16,10 @@ from pathlib import Path
 from roach.errors import UsageError
 from roach.model.resources import GpuFlag, Resources
 from roach.model.tiers import Tier
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.site_cache import SiteCache
-from roach.slurmio.ssh import SSHTransport
-from roach.slurmio.transport import LocalTransport, Transport
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.site_cache import SiteCache
+from roach.scheduler.ssh import SSHTransport
+from roach.scheduler.transport import LocalTransport, Transport
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Cluster:
     remote_setup: tuple[str, ...] = ()  # shell lines run before each remote command (e.g. "module load slurm")
     description: str = ""
     # -- policy and site values. A module holds what is known of its site; values only the user has (accounts,
-    # exact partitions and QOS, caps, host names) come from clusters.toml (roach.clusters.userconfig.configured).
+    # exact partitions and QOS, caps, host names) come from clusters.toml (roach.fleet.userconfig.configured).
     budget: str = ""  # what using it spends, in words (shown by `roach clusters show`)
     default_account: str | None = None  # Resources.account when a submission leaves it unset
     default_partition: str | None = None  # Resources.partition when a submission leaves it unset
@@ -107,7 +107,7 @@ def known_clusters() -> list[str]:
 def module_cluster(name: str) -> Cluster:
     """The cluster exactly as its module ``roach.slurm.clusters.<name>`` declares it, before clusters.toml.
 
-    Only :func:`roach.clusters.userconfig.configured` (which applies the file to it) and listings that read the
+    Only :func:`roach.fleet.userconfig.configured` (which applies the file to it) and listings that read the
     file once for every cluster want this; everything else gets a cluster by name with :func:`get_cluster`.
     """
     if not isinstance(name, str) or name not in known_clusters():

@@ -13,12 +13,12 @@ import fnmatch
 import socket
 from collections.abc import Callable
 
-from roach.clusters.cluster import Cluster
-from roach.clusters.userconfig import configured
 from roach.errors import UsageError
+from roach.fleet.cluster import Cluster
+from roach.fleet.userconfig import configured
 from roach.model.resources import Resources
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.fields import parse_duration, parse_memory_mb
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.fields import parse_duration, parse_memory_mb
 
 
 class Refused(UsageError):

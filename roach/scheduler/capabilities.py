@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from roach.errors import ParseError, SlurmError
-from roach.slurmio.fields import parse_duration
-from roach.slurmio.transport import Result
+from roach.scheduler.fields import parse_duration
+from roach.scheduler.transport import Result
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def from_config(config: dict[str, str], json: bool, only_job_state: bool = False
 
 
 class Probed(Protocol):
-    """What :func:`probe` asks of a client (:class:`~roach.slurmio.client.SlurmClient` is one)."""
+    """What :func:`probe` asks of a client (:class:`~roach.scheduler.client.SlurmClient` is one)."""
 
     def config(self) -> dict[str, str]: ...
 

@@ -3,7 +3,7 @@
 One client per cluster. Reads (squeue, sacct, sinfo, scontrol show, sacctmgr show) retry transient
 failures with bounded backoff; writes (sbatch, scancel, scontrol requeue/release/hold) run once, since
 a retried write can act twice. Each status round is one ``squeue`` and at most one ``sacct``, whatever
-the number of jobs. Parsing lives in :mod:`roach.slurmio.parse`.
+the number of jobs. Parsing lives in :mod:`roach.scheduler.parse`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 from roach.errors import SlurmError, SlurmTransientError
 from roach.model.job_state import JobState
-from roach.slurmio import parse as P
-from roach.slurmio import parse_control as PC
-from roach.slurmio.capabilities import Capabilities, probe
-from roach.slurmio.ends import fold_step_ends
-from roach.slurmio.queue_states import ONLY_JOB_STATE, StateRecord, parse_squeue_states
-from roach.slurmio.site_cache import SiteCache
-from roach.slurmio.transport import Result, Transport
+from roach.scheduler import parse as P
+from roach.scheduler import parse_control as PC
+from roach.scheduler.capabilities import Capabilities, probe
+from roach.scheduler.ends import fold_step_ends
+from roach.scheduler.queue_states import ONLY_JOB_STATE, StateRecord, parse_squeue_states
+from roach.scheduler.site_cache import SiteCache
+from roach.scheduler.transport import Result, Transport
 
 # sbatch's refusal of an array whose indices reach MaxArraySize (or are otherwise invalid).
 ARRAY_REFUSED = "Invalid job array specification"
@@ -169,7 +169,7 @@ class SlurmClient:
 
     def ends(self, job_ids: Iterable[str | int], *, duplicates: bool = False) -> list[P.AcctRecord]:
         """sacct's allocations (:meth:`sacct`), each FAILED one whose ranks' step ran out of memory read as
-        OUT_OF_MEMORY (:func:`~roach.slurmio.ends.fold_step_ends`). A second sacct, for the FAILED ones only,
+        OUT_OF_MEMORY (:func:`~roach.scheduler.ends.fold_step_ends`). A second sacct, for the FAILED ones only,
         runs only when some allocation FAILED: still a constant number of calls for any number of jobs."""
         allocations = self.sacct(job_ids, duplicates=duplicates)
         failed = sorted({a.raw_id for a in allocations if a.state is JobState.FAILED and a.step is None})

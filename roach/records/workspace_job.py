@@ -13,7 +13,7 @@ from roach.errors import RoachError
 from roach.model.status import FINAL_STATUSES, Status
 from roach.records.bundle import ENDED, LIVE_STATES, legacy_status, status_from_state
 from roach.records.job_record import JobRecord
-from roach.slurmio.parse import AcctRecord, array_ranges
+from roach.scheduler.parse import AcctRecord, array_ranges
 
 # The store's rows of sbatch jobs say so in their resources (a roach run's are a Resources' fields).
 WORKSPACE_BACKEND = "remote-workspace"

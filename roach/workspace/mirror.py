@@ -15,7 +15,7 @@ from roach.records.bundle import ENDED
 from roach.records.finals import End, record_ends
 from roach.records.job_record import utc_now
 from roach.records.store import Store
-from roach.records.workspace import WorkspaceJob, final_record
+from roach.records.workspace_job import WorkspaceJob, final_record
 from roach.workspace.base import SETTLE_DELAYS, Remote, Workspace, read_local
 
 # -- records on both sides -------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roach.clusters.cluster import Cluster, known_clusters, module_cluster
 from roach.errors import UsageError
+from roach.fleet.cluster import Cluster, known_clusters, module_cluster
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
 
@@ -215,7 +215,7 @@ def configured(cluster: Cluster | str, config: UserConfig | None = None) -> Clus
     """The cluster with what clusters.toml says of it applied (the same object if it says nothing).
 
     Idempotent. A module's ``metered=True`` stays: the file may mark a cluster metered, never unmark it.
-    Commands get a cluster by name with :func:`roach.clusters.userconfig.get_cluster`, which calls this.
+    Commands get a cluster by name with :func:`roach.fleet.userconfig.get_cluster`, which calls this.
     """
     c = cluster if isinstance(cluster, Cluster) else module_cluster(cluster)
     cfg = config if config is not None else load()

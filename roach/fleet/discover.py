@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from roach.clusters.cluster import Cluster
-from roach.clusters.guardrails import whoami
-from roach.clusters.userconfig import cluster_block
+from roach.fleet.cluster import Cluster
+from roach.fleet.guardrails import whoami
+from roach.fleet.userconfig import cluster_block
 from roach.model.tiers import Tier
-from roach.slurmio.client import SlurmClient
-from roach.slurmio.fields import parse_duration, parse_tres
-from roach.slurmio.parse_control import NodeRecord
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.fields import parse_duration, parse_tres
+from roach.scheduler.parse_control import NodeRecord
 
 
 @dataclass(frozen=True)
