@@ -1,8 +1,8 @@
 """Hold an allocation: a job that takes the nodes and sleeps, so that attempts start at once as its steps.
 
-:func:`hold` queues the holder the way ``submit`` queues a job (``sbatch --hold``, bundle and record,
-``scontrol release``); :class:`Holder` is its handle. Attempts run inside it with ``submit(...,
-inside=<holder>)`` (:mod:`roach.launch.inside`). The holder's batch shell sleeps; Slurm sends it
+:func:`hold` queues the holder the way ``submit`` queues a job (:mod:`roach.launch.pipeline`);
+:class:`Holder` is its handle. Attempts run inside it with ``submit(..., inside=<holder>)``
+(:mod:`roach.launch.inside`). The holder's batch shell sleeps; Slurm sends it
 ``USR1`` ``lead`` seconds before its wall clock (``--signal=B:USR1@lead``), and it then stops the running
 attempts' ranks the way :meth:`Holder.signal` does, so their last checkpoint is fresh. The guide is
 docs/hold.md. Its steps (listing them, telling them apart, the program that signals ranks) live in
@@ -19,11 +19,11 @@ from roach.fleet.cluster import Cluster
 from roach.fleet.paths import check_cluster_path
 from roach.fleet.route import submitted_record
 from roach.fleet.userconfig import configured, fill_resources, get_cluster
-from roach.launch import lost
+from roach.launch import pipeline
 from roach.launch.hold_steps import SIGNAL_PROGRAM, STEP_SIGNAL
 from roach.launch.holder import HOLD_TARGET, HOLDER_NAME, HolderHandle
+from roach.launch.pipeline import Destination, Written
 from roach.launch.prepare import new_run_id, resolve_resources
-from roach.launch.submit import released_or_undone
 from roach.launch.submit import submit as submit_run
 from roach.model.ids import RecordKind
 from roach.model.resources import Resources
@@ -143,25 +143,24 @@ def hold(
     hold_id = new_run_id(f"hold-{name}")
     text = render_holder(cluster=cluster, resources=res, name=name, hold_id=hold_id, log_root=abs_log_root, lead_s=lead)
     log_prefix = f"{abs_log_root}/{hold_id}_"
-    job_id = lost.sbatch_held(client, store, cluster, text, log_prefix)
-    paths = BundlePaths(abs_log_root, hold_id, job_id)
-    with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir, f"queueing holder {job_id}"):
+    to = Destination(cluster, client, fs, store)
+    queued = pipeline.queue_held(to, pipeline.one(text), log_prefix)
+
+    def write(ids: list[int]) -> Written:
+        (job_id,) = ids
+        paths = BundlePaths(abs_log_root, hold_id, job_id)
         submitted = utc_now()
-        fs.write(paths.script, text)
-        fs.write(
-            paths.job_json,
-            JobJson(
-                job_id=str(job_id),
-                script=paths.script,
-                description=description,
-                submitted_at_utc=submitted,
-                cluster=cluster.name,
-                run_id=hold_id,
-                commit="",
-                resources=res.to_json(),
-                name=name,
-                target=HOLD_TARGET,
-            ).to_json(),
+        jj = JobJson(
+            job_id=str(job_id),
+            script=paths.script,
+            description=description,
+            submitted_at_utc=submitted,
+            cluster=cluster.name,
+            run_id=hold_id,
+            commit="",
+            resources=res.to_json(),
+            name=name,
+            target=HOLD_TARGET,
         )
         record = submitted_record(
             cluster,
@@ -179,6 +178,7 @@ def hold(
             holder=job_id,
             kind=RecordKind.HOLDER,
         )
-        store.add(record)
-    lost.forget(store, cluster.name, log_prefix)
-    return Holder(cluster, job_id, record, store)
+        return Written([record], {paths.script: text, paths.job_json: jj.to_json()}, [paths.bundle_dir])
+
+    written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"queueing holder {queued[0][0]}")
+    return Holder(cluster, queued[0][0], written.records[0], store)

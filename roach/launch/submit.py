@@ -1,31 +1,32 @@
 """``submit``: run a function of a pushed commit as a Slurm job, one rank per GPU.
 
-Order matters: every check that can refuse runs before anything is written or queued; then the job is
-queued held (``sbatch --hold``), its bundle and record are written, and only then is it released. If
-anything fails between, the held job is cancelled and its bundle removed: never a job without a record.
+Order matters: every check that can refuse runs before anything is written or queued; then the job starts
+the one way every batch job does (:mod:`roach.launch.pipeline`): queued held, recorded, its bundle written,
+released, or all of it undone.
 """
 
 from __future__ import annotations
 
+import functools
 import posixpath
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from roach.errors import RoachError, UsageError
+from roach.errors import UsageError
 from roach.fleet import guardrails
 from roach.fleet.cluster import Cluster
 from roach.fleet.paths import check_cluster_path
 from roach.fleet.route import as_recorded, submitted_record
 from roach.fleet.userconfig import get_cluster
-from roach.launch import lost
+from roach.launch import pipeline
 from roach.launch import script as batch
 from roach.launch.gitpush import push_commit
 from roach.launch.inside import submit_inside
 from roach.launch.job import Job
+from roach.launch.pipeline import Destination, Written
 from roach.launch.prepare import RUN_ID, check_args, default_run_root, new_run_id, prepare
-from roach.launch.shipping import node_script, runtime_dir, write_bundle
+from roach.launch.shipping import node_script, runtime_dir
 from roach.model.resources import Resources
 from roach.model.run_spec import RepoRef, RunSpec
 from roach.records.bundle import BundlePaths, JobJson
@@ -148,11 +149,12 @@ def submit(
         )
     )
     log_prefix = f"{abs_log_root}/{run_id}_"
-    job_id = lost.sbatch_held(client, store, cluster, script_text, log_prefix)
-    paths = BundlePaths(abs_log_root, run_id, job_id)
-    with released_or_undone(client, fs, store, cluster.name, job_id, paths.bundle_dir, f"submission of job {job_id}"):
-        if not cluster.git_reachable:
-            push_commit(cluster, repo.root, repo.commit, mirror_root=mirror_root, transport=client.transport)
+    to = Destination(cluster, client, fs, store)
+    queued = pipeline.queue_held(to, pipeline.one(script_text), log_prefix)
+
+    def write(ids: list[int]) -> Written:
+        (job_id,) = ids
+        paths = BundlePaths(abs_log_root, run_id, job_id)
         spec = p.run_spec(
             run_id=run_id,
             run_dir=run_dir,
@@ -187,41 +189,23 @@ def submit(
             submitted_at=submitted,
             resources=res.to_json(),
         )
-        # the record first: the store's commit syncs its file, which would wait for the bundle's files made before it
-        store.add(record)
-        if experiment:
-            store.set_experiment(cluster.name, job_id, experiment)
-        # the bundle and the runtime copy in one remote call, which makes the log root too (Slurm writes the
-        # job's log there); node.sh is run with bash: it needs no exec bit
-        bundle = {paths.script: script_text, paths.spec: spec.to_json(), paths.node_sh: node_script()}
-        write_bundle(fs, bundle_root, {**bundle, paths.job_json: jj.to_json()})
-    lost.forget(store, cluster.name, log_prefix)
-    return Job(cluster, record, store)
+        # node.sh is run with bash: it needs no exec bit
+        files = {paths.script: script_text, paths.spec: spec.to_json(), paths.node_sh: node_script()}
+        return Written(
+            [record],
+            {**files, paths.job_json: jj.to_json()},
+            [paths.bundle_dir],
+            runtime_root=bundle_root,
+            experiment=experiment,
+            before=None
+            if cluster.git_reachable
+            else functools.partial(
+                push_commit, cluster, repo.root, repo.commit, mirror_root=mirror_root, transport=client.transport
+            ),
+        )
 
-
-@contextmanager
-def released_or_undone(
-    client, fs: ClusterFS, store: Store, cluster: str, job_id: int | list[int], bundle_dir: str | list[str], what: str
-) -> Iterator[None]:
-    """The protocol of a held job (or several: a sweep's arrays): the block writes the bundles and the
-    store records, then the jobs are released in one call. If anything fails, the held jobs are cancelled,
-    their records deleted and their bundles removed: never a job without a record, nor a record without
-    a job."""
-    ids = [job_id] if isinstance(job_id, int) else list(job_id)
-    dirs = [bundle_dir] if isinstance(bundle_dir, str) else list(bundle_dir)
-    try:
-        yield
-        client.release(",".join(map(str, ids)))
-    except BaseException as exc:
-        try:
-            client.scancel(ids)
-        finally:
-            for j in ids:
-                store.delete(cluster, j)
-            fs.remove_bundles(dirs)
-        if isinstance(exc, RoachError):
-            raise
-        raise RoachError(f"{what} failed and was undone: {exc}") from exc
+    written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"submission of job {queued[0][0]}")
+    return Job(cluster, written.records[0], store)
 
 
 def resume(

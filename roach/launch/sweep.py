@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posixpath
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -23,12 +23,12 @@ from roach.fleet.cluster import Cluster
 from roach.fleet.paths import check_cluster_path
 from roach.fleet.route import reaching, submitted_record, submitted_route
 from roach.fleet.userconfig import configured
-from roach.launch import lost
+from roach.launch import pipeline
 from roach.launch import script as batch
 from roach.launch.job import Job
-from roach.launch.prepare import RUN_ID, check_grid, default_run_root, new_run_id, prepare
-from roach.launch.shipping import node_script, runtime_dir, ship_runtime
-from roach.launch.submit import released_or_undone
+from roach.launch.pipeline import Destination, Written
+from roach.launch.prepare import RUN_ID, Prepared, check_grid, default_run_root, new_run_id, prepare
+from roach.launch.shipping import node_script, runtime_dir
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.model.resources import Resources
@@ -279,98 +279,110 @@ def sweep(
     )
 
     log_prefix = f"{p.abs_log_root}/{sweep_id}_"  # every array's log: <sweep id>_<array>_<task>.out
+    to = Destination(cluster, client, fs, store)
+    parts: list[batch.ArrayPart] = []
 
-    def queue_held(limit: int) -> list[tuple[batch.ArrayPart, int, str]]:
-        """Every array queued held (none left queued if one is refused)."""
-        arrays: list[tuple[batch.ArrayPart, int, str]] = []
-        try:
-            chunks = split(len(grid), min(limit, max_array_size or limit))
-            # K runs at once over several arrays: K // (the largest array) arrays go at once (one at least, which
-            # holds K itself by its %K), each after the one that many before it, so that K holds and no more waits
-            at_once = max(1, parallelism // max(c for _, c in chunks)) if parallelism else len(chunks)
-            for n, (offset, count) in enumerate(chunks):
-                after = arrays[n - at_once][1] if n >= at_once else None
-                part = batch.ArrayPart(sweep_id, count, offset, parallelism, run_root, after=after)
-                text = batch.render(batch.ScriptInputs(**inputs, array=part))
-                arrays.append((part, lost.sbatch_held(client, store, cluster, text, log_prefix), text))
-        except BaseException:
-            if arrays:
-                client.scancel([a[1] for a in arrays])
-            raise
-        return arrays
+    def arrays(limit: int) -> Callable[[Sequence[int]], str | None]:
+        """Each array's script: K runs at once over several arrays means K // (the largest array) arrays at once
+        (one at least, which holds K itself by its %K), each after the one that many before it."""
+        chunks = split(len(grid), min(limit, max_array_size or limit))
+        at_once = max(1, parallelism // max(c for _, c in chunks)) if parallelism else len(chunks)
+        parts.clear()
+
+        def render(queued: Sequence[int]) -> str | None:
+            n = len(queued)
+            if n == len(chunks):
+                return None
+            after = queued[n - at_once] if n >= at_once else None
+            parts.append(batch.ArrayPart(sweep_id, chunks[n][1], chunks[n][0], parallelism, run_root, after=after))
+            return batch.render(batch.ScriptInputs(**inputs, array=parts[-1]))
+
+        return render
 
     try:
-        arrays = queue_held(cached_limit)
+        queued = pipeline.queue_held(to, arrays(cached_limit), log_prefix)
     except SlurmError as err:
         fresh = client.max_array_size() if ARRAY_REFUSED in err.stderr else cached_limit
         if fresh == cached_limit:
             raise
-        arrays = queue_held(fresh)
-    ids = [a[1] for a in arrays]
-    submitted = utc_now()
-    files: dict[str, str] = {}
-    records: list[JobRecord] = []
-    dirs: list[str] = []  # every bundle directory, for the roll-back
-    resources_json, route = res.to_json(), submitted_route(cluster)  # the same for every run
+        queued = pipeline.queue_held(to, arrays(fresh), log_prefix)
+
+    def write(ids: list[int]) -> Written:
+        files: dict[str, str] = {}
+        records: list[JobRecord] = []
+        dirs: list[str] = []
+        for part, (array_id, text) in zip(parts, queued):
+            records += _array_records(p, part, array_id, text, grid, files, dirs, description, checkpoint_every)
+        return Written(records, files, dirs, runtime_root=bundle_root, experiment=experiment)
+
+    written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"submission of sweep {sweep_id}")
+    ids = [j for j, _ in queued]
+    return Sweep(cluster, sweep_id, ids, [Job(cluster, r, store) for r in written.records], store)
+
+
+def _array_records(
+    p: Prepared,
+    part: batch.ArrayPart,
+    array_id: int,
+    text: str,
+    grid: Sequence[Mapping[str, Any]],
+    files: dict[str, str],
+    dirs: list[str],
+    description: str,
+    checkpoint_every: int | None,
+) -> list[JobRecord]:
+    """One array's records, and its files and bundle directories added to ``files`` and ``dirs``."""
+    cluster, repo, sweep_id, run_root = p.cluster, p.repo, part.sweep_id, part.run_root
+    shared = BundlePaths(p.abs_log_root, sweep_id, array_id)
+    dirs.append(shared.bundle_dir)
+    spec = p.run_spec(
+        run_id=sweep_id,
+        run_dir=run_root,
+        args={},
+        checkpoint_every=checkpoint_every,
+        sweep=SweepRef(sweep_id, part.offset, run_root),
+        grid=[dict(g) for g in grid[part.offset : part.offset + part.count]],
+    )
+    files[shared.script] = text
+    files[shared.spec] = spec.to_json()
+    files[shared.node_sh] = node_script()  # sourced and run with bash: no exec bit needed
+    runs = [(f"{array_id}_{t}", part.run_id(t)) for t in range(part.count)]
+    submitted, resources_json, route = utc_now(), p.resources.to_json(), submitted_route(cluster)
+    jj = JobJson(
+        job_id=runs[0][0],
+        script=shared.script,
+        description=description,
+        submitted_at_utc=submitted,
+        cluster=cluster.name,
+        run_id=runs[0][1],
+        commit=repo.commit,
+        resources=resources_json,
+        name=p.name,
+        target=p.target,
+    )
     bundles = posixpath.join(p.abs_log_root, "bundles")  # each run's bundle is <bundles>/<array>_<task>
-    for part, array_id, text in arrays:
-        shared = BundlePaths(p.abs_log_root, sweep_id, array_id)
-        dirs.append(shared.bundle_dir)
-        spec = p.run_spec(
-            run_id=sweep_id,
-            run_dir=run_root,
-            args={},
-            checkpoint_every=checkpoint_every,
-            sweep=SweepRef(sweep_id, part.offset, run_root),
-            grid=[dict(g) for g in grid[part.offset : part.offset + part.count]],
-        )
-        files[shared.script] = text
-        files[shared.spec] = spec.to_json()
-        files[shared.node_sh] = node_script()  # sourced and run with bash: no exec bit needed
-        runs = [(f"{array_id}_{t}", part.run_id(t)) for t in range(part.count)]
-        jj = JobJson(
-            job_id=runs[0][0],
-            script=shared.script,
-            description=description,
-            submitted_at_utc=submitted,
-            cluster=cluster.name,
-            run_id=runs[0][1],
-            commit=repo.commit,
-            resources=resources_json,
-            name=p.name,
-            target=target,
-        )
-        for t, ((job_id, run_id), job_json) in enumerate(zip(runs, job_json_texts(jj, runs))):
-            bundle_dir = f"{bundles}/{job_id}"  # BundlePaths(p.abs_log_root, run_id, job_id).bundle_dir
-            files[f"{bundle_dir}/job.json"] = job_json
-            dirs.append(bundle_dir)
-            records.append(
-                submitted_record(
-                    cluster,
-                    job_id=array_id,
-                    run_id=run_id,
-                    name=p.name,
-                    target=target,
-                    commit=repo.commit,
-                    repo=repo.name,
-                    log_path=batch.sweep_log(p.abs_log_root, sweep_id, array_id, t),
-                    bundle_dir=bundle_dir,
-                    run_dir=posixpath.join(run_root, run_id),
-                    submitted_at=submitted,
-                    resources=resources_json,
-                    task=t,
-                    route=route,
-                    kind=RecordKind.TASK,
-                )
+    records = []
+    for t, ((job_id, run_id), job_json) in enumerate(zip(runs, job_json_texts(jj, runs))):
+        bundle_dir = f"{bundles}/{job_id}"  # BundlePaths(p.abs_log_root, run_id, job_id).bundle_dir
+        files[f"{bundle_dir}/job.json"] = job_json
+        dirs.append(bundle_dir)
+        records.append(
+            submitted_record(
+                cluster,
+                job_id=array_id,
+                run_id=run_id,
+                name=p.name,
+                target=p.target,
+                commit=repo.commit,
+                repo=repo.name,
+                log_path=batch.sweep_log(p.abs_log_root, sweep_id, array_id, t),
+                bundle_dir=bundle_dir,
+                run_dir=posixpath.join(run_root, run_id),
+                submitted_at=submitted,
+                resources=resources_json,
+                task=t,
+                route=route,
+                kind=RecordKind.TASK,
             )
-    with released_or_undone(client, fs, store, cluster.name, ids, dirs, f"submission of sweep {sweep_id}"):
-        ship_runtime(fs, bundle_root)
-        # the records first: the store's commit syncs its file, and the file system would make that sync wait
-        # for a thousand directories made just before it
-        store.add_many(records)
-        fs.write_many(files)
-        if experiment:
-            for i in ids:
-                store.set_experiment(cluster.name, i, experiment)
-    lost.forget(store, cluster.name, log_prefix)
-    return Sweep(cluster, sweep_id, ids, [Job(cluster, r, store) for r in records], store)
+        )
+    return records

@@ -1,0 +1,113 @@
+"""The one way a batch job starts: queued held, its records and bundle written, then released.
+
+``submit``, ``sweep`` and ``hold`` each render their scripts and say what to write; :func:`start` does the
+rest, in this order: every script queued ``sbatch --hold`` (a lost answer found and cancelled,
+:mod:`roach.launch.lost`), the records added in one transaction, the bundle files written in one remote call,
+one ``scontrol release``. If anything fails between, the held jobs are cancelled, their records deleted and
+their bundles removed: never a job without a record, nor a record without a job.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from roach.errors import RoachError
+from roach.fleet.cluster import Cluster
+from roach.launch import lost
+from roach.launch.shipping import ship_runtime, write_bundle
+from roach.records.job_record import JobRecord
+from roach.records.store import Store
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.clusterfs import ClusterFS
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a submission goes: the cluster, its client and files, and the store that records it."""
+
+    cluster: Cluster
+    client: SlurmClient
+    fs: ClusterFS
+    store: Store
+
+
+@dataclass
+class Written:
+    """What a submission writes once its jobs are queued held."""
+
+    records: list[JobRecord]
+    files: dict[str, str]  # path on the cluster -> text
+    dirs: list[str]  # the bundle directories, removed if the submission is undone
+    runtime_root: str | None = None  # ship the runtime copy under it with the files
+    experiment: str | None = None
+    before: Callable[[], object] | None = field(default=None, repr=False)  # run first (a commit pushed to a mirror)
+
+
+def queue_held(
+    to: Destination, render: Callable[[Sequence[int]], str | None], log_prefix: str
+) -> list[tuple[int, str]]:
+    """Each script ``render`` gives (it is shown the job ids queued so far; None when done) queued held, with its
+    text; if one is refused, those before it are cancelled."""
+    queued: list[tuple[int, str]] = []
+    try:
+        while (text := render([j for j, _ in queued])) is not None:
+            queued.append((lost.sbatch_held(to.client, to.store, to.cluster, text, log_prefix), text))
+    except BaseException:
+        if queued:
+            to.client.scancel([j for j, _ in queued])
+        raise
+    return queued
+
+
+def one(text: str) -> Callable[[Sequence[int]], str | None]:
+    """The ``render`` of :func:`queue_held` for a single script."""
+    return lambda queued: None if queued else text
+
+
+def start(
+    to: Destination,
+    queued: Sequence[tuple[int, str]],
+    write: Callable[[list[int]], Written],
+    *,
+    log_prefix: str,
+    what: str,
+) -> Written:
+    """Write what ``write`` gives for the held jobs ``queued`` and release them; undo everything on a failure."""
+    ids = [j for j, _ in queued]
+    written: Written | None = None
+    try:
+        written = write(ids)
+        if written.before is not None:
+            written.before()
+        # the records first: the store's commit syncs its file, which would wait for the files made before it
+        to.store.add_many(written.records)
+        if written.experiment:
+            for j in ids:
+                to.store.set_experiment(to.cluster.name, j, written.experiment)
+        _write_files(to.fs, written)
+        to.client.release(",".join(map(str, ids)))
+    except BaseException as exc:
+        try:
+            to.client.scancel(ids)
+        finally:
+            for j in ids:
+                to.store.delete(to.cluster.name, j)
+            if written is not None:
+                to.fs.remove_bundles(written.dirs)
+        if isinstance(exc, RoachError):
+            raise
+        raise RoachError(f"{what} failed and was undone: {exc}") from exc
+    lost.forget(to.store, to.cluster.name, log_prefix)
+    return written
+
+
+def _write_files(fs: ClusterFS, w: Written) -> None:
+    """The files in one remote call: with the runtime copy where they share a directory (a job's bundle)."""
+    if w.runtime_root is not None and len({posixpath.dirname(p) for p in w.files}) == 1:
+        write_bundle(fs, w.runtime_root, w.files)
+        return
+    if w.runtime_root is not None:
+        ship_runtime(fs, w.runtime_root)
+    fs.write_many(w.files)
