@@ -149,19 +149,6 @@ def hold(
     def write(ids: list[int]) -> Written:
         (job_id,) = ids
         paths = BundlePaths(abs_log_root, hold_id, job_id)
-        submitted = utc_now()
-        jj = JobJson(
-            job_id=str(job_id),
-            script=paths.script,
-            description=description,
-            submitted_at_utc=submitted,
-            cluster=cluster.name,
-            run_id=hold_id,
-            commit="",
-            resources=res.to_json(),
-            name=name,
-            target=HOLD_TARGET,
-        )
         record = submitted_record(
             cluster,
             job_id=job_id,
@@ -173,11 +160,12 @@ def hold(
             log_path=paths.log,
             bundle_dir=paths.bundle_dir,
             run_dir="",
-            submitted_at=submitted,
+            submitted_at=utc_now(),
             resources=res.to_json(),
             holder=job_id,
             kind=RecordKind.HOLDER,
         )
+        jj = JobJson.submitted(record, paths.script, description)
         return Written([record], {paths.script: text, paths.job_json: jj.to_json()}, [paths.bundle_dir])
 
     written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"queueing holder {queued[0][0]}")

@@ -224,21 +224,7 @@ def submit_inside(
         fs.write(paths.node_sh, node_script(), mode="755")
         fs.write(paths.step_sh, render_step(inputs), mode="755")
         fs.write(paths.driver, render_driver(inputs), mode="755")
-        fs.write(
-            paths.job_json,
-            JobJson(
-                job_id=str(holder),
-                script=paths.driver,
-                description=description,
-                submitted_at_utc=record.submitted_at,
-                cluster=cluster.name,
-                run_id=run_id,
-                commit=repo.commit,
-                resources=resources.to_json(),
-                name=name,
-                target=target,
-            ).to_json(),
-        )
+        fs.write(paths.job_json, JobJson.submitted(record, paths.driver, description).to_json())
         launched = fs.transport.run(["sh", "-c", _LAUNCH, "sh", paths.bundle_dir, paths.driver, paths.log])
         if launched.returncode != 0 or not launched.stdout.strip().isdigit():
             raise RoachError(f"starting the driver failed: {launched.stderr.strip() or launched.stdout.strip()}")

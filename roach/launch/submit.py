@@ -162,19 +162,6 @@ def submit(
             checkpoint_every=checkpoint_every,
             repo=RepoRef(repo_url, repo.commit, repo.name),
         )
-        submitted = utc_now()
-        jj = JobJson(
-            job_id=str(job_id),
-            script=paths.script,
-            description=description,
-            submitted_at_utc=submitted,
-            cluster=cluster.name,
-            run_id=run_id,
-            commit=repo.commit,
-            resources=res.to_json(),
-            name=name,
-            target=target,
-        )
         record = submitted_record(
             cluster,
             job_id=job_id,
@@ -186,9 +173,10 @@ def submit(
             log_path=paths.log,
             bundle_dir=paths.bundle_dir,
             run_dir=run_dir,
-            submitted_at=submitted,
+            submitted_at=utc_now(),
             resources=res.to_json(),
         )
+        jj = JobJson.submitted(record, paths.script, description)
         # node.sh is run with bash: it needs no exec bit
         files = {paths.script: script_text, paths.spec: spec.to_json(), paths.node_sh: node_script()}
         return Written(

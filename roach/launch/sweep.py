@@ -348,41 +348,29 @@ def _array_records(
     files[shared.node_sh] = node_script()  # sourced and run with bash: no exec bit needed
     runs = [(f"{array_id}_{t}", part.run_id(t)) for t in range(part.count)]
     submitted, resources_json, route = utc_now(), p.resources.to_json(), submitted_route(cluster)
-    jj = JobJson(
-        job_id=runs[0][0],
-        script=shared.script,
-        description=description,
-        submitted_at_utc=submitted,
-        cluster=cluster.name,
-        run_id=runs[0][1],
-        commit=repo.commit,
-        resources=resources_json,
-        name=p.name,
-        target=p.target,
-    )
     bundles = posixpath.join(p.abs_log_root, "bundles")  # each run's bundle is <bundles>/<array>_<task>
-    records = []
-    for t, ((job_id, run_id), job_json) in enumerate(zip(runs, job_json_texts(jj, runs))):
-        bundle_dir = f"{bundles}/{job_id}"  # BundlePaths(p.abs_log_root, run_id, job_id).bundle_dir
-        files[f"{bundle_dir}/job.json"] = job_json
-        dirs.append(bundle_dir)
-        records.append(
-            submitted_record(
-                cluster,
-                job_id=array_id,
-                run_id=run_id,
-                name=p.name,
-                target=p.target,
-                commit=repo.commit,
-                repo=repo.name,
-                log_path=batch.sweep_log(p.abs_log_root, sweep_id, array_id, t),
-                bundle_dir=bundle_dir,
-                run_dir=posixpath.join(run_root, run_id),
-                submitted_at=submitted,
-                resources=resources_json,
-                task=t,
-                route=route,
-                kind=RecordKind.TASK,
-            )
+    records = [
+        submitted_record(
+            cluster,
+            job_id=array_id,
+            run_id=run_id,
+            name=p.name,
+            target=p.target,
+            commit=repo.commit,
+            repo=repo.name,
+            log_path=batch.sweep_log(p.abs_log_root, sweep_id, array_id, t),
+            bundle_dir=f"{bundles}/{job_id}",  # BundlePaths(p.abs_log_root, run_id, job_id).bundle_dir
+            run_dir=posixpath.join(run_root, run_id),
+            submitted_at=submitted,
+            resources=resources_json,
+            task=t,
+            route=route,
+            kind=RecordKind.TASK,
         )
+        for t, (job_id, run_id) in enumerate(runs)
+    ]
+    jj = JobJson.submitted(records[0], shared.script, description, job_id=runs[0][0])
+    for rec, job_json in zip(records, job_json_texts(jj, runs)):
+        files[f"{rec.bundle_dir}/job.json"] = job_json
+        dirs.append(rec.bundle_dir)
     return records

@@ -21,6 +21,7 @@ from typing import Any
 from roach.errors import ParseError, RoachError, UsageError
 from roach.model.job_state import JobState
 from roach.model.status import ACTIVE_STATUSES, FINAL_STATUSES, Status
+from roach.records.job_record import JobRecord
 from roach.scheduler.parse import AcctRecord
 
 # job.json's live_state: one of ACTIVE_STATUSES before the end, "ended" once it is recorded.
@@ -103,6 +104,22 @@ class JobJson:
             )
         if self.live_state not in LIVE_STATES:
             raise UsageError(f"job.json live_state {self.live_state!r} is not one of {', '.join(LIVE_STATES)}")
+
+    @classmethod
+    def submitted(cls, rec: JobRecord, script: str, description: str, job_id: str | None = None) -> JobJson:
+        """A new submission's job.json, from its record (``job_id``: Slurm's form of it, where not the record's)."""
+        return cls(
+            job_id=job_id or str(rec.job_id),
+            script=script,
+            description=description,
+            submitted_at_utc=rec.submitted_at,
+            cluster=rec.cluster,
+            run_id=rec.run_id,
+            commit=rec.commit,
+            resources=rec.resources,
+            name=rec.name,
+            target=rec.target,
+        )
 
     @property
     def is_final(self) -> bool:
