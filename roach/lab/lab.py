@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import pwd
 import subprocess
@@ -33,9 +32,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     mungeds = [_munged(cfg, "munged", cfg.munge_socket.parent)]
     if fabric:  # each host its own munged, with the one key: as a site runs them
         for h in fabric.hosts:
-            d = _munged(cfg, f"munged-{h}", cfg.munge_binding(h)[0])
-            on_host = fabric.run_on(h, cfg.etc, cfg.node_tmp(h), d.argv, munge=cfg.munge_binding(h))
-            mungeds.append(replace(d, argv=on_host, program=d.argv[0]))
+            mungeds.append(_on_host(cfg, fabric, h, _munged(cfg, f"munged-{h}", cfg.munge_binding(h)[0])))
     controller = [
         Daemon(
             "mariadbd",
@@ -62,31 +59,29 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
             env=env,
         ),
     ]
-    if fabric:  # on the controller host, whose ports are its own: nothing on this machine can hold them
-        ctl = functools.partial(fabric.run_on, CONTROLLER, cfg.etc, cfg.node_tmp(CONTROLLER))
-        controller = [
-            replace(d, argv=ctl(d.argv, munge=cfg.munge_binding(CONTROLLER)), ports=(), program=d.argv[0])
-            for d in controller
-        ]
     slurmd = which("slurmd") or "slurmd"
-    slurmds = []
-    for n in NODES:
-        argv: tuple[str, ...] = (slurmd, "-N", n, "-f", str(cfg.slurm_conf))
-        slurmds.append(
-            Daemon(
-                f"slurmd-{n}",
-                fabric.run_on(n, cfg.etc, cfg.node_tmp(n), argv, prepare.home_binding(cfg, n), cfg.munge_binding(n))
-                if fabric
-                else argv,
-                run / f"slurmd-{n}.pid",
-                log / f"slurmd-{n}.log",
-                # in its own network namespace a node's port is its own: nothing here can hold it
-                ports=() if fabric else (cfg.port(f"{n}_port"),),
-                env=env,
-                program=slurmd,
-            )
+    slurmds = [
+        Daemon(
+            f"slurmd-{n}",
+            (slurmd, "-N", n, "-f", str(cfg.slurm_conf)),
+            run / f"slurmd-{n}.pid",
+            log / f"slurmd-{n}.log",
+            ports=(cfg.port(f"{n}_port"),),
+            env=env,
         )
+        for n in NODES
+    ]
+    if fabric:
+        controller = [_on_host(cfg, fabric, CONTROLLER, d) for d in controller]
+        slurmds = [_on_host(cfg, fabric, n, d, prepare.home_binding(cfg, n)) for n, d in zip(NODES, slurmds)]
     return [*mungeds, *controller, *slurmds, *([login.daemon(cfg)] if fabric else [])]
+
+
+def _on_host(cfg: LabConfig, fabric: Fabric, host: str, d: Daemon, home: tuple[Path, str] | None = None) -> Daemon:
+    """``d`` run on ``host``, with that host's munged: in its network namespace its ports are its own, so nothing
+    on this machine can hold them."""
+    argv = fabric.run_on(host, cfg.etc, cfg.node_tmp(host), d.argv, home, cfg.munge_binding(host))
+    return replace(d, argv=argv, ports=(), program=d.argv[0])
 
 
 def _munged(cfg: LabConfig, name: str, home: Path) -> Daemon:

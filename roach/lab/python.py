@@ -35,7 +35,7 @@ def ensure_node_venvs(cfg: LabConfig) -> None:
     if not cfg.node_homes:
         return
     shared = cfg.state / "pyenv" / "bin" / "python"
-    user = pwd.getpwnam(LAB_USER)
+    user, packages = pwd.getpwnam(LAB_USER), _purelib(shared)
     for n in NODES:
         venv = cfg.node_home(n) / NODE_VENV
         if not (venv / "bin" / "python").exists():
@@ -45,7 +45,7 @@ def ensure_node_venvs(cfg: LabConfig) -> None:
                 shutil.rmtree(venv, ignore_errors=True)
                 raise LabError(f"could not make {n}'s venv {venv}: {r.stderr.strip()}", hint="read the error above")
         pth = Path(_purelib(venv / "bin" / "python")) / "roach-lab-packages.pth"
-        pth.write_text(f"import site; site.addsitedir({_purelib(shared)!r})\n")
+        pth.write_text(f"import site; site.addsitedir({packages!r})\n")
         subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(cfg.node_home(n) / ".local")], check=True)
 
 
