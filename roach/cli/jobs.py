@@ -10,7 +10,6 @@ than its cluster's own is read through that alias again (the store's ``via``); `
 
 from __future__ import annotations
 
-from inspect import signature
 from typing import Any
 
 import click
@@ -25,6 +24,7 @@ from roach.cli.views import job_json
 from roach.errors import UsageError
 from roach.fleet.cluster import Cluster, with_ssh_override
 from roach.launch.job import Job
+from roach.launch.options import CLONE_ROOT
 from roach.launch.submit import resume as resume_run
 from roach.launch.submit import submit as submit_job
 from roach.ops.job_views import JobView, reach
@@ -33,7 +33,6 @@ from roach.records.store import Store
 from roach.records.workspace_job import is_workspace_record
 
 # -- commands -------------------------------------------------------------------------------------------
-_CLONE_ROOT = signature(submit_job).parameters["clone_root"].default
 _WHERE_OPTIONS = (
     click.option(
         "--repo-root",
@@ -49,7 +48,7 @@ _WHERE_OPTIONS = (
         help="Cluster directory for logs and bundles (absolute or ~/...). [default: ~/roach/<repo>/slurm-logs]",
     ),
     click.option(
-        "--clone-root", metavar="PATH", default=None, help=f"Cluster directory for clones. [default: {_CLONE_ROOT}]"
+        "--clone-root", metavar="PATH", default=None, help=f"Cluster directory for clones. [default: {CLONE_ROOT}]"
     ),
     click.option(
         "--secrets-dir",

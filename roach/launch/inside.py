@@ -16,23 +16,22 @@ and ``inside_script`` (its ``step.sh`` and ``driver.sh``); this module starts an
 
 from __future__ import annotations
 
-import posixpath
 import time
 from typing import Any
 
 from roach.errors import RoachError, UsageError
-from roach.fleet.route import submitted_record
+from roach.launch import pipeline
 from roach.launch.hold_steps import StepKind
 from roach.launch.holder import HolderHandle, HolderInfo
 from roach.launch.inside_attempts import AttemptPaths, attempt_records, read_attempts
 from roach.launch.inside_job import InsideJob
 from roach.launch.inside_script import AttemptInputs, render_driver, render_step
+from roach.launch.pipeline import Destination, Written
 from roach.launch.prepare import Prepared
-from roach.launch.shipping import node_script, runtime_dir, ship_runtime
+from roach.launch.shipping import node_script, runtime_dir
 from roach.model.ids import RecordKind
 from roach.model.resources import Resources
 from roach.records.bundle import JobJson
-from roach.records.job_record import utc_now
 from roach.records.store import Store
 from roach.scheduler.clusterfs import ClusterFS
 
@@ -95,43 +94,29 @@ def _wait_for_previous(h: HolderHandle, info: HolderInfo, store: Store, fs: Clus
         time.sleep(max(1.0, min(h.cluster.min_poll_s, 5.0)))
 
 
-def _next_attempt(fs: ClusterFS, store: Store, cluster: str, holder: int, bundle_root: str) -> int:
+def _claim(p: Prepared, run_id: str, holder: int) -> AttemptPaths:
+    """The next attempt's paths in ``holder``, claimed by making its bundle directory (mkdir is atomic)."""
+    fs = p.fs
+    fs.makedirs(p.bundle_root)
     res = fs.transport.run(
-        ["sh", "-c", 'cd "$1" 2>/dev/null && ls -1d -- "$2".* 2>/dev/null || true', "sh", bundle_root, str(holder)]
+        ["sh", "-c", 'cd "$1" 2>/dev/null && ls -1d -- "$2".* 2>/dev/null || true', "sh", p.bundle_root, str(holder)]
     )
     used = [int(x.rpartition(".")[2]) for x in res.stdout.split() if x.rpartition(".")[2].isdigit()]
-    used += [r.attempt or 0 for r in attempt_records(store, cluster, holder)]
-    return max(used, default=0) + 1
+    used += [r.attempt or 0 for r in attempt_records(p.store, p.cluster.name, holder)]
+    first = max(used, default=0) + 1
+    for n in range(first, first + 100):
+        paths = AttemptPaths(p.abs_log_root, run_id, holder, n)
+        if fs.transport.run(["mkdir", "--", paths.bundle_dir]).returncode == 0:
+            return paths
+    raise RoachError(f"could not claim an attempt number in holder {holder} under {p.bundle_root}")
 
 
-def submit_inside(
-    p: Prepared,
-    *,
-    holder: int,
-    args: dict[str, Any],
-    run_id: str,
-    run_dir: str,
-    description: str,
-    checkpoint_every: int | None,
-    force: bool = False,
-    settle_s: float = SETTLE_S,
-    wait_holder_s: float | None = None,
-) -> InsideJob:
-    """Start an attempt now as steps of ``holder``; ``p`` and the values are submit()'s, validated there. A
-    holder still pending is waited for up to ``wait_holder_s`` (None: refused at once)."""
-    cluster, resources, target, name, repo, store, client, fs = (
-        p.cluster,
-        p.resources,
-        p.target,
-        p.name,
-        p.repo,
-        p.store,
-        p.client,
-        p.fs,
-    )
-    abs_log_root, clone_root = p.abs_log_root, p.clone_root
-    h = HolderHandle(cluster, holder, store.get(cluster.name, holder), store)
-    h._client = client
+def _running_holder(
+    p: Prepared, holder: int, force: bool, wait_holder_s: float | None
+) -> tuple[HolderHandle, HolderInfo]:
+    """The holder, refused unless it runs, fits the attempt, is not ending and (without ``force``) is free."""
+    h = HolderHandle(p.cluster, holder, p.store.get(p.cluster.name, holder), p.store)
+    h._client = p.client
     info = h.info()
     if info.state.is_pending and wait_holder_s is not None:  # before anything is written: a timeout leaves nothing
         info = h.wait_running(timeout=wait_holder_s)
@@ -144,9 +129,9 @@ def submit_inside(
             if info.state.is_pending
             else "hold again (`roach hold`)",
         )
-    _check_fits(resources, info, holder)
+    _check_fits(p.resources, info, holder)
     lead = h.lead_s()
-    ending = h.ending_path is not None and fs.exists(h.ending_path)
+    ending = h.ending_path is not None and p.fs.exists(h.ending_path)
     if not force and (ending or lead is not None and info.time_left_s is not None and info.time_left_s <= lead):
         raise UsageError(
             f"holder {holder} ends in {info.time_left_s} s and already stopped its attempts "
@@ -155,85 +140,81 @@ def submit_inside(
             hint="release it and hold again (`roach release`, `roach hold`)",
         )
     if not force:
-        _wait_for_previous(h, info, store, fs, settle_s)
-    nodes = tuple(client.hostnames(info.nodelist))[: resources.nodes]
-    bundle_root = posixpath.join(abs_log_root, "bundles")
-    fs.makedirs(bundle_root)
-    n = _next_attempt(fs, store, cluster.name, holder, bundle_root)
-    for _ in range(100):  # claim attempt n: its bundle directory (mkdir is atomic), then its record
-        paths = AttemptPaths(abs_log_root, run_id, holder, n)
-        if fs.transport.run(["mkdir", "--", paths.bundle_dir]).returncode != 0:
-            n += 1
-            continue
-        record = submitted_record(
-            cluster,
+        _wait_for_previous(h, info, p.store, p.fs, SETTLE_S)
+    return h, info
+
+
+def submit_inside(
+    p: Prepared,
+    *,
+    holder: int,
+    args: dict[str, Any],
+    run_id: str,
+    run_dir: str,
+    force: bool = False,
+    wait_holder_s: float | None = None,
+) -> InsideJob:
+    """Start an attempt now as steps of ``holder``; ``p`` and the values are submit()'s, validated there. A
+    holder still pending is waited for up to ``wait_holder_s`` (None: refused at once)."""
+    h, info = _running_holder(p, holder, force, wait_holder_s)
+    nodes = tuple(p.client.hostnames(info.nodelist))[: p.resources.nodes]
+    paths = _claim(p, run_id, holder)
+    n = paths.attempt
+    inputs = AttemptInputs(
+        cluster=p.cluster,
+        resources=p.resources,
+        holder=holder,
+        attempt=n,
+        run_id=run_id,
+        paths=paths,
+        nodes=nodes,
+        gpus_per_node=info.gpus_per_node,
+        roach_path=runtime_dir(p.bundle_root),
+        repo_url=p.repo.url,
+        repo_name=p.repo.name,
+        commit=p.repo.commit,
+        clone_root=p.options.clone_root,
+        run_dir=run_dir,
+        holder_ending=h.ending_path,
+    )
+
+    def write(_: list[int]) -> Written:
+        record = p.record(
             job_id=holder,
             run_id=run_id,
-            name=name,
-            target=target,
-            commit=repo.commit,
-            repo=repo.name,
+            run_dir=run_dir,
             log_path=paths.log,
             bundle_dir=paths.bundle_dir,
-            run_dir=run_dir,
-            submitted_at=utc_now(),
-            resources=resources.to_json(),
             holder=holder,
             attempt=n,
             kind=RecordKind.ATTEMPT,
         )
-        try:
-            store.add(record)
-        except UsageError:
-            fs.rmdir_if_empty(paths.bundle_dir)
-            n += 1
-            continue
-        break
-    else:
-        raise RoachError(f"could not claim an attempt number in holder {holder} under {bundle_root}")
-    try:
-        ship_runtime(fs, bundle_root)
-        inputs = AttemptInputs(
-            cluster=cluster,
-            resources=resources,
-            holder=holder,
-            attempt=n,
-            run_id=run_id,
-            paths=paths,
-            nodes=nodes,
-            gpus_per_node=info.gpus_per_node,
-            roach_path=runtime_dir(bundle_root),
-            repo_url=repo.url,
-            repo_name=repo.name,
-            commit=repo.commit,
-            clone_root=clone_root,
-            run_dir=run_dir,
-            holder_ending=h.ending_path,
-        )
-        spec = p.run_spec(
-            run_id=run_id,
-            run_dir=run_dir,
-            args=args,
-            checkpoint_every=checkpoint_every,
-            # A step cannot be requeued: a wall-clock stop must never `scontrol requeue` the holder.
-            max_timeout_requeues=0,
-            holder=holder,
-            attempt=n,
-        )
-        fs.write(paths.spec, spec.to_json())
-        fs.write(paths.node_sh, node_script(), mode="755")
-        fs.write(paths.step_sh, render_step(inputs), mode="755")
-        fs.write(paths.driver, render_driver(inputs), mode="755")
-        fs.write(paths.job_json, JobJson.submitted(record, paths.driver, description).to_json())
-        launched = fs.transport.run(["sh", "-c", _LAUNCH, "sh", paths.bundle_dir, paths.driver, paths.log])
-        if launched.returncode != 0 or not launched.stdout.strip().isdigit():
-            raise RoachError(f"starting the driver failed: {launched.stderr.strip() or launched.stdout.strip()}")
-    except BaseException as exc:
-        store.delete(cluster.name, holder, attempt=n)
-        fs.remove_bundle(paths.bundle_dir)
-        if isinstance(exc, RoachError):
-            raise
-        raise RoachError(f"starting attempt {n} inside holder {holder} failed and was undone: {exc}") from exc
-    job = InsideJob(cluster, record, store)
-    job._client = client
+        # A step cannot be requeued: a wall-clock stop must never `scontrol requeue` the holder.
+        spec = p.run_spec(run_id=run_id, run_dir=run_dir, args=args, max_timeout_requeues=0, holder=holder, attempt=n)
+        files = {
+            paths.spec: spec.to_json(),
+            paths.node_sh: node_script(),  # each script is run with bash: none needs an exec bit
+            paths.step_sh: render_step(inputs),
+            paths.driver: render_driver(inputs),
+            paths.job_json: JobJson.submitted(record, paths.driver, p.options.description).to_json(),
+        }
+        return Written([record], files, [paths.bundle_dir], runtime_root=p.bundle_root)
+
+    def launch() -> None:
+        ran = p.fs.transport.run(["sh", "-c", _LAUNCH, "sh", paths.bundle_dir, paths.driver, paths.log])
+        if ran.returncode != 0 or not ran.stdout.strip().isdigit():
+            raise RoachError(f"starting the driver failed: {ran.stderr.strip() or ran.stdout.strip()}")
+
+    to = Destination(p.cluster, p.client, p.fs, p.store)
+    written = pipeline.start(
+        to,
+        [(holder, "")],
+        write,
+        log_prefix=None,
+        what=f"starting attempt {n} inside holder {holder}",
+        release=launch,
+        unqueue=lambda: p.fs.remove_bundle(paths.bundle_dir),
+    )
+    job = InsideJob(p.cluster, written.records[0], p.store)
+    job._client = p.client
     return job

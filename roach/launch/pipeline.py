@@ -71,35 +71,43 @@ def start(
     queued: Sequence[tuple[int, str]],
     write: Callable[[list[int]], Written],
     *,
-    log_prefix: str,
+    log_prefix: str | None,
     what: str,
+    release: Callable[[], object] | None = None,
+    unqueue: Callable[[], object] | None = None,
 ) -> Written:
-    """Write what ``write`` gives for the held jobs ``queued`` and release them; undo everything on a failure."""
+    """Write what ``write`` gives for the held jobs ``queued`` and release them; undo everything on a failure.
+
+    ``release`` and ``unqueue`` replace ``scontrol release`` and ``scancel`` of the queued ids where the job is
+    not a batch job (an attempt in a holder: its driver started, its claimed bundle removed)."""
     ids = [j for j, _ in queued]
     written: Written | None = None
+    added = False
     try:
         written = write(ids)
         if written.before is not None:
             written.before()
         # the records first: the store's commit syncs its file, which would wait for the files made before it
         to.store.add_many(written.records)
+        added = True
         if written.experiment:
             for j in ids:
                 to.store.set_experiment(to.cluster.name, j, written.experiment)
         _write_files(to.fs, written)
-        to.client.release(",".join(map(str, ids)))
+        (release or (lambda: to.client.release(",".join(map(str, ids)))))()
     except BaseException as exc:
         try:
-            to.client.scancel(ids)
+            (unqueue or (lambda: to.client.scancel(ids)))()
         finally:
-            for j in ids:
-                to.store.delete(to.cluster.name, j)
+            for job_id, attempt in {(r.job_id, r.attempt) for r in written.records} if written and added else ():
+                to.store.delete(to.cluster.name, job_id, attempt)  # an array's tasks go with their job id
             if written is not None:
                 to.fs.remove_bundles(written.dirs)
         if isinstance(exc, RoachError):
             raise
         raise RoachError(f"{what} failed and was undone: {exc}") from exc
-    lost.forget(to.store, to.cluster.name, log_prefix)
+    if log_prefix is not None:
+        lost.forget(to.store, to.cluster.name, log_prefix)
     return written
 
 

@@ -16,12 +16,18 @@ from roach.errors import UsageError
 from roach.fleet import guardrails
 from roach.fleet.cluster import Cluster
 from roach.fleet.paths import check_cluster_path
+from roach.fleet.route import submitted_record
 from roach.fleet.userconfig import configured, default_cluster_name, fill_resources, get_cluster
-from roach.launch.repo import inspect_repo
+from roach.launch.options import Options
+from roach.launch.repo import RepoInfo, inspect_repo
+from roach.launch.script import ArrayPart, ScriptInputs, render
+from roach.launch.shipping import runtime_dir
 from roach.launch.target import checked_module, parse_target
 from roach.model.resources import Resources
 from roach.model.run_spec import RepoRef, RunSpec
+from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
+from roach.scheduler.client import SlurmClient
 from roach.scheduler.clusterfs import ClusterFS
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -111,28 +117,76 @@ def default_run_root(log_root: str) -> str:
 
 @dataclass
 class Prepared:
-    """What every submission (a job, a sweep) has checked before it writes or queues anything."""
+    """What every submission (a job, a sweep, an attempt) has checked before it writes or queues anything: its
+    options resolved (the cluster, resources, name, log root) and the repo at a pushed commit."""
 
+    options: Options
+    target: str
     cluster: Cluster
     resources: Resources
     env: dict[str, str]
     name: str
-    repo: Any  # repo.RepoState
+    repo: RepoInfo
     python_path: list[str]
     log_root: str
     abs_log_root: str
     store: Store
-    client: Any  # SlurmClient
+    client: SlurmClient
     fs: ClusterFS
-    target: str
-    clone_root: str
-    secrets_dir: str | None
 
-    def run_spec(
-        self, *, run_id: str, run_dir: str, args: dict[str, Any], checkpoint_every: int | None, **own: Any
-    ) -> RunSpec:
+    @property
+    def bundle_root(self) -> str:
+        return posixpath.join(self.abs_log_root, "bundles")
+
+    def script(self, *, run_id: str, run_dir: str, repo_url: str | None = None, array: ArrayPart | None = None) -> str:
+        """The batch script of one job (or one array of a sweep) of this submission."""
+        inputs = ScriptInputs(
+            cluster=self.cluster,
+            resources=self.resources,
+            name=self.name,
+            run_id=run_id,
+            log_root=self.abs_log_root,
+            bundle_root=self.bundle_root,
+            roach_path=runtime_dir(self.bundle_root),
+            repo_url=repo_url or self.repo.url,
+            repo_name=self.repo.name,
+            commit=self.repo.commit,
+            clone_root=self.options.clone_root,
+            run_dir=run_dir,
+            array=array,
+        )
+        return render(inputs)
+
+    def record(
+        self, *, job_id: int, run_id: str, run_dir: str, log_path: str, bundle_dir: str, **own: Any
+    ) -> JobRecord:
+        """The store record of one job of this submission; ``own`` adds a task's or an attempt's fields, or
+        overrides (``submitted_at``, ``route``: one computed for many records)."""
+        fields: dict[str, Any] = {
+            "name": self.name,
+            "target": self.target,
+            "commit": self.repo.commit,
+            "repo": self.repo.name,
+            "submitted_at": utc_now(),
+            "resources": self.resources.to_json(),
+            **own,
+        }
+        route = fields.pop("route", None)
+        return submitted_record(
+            self.cluster,
+            route,
+            job_id=job_id,
+            run_id=run_id,
+            run_dir=run_dir,
+            log_path=log_path,
+            bundle_dir=bundle_dir,
+            **fields,
+        )
+
+    def run_spec(self, *, run_id: str, run_dir: str, args: dict[str, Any], **own: Any) -> RunSpec:
         """The spec the ranks of one job of this submission read: what was checked here, and the job's ``own``
         values (a sweep's grid, a holder attempt's number, a mirror's ``repo``...), which win."""
+        o = self.options
         fields: dict[str, Any] = {
             "target": self.target,
             "args": args,
@@ -141,11 +195,11 @@ class Prepared:
             "cluster": self.cluster.name,
             "run_dir": run_dir,
             "log_root": self.log_root,
-            "clone_root": self.clone_root,
-            "secrets_dir": self.secrets_dir,
+            "clone_root": o.clone_root,
+            "secrets_dir": o.secrets_dir,
             "job_env": dict(self.env),
             "python_path": self.python_path,
-            "checkpoint_every": checkpoint_every,
+            "checkpoint_every": o.checkpoint_every,
             "checkpoint_signal": self.cluster.checkpoint_signal,
             "max_timeout_requeues": self.cluster.max_timeout_requeues,
             "repo": RepoRef(self.repo.url, self.repo.commit, self.repo.name),
@@ -153,68 +207,37 @@ class Prepared:
         return RunSpec(**{**fields, **own})
 
 
-def prepare(
-    target: str,
-    *,
-    resources: Resources | str,
-    cluster: Cluster | str | None,
-    name: str | None,
-    job_env: Mapping[str, str] | None,
-    repo_root: str | Path,
-    log_root: str | None,
-    clone_root: str,
-    secrets_dir: str | None,
-    allow_metered: bool,
-    experiment: str | None,
-    store: Store | None,
-    commit: str | None = None,
-) -> Prepared:
+def prepare(target: str, o: Options) -> Prepared:
     """The checks that can refuse a submission, in order, before anything is written or queued."""
-
     # No cluster named: the configured default (ilc out of the box), never a metered one.
-    cluster = configured(get_cluster(cluster if cluster is not None else default_cluster_name()))
-    res = fill_resources(cluster, resolve_resources(resources, cluster))
-    guardrails.check(cluster, res, allow_metered=allow_metered)
+    cluster = configured(get_cluster(o.cluster if o.cluster is not None else default_cluster_name()))
+    res = fill_resources(cluster, resolve_resources(o.resources, cluster))
+    guardrails.check(cluster, res, allow_metered=o.allow_metered)
+    experiment = o.experiment
     if experiment is not None and (not experiment or "/" in experiment or experiment.strip() != experiment):
         raise UsageError(f"experiment name {experiment!r} must be non-empty, without '/' or surrounding spaces")
     parse_target(target)
-    env = check_env(job_env)
-    name = name or target.rsplit(":", 1)[-1]
+    env = check_env(o.job_env)
+    name = o.name or target.rsplit(":", 1)[-1]
     if not re.fullmatch(r"[A-Za-z0-9._+=@:-]{1,128}", name):
         raise UsageError(
             f"job name {name!r} has characters Slurm logs and file names do not take",
             hint="use letters, digits and . _ - + = @ :",
         )
-    repo = inspect_repo(repo_root, commit)
-    module_path = checked_module(repo, target)
-    python_path = ["src"] if module_path.startswith("src/") else []
-    log_root = log_root or f"~/roach/{repo.name}/slurm-logs"
-    for label, path in (("log_root", log_root), ("clone_root", clone_root), ("secrets_dir", secrets_dir)):
+    repo = inspect_repo(o.repo_root, o.commit)
+    python_path = ["src"] if checked_module(repo, target).startswith("src/") else []
+    log_root = o.log_root or f"~/roach/{repo.name}/slurm-logs"
+    for label, path in (("log_root", log_root), ("clone_root", o.clone_root), ("secrets_dir", o.secrets_dir)):
         check_cluster_path(label, path)
-    store = store or Store()
+    store = o.store or Store()
     client = cluster.client()
     fs = ClusterFS(client.transport)
     abs_log_root = fs.expand(log_root)
-    if secrets_dir is not None:
-        loose = fs.secrets_readable_by_others(fs.expand(secrets_dir))
+    if o.secrets_dir is not None:
+        loose = fs.secrets_readable_by_others(fs.expand(o.secrets_dir))
         if loose:
             raise UsageError(f"secrets files readable by others: {', '.join(loose)}", hint="chmod 600 each of them")
-    return Prepared(
-        cluster,
-        res,
-        env,
-        name,
-        repo,
-        python_path,
-        log_root,
-        abs_log_root,
-        store,
-        client,
-        fs,
-        target,
-        clone_root,
-        secrets_dir,
-    )
+    return Prepared(o, target, cluster, res, env, name, repo, python_path, log_root, abs_log_root, store, client, fs)
 
 
 def read_grid(path: str | Path) -> list[dict[str, Any]]:

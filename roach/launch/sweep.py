@@ -14,28 +14,27 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from pathlib import Path
 from typing import Any
 
 from roach.errors import SlurmError, UsageError, WaitTimeoutError
 from roach.fleet import guardrails
 from roach.fleet.cluster import Cluster
 from roach.fleet.paths import check_cluster_path
-from roach.fleet.route import reaching, submitted_record, submitted_route
+from roach.fleet.route import reaching, submitted_route
 from roach.fleet.userconfig import configured
 from roach.launch import pipeline
 from roach.launch import script as batch
 from roach.launch.job import Job
+from roach.launch.options import Options
 from roach.launch.pipeline import Destination, Written
 from roach.launch.prepare import RUN_ID, Prepared, check_grid, default_run_root, new_run_id, prepare
-from roach.launch.shipping import node_script, runtime_dir
+from roach.launch.shipping import node_script
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
-from roach.model.resources import Resources
 from roach.model.run_spec import SweepRef
 from roach.records.bundle import BundlePaths, JobJson, job_json_texts
 from roach.records.finals import End, record_ends
-from roach.records.job_record import JobRecord, utc_now
+from roach.records.job_record import utc_now
 from roach.records.results import NotCompletedError, SweepNotCompletedError, collect, ended
 from roach.records.store import Store
 from roach.scheduler.client import ARRAY_REFUSED
@@ -186,24 +185,12 @@ class Sweep:
 def sweep(
     target: str,
     grid: Sequence[Mapping[str, Any]],
+    options: Options | None = None,
     *,
-    resources: Resources | str,
-    cluster: Cluster | str | None = None,
-    name: str | None = None,
     parallelism: int | None = None,
-    job_env: Mapping[str, str] | None = None,
-    repo_root: str | Path = ".",
-    log_root: str | None = None,
-    clone_root: str = "~/roach_clones",
-    secrets_dir: str | None = None,
-    run_root: str | None = None,
     sweep_id: str | None = None,
-    description: str = "",
-    checkpoint_every: int | None = None,
-    experiment: str | None = None,
-    allow_metered: bool = False,
     max_array_size: int | None = None,
-    store: Store | None = None,
+    **fields: Any,
 ) -> Sweep:
     """Run ``pkg.module:function`` once per entry of ``grid`` (its keyword arguments) as Slurm job arrays.
 
@@ -211,38 +198,12 @@ def sweep(
     at most K runs go at once (``--array=0-N%K``). A grid larger than the cluster's MaxArraySize (or
     ``max_array_size``, if smaller) is split into several arrays; with ``parallelism``, as many of them run at
     once as K allows (K // the largest array's size, at least one), each later one after the one that many before
-    it, so that K still holds. Everything else is as :func:`~roach.launch.submit.submit`.
+    it, so that K still holds. ``fields`` are :class:`~roach.launch.options.Options`', as :func:`submit`'s.
     """
-    if not isinstance(grid, Sequence) or isinstance(grid, (str, bytes)):
-        raise UsageError("grid must be a list of dicts (each run's keyword arguments)")
-    grid = check_grid(grid)  # each a dict with string keys, JSON-serialisable
-    if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
-        raise UsageError(f"parallelism must be a positive number of runs, got {parallelism!r}")
-    if max_array_size is not None and max_array_size < 1:
-        raise UsageError(f"max_array_size must be at least 1, got {max_array_size}")
-    if sweep_id is not None and not RUN_ID.match(f"{sweep_id}-{len(grid)}"):
-        raise UsageError(
-            f"sweep id {sweep_id!r} is not valid",
-            hint="letters, digits, . _ - (its run ids <sweep_id>-<i> must fit in 128)",
-        )
-    if not grid:
-        raise UsageError("the grid is empty: a sweep needs at least one set of arguments")
-    p = prepare(
-        target,
-        resources=resources,
-        cluster=cluster,
-        name=name,
-        job_env=job_env,
-        repo_root=repo_root,
-        log_root=log_root,
-        clone_root=clone_root,
-        secrets_dir=secrets_dir,
-        allow_metered=allow_metered,
-        experiment=experiment,
-        store=store,
-    )
-    cluster, res, client, fs, store, repo = p.cluster, p.resources, p.client, p.fs, p.store, p.repo
-    guardrails.check_caps(configured(cluster), res, runs=len(grid), parallelism=parallelism)
+    grid = _checked(grid, parallelism, max_array_size, sweep_id)
+    p = prepare(target, Options.of(options, fields))
+    cluster, client, store = p.cluster, p.client, p.store
+    guardrails.check_caps(configured(cluster), p.resources, runs=len(grid), parallelism=parallelism)
     sweep_id = sweep_id or new_run_id(p.name)
     taken = [r for r in (store.latest_for_run(batch.sweep_run_id(sweep_id, i)) for i in (0, len(grid) - 1)) if r]
     if taken:
@@ -250,36 +211,16 @@ def sweep(
             f"sweep id {sweep_id} is already used (run {taken[0].run_id}, job {taken[0].slurm_id})",
             hint="omit sweep_id for a new one, or resume its runs one by one with `roach resume RUN`",
         )
-    run_root = run_root or default_run_root(p.log_root)
+    run_root = p.options.run_root or default_run_root(p.log_root)
     check_cluster_path("run_root", run_root)
     if not cluster.git_reachable:
         raise UsageError(
             f"cluster {cluster.name} cannot reach the git remote: sweeps there are not supported yet",
             hint="submit the runs one by one with submit(), which ships the commit as a git bundle",
         )
-    guardrails.check_live(cluster, res, client)
-    # MaxArraySize: task indices 0 .. MaxArraySize-1, that many an array. The site cache's copy saves a call;
-    # where an admin lowered it since, sbatch refuses the array, and it is asked again fresh.
-    cached_limit = client.max_array_size(cached=True)
-
-    bundle_root = posixpath.join(p.abs_log_root, "bundles")
-    inputs = dict(
-        cluster=cluster,
-        resources=res,
-        name=p.name,
-        run_id=sweep_id,
-        log_root=p.abs_log_root,
-        bundle_root=bundle_root,
-        roach_path=runtime_dir(bundle_root),
-        repo_url=repo.url,
-        repo_name=repo.name,
-        commit=repo.commit,
-        clone_root=clone_root,
-        run_dir=run_root,
-    )
-
+    guardrails.check_live(cluster, p.resources, client)
     log_prefix = f"{p.abs_log_root}/{sweep_id}_"  # every array's log: <sweep id>_<array>_<task>.out
-    to = Destination(cluster, client, fs, store)
+    to = Destination(cluster, client, p.fs, store)
     parts: list[batch.ArrayPart] = []
 
     def arrays(limit: int) -> Callable[[Sequence[int]], str | None]:
@@ -295,10 +236,13 @@ def sweep(
                 return None
             after = queued[n - at_once] if n >= at_once else None
             parts.append(batch.ArrayPart(sweep_id, chunks[n][1], chunks[n][0], parallelism, run_root, after=after))
-            return batch.render(batch.ScriptInputs(**inputs, array=parts[-1]))
+            return p.script(run_id=sweep_id, run_dir=run_root, array=parts[-1])
 
         return render
 
+    # MaxArraySize: task indices 0 .. MaxArraySize-1, that many an array. The site cache's copy saves a call;
+    # where an admin lowered it since, sbatch refuses the array, and it is asked again fresh.
+    cached_limit = client.max_array_size(cached=True)
     try:
         queued = pipeline.queue_held(to, arrays(cached_limit), log_prefix)
     except SlurmError as err:
@@ -308,69 +252,69 @@ def sweep(
         queued = pipeline.queue_held(to, arrays(fresh), log_prefix)
 
     def write(ids: list[int]) -> Written:
-        files: dict[str, str] = {}
-        records: list[JobRecord] = []
-        dirs: list[str] = []
+        w = Written([], {}, [], runtime_root=p.bundle_root, experiment=p.options.experiment)
         for part, (array_id, text) in zip(parts, queued):
-            records += _array_records(p, part, array_id, text, grid, files, dirs, description, checkpoint_every)
-        return Written(records, files, dirs, runtime_root=bundle_root, experiment=experiment)
+            _add_array(w, p, part, array_id, text, grid)
+        return w
 
     written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"submission of sweep {sweep_id}")
     ids = [j for j, _ in queued]
     return Sweep(cluster, sweep_id, ids, [Job(cluster, r, store) for r in written.records], store)
 
 
-def _array_records(
-    p: Prepared,
-    part: batch.ArrayPart,
-    array_id: int,
-    text: str,
-    grid: Sequence[Mapping[str, Any]],
-    files: dict[str, str],
-    dirs: list[str],
-    description: str,
-    checkpoint_every: int | None,
-) -> list[JobRecord]:
-    """One array's records, and its files and bundle directories added to ``files`` and ``dirs``."""
-    cluster, repo, sweep_id, run_root = p.cluster, p.repo, part.sweep_id, part.run_root
+def _checked(
+    grid: Sequence[Mapping[str, Any]], parallelism: int | None, max_array_size: int | None, sweep_id: str | None
+) -> list[dict[str, Any]]:
+    """The grid, checked with the sweep's own values before anything else is."""
+    if not isinstance(grid, Sequence) or isinstance(grid, (str, bytes)):
+        raise UsageError("grid must be a list of dicts (each run's keyword arguments)")
+    checked = check_grid(grid)  # each a dict with string keys, JSON-serialisable
+    if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
+        raise UsageError(f"parallelism must be a positive number of runs, got {parallelism!r}")
+    if max_array_size is not None and max_array_size < 1:
+        raise UsageError(f"max_array_size must be at least 1, got {max_array_size}")
+    if sweep_id is not None and not RUN_ID.match(f"{sweep_id}-{len(grid)}"):
+        raise UsageError(
+            f"sweep id {sweep_id!r} is not valid",
+            hint="letters, digits, . _ - (its run ids <sweep_id>-<i> must fit in 128)",
+        )
+    if not checked:
+        raise UsageError("the grid is empty: a sweep needs at least one set of arguments")
+    return checked
+
+
+def _add_array(
+    w: Written, p: Prepared, part: batch.ArrayPart, array_id: int, text: str, grid: Sequence[Mapping[str, Any]]
+) -> None:
+    """One array's records, files and bundle directories, added to ``w``."""
+    sweep_id, run_root = part.sweep_id, part.run_root
     shared = BundlePaths(p.abs_log_root, sweep_id, array_id)
-    dirs.append(shared.bundle_dir)
     spec = p.run_spec(
         run_id=sweep_id,
         run_dir=run_root,
         args={},
-        checkpoint_every=checkpoint_every,
         sweep=SweepRef(sweep_id, part.offset, run_root),
         grid=[dict(g) for g in grid[part.offset : part.offset + part.count]],
     )
-    files[shared.script] = text
-    files[shared.spec] = spec.to_json()
-    files[shared.node_sh] = node_script()  # sourced and run with bash: no exec bit needed
+    # node.sh is sourced and run with bash: no exec bit needed
+    w.files.update({shared.script: text, shared.spec: spec.to_json(), shared.node_sh: node_script()})
+    w.dirs.append(shared.bundle_dir)
     runs = [(f"{array_id}_{t}", part.run_id(t)) for t in range(part.count)]
-    submitted, resources_json, route = utc_now(), p.resources.to_json(), submitted_route(cluster)
-    bundles = posixpath.join(p.abs_log_root, "bundles")  # each run's bundle is <bundles>/<array>_<task>
+    same = {"submitted_at": utc_now(), "route": submitted_route(p.cluster), "kind": RecordKind.TASK}
     records = [
-        submitted_record(
-            cluster,
+        p.record(
             job_id=array_id,
             run_id=run_id,
-            name=p.name,
-            target=p.target,
-            commit=repo.commit,
-            repo=repo.name,
-            log_path=batch.sweep_log(p.abs_log_root, sweep_id, array_id, t),
-            bundle_dir=f"{bundles}/{job_id}",  # BundlePaths(p.abs_log_root, run_id, job_id).bundle_dir
             run_dir=posixpath.join(run_root, run_id),
-            submitted_at=submitted,
-            resources=resources_json,
+            log_path=batch.sweep_log(p.abs_log_root, sweep_id, array_id, t),
+            bundle_dir=f"{p.bundle_root}/{job_id}",  # BundlePaths(p.abs_log_root, run_id, job_id).bundle_dir
             task=t,
-            route=route,
-            kind=RecordKind.TASK,
+            **same,
         )
         for t, (job_id, run_id) in enumerate(runs)
     ]
-    jj = JobJson.submitted(records[0], shared.script, description, job_id=runs[0][0])
+    jj = JobJson.submitted(records[0], shared.script, p.options.description, job_id=runs[0][0])
     for rec, job_json in zip(records, job_json_texts(jj, runs)):
-        files[f"{rec.bundle_dir}/job.json"] = job_json
-        dirs.append(rec.bundle_dir)
-    return records
+        w.files[f"{rec.bundle_dir}/job.json"] = job_json
+        w.dirs.append(rec.bundle_dir)
+    w.records += records
