@@ -65,35 +65,57 @@ _WHERE_OPTIONS = (
 )
 
 
-def where_options(command):
-    """--repo-root, --log-root, --clone-root, --secrets-dir, --run-root: what a submission runs and where its
-    files go (`roach submit`, `roach sweep`)."""
-    for option in reversed(_WHERE_OPTIONS):
+_SUBMISSION_OPTIONS = (
+    click.option(
+        "--cluster",
+        default=None,
+        metavar="NAME",
+        help="The cluster to run on (e.g. lab). [default: clusters.toml's default, else ilc]",
+    ),
+    click.option(
+        "--experiment",
+        default=None,
+        metavar="NAME",
+        help="The experiment its runs belong to (what `roach clean` cleans). [default: the log root's parent]",
+    ),
+    click.option(
+        "--resources",
+        "preset",
+        required=True,
+        metavar="PRESET",
+        help="A resources preset of the cluster (the lab: CPU, GPU1, GPU2, ...).",
+    ),
+    click.option("--name", default=None, help="The jobs' name. [default: the function's name]"),
+    click.option(
+        "--env",
+        "job_env",
+        multiple=True,
+        metavar="NAME=VALUE",
+        callback=parse_env,
+        help="An environment variable for the ranks. Repeatable.",
+    ),
+    *_WHERE_OPTIONS,
+    click.option("--description", default="", help="Free text kept in each job.json."),
+    click.option(
+        "--metered",
+        "allow_metered",
+        is_flag=True,
+        help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.",
+    ),
+)
+
+
+def submission_options(command):
+    """What `roach submit` and `roach sweep` both ask (:class:`~roach.launch.options.Options`' fields): the
+    cluster, experiment, resources, name, env, where the files go, description and the metered opt-in."""
+    for option in reversed(_SUBMISSION_OPTIONS):
         command = option(command)
     return command
 
 
 @click.command()
 @click.argument("target")
-@click.option(
-    "--cluster",
-    default=None,
-    metavar="NAME",
-    help="The cluster to run on (e.g. lab). [default: clusters.toml's default, else ilc]",
-)
-@click.option(
-    "--experiment",
-    default=None,
-    metavar="NAME",
-    help="The experiment the run belongs to (what `roach clean` cleans). [default: the log root's parent]",
-)
-@click.option(
-    "--resources",
-    "preset",
-    required=True,
-    metavar="PRESET",
-    help="A resources preset of the cluster (the lab: CPU, GPU1, GPU2, ...).",
-)
+@submission_options
 @click.option(
     "--arg",
     "kwargs",
@@ -109,24 +131,7 @@ def where_options(command):
     callback=parse_args_json,
     help="Keyword arguments as one JSON object; --arg may add others, not repeat them.",
 )
-@click.option("--name", default=None, help="The job's name. [default: the function's name]")
-@click.option(
-    "--env",
-    "job_env",
-    multiple=True,
-    metavar="NAME=VALUE",
-    callback=parse_env,
-    help="An environment variable for the job's ranks. Repeatable.",
-)
-@where_options
 @click.option("--run-id", metavar="ID", default=None, help="The run's id. [default: <name>-<UTC time>-<random>]")
-@click.option("--description", default="", help="Free text kept in the job's job.json.")
-@click.option(
-    "--metered",
-    "allow_metered",
-    is_flag=True,
-    help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.",
-)
 @click.option(
     "--inside",
     type=int,

@@ -9,9 +9,9 @@ from typing import Any
 import click
 from rich.console import Console
 
-from roach.cli.args import parse_env, submit_cluster
+from roach.cli.args import submit_cluster
 from roach.cli.common import json_option, run_as_option, ssh_config_option
-from roach.cli.jobs import where_options
+from roach.cli.jobs import submission_options
 from roach.cli.jsonout import stamp
 from roach.cli.refs import ssh_alias_option
 from roach.launch.prepare import read_grid
@@ -30,15 +30,8 @@ from roach.records.store import Store
     metavar="FILE.json|FILE.jsonl",
     help="The runs' keyword arguments: a JSON list of objects, or one JSON object per line.",
 )
-@click.option(
-    "--cluster",
-    default=None,
-    metavar="NAME",
-    help="The cluster to run on (e.g. lab). [default: clusters.toml's default, else ilc]",
-)
-@click.option("--resources", "preset", required=True, metavar="PRESET", help="A resources preset of the cluster.")
+@submission_options
 @click.option("--parallelism", type=int, default=None, metavar="K", help="At most K runs at once (--array=...%K).")
-@click.option("--name", default=None, help="The jobs' name. [default: the function's name]")
 @click.option(
     "--sweep-id",
     default=None,
@@ -46,28 +39,11 @@ from roach.records.store import Store
     help="The sweep's id; run i is <ID>-<i>. [default: <name>-<UTC time>-<random>]",
 )
 @click.option(
-    "--env",
-    "job_env",
-    multiple=True,
-    metavar="NAME=VALUE",
-    callback=parse_env,
-    help="An environment variable for every run's ranks. Repeatable.",
-)
-@where_options
-@click.option("--experiment", default=None, metavar="NAME", help="The experiment the runs belong to (roach clean).")
-@click.option("--description", default="", help="Free text kept in every run's job.json.")
-@click.option(
     "--max-array-size",
     type=int,
     default=None,
     metavar="N",
     help="Split into arrays of at most N tasks. [default and upper bound: the cluster's MaxArraySize]",
-)
-@click.option(
-    "--metered",
-    "allow_metered",
-    is_flag=True,
-    help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.",
 )
 @run_as_option
 @ssh_alias_option

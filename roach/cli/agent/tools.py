@@ -18,6 +18,33 @@ from roach.cli.agent.cursor import EventLog
 from roach.cli.agent.invoke import CommandFailed, Ran, run_command
 
 
+def _submission(
+    resources: str,
+    cluster: str | None,
+    env: dict[str, str] | None,
+    experiment: str | None,
+    name: str | None,
+    repo_root: str,
+    description: str | None,
+    log_root: str | None,
+    run_root: str | None,
+    metered: bool,
+) -> list[str]:
+    """The options `roach submit` and `roach sweep` share (the CLI's ``submission_options``)."""
+    return [
+        *_opt("--cluster", cluster),
+        *_opt("--resources", resources),
+        *_pairs("--env", env),
+        *_opt("--experiment", experiment),
+        *_opt("--name", name),
+        *_opt("--repo-root", repo_root),
+        *_opt("--description", description),
+        *_opt("--log-root", log_root),
+        *_opt("--run-root", run_root),
+        *_flag("--metered", metered),
+    ]
+
+
 def _opt(name: str, value: Any) -> list[str]:
     """``--name value`` when the value is given (None: the command's default)."""
     return [] if value is None else [name, str(value)]
@@ -73,18 +100,11 @@ class AgentTools:
         metered: bool = False,
     ) -> str:
         argv = [
-            *_opt("--cluster", cluster),
-            *_opt("--resources", resources),
+            *_submission(
+                resources, cluster, env, experiment, name, repo_root, description, log_root, run_root, metered
+            ),
             *_opt("--args-json", json.dumps(args) if args else None),
-            *_pairs("--env", env),
-            *_opt("--experiment", experiment),
-            *_opt("--name", name),
-            *_opt("--repo-root", repo_root),
             *_opt("--run-id", run_id),
-            *_opt("--description", description),
-            *_opt("--log-root", log_root),
-            *_opt("--run-root", run_root),
-            *_flag("--metered", metered),
         ]
         return self._json("submit", argv, [target])
 
@@ -111,20 +131,13 @@ class AgentTools:
             with os.fdopen(fd, "w") as f:
                 f.writelines(json.dumps(entry) + "\n" for entry in grid)
             argv = [
+                *_submission(
+                    resources, cluster, env, experiment, name, repo_root, description, log_root, run_root, metered
+                ),
                 *_opt("--grid", path),
-                *_opt("--cluster", cluster),
-                *_opt("--resources", resources),
                 *_opt("--parallelism", parallelism),
-                *_pairs("--env", env),
-                *_opt("--experiment", experiment),
-                *_opt("--name", name),
                 *_opt("--sweep-id", sweep_id),
-                *_opt("--repo-root", repo_root),
-                *_opt("--description", description),
-                *_opt("--log-root", log_root),
-                *_opt("--run-root", run_root),
                 *_opt("--max-array-size", max_array_size),
-                *_flag("--metered", metered),
             ]
             return self._json("sweep", argv, [target])
         finally:
