@@ -135,7 +135,7 @@ def test_ls_and_status_json_load_none_of_the_other_commands(env, args):
     out = json.loads(r.stdout)
     (view,) = out if isinstance(out, list) else [out]
     assert (view["job_id"], view["status"], view["state"]) == (4242, "completed", "COMPLETED")  # the path ran
-    assert "roach.ops.job_views" in modules and "roach.slurm.clusters.lab" in modules
+    assert "roach.launch.job_view" in modules and "roach.slurm.clusters.lab" in modules
     assert _of(modules, (*NOT_LOADED, *ALSO_NOT[args[0]])) == []
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from roach.cli.columns import plain
 from roach.cli.view_text import state_text
-from roach.ops.job_views import LEFT_QUEUE_UNACCOUNTED, live_views
+from roach.launch.job_view import LEFT_QUEUE_UNACCOUNTED, live_views, reconcile
 from roach.records.store import Store
 from roach.scheduler.parse import parse_sacct
 from roach.scheduler.transport import LocalTransport
@@ -75,9 +75,33 @@ def test_the_api_calls_a_job_gone_from_the_queue_but_not_accounted_completing(tm
 
 
 def test_an_attempt_is_named_by_its_holder_and_number_not_roachs_packed_id():
+    from roach.launch.job_view import JobView
     from roach.model.ids import RecordKind
-    from roach.ops.job_views import JobView
 
     v = JobView.of(replace(record(412), holder=412, attempt=3, kind=RecordKind.ATTEMPT), "COMPLETED", "completed")
     assert (v.slurm_id, v.holder, v.attempt, v.job_id) == ("412/3", 412, 3, 412)
     assert JobView.of(record(412), "RUNNING", "submitted").slurm_id == "412"
+
+
+def test_job_status_is_the_view_roach_status_shows(tmp_path):
+    """Job.status() is reconcile's view, the one `roach status` renders: a job gone from the queue that
+    accounting has not ended reads as such (not COMPLETING, Job.state()'s word), and an end it finds is recorded
+    in the store and in the handle's record."""
+    from roach.launch.job import Job
+    from roach.slurm.clusters.lab import LAB
+
+    client = Recorded("sacct_X_lab_22.05_mixed.txt")  # 57 RUNNING, 63 PENDING, 60 FAILED
+    with Store(tmp_path / "api.sqlite") as api, Store(tmp_path / "cli.sqlite") as cli:
+        for store in (api, cli):
+            store.add_many([record(j) for j in (57, 63, 60)])
+        for job_id in (57, 63, 60):
+            job = Job(LAB, record(job_id), api)
+            job._client = client
+            (shown,) = reconcile(client, [record(job_id)], cli, whole_queue=False).views
+            assert job.status() == shown, job_id
+            assert job.record == api.get("lab", job_id) and job.record.status == shown.status, job_id
+        assert [v.status for v in live_views(client, [record(j) for j in (57, 63, 60)], api, whole_queue=True)] == [
+            "submitted",
+            "submitted",
+            "failed",
+        ]

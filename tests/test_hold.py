@@ -444,7 +444,7 @@ def test_three_attempts_in_one_holder_stop_resume_and_no_stacking(repo, store, r
         name="held-ddp",
         run_id=second.run_id,
     )
-    ended = second.status().exit
+    ended = second.attempt_status().exit
     assert ended is not None and ended.ended_at <= third.record.submitted_at
     assert second.wait(timeout=slack(5)) == ended
     log = second.log()

@@ -18,7 +18,11 @@ from roach.cli.agent.cursor import EventLog
 from roach.cli.agent.server import TOOLS, command_help
 from roach.cli.agent.skill import generate
 from roach.cli.app import cli
+from roach.cli.views import job_json
+from roach.fleet.userconfig import get_cluster
 from roach.lab.config import LAB_USER
+from roach.launch.job import Job
+from roach.records.store import Store
 from tests.conftest import private_store, wait_until
 from tests.support.lab_repo import LabRepo, repo  # noqa: F401  (the pushed repository of pkg.train, a fixture)
 from tests.support.mcp import Agent
@@ -140,6 +144,34 @@ def test_submit_watch_status_logs_why_clean_on_the_lab(agent, repo):
     (report,) = agent.call("clean", experiment="mcp-a", cluster="lab")  # dry_run unless told otherwise
     assert report["dry_run"] is True and str(log) in report["logs"] and log.exists()  # listed, not deleted
     assert report == _cli_json("clean", "mcp-a", "--cluster", "lab", "--dry-run", "--run-as", LAB_USER)[0]
+
+
+@pytest.mark.lab
+def test_status_is_one_view_for_the_command_the_tool_and_the_handle(agent, repo):
+    """`roach status --json`, the MCP `status` tool and `Job.status()` decide a job's view in one function: a
+    running job and the same job once cancelled read the same from all three, whichever of them sees the end."""
+    sub = agent.call(
+        "submit", target="pkg.train:sleepy", resources="CPU", args={"seconds": 300}, **_where(repo, "mcp-s")
+    )
+    repo.submitted.append(sub["job_id"])
+    job = Job.from_ref(sub["run_id"], cluster=get_cluster("lab").with_(run_as=LAB_USER), store=Store())
+
+    def three() -> list[dict]:
+        return [
+            job_json(job.status()),
+            agent.call("status", ref=sub["run_id"]),
+            _cli_json("status", sub["run_id"], "--run-as", LAB_USER),
+        ]
+
+    wait_until("the job to run", lambda: job.status().state == "RUNNING", timeout=60)
+    api, tool, command = three()
+    assert api["state"] == "RUNNING" and api["exit_code"] is None and api["job_id"] == sub["job_id"]
+    assert api == tool == command
+    job.cancel()
+    ended = wait_until("the cancel to be accounted", lambda: (v := job.status()).exit_code is not None and v, 60)
+    assert (ended.state, ended.status) == ("CANCELLED", "cancelled") and job.record.status == "cancelled"
+    api, tool, command = three()
+    assert api["state"] == "CANCELLED" and api == tool == command
 
 
 @pytest.mark.lab

@@ -2,7 +2,9 @@
 
 Apart from ``logs`` and ``cancel`` (:mod:`roach.cli.inspect`), which act through a job's handle: ``status`` and
 ``ls`` only read the store and ask Slurm, and load no more than that (issue 18: each starts in under 150 ms with
-10,000 records in the store). ``tests/test_cli_imports.py`` checks what they load.
+10,000 records in the store). ``tests/test_cli_imports.py`` checks what they load. A job's view is
+:func:`~roach.launch.job_view.reconcile`'s, the function :meth:`Job.status() <roach.launch.job.Job.status>` calls:
+``status --json`` is that view as JSON.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.refs import cluster_option, explained, record_of_ref, ssh_alias_option
 from roach.cli.view_text import print_view
 from roach.cli.views import job_json
-from roach.ops.job_views import live_views, reach
+from roach.launch.job_view import reconcile
+from roach.ops.job_views import reach
 from roach.records.store import Store
 from roach.records.workspace_job import is_workspace_record
 from roach.workspace.stage import archived_bundle, earlier_stage_error
@@ -35,7 +38,7 @@ def status(
         rec = record_of_ref(ref, cluster, store)
         reached = reach(rec, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config)
         with explained(rec, ssh_alias):
-            (view,) = live_views(reached.client(), [rec], store, whole_queue=False)
+            (view,) = reconcile(reached.client(), [rec], store, whole_queue=False).views
     stage = earlier_stage(rec)
     if as_json:
         _echo_json(job_json(view, **({"earlier_stage": stage} if stage else {})))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from roach.cli.columns import Spans, styled
-from roach.ops.job_views import JobView
+from roach.launch.job_view import JobView
 
 _STYLE = {"completed": "green", "running": "cyan", "pending": "yellow"}
 

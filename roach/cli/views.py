@@ -1,4 +1,4 @@
-"""What the CLI adds to the job views of :mod:`roach.ops.job_views`: a view's ``--json`` record
+"""What the CLI adds to the job views of :mod:`roach.launch.job_view`: a view's ``--json`` record
 (:func:`job_json`) and ``logs -f``'s loop (:func:`follow_log`); how a view is printed is
 :mod:`roach.cli.view_text`.
 """
@@ -14,8 +14,8 @@ import click
 
 from roach.cli.jsonout import stamp
 from roach.errors import RoachError
+from roach.launch.job_view import JobView
 from roach.model.job_state import JobState
-from roach.ops.job_views import JobView
 
 if TYPE_CHECKING:  # annotations only: loading the views loads no job handle (roach.launch.job)
     from roach.launch.job import Job

@@ -1,7 +1,8 @@
 """The handle of an attempt inside a holder, once started (:class:`InsideJob`).
 
 :func:`~roach.launch.inside.submit_inside` returns it (and :func:`job_for` makes one for a recorded attempt);
-its state is what the attempt's bundle says (the driver's ``exit`` file, :mod:`roach.launch.inside_attempts`).
+its state is what the attempt's bundle says (the driver's ``exit`` file, :mod:`roach.launch.inside_attempts`), and
+its :meth:`~roach.launch.job.Job.status` the view ``roach status`` shows of it (:mod:`roach.launch.job_view`).
 """
 
 from __future__ import annotations
@@ -57,13 +58,14 @@ class InsideJob(Job):
             self._holder._client = self.client
         return self._holder
 
-    def status(self) -> AttemptStatus:
+    def attempt_status(self) -> AttemptStatus:
+        """What the attempt's bundle says: the driver's exit status once it wrote one (one command)."""
         return read_attempts(self.fs.transport, [self.paths.bundle_dir])[self.paths.bundle_dir]
 
     def state(self) -> JobState:
         """COMPLETED, FAILED or CANCELLED (stopped) once the driver wrote its exit status; RUNNING before,
         while the holder runs; FAILED if the holder ended and the driver never wrote one."""
-        st = self.status()
+        st = self.attempt_status()
         if st.exit is not None:
             if not self.record.is_final:
                 self.record_final(st.exit)
@@ -76,7 +78,7 @@ class InsideJob(Job):
         deadline = None if timeout is None else time.monotonic() + timeout
         holder_gone_at = None
         while True:
-            st = self.status()
+            st = self.attempt_status()
             if st.exit is not None:
                 self.record_final(st.exit)
                 return st.exit

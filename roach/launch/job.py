@@ -1,4 +1,4 @@
-"""The typed handle of a submitted job: state, wait, logs, cancel; rebuilt from the store by run or job id."""
+"""The typed handle of a submitted job: state, status, wait, logs, cancel; rebuilt from the store by run or job id."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from roach.errors import MissingError, UsageError, WaitTimeoutError
 from roach.fleet.cluster import Cluster
 from roach.fleet.route import reaching
+from roach.launch.job_view import JobView, reconcile
 from roach.model.ids import JobKey
 from roach.model.job_state import JobState
 from roach.records.bundle import BundlePaths
@@ -113,6 +114,15 @@ class Job:
         if final.state.is_terminal and not self.record.is_final:
             self.record_final(final)
         return final.state.after_queue()
+
+    def status(self) -> JobView:
+        """What ``roach status`` shows of the job (its ``--json`` is this view): state, status, why it is pending,
+        its exit code once it ended, from :func:`~roach.launch.job_view.reconcile`, which decides it for the
+        command line and the MCP server too. An end it finds is recorded, as :meth:`state` records one."""
+        found = reconcile(self.client, [self.record], self.store, whole_queue=False)
+        (self.record,) = found.records
+        (view,) = found.views
+        return view
 
     def _accounting(self) -> AcctRecord | None:
         recs = [r for r in self.client.ends([self.slurm_id]) if r.step is None and self._is_me(r.ref)]
