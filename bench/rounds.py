@@ -2,7 +2,7 @@
 
 * roach: :class:`roach.watch.watcher.Watcher` ``round()`` (one ``squeue`` of the user's jobs, at most one
   ``sacct`` for watched jobs that left the queue, a log look only for running jobs). Where the watcher
-  is missing, the round ``roach ls`` makes (``roach.cli.jobs.live_views``): one ``squeue`` + one
+  is missing, the round ``roach ls`` makes (``roach.launch.job_view.live_views``): one ``squeue`` + one
   ``sacct`` for the listed jobs not in the queue.
 * submitit: ``SlurmInfoWatcher.update()``: one ``sacct -j ...`` for every registered job not finished
   (what ``job.state``/``job.done()`` polling triggers at most every ``delay_s``).
@@ -104,7 +104,7 @@ class RoachRound:
         if self.watcher is not None:
             self.watcher.round()
             return None
-        from roach.cli.views import live_views
+        from roach.launch.job_view import live_views
 
         live_views(self.client, self.records or self.store.unfinished("lab"), self.store, whole_queue=True)
         return None

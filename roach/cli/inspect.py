@@ -11,7 +11,8 @@ from roach.cli.views import follow_log, job_json
 from roach.errors import UsageError, WaitTimeoutError
 from roach.launch.inside_job import job_for
 from roach.launch.job import Job
-from roach.ops.job_views import live_views, reach
+from roach.launch.job_view import live_views
+from roach.ops.job_views import reach
 from roach.records.store import Store
 from roach.records.workspace_job import is_workspace_record
 

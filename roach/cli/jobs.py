@@ -24,10 +24,11 @@ from roach.cli.views import job_json
 from roach.errors import UsageError
 from roach.fleet.cluster import Cluster, with_ssh_override
 from roach.launch.job import Job
+from roach.launch.job_view import JobView
 from roach.launch.options import CLONE_ROOT
 from roach.launch.submit import resume as resume_run
 from roach.launch.submit import submit as submit_job
-from roach.ops.job_views import JobView, reach
+from roach.ops.job_views import reach
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.store import Store
 from roach.records.workspace_job import is_workspace_record
