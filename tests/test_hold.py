@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
 from roach.errors import UsageError, WaitTimeoutError
-from roach.hold.hold import hold, render_holder
+from roach.hold.start import hold, render_holder
 from roach.lab.config import LAB_USER
 from roach.launch.hold_steps import (
     SIGNAL_PROGRAM,

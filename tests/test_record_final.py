@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import cli
-from roach.hold.hold import hold
+from roach.hold.start import hold
 from roach.lab.config import LAB_USER
 from roach.launch.inside_job import InsideJob
 from roach.launch.job import Job

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from roach.hold.hold import hold
+from roach.hold.start import hold
 from roach.lab.config import LAB_USER
 from roach.launch.holder import HOLD_TARGET
 from roach.model.ids import RecordKind

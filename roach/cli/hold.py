@@ -1,5 +1,5 @@
 """`roach hold`, `steps`, `signal`, `release`: hold an allocation and run attempts inside it (the library
-is :mod:`roach.hold.hold` and :mod:`roach.launch.inside`; the guide is docs/hold.md).
+is :mod:`roach.hold.start` and :mod:`roach.launch.inside`; the guide is docs/hold.md).
 
 Attempts themselves start with ``roach submit ... --inside HOLDER``.
 """
@@ -21,8 +21,8 @@ from roach.cli.refs import cluster_option, ssh_alias_option
 from roach.errors import UsageError
 from roach.fleet.cluster import with_ssh_override
 from roach.fleet.userconfig import get_cluster
-from roach.hold.hold import Holder
-from roach.hold.hold import hold as hold_allocation
+from roach.hold.start import Holder
+from roach.hold.start import hold as hold_allocation
 from roach.launch.hold_steps import Step, StepKind
 from roach.launch.holder import HolderHandle, HolderInfo, SignalReport
 from roach.launch.inside_attempts import AttemptPaths, attempt_records

@@ -2,8 +2,8 @@
 
 :func:`list_steps` asks Slurm for the steps of running jobs and :func:`parse_steps` turns its output into
 :class:`Step` values, each with a :class:`StepKind` (an attempt's ranks' step or node step, roach signal's
-own step, the holder's batch shell, ...). :data:`SIGNAL_PROGRAM` is what :meth:`~roach.hold.hold.Holder.signal`
-and the holder's own script run on each node to stop an attempt's ranks. The holder is :mod:`roach.hold.hold`.
+own step, the holder's batch shell, ...). :data:`SIGNAL_PROGRAM` is what :meth:`~roach.hold.start.Holder.signal`
+and the holder's own script run on each node to stop an attempt's ranks. The holder is :mod:`roach.hold.start`.
 """
 
 from __future__ import annotations

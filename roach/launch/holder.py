@@ -1,8 +1,8 @@
 """A holder's handle: what Slurm says of it, its steps, stopping an attempt inside it, releasing it.
 
-A holder is a job that takes the nodes and sleeps (:func:`roach.hold.hold.hold` queues one); attempts run
+A holder is a job that takes the nodes and sleeps (:func:`roach.hold.start.hold` queues one); attempts run
 inside it as its steps (:mod:`roach.launch.inside`). This handle is what starting and watching an attempt
-need; :class:`roach.hold.hold.Holder` adds submitting into it. The guide is docs/hold.md.
+need; :class:`roach.hold.start.Holder` adds submitting into it. The guide is docs/hold.md.
 """
 
 from __future__ import annotations

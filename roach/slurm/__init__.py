@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the names' types, for checkers and editors; at run time each is imported when first used
     from roach.fleet.cluster import Cluster, known_clusters
     from roach.fleet.userconfig import get_cluster
-    from roach.hold.hold import Holder, hold
+    from roach.hold.start import Holder, hold
     from roach.launch.job import Job
     from roach.launch.submit import resume, submit
     from roach.launch.sweep import Sweep, sweep
@@ -36,8 +36,8 @@ _EXPORTS = {
     "known_clusters": "roach.fleet.cluster",
     "get_cluster": "roach.fleet.userconfig",
     "Run": "roach.runtime.context",
-    "Holder": "roach.hold.hold",
-    "hold": "roach.hold.hold",
+    "Holder": "roach.hold.start",
+    "hold": "roach.hold.start",
     "Job": "roach.launch.job",
     "Resources": "roach.model.resources",
     "NotCompletedError": "roach.records.results",
