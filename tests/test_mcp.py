@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.agent.cursor import EventLog
-from roach.cli.agent.server import TOOLS, command_help
+from roach.cli.agent.server import READ_ONLY, TOOLS, command_help
 from roach.cli.agent.skill import generate
 from roach.cli.app import cli
 from roach.cli.views import job_json
@@ -69,6 +69,19 @@ def test_the_server_lists_every_tool_with_its_commands_help():
         assert tools[name].description.startswith(command_help(command)), name
     assert tools["submit"].input_schema["required"] == ["target", "resources"]
     assert tools["clean"].input_schema["properties"]["dry_run"]["default"] is True
+
+
+def test_a_read_only_server_runs_only_what_changes_nothing():
+    with Agent("--read-only") as a:
+        tools = a.tools()
+        submit = a.refused("submit", target="pkg.train:train", resources="CPU", cluster="lab")
+        cancel = a.refused("cancel", ref="123")
+        listed = a.call("ls")
+    assert set(tools) == set(TOOLS)  # listed all, so an agent sees what a full server would do
+    assert READ_ONLY == {"status", "ls", "logs", "why", "plan", "watch_events"}
+    for text, name in ((submit, "submit"), (cancel, "cancel")):
+        assert "read-only" in text and f"not {name}" in text and "`roach mcp`" in text, text
+    assert listed == []  # a tool that changes nothing runs
 
 
 def test_the_event_log_gives_what_is_after_a_cursor():

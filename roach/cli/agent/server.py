@@ -42,6 +42,10 @@ TOOLS: dict[str, tuple[str, str]] = {
 }
 
 
+# The tools that change nothing: what `roach mcp --read-only` serves.
+READ_ONLY = frozenset({"status", "ls", "logs", "why", "plan", "watch_events"})
+
+
 class ExtraMissing(MissingError):
     """An optional extra roach needs for this is not installed."""
 
@@ -68,8 +72,22 @@ def _refusing(fn: Callable[..., str]) -> Callable[..., str]:
     return call
 
 
-def build_server(tools: AgentTools) -> Any:
-    """The MCP server whose tools are ``tools``' methods."""
+def _refused(fn: Callable[..., str], name: str) -> Callable[..., str]:
+    """A tool a read-only server lists but refuses, saying how to start a server that allows it."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> str:
+        raise ToolError(
+            f"this server is read-only (`roach mcp --read-only`): it serves {', '.join(sorted(READ_ONLY))}, "
+            f"not {name}. To let an agent {name}, start the server without --read-only: `roach mcp`."
+        )
+
+    return call
+
+
+def build_server(tools: AgentTools, *, read_only: bool = False) -> Any:
+    """The MCP server whose tools are ``tools``' methods; ``read_only``: only those that change nothing run."""
     try:
         from mcp.server.mcpserver import MCPServer
     except ImportError:
@@ -84,8 +102,9 @@ def build_server(tools: AgentTools) -> Any:
         instructions="roach runs Python functions as resumable Slurm jobs. `roach skill` prints the workflow.",
     )
     for tool, (command, extra) in TOOLS.items():
+        fn = getattr(tools, tool)
         server.add_tool(
-            _refusing(getattr(tools, tool)),
+            _refused(fn, tool) if read_only and tool not in READ_ONLY else _refusing(fn),
             name=tool,
             description=f"{command_help(command)}\n\n{extra}",
             structured_output=False,
@@ -103,11 +122,17 @@ SKILL_RESOURCE = "The workflow of submitting, watching, rebalancing, preemption 
 
 @click.command("mcp")
 @run_as_option
-def mcp(run_as: str | None) -> None:
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Serve only the tools that change nothing (status, ls, logs, why, plan, watch_events); the others "
+    "refuse and say so.",
+)
+def mcp(run_as: str | None, read_only: bool) -> None:
     """Serve roach's commands as MCP tools on stdin/stdout, for a coding agent.
 
     Tools: submit, sweep, status, ls, logs, cancel, why, plan, move, clean, watch_events. Each runs the command
     of that name with --json and refuses what it refuses; the resource roach://skill is `roach skill`'s text.
     See docs/agents.md.
     """
-    build_server(AgentTools(run_as=run_as)).run("stdio")
+    build_server(AgentTools(run_as=run_as), read_only=read_only).run("stdio")
