@@ -54,6 +54,26 @@ def test_tier_table_counts_claimed_pending_included_from_a_captured_queue():
     assert "high 5/4 claimed, 0 free" in rows["high"].text()
 
 
+def test_the_watchers_parts_own_the_arguments_they_are_built_from(fake, store, clock):
+    def promoter(p):
+        return 1
+
+    w = watcher(
+        fake, store, clock, heartbeat_s=30, job_ids=("7",), rebalance=True, promoter=promoter, probe_window_s=60
+    )
+    assert (w.adopter.job_ids, w.heartbeat.every_s, w.heartbeat.beating) == (("7",), 30, False)
+    assert (w.rebalancer.rebalance, w.rebalancer.promoter, w.rebalancer.probe_window_s) == (True, promoter, 60)
+    assert w.adopter.client is w.rebalancer.client is w.heartbeat.client is w.client
+    for name in ("heartbeat_s", "job_ids", "rebalance", "promoter", "probe_window_s"):
+        with pytest.raises(AttributeError):  # no copy on the watcher that could read or be set apart from its part
+            getattr(w, name)
+        with pytest.raises(AttributeError):
+            setattr(w, name, None)
+    fake.queue = []
+    w.round()
+    assert w.heartbeat.beating
+
+
 def test_started_and_finished_once_each_then_queue_empty(fake, store, clock):
     store.add(record(11))
     store.add(record(12))
@@ -451,7 +471,7 @@ def test_a_round_starts_from_the_last_rounds_state_until_anything_else_writes_th
     look()
     look()  # the first round also made the watch tables: this one is where the store holds only rounds' writes
     assert look()[0] == []
-    assert real_load("lab")[0] == {k: v.to_json() for k, v in w._memo.views.items()}  # what a new watcher reads
+    assert real_load("lab")[0] == {k: v.to_json() for k, v in w.saved.memo.views.items()}  # what a new watcher reads
     fake.queue[0] = sq(31)  # it starts: its view changes, and the round's own save keeps the memo
     read, said = look()
     assert read == [] and [(e.kind.value, e.job_id) for e in said] == [("started", "31")]
@@ -464,11 +484,11 @@ def test_a_round_starts_from_the_last_rounds_state_until_anything_else_writes_th
         other.update_final("lab", 32, "cancelled", "CANCELLED by 0", "0:15", utc_now())
     fake.queue = [sq(31), sq(33)]
     read, said = look()
-    assert read == ["views", "records"] and "32" not in {r for r in w._memo.records}
+    assert read == ["views", "records"] and "32" not in {r for r in w.saved.memo.records}
     fake.queue, fake.acct = [sq(33)], [sa(31)]  # 31 ends: its final state is the round's own write
     read, said = look()
     assert read == [] and ("finished", "31") in [(e.kind.value, e.job_id) for e in said]
-    assert "31" not in w._memo.records and store.get("lab", 31).status == "completed"
+    assert "31" not in w.saved.memo.records and store.get("lab", 31).status == "completed"
     assert look()[0] == []
 
 
@@ -837,7 +857,7 @@ def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, rep
     def promoter(p):
         return promote(p.key, p.to_tier, cluster=cluster, store=store, repo_root=repo.work).job_id
 
-    w.rebalance, w.promoter = True, promoter
+    w.rebalancer.rebalance, w.rebalancer.promoter = True, promoter
     moved = only(w.round(), EventKind.PROMOTED)
     assert len(moved) == 1, [e.line() for e in events]
     new_id = moved[0].data["new_job_id"]

@@ -49,15 +49,17 @@ class Roster:
         return r
 
 
-class Adopting:
-    """The part of :class:`~roach.watch.watcher.Watcher` that decides which jobs it watches; the fields are the
-    watcher's. ``touched`` collects the keys of views these change in place (a round then looks at them again)."""
+@dataclass
+class Adopter:
+    """Decides which jobs a watch looks at: the unfinished records a round gives it (the store's, on the watch's
+    cluster) and ``job_ids`` (more of the user's jobs, not in the store). ``touched`` collects the keys of views
+    these change in place (a round then looks at them again)."""
 
     client: SlurmClient
     store: Store
-    job_ids: tuple[str, ...]
+    job_ids: tuple[str, ...] = ()
 
-    def _adopt(
+    def adopt(
         self,
         views: dict[str, JobWatch],
         records: dict[str, JobRecord],
@@ -106,7 +108,7 @@ class Adopting:
                 first.add(jid)
         return first
 
-    def _adopt_tasks(
+    def adopt_tasks(
         self, views: dict[str, JobWatch], ask: list[str], found: list[AcctRecord], now: float, watched: list[str]
     ) -> None:
         """A given array id first seen in sacct: watch its tasks by their own ids instead."""
@@ -127,7 +129,7 @@ class Adopting:
                     watched.append(k)
                     ask.append(k)
 
-    def _ask_req_nodes(
+    def ask_req_nodes(
         self, views: dict[str, JobWatch], active: dict[str, QueueRecord], watched: list[str], touched: set[str]
     ) -> None:
         """One squeue for the pinned nodelists of jobs newly pending on ReqNodeNotAvail (asked once per job)."""

@@ -1,32 +1,31 @@
-"""The watch's heartbeat: every ``heartbeat_s`` one line of what it watches, the running holders included
+"""The watch's heartbeat: every ``every_s`` one line of what it watches, the running holders included
 (one ``squeue -s`` for all of them)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from roach.errors import RoachError
-from roach.fleet.cluster import Cluster
 from roach.launch.hold_steps import idle_holders
 from roach.ops.events import Event, TierRow
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import QueueRecord
 from roach.watch.health import heartbeat_event
-from roach.watch.jobs import (
-    JobWatch,
-)
+from roach.watch.jobs import JobWatch
 
 
+@dataclass
 class Heartbeat:
-    """The heartbeat part of :class:`~roach.watch.watcher.Watcher`; the fields are the watcher's."""
+    """One watcher's heartbeat on cluster ``cluster``: due ``every_s`` after the last one the store keeps
+    (``meta["heartbeat_at"]``), and always in this watcher's first round (``beating`` says it has beaten)."""
 
-    cluster: Cluster
+    cluster: str
     client: SlurmClient
-    heartbeat_s: float
-    beating: bool
+    every_s: float = 900.0
+    beating: bool = field(default=False, init=False)
 
-    # -- heartbeat ---------------------------------------------------------------------------------------------
-    def _heartbeat(
+    def beat(
         self,
         meta: dict[str, Any],
         now: float,
@@ -34,13 +33,14 @@ class Heartbeat:
         rows: tuple[TierRow, ...] | None,
         active: dict[str, QueueRecord],
     ) -> list[Event]:
+        """The heartbeat's event when one is due (none otherwise); ``meta`` keeps when it was said."""
         last = meta.get("heartbeat_at")
-        if self.beating and last is not None and now - last < self.heartbeat_s:
+        if self.beating and last is not None and now - last < self.every_s:
             return []
         meta["heartbeat_at"], self.beating = now, True
-        return [heartbeat_event(self.cluster.name, meta, now, views, rows, self._holders(views, active))]
+        return [heartbeat_event(self.cluster, meta, now, views, rows, self.holders(views, active))]
 
-    def _holders(self, views: dict[str, JobWatch], active: dict[str, QueueRecord]) -> list[dict[str, Any]]:
+    def holders(self, views: dict[str, JobWatch], active: dict[str, QueueRecord]) -> list[dict[str, Any]]:
         """The watched holders that run, which are charged: held time, time limit and whether one is idle (no
         attempt runs in it), asked with one ``squeue -s`` for all, only in a heartbeat's round."""
         held = {

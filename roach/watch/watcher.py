@@ -20,16 +20,15 @@ all count against the same per-user caps.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from roach.errors import RoachError, SlurmError, TransportError
 from roach.fleet.cluster import Cluster
-from roach.ops.events import Event, EventKind
+from roach.ops.events import Event, EventKind, TierRow
 from roach.ops.explain import PendingContext, explain
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord
@@ -39,54 +38,43 @@ from roach.scheduler.capabilities import RateLimit
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import AcctRecord, QueueRecord
 from roach.watch import logs as watch_logs
-from roach.watch.adopting import Adopting, Roster
+from roach.watch.adopting import Adopter, Roster
 from roach.watch.health import disk_events, outage_events, recovered_events
 from roach.watch.heartbeat import Heartbeat
-from roach.watch.jobs import Ctx, JobWatch, match_acct, on_accounting, on_left, on_queue, settled
+from roach.watch.jobs import Ctx, JobWatch, match_acct, on_accounting, on_left, on_queue
 from roach.watch.logs import Look, StallRule
+from roach.watch.memo import SavedWatch
 from roach.watch.progress import on_log
-from roach.watch.promoting import Promoter, Promoting
+from roach.watch.promoting import Promoter, Rebalancer
 from roach.watch.resv import Queue, on_reservation, read_queue, show_reservations
 from roach.watch.resv import asked as reservations_asked
 
 ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
-FORGET_DONE_AFTER_S = 7 * 86400  # ended jobs drop out of the saved watch state after a week
 
 
-@dataclass
-class _Memo:
-    """One round's watch state as it saved it, and the store's version just after."""
+@dataclass(slots=True)
+class Watcher:
+    """Watches one cluster for one user. ``round()`` is one look; ``run()`` loops until the queue empties.
 
-    version: tuple[int, int]
-    saved: dict[str, dict[str, Any]]  # each view's JSON as the store has it
-    meta: dict[str, Any]
-    views: dict[str, JobWatch]
-    records: dict[str, JobRecord]  # the unfinished ones
-    saved_meta: dict[str, str]  # each meta value's JSON as the store has it
-    # the queued jobs whose view on_queue would leave as it is while squeue prints the same line for them
-    # (jobs.settled): key -> that line's record, the very object (the parser hands out one per distinct line)
-    quiet: dict[str, QueueRecord]
-    fresh: bool = True  # read from the store this round: every view is compared with its saved JSON
-
-
-@dataclass
-class Watcher(Adopting, Promoting, Heartbeat):
-    """Watches one cluster for one user. ``round()`` is one look; ``run()`` loops until the queue empties."""
+    Its parts, each a dataclass that owns what it uses: ``saved`` (the watch state in the store, and the last
+    round's memo of it), ``adopter`` (which jobs a round looks at: ``job_ids``), ``rebalancer`` (the tier moves:
+    ``rebalance``, ``promoter``, ``probe_window_s``) and ``heartbeat`` (``heartbeat_s``). Those arguments are
+    read on their part, e.g. ``watcher.rebalancer.rebalance``; the watcher keeps no copy of them."""
 
     cluster: Cluster
     client: SlurmClient
     store: Store
     clock: Callable[[], float] = time.time
     interval_s: float = 60.0
-    heartbeat_s: float = 900.0
+    heartbeat_s: InitVar[float] = 900.0
     sleep: Callable[[float], None] = time.sleep
-    job_ids: tuple[str, ...] = ()  # more jobs to watch: ids of the user's jobs that are not in the store
-    rebalance: bool = False
-    promoter: Promoter | None = None  # how --rebalance promotes (default: nothing; the CLI passes one)
+    job_ids: InitVar[tuple[str, ...]] = ()  # more jobs to watch: ids of the user's jobs that are not in the store
+    rebalance: InitVar[bool] = False
+    promoter: InitVar[Promoter | None] = None  # how --rebalance promotes (default: nothing; the CLI passes one)
     stall: StallRule = field(default_factory=StallRule)
     lost_after_s: float = 600.0
     max_backoff_s: float = 300.0
-    probe_window_s: float | None = None  # None: no start probe
+    probe_window_s: InitVar[float | None] = None  # None: no start probe
     disk_every_s: float = 300.0
     log_dir_max_bytes: int | None = 10 * 2**30
     free_min_fraction: float = 0.05
@@ -94,11 +82,25 @@ class Watcher(Adopting, Promoting, Heartbeat):
     finished: bool = field(default=False, init=False)  # the queue went empty
     failures: int = field(default=0, init=False)  # rounds in a row that could not reach Slurm
     ended: dict[str, bool] = field(default_factory=dict, init=False)  # watched jobs that ended: COMPLETED?
-    beating: bool = field(default=False, init=False)  # this watcher has said its first heartbeat
     queue: list[QueueRecord] = field(default_factory=list, init=False)  # the last round's squeue (`roach top`)
-    # what the last round left in the store, kept while nothing else wrote to it (see _load)
-    _memo: _Memo | None = field(default=None, init=False, repr=False)
     _queue: Queue | None = field(default=None, init=False, repr=False)  # the last round's squeue, as read
+    saved: SavedWatch = field(init=False)
+    adopter: Adopter = field(init=False)
+    rebalancer: Rebalancer = field(init=False)
+    heartbeat: Heartbeat = field(init=False)
+
+    def __post_init__(
+        self,
+        heartbeat_s: float,
+        job_ids: tuple[str, ...],
+        rebalance: bool,
+        promoter: Promoter | None,
+        probe_window_s: float | None,
+    ) -> None:
+        self.saved = SavedWatch(self.store, self.cluster.name, self.cluster.tiers)
+        self.adopter = Adopter(self.client, self.store, job_ids)
+        self.rebalancer = Rebalancer(self.cluster, self.client, self.store, rebalance, promoter, probe_window_s)
+        self.heartbeat = Heartbeat(self.cluster.name, self.client, heartbeat_s)
 
     # -- the loop ----------------------------------------------------------------------------------------
     def run(self, emit: Callable[[Event], None], *, once: bool = False) -> int:
@@ -129,44 +131,29 @@ class Watcher(Adopting, Promoting, Heartbeat):
 
     # -- one round -----------------------------------------------------------------------------------------
     def round(self) -> list[Event]:
+        """One look at the queue, then at the watched jobs it leaves out, their logs, reservations and tiers:
+        what changed since the last round, as events, and the watch state saved for the next."""
         now = self.clock()
         name = self.cluster.name
-        memo = self._load()
+        memo = self.saved.load()
         meta, views, records, quiet = memo.meta, memo.views, memo.records, memo.quiet
         events: list[Event] = []
         try:
             look = self._queue = read_queue(self.client, self.cluster.tiers, self._queue)
         except (SlurmError, TransportError) as err:
-            self.failures += 1
-            events += outage_events(name, meta, "slurmctld" if isinstance(err, SlurmError) else "the cluster", err, now)
-            events += self._heartbeat(meta, now, views, None, {})
-            self.store.watch_save(name, {}, meta)
-            return events  # no memo: the next round reads the store
+            return self._unreachable(err, meta, views, now)  # no memo: the next round reads the store
         queue, resv_of, active, rows = look.records, look.resv_of, look.active, look.rows  # read only
         self.failures, self.queue = 0, queue
         events += recovered_events(name, meta, ("slurmctld", "the cluster"), now)
         meta["tiers"] = [r.to_json() for r in rows]
         touched: set[str] = set()  # views changed in place this round by anything but on_queue
-        first = self._adopt(views, records, active, now, touched)
+        first = self.adopter.adopt(views, records, active, now, touched)
         roster = Roster.of(views)
         watched = roster.watched
 
-        # sacct for the watched jobs not in the queue (they may have ended; only sacct says so)
-        ask = [k for k in watched if k not in active]
-        acct: dict[str, AcctRecord] | None = {}
-        if ask:
-            # a task that never started is in sacct only as its array's pending range: ask the array too
-            arrays = sorted({k.split("_")[0] for k in ask if "_" in k} - set(ask))
-            try:
-                found = self.client.ends([*ask, *arrays])
-            except (SlurmError, TransportError) as err:
-                acct = None
-                events += outage_events(name, meta, "slurmdbd", err, now)
-            else:
-                events += recovered_events(name, meta, ("slurmdbd",), now)
-                self._adopt_tasks(views, ask, found, now, watched)
-                acct = match_acct(ask, found)
-        self._ask_req_nodes(views, active, watched, touched)
+        ask = [k for k in watched if k not in active]  # they may have ended; only sacct says so
+        acct = self._accounting(views, ask, watched, meta, now, events)
+        self.adopter.ask_req_nodes(views, active, watched, touched)
 
         # one look at the logs of the runs that run (or ran last round), and at the log directories
         seen = self._look(views, [k for k in roster.logged if k in views], active, meta, now)
@@ -202,104 +189,63 @@ class Watcher(Adopting, Promoting, Heartbeat):
         asking = roster.reserving.union(resv_of)
         events += self._reservations(views, active, resv_of, [k for k in watched if k in asking], ctx, touched)
         runs = [k for k in roster.runs if k in views]
-        events += self._promotions(meta, rows, views, runs, active, seen, now, touched)
+        events += self.rebalancer.promotions(meta, rows, views, runs, active, seen, now, touched)
         if seen is not None and seen.disks:
             events += disk_events(name, meta, seen.disks, now, self.log_dir_max_bytes, self.free_min_fraction)
-        events += self._heartbeat(meta, now, views, rows, active)
+        events += self.heartbeat.beat(meta, now, views, rows, active)
         if not any(not w.done and "lost" not in w.reported for w in views.values()) and not meta.get("outage_slurmdbd"):
-            n = len(self.ended)
-            ok = sum(self.ended.values())
-            said = f"all {n} watched job{'s' if n != 1 else ''} ended ({ok} completed)" if n else "no job to watch"
-            events.append(
-                Event(
-                    EventKind.QUEUE_EMPTY,
-                    now,
-                    name,
-                    f"queue empty: {said}",
-                    data={"ended": n, "completed": ok},
-                    tiers=rows,
-                )
-            )
+            events.append(self._queue_empty(now, rows))
             self.finished = True
-        self._save(memo, active, {*ran, *touched, *ask}, [*roster.done, *ask], finals, now)
+        self.saved.save(memo, active, {*ran, *touched, *ask}, [*roster.done, *ask], finals, now)
         return events
 
-    def _save(
+    def _unreachable(
+        self, err: SlurmError | TransportError, meta: dict[str, Any], views: dict[str, JobWatch], now: float
+    ) -> list[Event]:
+        """A round whose ``squeue`` failed: an outage (said once), the heartbeat when due, and ``meta`` saved."""
+        self.failures += 1
+        name = self.cluster.name
+        events = outage_events(name, meta, "slurmctld" if isinstance(err, SlurmError) else "the cluster", err, now)
+        events += self.heartbeat.beat(meta, now, views, None, {})
+        self.saved.save_meta(meta)
+        return events
+
+    def _accounting(
         self,
-        memo: _Memo,
-        active: dict[str, QueueRecord],
-        looked: set[str],
-        ending: list[str],
-        finals: list[tuple[JobRecord, AcctRecord]],
+        views: dict[str, JobWatch],
+        ask: list[str],
+        watched: list[str],
+        meta: dict[str, Any],
         now: float,
-    ) -> None:
-        """Write what this round changed, and keep it as the next round's memo if nothing else wrote the store.
+        events: list[Event],
+    ) -> dict[str, AcctRecord] | None:
+        """One ``sacct`` for the watched jobs not in the queue (``ask``): each one's record, or None when slurmdbd
+        could not be reached (``events`` gets the outage, or its end). A given array id found there is watched
+        as its tasks from then on, in ``views``, ``ask`` and ``watched``."""
+        if not ask:
+            return {}
+        # a task that never started is in sacct only as its array's pending range: ask the array too
+        arrays = sorted({k.split("_")[0] for k in ask if "_" in k} - set(ask))
+        try:
+            found = self.client.ends([*ask, *arrays])
+        except (SlurmError, TransportError) as err:
+            events += outage_events(self.cluster.name, meta, "slurmdbd", err, now)
+            return None
+        events += recovered_events(self.cluster.name, meta, ("slurmdbd",), now)
+        self.adopter.adopt_tasks(views, ask, found, now, watched)
+        return match_acct(ask, found)
 
-        Only what changed is written (a long queue's jobs mostly change nothing in a round; a round that changes
-        nothing writes nothing). ``looked``: the views this round may have changed (on_queue's, those anything
-        else touched, those not in the queue); every other view is as the last round saved it, unless the views
-        were read from the store this round. ``ending``: those that may be done, and forgotten after a week."""
-        saved, views, quiet = memo.saved, memo.views, memo.quiet
-        forget = {
-            k
-            for k in ending
-            if (w := views.get(k)) is not None and w.done and now - (w.left_at or w.first_seen) > FORGET_DONE_AFTER_S
-        }
-        maybe = views if memo.fresh else [k for k in looked if k in views]
-        changed = {k: j for k in maybe if k not in forget and (j := views[k].to_json()) != saved.get(k)}
-        meta_json = {k: json.dumps(v) for k, v in memo.meta.items()}
-        meta_changed = {k: memo.meta[k] for k, j in meta_json.items() if j != memo.saved_meta.get(k)}
-        wrote = bool(changed or meta_changed or forget)
-        if wrote:
-            self.store.watch_save(self.cluster.name, changed, meta_changed, sorted(forget))
-        end = self.store.version()
-        own = wrote + bool(finals)  # this round's commits: its saved view, its final states in one transaction
-        if end != (memo.version[0], memo.version[1] + own):
-            return  # another writer: the next round reads the store
-        for k in forget:
-            saved.pop(k, None)
-            views.pop(k, None)
-            quiet.pop(k, None)
-        saved.update(changed)
-        memo.saved_meta.update(meta_json)
-        for rec, _ in finals:
-            memo.records.pop(rec.slurm_id, None)
-        tiers = self.cluster.tiers
-        for k in looked:
-            q = active.get(k)
-            if q is not None and k in views and settled(views[k], q, tiers):
-                quiet[k] = q
-            else:
-                quiet.pop(k, None)
-        memo.version, memo.fresh = end, False
-        self._memo = memo
-
-    def _load(self) -> _Memo:
-        """The saved watch state and the unfinished records: the last round's own, when the store has not
-        changed since it saved them (reading and parsing them again is most of a long queue's round), else
-        read from the store. The version is taken before reading, so a write that races the read is seen as
-        a change at the end of the round (the store's own commits while reading, its watch tables made on
-        first use, are not another writer's)."""
-        memo, self._memo = self._memo, None  # a round that fails half-way leaves no memo behind
-        version = self.store.version()
-        if memo is not None and memo.version == version:
-            return memo
-        saved, meta = self.store.watch_load(self.cluster.name)
-        views = {k: JobWatch.from_json(v) for k, v in saved.items()}
-        # an attempt inside a holder is no Slurm job: it is watched through its holder
-        records = {r.slurm_id: r for r in self.store.unfinished(self.cluster.name) if not r.is_attempt}
-        after = self.store.version()
-        if after[0] == version[0]:
-            version = after
-        saved_meta = {k: json.dumps(v) for k, v in meta.items()}
-        return _Memo(version, saved, meta, views, records, saved_meta, {})
+    def _queue_empty(self, now: float, rows: tuple[TierRow, ...]) -> Event:
+        """The last event: every watched job ended, and how many of them completed."""
+        n = len(self.ended)
+        ok = sum(self.ended.values())
+        said = f"all {n} watched job{'s' if n != 1 else ''} ended ({ok} completed)" if n else "no job to watch"
+        data = {"ended": n, "completed": ok}
+        return Event(EventKind.QUEUE_EMPTY, now, self.cluster.name, f"queue empty: {said}", data=data, tiers=rows)
 
     def supersede(self, key: str, job_id: int) -> None:
         """A watched job was promoted outside a round (``roach top``'s ``p``): job ``job_id`` continues its run."""
-        saved, _ = self.store.watch_load(self.cluster.name)
-        if key in saved:
-            self.store.watch_save(self.cluster.name, {key: {**saved[key], "superseded_by": job_id}}, {})
-        self._memo = None
+        self.saved.supersede(key, job_id)
 
     def _pending_context(
         self, rec: QueueRecord, queue: list[QueueRecord], views: dict[str, JobWatch]
@@ -358,3 +304,10 @@ class Watcher(Adopting, Promoting, Heartbeat):
             return watch_logs.look(self.client.transport, logs, dirs)
         except (RoachError, TransportError):
             return None  # the logs are looked at again next round; Slurm's view is what decides states
+
+
+# An InitVar's default stays behind as a class attribute, where ``watcher.rebalance`` would read the default
+# whatever the watcher was given; without it, reading or setting one of these names fails loudly.
+for _name in ("heartbeat_s", "job_ids", "rebalance", "promoter", "probe_window_s"):
+    delattr(Watcher, _name)
+del _name
