@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +16,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from roach.cli.agent.cursor import EventLog
 from roach.cli.agent.server import READ_ONLY, TOOLS, command_help
 from roach.cli.agent.skill import generate
 from roach.cli.app import cli
@@ -25,7 +26,7 @@ from roach.launch.job import Job
 from roach.records.store import Store
 from tests.conftest import private_store, wait_until
 from tests.support.lab_repo import LabRepo, repo  # noqa: F401  (the pushed repository of pkg.train, a fixture)
-from tests.support.mcp import Agent
+from tests.support.mcp import REPO, Agent
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -84,29 +85,33 @@ def test_a_read_only_server_runs_only_what_changes_nothing():
     assert listed == []  # a tool that changes nothing runs
 
 
-def test_the_event_log_gives_what_is_after_a_cursor():
-    log = EventLog(keep=3, base=1000)
-    log.add([{"event": "started"}, {"event": "finished"}])
-    got = log.since(0)
-    assert [e["seq"] for e in got["events"]] == [1001, 1002] and got["cursor"] == 1002 and got["dropped"] == 0
-    assert log.since(1002) == {"events": [], "cursor": 1002, "dropped": 0, "stale_cursor": False}
-    log.add([{"event": "heartbeat"}, {"event": "stalled"}])  # keeps 3: seq 1001 is gone
-    got = log.since(0, limit=2)
-    assert [e["seq"] for e in got["events"]] == [1002, 1003] and got["cursor"] == 1003 and got["dropped"] == 1
-    assert [e["event"] for e in log.since(got["cursor"])["events"]] == ["stalled"]
-    for other in (2, 99_999):  # cursors of an earlier server and of none: everything kept, said to be stale
-        stale = log.since(other)
-        assert stale["stale_cursor"] is True and [e["seq"] for e in stale["events"]] == [1002, 1003, 1004]
+HOLD_LOCK = """import sys, time
+from pathlib import Path
+from roach.watch.lock import WatchLock
+assert WatchLock(Path(sys.argv[1]), sys.argv[2]).try_acquire()
+print("locked", flush=True)
+time.sleep(120)
+"""
 
 
-def test_a_restarted_servers_numbers_are_above_every_cursor_the_last_one_gave():
-    old = EventLog()
-    old.add([{"event": "started"}] * 5)
-    cursor = old.since(0)["cursor"]
-    new = EventLog()  # the server restarted
-    new.add([{"event": "finished"}] * 10)  # more events than the old server had said
-    got = new.since(cursor)
-    assert got["stale_cursor"] is True and len(got["events"]) == 10  # not a silent skip of the first five
+@pytest.mark.lab
+def test_watch_events_cursors_are_the_watch_logs_and_a_reader_gets_nothing_twice(agent, store_path):
+    first = agent.call("watch_events", cursor=0, cluster="lab")  # no viewer polls: the tool's command rounds
+    assert first["events"] and not first["stale_cursor"] and first["cursor"] == first["events"][-1]["seq"]
+    poller = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(store_path), "lab"], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        assert poller.stdout.readline().strip() == "locked"  # another viewer polls now: the tool only reads
+        again = agent.call("watch_events", cursor=first["cursor"], cluster="lab")
+        stale = agent.call("watch_events", cursor=10**12, cluster="lab")  # a cursor the log never gave
+    finally:
+        poller.kill()
+        poller.wait()
+    assert again["events"] == [] and again["cursor"] == first["cursor"] and again["dropped"] == 0
+    with Store(store_path) as s:
+        kept = [e.seq for e in s.watch_log("lab")]
+    assert stale["stale_cursor"] and [e["seq"] for e in stale["events"]] == kept
 
 
 @pytest.mark.lab

@@ -16,8 +16,15 @@ from roach.scheduler.parse import parse_squeue
 from roach.watch.logs import read_facts
 from roach.watch.progress import add_points
 from roach.watch.screen import Frame, build_frame, pace, short_progress
+from roach.watch.shared import Viewer
+from roach.watch.watcher import Watcher
 from tests.support.schemas import validate_output
 from tests.support.watch import T0, FakeLog, record, sa, sq, watcher
+
+
+def top_of(w: Watcher, clock) -> Top:
+    """A `roach top` over ``w``, its rounds due by the test's clock."""
+    return Top(Viewer(w, monotonic=clock), ".")
 
 
 def utc(t: float) -> str:
@@ -68,8 +75,8 @@ def test_a_round_gives_rows_with_pace_outlook_and_then_the_end(fake, store, cloc
         sq(13, "PENDING", reason="Priority", nodelist=""),
     ]
     w = watcher(fake, store, clock)
-    top = Top(w, ".")
-    top.round()
+    top = top_of(w, clock)
+    top.refresh()
     f = top.frame
     assert f is not None and [r.key for r in f.rows] == ["11", "12", "13"]
     run, big, prio = f.rows
@@ -82,7 +89,7 @@ def test_a_round_gives_rows_with_pace_outlook_and_then_the_end(fake, store, cloc
     fake.queue = fake.queue[1:]
     fake.acct = [sa(11, "FAILED", exit_code="3:0")]
     clock.tick(10)
-    top.round()
+    top.refresh()
     assert [r.key for r in top.frame.rows] == ["11", "12", "13"]
     ended = top.frame.row("11")
     assert ended.done and ended.state == "FAILED" and ended.exit_code == "3:0" and ended.nodes == ""
@@ -104,7 +111,7 @@ def test_top_makes_the_same_slurm_calls_as_a_watch_round(fake, store, clock):
     watch_calls = fake.calls[before:]
     clock.tick(10)
     before = len(fake.calls)
-    Top(w, ".").round()
+    top_of(w, clock).refresh()
     assert [c[0] for c in fake.calls[before:]] == [c[0] for c in watch_calls] == ["squeue", "sh"]
 
 
@@ -114,11 +121,11 @@ def test_a_job_preempted_shows_its_restart_and_a_stall_is_marked(fake, store, cl
     fake.logs[log] = FakeLog(100, T0, [step_line(T0 - 5, 10)])
     fake.queue = [sq(31, qos="low")]
     w = watcher(fake, store, clock)
-    top = Top(w, ".")
-    top.round()
+    top = top_of(w, clock)
+    top.refresh()
     fake.queue = [sq(31, "PENDING", reason="BeginTime", qos="low", restarts=1, nodelist="")]
     clock.tick(10)
-    top.round()
+    top.refresh()
     r = top.frame.row("31")
     assert (r.state, r.restarts, r.preemptions, r.tier) == ("PENDING", 1, 1, "low")
     line = next(ln.plain for ln in screen_lines(top.frame, top.view, 80, 24) if ln.plain.startswith(">31"))
@@ -126,10 +133,10 @@ def test_a_job_preempted_shows_its_restart_and_a_stall_is_marked(fake, store, cl
     # back running, then silent far past its usual gap: stalled
     fake.queue = [sq(31, qos="low", restarts=1)]
     clock.tick(10)
-    top.round()
+    top.refresh()
     fake.remote_now = T0 + 2000
     clock.tick(10)
-    top.round()
+    top.refresh()
     assert top.frame.row("31").stalled
     assert any("STALLED" in ln.plain for ln in screen_lines(top.frame, top.view, 80, 24))
 
@@ -180,8 +187,8 @@ def test_keys_select_explain_and_ask_before_promoting(fake, store, clock):
     store.add(record(41, qos="low"))
     store.add(record(42))
     fake.queue = [sq(41, "PENDING", reason="Priority", qos="low", nodelist=""), sq(42)]
-    top = Top(watcher(fake, store, clock), ".")
-    top.round()
+    top = top_of(watcher(fake, store, clock), clock)
+    top.refresh()
     assert top.view.selected == "41"
     top.key("w")
     assert top.view.mode is Mode.WHY and any("outlook: clears by itself" in ln for ln in top.view.why_lines)
@@ -189,7 +196,7 @@ def test_keys_select_explain_and_ask_before_promoting(fake, store, clock):
     top.key("p")  # no tier has room for it yet (not pending two rounds): said, nothing asked
     assert top.view.mode is Mode.TABLE and "no promotion for job 41 now" in top.view.message
     clock.tick(10)
-    top.round()  # pending a second round, and high has room: the watch's plan proposes high
+    top.refresh()  # pending a second round, and high has room: the watch's plan proposes high
     assert top.frame.row("41").promotion == "high"
     top.key("p")
     assert top.view.mode is Mode.CONFIRM and top.view.question.startswith("promote job 41 from low to high? [y/N]")
@@ -214,14 +221,14 @@ def test_keys_from_the_terminals_bytes():
 def test_an_outage_is_said_at_the_top_and_the_last_rows_stay(fake, store, clock):
     store.add(record(51))
     fake.queue = [sq(51)]
-    top = Top(watcher(fake, store, clock), ".")
-    top.round()
+    top = top_of(watcher(fake, store, clock), clock)
+    top.refresh()
     fake.down["squeue"] = "squeue: error: Unable to contact slurm controller (connect failure)"
     clock.tick(130)
-    top.round()
+    top.refresh()
     assert top.frame.outages and top.frame.outages[0].startswith("slurmctld unreachable for 0s: squeue failed (exit 1)")
     clock.tick(130)
-    top.round()
+    top.refresh()
     lines = [ln.plain for ln in screen_lines(top.frame, top.view, 80, 24)]
     assert lines[1].startswith("slurmctld unreachable for 2m10s") and len(lines) == 24
     assert top.frame.row("51").state == "RUNNING"  # an outage never reads as "it ended"

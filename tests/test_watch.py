@@ -430,19 +430,20 @@ def test_a_round_writes_only_the_views_that_changed(fake, store, clock, monkeypa
     written: list[list[str]] = []
     real = Store.watch_save
 
-    def counting(self, cluster, jobs, meta, forget=()):
+    def counting(self, cluster, jobs, meta, forget=(), round=None):
         written.append(sorted(jobs))
-        return real(self, cluster, jobs, meta, forget)
+        return real(self, cluster, jobs, meta, forget, round)
 
     monkeypatch.setattr(Store, "watch_save", counting)
     w = watcher(fake, store, clock)
     for _ in range(4):  # new, then pending once and twice (what promotion waits for): every view changes
         w.round()
         clock.tick(10)
-    assert [len(j) for j in written] == [50, 50]  # then nothing changes: nothing is written, not even the meta
+    assert [len(j) for j in written] == [50, 50, 0, 0]  # then nothing changes: only the round is logged
     version = store.version()
     w.round()
-    assert store.version() == version and len(written) == 2
+    assert store.version() == (version[0], version[1] + 1) and written[-1] == []  # one commit: the round's log
+    assert store.watch_round("lab")[0].round == 5
     fake.queue[7] = sq(207)  # one starts: that one view is written, and a new process sees it
     w.round()
     assert written[-1] == ["207"]

@@ -29,7 +29,7 @@ from roach.slurm.clusters.lab import GPU1, LAB
 from roach.watch import resv as resv_module
 from roach.watch import watcher as watcher_module
 from roach.watch.jobs import Ctx, new_watch, on_queue, settled
-from roach.watch.lock import WATCH_BUSY, lock_path
+from roach.watch.lock import lock_path
 from roach.watch.resv import Reservation, parse_queue, parse_reservations, queue_format
 from roach.watch.watcher import Watcher
 from tests.conftest import slack
@@ -240,42 +240,43 @@ def test_watch_heartbeat_on_the_lab_flags_an_idle_holder(lab, tmp_path, shared_t
     assert "IDLE: charged, no attempt runs" in beat.message
 
 
-# -- one watcher per store and cluster ------------------------------------------------------------------------
+# -- one poller per store and cluster, any number of viewers ----------------------------------------------------
 HOLD_LOCK = """import sys, time
 from pathlib import Path
 from roach.watch.lock import WatchLock
-WatchLock(Path(sys.argv[1]), sys.argv[2]).acquire()
+assert WatchLock(Path(sys.argv[1]), sys.argv[2]).try_acquire()
 print("locked", flush=True)
 time.sleep(120)
 """
 
 
+def _said(r) -> list[dict]:
+    assert r.exit_code == 0, r.output
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
 @pytest.mark.lab
-def test_a_second_watch_on_one_store_and_cluster_exits_9_and_a_dead_ones_lock_is_taken_over(lab, tmp_path, monkeypatch):
+def test_a_second_watch_reads_the_pollers_last_round_and_a_dead_pollers_lock_is_taken_over(lab, tmp_path, monkeypatch):
     store = tmp_path / "store.sqlite"
-    first = subprocess.Popen(
+    monkeypatch.setenv("ROACH_STORE", str(store))
+    watch = ("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once", "--json")
+    first = _said(roach(*watch))  # no viewer polls: this one takes a round
+    assert [(e["event"], e["seq"]) for e in first] == [("heartbeat", 1), ("queue_empty", 2)]
+    poller = subprocess.Popen(
         [sys.executable, "-c", HOLD_LOCK, str(store), "lab"], stdout=subprocess.PIPE, text=True, cwd=REPO
     )
     try:
-        assert first.stdout.readline().strip() == "locked"
-        monkeypatch.setenv("ROACH_STORE", str(store))
-        r = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once")
-        assert r.exit_code == WATCH_BUSY == 9, r.output
-        assert (
-            f"another `roach watch` (pid {first.pid}) is already watching cluster lab with the store {store}"
-            in r.output
-            and f"kill {first.pid}" in r.output
-        )
-        monkeypatch.setenv("ROACH_STORE", str(tmp_path / "other.sqlite"))  # another store: not blocked
-        r = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once")
-        assert r.exit_code == 0, r.output
+        assert poller.stdout.readline().strip() == "locked"
+        assert _said(roach(*watch)) == first  # a reader: the poller's last round, never refused, no round of its own
+        with Store(store) as s:
+            assert s.watch_round("lab")[0].round == 1
+        assert _said(roach(*watch, "--since", "1")) == first[1:]
     finally:
-        first.kill()
-        first.wait()
-    assert lock_path(store, "lab").read_text().strip() == str(first.pid)  # left behind by a dead process
-    monkeypatch.setenv("ROACH_STORE", str(store))
-    r = roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once")
-    assert r.exit_code == 0 and "queue empty: no job to watch" in r.output, r.output
+        poller.kill()
+        poller.wait()
+    assert lock_path(store, "lab").read_text().strip() == str(poller.pid)  # left behind by a dead process
+    taken = _said(roach(*watch))  # the lock is free again: this viewer takes the next round
+    assert [e["seq"] for e in taken] == [3] and taken[0]["event"] == "queue_empty"
 
 
 def test_a_job_that_started_and_ended_between_two_rounds_gets_its_started_line_then_finished():

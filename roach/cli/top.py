@@ -1,9 +1,9 @@
 """`roach top`: the watch's rounds as a full-screen view, live (the model is :mod:`roach.watch.screen`, the
 lines :mod:`roach.cli.top_view`).
 
-Each refresh is one :class:`~roach.watch.watcher.Watcher` round, so the Slurm calls per round are the watch's
-(one ``squeue`` and one log look in a steady round, over SSH on the one connection), and it holds the watch's
-lock: a `roach watch` and a `roach top` on one store and cluster would say every edge twice.
+`roach top` is a viewer like `roach watch` (:mod:`roach.watch.shared`): the one poller of the store and cluster
+takes the rounds, whichever viewer it is, and the screen is drawn from what its last round saved (the jobs'
+views and the queue), so a `roach top` beside a running watch costs no Slurm call of its own.
 """
 
 from __future__ import annotations
@@ -41,10 +41,12 @@ from roach.fleet.cluster import with_ssh_override
 from roach.ops.events import Event
 from roach.ops.rebalance import promote as promote_job
 from roach.records.store import Store
+from roach.scheduler import queue_json
 from roach.scheduler.clusterfs import ClusterFS
-from roach.watch.lock import WatchLock
+from roach.scheduler.parse import QueueRecord
 from roach.watch.logs import StallRule
 from roach.watch.screen import Frame, JobRow, build_frame, holders_idle_of
+from roach.watch.shared import Viewer
 from roach.watch.watcher import Watcher
 
 TICK_S = 0.2  # how often keys and the terminal's size are looked at between rounds
@@ -52,29 +54,49 @@ TICK_S = 0.2  # how often keys and the terminal's size are looked at between rou
 
 @dataclass
 class Top:
-    """The live screen's state between rounds: the watcher, the last frame, what the user looks at."""
+    """The live screen's state between rounds: its viewer, the last frame, what the user looks at."""
 
-    watcher: Watcher
+    viewer: Viewer
     repo_root: str
     view: View = field(default_factory=View)
     frame: Frame | None = None
     idle: dict[str, bool | None] = field(default_factory=dict)  # holders' idleness, from the last heartbeat
     quit: bool = False
     height: int = 24  # the screen's lines, as last drawn: how much of a followed log to read
+    shown: int | None = None  # the poller's round the frame shows
+    _queue: tuple[str, list[QueueRecord]] = ("", [])  # the saved queue's text and its records
+
+    @property
+    def watcher(self) -> Watcher:
+        return self.viewer.watcher
 
     # -- rounds ---------------------------------------------------------------------------------------------------
-    def round(self) -> list[Event]:
-        """One watch round, then its frame (and the followed log)."""
-        events = self.watcher.round()
+    def refresh(self, events: list[Event] | None = None) -> bool:
+        """The poller's round where one is due (this viewer's, if it polls), then a new frame if the log has a
+        round the frame does not show (and the followed log); True when it drew a new frame."""
+        events = self.viewer.step() if events is None else events
         said = holders_idle_of(events)
         if said is not None:
             self.idle = said
-        self.frame = frame_of(self.watcher, self.idle)
+        last, _ = self.watcher.store.watch_round(self.watcher.cluster.name)
+        n = last.round if last else 0
+        if self.frame is not None and n == self.shown:
+            return False
+        self.shown, self.frame = n, self.frame_now()
         if self.view.selected is None or self.frame.row(self.view.selected) is None:
             self.view.selected = self.frame.rows[0].key if self.frame.rows else None
         if self.view.mode is Mode.LOG:
             self.load_log(self.height)
-        return events
+        return True
+
+    def frame_now(self) -> Frame:
+        """The frame of the poller's last round, from the state and the queue it saved."""
+        w = self.watcher
+        text = w.store.watch_queue(w.cluster.name) or "[]"
+        if text != self._queue[0]:
+            self._queue = (text, queue_json.loads(text))
+        saved, meta = w.store.watch_load(w.cluster.name)
+        return build_frame(w.cluster.name, w.cluster.tiers, w.clock(), saved, meta, self._queue[1], self.idle)
 
     def selected(self) -> JobRow | None:
         if self.frame is None or self.view.selected is None:
@@ -184,12 +206,6 @@ class Top:
         self.view.message = f"promoted job {r.key} (run {r.run_id}) to {r.promotion}: now job {new.job_id}"
 
 
-def frame_of(w: Watcher, idle: dict[str, bool | None] | None = None) -> Frame:
-    """The frame of the watcher's last round, from the state it saved and its queue."""
-    saved, meta = w.store.watch_load(w.cluster.name)
-    return build_frame(w.cluster.name, w.cluster.tiers, w.clock(), saved, meta, w.queue, idle)
-
-
 def live_loop(top: Top, console: Console) -> None:
     """Rounds every interval, keys and resizes in between; the screen is redrawn on each change."""
     fd = sys.stdin.fileno()
@@ -205,8 +221,8 @@ def live_loop(top: Top, console: Console) -> None:
         while not top.quit:
             dirty = clear = False
             if time.monotonic() >= due:
-                top.round()
-                due, dirty = time.monotonic() + top.watcher.next_delay(), True
+                dirty = top.refresh()
+                due = time.monotonic() + top.viewer.next_wait()
             now_size = terminal_size(console)
             if now_size != size:
                 size, dirty, clear = now_size, True, True
@@ -261,8 +277,8 @@ def top(
     restarts/preemptions, progress, steps per minute, ETA, the pending reason and its outlook, stalls).
 
     Keys: up/down select, l follows the job's log, w says why it is pending, p proposes a promotion and asks
-    before making it, q quits. Each refresh is one `roach watch` round (the same Slurm calls); exits 9 when a
-    `roach watch` already watches this cluster with this store.
+    before making it, q quits. It shows the rounds of the one poller of this store and cluster: its own, or
+    those of a `roach watch` (or another top) already running.
     """
     if as_json and not once:
         raise click.BadParameter("needs --once (the live screen is for a terminal)", param_hint="--json")
@@ -285,10 +301,10 @@ def top(
             stall=StallRule(min_s=stall_after),
             rate_limit=None if once else rate_limit_of(client),
         )
-        t = Top(w, repo_root)
-        with WatchLock(store.path, c.name):  # one watcher per store and cluster (exit 9 if another runs)
+        with Viewer(w) as viewer:  # the poller if none runs, else a reader of its rounds
+            t = Top(viewer, repo_root)
             if once:
-                t.round()
+                t.refresh(viewer.once())
                 assert t.frame is not None
                 if as_json:
                     click.echo(json.dumps(stamp("top", t.frame.to_json()), indent=2))

@@ -29,8 +29,8 @@ from roach.records.store import Store
 from roach.scheduler.capabilities import RateLimit
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import QueueRecord
-from roach.watch.lock import WatchLock
 from roach.watch.logs import StallRule
+from roach.watch.shared import Viewer, follow
 from roach.watch.watcher import Watcher
 
 EXEC_TIMEOUT_S = 60.0
@@ -175,7 +175,18 @@ def check_job_ids(job_ids: tuple[str, ...]) -> None:
     "within S seconds (uncapped tiers too).",
 )
 @stall_after_option
-@click.option("--once", is_flag=True, help="One round, then exit.")
+@click.option(
+    "--once",
+    is_flag=True,
+    help="One look, then exit: a round where no other viewer polls, else the poller's last round.",
+)
+@click.option(
+    "--since",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="SEQ",
+    help="With --once: every event the watch log keeps after SEQ (an event's `seq`; 0: all of them).",
+)
 @ssh_alias_option
 @ssh_config_option
 def watch(
@@ -191,20 +202,24 @@ def watch(
     probe_window: float | None,
     stall_after: float,
     once: bool,
+    since: int | None,
     ssh_alias: str | None,
     ssh_config: str | None,
 ) -> None:
     """Watch your jobs until every one has ended: started, finished, preempted, stalled, never-starts and
     promotion lines on change, a heartbeat with the tier table every --heartbeat seconds.
 
-    Watches the jobs in roach's store on the cluster that have not ended, and every --job. Exits 0 when the
-    queue is empty and every job COMPLETED, 6 when one ended otherwise, 9 when another `roach watch` already
-    watches this cluster with this store.
+    Watches the jobs in roach's store on the cluster that have not ended, and every --job. Any number of
+    watches, `roach top`s and agents may follow one store and cluster: one of them polls Slurm and the others
+    show its rounds (docs/watch.md). Exits 0 when the queue is empty and every job COMPLETED, 6 when one ended
+    otherwise.
     """
     argv = shlex.split(exec_cmd) if exec_cmd else None
     if exec_cmd is not None and not argv:
         raise click.BadParameter("is empty", param_hint="--exec")
     check_job_ids(job_ids)
+    if since is not None and not once:
+        raise click.BadParameter("needs --once", param_hint="--since")
     with Store() as store:
         name = cluster or (pick_cluster(None, store) if not job_ids else None)
         if name is None:
@@ -230,8 +245,8 @@ def watch(
             rate_limit=None if once else rate_limit_of(w_client),
         )
         try:
-            with WatchLock(store.path, c.name):  # one watcher per store and cluster (exit 9 if another runs)
-                status = w.run(_emitter(as_json, argv), once=once)
+            with Viewer(w) as viewer:  # the poller if none runs, else a reader of its rounds
+                status = follow(viewer, _emitter(as_json, argv), once=once, since=since)
         except KeyboardInterrupt:
             click.echo("stopped watching; the jobs go on (`roach watch` picks up where this one left)", err=True)
             sys.exit(130)

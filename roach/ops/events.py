@@ -114,6 +114,7 @@ class Event:
     name: str | None = None
     data: Mapping[str, Any] = field(default_factory=dict)
     tiers: tuple[TierRow, ...] = ()
+    seq: int | None = None  # its number in the store's watch log, once a poller's round put it there
 
     def line(self) -> str:
         """The human line: time, kind, message, and the tier table on heartbeats and promotions."""
@@ -135,7 +136,41 @@ class Event:
         }
         out.update({k: v for k, v in self.data.items() if k != "schema"})
         out["tiers"] = [r.to_json() for r in self.tiers]
+        if self.seq is not None:
+            out["seq"] = self.seq
         return out
+
+    def stored(self) -> dict[str, Any]:
+        """The event as the watch log keeps it (:meth:`from_stored` reads it back)."""
+        return {
+            "kind": self.kind.value,
+            "time": self.time,
+            "cluster": self.cluster,
+            "message": self.message,
+            "job_id": self.job_id,
+            "run_id": self.run_id,
+            "name": self.name,
+            "data": dict(self.data),
+            "tiers": [r.to_json() for r in self.tiers],
+        }
+
+    @classmethod
+    def from_stored(cls, d: Mapping[str, Any], seq: int | None = None) -> Event:
+        tiers = tuple(
+            TierRow(t["tier"], t["cap"], t["claimed"], t["running"], t["pending"], t["preemptible"]) for t in d["tiers"]
+        )
+        return cls(
+            EventKind(d["kind"]),
+            d["time"],
+            d["cluster"],
+            d["message"],
+            d["job_id"],
+            d["run_id"],
+            d["name"],
+            d["data"],
+            tiers,
+            seq,
+        )
 
 
 def job_label(job_id: str | None, run_id: str | None, name: str | None = None) -> str:

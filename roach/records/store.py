@@ -16,12 +16,14 @@ from typing import Any
 from roach.errors import UsageError
 from roach.model.ids import JobKey, RecordKind
 from roach.model.status import FINAL_STATUSES, Status
+from roach.records import watch_log
 from roach.records.database import Database
 from roach.records.job_record import COLUMNS, FinalRow, JobRecord
 from roach.records.schema import (
     EXPERIMENTS_SCHEMA,
     WATCH_SCHEMA,
 )
+from roach.records.watch_log import LastRound, Round, Said
 
 _SELECT = "SELECT " + ", ".join(f'"{c}"' for c in COLUMNS) + " FROM jobs"
 
@@ -254,7 +256,7 @@ class Store(Database):
         conn = self._db()
         if not getattr(self, "_watch_ready", False):
             with self._converted("creating the watch tables"), self._transaction(conn):
-                for stmt in WATCH_SCHEMA:
+                for stmt in (*WATCH_SCHEMA, *watch_log.SCHEMA):
                     conn.execute(stmt)
             self._watch_ready = True
         return conn
@@ -277,10 +279,14 @@ class Store(Database):
         jobs: dict[str, dict[str, Any]],
         meta: dict[str, Any],
         forget: tuple[str, ...] | list[str] = (),
+        round: Round | None = None,
     ) -> None:
-        """Save one round in one transaction: upsert ``jobs`` and ``meta``, drop the jobs in ``forget``."""
+        """Save one round in one transaction: upsert ``jobs`` and ``meta``, drop the jobs in ``forget``, and add
+        a poller's ``round`` (its events) to the watch log."""
         conn = self._watch_db()
         with self._converted("writing the watch state"), self._transaction(conn):
+            if round is not None:
+                watch_log.write_round(conn, cluster, round)
             conn.executemany(
                 "INSERT OR REPLACE INTO watch_jobs (cluster, key, data) VALUES (?, ?, ?)",
                 [(cluster, k, json.dumps(v)) for k, v in jobs.items()],
@@ -290,6 +296,22 @@ class Store(Database):
                 [(cluster, k, json.dumps(v)) for k, v in meta.items()],
             )
             conn.executemany("DELETE FROM watch_jobs WHERE cluster=? AND key=?", [(cluster, k) for k in forget])
+
+    def watch_log(self, cluster: str, *, after: int = 0, round: int | None = None) -> list[Said]:
+        """The watch log's events after seq ``after`` (of round ``round`` only, if given), oldest first."""
+        with self._converted("reading the watch log"):
+            return watch_log.events(self._watch_db(), cluster, after=after, round=round)
+
+    def watch_round(self, cluster: str) -> tuple[LastRound | None, int]:
+        """The last poller round on ``cluster`` (None before the first) and the last event's seq."""
+        conn = self._watch_db()
+        with self._converted("reading the watch log"):
+            return watch_log.last_round(conn, cluster), watch_log.last_seq(conn, cluster)
+
+    def watch_queue(self, cluster: str) -> str | None:
+        """The user's queue as the last poller round read it (JSON), None before the first."""
+        with self._converted("reading the watch log"):
+            return watch_log.queue(self._watch_db(), cluster)
 
     def watch_reset(self, cluster: str) -> None:
         """Forget everything the watcher saved for ``cluster``."""

@@ -4,12 +4,17 @@ last round's own copy of them (its memo), which the next round starts from while
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from roach.model.tiers import Tier
+from roach.ops.events import Event
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
+from roach.records.watch_log import Round
+from roach.scheduler import queue_json
 from roach.scheduler.parse import AcctRecord, QueueRecord
 from roach.watch.jobs import JobWatch, settled
 
@@ -41,6 +46,7 @@ class SavedWatch:
     cluster: str
     tiers: tuple[Tier, ...]  # the cluster's, which say whether a queued job's view is settled
     memo: Memo | None = field(default=None, init=False, repr=False)
+    queue_text: str | None = field(default=None, init=False, repr=False)  # the queue as this watch last wrote it
 
     def load(self) -> Memo:
         """The saved watch state and the unfinished records: the last round's own, when the store has not
@@ -70,6 +76,8 @@ class SavedWatch:
         ending: list[str],
         finals: list[tuple[JobRecord, AcctRecord]],
         now: float,
+        events: Sequence[Event] = (),
+        queue: list[QueueRecord] | None = None,
     ) -> None:
         """Write what this round changed, and keep it as the next round's memo if nothing else wrote the store.
 
@@ -77,7 +85,8 @@ class SavedWatch:
         nothing writes nothing). ``looked``: the views this round may have changed (on_queue's, those anything
         else touched, those not in the queue); every other view is as the last round saved it, unless the views
         were read from the store this round. ``ending``: those that may be done, and forgotten after a week.
-        ``finals``: the ends this round recorded, in one transaction of the store's."""
+        ``finals``: the ends this round recorded, in one transaction of the store's. The round itself (its
+        ``events`` and the ``queue`` it read) goes into the watch log in the same transaction."""
         saved, views, quiet = memo.saved, memo.views, memo.quiet
         forget = {
             k
@@ -88,11 +97,11 @@ class SavedWatch:
         changed = {k: j for k in maybe if k not in forget and (j := views[k].to_json()) != saved.get(k)}
         meta_json = {k: json.dumps(v) for k, v in memo.meta.items()}
         meta_changed = {k: memo.meta[k] for k, j in meta_json.items() if j != memo.saved_meta.get(k)}
-        wrote = bool(changed or meta_changed or forget)
-        if wrote:
-            self.store.watch_save(self.cluster, changed, meta_changed, sorted(forget))
+        r = self._round(now, events, queue)
+        self.store.watch_save(self.cluster, changed, meta_changed, sorted(forget), r)
+        self.queue_text = r.queue or self.queue_text
         end = self.store.version()
-        own = wrote + bool(finals)  # this round's commits: its saved view, its final states in one transaction
+        own = 1 + bool(finals)  # this round's commits: its saved view and log, its final states in one transaction
         if end != (memo.version[0], memo.version[1] + own):
             return  # another writer: the next round reads the store
         for k in forget:
@@ -112,9 +121,14 @@ class SavedWatch:
         memo.version, memo.fresh = end, False
         self.memo = memo
 
-    def save_meta(self, meta: dict[str, Any]) -> None:
-        """Write the meta of a round that could not read the queue; the next round reads the store."""
-        self.store.watch_save(self.cluster, {}, meta)
+    def save_meta(self, meta: dict[str, Any], now: float, events: Sequence[Event]) -> None:
+        """Write the meta and events of a round that could not read the queue; the next round reads the store."""
+        self.store.watch_save(self.cluster, {}, meta, round=self._round(now, events, None))
+
+    def _round(self, now: float, events: Sequence[Event], queue: list[QueueRecord] | None) -> Round:
+        """The round for the watch log: its events, and the queue where it changed since this watch wrote it."""
+        text = None if queue is None else queue_json.dumps(queue)
+        return Round(now, os.getpid(), [e.stored() for e in events], None if text == self.queue_text else text)
 
     def supersede(self, key: str, job_id: int) -> None:
         """Job ``job_id`` continues the run of watched job ``key`` (promoted outside a round); the next round

@@ -196,7 +196,7 @@ class Watcher:
         if not any(not w.done and "lost" not in w.reported for w in views.values()) and not meta.get("outage_slurmdbd"):
             events.append(self._queue_empty(now, rows))
             self.finished = True
-        self.saved.save(memo, active, {*ran, *touched, *ask}, [*roster.done, *ask], finals, now)
+        self.saved.save(memo, active, {*ran, *touched, *ask}, [*roster.done, *ask], finals, now, events, queue)
         return events
 
     def _unreachable(
@@ -207,7 +207,7 @@ class Watcher:
         name = self.cluster.name
         events = outage_events(name, meta, "slurmctld" if isinstance(err, SlurmError) else "the cluster", err, now)
         events += self.heartbeat.beat(meta, now, views, None, {})
-        self.saved.save_meta(meta)
+        self.saved.save_meta(meta, now, events)
         return events
 
     def _accounting(

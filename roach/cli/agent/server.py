@@ -34,10 +34,11 @@ TOOLS: dict[str, tuple[str, str]] = {
     "clean": ("clean", "Result: `roach clean --json`. `dry_run` is true unless you set it false."),
     "watch_events": (
         "watch",
-        "Runs one round of `roach watch --once --json` and returns {events, cursor, dropped, stale_cursor, "
-        "watch_exit_code}: the events after `cursor` (each with its `seq`), oldest first. Pass the returned "
-        "`cursor` next time to get only what is new; 0 asks for all it keeps. A cursor from before the server "
-        "restarted comes back with stale_cursor true and every event the new server keeps.",
+        "Runs `roach watch --once --json --since CURSOR` (a round first where no other watch, top or agent "
+        "polls) and returns {events, cursor, dropped, stale_cursor, watch_exit_code}: the watch log's events "
+        "after `cursor` (each with its `seq`), oldest first. Pass the returned `cursor` next time to get only "
+        "what is new; 0 asks for all it keeps. A cursor the log never gave comes back with stale_cursor true "
+        "and every event the log keeps; `dropped` counts those after `cursor` no longer kept.",
     ),
 }
 

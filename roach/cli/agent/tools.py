@@ -11,11 +11,11 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from roach.cli.agent.cursor import EventLog
 from roach.cli.agent.invoke import CommandFailed, Ran, run_command
+from roach.records.results import JOB_NOT_COMPLETED
 
 
 def _submission(
@@ -67,7 +67,6 @@ class AgentTools:
     """One agent's tools over roach's commands, as ``run_as`` (None: as whoever runs the server)."""
 
     run_as: str | None = None
-    events: EventLog = field(default_factory=EventLog)
 
     def _run(self, name: str, args: Sequence[str], positional: Sequence[str] = ()) -> Ran:
         # `--` before the positionals: a run id or target that starts with "-" stays a value, never an option
@@ -190,20 +189,33 @@ class AgentTools:
     def watch_events(
         self, cursor: int = 0, cluster: str | None = None, jobs: list[str] | None = None, limit: int | None = None
     ) -> str:
-        """One round of `roach watch --once --json`; its events join the log, then the events after ``cursor``."""
+        """`roach watch --once --json --since CURSOR`: the watch log's events after ``cursor``, a round taken
+        first where no poller runs."""
         ran = run_command(
             [
                 "watch",
                 "--once",
                 "--json",
+                *_opt("--since", cursor),
                 *_opt("--cluster", cluster),
                 *_many("--job", jobs),
                 *_opt("--run-as", self.run_as),
             ]
         )
-        said = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
-        self.events.add(said)
-        out = self.events.since(cursor, limit)
-        # `roach watch`'s own status: 0 every watched job COMPLETED or still going, 6 one ended otherwise
-        out["watch_exit_code"] = ran.exit_code
+        if ran.exit_code not in (0, JOB_NOT_COMPLETED):
+            said = (ran.stderr.strip() + "\n" + ran.stdout.strip()).strip()
+            raise CommandFailed(f"roach watch exited {ran.exit_code}: {said}", ran.exit_code)
+        events = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+        stale = bool(events) and events[0]["seq"] <= cursor  # a cursor the log never gave: all it keeps
+        dropped = 0 if stale or not events or not cursor else max(0, events[0]["seq"] - cursor - 1)
+        if limit is not None:
+            events = events[:limit]
+        out = {
+            "events": events,
+            "cursor": events[-1]["seq"] if events else cursor,
+            "dropped": dropped,
+            "stale_cursor": stale,
+            # `roach watch`'s own status: 0 every watched job COMPLETED or still going, 6 one ended otherwise
+            "watch_exit_code": ran.exit_code,
+        }
         return json.dumps(out, indent=2)

@@ -171,6 +171,12 @@ EVENT = record(
         "tiers": array(
             "The tier table (heartbeat, promotion, promoted, promote_failed, queue_empty); else empty.", TIER_ROW
         ),
+        "seq": optional(
+            integer(
+                "Its number in the watch log the one poller of this store and cluster writes: in the order said, "
+                "never reused; `roach watch --since SEQ` (the MCP tool's cursor) gives what came after it."
+            )
+        ),
     },
 )
 EVENT["allOf"] = [

@@ -1,0 +1,109 @@
+"""One poller, every viewer: the watch log in the store, and viewers that read one poller's rounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roach.ops.events import EventKind
+from roach.records import watch_log
+from roach.records.results import JOB_NOT_COMPLETED
+from roach.records.watch_log import Round
+from roach.scheduler import queue_json
+from roach.scheduler.parse import parse_squeue
+from roach.watch.shared import Viewer, follow
+from tests.support.watch import kinds, record, sa, sq, watcher
+
+DATA = Path(__file__).parent / "data"
+
+
+def n_squeue(fake) -> int:
+    """The squeue calls of the users' queue so far (what a round costs)."""
+    return sum(1 for argv in fake.calls if argv[0] == "squeue" and "--steps" not in argv)
+
+
+def test_the_queue_as_json_reads_back_as_squeue_printed_it_on_every_release():
+    files = [p for p in sorted(DATA.rglob("squeue_*.txt")) if not any(w in p.name for w in ("stderr", "help", "only"))]
+    releases = {p.parent.name for p in files}
+    assert {"22.05", "24.11", "26.05"} <= releases | {"22.05"}, releases
+    n = 0
+    for p in files:
+        if p.name.startswith("squeue_states"):
+            continue
+        queue = parse_squeue(p.read_bytes().decode())
+        assert queue_json.loads(queue_json.dumps(queue)) == queue, p.name
+        n += len(queue)
+    assert n > 50
+
+
+def test_a_round_numbers_its_events_after_the_last_and_keeps_the_queue_it_last_read(store, monkeypatch):
+    store.watch_save("lab", {}, {}, round=Round(1.0, 11, [{"k": 1}, {"k": 2}], "[1]"))
+    store.watch_save("lab", {}, {}, round=Round(2.0, 12, [], None))  # a quiet round: the queue as it was
+    store.watch_save("other", {}, {}, round=Round(2.5, 13, [{"k": 0}], "[]"))
+    store.watch_save("lab", {}, {}, round=Round(3.0, 12, [{"k": 3}], None))
+    said = store.watch_log("lab")
+    assert [(s.seq, s.round, s.data["k"]) for s in said] == [(1, 1, 1), (2, 1, 2), (3, 3, 3)]
+    last, seq = store.watch_round("lab")
+    assert (last.round, last.at, last.pid, seq) == (3, 3.0, 12, 3) and store.watch_queue("lab") == "[1]"
+    assert [s.seq for s in store.watch_log("lab", after=2)] == [3] and store.watch_log("lab", round=2) == []
+    monkeypatch.setattr(watch_log, "KEEP_EVENTS", 2)
+    store.watch_save("lab", {}, {}, round=Round(4.0, 12, [{"k": 4}], None))
+    assert [s.seq for s in store.watch_log("lab")] == [3, 4]  # the oldest go; numbers are never reused
+
+
+def test_a_second_viewer_shows_the_pollers_rounds_and_takes_them_over_when_it_ends(fake, store, clock):
+    store.add(record(11))
+    fake.queue = [sq(11, "PENDING", reason="Priority")]
+    first = Viewer(watcher(fake, store, clock), monotonic=clock)
+    second = Viewer(watcher(fake, store, clock), monotonic=clock)
+    assert first.open() == [] and first.polling
+    round_one = first.step()
+    assert kinds(round_one) == ["heartbeat"] and n_squeue(fake) == 1
+    # a viewer that starts mid-run gets the last round at once, with the poller's numbers, and takes no round
+    assert [(e.kind, e.seq) for e in second.open()] == [(e.kind, e.seq) for e in round_one] and not second.polling
+    assert second.step() == [] and n_squeue(fake) == 1
+    clock.tick(10)
+    fake.queue = [sq(11)]
+    said = first.step()
+    assert kinds(said) == ["started"] and n_squeue(fake) == 2
+    assert [(e.kind, e.seq) for e in second.step()] == [(e.kind, e.seq) for e in said]  # once, the same numbers
+    first.close()  # the poller ends (as a kill would: the kernel drops its flock)
+    clock.tick(10)
+    fake.queue, fake.acct = [], [sa(11)]
+    ended = second.step()
+    assert second.polling and n_squeue(fake) == 3 and kinds(ended) == ["finished", "queue_empty"]
+    assert ended[0].seq == said[-1].seq + 1
+
+
+def test_the_poller_that_takes_over_waits_out_the_last_rounds_interval(fake, store, clock):
+    fake.queue = [sq(11, "PENDING", reason="Priority")]
+    store.add(record(11))
+    first = Viewer(watcher(fake, store, clock), monotonic=clock)
+    first.open()
+    first.step()
+    first.close()
+    clock.tick(4)  # 6 s of the 10 s interval are left
+    second = Viewer(watcher(fake, store, clock), monotonic=clock)
+    assert kinds(second.open()) == ["heartbeat"] and second.polling  # the last round's, at once
+    assert second.step() == [] and n_squeue(fake) == 1
+    assert second.next_wait() == 0.5  # looks again within a tick, rounds when the interval is over
+    clock.tick(6)
+    second.step()
+    assert n_squeue(fake) == 2
+
+
+def test_follow_ends_on_the_pollers_queue_empty_with_the_watch_status(fake, store, clock):
+    store.add(record(11))
+    fake.queue, fake.acct = [], [sa(11, "FAILED", exit_code="1:0")]
+    poller = Viewer(watcher(fake, store, clock), monotonic=clock)
+    shown: list = []
+    assert follow(poller, shown.append) == JOB_NOT_COMPLETED
+    assert [e.kind for e in shown][-1] is EventKind.QUEUE_EMPTY
+    poller.close()
+    # a later viewer shows the last round's end at once, but only a round after its start ends it
+    later = Viewer(watcher(fake, store, clock), monotonic=clock)
+    later.lock.try_acquire()  # another viewer polls: this one only reads
+    reader = Viewer(watcher(fake, store, clock), monotonic=clock)
+    assert [e.kind for e in reader.open()][-1] is EventKind.QUEUE_EMPTY
+    assert reader.step() == []
+    assert follow(reader, shown.append, once=True) == JOB_NOT_COMPLETED  # --once: the last round's events
+    assert follow(reader, shown.append, once=True, since=10_000) == JOB_NOT_COMPLETED  # a stale seq: all kept
