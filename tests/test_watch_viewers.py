@@ -17,7 +17,7 @@ from roach.records.store import Store
 from roach.watch.lock import lock_path
 from tests.conftest import slack, wait_until
 from tests.support.mcp import Agent
-from tests.test_top import Pane, roach_argv, roach_env
+from tests.support.pane import Pane, roach_argv, roach_env
 
 HELD = ["--hold", "--time=2", "--output=/dev/null", "--job-name=viewers"]
 
