@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5}
+DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5, 9: 1}
 SMOKE = {
     "reps": 2,
     "sizes": [10, 50],
@@ -25,6 +25,8 @@ SMOKE = {
     "sweep_max_array_size": 11,
     "preempt_modes": ["as-is"],
     "store_records": 1000,
+    "viewers": [1, 5],
+    "viewer_tasks": 100,
 }
 TITLES = {
     1: "Submit latency",
@@ -35,6 +37,7 @@ TITLES = {
     6: "Watch scale: CPU time of one status round",
     7: "Fault suite",
     8: "The store at scale: ls and status",
+    9: "Viewers: Slurm RPCs per minute with 1, 5 and 20 viewers",
 }
 
 
@@ -87,6 +90,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     ap.add_argument(
         "--store-records", type=int, default=10000, help="benchmark 8: records in the store (default 10000)"
+    )
+    ap.add_argument("--viewers", type=_ints, default=[1, 5, 20], help="benchmark 9: viewers at once (default 1,5,20)")
+    ap.add_argument(
+        "--viewer-tasks", type=int, default=1000, help="benchmark 9: tasks of the held array they follow (default 1000)"
     )
     ap.add_argument(
         "--preempt-modes",
@@ -173,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         # the smoke run leaves out the slow storm (ROACH_FAULTS_STORM keeps it short in a full run if set)
         7: lambda jobs: mod("b7_faults").run(lab, jobs, log, ("-m", "not slow") if a.smoke else ()),
         8: lambda jobs: mod("b8_store").run(lab, jobs, a.store_records, reps(8), log),
+        9: lambda jobs: mod("b9_viewers").run(lab, jobs, a.viewers, a.viewer_tasks, log),
     }
     failed = []
     for n in wanted:
