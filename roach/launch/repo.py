@@ -198,24 +198,7 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
             "commit at the tip of a branch that is pushed",
             hint="check out a branch (`git switch -c <branch>`) and push it: git push -u origin <branch>",
         )
-    lines = git(root, "for-each-ref", f"--format={_UPSTREAM}", f"refs/heads/{branch}").stdout.split("\n")
-    upstream_ref, upstream, remote = (lines + ["", "", ""])[:3]
-    if not upstream_ref:
-        raise UsageError(
-            f"branch {branch!r} has no upstream, so roach cannot tell where the job clones it from",
-            hint=f"push it and set the upstream: git push -u origin {branch}",
-        )
-    if remote in ("", ".") or not upstream_ref.startswith("refs/remotes/"):
-        raise UsageError(
-            f"the upstream of branch {branch!r} is {upstream!r}, a local branch; the job clones from a remote",
-            hint=f"push to a remote and track it: git push -u origin {branch}",
-        )
-    if st.ahead is None:  # status counts ahead/behind only against an upstream ref that exists here
-        raise UsageError(
-            f"branch {branch!r} tracks {upstream!r}, which does not exist locally (never fetched, "
-            "or deleted on the remote)",
-            hint=f"push it: git push -u {remote} {branch}",
-        )
+    upstream_ref, upstream, remote = _upstream(root, branch, st)
     url = git(root, "remote", "get-url", remote).stdout.strip()
     if commit is not None:
         return _pinned(root, commit, branch, upstream, upstream_ref, remote, url)
@@ -244,6 +227,29 @@ def inspect_repo(repo_root: str | os.PathLike[str] = ".", commit: str | None = N
     return RepoInfo(
         root=root, name=sanitize_name(root.name), commit=head, branch=branch, upstream=upstream, remote=remote, url=url
     )
+
+
+def _upstream(root: Path, branch: str, st: _Status) -> tuple[str, str, str]:
+    """``branch``'s upstream (its ref, its short name, its remote), refused unless a remote's branch known here."""
+    lines = git(root, "for-each-ref", f"--format={_UPSTREAM}", f"refs/heads/{branch}").stdout.split("\n")
+    upstream_ref, upstream, remote = (lines + ["", "", ""])[:3]
+    if not upstream_ref:
+        raise UsageError(
+            f"branch {branch!r} has no upstream, so roach cannot tell where the job clones it from",
+            hint=f"push it and set the upstream: git push -u origin {branch}",
+        )
+    if remote in ("", ".") or not upstream_ref.startswith("refs/remotes/"):
+        raise UsageError(
+            f"the upstream of branch {branch!r} is {upstream!r}, a local branch; the job clones from a remote",
+            hint=f"push to a remote and track it: git push -u origin {branch}",
+        )
+    if st.ahead is None:  # status counts ahead/behind only against an upstream ref that exists here
+        raise UsageError(
+            f"branch {branch!r} tracks {upstream!r}, which does not exist locally (never fetched, "
+            "or deleted on the remote)",
+            hint=f"push it: git push -u {remote} {branch}",
+        )
+    return upstream_ref, upstream, remote
 
 
 def _at_once(repo_root: Path) -> RepoInfo | None:
