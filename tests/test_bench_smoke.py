@@ -186,8 +186,9 @@ def test_command_line_defaults_and_smoke():
     assert smoke.only == [2, 6] and smoke.preempt_modes == ["as-is"]
     assert (smoke.sweep_runs, smoke.sweep_big_runs, smoke.sweep_max_array_size) == (10, 30, 11)  # 3 arrays
     assert parse_args(["--smoke", "--sweep-big-runs=0"]).sweep_big_runs == 0
+    assert (full.viewers, full.viewer_tasks, smoke.viewers, smoke.viewer_tasks) == ([1, 5, 20], 1000, [1, 5], 100)
     with pytest.raises(SystemExit):
-        parse_args(["--only", "9"])  # benchmarks 1-8 exist
+        parse_args(["--only", "10"])  # benchmarks 1-9 exist
     with pytest.raises(SystemExit):
         parse_args(["--preempt-modes", "sometimes"])
 
