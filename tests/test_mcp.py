@@ -87,7 +87,7 @@ def test_a_read_only_server_runs_only_what_changes_nothing():
 
 HOLD_LOCK = """import sys, time
 from pathlib import Path
-from roach.watch.lock import WatchLock
+from roach.records.poller_lock import WatchLock
 assert WatchLock(Path(sys.argv[1]), sys.argv[2]).try_acquire()
 print("locked", flush=True)
 time.sleep(120)

@@ -21,6 +21,7 @@ from roach.ops.events import EventKind
 from roach.ops.explain import PendingContext, explain
 from roach.records.bundle import JobJson, final_job_json
 from roach.records.final_files import Final, record_finals
+from roach.records.poller_lock import lock_path
 from roach.records.store import Store
 from roach.scheduler.mock_transport import MockTransport
 from roach.scheduler.parse import RS, US, QueueRecord, parse_sacct, parse_squeue
@@ -29,7 +30,6 @@ from roach.slurm.clusters.lab import GPU1, LAB
 from roach.watch import resv as resv_module
 from roach.watch import watcher as watcher_module
 from roach.watch.jobs import Ctx, new_watch, on_queue, settled
-from roach.watch.lock import lock_path
 from roach.watch.resv import Reservation, parse_queue, parse_reservations, queue_format
 from roach.watch.watcher import Watcher
 from tests.conftest import slack
@@ -243,7 +243,7 @@ def test_watch_heartbeat_on_the_lab_flags_an_idle_holder(lab, tmp_path, shared_t
 # -- one poller per store and cluster, any number of viewers ----------------------------------------------------
 HOLD_LOCK = """import sys, time
 from pathlib import Path
-from roach.watch.lock import WatchLock
+from roach.records.poller_lock import WatchLock
 assert WatchLock(Path(sys.argv[1]), sys.argv[2]).try_acquire()
 print("locked", flush=True)
 time.sleep(120)

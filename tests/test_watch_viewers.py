@@ -13,17 +13,26 @@ import time
 import pytest
 
 from roach.lab.config import LAB_USER
+from roach.model.job_state import JobState
+from roach.records.poller_lock import lock_path
 from roach.records.store import Store
-from roach.watch.lock import lock_path
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.mock_transport import MockTransport
+from roach.slurm.clusters.lab import LAB
 from tests.conftest import slack, wait_until
 from tests.support.mcp import Agent
 from tests.support.pane import Pane, roach_argv, roach_env
+from tests.support.submitting import submit_to_lab
+from tests.support.watch import TRAIN
 
+PKG = {"pkg/__init__.py": "", "pkg/train.py": TRAIN}  # what the repo fixture commits
+CLUSTER = LAB.with_(run_as=LAB_USER)
 HELD = ["--hold", "--time=2", "--output=/dev/null", "--job-name=viewers"]
 
 
-def _watch(store: Store, job: int) -> subprocess.Popen[str]:
-    argv = roach_argv("watch", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1", "--json", "--job", str(job))
+def _watch(store: Store, job: int | None = None) -> subprocess.Popen[str]:
+    argv = roach_argv("watch", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1", "--json")
+    argv += ["--job", str(job)] if job is not None else []
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=roach_env(store))
 
 
@@ -110,3 +119,20 @@ def test_a_killed_poller_is_replaced_by_a_reader_within_an_interval_and_nothing_
     seqs = [e["seq"] for e in events]
     assert seqs == sorted(set(seqs)) and seqs == list(range(seqs[0], seqs[-1] + 1))  # none lost, none twice
     assert [e for e, _ in _edges(events, job)] == ["started", "finished"] and events[-1]["event"] == "queue_empty"
+
+
+@pytest.mark.lab
+def test_a_wait_beside_a_watch_reads_the_end_it_records_and_asks_slurm_once(lab, repo, store, roots):
+    job = submit_to_lab(repo, store, roots, "pkg.train:train", {"steps": 20, "step_s": 0.5}, cluster=CLUSTER)
+    watch = _watch(store)
+    try:
+        wait_until("the watch polls", lambda: _polls(store) == watch.pid, timeout=30)
+        transport = MockTransport(inner=CLUSTER.transport())
+        job._client = SlurmClient(transport)
+        rec = job.wait(timeout=slack(120))
+        events = _said(watch)
+    finally:
+        watch.kill()
+    assert rec.state is JobState.COMPLETED and job.record.status == "completed"
+    assert [c.argv[0] for c in transport.calls] == ["sacct"]  # the end's record, once: no squeue a round
+    assert [e["event"] for e in events if e["job_id"] == str(job.job_id)][-1] == "finished"

@@ -15,11 +15,15 @@ from roach.model.job_state import JobState
 from roach.records.bundle import BundlePaths
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord
+from roach.records.poller_lock import polled
 from roach.records.results import collect, ended
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.clusterfs import ClusterFS
 from roach.scheduler.parse import AcctRecord, in_array
+from roach.scheduler.queue_states import StateRecord
+
+READ_TICK_S = 0.5  # how often a wait looks at the store while a watch records the ends
 
 
 @dataclass
@@ -132,13 +136,17 @@ class Job:
         """Block until Slurm says the job ended (sacct, not an empty squeue); record it; return its record.
 
         A requeued job is not ended: it is back in the queue. Records the final state in the store and
-        in the bundle's ``job.json``.
+        in the bundle's ``job.json``. While a watch polls this store and cluster (`roach watch`, `roach top`),
+        the wait reads the end that watch records instead of asking Slurm each round, then asks sacct once.
         """
         poll_s = max(poll_s, self.cluster.min_poll_s)  # never faster than the cluster allows
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            queued = [r for r in self.client.job_states([self.slurm_id]) if self._is_me(r.ref) and r.state.is_active]
-            if not queued:
+            if (ended := self._recorded_end()) is not None:  # a watch recorded it (and may have exited since)
+                return ended
+            watched = self.store is not None and polled(self.store.path, self.cluster.name)
+            queued = [] if watched else self._queued()
+            if not watched and not queued:
                 rec = self._accounting()
                 if rec is not None and rec.state.is_terminal:
                     self.record_final(rec)
@@ -146,10 +154,24 @@ class Job:
             if deadline is not None and time.monotonic() > deadline:
                 raise WaitTimeoutError(
                     f"{self} did not end within {timeout:.0f}s",
-                    hint=f"it is still {queued[0].state.value if queued else 'being accounted'}; "
-                    "wait again or `roach cancel`",
+                    hint=f"it is still {queued[0].state.value if queued else 'not ended'}; wait again or `roach cancel`",
                 )
-            time.sleep(poll_s)
+            time.sleep(min(poll_s, READ_TICK_S) if watched else poll_s)
+
+    def _queued(self) -> list[StateRecord]:
+        return [r for r in self.client.job_states([self.slurm_id]) if self._is_me(r.ref) and r.state.is_active]
+
+    def _recorded_end(self) -> AcctRecord | None:
+        """sacct's record of the end a watch recorded in the store, None while the store has no end of the job."""
+        r = self.record
+        mine = self.store.get(r.cluster, r.job_id, r.task, r.attempt) if self.store is not None else None
+        if mine is None or not mine.is_final:
+            return None
+        rec = self._accounting()
+        if rec is None or not rec.state.is_terminal:
+            return None
+        self.record = mine
+        return rec
 
     def record_final(self, rec: AcctRecord) -> None:
         """sacct's final record of the job into its job.json and the store (:func:`~roach.records.finals.record_ends`)."""

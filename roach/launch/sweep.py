@@ -24,7 +24,7 @@ from roach.fleet.route import reaching, submitted_route
 from roach.fleet.userconfig import configured
 from roach.launch import pipeline
 from roach.launch import script as batch
-from roach.launch.job import Job
+from roach.launch.job import READ_TICK_S, Job
 from roach.launch.options import Options
 from roach.launch.pipeline import Destination, Written
 from roach.launch.prepare import RUN_ID, Prepared, check_grid, default_run_root, new_run_id, prepare
@@ -35,6 +35,7 @@ from roach.model.run_spec import SweepRef
 from roach.records.bundle import BundlePaths, JobJson, job_json_texts
 from roach.records.finals import End, record_ends
 from roach.records.job_record import utc_now
+from roach.records.poller_lock import polled
 from roach.records.results import NotCompletedError, SweepNotCompletedError, collect, ended
 from roach.records.store import Store
 from roach.scheduler.client import ARRAY_REFUSED
@@ -127,18 +128,21 @@ class Sweep:
     def wait(self, timeout: float | None = None, poll_s: float = 5.0) -> dict[str, AcctRecord]:
         """Block until every run ended (sacct says so, never an empty squeue); record each final state in
         the store and in its job.json (one command for all); return sacct's record of each run, by run id.
-        A round is one squeue plus one sacct, whatever the number of runs."""
+        A round is one squeue plus one sacct, whatever the number of runs. While a watch polls this store and
+        cluster, the wait reads the ends it records instead, then asks sacct once."""
         poll_s = max(poll_s, self.cluster.min_poll_s)
         deadline = None if timeout is None else time.monotonic() + timeout
-        by_ref = self._by_ref()
         while True:
-            active = sum(1 for r in self.client.job_states(self.array_ids) if r.state.is_active)
-            if not active:
-                done = {}
-                for a in self._accounting():
-                    j = by_ref.get((a.ref.job, a.ref.task))  # type: ignore[arg-type]
-                    if j is not None and a.state.is_terminal:
-                        done[j.run_id] = a
+            store = self.store
+            watched = store is not None and polled(store.path, self.cluster.name)
+            if store is not None and all(r.is_final for r in store.sweep_runs(self.sweep_id)):  # a watch recorded them
+                done = self._ended()
+                if len(done) == len(self.jobs):
+                    for j in self.jobs:
+                        j.record = store.get(j.record.cluster, j.job_id, j.task) or j.record
+                    return done
+            if not watched and not any(r.state.is_active for r in self.client.job_states(self.array_ids)):
+                done = self._ended()
                 if len(done) == len(self.jobs):
                     self._record_final(done)
                     return done
@@ -147,7 +151,17 @@ class Sweep:
                     f"{self} did not end within {timeout:.0f}s",
                     hint="wait again, watch it with `roach watch`, or `roach cancel` its runs",
                 )
-            time.sleep(poll_s)
+            time.sleep(min(poll_s, READ_TICK_S) if watched else poll_s)
+
+    def _ended(self) -> dict[str, AcctRecord]:
+        """sacct's record of each run that ended, by run id (one sacct)."""
+        by_ref = self._by_ref()
+        done = {}
+        for a in self._accounting():
+            j = by_ref.get((a.ref.job, a.ref.task))  # type: ignore[arg-type]
+            if j is not None and a.state.is_terminal:
+                done[j.run_id] = a
+        return done
 
     def _record_final(self, done: dict[str, AcctRecord]) -> None:
         """Each run's final state into the store (one transaction) and its job.json (one command, as the

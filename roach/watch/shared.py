@@ -1,6 +1,6 @@
 """One poller per store and cluster, and every viewer a reader of its rounds.
 
-The poller is whichever viewer holds the poller's lock (:mod:`roach.watch.lock`): it alone takes the rounds, and
+The poller is whichever viewer holds the poller's lock (:mod:`roach.records.poller_lock`): it alone takes the rounds, and
 so every action a round takes (a promotion, a rebalancing move, the record of a job's end), and each round goes
 into the store's watch log with its events numbered (:mod:`roach.records.watch_log`). Every viewer, the poller
 included, shows what the log has after its own cursor: `roach watch`, `roach top` and the MCP ``watch_events``
@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from roach.ops.events import Event, EventKind
+from roach.records.poller_lock import WatchLock
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.watch_log import LastRound
-from roach.watch.lock import WatchLock
 from roach.watch.watcher import Watcher
 
 READ_TICK_S = 0.5  # how often a reader looks at the log (and tries the lock): a round shows within this

@@ -1,7 +1,8 @@
 """The poller's lock: one ``flock``-held file beside the store per cluster, whose holder takes the watch's rounds.
 
 Whoever holds ``<store>.watch-<cluster>.lock`` is the one poller of that store and cluster (:mod:`roach.watch.shared`);
-every other viewer reads what it writes. The file holds the holder's pid. The kernel drops an ``flock`` when its
+every other viewer reads what it writes to the store's watch log, and a waiting ``Job`` reads the ends it records
+(:func:`polled`). The file holds the holder's pid. The kernel drops an ``flock`` when its
 process ends, however it ends, so a lock left by a dead poller is simply taken by the next viewer that tries it.
 """
 
@@ -64,3 +65,21 @@ class WatchLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def polled(store_path: Path, cluster: str) -> bool:
+    """Whether a poller holds the lock of ``store_path`` and ``cluster`` now (a shared lock it would refuse)."""
+    path = lock_path(Path(store_path), cluster)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops a shared lock this took
+    return False
