@@ -18,7 +18,7 @@ from roach.records.poller_lock import lock_path
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.mock_transport import MockTransport
-from roach.slurm.clusters.lab import LAB
+from roach.slurm.clusters.lab import GPU1, LAB
 from tests.conftest import slack, wait_until
 from tests.support.mcp import Agent
 from tests.support.pane import Pane, roach_argv, roach_env
@@ -136,3 +136,40 @@ def test_a_wait_beside_a_watch_reads_the_end_it_records_and_asks_slurm_once(lab,
     assert rec.state is JobState.COMPLETED and job.record.status == "completed"
     assert [c.argv[0] for c in transport.calls] == ["sacct"]  # the end's record, once: no squeue a round
     assert [e["event"] for e in events if e["job_id"] == str(job.job_id)][-1] == "finished"
+
+
+@pytest.mark.lab
+def test_two_rebalancing_watches_make_one_promotion(lab, repo, store, roots, user_slurm, jobs):
+    opts = ["--time=5", "--output=/dev/null", "--gres=gpu:4", "--job-name=viewers-filler"]
+    jobs += [user_slurm.sbatch([*opts, f"--nodelist={n}"], "#!/bin/bash\nsleep 300\n") for n in ("n1", "n2")]
+    wait_until("the fillers to run", lambda: all(q.state.is_running for q in user_slurm.squeue(job_ids=jobs)), 60)
+    job = submit_to_lab(
+        repo,
+        store,
+        roots,
+        "pkg.train:train",
+        {"steps": 20, "step_s": 0.2},
+        resources=GPU1.replace(qos="low", time="00:05:00"),
+        name="wants-high",
+        cluster=CLUSTER,
+    )
+    argv = roach_argv("watch", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1", "--json", "--rebalance") + [
+        "--repo-root",
+        str(repo.work),
+    ]
+    watches = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=roach_env(store)) for _ in range(2)]
+    try:
+        promoted = lambda: [x for x in store.watch_log("lab") if x.data["kind"] == "promoted"]  # noqa: E731
+        wait_until("a promotion", promoted, timeout=90)
+        time.sleep(3)  # three more rounds: a second promotion of the run would be made by now
+        runs = [r for r in store.recent(100) if r.run_id == job.run_id]
+        jobs += [r.job_id for r in runs]
+        assert len(promoted()) == 1 and len(runs) == 2, (promoted(), runs)  # the run moved once, by one viewer
+    finally:
+        for w in watches:
+            w.kill()
+        out = [w.communicate()[0] for w in watches]
+        job.cancel()
+    seen = [[json.loads(line) for line in text.splitlines() if line.strip()] for text in out]
+    said = [[(e["event"], e["seq"]) for e in one if e["event"] == "promoted"] for one in seen]
+    assert said[0] == said[1] and len(said[0]) == 1  # both viewers show it, with one number
