@@ -23,7 +23,7 @@ from tests.conftest import slack, wait_until
 from tests.sshd import SSHServer, cluster, sshd, sshd_server  # noqa: F401  (fixtures)
 from tests.support.pane import Pane, roach_argv, roach_env
 from tests.support.schemas import validate_output
-from tests.support.submitting import submit_to_lab
+from tests.support.submitting import pending_below_room, submit_to_lab
 from tests.support.watch import TRAIN
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
@@ -178,18 +178,7 @@ def test_a_preempted_run_shows_its_restart(lab, repo, store, roots, slurm):
 @pytest.mark.lab
 def test_p_proposes_a_promotion_asks_and_y_makes_it(lab, repo, store, roots, user_slurm, jobs):
 
-    opts = ["--time=5", "--output=/dev/null", "--gres=gpu:4", "--job-name=top-filler"]
-    jobs += [user_slurm.sbatch([*opts, f"--nodelist={n}"], "#!/bin/bash\nsleep 300\n") for n in ("n1", "n2")]
-    wait_until("the fillers to run", lambda: all(q.state.is_running for q in user_slurm.squeue(job_ids=jobs)), 60)
-    job = submit_to_lab(
-        repo,
-        store,
-        roots,
-        "pkg.train:train",
-        {"steps": 20, "step_s": 0.2},
-        resources=GPU1.replace(qos="low", time="00:05:00"),
-        name="wants-high",
-    )
+    job = pending_below_room(repo, store, roots, user_slurm, jobs, "wants-high")
     key = str(job.job_id)
     argv = roach_argv("top", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1", "--repo-root", str(repo.work))
     pane = Pane("promote", argv, roach_env(store))

@@ -18,11 +18,11 @@ from roach.records.poller_lock import lock_path
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.mock_transport import MockTransport
-from roach.slurm.clusters.lab import GPU1, LAB
+from roach.slurm.clusters.lab import LAB
 from tests.conftest import slack, wait_until
 from tests.support.mcp import Agent
 from tests.support.pane import Pane, roach_argv, roach_env
-from tests.support.submitting import submit_to_lab
+from tests.support.submitting import pending_below_room, submit_to_lab
 from tests.support.watch import TRAIN
 
 PKG = {"pkg/__init__.py": "", "pkg/train.py": TRAIN}  # what the repo fixture commits
@@ -140,19 +140,7 @@ def test_a_wait_beside_a_watch_reads_the_end_it_records_and_asks_slurm_once(lab,
 
 @pytest.mark.lab
 def test_two_rebalancing_watches_make_one_promotion(lab, repo, store, roots, user_slurm, jobs):
-    opts = ["--time=5", "--output=/dev/null", "--gres=gpu:4", "--job-name=viewers-filler"]
-    jobs += [user_slurm.sbatch([*opts, f"--nodelist={n}"], "#!/bin/bash\nsleep 300\n") for n in ("n1", "n2")]
-    wait_until("the fillers to run", lambda: all(q.state.is_running for q in user_slurm.squeue(job_ids=jobs)), 60)
-    job = submit_to_lab(
-        repo,
-        store,
-        roots,
-        "pkg.train:train",
-        {"steps": 20, "step_s": 0.2},
-        resources=GPU1.replace(qos="low", time="00:05:00"),
-        name="wants-high",
-        cluster=CLUSTER,
-    )
+    job = pending_below_room(repo, store, roots, user_slurm, jobs, "wants-high")
     argv = roach_argv("watch", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1", "--json", "--rebalance") + [
         "--repo-root",
         str(repo.work),
