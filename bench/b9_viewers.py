@@ -5,16 +5,18 @@ each its own process with one store, its Slurm commands run as the bench user, a
 others read its rounds. submitit: as many processes, each with its own ``SlurmInfoWatcher`` over the N tasks and
 an ``update()`` every interval, which is what a process waiting on its own jobs (``job.wait()``, ``job.done()``)
 does (its commands run as the bench user too). Each configuration runs for a window after a warm-up, between two snapshots of slurmctld's and slurmdbd's
-per-user counters.
+per-user counters. Then the time from a job's end in Slurm to the last of the viewers printing it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -71,6 +73,44 @@ def _per_minute(lab: Lab, procs: list[subprocess.Popen[bytes]], warmup_s: float,
     return round(ctld.user(lab.user) * per), round(dbd.user(lab.user) * per)
 
 
+def _seen_at(p: subprocess.Popen[str], job: str, out: dict[int, float]) -> None:
+    """When ``p`` printed ``job``'s finished event (epoch seconds), into ``out`` under its pid."""
+    assert p.stdout is not None
+    for line in p.stdout:
+        e = json.loads(line)
+        if e.get("event") == "finished" and e.get("job_id") == job:
+            out[p.pid] = time.time()
+
+
+def end_to_shown(lab: Lab, jobs: Jobs, k: int, interval_s: float, work: Path) -> float:
+    """Seconds from a job's end in Slurm (sacct's End) to the last of ``k`` viewers showing it."""
+    job = str(lab.user_client().sbatch(["--hold", "--output=/dev/null", "--time=1"], "#!/bin/bash\nsleep 2\n"))
+    jobs.add([job])
+    argv = [sys.executable, "-m", "roach", "watch", "--cluster", "lab", "--run-as", lab.user, "--json", "--job", job]
+    env = {**os.environ, **lab.env, "ROACH_LAB_DIR": str(lab.cfg.state), "ROACH_STORE": str(work / "end.sqlite")}
+    viewers = [
+        subprocess.Popen([*argv, "--interval", str(interval_s)], env=env, stdout=subprocess.PIPE, text=True, cwd="/")
+        for _ in range(k)
+    ]
+    seen: dict[int, float] = {}
+    readers = [threading.Thread(target=_seen_at, args=(v, job, seen), daemon=True) for v in viewers]
+    for t in readers:
+        t.start()
+    try:
+        time.sleep(3)  # every viewer started: one polls, the others read
+        lab.user_client().release(job)
+        for t in readers:
+            t.join(timeout=120)
+    finally:
+        for v in viewers:
+            v.kill()
+            v.wait()
+    if len(seen) != k:
+        raise RuntimeError(f"{k - len(seen)} of {k} viewers never showed the job's end")
+    (end,) = [a.end_time for a in lab.user_client().ends([job]) if a.step is None and a.end_time is not None]
+    return max(seen.values()) - end.timestamp()
+
+
 def run(
     lab: Lab,
     jobs: Jobs,
@@ -96,6 +136,8 @@ def run(
             log(f"  {k} submitit process(es) over {n_tasks} tasks")
             loop = [sys.executable, "-c", SUBMITIT_LOOP, tasks, str(interval_s), lab.user]
             got["submitit"][k] = _per_minute(lab, [_start(lab, loop, store) for _ in range(k)], warmup_s, window_s)
+        log(f"  a job's end, shown by {counts[-1]} viewers")
+        latency = end_to_shown(lab, jobs, counts[-1], interval_s, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     body = [
@@ -109,6 +151,11 @@ def run(
     for k in counts:
         (rc, rd), (sc, sd) = got["roach"][k], got["submitit"][k]
         body.append(f"| {k} | {rc} | {rd} | {sc} | {sd} |")
+    body += [
+        "",
+        f"From a job's end (sacct's End, to the second) to the last of {counts[-1]} viewers printing its `finished` "
+        f"line: {latency:.1f} s (a round every {interval_s:g} s; the viewers look at the store twice a second).",
+    ]
     one, most = counts[0], counts[-1]
     total = {m: {k: sum(v) for k, v in got[m].items()} for m in got}
     summary = [
@@ -119,7 +166,15 @@ def run(
             "submitit",
             "x",
             max_value=1.1,
-        )
+        ),
+        target_row(
+            f"a job's end to all {most} viewers showing it",
+            [latency],
+            None,
+            "",
+            "s",
+            max_value=interval_s + 1.0,
+        ),
     ]
     return Section(
         9,
