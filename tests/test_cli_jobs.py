@@ -133,6 +133,11 @@ class FakeJob:
         self.state_calls += 1
         return JobState.COMPLETED if self.now >= self.end_after_s else JobState.RUNNING
 
+    watched: bool = False  # a watch polls and records the end: the store has it from end_after_s on
+
+    def recorded_end(self) -> JobState | None:
+        return JobState.COMPLETED if self.watched and self.now >= self.end_after_s else None
+
     def sleep(self, s: float) -> None:
         self.now += s
 
@@ -146,6 +151,12 @@ def test_follow_prints_each_whole_line_once_and_asks_slurm_rarely(capsys):
     assert "job 7 ended: COMPLETED" in out.err
     assert job.reads == 16  # one read every 2 s: at 0, 2, ..., 30 s, the last after Slurm said it ended
     assert job.state_calls == 4  # Slurm asked at 0, 10, 20, 30 s only
+
+
+def test_follow_beside_a_watch_reads_the_end_it_records_and_never_asks_slurm(capsys):
+    job = FakeJob(["a\n", "b\n"] + [""] * 20, end_after_s=10, watched=True)
+    assert cli_views.follow_log(job, None, sleep=job.sleep, clock=lambda: job.now) is JobState.COMPLETED
+    assert capsys.readouterr().out == "a\nb\n" and job.state_calls == 0
 
 
 class LateLogJob(FakeJob):

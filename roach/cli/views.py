@@ -36,15 +36,19 @@ def follow_log(
     job: Job, lines: int | None, *, path: str | None = None, sleep=time.sleep, clock=time.monotonic
 ) -> JobState:
     """Print the log (``path``, default the job's) as it grows until the job ends: read it every
-    ``FOLLOW_POLL_S`` (only lines not yet printed, through the cluster's ``tail``), ask Slurm every
-    ``STATE_POLL_S``. Returns the final state."""
+    ``FOLLOW_POLL_S`` (only lines not yet printed, through the cluster's ``tail``), and look for its end in the
+    store each time; ask Slurm every ``STATE_POLL_S`` only while no watch polls (one that does records the end
+    in the store). Returns the final state."""
     path, transport = path or job.record.log_path, job.fs.transport
     done = 0  # complete lines printed (or skipped, with -n)
     first, next_state = True, 0.0
     state = JobState.PENDING
     while True:
         ended = False
-        if clock() >= next_state:  # checked before the read, so the last read sees the whole log
+        recorded = job.recorded_end()  # checked before the read, so the last read sees the whole log
+        if recorded is not None:
+            state, ended = recorded, True
+        elif clock() >= next_state and not job.watched:
             state = job.state()
             ended, next_state = state.is_terminal, clock() + STATE_POLL_S
         cmd = ["tail", "-n", f"+{done + 1}", "--", path]

@@ -144,7 +144,7 @@ class Job:
         while True:
             if (ended := self._recorded_end()) is not None:  # a watch recorded it (and may have exited since)
                 return ended
-            watched = self.store is not None and polled(self.store.path, self.cluster.name)
+            watched = self.watched
             queued = [] if watched else self._queued()
             if not watched and not queued:
                 rec = self._accounting()
@@ -163,15 +163,26 @@ class Job:
 
     def _recorded_end(self) -> AcctRecord | None:
         """sacct's record of the end a watch recorded in the store, None while the store has no end of the job."""
-        r = self.record
-        mine = self.store.get(r.cluster, r.job_id, r.task, r.attempt) if self.store is not None else None
-        if mine is None or not mine.is_final:
+        if self.recorded_end() is None:
             return None
         rec = self._accounting()
-        if rec is None or not rec.state.is_terminal:
+        return rec if rec is not None and rec.state.is_terminal else None
+
+    def recorded_end(self) -> JobState | None:
+        """The final state the store records for the job (a watch, a wait or `roach ls` recorded it), None while it
+        records none; asks Slurm nothing."""
+        r = self.record
+        mine = self.store.get(r.cluster, r.job_id, r.task, r.attempt) if self.store is not None else None
+        if mine is None or not mine.is_final or not mine.slurm_state:
             return None
         self.record = mine
-        return rec
+        return JobState.parse(mine.slurm_state)
+
+    @property
+    def watched(self) -> bool:
+        """Whether a watch polls this job's store and cluster now, recording its end when it comes (an attempt in a
+        holder ends by its own exit file, which no watch records)."""
+        return not self.record.is_attempt and self.store is not None and polled(self.store.path, self.cluster.name)
 
     def record_final(self, rec: AcctRecord) -> None:
         """sacct's final record of the job into its job.json and the store (:func:`~roach.records.finals.record_ends`)."""
