@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+from roach.launch.job import Job
+from roach.model.job_state import JobState
 from roach.ops.events import EventKind
 from roach.records import watch_log
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.watch_log import Round
 from roach.scheduler import queue_json
 from roach.scheduler.parse import parse_squeue
+from roach.slurm.clusters.lab import LAB
 from roach.watch.shared import Viewer, follow
 from tests.support.watch import kinds, record, sa, sq, watcher
 
@@ -107,3 +111,15 @@ def test_follow_ends_on_the_pollers_queue_empty_with_the_watch_status(fake, stor
     assert reader.step() == []
     assert follow(reader, shown.append, once=True) == JOB_NOT_COMPLETED  # --once: the last round's events
     assert follow(reader, shown.append, once=True, since=10_000) == JOB_NOT_COMPLETED  # a stale seq: all kept
+
+
+def test_a_waits_recorded_end_reads_sacct_s_words_as_their_state(store):
+    for job_id, words, state in (
+        (21, "OUT_OF_MEMORY (step 0; the job FAILED)", JobState.OUT_OF_MEMORY),
+        (22, "CANCELLED by 0", JobState.CANCELLED),
+        (23, "COMPLETED", JobState.COMPLETED),
+    ):
+        store.add(dataclasses.replace(record(job_id), status="failed", slurm_state=words, recorded_at="2026"))
+        assert Job(LAB, record(job_id), store).recorded_end() is state, words
+    store.add(record(24))
+    assert Job(LAB, record(24), store).recorded_end() is None  # no end recorded: nothing to read

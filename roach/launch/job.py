@@ -6,12 +6,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from roach.errors import MissingError, UsageError, WaitTimeoutError
+from roach.errors import MissingError, ParseError, UsageError, WaitTimeoutError
 from roach.fleet.cluster import Cluster
 from roach.fleet.route import reaching
 from roach.launch.job_view import JobView, reconcile
 from roach.model.ids import JobKey
 from roach.model.job_state import JobState
+from roach.model.status import Status
 from roach.records.bundle import BundlePaths
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord
@@ -163,20 +164,31 @@ class Job:
 
     def _recorded_end(self) -> AcctRecord | None:
         """sacct's record of the end a watch recorded in the store, None while the store has no end of the job."""
-        if self.recorded_end() is None:
+        if self._final_record() is None:
             return None
         rec = self._accounting()
         return rec if rec is not None and rec.state.is_terminal else None
 
-    def recorded_end(self) -> JobState | None:
-        """The final state the store records for the job (a watch, a wait or `roach ls` recorded it), None while it
-        records none; asks Slurm nothing."""
+    def _final_record(self) -> JobRecord | None:
+        """The job's record in the store once it records an end (kept as :attr:`record`), else None."""
         r = self.record
         mine = self.store.get(r.cluster, r.job_id, r.task, r.attempt) if self.store is not None else None
-        if mine is None or not mine.is_final or not mine.slurm_state:
+        if mine is None or not mine.is_final:
             return None
         self.record = mine
-        return JobState.parse(mine.slurm_state)
+        return mine
+
+    def recorded_end(self) -> JobState | None:
+        """The final state the store records for the job (a watch, a wait or `roach ls` recorded it), None while it
+        records none; asks Slurm nothing. The store keeps sacct's words (``CANCELLED by 0``, ``OUT_OF_MEMORY (step
+        0; ...)``): the state is the first."""
+        mine = self._final_record()
+        if mine is None:
+            return None
+        try:
+            return JobState.parse((mine.slurm_state or "").split(" ", 1)[0])
+        except ParseError:
+            return JobState.COMPLETED if mine.status == Status.COMPLETED else JobState.FAILED
 
     @property
     def watched(self) -> bool:
