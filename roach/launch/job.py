@@ -143,14 +143,14 @@ class Job:
         poll_s = max(poll_s, self.cluster.min_poll_s)  # never faster than the cluster allows
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if (ended := self._recorded_end()) is not None:  # a watch recorded it (and may have exited since)
-                return ended
-            watched = self.watched
-            queued = [] if watched else self._queued()
-            if not watched and not queued:
+            recorded = self._final_record() is not None  # a watch recorded the end (and may have exited since)
+            watched = not recorded and self.watched
+            queued = [] if recorded or watched else self._queued()
+            if recorded or not (watched or queued):
                 rec = self._accounting()
                 if rec is not None and rec.state.is_terminal:
-                    self.record_final(rec)
+                    if not recorded:
+                        self.record_final(rec)
                     return rec
             if deadline is not None and time.monotonic() > deadline:
                 raise WaitTimeoutError(
@@ -161,13 +161,6 @@ class Job:
 
     def _queued(self) -> list[StateRecord]:
         return [r for r in self.client.job_states([self.slurm_id]) if self._is_me(r.ref) and r.state.is_active]
-
-    def _recorded_end(self) -> AcctRecord | None:
-        """sacct's record of the end a watch recorded in the store, None while the store has no end of the job."""
-        if self._final_record() is None:
-            return None
-        rec = self._accounting()
-        return rec if rec is not None and rec.state.is_terminal else None
 
     def _final_record(self) -> JobRecord | None:
         """The job's record in the store once it records an end (kept as :attr:`record`), else None."""

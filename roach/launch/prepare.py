@@ -161,16 +161,19 @@ class Prepared:
         self, *, job_id: int, run_id: str, run_dir: str, log_path: str, bundle_dir: str, **own: Any
     ) -> JobRecord:
         """The store record of one job of this submission; ``own`` adds a task's or an attempt's fields, or
-        overrides (``submitted_at``, ``route``: one computed for many records)."""
+        overrides (``submitted_at``, ``resources``, ``route``: one computed for many records, and the resources
+        dict shared, which the store encodes once)."""
         fields: dict[str, Any] = {
             "name": self.name,
             "target": self.target,
             "commit": self.repo.commit,
             "repo": self.repo.name,
-            "submitted_at": utc_now(),
-            "resources": self.resources.to_json(),
             **own,
         }
+        if "submitted_at" not in fields:
+            fields["submitted_at"] = utc_now()
+        if "resources" not in fields:
+            fields["resources"] = self.resources.to_json()
         route = fields.pop("route", None)
         return submitted_record(
             self.cluster,

@@ -134,17 +134,18 @@ class Sweep:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             store = self.store
-            watched = store is not None and polled(store.path, self.cluster.name)
-            if store is not None and all(r.is_final for r in store.sweep_runs(self.sweep_id)):  # a watch recorded them
+            runs = store.sweep_runs(self.sweep_id) if store is not None else []
+            recorded = bool(runs) and all(r.is_final for r in runs)  # a watch recorded every end
+            watched = not recorded and store is not None and polled(store.path, self.cluster.name)
+            if recorded or not (watched or any(r.state.is_active for r in self.client.job_states(self.array_ids))):
                 done = self._ended()
                 if len(done) == len(self.jobs):
-                    for j in self.jobs:
-                        j.record = store.get(j.record.cluster, j.job_id, j.task) or j.record
-                    return done
-            if not watched and not any(r.state.is_active for r in self.client.job_states(self.array_ids)):
-                done = self._ended()
-                if len(done) == len(self.jobs):
-                    self._record_final(done)
+                    if recorded:
+                        by_run = {r.run_id: r for r in runs}
+                        for j in self.jobs:
+                            j.record = by_run.get(j.run_id, j.record)
+                    else:
+                        self._record_final(done)
                     return done
             if deadline is not None and time.monotonic() > deadline:
                 raise WaitTimeoutError(
@@ -314,7 +315,12 @@ def _add_array(
     w.files.update({shared.script: text, shared.spec: spec.to_json(), shared.node_sh: node_script()})
     w.dirs.append(shared.bundle_dir)
     runs = [(f"{array_id}_{t}", part.run_id(t)) for t in range(part.count)]
-    same = {"submitted_at": utc_now(), "route": submitted_route(p.cluster), "kind": RecordKind.TASK}
+    same = {
+        "submitted_at": utc_now(),
+        "resources": p.resources.to_json(),  # one dict for every run: the store encodes it once
+        "route": submitted_route(p.cluster),
+        "kind": RecordKind.TASK,
+    }
     records = [
         p.record(
             job_id=array_id,
