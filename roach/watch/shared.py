@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from roach.ops.events import Event, EventKind
 from roach.records.poller_lock import WatchLock
 from roach.records.results import JOB_NOT_COMPLETED
-from roach.records.watch_log import LastRound
 from roach.watch.watcher import Watcher
 
 READ_TICK_S = 0.5  # how often a reader looks at the log (and tries the lock): a round shows within this
@@ -46,10 +45,12 @@ class Viewer:
         said = self.watcher.store.watch_log(self.watcher.cluster.name, **where)
         return [Event.from_stored(s.data, s.seq) for s in said]
 
-    def _take(self, last: LastRound | None) -> bool:
-        """Try the lock. Taken, the next round is due an interval after the last one (``last``), whoever took it."""
+    def _take(self) -> bool:
+        """Try the lock (a reader's tick costs that alone). Taken, the next round is due an interval after the
+        log's last one, whoever took it."""
         if self.lock.held or not self.lock.try_acquire():
             return self.lock.held
+        last, _ = self.watcher.store.watch_round(self.watcher.cluster.name)
         wait = 0.0 if last is None else last.at + self.watcher.next_delay() - self.watcher.clock()
         self._due = self.monotonic() + max(0.0, wait)
         return True
@@ -58,7 +59,7 @@ class Viewer:
         """Start viewing, the poller if none runs: the last round's events at once where that round is still in
         its interval (another viewer's, running or just ended), else none and a round at once."""
         last, self.cursor = self.watcher.store.watch_round(self.watcher.cluster.name)
-        took = self._take(last)
+        took = self._take()
         if last is None or (took and self._due <= self.monotonic()):
             return []
         self.watcher.heartbeat.beating = True  # joined a run: the heartbeat keeps that run's clock
@@ -67,7 +68,7 @@ class Viewer:
     def step(self, *, now: bool = False) -> list[Event]:
         """The round if this viewer polls (or the lock is free now) and it is due (``now``: at once), then what the
         log has new."""
-        if not self.polling and self._take(self.watcher.store.watch_round(self.watcher.cluster.name)[0]):
+        if not self.polling and self._take():
             self.watcher.heartbeat.beating = True  # taken over: the heartbeat keeps the last poller's clock
         if self.polling:
             if now or self.monotonic() >= self._due:
