@@ -39,6 +39,15 @@ def test_the_queue_as_json_reads_back_as_squeue_printed_it_on_every_release():
     assert n > 50
 
 
+def test_a_rounds_queue_is_encoded_only_where_its_lines_changed():
+    queue = parse_squeue((DATA / "squeue_lab_22.05_mixed.txt").read_bytes().decode())
+    enc = queue_json.Encoder()
+    assert enc.dumps_changed(queue) == queue_json.dumps(queue)
+    assert enc.dumps_changed(queue) is None  # the very list the parser gave last round: nothing to write
+    moved = [*queue[1:], queue[0]]  # the same lines' records in another order: encoded from what it had
+    assert enc.dumps_changed(moved) == queue_json.dumps(moved)
+
+
 def test_a_round_numbers_its_events_after_the_last_and_keeps_the_queue_it_last_read(store, monkeypatch):
     store.watch_save("lab", {}, {}, round=Round(1.0, 11, [{"k": 1}, {"k": 2}], "[1]"))
     store.watch_save("lab", {}, {}, round=Round(2.0, 12, [], None))  # a quiet round: the queue as it was

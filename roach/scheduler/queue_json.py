@@ -4,6 +4,7 @@ not read it themselves (``roach top`` beside a running watch)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from roach.model.job_state import JobState
@@ -14,6 +15,27 @@ from roach.scheduler.parse import JobRef, QueueRecord
 
 def dumps(queue: list[QueueRecord]) -> str:
     return json.dumps([_row(q) for q in queue], separators=(",", ":"))
+
+
+@dataclass
+class Encoder:
+    """:func:`dumps` for one watch's rounds: the parser hands out one record per distinct squeue line, and the
+    same list for the same squeue output, so a round encodes only the lines that changed since the last one, and
+    nothing when none did (None)."""
+
+    _last: list[QueueRecord] | None = field(default=None, repr=False)
+    _rows: dict[int, tuple[QueueRecord, str]] = field(default_factory=dict, repr=False)
+
+    def dumps_changed(self, queue: list[QueueRecord]) -> str | None:
+        """The queue's JSON, None where it is the very list the last call had."""
+        if queue is self._last:
+            return None
+        rows = {}
+        for q in queue:
+            hit = self._rows.get(id(q))
+            rows[id(q)] = hit if hit is not None and hit[0] is q else (q, json.dumps(_row(q), separators=(",", ":")))
+        self._last, self._rows = queue, rows
+        return "[" + ",".join(rows[id(q)][1] for q in queue) + "]"
 
 
 def loads(text: str) -> list[QueueRecord]:

@@ -47,6 +47,7 @@ class SavedWatch:
     tiers: tuple[Tier, ...]  # the cluster's, which say whether a queued job's view is settled
     memo: Memo | None = field(default=None, init=False, repr=False)
     queue_text: str | None = field(default=None, init=False, repr=False)  # the queue as this watch last wrote it
+    encoder: queue_json.Encoder = field(default_factory=queue_json.Encoder, init=False, repr=False)
 
     def load(self) -> Memo:
         """The saved watch state and the unfinished records: the last round's own, when the store has not
@@ -98,7 +99,11 @@ class SavedWatch:
         meta_json = {k: json.dumps(v) for k, v in memo.meta.items()}
         meta_changed = {k: memo.meta[k] for k, j in meta_json.items() if j != memo.saved_meta.get(k)}
         r = self._round(now, events, queue)
-        self.store.watch_save(self.cluster, changed, meta_changed, sorted(forget), r)
+        try:
+            self.store.watch_save(self.cluster, changed, meta_changed, sorted(forget), r)
+        except BaseException:
+            self.encoder = queue_json.Encoder()  # the queue was not written: the next round encodes it whole
+            raise
         self.queue_text = r.queue or self.queue_text
         end = self.store.version()
         own = 1 + bool(finals)  # this round's commits: its saved view and log, its final states in one transaction
@@ -127,7 +132,7 @@ class SavedWatch:
 
     def _round(self, now: float, events: Sequence[Event], queue: list[QueueRecord] | None) -> Round:
         """The round for the watch log: its events, and the queue where it changed since this watch wrote it."""
-        text = None if queue is None else queue_json.dumps(queue)
+        text = None if queue is None else self.encoder.dumps_changed(queue)
         return Round(now, os.getpid(), [e.stored() for e in events], None if text == self.queue_text else text)
 
     def supersede(self, key: str, job_id: int) -> None:
