@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +24,8 @@ from roach.launch.job import Job
 from roach.records.store import Store
 from tests.conftest import private_store, wait_until
 from tests.support.lab_repo import LabRepo, repo  # noqa: F401  (the pushed repository of pkg.train, a fixture)
-from tests.support.mcp import REPO, Agent
+from tests.support.mcp import Agent
+from tests.support.watch import poller_elsewhere
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -85,29 +84,13 @@ def test_a_read_only_server_runs_only_what_changes_nothing():
     assert listed == []  # a tool that changes nothing runs
 
 
-HOLD_LOCK = """import sys, time
-from pathlib import Path
-from roach.records.poller_lock import WatchLock
-assert WatchLock(Path(sys.argv[1]), sys.argv[2]).try_acquire()
-print("locked", flush=True)
-time.sleep(120)
-"""
-
-
 @pytest.mark.lab
 def test_watch_events_cursors_are_the_watch_logs_and_a_reader_gets_nothing_twice(agent, store_path):
     first = agent.call("watch_events", cursor=0, cluster="lab")  # no viewer polls: the tool's command rounds
     assert first["events"] and not first["stale_cursor"] and first["cursor"] == first["events"][-1]["seq"]
-    poller = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(store_path), "lab"], stdout=subprocess.PIPE, text=True, cwd=REPO
-    )
-    try:
-        assert poller.stdout.readline().strip() == "locked"  # another viewer polls now: the tool only reads
+    with poller_elsewhere(store_path):  # another viewer polls now: the tool only reads
         again = agent.call("watch_events", cursor=first["cursor"], cluster="lab")
         stale = agent.call("watch_events", cursor=10**12, cluster="lab")  # a cursor the log never gave
-    finally:
-        poller.kill()
-        poller.wait()
     assert again["events"] == [] and again["cursor"] == first["cursor"] and again["dropped"] == 0
     with Store(store_path) as s:
         kept = [e.seq for e in s.watch_log("lab")]

@@ -6,8 +6,6 @@ tests/support/watch.py's; a holder's heartbeat and the lock are also checked on 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,7 +32,7 @@ from roach.watch.resv import Reservation, parse_queue, parse_reservations, queue
 from roach.watch.watcher import Watcher
 from tests.conftest import slack
 from tests.support.cli import roach
-from tests.support.watch import T0, TIERED, kinds, only, record, sa, sq, watcher
+from tests.support.watch import T0, TIERED, kinds, only, poller_elsewhere, record, sa, sq, watcher
 
 REPO = Path(__file__).parent.parent
 AT = "2026-11-30T00:00:00Z"
@@ -241,15 +239,6 @@ def test_watch_heartbeat_on_the_lab_flags_an_idle_holder(lab, tmp_path, shared_t
 
 
 # -- one poller per store and cluster, any number of viewers ----------------------------------------------------
-HOLD_LOCK = """import sys, time
-from pathlib import Path
-from roach.records.poller_lock import WatchLock
-assert WatchLock(Path(sys.argv[1]), sys.argv[2]).try_acquire()
-print("locked", flush=True)
-time.sleep(120)
-"""
-
-
 def _said(r) -> list[dict]:
     assert r.exit_code == 0, r.output
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
@@ -262,18 +251,11 @@ def test_a_second_watch_reads_the_pollers_last_round_and_a_dead_pollers_lock_is_
     watch = ("watch", "--cluster", "lab", "--run-as", LAB_USER, "--once", "--json")
     first = _said(roach(*watch))  # no viewer polls: this one takes a round
     assert [(e["event"], e["seq"]) for e in first] == [("heartbeat", 1), ("queue_empty", 2)]
-    poller = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(store), "lab"], stdout=subprocess.PIPE, text=True, cwd=REPO
-    )
-    try:
-        assert poller.stdout.readline().strip() == "locked"
+    with poller_elsewhere(store) as poller:
         assert _said(roach(*watch)) == first  # a reader: the poller's last round, never refused, no round of its own
         with Store(store) as s:
             assert s.watch_round("lab")[0].round == 1
         assert _said(roach(*watch, "--since", "1")) == first[1:]
-    finally:
-        poller.kill()
-        poller.wait()
     assert lock_path(store, "lab").read_text().strip() == str(poller.pid)  # left behind by a dead process
     taken = _said(roach(*watch))  # the lock is free again: this viewer takes the next round
     assert [e["seq"] for e in taken] == [3] and taken[0]["event"] == "queue_empty"

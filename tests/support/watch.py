@@ -4,7 +4,12 @@ MockTransport, an injected clock, and the records and helpers tests/test_watch*.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from roach.lab.config import LAB_USER
 from roach.model.tiers import Tier
@@ -278,3 +283,28 @@ def only(events: list[Event], kind: EventKind) -> list[Event]:
 
 
 VALIDATED: set[str] = set()  # the kinds validated so far in this session
+
+
+_HOLD_LOCK = """import sys, time
+from pathlib import Path
+from roach.records.poller_lock import WatchLock
+assert WatchLock(Path(sys.argv[1]), sys.argv[2]).try_acquire()
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+@contextmanager
+def poller_elsewhere(store: Path, cluster: str = "lab") -> Iterator[subprocess.Popen[str]]:
+    """Another process holding the poller's lock of ``store`` and ``cluster`` (as a running watch would) for the
+    block, killed after it."""
+    repo = Path(__file__).resolve().parents[2]
+    p = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, str(store), cluster], stdout=subprocess.PIPE, text=True, cwd=repo
+    )
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "locked"
+        yield p
+    finally:
+        p.kill()
+        p.wait()
