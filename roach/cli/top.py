@@ -90,13 +90,19 @@ class Top:
         return True
 
     def frame_now(self) -> Frame:
-        """The frame of the poller's last round, from the state and the queue it saved."""
+        """The frame of the poller's last round, from the state it saved and its queue: this viewer's own where it
+        took that round, else the one the poller saved."""
+        w = self.watcher
+        queue = w.queue if self.viewer.rounds else self._saved_queue()
+        saved, meta = w.store.watch_load(w.cluster.name)
+        return build_frame(w.cluster.name, w.cluster.tiers, w.clock(), saved, meta, queue, self.idle)
+
+    def _saved_queue(self) -> list[QueueRecord]:
         w = self.watcher
         text = w.store.watch_queue(w.cluster.name) or "[]"
         if text != self._queue[0]:
             self._queue = (text, queue_json.loads(text))
-        saved, meta = w.store.watch_load(w.cluster.name)
-        return build_frame(w.cluster.name, w.cluster.tiers, w.clock(), saved, meta, self._queue[1], self.idle)
+        return self._queue[1]
 
     def selected(self) -> JobRow | None:
         if self.frame is None or self.view.selected is None:

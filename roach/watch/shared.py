@@ -31,6 +31,7 @@ class Viewer:
     watcher: Watcher
     monotonic: Callable[[], float] = time.monotonic
     cursor: int = field(default=0, init=False)  # the last event shown
+    rounds: int = field(default=0, init=False)  # the rounds this viewer took (its watcher's queue is the log's)
     lock: WatchLock = field(init=False)
     _due: float = field(default=0.0, init=False)  # when the poller's next round is due (monotonic)
 
@@ -73,6 +74,7 @@ class Viewer:
         if self.polling:
             if now or self.monotonic() >= self._due:
                 self.watcher.round()
+                self.rounds += 1
                 self._due = self.monotonic() + self.watcher.next_delay()
         new = self._log(after=self.cursor)
         if new:
@@ -89,6 +91,7 @@ class Viewer:
         if self.lock.try_acquire():
             self.watcher.heartbeat.beating = last is not None  # the log's heartbeat clock, once it has one
             self.watcher.round()
+            self.rounds += 1
             return self._log(after=seq if since is None else since)
         if since is not None:
             return self._log(after=since)
