@@ -135,11 +135,28 @@ class FakeJob:
 
     watched: bool = False  # a watch polls and records the end: the store has it from end_after_s on
 
+    def waiting(self, interval_s: float) -> FakeWaiting:
+        return FakeWaiting(self)
+
     def recorded_end(self) -> JobState | None:
         return JobState.COMPLETED if self.watched and self.now >= self.end_after_s else None
 
     def sleep(self, s: float) -> None:
         self.now += s
+
+
+@dataclass
+class FakeWaiting:
+    job: FakeJob
+
+    def watched(self) -> bool:
+        return self.job.watched
+
+    def __enter__(self) -> FakeWaiting:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
 
 def test_follow_prints_each_whole_line_once_and_asks_slurm_rarely(capsys):

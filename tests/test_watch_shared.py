@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 from roach.launch.job import Job
 from roach.model.job_state import JobState
 from roach.ops.events import EventKind
 from roach.records import watch_log
+from roach.records.poller_readers import Rank, ReaderMark, live_readers, outranked, readers, readers_dir
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.watch_log import Round
 from roach.scheduler import queue_json
 from roach.scheduler.parse import parse_squeue
 from roach.slurm.clusters.lab import LAB
+from roach.watch.serve import serve
 from roach.watch.shared import Viewer, follow
-from tests.support.watch import kinds, record, sa, sq, watcher
+from tests.support.watch import T0, kinds, record, sa, sq, watcher
 
 DATA = Path(__file__).parent / "data"
 
@@ -132,3 +136,72 @@ def test_a_waits_recorded_end_reads_sacct_s_words_as_their_state(store):
         assert Job(LAB, record(job_id), store).recorded_end() is state, words
     store.add(record(24))
     assert Job(LAB, record(24), store).recorded_end() is None  # no end recorded: nothing to read
+
+
+def test_a_poller_hands_its_rounds_to_a_reader_that_would_do_more(fake, store, clock):
+    store.add(record(11))
+    fake.queue = [sq(11, "PENDING", reason="Priority")]
+    top = Viewer(watcher(fake, store, clock), monotonic=clock, rank=Rank.TOP)
+    assert top.open() == [] and top.polling
+    top.step()
+    watch = Viewer(watcher(fake, store, clock), monotonic=clock, rank=Rank.WATCH)
+    watch.open()
+    assert not watch.polling  # the top holds the lock until its next tick
+    top.step()
+    assert not top.polling and n_squeue(fake) == 1  # handed over, no round taken on the way
+    watch.step()
+    assert watch.polling and n_squeue(fake) == 1  # the next round is due an interval after the top's
+    clock.tick(10)
+    watch.step()
+    top.step()
+    assert n_squeue(fake) == 2 and not top.polling  # the top never takes the lock back while the watch reads
+    peer = Viewer(watcher(fake, store, clock), monotonic=clock, rank=Rank.WATCH)
+    peer.open()
+    watch.step()
+    assert watch.polling and not peer.polling  # an equal takes nothing
+    watch.close()
+    peer.step()
+    assert peer.polling  # the watch gone, the other watch takes the rounds before the top
+    for v in (top, peer):
+        v.close()
+
+
+def test_a_reader_killed_at_any_moment_is_no_reader(store):
+    script = "import sys, time\nfrom pathlib import Path\nfrom roach.records.poller_readers import Rank, ReaderMark\n"
+    script += "ReaderMark(Path(sys.argv[1]), 'lab', Rank.WAITER)\nprint('marked', flush=True)\ntime.sleep(60)\n"
+    p = subprocess.Popen([sys.executable, "-c", script, str(store.path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline() == "marked\n"
+        (them,) = live_readers(store.path, "lab")
+        assert (them.pid, them.rank) == (p.pid, Rank.WAITER)
+        with ReaderMark(store.path, "lab", Rank.WATCH) as mine:
+            assert readers(store.path, "lab") == 2 and readers(store.path, "lab", but=mine) == 1
+            assert not outranked(store.path, "lab", mine)
+        p.kill()
+        p.wait()
+        assert readers(store.path, "lab") == 0
+        assert not [f for f in readers_dir(store.path, "lab").iterdir() if not f.name.startswith(".")]  # removed
+    finally:
+        p.kill()
+
+
+def test_a_serving_poller_rounds_while_a_waiter_reads_and_ends_a_linger_after_the_last(fake, store, clock):
+    store.add(record(11))
+    fake.queue = [sq(11, "PENDING", reason="Priority")]
+    w = watcher(fake, store, clock)
+    waiter = ReaderMark(store.path, "lab", Rank.WAITER)
+
+    def sleep(s: float) -> None:
+        clock.tick(s)
+        if clock() - T0 >= 25:
+            waiter.close()  # the wait ends 25 s in
+
+    w.sleep = sleep
+    with Viewer(w, monotonic=clock, rank=Rank.SERVER) as v:
+        serve(v, linger_s=12)
+    assert clock() - T0 == 37.0  # 25 s of the wait, then the linger
+    assert n_squeue(fake) == 4  # rounds at 0, 10, 20 and 30 s: the interval's, no more
+    with Viewer(watcher(fake, store, clock), monotonic=clock, rank=Rank.SERVER) as v:
+        with Viewer(watcher(fake, store, clock), monotonic=clock, rank=Rank.WATCH):
+            serve(v, linger_s=12)  # a watch is there: it polls, and the server leaves at once
+    assert n_squeue(fake) == 4

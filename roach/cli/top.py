@@ -40,6 +40,7 @@ from roach.errors import RoachError, UsageError
 from roach.fleet.cluster import with_ssh_override
 from roach.ops.events import Event
 from roach.ops.rebalance import promote as promote_job
+from roach.records.poller_readers import Rank
 from roach.records.store import Store
 from roach.scheduler import queue_json
 from roach.scheduler.clusterfs import ClusterFS
@@ -307,7 +308,7 @@ def top(
             stall=StallRule(min_s=stall_after),
             rate_limit=None if once else rate_limit_of(client),
         )
-        with Viewer(w) as viewer:  # the poller if none runs, else a reader of its rounds
+        with Viewer(w, rank=Rank.TOP) as viewer:  # the poller if none runs, else a reader of its rounds
             t = Top(viewer, repo_root)
             if once:
                 t.refresh(viewer.once())

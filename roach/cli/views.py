@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from roach.model.job_state import JobState
 
 if TYPE_CHECKING:  # annotations only: loading the views loads no job handle (roach.launch.job)
     from roach.launch.job import Job
+    from roach.launch.poller import Waiting
 
 
 def job_json(view: JobView, schema: str = "job", **extra: Any) -> dict[str, Any]:
@@ -37,9 +39,16 @@ def follow_log(
 ) -> JobState:
     """Print the log (``path``, default the job's) as it grows until the job ends: read it every
     ``FOLLOW_POLL_S`` (only lines not yet printed, through the cluster's ``tail``), and look for its end in the
-    store each time; ask Slurm every ``STATE_POLL_S`` only while no watch polls (one that does records the end
-    in the store). Returns the final state."""
-    path, transport = path or job.record.log_path, job.fs.transport
+    store each time, where the store's poller records it (one this starts where none runs:
+    :meth:`~roach.launch.job.Job.waiting`); ask Slurm every ``STATE_POLL_S`` only where no poller can run.
+    Returns the final state."""
+    w = job.waiting(STATE_POLL_S)
+    with w if w is not None else nullcontext():
+        return _follow(job, w, lines, path or job.record.log_path, sleep, clock)
+
+
+def _follow(job: Job, w: Waiting | None, lines: int | None, path: str, sleep, clock) -> JobState:
+    transport = job.fs.transport
     done = 0  # complete lines printed (or skipped, with -n)
     first, next_state = True, 0.0
     state = JobState.PENDING
@@ -48,7 +57,7 @@ def follow_log(
         recorded = job.recorded_end()  # checked before the read, so the last read sees the whole log
         if recorded is not None:
             state, ended = recorded, True
-        elif clock() >= next_state and not job.watched:
+        elif clock() >= next_state and not (w is not None and w.watched()):
             state = job.state()
             ended, next_state = state.is_terminal, clock() + STATE_POLL_S
         cmd = ["tail", "-n", f"+{done + 1}", "--", path]

@@ -25,11 +25,13 @@ from roach.ops.events import Event
 from roach.ops.explain import Explanation, PendingContext, explain
 from roach.ops.rebalance import promote as promote_job
 from roach.records.job_record import JobRecord
+from roach.records.poller_readers import Rank
 from roach.records.store import Store
 from roach.scheduler.capabilities import RateLimit
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import QueueRecord
 from roach.watch.logs import StallRule
+from roach.watch.serve import LINGER_S, serve
 from roach.watch.shared import Viewer, follow
 from roach.watch.watcher import Watcher
 
@@ -187,6 +189,21 @@ def check_job_ids(job_ids: tuple[str, ...]) -> None:
     metavar="SEQ",
     help="With --once: every event the watch log keeps after SEQ (an event's `seq`; 0: all of them).",
 )
+@click.option(
+    "--serve",
+    "serve_",
+    is_flag=True,
+    help="Print nothing: poll for the other viewers and waiters of this store and cluster, and exit --linger "
+    "seconds after the last has left, or when a watch or top takes the rounds (what a waiting Job starts).",
+)
+@click.option(
+    "--linger",
+    type=click.FloatRange(min=0),
+    default=LINGER_S,
+    show_default=True,
+    metavar="S",
+    help="With --serve: how long to poll on after the last reader left.",
+)
 @ssh_alias_option
 @ssh_config_option
 def watch(
@@ -203,6 +220,8 @@ def watch(
     stall_after: float,
     once: bool,
     since: int | None,
+    serve_: bool,
+    linger: float,
     ssh_alias: str | None,
     ssh_config: str | None,
 ) -> None:
@@ -220,6 +239,8 @@ def watch(
     check_job_ids(job_ids)
     if since is not None and not once:
         raise click.BadParameter("needs --once", param_hint="--since")
+    if serve_ and (once or as_json or exec_cmd or rebalance):
+        raise UsageError("--serve prints nothing and moves nothing", hint="drop --once, --json, --exec and --rebalance")
     with Store() as store:
         name = cluster or (pick_cluster(None, store) if not job_ids else None)
         if name is None:
@@ -244,8 +265,12 @@ def watch(
             probe_window_s=probe_window,
             rate_limit=None if once else rate_limit_of(w_client),
         )
+        rank = Rank.SERVER if serve_ else Rank.REBALANCE if rebalance else Rank.WATCH
         try:
-            with Viewer(w) as viewer:  # the poller if none runs, else a reader of its rounds
+            with Viewer(w, rank=rank) as viewer:  # the poller if none runs, else a reader of its rounds
+                if serve_:
+                    serve(viewer, linger_s=linger)
+                    return
                 status = follow(viewer, _emitter(as_json, argv), once=once, since=since)
         except KeyboardInterrupt:
             click.echo("stopped watching; the jobs go on (`roach watch` picks up where this one left)", err=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,13 +11,13 @@ from roach.errors import MissingError, ParseError, UsageError, WaitTimeoutError
 from roach.fleet.cluster import Cluster
 from roach.fleet.route import reaching
 from roach.launch.job_view import JobView, reconcile
+from roach.launch.poller import Waiting, waiting
 from roach.model.ids import JobKey
 from roach.model.job_state import JobState
 from roach.model.status import Status
 from roach.records.bundle import BundlePaths
 from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord
-from roach.records.poller_lock import polled
 from roach.records.results import collect, ended
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
@@ -24,7 +25,7 @@ from roach.scheduler.clusterfs import ClusterFS
 from roach.scheduler.parse import AcctRecord, in_array
 from roach.scheduler.queue_states import StateRecord
 
-READ_TICK_S = 0.5  # how often a wait looks at the store while a watch records the ends
+READ_TICK_S = 0.5  # how often a wait looks at the store while a poller records the ends
 
 
 @dataclass
@@ -137,14 +138,27 @@ class Job:
         """Block until Slurm says the job ended (sacct, not an empty squeue); record it; return its record.
 
         A requeued job is not ended: it is back in the queue. Records the final state in the store and
-        in the bundle's ``job.json``. While a watch polls this store and cluster (`roach watch`, `roach top`),
-        the wait reads the end that watch records instead of asking Slurm each round, then asks sacct once.
+        in the bundle's ``job.json``. The wait reads the end the store's poller records (a `roach watch` or
+        `roach top`, else a ``roach watch --serve`` it starts, shared with every other wait) instead of asking
+        Slurm each round, then asks sacct once.
         """
         poll_s = max(poll_s, self.cluster.min_poll_s)  # never faster than the cluster allows
+        w = self.waiting(poll_s)
+        with w if w is not None else nullcontext():
+            return self._wait(w, timeout, poll_s)
+
+    def waiting(self, interval_s: float) -> Waiting | None:
+        """This job's waiter on its store's poller (:mod:`roach.launch.poller`); None where no poller records
+        its end (no store, or an attempt in a holder, which ends by its own exit file)."""
+        if self.record.is_attempt:
+            return None
+        return waiting(self.cluster, self.store, self.client.transport, interval_s)
+
+    def _wait(self, w: Waiting | None, timeout: float | None, poll_s: float) -> AcctRecord:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            recorded = self._final_record() is not None  # a watch recorded the end (and may have exited since)
-            watched = not recorded and self.watched
+            recorded = self._final_record() is not None  # a poller recorded the end (and may have exited since)
+            watched = not recorded and w is not None and w.watched()
             queued = [] if recorded or watched else self._queued()
             if recorded or not (watched or queued):
                 rec = self._accounting()
@@ -182,12 +196,6 @@ class Job:
             return JobState.parse((mine.slurm_state or "").split(" ", 1)[0])
         except ParseError:
             return JobState.COMPLETED if mine.status == Status.COMPLETED else JobState.FAILED
-
-    @property
-    def watched(self) -> bool:
-        """Whether a watch polls this job's store and cluster now, recording its end when it comes (an attempt in a
-        holder ends by its own exit file, which no watch records)."""
-        return not self.record.is_attempt and self.store is not None and polled(self.store.path, self.cluster.name)
 
     def record_final(self, rec: AcctRecord) -> None:
         """sacct's final record of the job into its job.json and the store (:func:`~roach.records.finals.record_ends`)."""

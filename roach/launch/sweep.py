@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -27,6 +28,7 @@ from roach.launch import script as batch
 from roach.launch.job import READ_TICK_S, Job
 from roach.launch.options import Options
 from roach.launch.pipeline import Destination, Written
+from roach.launch.poller import Waiting, waiting
 from roach.launch.prepare import RUN_ID, Prepared, check_grid, default_run_root, new_run_id, prepare
 from roach.launch.shipping import node_script
 from roach.model.ids import RecordKind
@@ -35,7 +37,6 @@ from roach.model.run_spec import SweepRef
 from roach.records.bundle import BundlePaths, JobJson, job_json_texts
 from roach.records.finals import End, record_ends
 from roach.records.job_record import utc_now
-from roach.records.poller_lock import polled
 from roach.records.results import NotCompletedError, SweepNotCompletedError, collect, ended
 from roach.records.store import Store
 from roach.scheduler.client import ARRAY_REFUSED
@@ -128,15 +129,21 @@ class Sweep:
     def wait(self, timeout: float | None = None, poll_s: float = 5.0) -> dict[str, AcctRecord]:
         """Block until every run ended (sacct says so, never an empty squeue); record each final state in
         the store and in its job.json (one command for all); return sacct's record of each run, by run id.
-        A round is one squeue plus one sacct, whatever the number of runs. While a watch polls this store and
-        cluster, the wait reads the ends it records instead, then asks sacct once."""
+        The wait reads the ends the store's poller records (a `roach watch` or `roach top`, else a ``roach watch
+        --serve`` it starts, shared with every other wait), then asks sacct once; where no poller can run, a
+        round is one squeue plus one sacct, whatever the number of runs."""
         poll_s = max(poll_s, self.cluster.min_poll_s)
+        w = waiting(self.cluster, self.store, self.client.transport, poll_s)
+        with w if w is not None else nullcontext():
+            return self._wait(w, timeout, poll_s)
+
+    def _wait(self, w: Waiting | None, timeout: float | None, poll_s: float) -> dict[str, AcctRecord]:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             store = self.store
             runs = store.sweep_runs(self.sweep_id) if store is not None else []
-            recorded = bool(runs) and all(r.is_final for r in runs)  # a watch recorded every end
-            watched = not recorded and store is not None and polled(store.path, self.cluster.name)
+            recorded = bool(runs) and all(r.is_final for r in runs)  # a poller recorded every end
+            watched = not recorded and w is not None and w.watched()
             if recorded or not (watched or any(r.state.is_active for r in self.client.job_states(self.array_ids))):
                 done = self._ended()
                 if len(done) == len(self.jobs):

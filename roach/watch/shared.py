@@ -7,7 +7,8 @@ included, shows what the log has after its own cursor: `roach watch`, `roach top
 tool alike, so the Slurm calls per round are one poller's whatever the number of viewers. A viewer that starts
 while another polls gets the last round's events at once. Each tick a reader tries the lock, so when the poller
 ends, however it ends, a reader takes the next round within one interval; two viewers that start at once take
-one lock between them.
+one lock between them. Each viewer marks itself a reader at its :class:`~roach.records.poller_readers.Rank`, and
+the poller hands its lock to a reader that would do more (a ``--rebalance`` watch takes the rounds from a top).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 from roach.ops.events import Event, EventKind
 from roach.records.poller_lock import WatchLock
+from roach.records.poller_readers import Rank, ReaderMark, outranked
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.watch.watcher import Watcher
 
@@ -30,13 +32,16 @@ class Viewer:
 
     watcher: Watcher
     monotonic: Callable[[], float] = time.monotonic
+    rank: Rank = Rank.WATCH  # what this viewer does as the poller; a reader that would do more takes the lock
     cursor: int = field(default=0, init=False)  # the last event shown
     rounds: int = field(default=0, init=False)  # the rounds this viewer took (its watcher's queue is the log's)
     lock: WatchLock = field(init=False)
+    mark: ReaderMark = field(init=False)
     _due: float = field(default=0.0, init=False)  # when the poller's next round is due (monotonic)
 
     def __post_init__(self) -> None:
         self.lock = WatchLock(self.watcher.store.path, self.watcher.cluster.name)
+        self.mark = ReaderMark(self.watcher.store.path, self.watcher.cluster.name, self.rank)
 
     @property
     def polling(self) -> bool:
@@ -46,11 +51,16 @@ class Viewer:
         said = self.watcher.store.watch_log(self.watcher.cluster.name, **where)
         return [Event.from_stored(s.data, s.seq) for s in said]
 
+    def _outranked(self) -> bool:
+        return outranked(self.watcher.store.path, self.watcher.cluster.name, self.mark)
+
     def _take(self) -> bool:
-        """Try the lock (a reader's tick costs that alone). Taken, the next round is due an interval after the
-        log's last one, whoever took it."""
-        if self.lock.held or not self.lock.try_acquire():
-            return self.lock.held
+        """Try the lock, unless a reader that would do more is there to take it. Taken, the next round is due an
+        interval after the log's last one, whoever took it."""
+        if self.lock.held:
+            return True
+        if self._outranked() or not self.lock.try_acquire():
+            return False
         last, _ = self.watcher.store.watch_round(self.watcher.cluster.name)
         wait = 0.0 if last is None else last.at + self.watcher.next_delay() - self.watcher.clock()
         self._due = self.monotonic() + max(0.0, wait)
@@ -68,8 +78,10 @@ class Viewer:
 
     def step(self, *, now: bool = False) -> list[Event]:
         """The round if this viewer polls (or the lock is free now) and it is due (``now``: at once), then what the
-        log has new."""
-        if not self.polling and self._take():
+        log has new. A poller that a reader outranks hands the lock over first: that reader takes the next round."""
+        if self.polling and self._outranked():
+            self.lock.release()
+        elif not self.polling and self._take():
             self.watcher.heartbeat.beating = True  # taken over: the heartbeat keeps the last poller's clock
         if self.polling:
             if now or self.monotonic() >= self._due:
@@ -108,6 +120,7 @@ class Viewer:
 
     def close(self) -> None:
         self.lock.release()
+        self.mark.close()
 
     def __enter__(self) -> Viewer:
         return self
