@@ -74,12 +74,15 @@ def describe(c: Cluster) -> dict[str, Any]:
         "tiers",
         "env_factory",
         "host_check",
+        "python_env",
     }
     for f in fields(c):
         if f.name not in skip:
             v = getattr(c, f.name)
             out[f.name] = list(v) if isinstance(v, tuple) else v
     out["host_check"] = getattr(c.host_check, "__doc__", None) if c.host_check else None
+    out["python_env"] = c.python_env.value if c.python_env else None
+    out["site_python_env"] = c.site_python_env().value
     out["presets"] = {
         k: {
             "resources": {a: b for a, b in r.to_json().items() if b not in (None, [], ())},
@@ -124,6 +127,8 @@ def _print_cluster(d: dict[str, Any]) -> None:
         "refused_hosts",
         "refused_host_reason",
         "host_check",
+        "python_env",
+        "site_python_env",
         "node_scratch",
         "min_poll_s",
         "signal_lead_s",

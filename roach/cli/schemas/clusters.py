@@ -114,6 +114,14 @@ CLUSTER = record(
         ),
         **_SETTINGS,
         "host_check": string("What the site checks of the host before a submit, in words; null: nothing.", null=True),
+        "python_env": string(
+            "clusters.toml's `python_env` (`uv`, `pixi`, `venv`, `system`): every job's Python there, over the "
+            "commit's lock file; null: not set.",
+            null=True,
+        ),
+        "site_python_env": string(
+            "The site file's `ROACH_ENV`: the Python of a job whose commit has no `uv.lock` or `pixi.lock`."
+        ),
         "presets": mapping(
             "Each `--resources` preset.",
             obj(

@@ -10,6 +10,7 @@ ROACH_ENV=pixi
 if [ -d "$HOME/.pixi/bin" ]; then export PATH="$HOME/.pixi/bin:$PATH"; fi
 export ROACH_SCRATCH="$HOME/scratch"
 # --- end of site file ---
+export ROACH_ENV=pixi  # how the job's Python is made (node.sh)
 
 source /home/u/roach/my-repo/slurm-logs/bundles/4242.3/node.sh
 case "${1:-}" in
