@@ -151,6 +151,12 @@ WHY = record(
         "detail": optional(string("What the queue says of this job in particular (empty when nothing more).")),
         "action": optional(string("What to do.")),
         "tier": optional(string("The tier it pends on; null when no tier of the cluster matches.", null=True)),
+        "env_failed": optional(
+            string(
+                "A job that ended before its ranks ran because its Python environment could not be built (exit 7): "
+                "the node, the tool and the commit, then the tool's last lines of output."
+            )
+        ),
     },
 )
 WHY["allOf"] = [{"if": {"properties": {"pending": {"const": True}}}, "then": {"required": list(_EXPLAINED)}}]
