@@ -174,6 +174,13 @@ roach_env_command() {
   esac
 }
 
+roach_env_stopped() {  # the trap of a build that is stopped: its environment removed, the clone read-only again
+  echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: stopped while building ${roach_building[0]}: removed"
+  rm -rf "${roach_building[0]}" "${roach_building[1]}"
+  chmod -R a-w "${roach_building[2]}"
+  exit 143
+}
+
 roach_make_env() {  # build the environment inside the clone $1, writable, under the clone's lock
   case "${ROACH_ENV:-system}" in
     uv|pixi) ;;
@@ -187,12 +194,16 @@ roach_make_env() {  # build the environment inside the clone $1, writable, under
     export UV_CACHE_DIR="${UV_CACHE_DIR:-$ROACH_SCRATCH/.cache/uv}" PIXI_CACHE_DIR="${PIXI_CACHE_DIR:-$ROACH_SCRATCH/.cache/pixi}"
   fi
   out="$(mktemp "${TMPDIR:-/tmp}/roach-env.XXXXXX")"
+  # stopped while it builds (another node's prepare failed, the job was cancelled): nothing half-made is left
+  roach_building=("$env_dir" "$out" "$1")
+  trap roach_env_stopped TERM INT
   start="$(date +%s.%N)"
   echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: building the $ROACH_ENV environment of $ROACH_COMMIT: $(roach_env_command)"
   case "$ROACH_ENV" in
     uv) (cd "$1" && exec uv sync --frozen) > "$out" 2>&1 || rc=$? ;;
     pixi) (cd "$1" && exec pixi install --frozen -e "${ROACH_PIXI_ENV:-default}") > "$out" 2>&1 || rc=$? ;;
   esac
+  trap - TERM INT
   cat "$out" >&2
   if [ "$rc" -ne 0 ]; then
     rm -rf "$env_dir"
