@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from roach.model.python_env import EnvSource, PythonEnv, choose
 from roach.records.bundle import JobJson
 from roach.slurm.clusters.ilc import ILC
 from roach.slurm.clusters.lab import LAB
+from roach.watch.jobs import JobWatch, env_failed_text
+from roach.watch.logs import INTEREST, read_facts
 from tests.support.gitrepo import GitRepo
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -209,3 +212,22 @@ def test_a_pixi_that_fails_ends_with_exit_7_its_message_in_job_json_and_nothing_
     assert (clone / ".pixi/envs/default/bin/python").exists() and (clone / ".roach-env-pixi").exists()
     assert "removing half-made" not in again.stdout
     assert len((tmp_path / "pixi-runs").read_text().splitlines()) == 2
+
+
+# -- what the watch says of it -------------------------------------------------------------------------------
+def test_the_watch_reads_the_nodes_env_failed_line_and_says_it_when_the_job_finishes():
+    lines = [
+        "roach: attempt 1 of run r: job 7 on n[1-2] (restart count 0) at 2026-12-05T11:32:39Z",
+        "roach: env_failed: n2: `uv sync --frozen` exited 1 building the uv environment of abc in /c; its output ...",
+        "roach: env_failed: the job's uv environment could not be built; no rank started (exit 7)",
+    ]
+    assert re.search(INTEREST, lines[1]) and re.search(INTEREST, lines[2])
+    facts = read_facts(lines)
+    assert facts.env_failed is not None and facts.env_failed.startswith("env_failed: n2: `uv sync --frozen` exited 1")
+    seen = JobWatch(key="7", job_id=7, env_failed=facts.env_failed, exit_code="7:0")
+    assert env_failed_text(seen) == f"; {facts.env_failed}"
+    unseen = JobWatch(key="7", job_id=7, exit_code="7:0")  # it started and ended between two looks
+    assert env_failed_text(unseen) == (
+        "; exit 7: env_failed, its Python environment could not be built (`roach why 7` says why)"
+    )
+    assert env_failed_text(JobWatch(key="8", job_id=8, exit_code="1:0")) == ""

@@ -30,6 +30,7 @@ from roach.slurm.clusters.lab import LAB, NODES2_GPU2
 from tests.conftest import slack
 from tests.support.gitrepo import GitRepo
 from tests.support.labs import MAIN_JOB_VENV, SHARED_TMP, private_port_base
+from tests.support.schemas import validate_output
 
 PORT_BASE = private_port_base(11)
 
@@ -216,7 +217,7 @@ def test_a_lock_that_cannot_be_installed_ends_as_env_failed_within_a_minute_leav
         if clone.exists():  # a node whose prepare was stopped by the other's failure may not have cloned
             assert (clone / ".roach-clone-complete").exists()
             assert not (clone / ".venv").exists() and not (clone / ".roach-env-uv").exists()
-            assert not clone.stat().st_mode & 0o222
+            assert not clone.stat().st_mode & 0o222, log
     monkeypatch.setenv("ROACH_STORE", str(store_path))
     why = CliRunner().invoke(cli, ["why", job.run_id], catch_exceptions=False)
     assert why.exit_code == 0, why.output
@@ -226,3 +227,39 @@ def test_a_lock_that_cannot_be_installed_ends_as_env_failed_within_a_minute_leav
     end = again.wait(timeout=slack(60))
     assert (end.state, end.exit_code) == (JobState.FAILED, 7), again.log()
     assert "Hash mismatch" in again.log() and "half-made" not in again.log()  # built again, nothing tripped on
+
+
+@pytest.mark.lab
+def test_submit_dry_run_says_which_environment_and_why_and_queues_nothing(
+    homes_lab: LabConfig, project: GitRepo, tmp_path: Path, monkeypatch
+):
+    monkeypatch.setenv("ROACH_LAB_DIR", str(homes_lab.state))
+    store = tmp_path / "s.db"
+    monkeypatch.setenv("ROACH_STORE", str(store))
+    commit = locked(project, homes_lab, "1.17.0")
+    common = ["submit", "uvproj.probe:probe", "--cluster", "lab", "--run-as", LAB_USER, "--resources", "CPU"]
+    common += ["--repo-root", str(project.work), "--dry-run"]
+    text = CliRunner().invoke(cli, common, catch_exceptions=False)
+    assert text.exit_code == 0, text.output
+    assert f"would run uvproj.probe:probe of work at {commit[:12]} on lab" in text.output
+    assert f"  python:    uv (commit {commit[:12]} has uv.lock: `uv sync --frozen` in the clone)" in text.output
+    asked = CliRunner().invoke(cli, [*common, "--python-env", "venv", "--json"], catch_exceptions=False)
+    assert asked.exit_code == 0, asked.output
+    data = json.loads(asked.stdout)
+    validate_output("submit --dry-run", data)
+    assert data["schema"] == "roach.dry_run/1" and data["queued"] is False and data["commit"] == commit
+    assert data["python_env"] == {
+        "env": "venv",
+        "source": "asked",
+        "why": "asked for with python_env=venv (--python-env)",
+    }
+    if store.exists():
+        with Store(store) as s:
+            assert s.all_jobs() == []  # nothing recorded
+    queue = subprocess.run(
+        ["squeue", "-h", "-u", LAB_USER, "-o", "%j"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **homes_lab.env()},
+    )
+    assert "probe" not in queue.stdout

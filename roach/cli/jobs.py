@@ -209,6 +209,7 @@ def submit(
     options = {k: v for k, v in paths.items() if v is not None}
     target_cluster = submit_cluster(cluster, run_as, ssh_alias, ssh_config)
     if dry_run:
+        fields = {k: v for k, v in options.items() if k not in _LAUNCH_ONLY}
         with Store() as store:
             p = dry_run_job(
                 target,
@@ -217,7 +218,7 @@ def submit(
                 cluster=target_cluster,
                 job_env=job_env,
                 store=store,
-                **options,
+                **fields,
             )
         if as_json:
             _echo_json(dry_run_json(p))
@@ -311,6 +312,10 @@ def resume(
                 f"{rec.commit[:12]} (the checkpoint must load in the new code)"
             )
         _report_submitted(ctx, job, run_as, wait, as_json)
+
+
+# submit's own options that start a job rather than describe it: a dry run makes no job to start
+_LAUNCH_ONLY = ("run_id", "inside", "force", "wait_holder_s")
 
 
 def dry_run_json(p: Prepared) -> dict[str, Any]:

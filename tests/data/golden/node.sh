@@ -174,10 +174,15 @@ roach_env_command() {
   esac
 }
 
-roach_env_stopped() {  # the trap of a build that is stopped: its environment removed, the clone read-only again
-  echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: stopped while building ${roach_building[0]}: removed"
-  rm -rf "${roach_building[0]}" "${roach_building[1]}"
-  chmod -R a-w "${roach_building[2]}"
+roach_env_stopped() {  # prepare's trap while the clone is writable: an environment not marked done is removed and
+  # the clone made read-only again (another node's prepare failed, the job was cancelled): nothing half-made is left
+  local env_dir="${roach_building[0]}" clone="${roach_building[2]}"
+  if [ -n "$env_dir" ] && [ -e "$env_dir" ] && [ ! -e "$clone/.roach-env-$ROACH_ENV" ]; then
+    echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: stopped while building $env_dir: removed"
+    rm -rf "$env_dir"
+  fi
+  rm -f "${roach_building[1]}"
+  chmod -R a-w "$clone"
   exit 143
 }
 
@@ -194,18 +199,16 @@ roach_make_env() {  # build the environment inside the clone $1, writable, under
     export UV_CACHE_DIR="${UV_CACHE_DIR:-$ROACH_SCRATCH/.cache/uv}" PIXI_CACHE_DIR="${PIXI_CACHE_DIR:-$ROACH_SCRATCH/.cache/pixi}"
   fi
   out="$(mktemp "${TMPDIR:-/tmp}/roach-env.XXXXXX")"
-  # stopped while it builds (another node's prepare failed, the job was cancelled): nothing half-made is left
-  roach_building=("$env_dir" "$out" "$1")
-  trap roach_env_stopped TERM INT
+  roach_building[1]="$out"
   start="$(date +%s.%N)"
   echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: building the $ROACH_ENV environment of $ROACH_COMMIT: $(roach_env_command)"
   case "$ROACH_ENV" in
     uv) (cd "$1" && exec uv sync --frozen) > "$out" 2>&1 || rc=$? ;;
     pixi) (cd "$1" && exec pixi install --frozen -e "${ROACH_PIXI_ENV:-default}") > "$out" 2>&1 || rc=$? ;;
   esac
-  trap - TERM INT
   cat "$out" >&2
   if [ "$rc" -ne 0 ]; then
+    trap '' TERM INT  # a failure is recorded whole: another node's failure stops this one only after (prepare's trap)
     rm -rf "$env_dir"
     roach_env_failed "$1" "$rc" "$out" || rc=$?
     rm -f "$out"
@@ -254,8 +257,11 @@ roach_prepare() {
     else
       chmod u+w "$clone"  # a complete clone gains this job's environment beside the others' (its top only)
     fi
+    roach_building=("$(roach_env_dir "$clone")" "" "$clone")
+    trap roach_env_stopped TERM INT
     roach_make_env "$clone" || rc=$?
     chmod -R a-w "$clone"
+    trap - TERM INT
   fi
   exec 9>&-
   return "$rc"
