@@ -230,7 +230,7 @@ def test_a_lock_that_cannot_be_installed_ends_as_env_failed_within_a_minute_leav
 
 
 @pytest.mark.lab
-def test_submit_dry_run_says_which_environment_and_why_and_queues_nothing(
+def test_submit_dry_run_and_plan_say_which_environment_and_why_and_queue_nothing(
     homes_lab: LabConfig, project: GitRepo, tmp_path: Path, monkeypatch
 ):
     monkeypatch.setenv("ROACH_LAB_DIR", str(homes_lab.state))
@@ -256,6 +256,15 @@ def test_submit_dry_run_says_which_environment_and_why_and_queues_nothing(
     if store.exists():
         with Store(store) as s:
             assert s.all_jobs() == []  # nothing recorded
+    plan = CliRunner().invoke(
+        cli,
+        ["plan", "--cluster", "lab", "--run-as", LAB_USER, "--gpus", "1", "--repo-root", str(project.work), "--json"],
+        catch_exceptions=False,
+    )
+    assert plan.exit_code == 0, plan.output
+    planned = json.loads(plan.stdout)
+    validate_output("plan", planned)
+    assert (planned["python_env"]["env"], planned["python_env"]["source"]) == ("uv", "lock")
     queue = subprocess.run(
         ["squeue", "-h", "-u", LAB_USER, "-o", "%j"],
         capture_output=True,

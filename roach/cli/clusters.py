@@ -20,6 +20,8 @@ from roach.cli.jsonout import stamp
 from roach.fleet.cluster import Cluster, known_clusters, module_cluster
 from roach.fleet.discover import Discovery, discover
 from roach.fleet.userconfig import config_path, configured, default_cluster_name, get_cluster, load, save_block
+from roach.launch.pyenv import python_env_here
+from roach.model.python_env import EnvChoice
 from roach.ops.clean import clean, clones
 from roach.ops.plan import Plan, plan
 from roach.records.store import Store
@@ -233,19 +235,37 @@ def discover_cmd(name: str, save: bool, run_as: str | None, as_json: bool) -> No
     default=None,
     help="Write the chosen Resources to FILE (Python, or JSON for *.json) for a submit script.",
 )
+@click.option(
+    "--repo-root",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="The git repository whose HEAD would run: plan says the Python environment its jobs would get, and why.",
+)
 @run_as_option
 @json_option
 def plan_cmd(
-    cluster: str | None, gpus: int, nodes: int, wall: str, write: str | None, run_as: str | None, as_json: bool
+    cluster: str | None,
+    gpus: int,
+    nodes: int,
+    wall: str,
+    write: str | None,
+    repo_root: str,
+    run_as: str | None,
+    as_json: bool,
 ) -> None:
     """Work out where GPUS would finish soonest now: your claims per tier, caps, sbatch --test-only per tier."""
 
-    p = plan(_configured(cluster, run_as), gpus, nodes, wall)
+    c = _configured(cluster, run_as)
+    p = plan(c, gpus, nodes, wall)
+    env = python_env_here(c, repo_root)
     written = p.write(write) if write and p.chosen else None
     if as_json:
-        _echo_json(plan_json(p, written))
+        _echo_json(plan_json(p, written, env))
     else:
         _console().print(p.text(), soft_wrap=True, markup=False)
+        if env is not None:
+            click.echo(f"python: {env.line()}")
         if written:
             click.echo(f"wrote {written}")
 
@@ -374,6 +394,8 @@ def discover_json(d: Discovery, saved: Path | None) -> dict[str, Any]:
     return stamp("discover", {**d.to_json(), "saved": str(saved) if saved else None})
 
 
-def plan_json(p: Plan, written: Path | None) -> dict[str, Any]:
-    """``roach plan --json``: the placement and why, and the file ``--write`` wrote."""
-    return stamp("plan", {**p.to_json(), "written": str(written) if written else None})
+def plan_json(p: Plan, written: Path | None, env: EnvChoice | None = None) -> dict[str, Any]:
+    """``roach plan --json``: the placement and why, the file ``--write`` wrote, and the Python environment a job of
+    the repository's HEAD would get."""
+    out = {**p.to_json(), "written": str(written) if written else None}
+    return stamp("plan", {**out, "python_env": env.to_json() if env else None})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roach.errors import UsageError
+from roach.errors import RoachError, UsageError
 from roach.fleet.cluster import Cluster
 from roach.launch.gitrun import git
 from roach.model.python_env import LOCKS, EnvChoice, PythonEnv, choose
@@ -37,3 +37,14 @@ def python_env_of(cluster: Cluster, asked: PythonEnv | str | None, root: Path, c
             hint=f"valid on {cluster.name}: {valid}",
         )
     return choice
+
+
+def python_env_here(cluster: Cluster, repo_root: str | Path) -> EnvChoice | None:
+    """The environment a job of ``repo_root``'s HEAD would get on ``cluster`` (what `roach plan` says beside the
+    placement); None where ``repo_root`` is no git repository with a commit, or the choice is refused there."""
+    try:
+        head = git(Path(repo_root), "rev-parse", "--verify", "-q", "HEAD", ok=range(256))
+        commit = head.stdout.strip()
+        return python_env_of(cluster, None, Path(repo_root), commit) if head.returncode == 0 and commit else None
+    except (RoachError, OSError):
+        return None

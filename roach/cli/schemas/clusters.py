@@ -200,6 +200,14 @@ PLAN = record(
         "chosen": {**PLACEMENT, "type": ["object", "null"], "description": "The one chosen; null: none possible."},
         "reasoning": strings("Why, line by line."),
         "written": string("With `--write FILE`: the file written; else null.", null=True),
+        "python_env": {
+            "type": ["object", "null"],
+            "description": "The Python environment a job of `--repo-root`'s HEAD would get there (`env`, `source`, "
+            "`why`: as `roach submit --dry-run` says); null: not in a git repository.",
+            "properties": {"env": {"type": "string"}, "source": {"type": "string"}, "why": {"type": "string"}},
+            "required": ["env", "source", "why"],
+            "additionalProperties": False,
+        },
     },
 )
 
