@@ -188,7 +188,8 @@ def test_a_pixi_environment_is_built_once_in_the_read_only_clone_and_reused(tmp_
 
 
 def test_a_pixi_that_fails_ends_with_exit_7_its_message_in_job_json_and_nothing_half_made(tmp_path: Path):
-    repo, commit = _pushed(tmp_path, {"pkg/__init__.py": "", "pixi.lock": "torch ==9.9\n"})
+    files = {"pkg/__init__.py": "", "pixi.lock": "torch ==9.9\n", ".pixi/config.toml": "[pypi-config]\n"}
+    repo, commit = _pushed(tmp_path, files)
     (tmp_path / "pixi-fails").touch()
     failed = _prepare(tmp_path, repo, commit)
     assert failed.returncode == 7, failed.stderr
@@ -198,7 +199,8 @@ def test_a_pixi_that_fails_ends_with_exit_7_its_message_in_job_json_and_nothing_
         in failed.stderr
     )
     clone = tmp_path / "clones" / f"proj-{commit}"
-    assert not (clone / ".pixi").exists() and not (clone / ".roach-env-pixi").exists()
+    assert not (clone / ".pixi/envs").exists() and not (clone / ".roach-env-pixi").exists()
+    assert (clone / ".pixi/config.toml").read_text() == "[pypi-config]\n"  # the project's own, kept
     failure = json.loads((tmp_path / "bundle" / "job.json").read_text())["failure"]
     assert failure["kind"] == "env_failed" and failure["node"] == "n1" and failure["exit_code"] == 1
     assert "nothing provides torch ==9.9" in failure["output"]

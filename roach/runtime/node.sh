@@ -134,10 +134,11 @@ roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix
 # sourced file as it runs it, so the rest is not even parsed (the prepare runs in its own bash, which reads it all).
 [ "${1:-}" != --hot ] || return 0
 
-roach_env_dir() {  # the environment's directory inside the clone $1 (what a failed or half-made build leaves)
+roach_env_dir() {  # the environment's directory inside the clone $1 (what a failed or half-made build leaves);
+  # pixi's .pixi/envs, not .pixi, where a project may commit its config.toml
   case "${ROACH_ENV:-system}" in
     uv) printf '%s/.venv\n' "$1" ;;
-    pixi) printf '%s/.pixi\n' "$1" ;;
+    pixi) printf '%s/.pixi/envs\n' "$1" ;;
   esac
 }
 
@@ -208,7 +209,7 @@ roach_make_env() {  # build the environment inside the clone $1, writable, under
   esac
   cat "$out" >&2
   if [ "$rc" -ne 0 ]; then
-    trap '' TERM INT  # a failure is recorded whole: another node's failure stops this one only after (prepare's trap)
+    trap '' TERM INT  # the failure is written whole before anything may stop this prepare (roach_env_stopped)
     rm -rf "$env_dir"
     roach_env_failed "$1" "$rc" "$out" || rc=$?
     rm -f "$out"
