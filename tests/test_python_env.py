@@ -119,7 +119,7 @@ def test_job_json_keeps_the_choice_and_reads_one_written_without_it():
 
 
 # -- node.sh building the environment in the clone -------------------------------------------------------------
-# A pixi of the test's own: `pixi install --frozen -e E` makes .pixi/envs/E/bin/python (this Python), or, while the
+# A pixi of the test's own: `pixi install --frozen -e E` makes .pixi/envs/E/bin/python (this Python, or $PIXI_PYTHON), or, while the
 # file $PIXI_FAIL exists, fails as pixi does, with its message on stderr and a half-made .pixi. It logs its runs.
 FAKE_PIXI = """#!/bin/bash
 echo "pixi $*" >> "$PIXI_RUNS"
@@ -129,7 +129,7 @@ if [ -e "$PIXI_FAIL" ]; then
   mkdir -p .pixi/envs/default && echo half > .pixi/envs/default/partial
   exit 1
 fi
-mkdir -p ".pixi/envs/$4/bin" && ln -s "$(command -v python3)" ".pixi/envs/$4/bin/python"
+mkdir -p ".pixi/envs/$4/bin" && ln -s "${PIXI_PYTHON:-$(command -v python3)}" ".pixi/envs/$4/bin/python"
 echo "installed"
 """
 
@@ -142,7 +142,7 @@ def _pushed(tmp_path: Path, files: dict[str, str]) -> tuple[GitRepo, str]:
     return repo, commit
 
 
-def _prepare(tmp_path: Path, repo: GitRepo, commit: str) -> subprocess.CompletedProcess:
+def _prepare(tmp_path: Path, repo: GitRepo, commit: str, **more: str) -> subprocess.CompletedProcess:
     bin_dir, bundle = tmp_path / "bin", tmp_path / "bundle"
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "pixi").write_text(FAKE_PIXI)
@@ -166,6 +166,7 @@ def _prepare(tmp_path: Path, repo: GitRepo, commit: str) -> subprocess.Completed
         "ROACH_ENV": "pixi",
         "ROACH_SCRATCH": str(tmp_path / "scratch"),
         "SLURMD_NODENAME": "n1",
+        **more,
     }
     return subprocess.run(["bash", str(bundle / "node.sh"), "prepare"], env=env, capture_output=True, text=True)
 
@@ -233,3 +234,18 @@ def test_the_watch_reads_the_nodes_env_failed_line_and_says_it_when_the_job_fini
         "; exit 7: env_failed, its Python environment could not be built (`roach why 7` says why)"
     )
     assert env_failed_text(JobWatch(key="8", job_id=8, exit_code="1:0")) == ""
+
+
+def test_an_environment_whose_python_roach_cannot_run_ends_as_env_failed_not_in_a_rank(tmp_path: Path):
+    old = tmp_path / "python3.9"
+    old.write_text('#!/bin/bash\n[ "$1" = --version ] && { echo "Python 3.9.2"; exit 0; }\nexit 1\n')
+    old.chmod(0o755)
+    repo, commit = _pushed(tmp_path, {"pkg/__init__.py": "", "pixi.lock": "python 3.9\n"})
+    failed = _prepare(tmp_path, repo, commit, PIXI_PYTHON=str(old))
+    assert failed.returncode == 7, failed.stderr
+    clone = tmp_path / "clones" / f"proj-{commit}"
+    said = f"its Python {clone}/.pixi/envs/default/bin/python (Python 3.9.2) is not the 3.11 or later roach runs on"
+    assert f"roach: env_failed: n1: {said} building the pixi environment of {commit}" in failed.stderr
+    assert 'add python = ">=3.11" to pixi.toml\'s dependencies' in failed.stderr
+    assert not (clone / ".pixi/envs").exists() and not (clone / ".roach-env-pixi").exists()
+    assert said in json.loads((tmp_path / "bundle" / "job.json").read_text())["failure"]["message"]

@@ -149,10 +149,11 @@ roach_json_text() {  # $1: text. Prints it as a JSON string (quotes, backslashes
   printf '"%s"' "$t"
 }
 
-roach_env_failed() {  # $1: the clone; $2: the tool's exit code; $3: its output. Records env_failed; returns 7.
+roach_env_failed() {  # $1: the clone; $2: the tool's exit code; $3: its output; $4: what failed, where not the tool.
+  # Records env_failed; returns 7.
   local node="${SLURMD_NODENAME:-$HOSTNAME}" tail what json tmp
   tail="$(tail -n 20 "$3" 2>/dev/null)" || tail=""
-  what="$node: \`$(roach_env_command)\` exited $2 building the $ROACH_ENV environment of $ROACH_COMMIT in $1"
+  what="$node: ${4:-\`$(roach_env_command)\` exited $2} building the $ROACH_ENV environment of $ROACH_COMMIT in $1"
   echo "roach: env_failed: $what; its output is above. Nothing of it was kept: the next job builds it again." >&2
   if [ -n "${ROACH_BUNDLE:-}" ] && [ -d "$ROACH_BUNDLE" ]; then
     tmp="$ROACH_BUNDLE/.env_failed.$node.$$"
@@ -208,10 +209,22 @@ roach_make_env() {  # build the environment inside the clone $1, writable, under
     pixi) (cd "$1" && exec pixi install --frozen -e "${ROACH_PIXI_ENV:-default}") > "$out" 2>&1 || rc=$? ;;
   esac
   cat "$out" >&2
+  local py="" too_old=""
+  if [ "$rc" -eq 0 ]; then  # the ranks run roach's runtime in it: a Python it cannot run is this build's failure
+    roach_python_to py "$1"
+    if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' > "$out" 2>&1; then
+      rc=1 too_old="its Python $py ($("$py" --version 2>&1 || echo missing)) is not the 3.11 or later roach runs on"
+      case "$ROACH_ENV" in
+        uv) echo "roach: $too_old: set requires-python = \">=3.11\" in pyproject.toml and lock again" >> "$out" ;;
+        pixi) echo "roach: $too_old: add python = \">=3.11\" to pixi.toml's dependencies and lock again" >> "$out" ;;
+      esac
+      cat "$out" >&2
+    fi
+  fi
   if [ "$rc" -ne 0 ]; then
     trap '' TERM INT  # the failure is written whole before anything may stop this prepare (roach_env_stopped)
     rm -rf "$env_dir"
-    roach_env_failed "$1" "$rc" "$out" || rc=$?
+    roach_env_failed "$1" "$rc" "$out" "$too_old" || rc=$?
     rm -f "$out"
     return "$rc"
   fi
