@@ -25,8 +25,8 @@ from roach.lab.python import TOOLS_DIR
 from roach.launch.job import Job
 from roach.model.job_state import JobState
 from roach.records.store import Store
-from roach.slurm import submit
-from roach.slurm.clusters.lab import LAB, NODES2_GPU2
+from roach.slurm import submit, sweep
+from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from tests.conftest import slack
 from tests.support.gitrepo import GitRepo
 from tests.support.labs import MAIN_JOB_VENV, SHARED_TMP, private_port_base
@@ -37,7 +37,7 @@ PORT_BASE = private_port_base(11)
 PROBE = """
 import json, socket, sys
 
-def probe(run):
+def probe(run, tag=None):
     import six  # only the project's uv.lock names it: the lab's own venv has no six
     info = dict(rank=run.rank, hostname=socket.gethostname(), python=sys.executable, six=six.__version__,
                 six_file=six.__file__)
@@ -272,3 +272,26 @@ def test_submit_dry_run_and_plan_say_which_environment_and_why_and_queue_nothing
         env={**os.environ, **homes_lab.env()},
     )
     assert "probe" not in queue.stdout
+
+
+@pytest.mark.lab
+def test_a_sweeps_runs_share_the_environment_of_their_commit(
+    homes_lab: LabConfig, project: GitRepo, expt: Path, tmp_path: Path, monkeypatch
+):
+    monkeypatch.setenv("ROACH_LAB_DIR", str(homes_lab.state))
+    commit = locked(project, homes_lab, "1.17.0")
+    runs = sweep(
+        "uvproj.probe:probe",
+        [{"tag": i} for i in range(3)],
+        cluster=LAB.with_(run_as=LAB_USER),
+        repo_root=project.work,
+        store=Store(tmp_path / "s.db"),
+        resources=GPU1,
+        log_root=f"~/scratch/{expt.name}/logs",
+        clone_root="~/roach_clones",
+    )
+    assert runs.results(timeout=slack(180)) == ["1.17.0"] * 3
+    built = [
+        n for n in NODES if (homes_lab.node_home(n) / "roach_clones" / f"work-{commit}" / ".roach-env-uv").exists()
+    ]
+    assert built  # each node a run landed on built it once, under the clone's lock
