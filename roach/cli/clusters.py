@@ -395,7 +395,5 @@ def discover_json(d: Discovery, saved: Path | None) -> dict[str, Any]:
 
 
 def plan_json(p: Plan, written: Path | None, env: EnvChoice | None = None) -> dict[str, Any]:
-    """``roach plan --json``: the placement and why, the file ``--write`` wrote, and the Python environment a job of
-    the repository's HEAD would get."""
-    out = {**p.to_json(), "written": str(written) if written else None}
-    return stamp("plan", {**out, "python_env": env.to_json() if env else None})
+    """``roach plan --json``: the placement and why, the file ``--write`` wrote, a job's Python environment there."""
+    return stamp("plan", {**p.to_json(), "written": written and str(written), "python_env": env and env.to_json()})
