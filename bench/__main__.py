@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5, 9: 1}
+DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5, 9: 1, 10: 15}
 SMOKE = {
     "reps": 2,
     "sizes": [10, 50],
@@ -38,6 +38,7 @@ TITLES = {
     7: "Fault suite",
     8: "The store at scale: ls and status",
     9: "Viewers: Slurm RPCs per minute with 1, 5 and 20 viewers",
+    10: "A uv environment once built: a warm job's start",
 }
 
 
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         wanted = a.only or list(TITLES)
         if set(wanted) - {7}:  # the fault suite (7) runs as the tests do, without the bench user or submitit
             ensure_bench_user(lab, log)
+        if set(wanted) - {7, 10}:  # the uv environment (10) has no submitit baseline
             ensure_submitit(lab, log)
     except BenchError as err:
         print(f"bench: {err}", file=sys.stderr)
@@ -181,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         7: lambda jobs: mod("b7_faults").run(lab, jobs, log, ("-m", "not slow") if a.smoke else ()),
         8: lambda jobs: mod("b8_store").run(lab, jobs, a.store_records, reps(8), log),
         9: lambda jobs: mod("b9_viewers").run(lab, jobs, a.viewers, a.viewer_tasks, log),
+        10: lambda jobs: mod("b10_uvenv").run(lab, jobs, reps(10), log),
     }
     failed = []
     for n in wanted:

@@ -188,7 +188,7 @@ def test_command_line_defaults_and_smoke():
     assert parse_args(["--smoke", "--sweep-big-runs=0"]).sweep_big_runs == 0
     assert (full.viewers, full.viewer_tasks, smoke.viewers, smoke.viewer_tasks) == ([1, 5, 20], 1000, [1, 5], 100)
     with pytest.raises(SystemExit):
-        parse_args(["--only", "10"])  # benchmarks 1-9 exist
+        parse_args(["--only", "11"])  # benchmarks 1-10 exist
     with pytest.raises(SystemExit):
         parse_args(["--preempt-modes", "sometimes"])
 

@@ -15,7 +15,7 @@ import pytest
 
 from roach.cli.app import cli
 from roach.cli.clusters import describe
-from roach.cli.jsonout import COMMANDS, VERSIONS, schema_id, stamp
+from roach.cli.jsonout import COMMANDS, VARIANTS, VERSIONS, schema_id, stamp
 from roach.cli.schemas import SCHEMAS, output_schema
 from roach.cli.schemas.doc import MARK, reference
 from roach.cli.schemas.event_lines import FIELDS, KIND_FIELDS
@@ -54,7 +54,7 @@ def test_every_command_with_json_has_a_schema_and_every_schema_a_command():
     missing = sorted(found - set(COMMANDS))
     assert not missing, f"--json without a schema (add it to roach/cli/jsonout.py COMMANDS and a schema): {missing}"
     assert sorted(set(COMMANDS) - found) == [], "a schema for a command that has no --json"
-    assert {name for name, _ in COMMANDS.values()} == set(SCHEMAS) == set(VERSIONS)
+    assert {name for name, _ in (*COMMANDS.values(), *VARIANTS.values())} == set(SCHEMAS) == set(VERSIONS)
 
 
 def test_a_command_without_a_schema_would_fail(monkeypatch):

@@ -20,6 +20,8 @@ from roach.cli.jsonout import stamp
 from roach.fleet.cluster import Cluster, known_clusters, module_cluster
 from roach.fleet.discover import Discovery, discover
 from roach.fleet.userconfig import config_path, configured, default_cluster_name, get_cluster, load, save_block
+from roach.launch.pyenv import python_env_here
+from roach.model.python_env import EnvChoice
 from roach.ops.clean import clean, clones
 from roach.ops.plan import Plan, plan
 from roach.records.store import Store
@@ -74,12 +76,15 @@ def describe(c: Cluster) -> dict[str, Any]:
         "tiers",
         "env_factory",
         "host_check",
+        "python_env",
     }
     for f in fields(c):
         if f.name not in skip:
             v = getattr(c, f.name)
             out[f.name] = list(v) if isinstance(v, tuple) else v
     out["host_check"] = getattr(c.host_check, "__doc__", None) if c.host_check else None
+    out["python_env"] = c.python_env.value if c.python_env else None
+    out["site_python_env"] = c.site_python_env().value
     out["presets"] = {
         k: {
             "resources": {a: b for a, b in r.to_json().items() if b not in (None, [], ())},
@@ -124,6 +129,8 @@ def _print_cluster(d: dict[str, Any]) -> None:
         "refused_hosts",
         "refused_host_reason",
         "host_check",
+        "python_env",
+        "site_python_env",
         "node_scratch",
         "min_poll_s",
         "signal_lead_s",
@@ -228,19 +235,37 @@ def discover_cmd(name: str, save: bool, run_as: str | None, as_json: bool) -> No
     default=None,
     help="Write the chosen Resources to FILE (Python, or JSON for *.json) for a submit script.",
 )
+@click.option(
+    "--repo-root",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="The git repository whose HEAD would run: plan says the Python environment its jobs would get, and why.",
+)
 @run_as_option
 @json_option
 def plan_cmd(
-    cluster: str | None, gpus: int, nodes: int, wall: str, write: str | None, run_as: str | None, as_json: bool
+    cluster: str | None,
+    gpus: int,
+    nodes: int,
+    wall: str,
+    write: str | None,
+    repo_root: str,
+    run_as: str | None,
+    as_json: bool,
 ) -> None:
     """Work out where GPUS would finish soonest now: your claims per tier, caps, sbatch --test-only per tier."""
 
-    p = plan(_configured(cluster, run_as), gpus, nodes, wall)
+    c = _configured(cluster, run_as)
+    p = plan(c, gpus, nodes, wall)
+    env = python_env_here(c, repo_root)
     written = p.write(write) if write and p.chosen else None
     if as_json:
-        _echo_json(plan_json(p, written))
+        _echo_json(plan_json(p, written, env))
     else:
         _console().print(p.text(), soft_wrap=True, markup=False)
+        if env is not None:
+            click.echo(f"python: {env.line()}")
         if written:
             click.echo(f"wrote {written}")
 
@@ -369,6 +394,6 @@ def discover_json(d: Discovery, saved: Path | None) -> dict[str, Any]:
     return stamp("discover", {**d.to_json(), "saved": str(saved) if saved else None})
 
 
-def plan_json(p: Plan, written: Path | None) -> dict[str, Any]:
-    """``roach plan --json``: the placement and why, and the file ``--write`` wrote."""
-    return stamp("plan", {**p.to_json(), "written": str(written) if written else None})
+def plan_json(p: Plan, written: Path | None, env: EnvChoice | None = None) -> dict[str, Any]:
+    """``roach plan --json``: the placement and why, the file ``--write`` wrote, a job's Python environment there."""
+    return stamp("plan", {**p.to_json(), "written": written and str(written), "python_env": env and env.to_json()})

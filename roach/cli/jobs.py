@@ -18,6 +18,7 @@ from rich.console import Console
 from roach.cli.args import cli_cluster, parse_args, parse_args_json, parse_env, submit_cluster
 from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
+from roach.cli.jsonout import stamp
 from roach.cli.refs import ssh_alias_option
 from roach.cli.view_text import print_view
 from roach.cli.views import job_json
@@ -26,8 +27,11 @@ from roach.fleet.cluster import Cluster, with_ssh_override
 from roach.launch.job import Job
 from roach.launch.job_view import JobView
 from roach.launch.options import CLONE_ROOT
+from roach.launch.prepare import Prepared
+from roach.launch.submit import dry_run as dry_run_job
 from roach.launch.submit import resume as resume_run
 from roach.launch.submit import submit as submit_job
+from roach.model.python_env import PythonEnv
 from roach.ops.job_views import reach
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.store import Store
@@ -103,12 +107,21 @@ _SUBMISSION_OPTIONS = (
         is_flag=True,
         help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.",
     ),
+    click.option(
+        "--python-env",
+        type=click.Choice([e.value for e in PythonEnv]),
+        default=None,
+        help="How the jobs' Python is made: uv (`uv sync --frozen` in the clone), pixi (`pixi install --frozen`), "
+        "the site's venv, or the node's python3. [default: clusters.toml's python_env, else the commit's uv.lock "
+        "or pixi.lock, else the site file's]",
+    ),
 )
 
 
 def submission_options(command):
     """What `roach submit` and `roach sweep` both ask (:class:`~roach.launch.options.Options`' fields): the
-    cluster, experiment, resources, name, env, where the files go, description and the metered opt-in."""
+    cluster, experiment, resources, name, env, where the files go, description, the metered opt-in and the
+    Python environment."""
     for option in reversed(_SUBMISSION_OPTIONS):
         command = option(command)
     return command
@@ -162,6 +175,12 @@ def submission_options(command):
 @click.option(
     "--wait", is_flag=True, help=f"Wait for the job to end; exit 0 if it COMPLETED, {JOB_NOT_COMPLETED} if not."
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check everything and say what would run (the cluster, commit, resources, the Python environment and "
+    "why); queue and write nothing.",
+)
 @json_option
 @click.pass_context
 def submit(
@@ -176,6 +195,7 @@ def submit(
     ssh_alias: str | None,
     ssh_config: str | None,
     wait: bool,
+    dry_run: bool,
     as_json: bool,
     **paths: Any,
 ) -> None:
@@ -188,6 +208,23 @@ def submit(
         raise click.BadParameter(f"{', '.join(both)} also given in --args-json", param_hint="--arg")
     options = {k: v for k, v in paths.items() if v is not None}
     target_cluster = submit_cluster(cluster, run_as, ssh_alias, ssh_config)
+    if dry_run:
+        fields = {k: v for k, v in options.items() if k not in _LAUNCH_ONLY}
+        with Store() as store:
+            p = dry_run_job(
+                target,
+                {**args_json, **kwargs},
+                resources=preset,
+                cluster=target_cluster,
+                job_env=job_env,
+                store=store,
+                **fields,
+            )
+        if as_json:
+            _echo_json(dry_run_json(p))
+        else:
+            click.echo("\n".join(dry_run_lines(p)))
+        return
     with Store() as store:
         job = submit_job(
             target,
@@ -275,6 +312,39 @@ def resume(
                 f"{rec.commit[:12]} (the checkpoint must load in the new code)"
             )
         _report_submitted(ctx, job, run_as, wait, as_json)
+
+
+# submit's own options that start a job rather than describe it: a dry run makes no job to start
+_LAUNCH_ONLY = ("run_id", "inside", "force", "wait_holder_s")
+
+
+def dry_run_json(p: Prepared) -> dict[str, Any]:
+    """`roach submit --dry-run --json`: what would run, and in which Python environment, and why."""
+    return stamp(
+        "dry_run",
+        {
+            "target": p.target,
+            "cluster": p.cluster.name,
+            "repo": p.repo.name,
+            "commit": p.repo.commit,
+            "name": p.name,
+            "resources": p.resources.to_json(),
+            "python_env": p.python_env.to_json(),
+            "log_root": p.log_root,
+            "queued": False,
+        },
+    )
+
+
+def dry_run_lines(p: Prepared) -> list[str]:
+    """What `roach submit --dry-run` prints."""
+    return [
+        f"would run {p.target} of {p.repo.name} at {p.repo.commit[:12]} on {p.cluster.name} as {p.name}",
+        f"  resources: {', '.join(p.resources.sbatch_options(p.cluster.gpu_flag))}",
+        f"  python:    {p.python_env.line()}",
+        f"  logs:      {p.log_root}",
+        "nothing was queued or written (--dry-run)",
+    ]
 
 
 def _report_submitted(ctx: click.Context, job: Job, run_as: str | None, wait: bool, as_json: bool) -> None:

@@ -17,6 +17,7 @@ VERSIONS: dict[str, int] = {
     "job": 2,  # 2: an attempt's job_id is its holder's (docs/json.md, "Changes")
     "cancel": 2,
     "sweep": 1,
+    "dry_run": 1,
     "event": int(EVENT_SCHEMA.rsplit("/", 1)[1]),
     "why": 1,
     "top": 1,
@@ -73,6 +74,12 @@ COMMANDS: dict[str, tuple[str, bool]] = {
     "pull": ("pull", False),
     "verify": ("verify", False),
     "lab status": ("lab.status", False),
+}
+
+
+#: A command with a flag that makes it print another record instead (as ``COMMANDS``).
+VARIANTS: dict[str, tuple[str, bool]] = {
+    "submit --dry-run": ("dry_run", False),
 }
 
 

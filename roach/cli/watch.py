@@ -22,13 +22,14 @@ from roach.fleet.userconfig import get_cluster
 from roach.model.states import PendingReason
 from roach.model.tiers import tier_of
 from roach.ops.events import Event
-from roach.ops.explain import Explanation, PendingContext, explain
+from roach.ops.explain import Explanation, PendingContext, env_failure, explain
 from roach.ops.rebalance import promote as promote_job
 from roach.records.job_record import JobRecord
 from roach.records.poller_readers import Rank
 from roach.records.store import Store
 from roach.scheduler.capabilities import RateLimit
 from roach.scheduler.client import SlurmClient
+from roach.scheduler.clusterfs import ClusterFS
 from roach.scheduler.parse import QueueRecord
 from roach.watch.logs import StallRule
 from roach.watch.serve import LINGER_S, serve
@@ -334,8 +335,13 @@ def why(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> Non
         mine = [q for q in client.squeue(job_ids=[job]) if str(q.ref) == job or str(q.raw_id) == job]
     label = f"job {job}" + (f" (run {rec.run_id})" if rec else "") + f" on {c.name}"
     if not mine or not mine[0].state.is_pending:
+        failed = env_failure(ClusterFS(client.transport), rec.bundle_dir) if rec and not mine else None
         if as_json:
-            click.echo(json.dumps(why_json(job, rec, mine[0] if mine else None), indent=2))
+            click.echo(json.dumps(why_json(job, rec, mine[0] if mine else None, env_failed=failed), indent=2))
+        elif failed:
+            click.echo(f"{label} ended before its ranks ran: env_failed, its Python environment could not be built")
+            click.echo("\n".join(f"  {line}" for line in failed.splitlines()))
+            click.echo("  action:  fix the project's lock file (or --python-env), push, and submit again")
         else:
             state = mine[0].state.value if mine else "not in the queue"
             more = f" on {mine[0].nodelist}" if mine and mine[0].nodelist else ""
@@ -361,14 +367,20 @@ def why_lines(label: str, tier: str | None, exp: Explanation) -> list[str]:
 
 
 def why_json(
-    job: str, rec: JobRecord | None, q: QueueRecord | None, exp: Explanation | None = None, tier: str | None = None
+    job: str,
+    rec: JobRecord | None,
+    q: QueueRecord | None,
+    exp: Explanation | None = None,
+    tier: str | None = None,
+    env_failed: str | None = None,
 ) -> dict[str, Any]:
     """``roach why --json``: the explanation of a pending job (``exp``, its ``tier``), else only its state
-    (``q`` None: it is not in the queue)."""
+    (``q`` None: it is not in the queue) and, where its environment could not be built, what the bundle says."""
     run_id = rec.run_id if rec else None
     if q is None or exp is None:
         state = q.state.value if q else "not in the queue"
-        return stamp("why", {"job_id": job, "run_id": run_id, "state": state, "pending": False})
+        out = {"job_id": job, "run_id": run_id, "state": state, "pending": False}
+        return stamp("why", {**out, "env_failed": env_failed} if env_failed else out)
     return stamp("why", {**exp.to_json(), "run_id": run_id, "state": q.state.value, "pending": True, "tier": tier})
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from roach.errors import UsageError
+from roach.model.python_env import PythonEnv
 from roach.model.resources import GpuFlag, Resources
 from roach.model.tiers import Tier
 from roach.scheduler.client import SlurmClient
@@ -61,6 +63,7 @@ class Cluster:
     host_check: Callable[[], str | None] | None = None  # the reason this host must not submit, or None
     node_scratch: tuple[str, ...] = ("/tmp",)  # node-local directories where a job keeps <run_id>* scratch
     backend: str = "roach"  # "roach" (submit: the function runs from a clone) or "remote-workspace"
+    python_env: PythonEnv | None = None  # clusters.toml's choice for every job; None: the commit's, else the site's
 
     def transport(self, env: Mapping[str, str] | None = None) -> Transport:
         env = dict(env if env is not None else self.env_factory() if self.env_factory else {})
@@ -82,6 +85,16 @@ class Cluster:
         # every command's start (tempfile, shutil, zipfile), for a file that is always a plain file here.
         return Path(importlib.import_module(SITES).__path__[0], f"{self.name}.sh").read_text()
 
+    def site_python_env(self) -> PythonEnv:
+        """The environment the site file chooses (its ``ROACH_ENV=``), where neither the caller, clusters.toml
+        nor the commit's lock file does."""
+        m = _SITE_ENV.search(self.site_file())
+        return PythonEnv.parse(m[1] if m else PythonEnv.SYSTEM.value, f"{self.name}.sh's ROACH_ENV")
+
+    def site_has_venv(self) -> bool:
+        """Whether the site file names a venv of its own (``ROACH_VENV=``), which ``venv`` runs."""
+        return _SITE_VENV.search(self.site_file()) is not None
+
     def preset(self, name: str) -> Resources:
         try:
             return self.presets[name]
@@ -94,6 +107,9 @@ class Cluster:
     def with_(self, **changes) -> Cluster:
         return replace(self, **changes)
 
+
+_SITE_ENV = re.compile(r"^ROACH_ENV=([A-Za-z]+)\s*(?:#.*)?$", re.MULTILINE)
+_SITE_VENV = re.compile(r"^\s*ROACH_VENV=", re.MULTILINE)
 
 SITES = "roach.slurm.clusters"  # the site modules' package: its public path is the seeds' (roach.slurm.clusters.ilc)
 

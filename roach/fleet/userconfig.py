@@ -21,6 +21,7 @@ from typing import Any
 
 from roach.errors import UsageError
 from roach.fleet.cluster import Cluster, known_clusters, module_cluster
+from roach.model.python_env import PythonEnv
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
 
@@ -44,6 +45,7 @@ _CLUSTER_KEYS: dict[str, tuple[str, str]] = {
     "ssh_config": ("str", "an ssh config file instead of ~/.ssh/config"),
     "remote_setup": ("list[str]", "shell lines run before each remote command (e.g. module load slurm)"),
     "node_scratch": ("list[str]", "node-local directories where jobs keep <run_id>* scratch"),
+    "python_env": ("python_env", "every job's Python here: uv, pixi, venv or system, over the commit's lock file"),
     "tiers": ("list[table]", "where jobs land, top down: [[clusters.NAME.tiers]] tables"),
 }
 _TIER_KEYS: dict[str, tuple[str, str]] = {
@@ -61,6 +63,7 @@ _KIND_TEXT = {
     "bool": "true or false",
     "list[str]": "a list of non-empty strings",
     "list[table]": "a list of tables",
+    "python_env": f"one of {', '.join(e.value for e in PythonEnv)}",
 }
 _TOP_KEYS = {"default": "the cluster used when none is named", "clusters": "[clusters.NAME] tables"}
 
@@ -111,6 +114,7 @@ def _typed(path: Path, where: str, kind: str, value: Any) -> Any:
         "bool": lambda v: isinstance(v, bool),
         "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v),
         "list[table]": lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+        "python_env": lambda v: v in {e.value for e in PythonEnv},
     }[kind]
     if not ok(value):
         raise _err(path, where, f"{value!r} is not {_KIND_TEXT[kind]}")
@@ -239,6 +243,8 @@ def configured(cluster: Cluster | str, config: UserConfig | None = None) -> Clus
     for key, attr in simple.items():
         if key in v:
             changes[attr] = v[key]
+    if "python_env" in v:
+        changes["python_env"] = PythonEnv(v["python_env"])
     for key in ("partitions", "qos_names", "submit_hosts", "refused_hosts", "remote_setup", "node_scratch"):
         if key in v:
             changes[key] = tuple(v[key])

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import pwd
+import socket
 import subprocess
+import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
-from roach.lab import accounting, conf_files, login, prepare, release
+from roach.lab import accounting, conf_files, login, prepare, proxy, release
 from roach.lab.config import (
     LAB_USER,
     NODES,
@@ -74,7 +77,25 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     if fabric:
         controller = [_on_host(cfg, fabric, CONTROLLER, d) for d in controller]
         slurmds = [_on_host(cfg, fabric, n, d, prepare.home_binding(cfg, n)) for n, d in zip(NODES, slurmds)]
-    return [*mungeds, *controller, *slurmds, *([login.daemon(cfg)] if fabric else [])]
+    way_out = [login.daemon(cfg), _proxy(cfg, fabric)] if fabric else []
+    return [*mungeds, *controller, *slurmds, *way_out]
+
+
+def _proxy(cfg: LabConfig, fabric: Fabric) -> Daemon:
+    """The hosts' HTTPS proxy (roach/lab/proxy.py) on this machine's address on the bridge; lab.sh gives it to the
+    jobs from ``<etc>/https_proxy``."""
+    python = os.path.realpath(sys.executable)
+    argv = (python, "-m", "roach.lab.proxy", fabric.machine_addr, str(proxy.PORT))
+    env = (("PYTHONPATH", str(Path(__file__).resolve().parents[2])),)  # this roach, wherever it runs from
+    return Daemon("proxy", argv, cfg.run_dir / "proxy.pid", cfg.log_dir / "proxy.log", forks=False, env=env)
+
+
+def _listening(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _on_host(cfg: LabConfig, fabric: Fabric, host: str, d: Daemon, home: tuple[Path, str] | None = None) -> Daemon:
@@ -223,6 +244,9 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
         ds[f"slurmd-{n}"].start(ready=lambda: True)
     if cfg.hosts:
         ds["sshd-login"].start(ready=lambda: login.listening(cfg))
+        address = Fabric(cfg.port_base, NODES).machine_addr
+        ds["proxy"].start(ready=lambda: _listening(address, proxy.PORT))
+        atomic_write(cfg.etc / "https_proxy", proxy.url(address) + "\n")
     wait_for(
         "both nodes to register with slurmctld",
         lambda: _nodes_up(cfg) or _resume_down_nodes(cfg),

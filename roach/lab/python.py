@@ -12,21 +12,38 @@ from pathlib import Path
 from roach.errors import LabError
 from roach.lab.config import LAB_USER, NODES, LabConfig
 
+# The tools a job's environment is built with (a uv project's `uv sync`): from PyPI into the job venv, and linked
+# alone into <state>/tools, which lab.sh puts on the jobs' PATH (the job venv's python stays off it).
+TOOLS = ("uv",)
+TOOLS_DIR = "tools"
 NODE_VENV = ".local/share/roach-lab/python"  # a node's own venv, in its home (node-local homes; site file lab.sh)
 
 
 def ensure_job_venv(cfg: LabConfig, packages: tuple[str, ...] = ()) -> None:
-    """The venv the lab's jobs run in (site file lab.sh): the system python, readable by the lab user."""
+    """The venv the lab's jobs run in (site file lab.sh): the system python, readable by the lab user; and the
+    tools a job's own environment is built with (:data:`TOOLS`), on the jobs' PATH from ``<state>/tools``."""
     venv = cfg.state / "pyenv"
     if not (venv / "bin" / "python").exists():
         make_venv(venv)
-    if packages:
-        r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *packages], capture_output=True, text=True)
+    missing = tuple(t for t in TOOLS if not (venv / "bin" / t).exists())
+    if packages or missing:
+        r = subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", *packages, *missing], capture_output=True, text=True
+        )
         if r.returncode != 0:
             raise LabError(
-                f"could not install {' '.join(packages)} into the lab's job venv {venv}:\n{r.stderr[-2000:]}",
+                f"could not install {' '.join((*packages, *missing))} into the lab's job venv {venv}:\n"
+                f"{r.stderr[-2000:]}",
                 hint="check the package names and that pip can reach its index",
             )
+    tools = cfg.state / TOOLS_DIR
+    tools.mkdir(exist_ok=True)
+    tools.chmod(0o755)
+    for t in TOOLS:
+        link = tools / t
+        if not link.is_symlink():
+            link.unlink(missing_ok=True)
+            link.symlink_to(venv / "bin" / t)
 
 
 def ensure_node_venvs(cfg: LabConfig) -> None:

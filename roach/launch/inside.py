@@ -176,6 +176,7 @@ def submit_inside(
         clone_root=p.options.clone_root,
         run_dir=run_dir,
         holder_ending=h.ending_path,
+        python_env=p.python_env.env,
     )
 
     def write(_: list[int]) -> Written:
@@ -196,7 +197,9 @@ def submit_inside(
             paths.node_sh: node_script(),  # each script is run with bash: none needs an exec bit
             paths.step_sh: render_step(inputs),
             paths.driver: render_driver(inputs),
-            paths.job_json: JobJson.submitted(record, paths.driver, p.options.description).to_json(),
+            paths.job_json: JobJson.submitted(
+                record, paths.driver, p.options.description, python_env=p.python_env.to_json()
+            ).to_json(),
         }
         return Written([record], files, [paths.bundle_dir], runtime_root=p.bundle_root)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from roach.fleet.cluster import Cluster
 from roach.launch.hold_steps import STEP_NODE, STEP_RANKS
 from roach.launch.inside_attempts import EXIT_LEFT, AttemptPaths
+from roach.model.python_env import PythonEnv
 from roach.model.resources import Resources
 
 
@@ -33,6 +34,7 @@ class AttemptInputs:
     clone_root: str
     run_dir: str
     holder_ending: str | None = None  # the holder's "ending" marker: no ranks start once it exists
+    python_env: PythonEnv | None = None  # None: the site file's ROACH_ENV
 
 
 def render_step(i: AttemptInputs) -> str:
@@ -45,6 +47,7 @@ set -euo pipefail
 # --- site file of cluster {i.cluster.name} ---
 {i.cluster.site_file().rstrip()}
 # --- end of site file ---
+export ROACH_ENV={shlex.quote(i.python_env or i.cluster.site_python_env())}  # how the job's Python is made (node.sh)
 
 source {shlex.quote(i.paths.node_sh)}
 case "${{1:-}}" in

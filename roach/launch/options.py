@@ -11,6 +11,7 @@ from typing import Any
 
 from roach.errors import UsageError
 from roach.fleet.cluster import Cluster
+from roach.model.python_env import PythonEnv
 from roach.model.resources import Resources
 from roach.records.store import Store
 
@@ -36,6 +37,7 @@ class Options:
     checkpoint_every: int | None = None
     experiment: str | None = None
     allow_metered: bool = False  # a metered cluster needs this
+    python_env: PythonEnv | str | None = None  # uv, pixi, venv or system; None: clusters.toml, the lock, the site
     store: Store | None = field(default=None, compare=False)
 
     @classmethod

@@ -19,10 +19,12 @@ from roach.fleet.paths import check_cluster_path
 from roach.fleet.route import submitted_record
 from roach.fleet.userconfig import configured, default_cluster_name, fill_resources, get_cluster
 from roach.launch.options import Options
+from roach.launch.pyenv import python_env_of
 from roach.launch.repo import RepoInfo, inspect_repo
 from roach.launch.script import ArrayPart, ScriptInputs, render
 from roach.launch.shipping import runtime_dir
 from roach.launch.target import checked_module, parse_target
+from roach.model.python_env import EnvChoice
 from roach.model.resources import Resources
 from roach.model.run_spec import RepoRef, RunSpec
 from roach.records.job_record import JobRecord, utc_now
@@ -133,6 +135,7 @@ class Prepared:
     store: Store
     client: SlurmClient
     fs: ClusterFS
+    python_env: EnvChoice  # the environment its jobs run in, and why
 
     @property
     def bundle_root(self) -> str:
@@ -154,6 +157,7 @@ class Prepared:
             clone_root=self.options.clone_root,
             run_dir=run_dir,
             array=array,
+            python_env=self.python_env.env,
         )
         return render(inputs)
 
@@ -229,6 +233,7 @@ def prepare(target: str, o: Options) -> Prepared:
         )
     repo = inspect_repo(o.repo_root, o.commit)
     python_path = ["src"] if checked_module(repo, target).startswith("src/") else []
+    python_env = python_env_of(cluster, o.python_env, repo.root, repo.commit)
     log_root = o.log_root or f"~/roach/{repo.name}/slurm-logs"
     for label, path in (("log_root", log_root), ("clone_root", o.clone_root), ("secrets_dir", o.secrets_dir)):
         check_cluster_path(label, path)
@@ -240,7 +245,9 @@ def prepare(target: str, o: Options) -> Prepared:
         loose = fs.secrets_readable_by_others(fs.expand(o.secrets_dir))
         if loose:
             raise UsageError(f"secrets files readable by others: {', '.join(loose)}", hint="chmod 600 each of them")
-    return Prepared(o, target, cluster, res, env, name, repo, python_path, log_root, abs_log_root, store, client, fs)
+    return Prepared(
+        o, target, cluster, res, env, name, repo, python_path, log_root, abs_log_root, store, client, fs, python_env
+    )
 
 
 def read_grid(path: str | Path) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ import shlex
 from dataclasses import dataclass
 
 from roach.fleet.cluster import Cluster
+from roach.model.python_env import PythonEnv
 from roach.model.resources import Resources
 
 
@@ -53,6 +54,7 @@ class ScriptInputs:
     clone_root: str  # may start with ~ (expanded on the node)
     run_dir: str  # may start with ~ (unused for an array: each task has its own)
     array: ArrayPart | None = None
+    python_env: PythonEnv | None = None  # None: the site file's ROACH_ENV
 
 
 def render(i: ScriptInputs) -> str:
@@ -102,6 +104,7 @@ export ROACH_BUNDLE={bundle}
 # --- site file of cluster {i.cluster.name} ---
 {i.cluster.site_file().rstrip()}
 # --- end of site file ---
+export ROACH_ENV={q(i.python_env or i.cluster.site_python_env())}  # how the job's Python is made (node.sh)
 
 # One node: only node.sh's first functions (--hot: bash stops reading it there); several: all of them.
 if [ "$SLURM_JOB_NUM_NODES" -eq 1 ]; then source "$ROACH_BUNDLE/node.sh" --hot; else source "$ROACH_BUNDLE/node.sh"; fi
@@ -118,12 +121,13 @@ roach_addr=""
 [ "$SLURM_JOB_NUM_NODES" -eq 1 ] || exec {{roach_addr}}< <(roach_master_addr)
 roach_clone_dir_to clone
 if [ "$SLURM_JOB_NUM_NODES" -eq 1 ]; then  # the one node is this one, where the batch script runs: no job step,
-  # and nothing at all where the clone is complete (what prepare looks at first); else prepare in its own bash, as
+  # and nothing at all but a line where the clone is ready (what prepare looks at first); else prepare in its own bash, as
   # srun's task would run it (the same environment)
-  [ -e "$clone/$ROACH_CLONE_MARKER" ] || bash "$ROACH_BUNDLE/node.sh" prepare
-else
+  roach_ready_to ready "$clone"
+  if [ -e "$ready" ]; then roach_env_reused "$clone"; else bash "$ROACH_BUNDLE/node.sh" prepare || roach_prepare_failed $?; fi
+else  # a prepare that fails ends the job here: exit 7 where the environment could not be built (env_failed)
   srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \\
-    bash "$ROACH_BUNDLE/node.sh" prepare
+    bash "$ROACH_BUNDLE/node.sh" prepare || roach_prepare_failed $?
 fi
 export ROACH_CLONE_DIR="$clone"
 roach_python_to py "$clone"

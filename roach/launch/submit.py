@@ -79,7 +79,7 @@ def submit(
         record = p.record(
             job_id=job_id, run_id=run_id, run_dir=run_dir, log_path=paths.log, bundle_dir=paths.bundle_dir
         )
-        jj = JobJson.submitted(record, paths.script, p.options.description)
+        jj = JobJson.submitted(record, paths.script, p.options.description, python_env=p.python_env.to_json())
         # node.sh is run with bash: it needs no exec bit
         files = {paths.script: text, paths.spec: spec.to_json(), paths.node_sh: node_script()}
         push = functools.partial(push_commit, cluster, repo.root, repo.commit, mirror_root=mirror_root)
@@ -94,6 +94,15 @@ def submit(
 
     written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"submission of job {queued[0][0]}")
     return Job(cluster, written.records[0], p.store)
+
+
+def dry_run(
+    target: str, args: Mapping[str, Any] | None = None, options: Options | None = None, **fields: Any
+) -> Prepared:
+    """Every check :func:`submit` makes, and what it would run (the resources, the commit, the Python environment
+    and why), with nothing queued or written."""
+    check_args(args or {})
+    return prepare(target, Options.of(options, fields))
 
 
 def _check_ids(run_id: str | None, inside: int | None, wait_holder_s: float | None) -> None:

@@ -340,7 +340,9 @@ def _add_array(
         )
         for t, (job_id, run_id) in enumerate(runs)
     ]
-    jj = JobJson.submitted(records[0], shared.script, p.options.description, job_id=runs[0][0])
+    jj = JobJson.submitted(
+        records[0], shared.script, p.options.description, job_id=runs[0][0], python_env=p.python_env.to_json()
+    )
     for rec, job_json in zip(records, job_json_texts(jj, runs)):
         w.files[f"{rec.bundle_dir}/job.json"] = job_json
         w.dirs.append(rec.bundle_dir)

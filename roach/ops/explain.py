@@ -1,16 +1,30 @@
-"""One pending job explained (:func:`explain`, what ``roach why`` and the watch say): its reason in words, whether it will clear, what to do, and the tiers that could run it now."""
+"""One pending job explained (:func:`explain`, what ``roach why`` and the watch say): its reason in words, whether it will clear, what to do, and the tiers that could run it now; and a job that ended before its ranks ran because its Python environment could not be built (:func:`env_failure`)."""
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from roach.errors import UsageError
+from roach.errors import RoachError, UsageError
 from roach.model.states import PendingReason as R
 from roach.model.tiers import Tier, tier_of
 from roach.ops.pending import TABLE, Outlook
+from roach.scheduler.clusterfs import ClusterFS
 from roach.scheduler.parse import QueueRecord
+
+# What node.sh writes into a job's bundle when its environment could not be built: a line saying which node,
+# tool and commit, then the tool's last lines of output (job.json's failure holds the same).
+ENV_FAILED_FILE = "env_failed"
+
+
+def env_failure(fs: ClusterFS, bundle_dir: str) -> str | None:
+    """What the bundle's env_failed says (None: no such file, or it cannot be read): one command."""
+    try:
+        return fs.read(posixpath.join(bundle_dir, ENV_FAILED_FILE)).strip() or None
+    except RoachError:
+        return None
 
 
 # -- explaining one job ---------------------------------------------------------------------------------

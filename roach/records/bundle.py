@@ -95,6 +95,8 @@ class JobJson:
     resources: dict[str, Any] = field(default_factory=dict)
     name: str
     target: str
+    python_env: dict[str, Any] = field(default_factory=dict)  # {env, source, why}: how its Python was made, and why
+    failure: dict[str, Any] | None = None  # what ended it before its ranks ran: {kind: "env_failed", node, message}
 
     def __post_init__(self) -> None:
         if self.status not in FINAL_STATUSES:
@@ -106,8 +108,16 @@ class JobJson:
             raise UsageError(f"job.json live_state {self.live_state!r} is not one of {', '.join(LIVE_STATES)}")
 
     @classmethod
-    def submitted(cls, rec: JobRecord, script: str, description: str, job_id: str | None = None) -> JobJson:
-        """A new submission's job.json, from its record (``job_id``: Slurm's form of it, where not the record's)."""
+    def submitted(
+        cls,
+        rec: JobRecord,
+        script: str,
+        description: str,
+        job_id: str | None = None,
+        python_env: dict[str, Any] | None = None,
+    ) -> JobJson:
+        """A new submission's job.json, from its record (``job_id``: Slurm's form of it, where not the record's;
+        ``python_env``: :meth:`roach.model.python_env.EnvChoice.to_json`)."""
         return cls(
             job_id=job_id or str(rec.job_id),
             script=script,
@@ -119,6 +129,7 @@ class JobJson:
             resources=rec.resources,
             name=rec.name,
             target=rec.target,
+            python_env=dict(python_env or {}),
         )
 
     @property
@@ -152,7 +163,10 @@ class JobJson:
                 hint=f"expected the keys {', '.join(names)}",
             )
         for key, value in data.items():
-            ok = isinstance(value, dict) if key == "resources" else value is None or isinstance(value, str)
+            if key in ("resources", "python_env"):
+                ok = isinstance(value, dict)
+            else:
+                ok = value is None or isinstance(value, dict if key == "failure" else str)
             if not ok or (value is None and key in required):
                 raise ParseError(f"job.json key {key!r} has the wrong type: {value!r}")
         try:

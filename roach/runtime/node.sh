@@ -7,11 +7,18 @@
 #   <clone_root>/<repo>-<commit>, made under a lock so concurrent jobs clone once; built in a temporary
 #   directory and renamed, then the environment is made in it, then a marker is written and the tree is
 #   made read-only. A clone without the marker is half-made (its job died) and is rebuilt, never used.
+#   A uv or pixi environment is built in the clone under the same lock (`uv sync --frozen`, `pixi install
+#   --frozen`), its caches in the site's scratch, and marked done by .roach-env-<uv|pixi> (the seconds it took),
+#   which every later rank and attempt at that commit reuses; one without its mark is half-made and is built
+#   again. A build that fails leaves no environment behind, writes env_failed (the tool's last lines) into the
+#   job's bundle and job.json, and prepare exits 7 (ROACH_ENV_FAILED_EXIT): the job ends there, no rank starts.
 #
-# Inputs (environment): ROACH_REPO_URL ROACH_COMMIT ROACH_REPO_NAME ROACH_CLONE_ROOT (may start with ~),
-# and from the cluster's site file: ROACH_ENV (venv|pixi|uv|system), ROACH_VENV, ROACH_PYTHON, ROACH_PIXI_ENV.
+# Inputs (environment): ROACH_REPO_URL ROACH_COMMIT ROACH_REPO_NAME ROACH_CLONE_ROOT (may start with ~), ROACH_BUNDLE,
+# ROACH_ENV (venv|pixi|uv|system: the batch script exports the one chosen at submit), and from the cluster's site
+# file: ROACH_VENV, ROACH_PYTHON, ROACH_PIXI_ENV, ROACH_SCRATCH.
 
 ROACH_CLONE_MARKER=.roach-clone-complete
+ROACH_ENV_FAILED_EXIT=7  # prepare's exit when the job's environment could not be built (docs/cli.md: exit 7)
 # The env that starts the ranks with their signals blocked: by its path, not the first on PATH (a site file's PATH
 # must not decide whether a rank's signals are blocked).
 ROACH_ENV_BIN=/usr/bin/env
@@ -76,6 +83,29 @@ roach_python_to() {  # $1: a variable, set to what `roach_python "$2"` prints (a
   esac
 }
 
+roach_ready_to() {  # $1: a variable, set to the file whose presence says the clone in $2 is ready for ROACH_ENV
+  case "${ROACH_ENV:-system}" in
+    uv|pixi) printf -v "$1" '%s/.roach-env-%s' "$2" "$ROACH_ENV" ;;
+    *) printf -v "$1" '%s/%s' "$2" "$ROACH_CLONE_MARKER" ;;
+  esac
+}
+
+roach_env_reused() {  # $1: a ready clone. Says, for a uv or pixi environment, that it was reused and what that saved.
+  case "${ROACH_ENV:-system}" in uv|pixi) ;; *) return 0 ;; esac
+  local took="" built="" node=""
+  read -r took built node < "$1/.roach-env-$ROACH_ENV" 2>/dev/null || :
+  echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: reused the $ROACH_ENV environment of $ROACH_COMMIT in $1" \
+    "(built in ${took:-?} s on ${node:-?} at ${built:-?}: ${took:-?} s saved)"
+}
+
+roach_prepare_failed() {  # $1: the prepare's exit code. Ends the batch script: exit 7 where the environment failed.
+  if [ -e "$ROACH_BUNDLE/env_failed" ]; then
+    echo "roach: env_failed: the job's $ROACH_ENV environment could not be built; no rank started (exit $ROACH_ENV_FAILED_EXIT)"
+    exit "$ROACH_ENV_FAILED_EXIT"
+  fi
+  exit "$1"
+}
+
 roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix for the ranks' command.
   # A rank that gets its checkpoint signal (or TERM) before run.py has installed its handlers would die of
   # it (Slurm may send the wall clock's signal at once after a requeue). Started through
@@ -104,47 +134,151 @@ roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix
 # sourced file as it runs it, so the rest is not even parsed (the prepare runs in its own bash, which reads it all).
 [ "${1:-}" != --hot ] || return 0
 
-roach_make_env() {  # build the environment inside a fresh clone, before it is made read-only
+roach_env_dir() {  # the environment's directory inside the clone $1 (what a failed or half-made build leaves);
+  # pixi's .pixi/envs, not .pixi, where a project may commit its config.toml
   case "${ROACH_ENV:-system}" in
-    pixi) (cd "$1" && pixi install --frozen -e "${ROACH_PIXI_ENV:-default}") ;;
-    uv) (cd "$1" && uv sync --frozen) ;;
-    venv|system) : ;;
-    *) echo "roach: unknown ROACH_ENV=${ROACH_ENV} in the site file (valid: venv pixi uv system)" >&2; return 2 ;;
+    uv) printf '%s/.venv\n' "$1" ;;
+    pixi) printf '%s/.pixi/envs\n' "$1" ;;
   esac
+}
+
+roach_json_text() {  # $1: text. Prints it as a JSON string (quotes, backslashes and control characters escaped).
+  local t="$1"
+  t="${t//\\/\\\\}"; t="${t//\"/\\\"}"; t="${t//$'\n'/\\n}"; t="${t//$'\r'/\\r}"; t="${t//$'\t'/\\t}"
+  t="$(printf '%s' "$t" | tr -d '\000-\037')"
+  printf '"%s"' "$t"
+}
+
+roach_env_failed() {  # $1: the clone; $2: the tool's exit code; $3: its output; $4: what failed, where not the tool.
+  # Records env_failed; returns 7.
+  local node="${SLURMD_NODENAME:-$HOSTNAME}" tail what json tmp
+  tail="$(tail -n 20 "$3" 2>/dev/null)" || tail=""
+  what="$node: ${4:-\`$(roach_env_command)\` exited $2} building the $ROACH_ENV environment of $ROACH_COMMIT in $1"
+  echo "roach: env_failed: $what; its output is above. Nothing of it was kept: the next job builds it again." >&2
+  if [ -n "${ROACH_BUNDLE:-}" ] && [ -d "$ROACH_BUNDLE" ]; then
+    tmp="$ROACH_BUNDLE/.env_failed.$node.$$"
+    printf '%s\n%s\n' "$what" "$tail" > "$tmp" && mv -f "$tmp" "$ROACH_BUNDLE/env_failed"
+    json="{\"kind\": \"env_failed\", \"node\": $(roach_json_text "$node"), \"exit_code\": $2, \"message\": $(roach_json_text "$what"), \"output\": $(roach_json_text "$tail")}"
+    # job.json's last key, written null at submit: the end's own keys are written later, by the submit host
+    if [ -f "$ROACH_BUNDLE/job.json" ] && grep -q '^  "failure": null$' "$ROACH_BUNDLE/job.json"; then
+      ROACH_FAILURE_LINE="  \"failure\": $json" awk '$0 == "  \"failure\": null" { print ENVIRON["ROACH_FAILURE_LINE"]; next } { print }' \
+        "$ROACH_BUNDLE/job.json" > "$tmp" && chmod 644 "$tmp" && mv -f "$tmp" "$ROACH_BUNDLE/job.json"
+    fi
+    rm -f "$tmp"
+  fi
+  return "$ROACH_ENV_FAILED_EXIT"
+}
+
+roach_env_command() {
+  case "${ROACH_ENV:-system}" in
+    uv) echo "uv sync --frozen" ;;
+    pixi) echo "pixi install --frozen -e ${ROACH_PIXI_ENV:-default}" ;;
+  esac
+}
+
+roach_env_stopped() {  # prepare's trap while the clone is writable: an environment not marked done is removed and
+  # the clone made read-only again (another node's prepare failed, the job was cancelled): nothing half-made is left
+  local env_dir="${roach_building[0]}" clone="${roach_building[2]}"
+  if [ -n "$env_dir" ] && [ -e "$env_dir" ] && [ ! -e "$clone/.roach-env-$ROACH_ENV" ]; then
+    echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: stopped while building $env_dir: removed"
+    rm -rf "$env_dir"
+  fi
+  rm -f "${roach_building[1]}"
+  chmod -R a-w "$clone"
+  exit 143
+}
+
+roach_make_env() {  # build the environment inside the clone $1, writable, under the clone's lock
+  case "${ROACH_ENV:-system}" in
+    uv|pixi) ;;
+    venv|system) return 0 ;;
+    *) echo "roach: unknown ROACH_ENV=${ROACH_ENV} (valid: uv pixi venv system)" >&2; return 2 ;;
+  esac
+  local env_dir out rc=0 start end took built
+  env_dir="$(roach_env_dir "$1")"
+  [ ! -e "$env_dir" ] || { echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: removing half-made environment $env_dir"; rm -rf "$env_dir"; }
+  if [ -n "${ROACH_SCRATCH:-}" ]; then  # the caches in the site's scratch, shared by the nodes that share it
+    export UV_CACHE_DIR="${UV_CACHE_DIR:-$ROACH_SCRATCH/.cache/uv}" PIXI_CACHE_DIR="${PIXI_CACHE_DIR:-$ROACH_SCRATCH/.cache/pixi}"
+  fi
+  out="$(mktemp "${TMPDIR:-/tmp}/roach-env.XXXXXX")"
+  roach_building[1]="$out"
+  start="$(date +%s.%N)"
+  echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: building the $ROACH_ENV environment of $ROACH_COMMIT: $(roach_env_command)"
+  case "$ROACH_ENV" in
+    uv) (cd "$1" && exec uv sync --frozen) > "$out" 2>&1 || rc=$? ;;
+    pixi) (cd "$1" && exec pixi install --frozen -e "${ROACH_PIXI_ENV:-default}") > "$out" 2>&1 || rc=$? ;;
+  esac
+  cat "$out" >&2
+  local py="" too_old=""
+  if [ "$rc" -eq 0 ]; then  # the ranks run roach's runtime in it: a Python it cannot run is this build's failure
+    roach_python_to py "$1"
+    if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' > "$out" 2>&1; then
+      rc=1 too_old="its Python $py ($("$py" --version 2>&1 || echo missing)) is not the 3.11 or later roach runs on"
+      case "$ROACH_ENV" in
+        uv) echo "roach: $too_old: set requires-python = \">=3.11\" in pyproject.toml and lock again" >> "$out" ;;
+        pixi) echo "roach: $too_old: add python = \">=3.11\" to pixi.toml's dependencies and lock again" >> "$out" ;;
+      esac
+      cat "$out" >&2
+    fi
+  fi
+  if [ "$rc" -ne 0 ]; then
+    trap '' TERM INT  # the failure is written whole before anything may stop this prepare (roach_env_stopped)
+    rm -rf "$env_dir"
+    roach_env_failed "$1" "$rc" "$out" "$too_old" || rc=$?
+    rm -f "$out"
+    return "$rc"
+  fi
+  rm -f "$out"
+  end="$(date +%s.%N)"
+  took="$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')"
+  roach_utc_now built
+  printf '%s %s %s\n' "$took" "$built" "${SLURMD_NODENAME:-$HOSTNAME}" > "$1/.roach-env-$ROACH_ENV"
+  echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: built the $ROACH_ENV environment of $ROACH_COMMIT in $took s"
 }
 
 roach_prepare() {
   set -euo pipefail
-  local clone root tmp head
+  local clone root tmp head ready rc=0
   roach_clone_dir_to clone
-  [ -e "$clone/$ROACH_CLONE_MARKER" ] && return 0
+  roach_ready_to ready "$clone"
+  if [ -e "$ready" ]; then roach_env_reused "$clone"; return 0; fi
   root="${clone%/*}"
   root="${root:-/}"
   mkdir -p "$root"
   exec 9>>"$root/.$ROACH_REPO_NAME-$ROACH_COMMIT.lock"
   flock 9
-  if [ ! -e "$clone/$ROACH_CLONE_MARKER" ]; then
-    if [ -e "$clone" ]; then
-      echo "roach: $(hostname): removing half-made clone $clone"
-      chmod -R u+w "$clone" && rm -rf "$clone"
-    fi
-    tmp="$clone.tmp.$(hostname).$$"
-    rm -rf "$tmp"
-    git clone --quiet --no-checkout "$ROACH_REPO_URL" "$tmp"
-    git -C "$tmp" -c advice.detachedHead=false checkout --quiet --detach "$ROACH_COMMIT"
-    head="$(git -C "$tmp" rev-parse HEAD)"
-    if [ "$head" != "$ROACH_COMMIT" ]; then
-      echo "roach: clone of $ROACH_REPO_URL is at $head, not $ROACH_COMMIT" >&2
+  if [ -e "$ready" ]; then  # made while this node waited for the lock
+    roach_env_reused "$clone"
+  else
+    if [ ! -e "$clone/$ROACH_CLONE_MARKER" ]; then
+      if [ -e "$clone" ]; then
+        echo "roach: $(hostname): removing half-made clone $clone"
+        chmod -R u+w "$clone" && rm -rf "$clone"
+      fi
+      tmp="$clone.tmp.$(hostname).$$"
       rm -rf "$tmp"
-      return 1
+      git clone --quiet --no-checkout "$ROACH_REPO_URL" "$tmp"
+      git -C "$tmp" -c advice.detachedHead=false checkout --quiet --detach "$ROACH_COMMIT"
+      head="$(git -C "$tmp" rev-parse HEAD)"
+      if [ "$head" != "$ROACH_COMMIT" ]; then
+        echo "roach: clone of $ROACH_REPO_URL is at $head, not $ROACH_COMMIT" >&2
+        rm -rf "$tmp"
+        return 1
+      fi
+      mv -T "$tmp" "$clone"
+      touch "$clone/$ROACH_CLONE_MARKER"
+      echo "roach: ${SLURMD_NODENAME:-$(hostname)}: cloned $ROACH_COMMIT into $clone (read-only)"
+    else
+      chmod u+w "$clone"  # a complete clone gains this job's environment beside the others' (its top only)
     fi
-    mv -T "$tmp" "$clone"
-    roach_make_env "$clone"
-    touch "$clone/$ROACH_CLONE_MARKER"
+    roach_building=("$(roach_env_dir "$clone")" "" "$clone")
+    trap roach_env_stopped TERM INT
+    roach_make_env "$clone" || rc=$?
     chmod -R a-w "$clone"
-    echo "roach: ${SLURMD_NODENAME:-$(hostname)}: cloned $ROACH_COMMIT into $clone (read-only)"
+    trap - TERM INT
   fi
   exec 9>&-
+  return "$rc"
 }
 
 roach_master_addr() {  # prints "<status> <first node> <its NodeAddr>"; status 0, or the exit code of what failed

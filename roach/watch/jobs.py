@@ -68,6 +68,7 @@ class JobWatch:
     last_progress_time: float | None = None
     gaps: list[float] = field(default_factory=list)
     points: list[list[float]] = field(default_factory=list)  # recent [time, step] pairs: the run's own pace
+    env_failed: str | None = None  # its log's env_failed line: the environment could not be built
     checkpoints: bool | None = None
     attempt: int | None = None
     stalled: bool = False
@@ -299,6 +300,16 @@ def on_left(w: JobWatch, now: float) -> None:
     w.in_queue = False
 
 
+def env_failed_text(w: JobWatch) -> str:
+    """What a finished line adds for a job whose Python environment could not be built (exit 7): its log's line,
+    or, where no look saw it, what exit 7 means."""
+    if w.env_failed:
+        return f"; {w.env_failed}"
+    if w.exit_code == "7:0" and not w.holder:
+        return f"; exit 7: env_failed, its Python environment could not be built (`roach why {w.key}` says why)"
+    return ""
+
+
 def on_accounting(w: JobWatch, rec: AcctRecord | None, ctx: Ctx, lost_after_s: float) -> list[Event]:
     """sacct's record of a job that left the queue (None: sacct has none yet)."""
     if rec is None or not rec.state.is_terminal:
@@ -337,7 +348,7 @@ def on_accounting(w: JobWatch, rec: AcctRecord | None, ctx: Ctx, lost_after_s: f
         ctx.event(
             EventKind.FINISHED,
             w,
-            f"{w.label()} finished: {rec.state_text}, exit {w.exit_code}{ran}{moved}",
+            f"{w.label()} finished: {rec.state_text}, exit {w.exit_code}{ran}{moved}{env_failed_text(w)}",
             state=rec.state.value,
             state_text=rec.state_text,
             exit_code=w.exit_code,

@@ -24,7 +24,7 @@ LINES_KEPT = 16
 # Lines worth reading: progress ("step N"), the run's own markers, and the batch script's attempt line.
 INTEREST = (
     r"step [0-9]|resumed at|fresh start|from the top|checkpoint at|caught_signal|preempted at|"
-    r"wall clock at|does not checkpoint|roach: attempt [0-9]"
+    r"wall clock at|does not checkpoint|roach: attempt [0-9]|roach: env_failed: "
 )
 
 # $1: how many directories follow for du/df; then the directories; then the logs.
@@ -158,6 +158,7 @@ class LogFacts:
     preempted: bool = False  # this attempt (or the one before it) left on preemption
     wall_clock: bool = False
     progress_points: tuple[tuple[float, int], ...] = ()  # (UTC time, step) of each timed progress line
+    env_failed: str | None = None  # node.sh's line: the job's environment could not be built (the job ends, exit 7)
 
 
 def line_time(line: str) -> float | None:
@@ -179,7 +180,10 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
     points: list[tuple[float, int]] = []
     fresh = preempted = wall = False
     checkpoints: bool | None = None
+    env_failed: str | None = None
     for line in lines:
+        if "roach: env_failed: " in line:
+            env_failed = env_failed or line.strip().removeprefix("roach: ")  # the node's line, which names the tool
         if m := _ATTEMPT.search(line):
             attempt, resumed, fresh = int(m[1]), None, False
             continue
@@ -217,6 +221,7 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
         preempted,
         wall,
         tuple(points),
+        env_failed,
     )
 
 

@@ -30,6 +30,8 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
         w.steps_total = facts.steps_total or w.steps_total
         if facts.progress_times:
             w.last_progress_time = facts.progress_times[-1]
+    if facts.env_failed:
+        w.env_failed = facts.env_failed
     if facts.preempted or facts.wall_clock:
         w.last_leave = "preempted" if facts.preempted else "wall clock"
     if facts.checkpoints is not None:

@@ -29,6 +29,7 @@ def _submission(
     log_root: str | None,
     run_root: str | None,
     metered: bool,
+    python_env: str | None = None,
 ) -> list[str]:
     """The options `roach submit` and `roach sweep` share (the CLI's ``submission_options``)."""
     return [
@@ -42,6 +43,7 @@ def _submission(
         *_opt("--log-root", log_root),
         *_opt("--run-root", run_root),
         *_flag("--metered", metered),
+        *_opt("--python-env", python_env),
     ]
 
 
@@ -97,10 +99,21 @@ class AgentTools:
         log_root: str | None = None,
         run_root: str | None = None,
         metered: bool = False,
+        python_env: str | None = None,
     ) -> str:
         argv = [
             *_submission(
-                resources, cluster, env, experiment, name, repo_root, description, log_root, run_root, metered
+                resources,
+                cluster,
+                env,
+                experiment,
+                name,
+                repo_root,
+                description,
+                log_root,
+                run_root,
+                metered,
+                python_env,
             ),
             *_opt("--args-json", json.dumps(args) if args else None),
             *_opt("--run-id", run_id),
@@ -124,6 +137,7 @@ class AgentTools:
         run_root: str | None = None,
         max_array_size: int | None = None,
         metered: bool = False,
+        python_env: str | None = None,
     ) -> str:
         fd, path = tempfile.mkstemp(prefix="roach-grid-", suffix=".jsonl")
         try:
@@ -131,7 +145,17 @@ class AgentTools:
                 f.writelines(json.dumps(entry) + "\n" for entry in grid)
             argv = [
                 *_submission(
-                    resources, cluster, env, experiment, name, repo_root, description, log_root, run_root, metered
+                    resources,
+                    cluster,
+                    env,
+                    experiment,
+                    name,
+                    repo_root,
+                    description,
+                    log_root,
+                    run_root,
+                    metered,
+                    python_env,
                 ),
                 *_opt("--grid", path),
                 *_opt("--parallelism", parallelism),

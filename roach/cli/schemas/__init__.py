@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roach.cli.jsonout import COMMANDS, VERSIONS
+from roach.cli.jsonout import COMMANDS, VARIANTS, VERSIONS
 from roach.cli.schemas import clusters, event_lines, holders, jobs, top, workspace
 
 SCHEMAS: dict[str, dict[str, Any]] = {
@@ -32,7 +32,7 @@ def record_schema(name: str) -> dict[str, Any]:
 def output_schema(command: str) -> dict[str, Any]:
     """The schema of what ``roach COMMAND --json`` prints (``command`` as in ``COMMANDS``: ``clusters show``);
     for ``watch``, of each line."""
-    name, many = COMMANDS[command]
+    name, many = COMMANDS[command] if command in COMMANDS else VARIANTS[command]
     one = SCHEMAS[name]
     if not many:
         return one

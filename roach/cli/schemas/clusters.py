@@ -114,6 +114,14 @@ CLUSTER = record(
         ),
         **_SETTINGS,
         "host_check": string("What the site checks of the host before a submit, in words; null: nothing.", null=True),
+        "python_env": string(
+            "clusters.toml's `python_env` (`uv`, `pixi`, `venv`, `system`): every job's Python there, over the "
+            "commit's lock file; null: not set.",
+            null=True,
+        ),
+        "site_python_env": string(
+            "The site file's `ROACH_ENV`: the Python of a job whose commit has no `uv.lock` or `pixi.lock`."
+        ),
         "presets": mapping(
             "Each `--resources` preset.",
             obj(
@@ -192,6 +200,14 @@ PLAN = record(
         "chosen": {**PLACEMENT, "type": ["object", "null"], "description": "The one chosen; null: none possible."},
         "reasoning": strings("Why, line by line."),
         "written": string("With `--write FILE`: the file written; else null.", null=True),
+        "python_env": {
+            "type": ["object", "null"],
+            "description": "The Python environment a job of `--repo-root`'s HEAD would get there (`env`, `source`, "
+            "`why`: as `roach submit --dry-run` says); null: not in a git repository.",
+            "properties": {"env": {"type": "string"}, "source": {"type": "string"}, "why": {"type": "string"}},
+            "required": ["env", "source", "why"],
+            "additionalProperties": False,
+        },
     },
 )
 

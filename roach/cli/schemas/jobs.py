@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from roach.cli.schemas.build import (
+    anything,
     array,
     boolean,
     enum,
@@ -17,6 +18,7 @@ from roach.cli.schemas.build import (
     string,
     strings,
 )
+from roach.model.python_env import EnvSource, PythonEnv
 from roach.model.states import PendingReason
 from roach.ops.pending import Outlook
 
@@ -96,6 +98,36 @@ SWEEP = record(
     },
 )
 
+DRY_RUN = record(
+    "dry_run",
+    "`roach submit --dry-run`: every check of a submit made, and what would run; nothing queued or written.",
+    {
+        "target": string("What would run: `package.module:function`."),
+        "cluster": string("The cluster's name."),
+        "repo": string("The repository's name."),
+        "commit": string("The pushed commit the job would clone."),
+        "name": string("The job's name in Slurm."),
+        "resources": mapping(
+            "The resources it would ask for (presets and the cluster's defaults applied).",
+            anything("A Resources field."),
+        ),
+        "python_env": obj(
+            "How the job's Python would be made, by whose choice, and why (job.json keeps the same).",
+            {
+                "env": enum("The environment.", [e.value for e in PythonEnv]),
+                "source": enum(
+                    "Who chose it: `asked` (`--python-env`), `clusters.toml`, `lock` (the commit's uv.lock or "
+                    "pixi.lock) or `site` (the site file's ROACH_ENV).",
+                    [s.value for s in EnvSource],
+                ),
+                "why": string("Why, in words."),
+            },
+        ),
+        "log_root": string("Where its log and bundle would go (may start with `~`)."),
+        "queued": boolean("Always false: nothing was queued."),
+    },
+)
+
 _EXPLAINED = ("reason", "reason_text", "outlook", "meaning", "detail", "action", "tier")
 WHY = record(
     "why",
@@ -119,6 +151,12 @@ WHY = record(
         "detail": optional(string("What the queue says of this job in particular (empty when nothing more).")),
         "action": optional(string("What to do.")),
         "tier": optional(string("The tier it pends on; null when no tier of the cluster matches.", null=True)),
+        "env_failed": optional(
+            string(
+                "A job that ended before its ranks ran because its Python environment could not be built (exit 7): "
+                "the node, the tool and the commit, then the tool's last lines of output."
+            )
+        ),
     },
 )
 WHY["allOf"] = [{"if": {"properties": {"pending": {"const": True}}}, "then": {"required": list(_EXPLAINED)}}]
@@ -195,6 +233,7 @@ SCHEMAS = {
     "job": JOB,
     "cancel": CANCEL,
     "sweep": SWEEP,
+    "dry_run": DRY_RUN,
     "why": WHY,
     "promote": PROMOTE,
     "move": MOVE,

@@ -1,6 +1,8 @@
 # Site file of ILC, sourced by every roach job there before roach's own steps.
-# The project pins its environment in pixi.toml (roach is a pixi dependency): each clone builds it once
-# with `pixi install --frozen` (node.sh). ~ is the node-local home; ~/scratch is the shared store.
+# A project's lock file says how its Python is made (uv.lock: uv, pixi.lock: pixi); pixi where it has neither.
+# Each clone builds it once (node.sh). ~ is the node-local home; ~/scratch is the shared store.
 ROACH_ENV=pixi
 if [ -d "$HOME/.pixi/bin" ]; then export PATH="$HOME/.pixi/bin:$PATH"; fi
+# uv, for a project with a uv.lock: where its installer puts it, after the site's own commands
+if [ -x "$HOME/.local/bin/uv" ]; then export PATH="$PATH:$HOME/.local/bin"; fi
 export ROACH_SCRATCH="$HOME/scratch"

@@ -21,12 +21,15 @@ export ROACH_BUNDLE=/home/u/roach/my-repo/slurm-logs/bundles/"$SLURM_JOB_ID"
 
 # --- site file of cluster ilc ---
 # Site file of ILC, sourced by every roach job there before roach's own steps.
-# The project pins its environment in pixi.toml (roach is a pixi dependency): each clone builds it once
-# with `pixi install --frozen` (node.sh). ~ is the node-local home; ~/scratch is the shared store.
+# A project's lock file says how its Python is made (uv.lock: uv, pixi.lock: pixi); pixi where it has neither.
+# Each clone builds it once (node.sh). ~ is the node-local home; ~/scratch is the shared store.
 ROACH_ENV=pixi
 if [ -d "$HOME/.pixi/bin" ]; then export PATH="$HOME/.pixi/bin:$PATH"; fi
+# uv, for a project with a uv.lock: where its installer puts it, after the site's own commands
+if [ -x "$HOME/.local/bin/uv" ]; then export PATH="$PATH:$HOME/.local/bin"; fi
 export ROACH_SCRATCH="$HOME/scratch"
 # --- end of site file ---
+export ROACH_ENV=pixi  # how the job's Python is made (node.sh)
 
 # One node: only node.sh's first functions (--hot: bash stops reading it there); several: all of them.
 if [ "$SLURM_JOB_NUM_NODES" -eq 1 ]; then source "$ROACH_BUNDLE/node.sh" --hot; else source "$ROACH_BUNDLE/node.sh"; fi
@@ -43,12 +46,13 @@ roach_addr=""
 [ "$SLURM_JOB_NUM_NODES" -eq 1 ] || exec {roach_addr}< <(roach_master_addr)
 roach_clone_dir_to clone
 if [ "$SLURM_JOB_NUM_NODES" -eq 1 ]; then  # the one node is this one, where the batch script runs: no job step,
-  # and nothing at all where the clone is complete (what prepare looks at first); else prepare in its own bash, as
+  # and nothing at all but a line where the clone is ready (what prepare looks at first); else prepare in its own bash, as
   # srun's task would run it (the same environment)
-  [ -e "$clone/$ROACH_CLONE_MARKER" ] || bash "$ROACH_BUNDLE/node.sh" prepare
-else
+  roach_ready_to ready "$clone"
+  if [ -e "$ready" ]; then roach_env_reused "$clone"; else bash "$ROACH_BUNDLE/node.sh" prepare || roach_prepare_failed $?; fi
+else  # a prepare that fails ends the job here: exit 7 where the environment could not be built (env_failed)
   srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \
-    bash "$ROACH_BUNDLE/node.sh" prepare
+    bash "$ROACH_BUNDLE/node.sh" prepare || roach_prepare_failed $?
 fi
 export ROACH_CLONE_DIR="$clone"
 roach_python_to py "$clone"
