@@ -61,7 +61,7 @@ def lab() -> None:
 @lab.command()
 @state_dir_option
 @click.option(
-    "--port-base", type=int, default=None, help=f"First of the five ports the lab binds. {_default('port_base')}"
+    "--port-base", type=int, default=None, help=f"First of the six ports the lab binds. {_default('port_base')}"
 )
 @click.option(
     "--min-job-age", type=int, default=None, help=f"Seconds slurmctld keeps a finished job. {_default('min_job_age')}"
@@ -118,6 +118,11 @@ def lab() -> None:
     default=None,
     help="ILC's file systems: each compute node a home of its own for the lab's user, ~/scratch the store they "
     "share (with --hosts). [default: shared-home]",
+)
+@click.option(
+    "--rest/--no-rest",
+    default=None,
+    help="Serve Slurm's REST API: slurmrestd with JWT on the controller host, at the port base + 5. [default: no-rest]",
 )
 @click.option(
     "--job-package",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import pwd
+import socket
 import subprocess
 import time
+import urllib.parse
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -59,6 +61,8 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
             env=env,
         ),
     ]
+    if cfg.rest:
+        controller.append(_slurmrestd(cfg, env))
     slurmd = which("slurmd") or "slurmd"
     slurmds = [
         Daemon(
@@ -75,6 +79,43 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
         controller = [_on_host(cfg, fabric, CONTROLLER, d) for d in controller]
         slurmds = [_on_host(cfg, fabric, n, d, prepare.home_binding(cfg, n)) for n, d in zip(NODES, slurmds)]
     return [*mungeds, *controller, *slurmds, *([login.daemon(cfg)] if fabric else [])]
+
+
+REST_USER = "nobody"  # slurmrestd refuses root and SlurmUser; it drops to this user once its socket is open
+
+
+def _slurmrestd(cfg: LabConfig, env: tuple[tuple[str, str], ...]) -> Daemon:
+    """slurmrestd at the lab's rest port, authenticating each request by its JWT (``SLURM_JWT=daemon``: it reaches
+    slurmctld and slurmdbd with the request's token, not munge)."""
+    listen = "0.0.0.0" if cfg.hosts else "127.0.0.1"  # the controller host's own network namespace, or this host
+    argv = (
+        which("slurmrestd") or "slurmrestd",
+        "-f",
+        str(cfg.slurm_conf),
+        "-a",
+        "rest_auth/jwt",
+        "-u",
+        REST_USER,
+        f"{listen}:{cfg.port('rest_port')}",
+    )
+    return Daemon(
+        "slurmrestd",
+        argv,
+        cfg.run_dir / "slurmrestd.pid",
+        cfg.log_dir / "slurmrestd.log",
+        ports=(cfg.port("rest_port"),),
+        forks=False,
+        env=(*env, ("SLURM_JWT", "daemon")),
+    )
+
+
+def _rest_listening(cfg: LabConfig) -> bool:
+    url = urllib.parse.urlsplit(conf_files.rest_url(cfg))
+    try:
+        with socket.create_connection((url.hostname or "", url.port or 80), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def _on_host(cfg: LabConfig, fabric: Fabric, host: str, d: Daemon, home: tuple[Path, str] | None = None) -> Daemon:
@@ -134,6 +175,7 @@ LIVE = {
     "low_grace_time",
     "high_gpu_cap",
     "prolog",
+    "rest",
 }
 
 
@@ -181,6 +223,10 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     require_root()
     require_packages()
     cfg = resolve_config(state_dir, **options)
+    if cfg.rest:
+        require_packages({"slurmrestd": "slurmrestd"})
+    elif _slurmrestd(cfg, ()).stop():
+        log("stopped slurmrestd (--no-rest)")
     ds = _by_name(cfg)
     if all(d.alive() for d in ds.values()) and _nodes_up(cfg):
         ensure_job_venv(cfg, job_packages)
@@ -219,6 +265,8 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     accounting.ensure_tiers_and_users(cfg)
     # slurmctld reads QOS preemption lists when it (re)configures, not when slurmdbd changes them.
     _reconfigure(cfg, "after setting the QOS tiers")
+    if cfg.rest:
+        ds["slurmrestd"].start(ready=lambda: _rest_listening(cfg))
     for n in NODES:
         ds[f"slurmd-{n}"].start(ready=lambda: True)
     if cfg.hosts:
