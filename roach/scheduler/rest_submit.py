@@ -1,0 +1,106 @@
+"""A batch script and sbatch's options as the job description slurmrestd takes (``POST .../job/submit``).
+
+slurmrestd reads no ``#SBATCH`` line: the script's directives (those before its first command, as sbatch reads
+them) and the options given are turned into the description's fields here. An option this table lacks is
+refused with the list of those it has, before anything is sent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from roach.errors import UsageError
+from roach.scheduler.fields import parse_duration, parse_memory_mb
+
+# the environment a job submitted over REST starts with (sbatch would pass the caller's; slurmrestd has none)
+JOB_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def _minutes(text: str) -> int:
+    seconds = parse_duration(text)
+    if seconds is None:
+        raise UsageError(f"--time={text} cannot be sent over REST", hint="give a finite time, e.g. --time=1:00:00")
+    return max(1, math.ceil(seconds / 60))
+
+
+def _node_counts(text: str) -> list[int]:
+    """``--nodes=N`` or ``N-M`` as slurmrestd's [minimum, maximum]."""
+    lo, _, hi = text.partition("-")
+    return [int(lo), int(hi or lo)]
+
+
+# option -> (field, how its value is read)
+_VALUED: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "job-name": ("name", str),
+    "output": ("standard_output", str),
+    "error": ("standard_error", str),
+    "open-mode": ("open_mode", str),
+    "signal": ("signal", str),
+    "nodes": ("nodes", _node_counts),
+    "ntasks": ("tasks", int),
+    "ntasks-per-node": ("tasks_per_node", int),
+    "cpus-per-task": ("cpus_per_task", int),
+    "time": ("time_limit", _minutes),
+    "gres": ("gres", str),
+    "gpus-per-node": ("gpus_per_node", str),
+    "mem": ("memory_per_node", parse_memory_mb),
+    "account": ("account", str),
+    "partition": ("partition", str),
+    "qos": ("qos", str),
+    "constraint": ("constraints", str),
+    "reservation": ("reservation", str),
+    "array": ("array", str),
+    "dependency": ("dependency", str),
+    "chdir": ("current_working_directory", str),
+}
+_FLAGS: dict[str, tuple[str, bool]] = {
+    "hold": ("hold", True),
+    "requeue": ("requeue", True),
+    "no-requeue": ("requeue", False),
+    "parsable": ("", True),  # how sbatch prints its answer: nothing to send
+}
+
+
+def directives(script: str) -> list[str]:
+    """The options of the script's ``#SBATCH`` lines, up to its first command (sbatch reads no further)."""
+    out = []
+    for line in script.splitlines()[1:] if script.startswith("#!") else script.splitlines():
+        s = line.strip()
+        if not s or (s.startswith("#") and not s.startswith("#SBATCH")):
+            continue
+        if not s.startswith("#SBATCH"):
+            break
+        out.extend(s.removeprefix("#SBATCH").split("#", 1)[0].split())
+    return out
+
+
+def job_description(options: Sequence[str], script: str, *, cwd: str = "/tmp") -> dict[str, Any]:
+    """The ``job`` of a submission: the script's directives, then ``options`` (which win, as on sbatch's line)."""
+    job: dict[str, Any] = {"environment": {"PATH": JOB_PATH}, "current_working_directory": cwd}
+    for opt in [*directives(script), *options]:
+        name, sep, value = opt.removeprefix("--").partition("=")
+        if not opt.startswith("--"):
+            raise UsageError(
+                f"sbatch option {opt!r} cannot be sent over REST", hint="give options in their --long=form"
+            )
+        if name in _FLAGS and not sep:
+            key, flag = _FLAGS[name]
+            if key:
+                job[key] = flag
+        elif name in _VALUED and sep:
+            key, read = _VALUED[name]
+            try:
+                job[key] = read(value)
+            except ValueError:
+                raise UsageError(
+                    f"cannot read {opt!r} for slurmrestd", hint=f"see `sbatch --help` for --{name}"
+                ) from None
+        else:
+            known = sorted([*(f"--{k}=" for k in _VALUED), *(f"--{k}" for k in _FLAGS)])
+            raise UsageError(
+                f"sbatch option {opt!r} has no field in slurmrestd's job description that roach fills",
+                hint=f"over REST roach sends: {', '.join(known)}",
+            )
+    return job
