@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
 from roach.errors import SlurmError, TransportError
+from roach.fleet.cluster import Cluster
 from roach.lab import up
 from roach.lab.conf_files import rest_url
 from roach.lab.config import LAB_USER, LabConfig
@@ -19,7 +21,11 @@ from roach.scheduler.rest_client import RestClient
 from roach.scheduler.rest_http import RestApi
 from roach.scheduler.rest_token import TokenSource
 from roach.scheduler.transport import LocalTransport, Result
-from tests.conftest import wait_until
+from roach.slurm.clusters.lab import LAB
+from roach.workspace.doctor import doctor
+from tests.conftest import slack, wait_until
+from tests.support.packages import PKG  # noqa: F401  (the repo fixture commits it)
+from tests.support.submitting import submit_to_lab
 
 pytestmark = pytest.mark.lab
 
@@ -75,6 +81,13 @@ def test_held_submission_release_and_cancel_through_rest(rest: RestClient, user_
     assert [(a.job_id, a.state) for a in rest.sacct([job])] == [(a.job_id, a.state) for a in user_slurm.sacct([job])]
 
 
+def test_partitions_through_rest_say_what_scontrol_says(rest: RestClient, user_slurm: SlurmClient) -> None:
+    keys = ("PartitionName", "Default", "MaxTime", "DefaultTime", "GraceTime", "PriorityTier", "Nodes", "State", "TRES")
+    assert [{k: p[k] for k in keys} for p in rest.partitions()] == [
+        {k: p[k] for k in keys} for p in user_slurm.partitions()
+    ]
+
+
 def test_an_unknown_job_is_refused_as_scancel_refuses_it(rest: RestClient) -> None:
     with pytest.raises(SlurmError) as err:
         rest.scancel([999999])
@@ -102,3 +115,61 @@ def test_an_unreachable_rest_url_is_a_transport_error_after_the_retries(rest_lab
         client.squeue()
     assert "cannot reach slurmrestd" in err.value.message and err.value.exit_code == 4
     assert len(slept) == client.retries
+
+
+# the header every JWT `scontrol token` makes begins with: {"alg":"HS256","typ":"JWT"}
+JWT_HEAD = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+
+
+def _rest_lab_cluster(cfg: LabConfig, **changes) -> Cluster:
+    """The lab reached through its slurmrestd as its user; its files on this machine (shared)."""
+    rest = {"rest_url": rest_url(cfg), "token_command": ("scontrol", "token", "lifespan=600"), "shared_fs": True}
+    return LAB.with_(run_as=LAB_USER, **{**rest, **changes})
+
+
+def _no_token_in(*roots) -> None:
+    for root in roots:
+        for path in Path(root).rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                assert JWT_HEAD.encode() not in path.read_bytes(), f"a JWT in {path}"
+
+
+@pytest.mark.usefixtures("rest_lab")
+def test_submit_wait_and_cancel_through_rest_write_no_token(rest_lab, repo, store, roots) -> None:
+    cluster = _rest_lab_cluster(rest_lab)
+    job = submit_to_lab(repo, store, roots, "pkg.jobs:hello", args={"who": "rest"}, cluster=cluster)
+    rec = job.wait(timeout=slack(120))
+    assert rec.state is JobState.COMPLETED, job.log()
+    assert job.status().status == "completed" and "hello rest from n" in job.log()
+    long = submit_to_lab(repo, store, roots, "pkg.jobs:boom", cluster=cluster, name="rest-cancel")
+    wait_until("the job to run", lambda: long.status().status == "running", slack(60))
+    long.cancel()
+    assert long.wait(timeout=slack(60)).state is JobState.CANCELLED
+    _no_token_in(Path(roots["log_root"]).parent, store.path.parent)
+
+
+def test_doctor_checks_token_url_versions_and_a_held_submission(rest_lab: LabConfig) -> None:
+    checks = {c.name: c for c in doctor(_rest_lab_cluster(rest_lab))}
+    assert list(checks) == ["rest-token", "rest-url", "rest-versions", "rest-submit", "files"]
+    assert all(c.ok for c in checks.values()), checks
+    assert "v0.0.38" in checks["rest-versions"].detail and LAB_USER in checks["rest-token"].detail
+    assert JWT_HEAD not in str(checks)
+
+
+def test_doctor_stops_at_an_unreachable_url_and_a_file_others_may_read(rest_lab: LabConfig, tmp_path) -> None:
+    closed = doctor(_rest_lab_cluster(rest_lab, rest_url=rest_url(rest_lab).rsplit(":", 1)[0] + ":9"))
+    assert [(c.name, c.ok) for c in closed] == [("rest-token", True), ("rest-url", False)]
+    assert "cannot reach slurmrestd" in closed[-1].detail
+    token = tmp_path / "token"
+    token.write_text("SLURM_JWT=a.b.c\n")
+    token.chmod(0o644)
+    loose = doctor(_rest_lab_cluster(rest_lab, token_command=(), token_file=str(token)))
+    assert [(c.name, c.ok) for c in loose] == [("rest-token", False)]
+    assert loose[0].hint == f"chmod 600 {token}"
+
+
+def test_a_cluster_with_neither_ssh_nor_a_shared_file_system_refuses_files(rest_lab: LabConfig) -> None:
+    client = _rest_lab_cluster(rest_lab, shared_fs=False).client()
+    with pytest.raises(TransportError) as err:
+        client.transport.run(["mkdir", "-p", "/tmp/x"])
+    assert "shared_fs" in (err.value.hint or "") and "docs/rest.md" in (err.value.hint or "")

@@ -100,7 +100,7 @@ class RestClient(SlurmClient):
         if ids:
             recs = [r for r in recs if _named(r.ref, r.raw_id, ids)]
         if user or not (ids or all_users):
-            who = user or self.rest.token.user
+            who = user or self.rest.token.user_name()
             recs = [r for r in recs if r.user == who]
         return recs
 
@@ -126,7 +126,7 @@ class RestClient(SlurmClient):
         if ids:
             recs = [r for r in recs if _named(r.ref, int(r.raw_id.split(".")[0]), ids)]
         if user or not ids:
-            who = user or self.rest.token.user
+            who = user or self.rest.token.user_name()
             mine = {r.raw_id for r in recs if r.step is None and r.user == who}
             recs = [r for r in recs if r.raw_id.split(".")[0] in mine]
         return recs
@@ -138,6 +138,10 @@ class RestClient(SlurmClient):
     def nodes(self, *, cached: bool = False) -> list[PC.NodeRecord]:
         """Every node, as ``sinfo --Node`` lists them (the site cache is for the commands' text; REST is read anew)."""
         return RP.node_records(self._read(Api.SLURM, "nodes").body.get("nodes") or [])
+
+    def partitions(self, *, cached: bool = False) -> list[dict[str, str]]:
+        """The partitions, with the keys of ``scontrol show partition`` that roach reads (read anew each time)."""
+        return RP.partition_records(self._read(Api.SLURM, "partitions").body.get("partitions") or [])
 
     def config(self, *, cached: bool = False) -> dict[str, str]:
         """What slurmrestd tells of the configuration: the release and the cluster's name (the rest of ``scontrol
@@ -184,6 +188,22 @@ class RestClient(SlurmClient):
 
     def requeue(self, job_id: str | int, *, hold: bool = False) -> None:
         self.run(["scontrol", "requeuehold" if hold else "requeue", str(job_id)])
+
+
+@dataclass(frozen=True)
+class NoFiles:
+    """The transport of a cluster reached through REST alone: it carries no file, and says what would."""
+
+    cluster: str
+
+    def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None) -> Result:
+        raise TransportError(
+            f"cluster {self.cluster} is reached through slurmrestd alone, which carries no files "
+            f"(roach needed to run {argv[0] if argv else 'a command'} there for a bundle, a clone or a log)",
+            argv,
+            hint=f"give [clusters.{self.cluster}] an ssh_alias for files, or set shared_fs = true where this machine "
+            "sees the cluster's file system at the same paths; see docs/rest.md",
+        )
 
 
 def _named(ref: P.JobRef, raw_id: int, ids: Sequence[str]) -> bool:

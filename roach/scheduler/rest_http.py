@@ -8,8 +8,6 @@ the ``X-SLURM-USER-*`` headers and nowhere else.
 
 from __future__ import annotations
 
-import base64
-import http.client
 import json
 import re
 import socket
@@ -17,14 +15,13 @@ import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from email.utils import parsedate_to_datetime
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
 from roach.errors import ParseError, SlurmError, SlurmTransientError, TransportError, UsageError
 from roach.scheduler.client import error_hint
-from roach.scheduler.rest_token import TokenSource
+from roach.scheduler.rest_token import TokenSource, token_claims
 
 
 class DataVersion(str, Enum):
@@ -53,12 +50,8 @@ class Answer:
 
 def token_expiry(token: str) -> float | None:
     """The ``exp`` claim of a JWT (seconds since the epoch), or None if it has none or cannot be read."""
-    try:
-        payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        return float(claims["exp"])
-    except (IndexError, ValueError, KeyError, TypeError):
-        return None
+    exp = token_claims(token).get("exp")
+    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
 
 
 def offered_versions(spec: Mapping[str, Any]) -> tuple[set[str], set[str]]:
@@ -151,6 +144,10 @@ class RestApi:
         return Answer(status, data, now)
 
     def _send(self, method: str, target: str, body: Any) -> tuple[int, Mapping[str, str], bytes]:
+        # Loaded here, for a REST cluster's requests only: http.client brings the email package (and random), which
+        # `roach status` and `ls` of every other cluster must not load at their start (tests/test_cli_imports.py).
+        import http.client
+
         headers = {"Accept": "application/json", **self._auth()}
         data = None
         if body is not None:
@@ -228,10 +225,12 @@ def _reason(exc: BaseException) -> str:
 
 
 def _date(value: str | None) -> datetime:
-    """The server's clock from its Date header, as a naive local time (as Slurm's commands print times)."""
+    """The server's clock from its Date header (RFC 9110: ``Sat, 05 Dec 2026 11:30:06 GMT``), as a naive local
+    time (as Slurm's commands print times); this machine's clock where there is none."""
     try:
         if value:
-            return parsedate_to_datetime(value).astimezone().replace(tzinfo=None)
-    except (TypeError, ValueError):
+            when = datetime.strptime(value.strip(), "%a, %d %b %Y %H:%M:%S GMT").replace(tzinfo=UTC)
+            return when.astimezone().replace(tzinfo=None)
+    except ValueError:
         pass
     return datetime.now().replace(microsecond=0)

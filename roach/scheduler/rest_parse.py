@@ -270,3 +270,38 @@ def node_records(nodes: Iterable[Json]) -> list[NodeRecord]:
 def _node_state(n: Json) -> str:
     state = n.get("state")
     return (state[0] if isinstance(state, list) and state else str(state or "")).lower()
+
+
+# -- partitions: GET /slurm/v0.0.38/partitions --------------------------------------------------------------
+def partition_records(partitions: Iterable[Json]) -> list[dict[str, str]]:
+    """``scontrol show partition -o``'s keys that roach reads, from slurmctld's partitions (a partition's
+    PreemptMode is its own: where it has none, "OFF" here, the cluster's applies, as scontrol would print)."""
+    out = []
+    for p in partitions:
+        flags = [str(f).lower() for f in p.get("flags") or ()]
+        mode = p.get("preemption_mode") or []
+        out.append(
+            {
+                "PartitionName": str(p["name"]),
+                "Default": "YES" if "default" in flags else "NO",
+                "MaxTime": _limit_text(_number(p.get("max_time_limit"))),
+                "DefaultTime": _limit_text(_number(p.get("default_time_limit")), none="NONE"),
+                "GraceTime": str(_number(p.get("preemption_grace_time")) or 0),
+                "PreemptMode": ",".join(str(m).upper() for m in mode) if isinstance(mode, list) else str(mode).upper(),
+                "PriorityTier": str(_number(p.get("priority_tier")) or 0),
+                "Nodes": str(p.get("nodes") or ""),
+                "State": str(p.get("state") or ""),
+                "QoS": str(p.get("qos") or "N/A"),
+                "TRES": str(p.get("tres") or ""),
+            }
+        )
+    return out
+
+
+def _limit_text(minutes: int | None, none: str = "UNLIMITED") -> str:
+    """Minutes as scontrol prints a time limit (``1-00:00:00``, ``2:00:00``); none or -1 as ``none``."""
+    if minutes is None or minutes < 0 or minutes >= 0xFFFFFFFE:
+        return none
+    days, rest = divmod(minutes, 1440)
+    text = f"{rest // 60}:{rest % 60:02d}:00"
+    return f"{days}-{rest // 60:02d}:{rest % 60:02d}:00" if days else text

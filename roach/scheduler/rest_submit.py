@@ -78,7 +78,13 @@ def directives(script: str) -> list[str]:
 
 def job_description(options: Sequence[str], script: str, *, cwd: str = "/tmp") -> dict[str, Any]:
     """The ``job`` of a submission: the script's directives, then ``options`` (which win, as on sbatch's line)."""
-    job: dict[str, Any] = {"environment": {"PATH": JOB_PATH}, "current_working_directory": cwd}
+    # the user's login environment on the node (sbatch --get-user-env; v0.0.38 reads a number here): HOME, USER and
+    # the rest sbatch would have passed from the caller's shell
+    job: dict[str, Any] = {
+        "environment": {"PATH": JOB_PATH},
+        "current_working_directory": cwd,
+        "get_user_environment": 1,
+    }
     for opt in [*directives(script), *options]:
         name, sep, value = opt.removeprefix("--").partition("=")
         if not opt.startswith("--"):

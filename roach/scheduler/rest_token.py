@@ -6,12 +6,15 @@ a command's output is never quoted in an error (it may hold the token).
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from roach.errors import SlurmError, UsageError
 from roach.scheduler.transport import Transport
@@ -30,6 +33,16 @@ def read_token(text: str, where: str) -> str:
             hint="write what `scontrol token lifespan=86400` prints into it",
         )
     return m[1]
+
+
+def token_claims(token: str) -> dict[str, Any]:
+    """A JWT's claims (its middle part), unverified: slurmctld verifies; roach reads the expiry and the user."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError):
+        return {}
+    return claims if isinstance(claims, dict) else {}
 
 
 def check_token_file(path: Path) -> None:
@@ -53,9 +66,10 @@ def check_token_file(path: Path) -> None:
 
 @dataclass
 class TokenSource:
-    """A user's JWT for slurmrestd: read from ``file``, or printed by ``command`` run through ``transport``."""
+    """A user's JWT for slurmrestd: read from ``file``, or printed by ``command`` run through ``transport``.
+    ``user`` None: the user the token names (its ``sun`` claim)."""
 
-    user: str
+    user: str | None
     command: tuple[str, ...] = ()
     file: Path | None = None
     transport: Transport | None = field(default=None, repr=False)
@@ -83,8 +97,19 @@ class TokenSource:
         self._token = None
         return self.token()
 
+    def user_name(self) -> str:
+        """The user the requests are made as: the one given, else the one the token names."""
+        if self.user:
+            return self.user
+        name = token_claims(self.token()).get("sun")
+        if not isinstance(name, str) or not name:
+            raise UsageError(
+                "the JWT names no user (no sun claim)", hint="make it with `scontrol token`, which names its user"
+            )
+        return name
+
     def headers(self) -> dict[str, str]:
-        return {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.token()}
+        return {"X-SLURM-USER-NAME": self.user_name(), "X-SLURM-USER-TOKEN": self.token()}
 
     def _read(self) -> str:
         if self.file is not None:
