@@ -21,13 +21,16 @@ from roach.scheduler.rest_client import RestClient
 from roach.scheduler.rest_http import RestApi
 from roach.scheduler.rest_token import TokenSource
 from roach.scheduler.transport import LocalTransport, Result
-from roach.slurm.clusters.lab import LAB
+from roach.slurm.clusters.lab import GPU1, LAB
+from roach.watch.watcher import Watcher
 from roach.workspace.doctor import doctor
 from tests.conftest import slack, wait_until
-from tests.support.packages import PKG  # noqa: F401  (the repo fixture commits it)
+from tests.support.packages import PKG as SUBMIT_PKG
 from tests.support.submitting import submit_to_lab
+from tests.support.watch import TRAIN, kinds
 
 pytestmark = pytest.mark.lab
+PKG = {**SUBMIT_PKG, "pkg/train.py": TRAIN}  # what the repo fixture commits
 
 SCRIPT = "#!/bin/bash\n#SBATCH --job-name=rest-lab\n#SBATCH --output=/dev/null\n#SBATCH --time=0:05:00\nsleep 300\n"
 
@@ -173,3 +176,42 @@ def test_a_cluster_with_neither_ssh_nor_a_shared_file_system_refuses_files(rest_
     with pytest.raises(TransportError) as err:
         client.transport.run(["mkdir", "-p", "/tmp/x"])
     assert "shared_fs" in (err.value.hint or "") and "docs/rest.md" in (err.value.hint or "")
+
+
+def test_watch_rounds_through_rest_are_a_fixed_few_requests(rest_lab, repo, store, roots) -> None:
+    cluster = _rest_lab_cluster(rest_lab)
+    args = {"steps": 15, "step_s": 0.3}
+    job = submit_to_lab(repo, store, roots, "pkg.train:train", args, resources=GPU1, cluster=cluster)
+    client = cluster.client()
+    assert isinstance(client, RestClient)
+    requests: list[str] = []
+    send = client.rest.request
+
+    def counted(method, path, **kw):
+        requests.append(f"{method} {path}")
+        return send(method, path, **kw)
+
+    client.rest.request = counted  # type: ignore[method-assign]
+    w = Watcher(cluster, client, store, interval_s=1.0, heartbeat_s=1e9)
+    rounds: list[tuple[list[str], list[str]]] = []
+    deadline = time.monotonic() + slack(120)
+    try:
+        while not w.finished:
+            assert time.monotonic() < deadline, rounds
+            before = len(requests)
+            said = w.round()
+            rounds.append((requests[before:], kinds(said)))
+            time.sleep(1.0)
+    finally:
+        if not w.finished:
+            job.cancel()
+    said = [k for _, ks in rounds for k in ks]
+    assert said.count("started") == 1 and said.count("finished") == 1 and said[-1] == "queue_empty", rounds
+    # after the first round (which also reads the release: capabilities), a round is one GET of the queue; the
+    # round that sees the run end adds one GET of accounting
+    steady = [r for r, ks in rounds[1:] if "finished" not in ks]
+    assert steady and all(r == [r[0]] and r[0].endswith("/jobs") and "/slurm/" in r[0] for r in steady), rounds
+    [ending] = [r for r, ks in rounds if "finished" in ks]
+    assert len(ending) == 2 and "/slurmdb/" in ending[1], rounds
+    assert store.get("lab", job.job_id).status == "completed"
+    _no_token_in(Path(roots["log_root"]).parent, store.path.parent)

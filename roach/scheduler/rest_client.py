@@ -104,6 +104,17 @@ class RestClient(SlurmClient):
             recs = [r for r in recs if r.user == who]
         return recs
 
+    def queue_reservations(self) -> tuple[str, list[P.QueueRecord], dict[str, str]]:
+        """The user's queue as the watch reads it (:func:`roach.watch.resv.read_queue`): a text that changes when
+        the queue does, its records, and each job's reservation (by squeue's id), from one request."""
+        answer = self._read(Api.SLURM, "jobs")
+        who = self.rest.token.user_name()
+        jobs = [j for j in answer.body.get("jobs") or [] if j.get("user_name") == who]
+        recs = [r for r in RP.queue_records(jobs, answer.now) if not r.state.is_terminal]
+        by_raw = {j["job_id"]: str(j.get("resv_name") or "") for j in jobs}
+        resv = {r.job_id: by_raw[r.raw_id] for r in recs if by_raw.get(r.raw_id)}
+        return repr((recs, sorted(resv.items()))), recs, resv
+
     def job_states(self, job_ids: Iterable[str | int]) -> list[StateRecord]:
         ids = [str(j) for j in job_ids]
         return [StateRecord.of(r) for r in self.squeue(job_ids=ids)] if ids else []
@@ -158,6 +169,10 @@ class RestClient(SlurmClient):
             # slurmdbd answered: accounting is kept (sacct's records are there to read)
             "AccountingStorageType": "accounting_storage/slurmdbd",
         }
+
+    def reservations(self) -> list[RP.ReservationRecord]:
+        answer = self._read(Api.SLURM, "reservations")
+        return RP.reservation_records(answer.body.get("reservations") or [], answer.now)
 
     def hostnames(self, nodelist: str) -> list[str]:
         return RP.hostnames(nodelist)

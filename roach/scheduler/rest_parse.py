@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -305,3 +306,30 @@ def _limit_text(minutes: int | None, none: str = "UNLIMITED") -> str:
     days, rest = divmod(minutes, 1440)
     text = f"{rest // 60}:{rest % 60:02d}:00"
     return f"{days}-{rest // 60:02d}:{rest % 60:02d}:00" if days else text
+
+
+# -- reservations: GET /slurm/v0.0.38/reservations ------------------------------------------------------------
+@dataclass(frozen=True)
+class ReservationRecord:
+    """A reservation as ``scontrol show reservation`` names it: its times as the cluster's local time."""
+
+    name: str
+    start: str  # YYYY-MM-DDTHH:MM:SS
+    end: str
+    state: str  # ACTIVE or INACTIVE, as scontrol says it
+
+
+def reservation_records(reservations: Iterable[Json], now: datetime) -> list[ReservationRecord]:
+    out = []
+    for r in reservations:
+        start, end = _time(r.get("start_time")), _time(r.get("end_time"))
+        active = start is not None and start <= now and (end is None or now < end)
+        out.append(
+            ReservationRecord(
+                str(r["name"]),
+                start.isoformat() if start else "",
+                end.isoformat() if end else "",
+                "ACTIVE" if active else "INACTIVE",
+            )
+        )
+    return out
