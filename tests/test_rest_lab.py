@@ -77,6 +77,8 @@ def test_held_submission_release_and_cancel_through_rest(rest: RestClient, user_
         )
         [running] = rest.squeue(job_ids=[job])
         assert running.state is JobState.RUNNING and running.nodelist
+        rest.scancel([job], signal="CONT")  # a signal the job takes without ending
+        assert [r.state for r in user_slurm.squeue(job_ids=[job])] == [JobState.RUNNING]
     finally:
         rest.scancel([job])
     wait_until("the cancelled job to leave the queue", lambda: not user_slurm.squeue(job_ids=[job]))
@@ -89,6 +91,10 @@ def test_partitions_through_rest_say_what_scontrol_says(rest: RestClient, user_s
     assert [{k: p[k] for k in keys} for p in rest.partitions()] == [
         {k: p[k] for k in keys} for p in user_slurm.partitions()
     ]
+
+
+def test_qos_through_rest_are_sacctmgrs(rest: RestClient, user_slurm: SlurmClient) -> None:
+    assert rest.qos() == user_slurm.qos()
 
 
 def test_an_unknown_job_is_refused_as_scancel_refuses_it(rest: RestClient) -> None:

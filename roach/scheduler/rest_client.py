@@ -150,6 +150,10 @@ class RestClient(SlurmClient):
         """Every node, as ``sinfo --Node`` lists them (the site cache is for the commands' text; REST is read anew)."""
         return RP.node_records(self._read(Api.SLURM, "nodes").body.get("nodes") or [])
 
+    def qos(self) -> list[dict[str, str]]:
+        """The QOS, as roach's ``sacctmgr show qos`` lists them."""
+        return RP.qos_records(self._read(Api.SLURMDB, "qos").body.get("QOS") or [])
+
     def partitions(self, *, cached: bool = False) -> list[dict[str, str]]:
         """The partitions, with the keys of ``scontrol show partition`` that roach reads (read anew each time)."""
         return RP.partition_records(self._read(Api.SLURM, "partitions").body.get("partitions") or [])

@@ -333,3 +333,36 @@ def reservation_records(reservations: Iterable[Json], now: datetime) -> list[Res
             )
         )
     return out
+
+
+# -- QOS: GET /slurmdb/v0.0.38/qos ----------------------------------------------------------------------------
+def qos_records(qos: Iterable[Json]) -> list[dict[str, str]]:
+    """``sacctmgr show qos format=Name,Priority,Preempt,PreemptMode,GraceTime,MaxTRESPU,MaxWall,Flags``'s rows."""
+    out = []
+    for q in qos:
+        limits = q.get("limits") or {}
+        most = limits.get("max") or {}
+        per_user = ((most.get("tres") or {}).get("per") or {}).get("user") or []
+        wall = _number(((most.get("wall_clock") or {}).get("per") or {}).get("job"))
+        preempt = q.get("preempt") or {}
+        modes = [str(m).lower() for m in preempt.get("mode") or ()]
+        out.append(
+            {
+                "Name": str(q["name"]),
+                "Priority": str(_number(q.get("priority")) or 0),
+                "Preempt": ",".join(str(p) for p in preempt.get("list") or ()),
+                "PreemptMode": ",".join(modes) or "cluster",  # sacctmgr's word for none of its own
+                "GraceTime": _clock(_number(limits.get("grace_time")) or 0),
+                "MaxTRESPU": tres_text(per_user),
+                "MaxWall": _clock(wall * 60) if wall is not None else "",
+                "Flags": ",".join(str(f) for f in q.get("flags") or ()),
+            }
+        )
+    return out
+
+
+def _clock(seconds: int) -> str:
+    """Seconds as sacctmgr prints a duration: ``HH:MM:SS``, ``D-HH:MM:SS`` from a day."""
+    days, rest = divmod(seconds, 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
