@@ -88,6 +88,9 @@ def _slurmrestd(cfg: LabConfig, env: tuple[tuple[str, str], ...]) -> Daemon:
     """slurmrestd at the lab's rest port, authenticating each request by its JWT (``SLURM_JWT=daemon``: it reaches
     slurmctld and slurmdbd with the request's token, not munge)."""
     listen = "0.0.0.0" if cfg.hosts else "127.0.0.1"  # the controller host's own network namespace, or this host
+    who = pwd.getpwnam(REST_USER)  # by number: 26.05 resolves no name given to -u
+    have = release.installed()
+    group = ("-g", str(who.pw_gid)) if have is not None and have.slurmrestd_takes_group else ()
     argv = (
         which("slurmrestd") or "slurmrestd",
         "-f",
@@ -95,7 +98,8 @@ def _slurmrestd(cfg: LabConfig, env: tuple[tuple[str, str], ...]) -> Daemon:
         "-a",
         "rest_auth/jwt",
         "-u",
-        REST_USER,
+        str(who.pw_uid),
+        *group,
         f"{listen}:{cfg.port('rest_port')}",
     )
     return Daemon(

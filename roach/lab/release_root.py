@@ -30,6 +30,7 @@ ROOT_DEBS = (
     "slurm-wlm",
     "slurmdbd",
     "slurmrestd",  # `roach lab up --rest`
+    "slurm-wlm-jwt-plugin",  # JWT tokens (auth/jwt), which slurmrestd's clients use; not pulled in by slurm-wlm in sid
     "munge",
     "mariadb-server",
     "mariadb-client",

@@ -20,8 +20,8 @@ from roach.scheduler import parse_control as PC
 from roach.scheduler import rest_parse as RP
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.queue_states import StateRecord
-from roach.scheduler.rest_http import Answer, RestApi
-from roach.scheduler.rest_submit import job_description
+from roach.scheduler.rest_http import Answer, DataVersion, RestApi
+from roach.scheduler.rest_submit import job_description, job_description_v42
 from roach.scheduler.transport import Result
 
 NOT_OVER_REST = "not available through slurmrestd"
@@ -43,6 +43,7 @@ class RestClient(SlurmClient):
     """:class:`SlurmClient` whose Slurm calls are HTTP requests to ``api``."""
 
     api: RestApi | None = field(default=None, repr=False)
+    _home: str | None = field(default=None, init=False, repr=False)
 
     @property
     def rest(self) -> RestApi:
@@ -184,12 +185,33 @@ class RestClient(SlurmClient):
     # -- writes (never retried) ------------------------------------------------------------------------
     def sbatch(self, options: Sequence[str], script: str) -> int:
         """Submit ``script`` with ``options`` (its ``#SBATCH`` lines read here); returns the job id."""
-        body = {"script": script, "job": job_description(options, script)}
+        if self.rest.versions()[0] is DataVersion.V0_0_38:
+            job = job_description(options, script)
+        else:
+            job = job_description_v42(options, script, self._job_environment())
+        body = {"script": script, "job": job}
         answer = self._write("POST", self.rest.ctld("job/submit"), body, notices=JOB_HELD)
         job_id = answer.body.get("job_id")
         if not isinstance(job_id, int):
             raise SlurmError((f"POST {self.rest.ctld('job/submit')}",), answer.status, "slurmrestd returned no job id")
         return job_id
+
+    def _job_environment(self) -> dict[str, str]:
+        """The user's name and home for a job's environment (a data version that loads no login environment):
+        ``getent passwd`` where the files are (this machine's shared file system, or over SSH)."""
+        if self._home is None:
+            user = self.rest.token.user_name()
+            res = self.transport.run(["getent", "passwd", user])
+            fields = res.stdout.strip().split(":")
+            if not res.ok or len(fields) < 6 or not fields[5]:
+                raise SlurmError(
+                    ["getent", "passwd", user],
+                    res.returncode,
+                    res.stderr or f"no passwd entry for {user}",
+                    hint="the job's HOME is read where the cluster's files are; give the cluster an ssh alias",
+                )
+            self._home = fields[5]
+        return {"USER": self.rest.token.user_name(), "LOGNAME": self.rest.token.user_name(), "HOME": self._home}
 
     def scancel(self, job_ids: Iterable[str | int], *, signal: str | None = None, batch: bool = False) -> None:
         """Cancel (or signal) exactly the given jobs, one request each. Never by name or user."""

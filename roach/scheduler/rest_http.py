@@ -25,9 +25,11 @@ from roach.scheduler.rest_token import TokenSource, token_claims
 
 
 class DataVersion(str, Enum):
-    """The OpenAPI data versions roach reads, oldest first (Slurm 22.05 offers v0.0.36 to v0.0.38)."""
+    """The OpenAPI data versions roach reads, oldest first: Slurm 22.05 offers v0.0.36 to v0.0.38, 24.11 v0.0.40 to
+    v0.0.42, 26.05 v0.0.42 to v0.0.45."""
 
     V0_0_38 = "v0.0.38"
+    V0_0_42 = "v0.0.42"
 
     @property
     def number(self) -> tuple[int, ...]:

@@ -69,7 +69,9 @@ def queue_records(jobs: Iterable[Json], now: datetime) -> list[QueueRecord]:
         spec = j.get("array_task_string") or ""
         if spec:
             for r in array_ranges(spec) or ():
-                out.extend(_queue_record(j, now, JobRef(j["array_job_id"], task)) for task in r)
+                out.extend(
+                    _queue_record(j, now, JobRef(_number(j.get("array_job_id")) or j["job_id"], task)) for task in r
+                )
         else:
             out.append(_queue_record(j, now, _queue_ref(j)))
     return out
@@ -110,11 +112,30 @@ def _queue_record(j: Json, now: datetime, ref: JobRef) -> QueueRecord:
     )
 
 
+# The flags squeue prints instead of the base state, in the order Slurm's job_state_string() tests them.
+_SHOWN_FLAGS = (
+    "COMPLETING",
+    "STAGE_OUT",
+    "CONFIGURING",
+    "RESIZING",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "SPECIAL_EXIT",
+    "STOPPED",
+    "REVOKED",
+    "RESV_DEL_HOLD",
+    "SIGNALING",
+)
+
+
 def _state(value: Any) -> str:
-    """A state: a word, or a later version's list of a base state and its flags."""
-    if isinstance(value, list):
-        return str(value[0]) if value else ""
-    return str(value)
+    """A state as squeue and sacct print it: a word (v0.0.38), or a later version's list of the base state and its
+    flags, of which the flag Slurm's job_state_string() shows first wins."""
+    if not isinstance(value, list):
+        return str(value)
+    words = [str(v) for v in value]
+    return next((f for f in _SHOWN_FLAGS if f in words[1:]), words[0] if words else "")
 
 
 def _elapsed(state: JobState, start: datetime | None, end: datetime | None, now: datetime) -> int:
@@ -155,7 +176,8 @@ def _exit(value: Any) -> tuple[int, int]:
     """(return code, signal) of an exit code object."""
     value = value or {}
     signal = value.get("signal") or {}
-    return _number(value.get("return_code")) or 0, _number(signal.get("signal_id")) or 0
+    number = signal.get("signal_id", signal.get("id"))  # v0.0.38's signal_id, later versions' id
+    return _number(value.get("return_code")) or 0, _number(number) or 0
 
 
 def _allocation(j: Json) -> AcctRecord:

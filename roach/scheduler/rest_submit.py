@@ -8,7 +8,7 @@ refused with the list of those it has, before anything is sent.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from roach.errors import UsageError
@@ -77,7 +77,8 @@ def directives(script: str) -> list[str]:
 
 
 def job_description(options: Sequence[str], script: str, *, cwd: str = "/tmp") -> dict[str, Any]:
-    """The ``job`` of a submission: the script's directives, then ``options`` (which win, as on sbatch's line)."""
+    """The ``job`` of a submission in data version v0.0.38: the script's directives, then ``options`` (which win, as
+    on sbatch's line)."""
     # the user's login environment on the node (sbatch --get-user-env; v0.0.38 reads a number here): HOME, USER and
     # the rest sbatch would have passed from the caller's shell
     job: dict[str, Any] = {
@@ -110,3 +111,39 @@ def job_description(options: Sequence[str], script: str, *, cwd: str = "/tmp") -
                 hint=f"over REST roach sends: {', '.join(known)}",
             )
     return job
+
+
+def job_description_v42(
+    options: Sequence[str], script: str, environment: Mapping[str, str], *, cwd: str = "/tmp"
+) -> dict[str, Any]:
+    """The ``job`` of a submission in data version v0.0.42 (Slurm 24.11, 26.05): v0.0.38's fields in their later
+    shapes. v0.0.42 loads no login environment on the node: ``environment`` is the job's (HOME, USER, PATH)."""
+    job = job_description(options, script, cwd=cwd)
+    del job["get_user_environment"]
+    job["environment"] = [f"{k}={v}" for k, v in {"PATH": JOB_PATH, **environment}.items()]
+    if "nodes" in job:
+        lo, hi = job["nodes"]
+        job["nodes"] = str(lo) if lo == hi else f"{lo}-{hi}"
+    for key in ("time_limit", "memory_per_node"):
+        if key in job:
+            job[key] = _set(job[key])
+    if "open_mode" in job:
+        job["open_mode"] = [job["open_mode"].upper()]
+    if "signal" in job:
+        spec = job.pop("signal")
+        batch = spec.startswith("B:")
+        name, _, lead = spec.removeprefix("B:").partition("@")
+        job["kill_warning_signal"] = name
+        job["kill_warning_delay"] = _set(int(lead or 60))  # sbatch's default lead: 60 s
+        if batch:
+            job["kill_warning_flags"] = ["BATCH_JOB"]
+    tres = [f"gres/{g}" for g in job.pop("gres", "").split(",") if g]
+    if "gpus_per_node" in job:
+        tres.append(f"gres/gpu:{job.pop('gpus_per_node')}")
+    if tres:
+        job["tres_per_node"] = ",".join(tres)
+    return job
+
+
+def _set(number: int) -> dict[str, Any]:
+    return {"set": True, "infinite": False, "number": number}

@@ -51,7 +51,9 @@ class ReplayedApi(RestApi):
     answers: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
     def versions(self) -> tuple[DataVersion, DataVersion]:
-        return DataVersion.V0_0_38, DataVersion.V0_0_38
+        """The version the recorded path was read in (``/slurm/v0.0.42/jobs``): both APIs'."""
+        version = DataVersion(next(iter(self.answers)).split("/")[2])
+        return version, version
 
     def request(self, method: str, path: str, *, query=None, body=None, notices=frozenset()) -> Answer:
         rec = self.answers[path]
