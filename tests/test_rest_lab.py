@@ -177,6 +177,16 @@ def test_doctor_stops_at_an_unreachable_url_and_a_file_others_may_read(rest_lab:
     assert loose[0].hint == f"chmod 600 {token}"
 
 
+def test_a_submission_to_a_rest_cluster_without_files_is_refused_and_queues_nothing(
+    rest_lab, repo, store, roots, user_slurm: SlurmClient
+) -> None:
+    before = {r.job_id for r in user_slurm.squeue()}
+    with pytest.raises(TransportError) as err:
+        submit_to_lab(repo, store, roots, "pkg.jobs:hello", cluster=_rest_lab_cluster(rest_lab, shared_fs=False))
+    assert err.value.exit_code == 4 and "docs/rest.md" in (err.value.hint or "")
+    assert {r.job_id for r in user_slurm.squeue()} == before and not store.unfinished("lab")
+
+
 def test_a_cluster_with_neither_ssh_nor_a_shared_file_system_refuses_files(rest_lab: LabConfig) -> None:
     client = _rest_lab_cluster(rest_lab, shared_fs=False).client()
     with pytest.raises(TransportError) as err:
