@@ -22,6 +22,7 @@ from roach.model.job_state import JobState
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
 from roach.scheduler import rest_parse as RP
+from roach.scheduler import rest_site as RS
 from roach.scheduler.rest_http import DataVersion, RestApi, choose_version, offered_versions, token_expiry
 from roach.scheduler.rest_submit import directives, job_description
 from roach.scheduler.rest_token import TokenSource, read_token
@@ -119,8 +120,8 @@ def test_every_release_recorded_through_rest_has_each_read() -> None:
 
 # -- pure parts ---------------------------------------------------------------------------------------------
 def test_hostnames_expand_like_scontrol() -> None:
-    assert RP.hostnames("n[1-2]") == ["n1", "n2"]
-    assert RP.hostnames("gpu[01-02,07],login") == ["gpu01", "gpu02", "gpu07", "login"]
+    assert RS.hostnames("n[1-2]") == ["n1", "n2"]
+    assert RS.hostnames("gpu[01-02,07],login") == ["gpu01", "gpu02", "gpu07", "login"]
 
 
 def test_tres_list_reads_as_slurms_text() -> None:

@@ -18,6 +18,7 @@ from roach.errors import SlurmError, SlurmTransientError, TransportError, UsageE
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
 from roach.scheduler import rest_parse as RP
+from roach.scheduler import rest_site as RS
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.queue_states import StateRecord
 from roach.scheduler.rest_http import Answer, DataVersion, RestApi
@@ -149,15 +150,15 @@ class RestClient(SlurmClient):
 
     def nodes(self, *, cached: bool = False) -> list[PC.NodeRecord]:
         """Every node, as ``sinfo --Node`` lists them (the site cache is for the commands' text; REST is read anew)."""
-        return RP.node_records(self._read(Api.SLURM, "nodes").body.get("nodes") or [])
+        return RS.node_records(self._read(Api.SLURM, "nodes").body.get("nodes") or [])
 
     def qos(self) -> list[dict[str, str]]:
         """The QOS, as roach's ``sacctmgr show qos`` lists them."""
-        return RP.qos_records(self._read(Api.SLURMDB, "qos").body.get("QOS") or [])
+        return RS.qos_records(self._read(Api.SLURMDB, "qos").body.get("QOS") or [])
 
     def partitions(self, *, cached: bool = False) -> list[dict[str, str]]:
         """The partitions, with the keys of ``scontrol show partition`` that roach reads (read anew each time)."""
-        return RP.partition_records(self._read(Api.SLURM, "partitions").body.get("partitions") or [])
+        return RS.partition_records(self._read(Api.SLURM, "partitions").body.get("partitions") or [])
 
     def config(self, *, cached: bool = False) -> dict[str, str]:
         """What slurmrestd tells of the configuration: the release and the cluster's name (the rest of ``scontrol
@@ -175,12 +176,12 @@ class RestClient(SlurmClient):
             "AccountingStorageType": "accounting_storage/slurmdbd",
         }
 
-    def reservations(self) -> list[RP.ReservationRecord]:
+    def reservations(self) -> list[RS.ReservationRecord]:
         answer = self._read(Api.SLURM, "reservations")
-        return RP.reservation_records(answer.body.get("reservations") or [], answer.now)
+        return RS.reservation_records(answer.body.get("reservations") or [], answer.now)
 
     def hostnames(self, nodelist: str) -> list[str]:
-        return RP.hostnames(nodelist)
+        return RS.hostnames(nodelist)
 
     # -- writes (never retried) ------------------------------------------------------------------------
     def sbatch(self, options: Sequence[str], script: str) -> int:

@@ -166,7 +166,7 @@ class RestApi:
             raise TransportError(
                 f"cannot reach slurmrestd at {self.url}: {_reason(exc)}",
                 (method, target.split("?")[0]),
-                hint="check rest_url in clusters.toml and that slurmrestd runs there; `roach doctor CLUSTER` checks it",
+                hint="check rest_url in clusters.toml and that slurmrestd runs there; `roach doctor --cluster NAME` checks it",
             ) from None
         finally:
             conn.close()
