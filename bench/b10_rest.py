@@ -36,21 +36,24 @@ from roach.scheduler.ssh import SSHTransport
 from roach.scheduler.transport import LocalTransport
 
 METHODS = ("rest", "local", "ssh")
+TITLE = "REST: a status round and the submit call through slurmrestd"
 ENDED = 5  # jobs that already ended, whose accounting each round reads
 SCRIPT = "#!/bin/bash\ntrue\n"
 
 
 def clients(lab: Lab) -> dict[str, SlurmClient]:
-    """Each method's client, as the lab's user."""
-    if not lab.cfg.rest or not lab.cfg.hosts:
-        raise BenchError("benchmark 10 needs the lab up with --rest in the hosts layout: `roach lab up --rest`")
+    """Each method's client, as the lab's user (ssh only in the hosts layout, whose login host has an sshd)."""
+    if not lab.cfg.rest:
+        raise BenchError("benchmark 10 needs the lab up with --rest: `roach lab up --rest`")
     local = LocalTransport(env=lab.env, user=lab.user, default_timeout=600)
     token = TokenSource(lab.user, ("scontrol", "token", "lifespan=3600"), transport=local)
-    return {
+    out: dict[str, SlurmClient] = {
         "rest": RestClient(LocalTransport(), api=RestApi(rest_url(lab.cfg), token, timeout_s=600)),
         "local": SlurmClient(local),
-        "ssh": SlurmClient(SSHTransport(login.alias(lab.cfg), env=lab.env, default_timeout=600)),
     }
+    if lab.cfg.hosts:
+        out["ssh"] = SlurmClient(SSHTransport(login.alias(lab.cfg), env=lab.env, default_timeout=600))
+    return out
 
 
 def _ended(lab: Lab) -> list[str]:
@@ -62,22 +65,24 @@ def _ended(lab: Lab) -> list[str]:
     return ids
 
 
-def run(lab: Lab, _bench_jobs: Jobs, sizes: list[int], reps: int, log=print) -> Section:
+def run(
+    lab: Lab, _bench_jobs: Jobs, sizes: list[int], reps: int, log=print, shapes: tuple[str, ...] = ("array", "jobs")
+) -> Section:
     lab = Lab(lab.cfg, user=LAB_USER)  # the user every way in acts as: slurmrestd's token, the login host's ssh
     jobs = Jobs(lab)
     try:
-        return _run(lab, jobs, sizes, reps, log)
+        return _run(lab, jobs, sizes, reps, log, shapes)
     finally:
         jobs.cancel_all()
 
 
-def _run(lab: Lab, jobs: Jobs, sizes: list[int], reps: int, log) -> Section:
+def _run(lab: Lab, jobs: Jobs, sizes: list[int], reps: int, log, shapes: tuple[str, ...]) -> Section:
     methods = clients(lab)
     for c in methods.values():
         c.squeue()  # a first read each: the token made, the version chosen, the ssh connection open
     ended = _ended(lab)
     rows: list[Row] = []
-    for shape in ("array", "jobs"):
+    for shape in shapes:
         for n in sizes:
             log(f"bench 10: {n} held {'array tasks' if shape == 'array' else 'jobs'}")
             ids = [submit_held_array(lab, n)] if shape == "array" else submit_held(lab, n)
@@ -87,14 +92,16 @@ def _run(lab: Lab, jobs: Jobs, sizes: list[int], reps: int, log) -> Section:
             finally:
                 jobs.cancel(ids)
     rows.append(_submits(lab, methods, jobs, reps))
-    body = comparison_table(rows, METHODS, roach="rest")
-    return Section(10, "REST: a status round and the submit call through slurmrestd", body, {"reps": reps})
+    body = comparison_table(rows, [m for m in METHODS if m in methods], roach="rest")
+    rest = methods["rest"]
+    version = rest.rest.versions()[0].value if isinstance(rest, RestClient) else "?"
+    return Section(10, TITLE, body, {"reps": reps, "data version": version})
 
 
 def _rounds(
     lab: Lab, methods: dict[str, SlurmClient], ended: list[str], n: int, shape: str, reps: int, log
 ) -> list[Row]:
-    got: dict[str, dict[str, list[float]]] = {k: {m: [] for m in METHODS} for k in ("wall", "cpu", "child", "rpcs")}
+    got: dict[str, dict[str, list[float]]] = {k: {m: [] for m in methods} for k in ("wall", "cpu", "child", "rpcs")}
     for name, client in methods.items():
         listed = len(client.squeue())
         if listed < n:
@@ -121,7 +128,7 @@ def _rounds(
 
 
 def _submits(lab: Lab, methods: dict[str, SlurmClient], jobs: Jobs, reps: int) -> Row:
-    walls: dict[str, list[float]] = {m: [] for m in METHODS}
+    walls: dict[str, list[float]] = {m: [] for m in methods}
     for _ in range(reps):
         for name, client in methods.items():
             t0 = time.perf_counter()
