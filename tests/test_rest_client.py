@@ -110,12 +110,39 @@ def test_nodes_through_rest_are_sinfo(rec: RestRecording) -> None:
     assert replayed_client(rec).nodes() == PC.parse_sinfo_nodes(rec.text)
 
 
+@pytest.mark.parametrize("rec", [r for r in RECORDINGS if r.argv[:3] == ["scontrol", "show", "partition"]], ids=str)
+def test_partitions_through_rest_say_what_scontrol_says(rec: RestRecording) -> None:
+    keys = (
+        "PartitionName",
+        "MaxTime",
+        "DefaultTime",
+        "GraceTime",
+        "PriorityTier",
+        "Nodes",
+        "State",
+        "TRES",
+        "AllowQos",
+    )
+    expected = [PC.parse_key_values(ln) for ln in rec.text.splitlines() if ln.strip()]
+    got = replayed_client(rec).partitions()
+    assert [{k: p[k] for k in keys} for p in got] == [{k: p[k] for k in keys} for p in expected]
+    # v0.0.38 says which partition is the default; v0.0.42 does not say it at all
+    v38 = rec.record["path"].startswith("/slurm/v0.0.38/")
+    assert [p["Default"] for p in got] == ([p["Default"] for p in expected] if v38 else ["NO"] * len(got))
+
+
+@pytest.mark.parametrize("rec", [r for r in RECORDINGS if r.argv[0] == "sacctmgr"], ids=str)
+def test_qos_through_rest_are_sacctmgrs(rec: RestRecording) -> None:
+    fields = ("Name", "Priority", "Preempt", "PreemptMode", "GraceTime", "MaxTRESPU", "MaxWall", "Flags")
+    assert replayed_client(rec).qos() == PC.parse_sacctmgr(rec.text, fields)
+
+
 def test_every_release_recorded_through_rest_has_each_read() -> None:
     kinds = {(r.path.parent.parent.name, r.argv[0]) for r in RECORDINGS}
     releases = {k[0] for k in kinds}
     assert releases, "no rest/ recordings in tests/data"
     for release in releases:
-        assert {(release, c) for c in ("squeue", "sacct", "sinfo")} <= kinds
+        assert {(release, c) for c in ("squeue", "sacct", "sinfo", "scontrol", "sacctmgr")} <= kinds
 
 
 # -- pure parts ---------------------------------------------------------------------------------------------

@@ -154,7 +154,8 @@ class RestClient(SlurmClient):
 
     def qos(self) -> list[dict[str, str]]:
         """The QOS, as roach's ``sacctmgr show qos`` lists them."""
-        return RS.qos_records(self._read(Api.SLURMDB, "qos").body.get("QOS") or [])
+        body = self._read(Api.SLURMDB, "qos").body
+        return RS.qos_records(body.get("QOS") or body.get("qos") or [])  # v0.0.38's key, v0.0.42's
 
     def partitions(self, *, cached: bool = False) -> list[dict[str, str]]:
         """The partitions, with the keys of ``scontrol show partition`` that roach reads (read anew each time)."""

@@ -60,28 +60,48 @@ def _node_state(n: Json) -> str:
 
 # -- partitions: GET /slurm/v0.0.38/partitions --------------------------------------------------------------
 def partition_records(partitions: Iterable[Json]) -> list[dict[str, str]]:
-    """``scontrol show partition -o``'s keys that roach reads, from slurmctld's partitions (a partition's
-    PreemptMode is its own: where it has none, "OFF" here, the cluster's applies, as scontrol would print)."""
-    out = []
-    for p in partitions:
-        flags = [str(f).lower() for f in p.get("flags") or ()]
-        mode = p.get("preemption_mode") or []
-        out.append(
-            {
-                "PartitionName": str(p["name"]),
-                "Default": "YES" if "default" in flags else "NO",
-                "MaxTime": _limit_text(number(p.get("max_time_limit"))),
-                "DefaultTime": _limit_text(number(p.get("default_time_limit")), none="NONE"),
-                "GraceTime": str(number(p.get("preemption_grace_time")) or 0),
-                "PreemptMode": ",".join(str(m).upper() for m in mode) if isinstance(mode, list) else str(mode).upper(),
-                "PriorityTier": str(number(p.get("priority_tier")) or 0),
-                "Nodes": str(p.get("nodes") or ""),
-                "State": str(p.get("state") or ""),
-                "QoS": str(p.get("qos") or "N/A"),
-                "TRES": str(p.get("tres") or ""),
-            }
-        )
-    return out
+    """``scontrol show partition -o``'s keys that roach reads, from slurmctld's partitions. v0.0.38 has a
+    partition's own PreemptMode ("OFF" where the cluster's applies) and its Default flag; v0.0.42 has neither (no
+    PreemptMode key; Default "NO": which partition is the default cannot be read through it)."""
+    return [_partition_v42(p) if "maximums" in p else _partition_v38(p) for p in partitions]
+
+
+def _partition_v38(p: Json) -> dict[str, str]:
+    flags = [str(f).lower() for f in p.get("flags") or ()]
+    mode = p.get("preemption_mode") or []
+    return {
+        "PartitionName": str(p["name"]),
+        "Default": "YES" if "default" in flags else "NO",
+        "MaxTime": _limit_text(number(p.get("max_time_limit"))),
+        "DefaultTime": _limit_text(number(p.get("default_time_limit")), none="NONE"),
+        "GraceTime": str(number(p.get("preemption_grace_time")) or 0),
+        "PreemptMode": ",".join(str(m).upper() for m in mode) if isinstance(mode, list) else str(mode).upper(),
+        "PriorityTier": str(number(p.get("priority_tier")) or 0),
+        "Nodes": str(p.get("nodes") or ""),
+        "State": str(p.get("state") or ""),
+        "QoS": str(p.get("qos") or "N/A"),
+        "AllowQos": str(p.get("allowed_qos") or "ALL"),
+        "TRES": str(p.get("tres") or ""),
+    }
+
+
+def _partition_v42(p: Json) -> dict[str, str]:
+    most, least = p.get("maximums") or {}, p.get("defaults") or {}
+    qos = p.get("qos") or {}
+    state = (p.get("partition") or {}).get("state") or []
+    return {
+        "PartitionName": str(p["name"]),
+        "Default": "NO",
+        "MaxTime": _limit_text(number(most.get("time"))),
+        "DefaultTime": _limit_text(number(least.get("time")), none="NONE"),
+        "GraceTime": str(number(p.get("grace_time")) or 0),
+        "PriorityTier": str(number((p.get("priority") or {}).get("tier")) or 0),
+        "Nodes": str((p.get("nodes") or {}).get("configured") or ""),
+        "State": str(state[0] if isinstance(state, list) and state else state or ""),
+        "QoS": str(qos.get("assigned") or "N/A"),
+        "AllowQos": str(qos.get("allowed") or "ALL"),
+        "TRES": str((p.get("tres") or {}).get("configured") or ""),
+    }
 
 
 def _limit_text(minutes: int | None, none: str = "UNLIMITED") -> str:
@@ -130,7 +150,8 @@ def qos_records(qos: Iterable[Json]) -> list[dict[str, str]]:
         per_user = ((most.get("tres") or {}).get("per") or {}).get("user") or []
         wall = number(((most.get("wall_clock") or {}).get("per") or {}).get("job"))
         preempt = q.get("preempt") or {}
-        modes = [str(m).lower() for m in preempt.get("mode") or ()]
+        # v0.0.42 says DISABLED where the QOS has no mode of its own, which sacctmgr calls "cluster"
+        modes = [str(m).lower() for m in preempt.get("mode") or () if str(m).upper() != "DISABLED"]
         out.append(
             {
                 "Name": str(q["name"]),

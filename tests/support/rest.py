@@ -35,6 +35,9 @@ class RestRecording:
     def text(self) -> str:
         return next(p for p in self.path.parent.glob(f"{self.path.stem}.*") if p.suffix != ".json").read_text()
 
+    def __str__(self) -> str:
+        return f"{self.path.parent.parent.name}-{self.path.stem}"
+
     def option(self, name: str) -> str | None:
         argv = self.argv
         return argv[argv.index(name) + 1] if name in argv else None
