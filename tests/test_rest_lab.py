@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -113,6 +115,32 @@ def test_a_token_about_to_expire_is_renewed_before_the_request(rest_lab: LabConf
     api.clock = lambda: time.time() + 90  # 30 s left: under RENEW_BEFORE_S
     client.squeue()
     assert runs.runs == 2
+
+
+def _forged(user: str) -> str:
+    """A JWT of the right form for ``user``, unexpired, signed with no key slurmctld has."""
+    claims = base64.urlsafe_b64encode(json.dumps({"exp": int(time.time()) + 3600, "sun": user}).encode())
+    return f"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.{claims.decode().rstrip('=')}.c2lnbmVkLWJ5LW5vYm9keQ"
+
+
+def test_a_refused_token_is_renewed_once_where_a_command_makes_them(rest_lab: LabConfig, shared_tmp: Path) -> None:
+    marker = shared_tmp / "made-one"
+    program = f'if [ -e "$0" ]; then scontrol token lifespan=600; else : > "$0"; echo SLURM_JWT={_forged(LAB_USER)}; fi'
+    runs = Counting(LocalTransport(env=rest_lab.env(), user=LAB_USER))
+    token = TokenSource(LAB_USER, ("sh", "-c", program, str(marker)), transport=runs)
+    client = RestClient(LocalTransport(), api=RestApi(rest_url(rest_lab), token))
+    client.squeue()  # the forged token is refused, the command makes a real one, the read goes through
+    assert runs.runs == 2
+
+
+def test_a_refused_token_file_says_how_to_write_a_fresh_one(rest_lab: LabConfig, tmp_path: Path) -> None:
+    f = tmp_path / "jwt"
+    f.write_text(f"SLURM_JWT={_forged(LAB_USER)}\n")
+    f.chmod(0o600)
+    client = RestClient(LocalTransport(), retries=0, api=RestApi(rest_url(rest_lab), TokenSource(LAB_USER, file=f)))
+    with pytest.raises(SlurmError) as err:
+        client.squeue()
+    assert "scontrol token" in (err.value.hint or "") and _forged(LAB_USER) not in str(err.value)
 
 
 def test_an_unreachable_rest_url_is_a_transport_error_after_the_retries(rest_lab: LabConfig) -> None:

@@ -126,12 +126,25 @@ class RestApi:
     ) -> Answer:
         """One request; raises :class:`SlurmError` for an answer that carries errors, :class:`TransportError`
         where slurmrestd cannot be reached. ``notices``: error codes a successful answer carries that are no
-        failure (a held submission's ESLURM_JOB_HELD)."""
+        failure (a held submission's ESLURM_JOB_HELD). A token slurmrestd or slurmctld refused (revoked, or expired
+        by their clock) is renewed once and the request sent again where a command makes tokens: a refused
+        request did nothing, a write included."""
+        try:
+            return self._request(method, path, query, body, notices)
+        except TokenRefused:
+            if not self.token.renewable:
+                raise
+            self.token.renew()
+            return self._request(method, path, query, body, notices)
+
+    def _request(
+        self, method: str, path: str, query: Mapping[str, str] | None, body: Any, notices: frozenset[int]
+    ) -> Answer:
         argv = (f"{method} {path}",)
         status, headers, raw = self._send(method, path + (f"?{urllib.parse.urlencode(query)}" if query else ""), body)
         now = _date(headers.get("Date"))
         if status == 401:
-            raise SlurmError(argv, status, raw.decode(errors="replace"), hint=self._token_hint())
+            raise TokenRefused(argv, status, raw.decode(errors="replace"), hint=self._token_hint())
         try:
             data = json.loads(raw) if raw.strip() else {}
         except ValueError:
@@ -141,8 +154,10 @@ class RestApi:
         errors = [e for e in data.get("errors", []) or [] if isinstance(e, dict) and not _notice(e, status, notices)]
         if status >= 400 or errors:
             text = "; ".join(_error_text(e) for e in errors) or f"HTTP {status}"
+            if _refused_read(errors):
+                raise TokenRefused(argv, status, text, hint=self._token_hint())
             cls = SlurmTransientError if status in (502, 503, 504) or _transient(text) else SlurmError
-            raise cls(argv, status, text, hint=error_hint(text) or self._token_hint_if_unspecified(errors))
+            raise cls(argv, status, text, hint=error_hint(text))
         return Answer(status, data, now)
 
     def _send(self, method: str, target: str, body: Any) -> tuple[int, Mapping[str, str], bytes]:
@@ -191,13 +206,16 @@ class RestApi:
             return f"slurmrestd refused the token that `{' '.join(self.token.command)}` made; run it by hand to check"
         return f"slurmrestd refused the token in {self.token.file}: write a fresh one with `scontrol token`"
 
-    def _token_hint_if_unspecified(self, errors: list[dict[str, Any]]) -> str | None:
-        # 22.05 answers a read whose token slurmctld refuses with "Unspecified error" (error number -1)
-        if any(e.get("error_number") == -1 and str(e.get("source", "")).startswith("slurm_load") for e in errors):
-            return "slurmctld may have refused the token (wrong user, expired, or signed with another key): " + (
-                self._token_hint()
-            )
-        return None
+
+class TokenRefused(SlurmError):
+    """slurmrestd, or slurmctld behind it, refused the request's token."""
+
+
+def _refused_read(errors: list[dict[str, Any]]) -> bool:
+    """22.05 answers a read whose token slurmctld refuses with "Unspecified error" (error number -1) from a load."""
+    return bool(errors) and all(
+        e.get("error_number") == -1 and str(e.get("source", "")).startswith("slurm_load") for e in errors
+    )
 
 
 def _notice(e: Mapping[str, Any], status: int, notices: frozenset[int]) -> bool:
