@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import json
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -13,15 +14,17 @@ import pytest
 
 from roach.errors import SlurmError, TransportError
 from roach.fleet.cluster import Cluster
-from roach.lab import up
+from roach.lab import login, up
 from roach.lab.conf_files import rest_url
 from roach.lab.config import LAB_USER, LabConfig
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
 from roach.scheduler.client import SlurmClient
+from roach.scheduler.parse import in_array
 from roach.scheduler.rest_client import RestClient
 from roach.scheduler.rest_http import RestApi
 from roach.scheduler.rest_token import TokenSource
+from roach.scheduler.ssh import SSHTransport
 from roach.scheduler.transport import LocalTransport, Result
 from roach.slurm.clusters.lab import GPU1, LAB
 from roach.watch.watcher import Watcher
@@ -259,3 +262,40 @@ def test_watch_rounds_through_rest_are_a_fixed_few_requests(rest_lab, repo, stor
     assert len(ending) == 2 and "/slurmdb/" in ending[1], rounds
     assert store.get("lab", job.job_id).status == "completed"
     _no_token_in(Path(roots["log_root"]).parent, store.path.parent)
+
+
+# -- the client's lab tests (tests/test_slurmcli.py), through each way in ------------------------------------
+@pytest.fixture(params=["local", "ssh", "rest"])
+def way(request: pytest.FixtureRequest, rest_lab: LabConfig) -> SlurmClient:
+    """The lab's user's client: Slurm's commands here, over SSH to the login host, or through slurmrestd."""
+    if request.param == "local":
+        return SlurmClient(LocalTransport(env=rest_lab.env(), user=LAB_USER))
+    if request.param == "ssh":
+        if not rest_lab.hosts:
+            pytest.skip("the single-host lab has no login host")
+        return SlurmClient(SSHTransport(login.alias(rest_lab), env=rest_lab.env()))
+    return RestClient(LocalTransport(env=rest_lab.env(), user=LAB_USER), api=_api(rest_lab)[0])
+
+
+def test_an_invalid_qos_is_a_slurm_error_with_its_hint_and_submits_nothing(way: SlurmClient) -> None:
+    name = f"roach-invalid-qos-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(SlurmError) as exc:
+        way.sbatch(["--qos=nosuch", f"--job-name={name}", "--output=/dev/null"], "#!/bin/bash\ntrue\n")
+    assert type(exc.value) is SlurmError and "Invalid qos specification" in exc.value.stderr
+    assert "sacctmgr" in (exc.value.hint or "")
+    assert [r for r in way.squeue(user=LAB_USER) if r.name == name] == []
+
+
+def test_job_states_and_the_queue_agree_on_held_jobs_and_an_array(way: SlurmClient) -> None:
+    opts = ["--hold", "--output=/dev/null", f"--job-name=roach-states-{uuid.uuid4().hex[:8]}"]
+    single = way.sbatch(opts, "#!/bin/bash\ntrue\n")
+    array = way.sbatch([*opts, "--array=0-2"], "#!/bin/bash\ntrue\n")
+    try:
+        light = way.job_states([single, array, f"{array}_1", 999999])
+        full = way.squeue(job_ids=[single, array])
+        assert {r.ref.job for r in light} == {single, array} and all(r.state is JobState.PENDING for r in light)
+        assert {r.ref.job for r in full} == {single, array}
+        assert any(r.ref.job == array and (r.ref.task == 1 or in_array(r.ref.tasks, 1)) for r in light)
+    finally:
+        way.scancel([single, array])
+    assert way.job_states([999999]) == []
