@@ -43,6 +43,14 @@ def page_path(name: str) -> str:
     return f"docs/clusters/{name}.md"
 
 
+def _reached(c: Cluster) -> str:
+    """How roach reaches the cluster, in words: its Slurm calls, and through slurmrestd, its files."""
+    if c.rest_url:
+        files = f"over ssh {c.ssh_alias}" if c.ssh_alias else "on a shared file system" if c.shared_fs else "refused"
+        return f"slurmrestd at {c.rest_url}; files {files}"
+    return f"ssh {c.ssh_alias}" if c.ssh_alias else "this machine (no ssh)"
+
+
 def describe(c: Cluster) -> dict[str, Any]:
     """Everything roach knows about a cluster (after clusters.toml), as plain data."""
 
@@ -52,7 +60,7 @@ def describe(c: Cluster) -> dict[str, Any]:
         "description": c.description,
         "budget": c.budget,
         "metered": c.metered,
-        "reached": f"ssh {c.ssh_alias}" if c.ssh_alias else "this machine (no ssh)",
+        "reached": _reached(c),
         "backend": c.backend,
         "page": page_path(c.name),
         "module": f"roach.slurm.clusters.{c.name}",
