@@ -17,6 +17,7 @@ from roach.fleet.cluster import Cluster
 from roach.lab import login, up
 from roach.lab.conf_files import rest_url
 from roach.lab.config import LAB_USER, LabConfig
+from roach.launch.lost import sbatch_held
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
 from roach.scheduler.client import SlurmClient
@@ -299,3 +300,25 @@ def test_job_states_and_the_queue_agree_on_held_jobs_and_an_array(way: SlurmClie
     finally:
         way.scancel([single, array])
     assert way.job_states([999999]) == []
+
+
+def test_a_lost_submit_answer_through_rest_is_found_and_cancelled(rest_lab: LabConfig, store, shared_tmp: Path) -> None:
+    """slurmrestd queued the held job, its answer never came back: the sweep finds the job and cancels it."""
+    cluster = _rest_lab_cluster(rest_lab)
+    client = cluster.client()
+    assert isinstance(client, RestClient)
+    send = client.rest.request
+
+    def lost(method, path, **kw):
+        answer = send(method, path, **kw)
+        if method == "POST":
+            raise TransportError("cannot reach slurmrestd: timed out", (f"{method} {path}",))
+        return answer
+
+    client.rest.request = lost  # type: ignore[method-assign]
+    prefix = f"{shared_tmp}/lost-"
+    script = f"#!/bin/bash\n#SBATCH --job-name=rest-lost\n#SBATCH --output={prefix}%j.out\nsleep 60\n"
+    with pytest.raises(TransportError) as err:
+        sbatch_held(client, store, cluster, script, prefix)
+    assert "was cancelled: nothing is left" in err.value.message
+    assert not [r for r in client.squeue() if r.name == "rest-lost" and r.state.is_active]

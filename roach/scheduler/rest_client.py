@@ -117,6 +117,17 @@ class RestClient(SlurmClient):
         resv = {r.job_id: by_raw[r.raw_id] for r in recs if by_raw.get(r.raw_id)}
         return repr((recs, sorted(resv.items()))), recs, resv
 
+    def held_with_output(self) -> list[tuple[int, str]]:
+        """(job id, output path) of the token's user's jobs held by their user: what the lost-submission sweep
+        (:mod:`roach.launch.lost`) reads with ``squeue -O JobID,StdOut,Reason``."""
+        answer = self._read(Api.SLURM, "jobs")
+        who = self.rest.token.user_name()
+        return [
+            (j["job_id"], str(j.get("standard_output") or ""))
+            for j in answer.body.get("jobs") or []
+            if j.get("user_name") == who and j.get("state_reason") == "JobHeldUser"
+        ]
+
     def job_states(self, job_ids: Iterable[str | int]) -> list[StateRecord]:
         ids = [str(j) for j in job_ids]
         return [StateRecord.of(r) for r in self.squeue(job_ids=ids)] if ids else []
