@@ -17,6 +17,7 @@ from roach.fleet.cluster import Cluster
 from roach.lab import login, up
 from roach.lab.conf_files import rest_url
 from roach.lab.config import LAB_USER, LabConfig
+from roach.lab.overview import env_lines
 from roach.launch.lost import sbatch_held
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
@@ -69,6 +70,10 @@ def _api(cfg: LabConfig, lifespan: int = 600) -> tuple[RestApi, Counting]:
 @pytest.fixture
 def rest(rest_lab: LabConfig) -> RestClient:
     return RestClient(LocalTransport(env=rest_lab.env(), user=LAB_USER), api=_api(rest_lab)[0])
+
+
+def test_lab_env_names_the_rest_url(rest_lab: LabConfig) -> None:
+    assert any(rest_url(rest_lab) in line and line.startswith("#") for line in env_lines(str(rest_lab.state)))
 
 
 def test_held_submission_release_and_cancel_through_rest(rest: RestClient, user_slurm: SlurmClient) -> None:
