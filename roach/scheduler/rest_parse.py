@@ -7,6 +7,7 @@ seconds since the epoch there; here they are naive local times, as the commands 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -59,17 +60,18 @@ def _tres(items: Any) -> Tres:
 # -- the queue: GET /slurm/v0.0.38/jobs ------------------------------------------------------------------
 def queue_records(jobs: Iterable[Json], now: datetime) -> list[QueueRecord]:
     """``squeue --array``'s records of slurmctld's jobs at ``now``: a still-pending range of array tasks one record
-    per task, as ``--array`` prints them."""
+    per task, as ``--array`` prints them. A round reads the same jobs again and again (a held array of 10,000 tasks
+    is 10,000 records that change only when a task does): each distinct record is made once while it is seen."""
     out: list[QueueRecord] = []
     for j in jobs:
+        fields = _queue_fields(j, now)
         spec = j.get("array_task_string") or ""
         if spec:
+            job = number(j.get("array_job_id")) or j["job_id"]
             for r in array_ranges(spec) or ():
-                out.extend(
-                    _queue_record(j, now, JobRef(number(j.get("array_job_id")) or j["job_id"], task)) for task in r
-                )
+                out.extend(_queue_record(JobRef(job, task), *fields) for task in r)
         else:
-            out.append(_queue_record(j, now, _queue_ref(j)))
+            out.append(_queue_record(_queue_ref(j), *fields))
     return out
 
 
@@ -80,31 +82,72 @@ def _queue_ref(j: Json) -> JobRef:
     return JobRef(j["job_id"])
 
 
-def _queue_record(j: Json, now: datetime, ref: JobRef) -> QueueRecord:
-    state = JobState.parse(_state(j["job_state"]))
-    start, end = epoch_time(j.get("start_time")), epoch_time(j.get("end_time"))
-    limit = number(j.get("time_limit"))
+def _queue_fields(j: Json, now: datetime) -> tuple[Any, ...]:
+    """What a queue record is made of, as hashable values (the key of :func:`_queue_record`'s cache)."""
+    state = _state(j["job_state"])
+    start, end = number(j.get("start_time")), number(j.get("end_time"))
     # squeue's Reason: the controller's own words where it has them ("job requeued in held state"), else the reason
     reason = str(j.get("state_description") or j.get("state_reason") or "None")
+    limit = number(j.get("time_limit"))
+    return (
+        j["job_id"],
+        j.get("name") or "",
+        j.get("user_name") or "",
+        j.get("account") or "",
+        j.get("partition") or "",
+        j.get("qos") or "",
+        state,
+        reason,
+        _elapsed(JobState.parse(state), epoch_time(start), epoch_time(end), now),
+        limit * 60 if limit is not None else None,
+        number(j.get("restart_cnt")) or 0,
+        number(j.get("node_count")) or 0,
+        j.get("nodes") or "",
+        j.get("tres_alloc_str") or j.get("tres_req_str") or "",
+        number(j.get("submit_time")),
+        start,
+    )
+
+
+@functools.lru_cache(maxsize=65536)
+def _queue_record(
+    ref: JobRef,
+    raw_id: int,
+    name: str,
+    user: str,
+    account: str,
+    partition: str,
+    qos: str,
+    state: str,
+    reason: str,
+    elapsed_s: int,
+    time_limit_s: int | None,
+    restart_count: int,
+    nodes: int,
+    nodelist: str,
+    tres: str,
+    submit: int | None,
+    start: int | None,
+) -> QueueRecord:
     return QueueRecord(
         ref=ref,
-        raw_id=j["job_id"],
-        name=j.get("name") or "",
-        user=j.get("user_name") or "",
-        account=j.get("account") or "",
-        partition=j.get("partition") or "",
-        qos=j.get("qos") or "",
-        state=state,
+        raw_id=raw_id,
+        name=name,
+        user=user,
+        account=account,
+        partition=partition,
+        qos=qos,
+        state=JobState.parse(state),
         reason=PendingReason.parse(reason),
         reason_text=reason,
-        elapsed_s=_elapsed(state, start, end, now),
-        time_limit_s=limit * 60 if limit is not None else None,
-        restart_count=number(j.get("restart_cnt")) or 0,
-        nodes=number(j.get("node_count")) or 0,
-        nodelist=j.get("nodes") or "",
-        tres=parse_tres(j.get("tres_alloc_str") or j.get("tres_req_str") or ""),
-        submit_time=epoch_time(j.get("submit_time")),
-        start_time=start,
+        elapsed_s=elapsed_s,
+        time_limit_s=time_limit_s,
+        restart_count=restart_count,
+        nodes=nodes,
+        nodelist=nodelist,
+        tres=parse_tres(tres),
+        submit_time=epoch_time(submit),
+        start_time=epoch_time(start),
     )
 
 
