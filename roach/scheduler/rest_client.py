@@ -1,9 +1,9 @@
 """The Slurm client through slurmrestd: the same methods and typed records as :class:`SlurmClient`'s commands.
 
 A watch round is still a constant number of calls: one ``GET .../jobs`` for the queue, one ``GET
-.../slurmdb/.../jobs`` for accounting, filtered here (slurmrestd's v0.0.38 filters neither by id nor by user).
-Reads are retried as the commands' are; writes never (a token about to expire is renewed before the request is
-sent, so no write is sent twice). ``transport`` carries files only (a bundle, a log): a shared file system seen
+.../slurmdb/.../jobs`` for accounting, filtered here (neither v0.0.38 nor v0.0.42 asks slurmdbd by job id).
+Reads are retried as the commands' are; writes never (:class:`~roach.scheduler.rest_http.RestApi` renews a token
+before it expires, and sends a request again only where its token was refused, which did nothing). ``transport`` carries files only (a bundle, a log): a shared file system seen
 from here (local) or SSH; a command of Slurm's is not run through it.
 """
 
