@@ -205,6 +205,15 @@ def test_rest_url_makes_the_client_a_rest_client_with_the_files_it_may_reach(tom
     assert isinstance(configured("ilc").client().transport, NoFiles)
 
 
+def test_a_rest_cluster_may_take_an_ssh_alias_for_its_files(toml):
+    toml(
+        "[clusters.ilc]\nrest_url = 'http://ctl:6820'\ntoken_command = ['scontrol', 'token']\nssh_alias = 'ilc-files'\n"
+    )
+    ilc = configured("ilc")
+    assert (ilc.rest_url, ilc.ssh_alias) == ("http://ctl:6820", "ilc-files")
+    assert isinstance(ilc.client(), RestClient) and not isinstance(ilc.client().transport, NoFiles)
+
+
 def test_config_may_mark_metered_never_unmark(toml):
     toml("[clusters.lab]\nmetered = true\n")
     assert configured("lab").metered

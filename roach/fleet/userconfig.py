@@ -41,7 +41,7 @@ _CLUSTER_KEYS: dict[str, tuple[str, str]] = {
     "submit_hosts": ("list[str]", "hostname patterns roach may submit from (fnmatch; empty: any)"),
     "refused_hosts": ("list[str]", "hostname patterns roach never submits from (a login host)"),
     "metered": ("bool", "mark the cluster metered (a metered module cannot be unmarked)"),
-    "ssh_alias": ("str", "the ssh alias of its login host (clusters reached over ssh only)"),
+    "ssh_alias": ("str", "the ssh alias of its login host (clusters reached over ssh, or with rest_url: files only)"),
     "ssh_config": ("str", "an ssh config file instead of ~/.ssh/config"),
     "remote_setup": ("list[str]", "shell lines run before each remote command (e.g. module load slurm)"),
     "node_scratch": ("list[str]", "node-local directories where jobs keep <run_id>* scratch"),
@@ -292,7 +292,7 @@ def configured(cluster: Cluster | str, config: UserConfig | None = None) -> Clus
             )
         changes["metered"] = v["metered"] or c.metered
     if "ssh_alias" in v:
-        if c.ssh_alias is None:
+        if c.ssh_alias is None and "rest_url" not in v:  # through slurmrestd an alias carries files only
             raise _err(
                 cfg.path,
                 f"[clusters.{c.name}] ssh_alias",
