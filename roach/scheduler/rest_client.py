@@ -146,7 +146,7 @@ class RestClient(SlurmClient):
         ids = [str(j) for j in job_ids]
         query = {"start_time": since or (SINCE_EVER if ids else "now-1days")}
         answer = self._read(Api.SLURMDB, "jobs", query, notices=EMPTY_RESULT)
-        recs = RP.acct_records(answer.body.get("jobs") or [], allocations_only=allocations_only)
+        recs = RP.acct_records(answer.body.get("jobs") or [], allocations_only=allocations_only, duplicates=duplicates)
         if ids:
             recs = [r for r in recs if _named(r.ref, int(r.raw_id.split(".")[0]), ids)]
         if user or not ids:

@@ -19,12 +19,13 @@ from roach.scheduler.fields import Tres, parse_tres
 from roach.scheduler.parse import AcctRecord, JobRef, QueueRecord, array_ranges
 
 Json = Mapping[str, Any]
+NO_VAL = 0xFFFFFFFE  # Slurm's "not set" of a 32-bit field (26.05 answers it for a run that never started)
 
 
 def epoch_time(value: Any) -> datetime | None:
-    """Seconds since the epoch as a local time; 0 and null (no such time) as None."""
+    """Seconds since the epoch as a local time; 0, null and Slurm's NO_VAL (no such time) as None."""
     seconds = number(value)
-    return datetime.fromtimestamp(seconds) if seconds else None
+    return datetime.fromtimestamp(seconds) if seconds and seconds < NO_VAL else None
 
 
 def number(value: Any) -> int | None:
@@ -186,15 +187,31 @@ def _elapsed(state: JobState, start: datetime | None, end: datetime | None, now:
 
 
 # -- accounting: GET /slurmdb/v0.0.38/jobs -----------------------------------------------------------------
-def acct_records(jobs: Iterable[Json], *, allocations_only: bool = True) -> list[AcctRecord]:
-    """``sacct``'s records of slurmdbd's jobs: each allocation, then (without ``allocations_only``) its steps."""
+def acct_records(jobs: Iterable[Json], *, allocations_only: bool = True, duplicates: bool = False) -> list[AcctRecord]:
+    """``sacct``'s records of slurmdbd's jobs: each allocation, then (without ``allocations_only``) its steps. A
+    requeued job is a record per run (v0.0.42 lists every run, v0.0.38 the latest): without ``duplicates`` only its
+    latest run is kept, as sacct without ``--duplicates`` does."""
     out = []
-    for j in jobs:
+    for j in jobs if duplicates else _latest_runs(jobs):
         alloc = _allocation(j)
         out.append(alloc)
         if not allocations_only:
             out.extend(_step(alloc, s) for s in j.get("steps") or ())
     return out
+
+
+def _latest_runs(jobs: Iterable[Json]) -> list[Json]:
+    """Each job's latest run (the last submitted), in the order the jobs came."""
+    latest: dict[Any, Json] = {}
+    for j in jobs:
+        seen = latest.get(j["job_id"])
+        if seen is None or _submitted(j) >= _submitted(seen):
+            latest[j["job_id"]] = j
+    return list(latest.values())
+
+
+def _submitted(j: Json) -> int:
+    return number((j.get("time") or {}).get("submission")) or 0
 
 
 def _acct_ref(j: Json) -> JobRef:
