@@ -188,6 +188,15 @@ def _check_release(cfg: LabConfig) -> None:
         )
 
 
+def _auth_alt(cfg: LabConfig) -> list[str]:
+    """The JWT lines of the lab's slurm.conf and slurmdbd.conf as written now."""
+    lines = []
+    for conf in (cfg.slurm_conf, cfg.slurm_conf.with_name("slurmdbd.conf")):
+        text = conf.read_text() if conf.exists() else ""
+        lines += [ln for ln in text.splitlines() if ln.startswith("AuthAlt")]
+    return lines
+
+
 def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = (), **options) -> LabConfig:
     """Start whatever part of the lab is not running; a no-op when it all is.
 
@@ -218,7 +227,12 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
         if not d.alive():
             for port in d.ports:
                 check_port_free(port, d.name)
+    before = _auth_alt(cfg)
     prepare.write_state(cfg)
+    if _auth_alt(cfg) != before:  # JWT on (its plugin installed since they started): read only at a daemon's start
+        for name in ("slurmctld", "slurmdbd"):
+            if ds[name].stop():
+                log(f"restarting {name}: its JWT settings changed")
     if cfg.hosts:
         prepare.make_fabric(cfg)
     ensure_job_venv(cfg, job_packages)
