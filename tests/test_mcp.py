@@ -64,7 +64,7 @@ def test_the_server_lists_every_tool_with_its_commands_help():
     assert skill == generate().text
     assert "Invalid value for '-n' / '--lines': 0 is not in the range x>=1." in text, text
     assert set(tools) == set(TOOLS) >= {"submit", "sweep", "status", "logs", "cancel", "why", "plan", "watch_events"}
-    assert set(TOOLS) >= {"move", "clean"}
+    assert set(TOOLS) >= {"move", "clean", "report"}
     for name, (command, _) in TOOLS.items():
         assert tools[name].description.startswith(command_help(command)), name
     assert tools["submit"].input_schema["required"] == ["target", "resources"]
@@ -78,7 +78,7 @@ def test_a_read_only_server_runs_only_what_changes_nothing():
         cancel = a.refused("cancel", ref="123")
         listed = a.call("ls")
     assert set(tools) == set(TOOLS)  # listed all, so an agent sees what a full server would do
-    assert READ_ONLY == {"status", "ls", "logs", "why", "plan", "watch_events"}
+    assert READ_ONLY == {"status", "ls", "logs", "why", "plan", "report", "watch_events"}
     for text, name in ((submit, "submit"), (cancel, "cancel")):
         assert "read-only" in text and f"not {name}" in text and "`roach mcp`" in text, text
     assert listed == []  # a tool that changes nothing runs
