@@ -19,7 +19,7 @@ from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.model.tiers import Tier
 from roach.ops.attempt_log import LogStop, read_attempts
-from roach.ops.ledger import Job, run_ledger
+from roach.ops.ledger import Job, run_ledger, slots_of
 from roach.ops.report import Report, Scope, report, report_json
 from roach.records.store import Store
 from roach.scheduler.accounting import Allocation, parse_allocations
@@ -78,8 +78,9 @@ def _ledgers():
     out = []
     for task, log in enumerate(LOGS):
         facts = read_attempts(log.read_text().splitlines())
-        job = Job(f"{allocs[0].ref.job}_{task}", [a for a in allocs if a.ref.task == task], facts)
-        out.append(run_ledger(f"run-{task}", "lab", [job], lambda p, q: q, LAB_TZ, NOW))
+        mine = [a for a in allocs if a.ref.task == task]
+        job = Job(f"{allocs[0].ref.job}_{task}", slots_of(mine, LAB_TZ, NOW), facts)
+        out.append(run_ledger(f"run-{task}", "lab", [job], lambda p, q: q))
     return out
 
 
@@ -143,7 +144,10 @@ def test_a_tier_is_named_from_the_clusters_tiers():
     tiers = (Tier("high", qos="high"), Tier("low", qos="low"))
     allocs = _allocations()
     led = run_ledger(
-        "r", "lab", [Job("x", allocs[:1])], lambda p, q: next(t.name for t in tiers if t.qos == q), LAB_TZ, NOW
+        "r",
+        "lab",
+        [Job("x", slots_of(allocs[:1], LAB_TZ, NOW))],
+        lambda p, q: next(t.name for t in tiers if t.qos == q),
     )
     assert led.attempts[0].tier == "low" and led.attempts[0].start_step is None  # no log: no steps, all idle
     assert led.idle_gpu_h == pytest.approx(led.allocated_gpu_h)

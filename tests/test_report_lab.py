@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import cli
+from roach.hold.start import hold
 from roach.lab.config import LAB_USER
 from roach.launch.sweep import sweep
 from roach.model.job_state import JobState
@@ -21,6 +23,7 @@ from roach.scheduler.client import SlurmClient
 from roach.slurm.clusters.lab import GPU1, LAB
 from tests.conftest import slack, wait_until
 from tests.support.schemas import validate_output
+from tests.support.submitting import submit_to_lab
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 STEPS = 24
@@ -133,3 +136,58 @@ def _record(out: Path, user_slurm, array_id: int, sw, png: Path) -> None:
     for i, job in enumerate(sw):
         (out / f"log_{i}.txt").write_text(job.log())
     (out / "report.png").write_bytes(png.read_bytes())
+
+
+@pytest.mark.slow
+@pytest.mark.lab
+def test_a_holders_allocation_is_counted_once_its_attempts_in_their_runs_and_the_rest_idle(
+    repo, store, roots, user_slurm, monkeypatch
+):
+    h = hold(GPU1, cluster=CLUSTER, name="ledger", time="5", log_root=roots["log_root"], store=store)
+    try:
+        h.wait_running(timeout=slack(60))
+        time.sleep(3)  # the holder sits idle a while first
+        runs = []
+        for i in range(2):
+            job = submit_to_lab(
+                repo,
+                store,
+                roots,
+                "pkg.ledger:paced",
+                {"pause_at": -1, "keep": True, "steps": 8},
+                cluster=CLUSTER,
+                inside=h.job_id,
+                name=f"held-{i}",
+            )
+            assert job.wait(timeout=slack(90)).state is JobState.COMPLETED, job.log()[-2000:]
+            runs.append(job)
+    finally:
+        h.release()
+    wait_until("the holder's end", lambda: h.state().is_terminal, timeout=60)
+    time.sleep(2)  # until slurmdbd has it
+
+    experiment = Path(roots["log_root"]).parent.name  # the experiment of jobs submitted without one
+    calls: list[str] = []
+    real_run = SlurmClient.run
+
+    def counted(self, argv, **kw):
+        calls.append(argv[0])
+        return real_run(self, argv, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(SlurmClient, "run", counted)
+        rep = report(experiment, store=store)
+    assert calls == ["sacct", "sacct"]  # the allocations, and the holder's steps
+    assert rep.scope is Scope.EXPERIMENT
+    by_run = {r.run_id: r for r in rep.runs}
+    holder_row = by_run[store.get("lab", h.job_id).run_id]
+    (idle,) = holder_row.attempts
+    assert idle.start_step is None and idle.starting_s == idle.elapsed_s >= 3  # the holder's time with no attempt
+    for job in runs:
+        (a,) = by_run[job.run_id].attempts
+        assert a.job == f"{h.job_id}/{job.attempt}" and a.pending_s == 0 and a.gpus == 1 and a.nodes
+        assert a.start_step == 0 and a.end_step == 8 and a.stop is LogStop.FINISHED and a.elapsed_s > 0
+    truth = _sacct_truth(user_slurm, h.job_id)
+    held_gpu_h = sum(_gpus(t["AllocTRES"]) * int(t["ElapsedRaw"]) for t in truth) / 3600
+    ours = rep.total(lambda r: r.allocated_gpu_h)
+    assert abs(ours - held_gpu_h) <= max(0.01 * held_gpu_h, 2 / 3600), (ours, held_gpu_h, truth)

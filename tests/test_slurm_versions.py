@@ -19,7 +19,7 @@ import pytest
 from roach.errors import ParseError, SlurmError, SlurmTransientError
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
-from roach.ops.ledger import Job, run_ledger
+from roach.ops.ledger import Job, run_ledger, slots_of
 from roach.scheduler import fields as F
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
@@ -568,7 +568,7 @@ def test_the_ledgers_sacct_reads_each_attempt_with_when_it_could_start(rec):
         assert after.eligible > before.record.end_time  # a requeued job waits out its BeginTime
         assert after.pending_s(far) == (after.record.start_time - after.eligible).total_seconds() >= 0
     assert any(a.pending_s(far) > 0 for a in later)
-    ledger = run_ledger("r", "lab", [Job("j", done)], lambda p, q: q, UTC, datetime.now(UTC))
+    ledger = run_ledger("r", "lab", [Job("j", slots_of(done, UTC, datetime.now(UTC)))], lambda p, q: q)
     assert ledger.allocated_gpu_h * 3600 == sum(a.record.elapsed_s for a in done)
     assert ledger.preemptions == len(later) and ledger.pending_s_by_tier == {
         "low": sum(a.pending_s(far) for a in later)

@@ -31,7 +31,8 @@ from roach.records.store import Store
 def report_cmd(name: str, plot_to: Path | None, run_as: str | None, as_json: bool) -> None:
     """GPU-hours of every attempt of a run, a sweep or an experiment: allocated (sacct's AllocTRES gres/gpu x
     Elapsed), useful, recomputed after a preemption or crash, idle while starting; time queued per tier;
-    preemptions, wall-clock stops and failures by type; each attempt's nodes. One sacct per cluster."""
+    preemptions, wall-clock stops and failures by type; each attempt's nodes. One sacct per cluster (two where
+    some ran inside a holder)."""
 
     if plot_to is not None:
         check_plot(plot_to)  # before any Slurm call: a missing extra or directory is refused first

@@ -19,6 +19,7 @@ from enum import Enum
 INTEREST = r"roach: attempt [0-9]+ of run |roach rank 0: "
 
 _ATTEMPT = re.compile(r"roach: attempt (\d+) of run \S+: job (\d+) on (\S+) \(restart count (\d+)\)")
+_INSIDE = re.compile(r"roach: attempt (\d+) of run \S+: inside holder (\d+) on (\S+)")
 _TS = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)Z")
 _RESUMED = re.compile(r"resumed at step (\d+)")
 _AT_STEP = re.compile(r"\bat step (\d+)")
@@ -41,8 +42,8 @@ class AttemptLog:
     """One attempt as its log lines tell it. ``end_step``: how many steps were done when it left (a lower
     bound where it died without a line saying so: its last logged step)."""
 
-    job_id: int
-    restart: int
+    job_id: int  # Slurm's job id, or the holder's
+    restart: int  # its restart count, or its attempt number inside the holder
     nodes: str
     start_step: int = 0
     end_step: int = 0
@@ -63,12 +64,17 @@ def line_time(line: str) -> float | None:
 
 
 def read_attempts(lines: Sequence[str]) -> dict[tuple[int, int], AttemptLog]:
-    """Each attempt's facts by (Slurm's job id as the attempt saw it, restart count)."""
+    """Each attempt's facts by (Slurm's job id as the attempt saw it, restart count); an attempt inside a holder
+    by (the holder's id, its attempt number)."""
     out: dict[tuple[int, int], AttemptLog] = {}
     cur: AttemptLog | None = None
     for line in lines:
         if m := _ATTEMPT.search(line):
             cur = AttemptLog(int(m[2]), int(m[4]), m[3])
+            out[(cur.job_id, cur.restart)] = cur
+            continue
+        if m := _INSIDE.search(line):
+            cur = AttemptLog(int(m[2]), int(m[1]), m[3])
             out[(cur.job_id, cur.restart)] = cur
             continue
         if cur is None or "roach rank 0: " not in line:

@@ -134,11 +134,38 @@ class RunLedger:
 
 
 @dataclass(frozen=True)
-class Job:
-    """One submission of a run as the ledger needs it: Slurm's id and the job id its attempts' lines name."""
+class Span:
+    """A stretch that held GPUs: one allocation (a line of ``sacct -X -D``), an attempt inside a holder (its
+    steps), or a holder's time with no attempt in it. Times are UTC epoch seconds."""
 
-    slurm_id: str  # 123 or 123_4
-    allocations: Sequence[Allocation]  # sacct -X -D's lines of this job, oldest first
+    state: JobState
+    nodes: str
+    gpus: int
+    partition: str
+    qos: str
+    eligible: float | None
+    start: float | None
+    end: float | None
+    elapsed_s: int
+    pending_s: float
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One attempt of a job: its span, and where the run's log names it (``(job id, restart count)`` for a batch
+    job's attempt, ``(holder, attempt)`` inside a holder; None: its log says nothing of it)."""
+
+    span: Span
+    restart: int
+    log_key: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """One submission of a run as the ledger needs it: Slurm's id of it, its attempts, its log's attempts."""
+
+    slurm_id: str  # 123, 123_4, or 123/2 for attempt 2 inside holder 123
+    slots: Sequence[Slot]
     logs: dict[tuple[int, int], AttemptLog] = field(default_factory=dict)  # the run log's attempts
 
 
@@ -147,38 +174,49 @@ def epoch(t: datetime | None, tz: timezone) -> float | None:
     return None if t is None else t.replace(tzinfo=tz).timestamp()
 
 
-def run_ledger(
-    run_id: str, cluster: str, jobs: Sequence[Job], tier: Callable[[str, str], str], tz: timezone, now: datetime
-) -> RunLedger:
+def span_of(alloc: Allocation, tz: timezone, now: datetime) -> Span:
+    """An allocation's span (``now``: what a waiting attempt's queue time runs to)."""
+    r = alloc.record
+    return Span(
+        state=r.state,
+        nodes=r.nodelist if alloc.started else "",
+        gpus=alloc.gpus,
+        partition=r.partition,
+        qos=r.qos,
+        eligible=epoch(alloc.eligible, tz),
+        start=epoch(r.start_time, tz),
+        end=epoch(r.end_time, tz),
+        elapsed_s=r.elapsed_s if alloc.started else 0,
+        pending_s=alloc.pending_s(now.astimezone(tz).replace(tzinfo=None)) or 0.0,
+    )
+
+
+def slots_of(allocations: Sequence[Allocation], tz: timezone, now: datetime) -> list[Slot]:
+    """A batch job's attempts (its ``sacct -X -D`` lines, oldest first): the i-th ran with restart count i."""
+    return [
+        Slot(span_of(a, tz, now), i, (int(a.record.raw_id), i) if a.started and a.record.raw_id.isdigit() else None)
+        for i, a in enumerate(allocations)
+    ]
+
+
+def run_ledger(run_id: str, cluster: str, jobs: Sequence[Job], tier: Callable[[str, str], str]) -> RunLedger:
     """The ledger of one run from its submissions, oldest first; ``tier(partition, qos)`` names a tier."""
     attempts: list[AttemptLedger] = []
     before: AttemptLog | None = None  # the last attempt that logged, across submissions (a resume continues it)
     for job in jobs:
-        for i, alloc in enumerate(job.allocations):
-            r = alloc.record
-            log = _log_of(job, r.raw_id, i) if alloc.started else None
-            attempts.append(_attempt(job.slurm_id, i, alloc, log, before, tier(r.partition, r.qos), tz, now))
+        for slot in job.slots:
+            log = job.logs.get(slot.log_key) if slot.log_key is not None else None
+            sp = slot.span
+            attempts.append(_attempt(job.slurm_id, slot.restart, sp, log, before, tier(sp.partition, sp.qos)))
             before = log if log is not None and log.points else before
     total = next((a.total for j in reversed(jobs) for a in reversed(list(j.logs.values())) if a.total), None)
     return RunLedger(run_id, cluster, tuple(attempts), total)
 
 
-def _log_of(job: Job, raw_id: str, restart: int) -> AttemptLog | None:
-    return job.logs.get((int(raw_id), restart)) if raw_id.isdigit() else None
-
-
 def _attempt(
-    slurm_id: str,
-    restart: int,
-    alloc: Allocation,
-    log: AttemptLog | None,
-    before: AttemptLog | None,
-    tier: str,
-    tz: timezone,
-    now: datetime,
+    slurm_id: str, restart: int, sp: Span, log: AttemptLog | None, before: AttemptLog | None, tier: str
 ) -> AttemptLedger:
-    r = alloc.record
-    start, elapsed = epoch(r.start_time, tz), r.elapsed_s if alloc.started else 0
+    start, elapsed = sp.start, sp.elapsed_s
     starting = recomputed = 0.0
     recomputed_steps = 0
     if start is not None:
@@ -194,14 +232,14 @@ def _attempt(
         job=slurm_id,
         restart=restart,
         tier=tier,
-        state=r.state,
+        state=sp.state,
         stop=log.stop if log is not None else LogStop.NONE,
-        nodes=r.nodelist if alloc.started else "",
-        gpus=alloc.gpus,
-        eligible=epoch(alloc.eligible, tz),
+        nodes=sp.nodes,
+        gpus=sp.gpus,
+        eligible=sp.eligible,
         start=start,
-        end=epoch(r.end_time, tz),
-        pending_s=alloc.pending_s(now.astimezone(tz).replace(tzinfo=None)) or 0.0,
+        end=sp.end,
+        pending_s=sp.pending_s,
         elapsed_s=elapsed,
         starting_s=starting,
         recomputed_s=recomputed,

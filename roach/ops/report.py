@@ -1,14 +1,15 @@
 """``report(EXPERIMENT | RUN | SWEEP)``: the GPU-hour ledger of every run it names, and their total.
 
 What the name is comes from the store: a run id, a sweep id (its runs), else an experiment (its jobs' runs).
-Per cluster the report makes one ``sacct -X -D`` (every attempt of every job) and one command that reads the
-lines of interest of every run's log, whatever the number of runs; :mod:`roach.ops.ledger` does the sums.
+Per cluster the report makes one ``sacct -X -D`` (every attempt of every job), one ``sacct`` of the holders'
+steps where some ran inside a holder, and one command that reads the lines of interest of every run's log,
+whatever the number of runs; :mod:`roach.ops.ledger` and :mod:`roach.ops.holder_spans` do the sums.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
@@ -17,10 +18,11 @@ from roach.errors import RoachError, UsageError
 from roach.fleet.cluster import Cluster
 from roach.model.ids import RecordKind
 from roach.model.tiers import tier_of
-from roach.ops.attempt_log import INTEREST, read_attempts
+from roach.ops.attempt_log import INTEREST, AttemptLog, read_attempts
 from roach.ops.clean import experiments
+from roach.ops.holder_spans import attempt_spans, holder_idle
 from roach.ops.job_views import reach
-from roach.ops.ledger import AttemptLedger, Job, RunLedger, run_ledger
+from roach.ops.ledger import AttemptLedger, Job, RunLedger, Slot, Span, run_ledger, slots_of
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.scheduler.accounting import Allocation
@@ -106,33 +108,58 @@ def _by_cluster(recs: Sequence[JobRecord], run_as: str | None) -> list[tuple[Clu
 
 
 def slurm_id(rec: JobRecord) -> str:
-    """The job whose allocations hold ``rec``'s attempts: itself, its array task, or the holder it ran in."""
+    """The job whose allocation holds ``rec``'s attempts: itself, its array task, or the holder it ran in."""
     if rec.kind is RecordKind.ATTEMPT and rec.holder is not None:
         return str(rec.holder)
     return rec.slurm_id
 
 
 def cluster_ledgers(cluster: Cluster, recs: Sequence[JobRecord], now: datetime) -> list[RunLedger]:
-    """The ledgers of ``recs``' runs on one cluster: one sacct, one read of the logs."""
+    """The ledgers of ``recs``' runs on one cluster: one ``sacct -X -D``, one read of the logs, and where some ran
+    inside a holder one ``sacct`` of the holders' steps."""
     client = cluster.client()
-    ids = list(dict.fromkeys(slurm_id(r) for r in recs))
     by_job: dict[str, list[Allocation]] = {}
-    for a in client.allocations(ids):
+    for a in client.allocations(list(dict.fromkeys(slurm_id(r) for r in recs))):
         by_job.setdefault(str(a.ref), []).append(a)
     logs = list(dict.fromkeys(r.log_path for r in recs))
     tz, texts = read_logs(client.transport, logs)
     facts = {p: read_attempts(t.splitlines()) for p, t in zip(logs, texts)}
-    counted: set[str] = set()  # a holder's allocation is counted once, with the first run that ran in it
+    held = {r.holder for r in recs if r.kind is RecordKind.ATTEMPT} | {r.job_id for r in recs if _is_holder(r)}
+    holders = {
+        h: slots[-1].span for h in held if h is not None and (slots := slots_of(by_job.get(str(h), []), tz, now))
+    }
+    steps = client.sacct(sorted(holders), allocations_only=False) if holders else []
+    inside = attempt_spans(steps, holders, tz, now)
     out = []
     for run_id in dict.fromkeys(r.run_id for r in recs):
-        jobs = []
-        for r in (r for r in recs if r.run_id == run_id):
-            sid = slurm_id(r)
-            allocs = [] if sid in counted else by_job.get(sid, [])
-            counted.add(sid)
-            jobs.append(Job(sid, allocs, facts.get(r.log_path, {})))
-        out.append(run_ledger(run_id, cluster.name, jobs, _namer(cluster), tz, now))
+        jobs = [_job(r, by_job, facts, holders, inside, tz, now) for r in recs if r.run_id == run_id]
+        out.append(run_ledger(run_id, cluster.name, jobs, _namer(cluster)))
     return out
+
+
+def _is_holder(rec: JobRecord) -> bool:
+    return rec.kind is RecordKind.HOLDER
+
+
+def _job(
+    rec: JobRecord,
+    by_job: dict[str, list[Allocation]],
+    facts: dict[str, dict[tuple[int, int], AttemptLog]],
+    holders: dict[int, Span],
+    inside: dict[tuple[int, int], Span],
+    tz: timezone,
+    now: datetime,
+) -> Job:
+    """One record's attempts: a batch job's allocations, an attempt's steps in its holder, a holder's idle time."""
+    logs = facts.get(rec.log_path, {})
+    if rec.kind is RecordKind.ATTEMPT and rec.holder is not None and rec.attempt is not None:
+        key = (rec.holder, rec.attempt)
+        return Job(str(rec.key), [Slot(inside[key], rec.attempt, key)] if key in inside else [], logs)
+    slots = slots_of(by_job.get(slurm_id(rec), []), tz, now)
+    if _is_holder(rec) and rec.job_id in holders:
+        ran = [sp for (h, _), sp in inside.items() if h == rec.job_id]
+        slots = [replace(s, span=holder_idle(s.span, ran), log_key=None) for s in slots]
+    return Job(slurm_id(rec), slots, logs)
 
 
 def _namer(cluster: Cluster) -> Callable[[str, str], str]:

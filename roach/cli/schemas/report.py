@@ -29,8 +29,10 @@ _SUMS: dict[str, dict[str, Any]] = {
 ATTEMPT = obj(
     "One attempt: one line of `sacct --allocations --duplicates`, with what the run's log says of it.",
     {
-        "job": string("Slurm's id of the job: `123`, an array task `123_4`, or the holder an attempt ran in."),
-        "restart": integer("The job's restart count at this attempt: 0 for its first."),
+        "job": string(
+            "Slurm's id of the job: `123`, an array task `123_4`, or `123/2` for attempt 2 inside holder 123."
+        ),
+        "restart": integer("The job's restart count at this attempt (0 for its first); inside a holder, its number."),
         "tier": string("The tier its partition and QOS count against (else `PARTITION/QOS`)."),
         "state": enum("sacct's state of this attempt.", [s.value for s in JobState]),
         "stop": enum("How it left, as its log says (`none`: no line says).", [s.value for s in LogStop]),
