@@ -19,7 +19,7 @@ from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.model.tiers import Tier
 from roach.ops.attempt_log import LogStop, read_attempts
-from roach.ops.ledger import Job, run_ledger, slots_of
+from roach.ops.ledger import Job, Slot, Span, run_ledger, slots_of
 from roach.ops.report import Report, Scope, report, report_json
 from roach.records.store import Store
 from roach.scheduler.accounting import Allocation, parse_allocations
@@ -152,3 +152,47 @@ def test_a_tier_is_named_from_the_clusters_tiers():
     assert led.attempts[0].tier == "low" and led.attempts[0].start_step is None  # no log: no steps, all idle
     assert led.idle_gpu_h == pytest.approx(led.allocated_gpu_h)
     assert json.dumps(report_json(replace(Report("r", Scope.RUN, (led,), 0.0))))
+
+
+def _span(state: JobState, start: float, elapsed: int, gpus: int = 4) -> Span:
+    return Span(state, "n1", gpus, "gpu", "low", start, start, start + elapsed, elapsed, 0.0)
+
+
+def test_a_wall_clock_stop_and_a_node_failure_are_read_from_real_logs():
+    """Logs of the lab (bench 7's faults): a USR1 at the wall clock, then a node that died without a line."""
+    wall = read_attempts((DATA / "log_lab_22.05_wall_clock.txt").read_text().splitlines())
+    first, second = wall[(4360, 0)], wall[(4360, 1)]
+    assert first.stop is LogStop.WALL_CLOCK and first.end_step == 7 and second.start_step == 7
+    assert second.stop is LogStop.FINISHED and second.end_step == 40 == second.total
+    t0 = first.points[0][0] - 1
+    jobs = [
+        Job(
+            "4360",
+            [
+                Slot(_span(JobState.REQUEUED, t0, 3), 0, (4360, 0)),
+                Slot(_span(JobState.COMPLETED, t0 + 17, 7), 1, (4360, 1)),
+            ],
+            wall,
+        )
+    ]
+    led = run_ledger("r", "lab", jobs, lambda p, q: q)
+    assert (led.wall_clock_stops, led.preemptions, led.failures, led.recomputed_steps) == (1, 0, {}, 0)
+    assert led.useful_steps == 40
+
+    died = read_attempts((DATA / "log_lab_22.05_node_failure.txt").read_text().splitlines())
+    first, second = died[(4355, 0)], died[(4355, 1)]
+    assert first.stop is LogStop.NONE and first.end_step == 10  # its last checkpoint: no line says where it died
+    assert second.start_step == 12 and first.nodes == "n1" and second.nodes == "n2"
+    t0 = first.points[0][0]
+    jobs = [
+        Job(
+            "4355",
+            [
+                Slot(_span(JobState.NODE_FAIL, t0, 2), 0, (4355, 0)),
+                Slot(_span(JobState.COMPLETED, t0 + 13, 6), 1, (4355, 1)),
+            ],
+            died,
+        )
+    ]
+    led = run_ledger("r", "lab", jobs, lambda p, q: q)
+    assert led.failures == {"NODE_FAIL": 1} and led.preemptions == 0 and led.recomputed_steps == 0
