@@ -95,6 +95,12 @@ def test_the_ledger_counts_what_each_preemption_forced_and_sums_sacct():
         assert parts == pytest.approx(r.allocated_gpu_h) and (r.recomputed_gpu_h > 0) == bool(forced)
         assert set(r.pending_s_by_tier) == {"low"}
     assert sum(r.pending_s_by_tier["low"] for r in ledgers) == 2 * 13  # runs 1 and 3 waited out their BeginTime
+    fields = _raw_fields()
+    for r in ledgers:  # each second attempt: requeued from the first's End to its own Eligible
+        task = int(r.attempts[0].job.split("_")[1])
+        first, second = [f for f in fields if f[0].endswith(f"_{task}")]
+        gap = (datetime.fromisoformat(second[-1]) - datetime.fromisoformat(first[13])).total_seconds()
+        assert (r.attempts[0].requeue_s, r.attempts[1].requeue_s) == (0, gap) and gap >= 11
 
 
 def test_the_report_json_is_what_its_schema_says_and_the_picture_is_a_png(tmp_path):

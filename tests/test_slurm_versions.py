@@ -570,6 +570,7 @@ def test_the_ledgers_sacct_reads_each_attempt_with_when_it_could_start(rec):
     assert any(a.pending_s(far) > 0 for a in later)
     ledger = run_ledger("r", "lab", [Job("j", slots_of(done, UTC, datetime.now(UTC)))], lambda p, q: q)
     assert ledger.allocated_gpu_h * 3600 == sum(a.record.elapsed_s for a in done)
+    assert ledger.attempts[0].requeue_s == 0 and all(a.requeue_s > 0 for a in ledger.attempts[1:])  # BeginTime
     assert ledger.preemptions == len(later) and ledger.pending_s_by_tier == {
         "low": sum(a.pending_s(far) for a in later)
     }

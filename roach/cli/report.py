@@ -88,6 +88,7 @@ def _print(rep: Report) -> None:
             click.echo(
                 f"  {a.job} #{a.restart} {a.tier} on {a.nodes or '-'}: {a.state.value}"
                 f"{' (' + a.stop.value + ')' if a.stop.value != 'none' else ''}, {a.gpus} GPU, {steps}, "
+                f"{f'requeued {a.requeue_s:.0f}s, ' if a.restart and a.requeue_s else ''}"
                 f"queued {a.pending_s:.0f}s, ran {a.elapsed_s}s (starting {a.starting_s:.0f}s, "
                 f"recomputed {a.recomputed_s:.0f}s)"
             )

@@ -1,6 +1,6 @@
 """`roach report --plot FILE.png`: one picture of a report, drawn with matplotlib (the ``plot`` extra).
 
-A row per run: each attempt's queue time (hatched), its start-up, the steps it did again and its useful
+A row per run: each attempt's time requeued (dotted) and queued (hatched), its start-up, the steps it did again and its useful
 training, coloured by the tier it ran in; the totals beside the timeline. matplotlib is imported only here,
 only when a picture is asked for; the file is written atomically.
 """
@@ -17,7 +17,8 @@ from roach.errors import MissingError, UsageError
 from roach.ops.ledger import AttemptLedger
 from roach.ops.report import Report
 
-PHASES = (("queued", 0.25), ("starting", 0.45), ("recomputed", 0.7), ("training", 1.0))  # (phase, its opacity)
+PHASES = (("requeued", 0.1), ("queued", 0.25), ("starting", 0.45), ("recomputed", 0.7), ("training", 1.0))  # opacity
+HATCH = {"requeued": "..", "queued": "//", "recomputed": "//"}
 PALETTE = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
 
 
@@ -37,6 +38,8 @@ def check_plot(path: Path) -> None:
 def _segments(a: AttemptLedger, t0: float) -> list[tuple[str, float, float]]:
     """(phase, start, length) in minutes from ``t0``, in order."""
     out: list[tuple[str, float, float]] = []
+    if a.eligible is not None and a.requeue_s:
+        out.append(("requeued", (a.eligible - a.requeue_s - t0) / 60, a.requeue_s / 60))
     if a.eligible is not None and a.pending_s:
         out.append(("queued", (a.eligible - t0) / 60, a.pending_s / 60))
     if a.start is None:
@@ -73,7 +76,7 @@ def plot(rep: Report, path: Path) -> None:
                     (y - 0.35, 0.7),
                     facecolors=colour[a.tier],
                     alpha=alpha,
-                    hatch="//" if phase in ("queued", "recomputed") else None,
+                    hatch=HATCH.get(phase),
                     edgecolor="black",
                     linewidth=0.4,
                 )
@@ -82,10 +85,7 @@ def plot(rep: Report, path: Path) -> None:
     ax.set_xlabel("minutes from the first attempt's eligible time")
     ax.set_title(f"{rep.scope.value} {rep.name}", fontsize=9)
     handles: list[Any] = [Patch(facecolor=colour[t], label=f"tier {t}") for t in tiers]
-    handles += [
-        Patch(facecolor="grey", alpha=al, hatch="//" if p in ("queued", "recomputed") else None, label=p)
-        for p, al in PHASES
-    ]
+    handles += [Patch(facecolor="grey", alpha=al, hatch=HATCH.get(p), label=p) for p, al in PHASES]
     side.axis("off")
     side.legend(handles=handles, fontsize=7, loc="lower right")
     side.text(0, 1, _totals(rep), va="top", family="monospace", fontsize=8, transform=side.transAxes)
@@ -116,4 +116,5 @@ def _totals(rep: Report) -> str:
         for t, s in r.pending_s_by_tier.items():
             pending[t] = pending.get(t, 0.0) + s
     lines += ["", "queued (min)"] + [f"  {t:<10} {s / 60:7.1f}" for t, s in sorted(pending.items())]
+    lines += [f"requeued (min) {sum(r.requeue_s for r in runs) / 60:5.1f}"]
     return "\n".join(lines)

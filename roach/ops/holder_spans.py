@@ -46,6 +46,7 @@ def attempt_spans(
             end=end,
             elapsed_s=int((end if end is not None else now.timestamp()) - start),
             pending_s=0.0,
+            requeue_s=0.0,
         )
     return out
 

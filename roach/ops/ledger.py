@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from roach.model.job_state import JobState
@@ -52,6 +52,7 @@ class AttemptLedger:
     start: float | None
     end: float | None
     pending_s: float
+    requeue_s: float  # from the job's attempt before this one ending to this one's Eligible (0 for a first)
     elapsed_s: int
     starting_s: float
     recomputed_s: float
@@ -121,6 +122,10 @@ class RunLedger:
         return out
 
     @property
+    def requeue_s(self) -> float:
+        return sum(a.requeue_s for a in self.attempts)
+
+    @property
     def preemptions(self) -> int:
         return sum(a.preempted for a in self.attempts)
 
@@ -148,6 +153,7 @@ class Span:
     end: float | None
     elapsed_s: int
     pending_s: float
+    requeue_s: float = 0.0  # from the attempt before it (of the same job) ending to its Eligible
 
 
 @dataclass(frozen=True)
@@ -192,11 +198,18 @@ def span_of(alloc: Allocation, tz: timezone, now: datetime) -> Span:
 
 
 def slots_of(allocations: Sequence[Allocation], tz: timezone, now: datetime) -> list[Slot]:
-    """A batch job's attempts (its ``sacct -X -D`` lines, oldest first): the i-th ran with restart count i."""
-    return [
-        Slot(span_of(a, tz, now), i, (int(a.record.raw_id), i) if a.started and a.record.raw_id.isdigit() else None)
-        for i, a in enumerate(allocations)
-    ]
+    """A batch job's attempts (its ``sacct -X -D`` lines, oldest first): the i-th ran with restart count i, and
+    was requeued from the end of the one before it until it was eligible (to now while it is not)."""
+    out: list[Slot] = []
+    for i, a in enumerate(allocations):
+        span = span_of(a, tz, now)
+        before = out[-1].span.end if out else None
+        if before is not None:
+            until = min(span.eligible if span.eligible is not None else now.timestamp(), now.timestamp())
+            span = replace(span, requeue_s=max(0.0, until - before))
+        key = (int(a.record.raw_id), i) if a.started and a.record.raw_id.isdigit() else None
+        out.append(Slot(span, i, key))
+    return out
 
 
 def run_ledger(run_id: str, cluster: str, jobs: Sequence[Job], tier: Callable[[str, str], str]) -> RunLedger:
@@ -240,6 +253,7 @@ def _attempt(
         start=start,
         end=sp.end,
         pending_s=sp.pending_s,
+        requeue_s=sp.requeue_s,
         elapsed_s=elapsed,
         starting_s=starting,
         recomputed_s=recomputed,

@@ -20,6 +20,10 @@ _SUMS: dict[str, dict[str, Any]] = {
     "useful_steps": integer("Steps done and kept."),
     "recomputed_steps": integer("Steps done again: where an attempt resumed behind where the one before stopped."),
     "pending_s_by_tier": mapping("Seconds queued (sacct's Eligible -> Start) per tier.", number("Seconds.")),
+    "requeue_s": number(
+        "Seconds between an attempt's end and the next attempt's Eligible: the job was requeued, not yet eligible "
+        "(completing, then its BeginTime)."
+    ),
     "preemptions": integer("Attempts that ended preempted."),
     "wall_clock_stops": integer("Attempts that left at their wall clock and were requeued by roach."),
     "failures": mapping("Attempts that failed, by sacct's state (FAILED, OUT_OF_MEMORY, NODE_FAIL, ...).", integer("")),
@@ -42,6 +46,7 @@ ATTEMPT = obj(
         "start": string("When it started (UTC).", null=True),
         "end": string("When it ended (UTC).", null=True),
         "pending_s": number("Seconds from Eligible to Start (to now while it waits)."),
+        "requeue_s": number("Seconds from the job's attempt before this one ending to this one's Eligible."),
         "elapsed_s": integer("sacct's ElapsedRaw."),
         "starting_s": number("Seconds from Start to its first step line."),
         "recomputed_s": number("Seconds spent on steps done again."),
