@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import cli
+from roach.cli.report import print_report
 from roach.cli.report_plot import plot
 from roach.errors import ParseError, UsageError
 from roach.model.ids import RecordKind
@@ -123,8 +124,9 @@ def test_an_unknown_name_is_refused_with_the_experiments_sweeps_and_runs_there(t
     assert "no run, sweep or experiment 'nope'" in err.value.message
     assert "exp-a" in (err.value.hint or "") and "sw" in (err.value.hint or "") and "sw-1" in (err.value.hint or "")
     monkeypatch.setenv("ROACH_STORE", str(path))
-    out = CliRunner().invoke(cli, ["report", "nope", "--json"])
+    out = CliRunner().invoke(cli, ["report", "nope", "--json", "--plot", str(tmp_path / "r.png")])
     assert out.exit_code == 2 and "exp-a" in out.output, out.output
+    assert not (tmp_path / "r.png").exists()
     with Store(path) as store:
         assert store.all_jobs() == before
 
@@ -202,3 +204,12 @@ def test_a_wall_clock_stop_and_a_node_failure_are_read_from_real_logs():
     ]
     led = run_ledger("r", "lab", jobs, lambda p, q: q)
     assert led.failures == {"NODE_FAIL": 1} and led.preemptions == 0 and led.recomputed_steps == 0
+
+
+def test_the_text_report_has_a_row_per_run_its_attempts_and_the_totals(capsys):
+    print_report(Report("sweep-x", Scope.SWEEP, tuple(_ledgers()), NOW.timestamp()))
+    text = capsys.readouterr().out
+    rows = {ln.split()[0]: ln.split() for ln in text.splitlines() if ln.startswith(("run-", "total"))}
+    assert [rows[f"run-{i}"][6] for i in range(4)] == [str(f) for f in FORCED]  # recomputed steps
+    assert rows["total"][1:3] == ["8", f"{sum(r.allocated_gpu_h for r in _ledgers()):.3f}"]
+    assert "11011_1 #1 low on n1: COMPLETED (finished), 1 GPU, steps 0-24, requeued 11s, queued 13s" in text

@@ -127,11 +127,12 @@ def test_a_preempted_sweeps_ledger_matches_sacct_and_the_steps_the_preemptions_f
     assert data["total"]["recomputed_steps"] == sum(FORCED) and data["total"]["preemptions"] == 4
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if keep := os.environ.get("ROACH_REPORT_RECORD"):  # tests/data's recording and the docs' picture, from this run
-        _record(Path(keep), user_slurm, array_id, sw, png)
+        _record(Path(keep), user_slurm, array_id, sw, png, out.output)
 
 
-def _record(out: Path, user_slurm, array_id: int, sw, png: Path) -> None:
+def _record(out: Path, user_slurm, array_id: int, sw, png: Path, report_json: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(report_json)
     (out / "sacct_XD_ledger.txt").write_text(user_slurm.run(ledger_argv([array_id])).stdout)
     for i, job in enumerate(sw):
         (out / f"log_{i}.txt").write_text(job.log())

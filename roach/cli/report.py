@@ -43,7 +43,7 @@ def report_cmd(name: str, plot_to: Path | None, run_as: str | None, as_json: boo
     if as_json:
         echo_json(stamp("report", report_json(rep)))
         return
-    _print(rep)
+    print_report(rep)
     if plot_to is not None:
         click.echo(f"wrote {plot_to}")
 
@@ -75,7 +75,7 @@ def _row(label: str, r: RunLedger | None, rep: Report) -> str:
     )
 
 
-def _print(rep: Report) -> None:
+def print_report(rep: Report) -> None:
     click.echo(f"{rep.scope.value} {rep.name}: {len(rep.runs)} run(s), GPU-hours")
     click.echo(
         f"{'run':<32} {'att':>3} {'allocated':>9} {'useful':>8} {'recomp':>8} {'idle':>8} {'rsteps':>6} "
