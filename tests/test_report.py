@@ -4,6 +4,7 @@ at a known step; tests/data/INDEX.md), and `roach report`'s refusals."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -19,11 +20,12 @@ from roach.errors import ParseError, UsageError
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.model.tiers import Tier
-from roach.ops.attempt_log import LogStop, read_attempts
+from roach.ops.attempt_log import INTEREST, LogStop, read_attempts
 from roach.ops.ledger import Job, Slot, Span, run_ledger, slots_of
-from roach.ops.report import Report, Scope, report, report_json
+from roach.ops.report import Report, Scope, read_logs, report, report_json
 from roach.records.store import Store
 from roach.scheduler.accounting import Allocation, parse_allocations
+from roach.scheduler.transport import LocalTransport
 from tests.support.schemas import validate_output
 from tests.support.watch import record
 
@@ -213,3 +215,14 @@ def test_the_text_report_has_a_row_per_run_its_attempts_and_the_totals(capsys):
     assert [rows[f"run-{i}"][6] for i in range(4)] == [str(f) for f in FORCED]  # recomputed steps
     assert rows["total"][1:3] == ["8", f"{sum(r.allocated_gpu_h for r in _ledgers()):.3f}"]
     assert "11011_1 #1 low on n1: COMPLETED (finished), 1 GPU, steps 0-24, requeued 11s, queued 13s" in text
+
+
+def test_one_command_reads_every_logs_lines_of_interest_and_the_clocks_offset(tmp_path):
+    logs = [str(p) for p in LOGS] + [str(tmp_path / "not-there.out")]
+    tz, texts = read_logs(LocalTransport(env={"TZ": "Europe/Paris"}), logs)
+    assert tz.utcoffset(None).total_seconds() in (3600, 7200) and texts[-1] == ""
+    for path, text in zip(LOGS, texts, strict=False):
+        kept = text.splitlines()
+        assert kept == [ln for ln in path.read_text().splitlines() if re.search(INTEREST, ln)]
+        assert read_attempts(kept) == read_attempts(path.read_text().splitlines())
+        assert not [ln for ln in kept if "waiting in step" in ln]  # the function's own lines stay on the cluster

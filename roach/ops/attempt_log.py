@@ -15,8 +15,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
 
-#: The lines :func:`read_attempts` reads; the remote grep keeps only these (rank 0's, and the attempt lines).
-INTEREST = r"roach: attempt [0-9]+ of run |roach rank 0: "
+#: The lines :func:`read_attempts` reads (an ERE: the remote grep keeps only these): the attempt lines and rank 0's
+#: own lines that name a step or where an attempt started or ended. A function's own ``run.log`` lines are left out
+#: (one a step would make the read grow with the run); roach's progress lines are about 20 per attempt.
+INTEREST = (
+    r"roach: attempt [0-9]+ of run |"
+    r"roach rank 0: (step [0-9]+(/[0-9]+)?$|.* at step [0-9]+|fresh start|.*from the top|finished; result)"
+)
+_INTEREST = re.compile(INTEREST)
 
 _ATTEMPT = re.compile(r"roach: attempt (\d+) of run \S+: job (\d+) on (\S+) \(restart count (\d+)\)")
 _INSIDE = re.compile(r"roach: attempt (\d+) of run \S+: inside holder (\d+) on (\S+)")
@@ -69,6 +75,8 @@ def read_attempts(lines: Sequence[str]) -> dict[tuple[int, int], AttemptLog]:
     out: dict[tuple[int, int], AttemptLog] = {}
     cur: AttemptLog | None = None
     for line in lines:
+        if not _INTEREST.search(line):
+            continue
         if m := _ATTEMPT.search(line):
             cur = AttemptLog(int(m[2]), int(m[4]), m[3])
             out[(cur.job_id, cur.restart)] = cur
@@ -97,7 +105,7 @@ def _read_line(a: AttemptLog, text: str, t: float | None) -> None:
         return
     if m := _AT_STEP.search(text):  # a stop line: "preempted at step S (...)", "caught_signal USR1 at step K"
         a.end_step = max(a.end_step, int(m[1]))
-        if text.startswith("preempted at step") or "Slurm requeued job" in text:
+        if text.startswith("preempted at step"):  # roach's requeue, or Slurm's already ("... Slurm requeued")
             a.stop = LogStop.PREEMPTED
         elif text.startswith("wall clock at step"):
             a.stop = LogStop.WALL_CLOCK
