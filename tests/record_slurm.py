@@ -154,6 +154,13 @@ def ledger(rec: Recorder) -> None:
     rec.wait("its second attempt to end", lambda q: not q.get("rec-ledger") and not q.get("rec-ledger-preemptor"), 240)
     time.sleep(2)
     rec.save("sacct_XD_ledger_preempted_then_completed.txt", ledger_argv([rec.ids["rec-ledger"]]))
+    # a sweep's array whose tasks wait: one runs, the others are one pending range until they start
+    rec.sbatch("rec-ledger-array", ["--array=0-2%1", "--gres=gpu:4", "-w", "n1"], "sleep 300")
+    rec.wait("its first task to run", lambda q: "RUNNING" in rec.state("rec-ledger-array", q))
+    time.sleep(5)  # until slurmdbd has the running task
+    # the array's id: its tasks' ids would leave out the range of tasks that have not started
+    rec.save("sacct_XD_ledger_array_pending.txt", ledger_argv([rec.ids["rec-ledger-array"]]))
+    rec.cancel("rec-ledger-array")
 
 
 def scenario(rec: Recorder, out: Path) -> None:

@@ -26,6 +26,7 @@ from roach.ops.ledger import AttemptLedger, Job, RunLedger, Slot, Span, run_ledg
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.scheduler.accounting import Allocation
+from roach.scheduler.parse import in_array
 from roach.scheduler.transport import Transport
 
 RS = "\x1e"
@@ -114,13 +115,35 @@ def slurm_id(rec: JobRecord) -> str:
     return rec.slurm_id
 
 
+def query_id(rec: JobRecord) -> str:
+    """The id sacct is asked for: an array's own id for its tasks (a task's id leaves out the range of tasks
+    that have not started), the holder's for an attempt in it, else the job's."""
+    return str(rec.job_id) if rec.kind is RecordKind.TASK else slurm_id(rec)
+
+
+def by_task(allocations: Sequence[Allocation], recs: Sequence[JobRecord]) -> dict[str, list[Allocation]]:
+    """sacct's lines by the job they are an attempt of (``123``, ``123_4``); a pending range of an array's tasks
+    (``123_[5-9%2]``) is an attempt of each task in it that has no line of its own yet."""
+    out: dict[str, list[Allocation]] = {}
+    ranges = []
+    for a in allocations:
+        if a.ref.tasks is not None:
+            ranges.append(a)
+        else:
+            out.setdefault(str(a.ref), []).append(a)
+    for a in ranges:
+        for r in recs:
+            if r.kind is RecordKind.TASK and r.job_id == a.ref.job and r.task is not None:
+                if in_array(a.ref.tasks, r.task) and r.slurm_id not in out:
+                    out[r.slurm_id] = [a]
+    return out
+
+
 def cluster_ledgers(cluster: Cluster, recs: Sequence[JobRecord], now: datetime) -> list[RunLedger]:
     """The ledgers of ``recs``' runs on one cluster: one ``sacct -X -D``, one read of the logs, and where some ran
     inside a holder one ``sacct`` of the holders' steps."""
     client = cluster.client()
-    by_job: dict[str, list[Allocation]] = {}
-    for a in client.allocations(list(dict.fromkeys(slurm_id(r) for r in recs))):
-        by_job.setdefault(str(a.ref), []).append(a)
+    by_job = by_task(client.allocations(list(dict.fromkeys(query_id(r) for r in recs))), recs)
     logs = list(dict.fromkeys(r.log_path for r in recs))
     tz, texts = read_logs(client.transport, logs)
     facts = {p: read_attempts(t.splitlines()) for p, t in zip(logs, texts)}
