@@ -146,6 +146,13 @@ def test_submit_watch_status_logs_why_clean_on_the_lab(agent, repo):
     assert report["dry_run"] is True and str(log) in report["logs"] and log.exists()  # listed, not deleted
     assert report == _cli_json("clean", "mcp-a", "--cluster", "lab", "--dry-run", "--run-as", LAB_USER)[0]
 
+    ledger = agent.call("report", name="mcp-a")  # the experiment's GPU-hours: a CPU job holds none
+    assert ledger["scope"] == "experiment" and [r["run_id"] for r in ledger["runs"]] == [sub["run_id"]]
+    (attempt,) = ledger["runs"][0]["attempts"]
+    assert (attempt["state"], attempt["gpus"], ledger["total"]["allocated_gpu_h"]) == ("COMPLETED", 0, 0)
+    cli = _cli_json("report", "mcp-a", "--run-as", LAB_USER)
+    assert {**ledger, "generated_at": None} == {**cli, "generated_at": None}
+
 
 @pytest.mark.lab
 def test_status_is_one_view_for_the_command_the_tool_and_the_handle(agent, repo):
