@@ -66,7 +66,7 @@ def resolve(name: str, store: Store) -> tuple[Scope, list[JobRecord]]:
     if recs := store.jobs_for_run(name):
         return Scope.RUN, recs
     if firsts := store.sweep_runs(name):
-        return Scope.SWEEP, [r for f in firsts for r in store.jobs_for_run(f.run_id)]
+        return Scope.SWEEP, store.jobs_for_runs([f.run_id for f in firsts])
     by_exp = experiments(store)
     if name in by_exp:
         return Scope.EXPERIMENT, sorted(by_exp[name], key=lambda r: r.submitted_at)
@@ -154,8 +154,11 @@ def cluster_ledgers(cluster: Cluster, recs: Sequence[JobRecord], now: datetime) 
     steps = client.sacct(sorted(holders), allocations_only=False) if holders else []
     inside = attempt_spans(steps, holders, tz, now)
     out = []
-    for run_id in dict.fromkeys(r.run_id for r in recs):
-        jobs = [_job(r, by_job, facts, holders, inside, tz, now) for r in recs if r.run_id == run_id]
+    by_run: dict[str, list[JobRecord]] = {}
+    for r in recs:
+        by_run.setdefault(r.run_id, []).append(r)
+    for run_id, mine in by_run.items():
+        jobs = [_job(r, by_job, facts, holders, inside, tz, now) for r in mine]
         out.append(run_ledger(run_id, cluster.name, jobs, _namer(cluster)))
     return out
 
