@@ -22,7 +22,7 @@ from roach.model.job_state import JobState
 from roach.model.tiers import Tier
 from roach.ops.attempt_log import INTEREST, LogStop, read_attempts
 from roach.ops.ledger import Job, Slot, Span, run_ledger, slots_of
-from roach.ops.report import Report, Scope, read_logs, report, report_json
+from roach.ops.report import Report, Scope, merged, read_logs, report, report_json
 from roach.records.store import Store
 from roach.scheduler.accounting import Allocation, parse_allocations
 from roach.scheduler.transport import LocalTransport
@@ -226,3 +226,11 @@ def test_one_command_reads_every_logs_lines_of_interest_and_the_clocks_offset(tm
         assert kept == [ln for ln in path.read_text().splitlines() if re.search(INTEREST, ln)]
         assert read_attempts(kept) == read_attempts(path.read_text().splitlines())
         assert not [ln for ln in kept if "waiting in step" in ln]  # the function's own lines stay on the cluster
+
+
+def test_a_run_read_on_two_clusters_is_one_ledger_of_every_attempt():
+    first, second = _ledgers()[:2]
+    both = merged(first, replace(second, run_id=first.run_id, cluster="ilc", steps_total=None))
+    assert both.cluster == "lab,ilc" and both.attempts == first.attempts + second.attempts
+    assert both.steps_total == 24 and both.allocated_gpu_h == first.allocated_gpu_h + second.allocated_gpu_h
+    assert merged(both, replace(first, cluster="lab")).cluster == "lab,ilc"

@@ -93,9 +93,21 @@ def report(name: str, *, store: Store | None = None, run_as: str | None = None, 
     ledgers: dict[str, RunLedger] = {}
     for cluster, group in _by_cluster(recs, run_as):
         for led in cluster_ledgers(cluster, group, now):
-            ledgers[led.run_id] = led
+            before = ledgers.get(led.run_id)
+            ledgers[led.run_id] = led if before is None else merged(before, led)
     order = list(dict.fromkeys(r.run_id for r in recs))
     return Report(name, scope, tuple(ledgers[r] for r in order if r in ledgers), now.timestamp())
+
+
+def merged(before: RunLedger, led: RunLedger) -> RunLedger:
+    """One run's ledger from two groups of its records (resubmitted to another cluster, or reached another way)."""
+    clusters = ",".join(dict.fromkeys([*before.cluster.split(","), led.cluster]))
+    return replace(
+        led,
+        cluster=clusters,
+        attempts=before.attempts + led.attempts,
+        steps_total=led.steps_total or before.steps_total,
+    )
 
 
 def _by_cluster(recs: Sequence[JobRecord], run_as: str | None) -> list[tuple[Cluster, list[JobRecord]]]:
