@@ -9,8 +9,8 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-from-pyproject
 # One list for both: bookworm and trixie ship these names (trixie: Slurm 24.11, MariaDB 11.8); tmux drives
-# `roach top` in its terminal tests.
-DEBS := slurm-wlm slurmdbd munge mariadb-server mariadb-client rsync openssh-server openssh-client git python3-venv patchelf tmux
+# `roach top` in its terminal tests; slurmrestd serves the lab's REST API (`roach lab up --rest`).
+DEBS := slurm-wlm slurmdbd slurmrestd slurm-wlm-jwt-plugin munge mariadb-server mariadb-client rsync openssh-server openssh-client git python3-venv patchelf tmux
 PYTEST_ARGS ?=
 # Labs for `make test`, one per pytest-xdist worker (tests/support/labs.py): twice the cores, 2 to 8; the lab
 # tests mostly wait on Slurm's timers, so 4 labs on 2 cores keep both busy.

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5, 9: 1, 10: 15}
+DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5, 9: 1, 10: 15, 11: 5}
 SMOKE = {
     "reps": 2,
     "sizes": [10, 50],
@@ -27,6 +27,7 @@ SMOKE = {
     "store_records": 1000,
     "viewers": [1, 5],
     "viewer_tasks": 100,
+    "rest_sizes": [100],
 }
 TITLES = {
     1: "Submit latency",
@@ -39,6 +40,7 @@ TITLES = {
     8: "The store at scale: ls and status",
     9: "Viewers: Slurm RPCs per minute with 1, 5 and 20 viewers",
     10: "A uv environment once built: a warm job's start",
+    11: "REST: a status round and the submit call through slurmrestd",
 }
 
 
@@ -73,6 +75,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=_ints,
         default=[100, 1000, 10000],
         help="benchmark 6: array tasks queued (default 100,1000,10000)",
+    )
+    ap.add_argument(
+        "--rest-sizes",
+        type=_ints,
+        default=[1000, 10000],
+        help="benchmark 11: held jobs (and array tasks) queued, through REST, locally and over SSH (default 1000,10000)",
     )
     ap.add_argument("--ssh-jobs", type=int, default=100, help="benchmark 3: held jobs in the queue (default 100)")
     ap.add_argument("--sweep-runs", type=int, default=1000, help="benchmark 4: runs per sweep (default 1000)")
@@ -156,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lab = Lab.load()
         wanted = a.only or list(TITLES)
-        if set(wanted) - {7}:  # the fault suite (7) runs as the tests do, without the bench user or submitit
+        # the fault suite (7) runs as the tests do, REST (10) as the lab's user: neither needs the bench user or submitit
+        if set(wanted) - {7, 10}:
             ensure_bench_user(lab, log)
         if set(wanted) - {7, 10}:  # the uv environment (10) has no submitit baseline
             ensure_submitit(lab, log)
@@ -184,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         8: lambda jobs: mod("b8_store").run(lab, jobs, a.store_records, reps(8), log),
         9: lambda jobs: mod("b9_viewers").run(lab, jobs, a.viewers, a.viewer_tasks, log),
         10: lambda jobs: mod("b10_uvenv").run(lab, jobs, reps(10), log),
+        11: lambda jobs: mod("b11_rest").run(lab, jobs, a.rest_sizes, reps(11), log),
     }
     failed = []
     for n in wanted:

@@ -32,10 +32,12 @@ from pathlib import Path
 
 from bench.b7_faults import Outcome, read_junit
 from roach.lab.debian_root import DebianRoot, host_ca, install_script, missing_packages, mounted
+from roach.lab.python import TOOLS
 
 REPO = Path(__file__).resolve().parent.parent
 CODENAMES = {"24.11": "trixie", "26.05": "sid"}
 WHEEL_DIRS = ("/opt/wheels", "/opt/pypi", "/opt/pypi-more")
+TOOL_WHEELS = "/root/roach-tool-wheels"  # in a root: the wheels of the lab's tools, which no local folder may hold
 EXTRA_DEBS = ("make", "git", "ca-certificates", "procps", "iproute2")
 HOST_DEBS = ("debootstrap", "patchelf", "iproute2")  # what this machine needs to make and enter a root
 # The Slurm-facing part of the suite: every test file that drives the lab, submits, or parses Slurm's output.
@@ -96,6 +98,8 @@ def pip_env(netns: bool) -> list[str]:
         env.setdefault("PIP_EXTRA_INDEX_URL", " ".join(local))
     if Path("/opt/wheels").is_dir():
         env.setdefault("PIP_FIND_LINKS", "/opt/wheels")
+    if netns:  # the lab's tools (uv), fetched into the root on this machine's network (fresh_checkout)
+        env["PIP_FIND_LINKS"] = " ".join(filter(None, (env.get("PIP_FIND_LINKS"), TOOL_WHEELS)))
     return [f"{k}={v}" for k, v in env.items()]
 
 
@@ -216,6 +220,10 @@ class Target:
         if old.exists():
             shutil.rmtree(old)
         self.chroot(f"cd {shlex.quote(self.checkout)} && make venv PYTHON={shlex.quote(self.venv_python)}", netns=False)
+        if self.root is not None:
+            tools = " ".join(shlex.quote(t) for t in TOOLS)
+            pip = f"{shlex.quote(self.checkout)}/.venv/bin/pip"
+            self.chroot(f"{pip} download -q --only-binary=:all: -d {TOOL_WHEELS} {tools}", netns=False)
 
     @property
     def junit(self) -> Path:

@@ -7,12 +7,15 @@ the parser tests (tests/test_slurm_versions.py) check each release's recording w
 Files are the bytes each command printed (stdout, or ``.stderr.txt``), with exactly roach's argv (the
 format strings and field lists come from roach.scheduler.parse). INDEX.md in tests/data lists them.
 The controller and slurmdbd are made unreachable through a copy of slurm.conf that names closed ports.
+On a lab up with ``--rest``, each squeue, sacct and sinfo is read through slurmrestd too, at the same moment, into
+``rest/``: the command's output and the answer (``tests/test_rest_client.py`` reads both through the client).
 Takes about 4 minutes (a requeue waits out cred_expire, a preemption the low QOS's GraceTime).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -23,10 +26,15 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from roach.lab.conf_files import rest_url
 from roach.lab.config import LAB_USER, LabConfig
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
 from roach.scheduler.accounting import ledger_argv
+from roach.scheduler.rest_client import SINCE_EVER
+from roach.scheduler.rest_http import RestApi
+from roach.scheduler.rest_token import TokenSource
+from roach.scheduler.transport import LocalTransport
 
 WEIRD = "we|ird $(name) x\nline2"  # the array's name: a pipe, spaces, $() and a newline
 SQUEUE = ["squeue", "--noheader", "--array", "-O", P.squeue_format()]
@@ -51,11 +59,33 @@ ASSOC = [
 STATES = ["squeue", "--noheader", "--only-job-state"]  # 23.11.5+: job id and state only
 
 
+# slurmrestd's reads beside the commands' (a lab up with --rest): command -> (API, path below its version)
+REST_PAIRS = {"squeue": ("slurm", "jobs"), "sacct": ("slurmdb", "jobs"), "sinfo": ("slurm", "nodes")}
+
+
 class Recorder:
     def __init__(self, cfg: LabConfig, out: Path):
         self.cfg, self.out, self.env = cfg, out, {**os.environ, **cfg.env()}
         self.env.pop("SLURM_TIME_FORMAT", None)
         self.ids: dict[str, int] = {}
+        self.rest = rest_api(cfg) if cfg.rest else None
+
+    def save_rest(self, name: str, argv: list[str], text: str) -> None:
+        """slurmrestd's answer of the same moment beside a command's output: ``rest/<name>`` (the output) and
+        ``rest/<stem>.json`` (the argv, slurmrestd's clock and the answer's body)."""
+        pair = REST_PAIRS.get(argv[0])
+        if self.rest is None or pair is None or "--only-job-state" in argv or "--help" in argv:
+            return
+        api, tail = pair
+        path = self.rest.ctld(tail) if api == "slurm" else self.rest.dbd(tail)
+        query = {"start_time": SINCE_EVER} if api == "slurmdb" else None
+        answer = self.rest.request("GET", path, query=query)
+        folder = self.out / "rest"
+        folder.mkdir(exist_ok=True)
+        (folder / name).write_bytes(text.encode())
+        record = {"argv": argv, "path": path, "now": answer.now.isoformat(), "body": answer.body}
+        (folder / f"{Path(name).stem}.json").write_text(json.dumps(record, sort_keys=True) + "\n")
+        print(f"  rest/{name} and its answer", flush=True)
 
     def run(self, argv: list[str], *, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -87,6 +117,8 @@ class Recorder:
             raise SystemExit(f"{name}: {argv[0]} printed no error (rc {r.returncode}, stdout {r.stdout[:200]!r})")
         (self.out / name).write_bytes(text.encode())
         print(f"  {name} ({len(text)} bytes)", flush=True)
+        if not stderr and env is None:
+            self.save_rest(name, argv, text)
         return text
 
     def sbatch(self, role: str, options: list[str], body: str = "sleep 600") -> int:
@@ -124,6 +156,12 @@ class Recorder:
 
     def ids_of(self, *roles: str) -> str:
         return ",".join(str(self.ids[r]) for r in roles)
+
+
+def rest_api(cfg: LabConfig) -> RestApi:
+    """The lab's slurmrestd as its user, with a token ``scontrol token`` makes for the recording."""
+    command = ("runuser", "-u", LAB_USER, "--", "scontrol", "token", "lifespan=3600")
+    return RestApi(rest_url(cfg), TokenSource(LAB_USER, command, transport=LocalTransport(env=cfg.env())))
 
 
 def record(cfg: LabConfig, out: Path, errors_only: bool = False, ledger_only: bool = False) -> None:

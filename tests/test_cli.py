@@ -24,8 +24,10 @@ DAEMONS = {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-n1", "slurmd-n
 
 
 def daemons_of(lab: LabConfig) -> set[str]:
-    """The lab's daemons: on the hosts layout each host runs its own munged, and the login host an sshd too."""
-    return DAEMONS | ({"munged-n1", "munged-n2", "munged-login", "munged-ctl", "sshd-login"} if lab.hosts else set())
+    """The lab's daemons: on the hosts layout each host runs its own munged, the login host an sshd too, and this
+    machine the nodes' HTTPS proxy."""
+    hosts = {"munged-n1", "munged-n2", "munged-login", "munged-ctl", "sshd-login", "proxy"}
+    return DAEMONS | (hosts if lab.hosts else set())
 
 
 USABLE = {"idle", "mix", "alloc", "comp"}

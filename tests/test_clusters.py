@@ -27,6 +27,7 @@ from roach.lab.config import LAB_USER
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
 from roach.scheduler.parse_control import NodeRecord, parse_key_values, parse_sacctmgr
+from roach.scheduler.rest_client import NoFiles, RestClient
 from roach.slurm.clusters.lab import LAB
 from tests.conftest import wait_until
 from tests.sshd import sshd, sshd_server  # noqa: F401  (fixtures)
@@ -173,6 +174,15 @@ def test_without_a_config_the_default_is_ilc(toml):
         ("[clusters.aws]\nmax_cost = 5\n", "max_cost needs gpu_hour_cost", None),
         ("default = 'nosuch'\n", "default: unknown cluster 'nosuch'", "known clusters"),
         ("[clusters.ilc\n", "is not valid TOML", None),
+        ("[clusters.lab]\nrest_url = 'http://ctl:6820'\n", "exactly one of token_command and token_file", None),
+        (
+            "[clusters.lab]\nrest_url = 'http://c:1'\ntoken_file = '/t'\ntoken_command = ['scontrol', 'token']\n",
+            "exactly one of token_command and token_file",
+            "token_command = [",
+        ),
+        ("[clusters.lab]\ntoken_file = '/t'\n", "token_file without rest_url", "add rest_url"),
+        ("[clusters.lab]\nrest_url = 'ctl:6820'\ntoken_file = '/t'\n", "is not an http:// or https:// URL", None),
+        ("[clusters.lab]\nrest_url = 'http://c:1'\ntoken_command = 'scontrol token'\n", "is not a list", None),
     ],
 )
 def test_config_errors_name_the_file_the_key_and_the_choices(toml, text, message, hint):
@@ -182,6 +192,26 @@ def test_config_errors_name_the_file_the_key_and_the_choices(toml, text, message
     assert str(path) in e.value.message and message in e.value.message, e.value.message
     if hint:
         assert hint in e.value.hint
+
+
+def test_rest_url_makes_the_client_a_rest_client_with_the_files_it_may_reach(toml, tmp_path):
+    token = tmp_path / "jwt"
+    toml(f"[clusters.ilc]\nrest_url = 'http://ctl:6820'\ntoken_file = '{token}'\nshared_fs = true\n")
+    ilc = configured("ilc")
+    assert (ilc.rest_url, ilc.token_file, ilc.shared_fs) == ("http://ctl:6820", str(token), True)
+    client = ilc.client()
+    assert isinstance(client, RestClient) and not isinstance(client.transport, NoFiles)
+    toml(f"[clusters.ilc]\nrest_url = 'http://ctl:6820'\ntoken_file = '{token}'\n")
+    assert isinstance(configured("ilc").client().transport, NoFiles)
+
+
+def test_a_rest_cluster_may_take_an_ssh_alias_for_its_files(toml):
+    toml(
+        "[clusters.ilc]\nrest_url = 'http://ctl:6820'\ntoken_command = ['scontrol', 'token']\nssh_alias = 'ilc-files'\n"
+    )
+    ilc = configured("ilc")
+    assert (ilc.rest_url, ilc.ssh_alias) == ("http://ctl:6820", "ilc-files")
+    assert isinstance(ilc.client(), RestClient) and not isinstance(ilc.client().transport, NoFiles)
 
 
 def test_config_may_mark_metered_never_unmark(toml):

@@ -50,8 +50,9 @@ def test_the_layers_contract_orders_every_package():
     assert "roach.slurm.clusters" in named  # the site modules: the seeds' path, the clusters' layer
 
 
-# The one import allowed inside a function: torch stays unimported until a run asks for DDP.
-LAZY_IMPORTS = {("roach/runtime/context.py", "roach.runtime.ddp")}
+# The imports allowed inside a function: torch stays unimported until a run asks for DDP, and http.client (with
+# the email package it loads) until a REST cluster sends a request, off every other command's start.
+LAZY_IMPORTS = {("roach/runtime/context.py", "roach.runtime.ddp"), ("roach/scheduler/rest_http.py", "http.client")}
 
 
 # Imported inside a function only to keep a heavy optional dependency lazy (the extras torch, mcp and plot's matplotlib).

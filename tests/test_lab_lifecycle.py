@@ -122,7 +122,7 @@ def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_pat
     assert any("slurmstepd" in p for p in _lab_processes(private_lab))
 
     stopped = lablib.down(str(private_lab), log=lambda *_: None)
-    hosts = {"munged-n1", "munged-n2", "munged-login", "munged-ctl", "sshd-login"} if cfg.hosts else set()
+    hosts = {"munged-n1", "munged-n2", "munged-login", "munged-ctl", "sshd-login", "proxy"} if cfg.hosts else set()
     assert set(stopped) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd-n1", "slurmd-n2", *hosts}
     assert _lab_processes(private_lab) == []
     assert lablib.down(str(private_lab), log=lambda *_: None) == []

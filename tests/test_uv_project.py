@@ -93,6 +93,7 @@ def locked(repo: GitRepo, lab: LabConfig, six: str, spoil: bool = False) -> str:
     spoiled where ``spoil``: a lock no install can satisfy); returns the commit."""
     stamp = os.urandom(4).hex()  # each call a commit of its own, a clone of its own
     repo.write({"pyproject.toml": pyproject(six), "uvproj/__init__.py": "", "uvproj/probe.py": PROBE, "stamp": stamp})
+    (repo.work / "uv.lock").unlink(missing_ok=True)  # `uv lock` keeps what a lock says, a spoiled hash too
     uv = str(lab.state / TOOLS_DIR / "uv")
     r = subprocess.run([uv, "lock", "--quiet"], cwd=repo.work, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -1,6 +1,5 @@
-"""`roach clusters [show NAME | discover NAME]`, `roach plan`, `roach clean`, `roach clones [prune]`: the named
-clusters, the resource plan and cleaning up (the library: :mod:`roach.fleet.userconfig`, ``discover``,
-``plan``, ``clean``). Registered in :data:`roach.cli.app.COMMANDS`.
+"""`roach clusters [show NAME | discover NAME]` and `roach plan`: the named clusters and the resource plan (the
+library: :mod:`roach.fleet.userconfig`, ``discover``, ``plan``). Registered in :data:`roach.cli.app.COMMANDS`.
 """
 
 from __future__ import annotations
@@ -22,19 +21,17 @@ from roach.fleet.discover import Discovery, discover
 from roach.fleet.userconfig import config_path, configured, default_cluster_name, get_cluster, load, save_block
 from roach.launch.pyenv import python_env_here
 from roach.model.python_env import EnvChoice
-from roach.ops.clean import clean, clones
 from roach.ops.plan import Plan, plan
-from roach.records.store import Store
 
 
-def _console() -> Console:
+def wide_console() -> Console:
     console = Console(highlight=False)
     if not console.is_terminal:
         console.width = 100_000
     return console
 
 
-def _configured(name: str | None, run_as: str | None = None) -> Cluster:
+def named_cluster(name: str | None, run_as: str | None = None) -> Cluster:
     """The cluster named (else the default cluster) with clusters.toml applied, acting as ``run_as``."""
 
     c = get_cluster(name or default_cluster_name())
@@ -43,6 +40,14 @@ def _configured(name: str | None, run_as: str | None = None) -> Cluster:
 
 def page_path(name: str) -> str:
     return f"docs/clusters/{name}.md"
+
+
+def _reached(c: Cluster) -> str:
+    """How roach reaches the cluster, in words: its Slurm calls, and through slurmrestd, its files."""
+    if c.rest_url:
+        files = f"over ssh {c.ssh_alias}" if c.ssh_alias else "on a shared file system" if c.shared_fs else "refused"
+        return f"slurmrestd at {c.rest_url}; files {files}"
+    return f"ssh {c.ssh_alias}" if c.ssh_alias else "this machine (no ssh)"
 
 
 def describe(c: Cluster) -> dict[str, Any]:
@@ -54,7 +59,7 @@ def describe(c: Cluster) -> dict[str, Any]:
         "description": c.description,
         "budget": c.budget,
         "metered": c.metered,
-        "reached": f"ssh {c.ssh_alias}" if c.ssh_alias else "this machine (no ssh)",
+        "reached": _reached(c),
         "backend": c.backend,
         "page": page_path(c.name),
         "module": f"roach.slurm.clusters.{c.name}",
@@ -108,7 +113,7 @@ def describe(c: Cluster) -> dict[str, Any]:
 
 
 def _print_cluster(d: dict[str, Any]) -> None:
-    console = _console()
+    console = wide_console()
     console.print(Text(f"{d['name']}: {d['description']}", style="bold"), soft_wrap=True)
     metered = Text("metered", style="bold red") if d["metered"] else Text("not metered", style="green")
     console.print(Text.assemble("  budget: ", metered, f" ({d['budget'] or '?'})"), soft_wrap=True)
@@ -186,7 +191,7 @@ def clusters(ctx: click.Context, as_json: bool) -> None:
             " ".join(r["tiers"]) or "-",
             r["description"],
         )
-    _console().print(table)
+    wide_console().print(table)
 
 
 @clusters.command("show")
@@ -194,7 +199,7 @@ def clusters(ctx: click.Context, as_json: bool) -> None:
 @json_option
 def show(name: str, as_json: bool) -> None:
     """Print everything roach knows about cluster NAME (module, clusters.toml, page)."""
-    d = describe(_configured(name))
+    d = describe(named_cluster(name))
     if as_json:
         _echo_json(stamp("cluster", d))  # describe() is the builder: stamp("cluster", describe(c))
     else:
@@ -209,7 +214,7 @@ def show(name: str, as_json: bool) -> None:
 def discover_cmd(name: str, save: bool, run_as: str | None, as_json: bool) -> None:
     """Read cluster NAME now (sinfo, scontrol, sacctmgr) and propose its tiers for clusters.toml."""
 
-    d = discover(_configured(name, run_as))  # reached as clusters.toml says (its ssh alias, setup lines)
+    d = discover(named_cluster(name, run_as))  # reached as clusters.toml says (its ssh alias, setup lines)
     saved = save_block(name, d.toml()) if save else None
     if as_json:
         _echo_json(discover_json(d, saved))
@@ -256,114 +261,18 @@ def plan_cmd(
 ) -> None:
     """Work out where GPUS would finish soonest now: your claims per tier, caps, sbatch --test-only per tier."""
 
-    c = _configured(cluster, run_as)
+    c = named_cluster(cluster, run_as)
     p = plan(c, gpus, nodes, wall)
     env = python_env_here(c, repo_root)
     written = p.write(write) if write and p.chosen else None
     if as_json:
         _echo_json(plan_json(p, written, env))
     else:
-        _console().print(p.text(), soft_wrap=True, markup=False)
+        wide_console().print(p.text(), soft_wrap=True, markup=False)
         if env is not None:
             click.echo(f"python: {env.line()}")
         if written:
             click.echo(f"wrote {written}")
-
-
-@click.command("clean")
-@click.argument("experiment")
-@click.option("--cluster", metavar="NAME", default=None, help="Only its jobs on this cluster.")
-@click.option("--dry-run", is_flag=True, help="Only list what would be cancelled and deleted.")
-@run_as_option
-@json_option
-def clean_cmd(experiment: str, cluster: str | None, dry_run: bool, run_as: str | None, as_json: bool) -> None:
-    """Cancel every job of EXPERIMENT and nothing else's; delete its logs and node-local scratch; keep every
-    checkpoint (resume.pt)."""
-
-    target = _configured(cluster, run_as) if cluster else None
-    if target is None and run_as:
-        raise click.UsageError("--run-as needs --cluster")
-    with Store() as store:
-        reports = clean(experiment, store=store, cluster=target, dry_run=dry_run)
-    if as_json:
-        _echo_json([stamp("clean", r.to_json()) for r in reports])  # one record per cluster
-        return
-    console = _console()
-    for r in reports:
-        verb = "would" if r.dry_run else "did"
-        console.print(Text(f"{r.experiment} on {r.cluster}: {len(r.jobs)} recorded job(s)", style="bold"))
-        console.print(f"  cancel ({verb}): {', '.join(r.cancelled) or 'nothing queued'}", soft_wrap=True)
-        console.print(f"  delete logs ({verb}): {len(r.logs)}", soft_wrap=True)
-        for p in r.logs:
-            console.print(f"    {p}", soft_wrap=True, markup=False)
-        console.print(f"  node-local scratch ({verb}) on {', '.join(r.nodes) or 'no node'}:", soft_wrap=True)
-        for p in r.scratch:
-            console.print(f"    {p}", soft_wrap=True, markup=False)
-        console.print(f"  checkpoints kept: {len(r.checkpoints_kept)}", soft_wrap=True)
-        for p in r.checkpoints_kept:
-            console.print(f"    {p}", soft_wrap=True, markup=False)
-        for f in r.failed:
-            console.print(Text(f"  failed: {f}", style="red"), soft_wrap=True)
-    if any(r.failed for r in reports):
-        raise SystemExit(1)
-
-
-def _clones(
-    cluster: str | None, clone_root: str, node: tuple[str, ...], run_as: str | None, as_json: bool, prune: bool
-) -> None:
-    with Store() as store:
-        found = clones(_configured(cluster, run_as), clone_root=clone_root, nodes=node, store=store, prune=prune)
-    if as_json:
-        _echo_json([stamp("clone", c.to_json()) for c in found])
-        return
-    table = Table(box=None, pad_edge=False)
-    for header in ("node", "clone", "size", "used", "state" if not prune else "action"):
-        table.add_column(header, overflow="fold")
-    for c in found:
-        used = "yes" + (f" (job {', '.join(map(str, c.used_by))})" if c.used_by else "") if c.used else "no"
-        state = c.action if prune else ("complete" if c.complete else "half-made")
-        table.add_row(c.node, c.name, f"{c.size_kib / 1024:.1f} MiB", used, state)
-    _console().print(table if found else f"no clones under {clone_root} on {', '.join(node) or 'those nodes'}")
-
-
-_clone_options = [
-    click.option("--cluster", metavar="NAME", default=None, help="The cluster. [default: the default cluster]"),
-    click.option(
-        "--clone-root", default="~/roach_clones", show_default=True, help="Where the clones are on each node."
-    ),
-    click.option(
-        "--node",
-        multiple=True,
-        metavar="NAME",
-        help="A node to look at (repeatable). [default: the nodes the store's jobs ran on]",
-    ),
-    run_as_option,
-    json_option,
-]
-
-
-def _with_clone_options(f):
-    for opt in reversed(_clone_options):
-        f = opt(f)
-    return f
-
-
-@click.group("clones", invoke_without_command=True)
-@_with_clone_options
-@click.pass_context
-def clones_cmd(
-    ctx: click.Context, cluster: str | None, clone_root: str, node: tuple[str, ...], run_as: str | None, as_json: bool
-) -> None:
-    """List the clones on each node: size, and whether a job uses them (`prune` removes unused ones)."""
-    if ctx.invoked_subcommand is None:
-        _clones(cluster, clone_root, node, run_as, as_json, prune=False)
-
-
-@clones_cmd.command("prune")
-@_with_clone_options
-def prune_cmd(cluster: str | None, clone_root: str, node: tuple[str, ...], run_as: str | None, as_json: bool) -> None:
-    """Remove the clones no running job uses and no queued job of yours is at (made writable first)."""
-    _clones(cluster, clone_root, node, run_as, as_json, prune=True)
 
 
 def clusters_json() -> list[dict[str, Any]]:

@@ -61,7 +61,7 @@ def lab() -> None:
 @lab.command()
 @state_dir_option
 @click.option(
-    "--port-base", type=int, default=None, help=f"First of the five ports the lab binds. {_default('port_base')}"
+    "--port-base", type=int, default=None, help=f"First of the six ports the lab binds. {_default('port_base')}"
 )
 @click.option(
     "--min-job-age", type=int, default=None, help=f"Seconds slurmctld keeps a finished job. {_default('min_job_age')}"
@@ -120,6 +120,11 @@ def lab() -> None:
     "share (with --hosts). [default: shared-home]",
 )
 @click.option(
+    "--rest/--no-rest",
+    default=None,
+    help="Serve Slurm's REST API: slurmrestd with JWT on the controller host, at the port base + 5. [default: no-rest]",
+)
+@click.option(
     "--job-package",
     "job_packages",
     multiple=True,
@@ -139,10 +144,11 @@ def up(
 
     Options not given keep the values the lab was last started with. With --slurm 24.11 or 26.05 the lab's
     daemons and client commands are that release's, in a Debian root of its own: `roach lab shell --slurm V`
-    opens a shell there (only --port-base, --job-package and --hosts/--single-host apply to it).
+    opens a shell there (only --port-base, --job-package, --hosts/--single-host and --rest apply to it).
     """
     if slurm != SlurmRelease.SYSTEM.value:
-        _release_lab(slurm, state_dir, root, options.get("port_base")).up(click.echo, job_packages, hosts)
+        lab_in_root = _release_lab(slurm, state_dir, root, options.get("port_base"))
+        lab_in_root.up(click.echo, job_packages, hosts, options.get("rest"))
         return
     if hosts is not None:
         options["layout"] = (lablib.LabLayout.HOSTS if hosts else lablib.LabLayout.SINGLE_HOST).value

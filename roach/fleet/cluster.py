@@ -19,6 +19,9 @@ from roach.model.python_env import PythonEnv
 from roach.model.resources import GpuFlag, Resources
 from roach.model.tiers import Tier
 from roach.scheduler.client import SlurmClient
+from roach.scheduler.rest_client import NoFiles, RestClient
+from roach.scheduler.rest_http import RestApi
+from roach.scheduler.rest_token import TokenSource
 from roach.scheduler.site_cache import SiteCache
 from roach.scheduler.ssh import SSHTransport
 from roach.scheduler.transport import LocalTransport, Transport
@@ -64,6 +67,12 @@ class Cluster:
     node_scratch: tuple[str, ...] = ("/tmp",)  # node-local directories where a job keeps <run_id>* scratch
     backend: str = "roach"  # "roach" (submit: the function runs from a clone) or "remote-workspace"
     python_env: PythonEnv | None = None  # clusters.toml's choice for every job; None: the commit's, else the site's
+    # -- Slurm's REST API (docs/rest.md): slurmrestd at rest_url takes every Slurm call; files go over ssh_alias,
+    # or straight to a file system this machine shares with the cluster (shared_fs), or nowhere (refused)
+    rest_url: str | None = None
+    token_command: tuple[str, ...] = ()  # prints the JWT (scontrol token), run as the transport runs commands
+    token_file: str | None = None  # holds the JWT; mode 600
+    shared_fs: bool = False  # this machine sees the cluster's files at the same paths
 
     def transport(self, env: Mapping[str, str] | None = None) -> Transport:
         env = dict(env if env is not None else self.env_factory() if self.env_factory else {})
@@ -73,11 +82,23 @@ class Cluster:
 
     def client(self) -> SlurmClient:
         env = dict(self.env_factory()) if self.env_factory else {}
+        if self.rest_url:
+            return self.rest_client(env)
         # the cache is per way of reaching the cluster: two labs on one machine differ in SLURM_CONF
         where = " ".join(
             (self.name, self.ssh_alias or "", self.ssh_config or "", self.run_as or "", env.get("SLURM_CONF", ""))
         )
         return SlurmClient(self.transport(env), site_cache=SiteCache(where))
+
+    def rest_client(self, env: Mapping[str, str] | None = None) -> RestClient:
+        """The client through slurmrestd: the token made or read as configured, files over ssh, shared or refused."""
+        if not self.rest_url:
+            raise UsageError(f"cluster {self.name} has no rest_url", hint="set rest_url in clusters.toml")
+        commands = self.transport(env)
+        token = TokenSource(None, self.token_command, Path(self.token_file).expanduser() if self.token_file else None)
+        token.transport = commands
+        files = commands if self.ssh_alias is not None or self.shared_fs else NoFiles(self.name)
+        return RestClient(files, api=RestApi(self.rest_url, token))
 
     def site_file(self) -> str:
         """The text of ``roach/slurm/clusters/<name>.sh``, sourced by every job of this cluster."""

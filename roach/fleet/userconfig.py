@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,13 +42,18 @@ _CLUSTER_KEYS: dict[str, tuple[str, str]] = {
     "submit_hosts": ("list[str]", "hostname patterns roach may submit from (fnmatch; empty: any)"),
     "refused_hosts": ("list[str]", "hostname patterns roach never submits from (a login host)"),
     "metered": ("bool", "mark the cluster metered (a metered module cannot be unmarked)"),
-    "ssh_alias": ("str", "the ssh alias of its login host (clusters reached over ssh only)"),
+    "ssh_alias": ("str", "the ssh alias of its login host (clusters reached over ssh, or with rest_url: files only)"),
     "ssh_config": ("str", "an ssh config file instead of ~/.ssh/config"),
     "remote_setup": ("list[str]", "shell lines run before each remote command (e.g. module load slurm)"),
     "node_scratch": ("list[str]", "node-local directories where jobs keep <run_id>* scratch"),
     "python_env": ("python_env", "every job's Python here: uv, pixi, venv or system, over the commit's lock file"),
+    "rest_url": ("str", "slurmrestd's URL (http://host:port): every Slurm call goes there (docs/rest.md)"),
+    "token_command": ("list[str]", "with rest_url: the command that prints a JWT, e.g. scontrol token lifespan=3600"),
+    "token_file": ("str", "with rest_url: a file of mode 600 holding the JWT (instead of token_command)"),
+    "shared_fs": ("bool", "with rest_url: this machine sees the cluster's files at the same paths"),
     "tiers": ("list[table]", "where jobs land, top down: [[clusters.NAME.tiers]] tables"),
 }
+_REST_KEYS = ("token_command", "token_file", "shared_fs")
 _TIER_KEYS: dict[str, tuple[str, str]] = {
     "name": ("str", "the tier's name (required)"),
     "partition": ("str", "the partition jobs of this tier use"),
@@ -156,9 +162,32 @@ def _cluster(path: Path, name: str, raw: Any) -> ClusterSettings:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise _err(path, f"[[clusters.{name}.tiers]]", f"tier name(s) given twice: {', '.join(dup)}")
+    _check_rest(path, where, values)
     if "max_cost" in values and "gpu_hour_cost" not in values:
         raise _err(path, where, "max_cost needs gpu_hour_cost (what one GPU-hour costs) to be checked")
     return ClusterSettings(name, values, tiers)
+
+
+def _check_rest(path: Path, where: str, values: Mapping[str, Any]) -> None:
+    """rest_url takes exactly one token source; the REST keys need rest_url; the URL is http(s)://host[:port]."""
+    if "rest_url" not in values:
+        stray = [k for k in _REST_KEYS if k in values]
+        if stray:
+            raise _err(path, where, f"{', '.join(stray)} without rest_url", hint="add rest_url, or remove the line(s)")
+        return
+    url = urllib.parse.urlsplit(values["rest_url"])
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise _err(path, f"{where} rest_url", f"{values['rest_url']!r} is not an http:// or https:// URL")
+    if ("token_command" in values) == ("token_file" in values):
+        raise _err(
+            path,
+            where,
+            "rest_url needs exactly one of token_command and token_file",
+            hint='e.g. token_command = ["scontrol", "token", "lifespan=3600"], or token_file = "~/.slurm-jwt" '
+            "(mode 600)",
+        )
+    if values.get("token_command") == []:
+        raise _err(path, f"{where} token_command", "is empty", hint='e.g. ["scontrol", "token", "lifespan=3600"]')
 
 
 def load(path: str | os.PathLike[str] | None = None) -> UserConfig:
@@ -239,13 +268,24 @@ def configured(cluster: Cluster | str, config: UserConfig | None = None) -> Clus
         "max_cost": "max_cost",
         "max_gpus_per_node": "max_gpus_per_node",
         "ssh_config": "ssh_config",
+        "rest_url": "rest_url",
+        "token_file": "token_file",
+        "shared_fs": "shared_fs",
     }
     for key, attr in simple.items():
         if key in v:
             changes[attr] = v[key]
     if "python_env" in v:
         changes["python_env"] = PythonEnv(v["python_env"])
-    for key in ("partitions", "qos_names", "submit_hosts", "refused_hosts", "remote_setup", "node_scratch"):
+    for key in (
+        "partitions",
+        "qos_names",
+        "submit_hosts",
+        "refused_hosts",
+        "remote_setup",
+        "node_scratch",
+        "token_command",
+    ):
         if key in v:
             changes[key] = tuple(v[key])
     if "metered" in v:
@@ -258,7 +298,7 @@ def configured(cluster: Cluster | str, config: UserConfig | None = None) -> Clus
             )
         changes["metered"] = v["metered"] or c.metered
     if "ssh_alias" in v:
-        if c.ssh_alias is None:
+        if c.ssh_alias is None and "rest_url" not in v:  # through slurmrestd an alias carries files only
             raise _err(
                 cfg.path,
                 f"[clusters.{c.name}] ssh_alias",

@@ -50,6 +50,7 @@ def _values(cfg: LabConfig) -> dict[str, str]:
         "cgroup_plugin": cgroup,
         "tracking": tracking,
         "db_password": db_password(cfg),
+        "jwt": _jwt_lines(cfg),
         **{k: str(v) for k, v in cfg.ports.items()},
         "ctld_addr": where["controller"],
         "ctld_host": CONTROLLER if cfg.hosts else cfg.host,
@@ -65,6 +66,30 @@ def addresses(cfg: LabConfig) -> dict[str, str]:
         return {"controller": "127.0.0.1", **{n: "127.0.0.1" for n in NODES}}
     fabric = Fabric(cfg.port_base, NODES)
     return {"controller": fabric.controller_addr, **{n: fabric.node_addr(n) for n in (*NODES, LOGIN)}}
+
+
+def rest_url(cfg: LabConfig) -> str:
+    """Where the lab's slurmrestd answers: the controller host's address on the bridge, or 127.0.0.1."""
+    return f"http://{addresses(cfg)['controller']}:{cfg.port('rest_port')}"
+
+
+def jwt_key(cfg: LabConfig) -> Path:
+    """The key slurmctld and slurmdbd sign and check JWT tokens with: made once, root's, mode 0600."""
+    if not cfg.jwt_key.exists():
+        atomic_write(cfg.jwt_key, secrets.token_bytes(32), mode=0o600)
+    return cfg.jwt_key
+
+
+def _jwt_lines(cfg: LabConfig) -> str:
+    """slurm.conf's and slurmdbd.conf's lines that accept JWT tokens besides munge, where Slurm has the plugin."""
+    if not any(Path(d, "auth_jwt.so").exists() for d in _plugin_dirs()):
+        return "# (no auth/jwt plugin installed: no JWT tokens, no slurmrestd)"
+    return f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={jwt_key(cfg)}"
+
+
+def _plugin_dirs() -> tuple[str, ...]:
+    """Where Debian's Slurm keeps its plugins."""
+    return ("/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/lib/aarch64-linux-gnu/slurm-wlm", "/usr/lib/slurm")
 
 
 def db_password(cfg: LabConfig) -> str:

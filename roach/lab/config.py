@@ -44,7 +44,7 @@ class LabLayout(str, Enum):
 
 
 # Port offsets from the base port.
-_PORTS = {"ctld_port": 0, "n1_port": 1, "n2_port": 2, "dbd_port": 3, "db_port": 4}
+_PORTS = {"ctld_port": 0, "n1_port": 1, "n2_port": 2, "dbd_port": 3, "db_port": 4, "rest_port": 5}
 
 
 def default_state_dir() -> Path:
@@ -88,6 +88,8 @@ class LabConfig:
     # ILC's file systems: each compute node has a home of its own, and the lab user's ~/scratch is the one shared
     # store (the machine's ~/scratch, bound into each node's home). Hosts layout only.
     node_homes: bool = False
+    # slurmrestd on the controller host at the rest port, its clients authenticated by JWT (``scontrol token``).
+    rest: bool = False
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -134,6 +136,11 @@ class LabConfig:
     @property
     def slurm_conf(self) -> Path:
         return self.etc / "slurm.conf"
+
+    @property
+    def jwt_key(self) -> Path:
+        """The key slurmctld and slurmdbd sign and check JWT tokens with (root's, mode 0600)."""
+        return self.etc / "jwt.key"
 
     @property
     def my_cnf(self) -> Path:

@@ -185,3 +185,12 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, logs: Sequenc
         time.sleep(0.5)
     tails = "".join(f"\n--- {d.logfile}\n{d.log_tail()}" for d in logs)
     raise LabError(f"timed out after {timeout:.0f}s waiting for {what}{tails}", hint="read the logs above")
+
+
+def listening(address: str, port: int, timeout: float = 1.0) -> bool:
+    """Whether something accepts a TCP connection at ``address``:``port`` now."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import socket
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
-from roach.lab import accounting, conf_files, login, prepare, proxy, release
+from roach.lab import accounting, conf_files, login, prepare, proxy, release, rest
 from roach.lab.config import (
     LAB_USER,
     NODES,
@@ -21,7 +20,7 @@ from roach.lab.config import (
     PreemptSignalSetting,
     default_state_dir,
 )
-from roach.lab.daemons import Daemon, check_port_free, processes_in, wait_for
+from roach.lab.daemons import Daemon, check_port_free, listening, processes_in, wait_for
 from roach.lab.hosts import CONTROLLER, Fabric
 from roach.lab.packages import require_packages, require_root, which
 from roach.lab.python import ensure_job_venv, ensure_node_venvs
@@ -62,6 +61,8 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
             env=env,
         ),
     ]
+    if cfg.rest:
+        controller.append(rest.daemon(cfg, env))
     slurmd = which("slurmd") or "slurmd"
     slurmds = [
         Daemon(
@@ -88,14 +89,6 @@ def _proxy(cfg: LabConfig, fabric: Fabric) -> Daemon:
     argv = (python, "-m", "roach.lab.proxy", fabric.machine_addr, str(proxy.PORT))
     env = (("PYTHONPATH", str(Path(__file__).resolve().parents[2])),)  # this roach, wherever it runs from
     return Daemon("proxy", argv, cfg.run_dir / "proxy.pid", cfg.log_dir / "proxy.log", forks=False, env=env)
-
-
-def _listening(address: str, port: int) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def _on_host(cfg: LabConfig, fabric: Fabric, host: str, d: Daemon, home: tuple[Path, str] | None = None) -> Daemon:
@@ -155,6 +148,7 @@ LIVE = {
     "low_grace_time",
     "high_gpu_cap",
     "prolog",
+    "rest",
 }
 
 
@@ -202,6 +196,10 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     require_root()
     require_packages()
     cfg = resolve_config(state_dir, **options)
+    if cfg.rest:
+        require_packages({"slurmrestd": "slurmrestd"})
+    elif rest.daemon(cfg, ()).stop():
+        log("stopped slurmrestd (--no-rest)")
     ds = _by_name(cfg)
     if all(d.alive() for d in ds.values()) and _nodes_up(cfg):
         ensure_job_venv(cfg, job_packages)
@@ -240,12 +238,14 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     accounting.ensure_tiers_and_users(cfg)
     # slurmctld reads QOS preemption lists when it (re)configures, not when slurmdbd changes them.
     _reconfigure(cfg, "after setting the QOS tiers")
+    if cfg.rest:
+        ds["slurmrestd"].start(ready=lambda: rest.listening(cfg))
     for n in NODES:
         ds[f"slurmd-{n}"].start(ready=lambda: True)
     if cfg.hosts:
         ds["sshd-login"].start(ready=lambda: login.listening(cfg))
         address = Fabric(cfg.port_base, NODES).machine_addr
-        ds["proxy"].start(ready=lambda: _listening(address, proxy.PORT))
+        ds["proxy"].start(ready=lambda: listening(address, proxy.PORT))
         atomic_write(cfg.etc / "https_proxy", proxy.url(address) + "\n")
     wait_for(
         "both nodes to register with slurmctld",

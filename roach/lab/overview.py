@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from roach.lab import login
-from roach.lab.conf_files import addresses
+from roach.lab.conf_files import addresses, rest_url
 from roach.lab.config import CPUS_PER_NODE, GPUS_PER_NODE, LAB_USER, LabConfig
 from roach.lab.lab import daemons
 
@@ -73,4 +73,6 @@ def env_lines(state_dir: str | None = None) -> list[str]:
     lines = [f"export {k}={shlex.quote(v)}" for k, v in cfg.env().items()]
     if cfg.hosts:  # a comment to the shell that evaluates these lines
         lines.append(f"# the login host: ssh {login.alias(cfg)} (as {LAB_USER})")  # no path: it may hold a newline
+    if cfg.rest:
+        lines.append(f"# Slurm's REST API: {rest_url(cfg)} (a token: runuser -u {LAB_USER} -- scontrol token)")
     return lines

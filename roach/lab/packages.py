@@ -37,10 +37,11 @@ def require_root() -> None:
         )
 
 
-def require_packages() -> None:
-    missing = sorted({pkg for exe, pkg in REQUIRED.items() if which(exe) is None})
+def require_packages(required: dict[str, str] = REQUIRED) -> None:
+    """Raise naming the Debian packages of ``required`` (binary -> package) whose binary is missing."""
+    missing = sorted({pkg for exe, pkg in required.items() if which(exe) is None})
     if missing:
         raise LabError(
             f"missing Debian packages for the lab: {', '.join(missing)}",
-            hint=f"install them as root: {APT_LINE}",
+            hint=f"install them as root: {APT_LINE if required is REQUIRED else 'apt-get install -y ' + ' '.join(missing)}",
         )

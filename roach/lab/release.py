@@ -35,6 +35,12 @@ class Release:
         26.05 take it (the releases between were not tried, so they get the default, as 22.05 does)."""
         return self >= Release(24, 11)
 
+    @property
+    def slurmrestd_takes_group(self) -> bool:
+        """``slurmrestd -g GID``: 22.05 has no -g (it keeps root's group, which it allows); 24.11 and 26.05 take it
+        and refuse to run in root's group (the releases between were not tried)."""
+        return self >= Release(24, 11)
+
 
 @cache
 def installed() -> Release | None:

@@ -29,6 +29,8 @@ from roach.lab.debian_root import DebianRoot, host_ca, install_script, missing_p
 ROOT_DEBS = (
     "slurm-wlm",
     "slurmdbd",
+    "slurmrestd",  # `roach lab up --rest`
+    "slurm-wlm-jwt-plugin",  # JWT tokens (auth/jwt), which slurmrestd's clients use; not pulled in by slurm-wlm in sid
     "munge",
     "mariadb-server",
     "mariadb-client",
@@ -215,15 +217,24 @@ class ReleaseLab:
         return r.stdout if capture else ""
 
     # -- the lab --------------------------------------------------------------------------------------
-    def up(self, log: Callable[[str], None], job_packages: tuple[str, ...] = (), hosts: bool | None = None) -> None:
+    def up(
+        self,
+        log: Callable[[str], None],
+        job_packages: tuple[str, ...] = (),
+        hosts: bool | None = None,
+        rest: bool | None = None,
+    ) -> None:
         """Make the root where missing, mount it, and start the lab inside (a no-op where it runs); ``hosts``
-        as ``roach lab up --hosts/--single-host`` (None: the inner lab's saved layout, else hosts)."""
+        and ``rest`` as ``roach lab up --hosts/--single-host`` and ``--rest/--no-rest`` (None: the inner lab's
+        saved setting)."""
         self.state.mkdir(parents=True, exist_ok=True)
         self.ensure_root(log)
         self.save()
         args = ["--port-base", str(self.port_base)]
         if hosts is not None:
             args.append("--hosts" if hosts else "--single-host")
+        if rest is not None:
+            args.append("--rest" if rest else "--no-rest")
         args += [a for p in job_packages for a in ("--job-package", p)]
         self.inside(f"{INSIDE_VENV}/bin/python -m roach lab up {shlex.join(args)}")
         version = self.inside("sinfo -V", capture=True).strip()

@@ -24,6 +24,7 @@ from roach._fs import atomic_write
 from roach._proc import alive, boot_id
 from roach.errors import RoachError, TransportError
 from roach.records.store import Store
+from roach.scheduler.rest_client import RestClient
 
 SETTLE_S = 120.0  # a controller answers a request it has received well within this (MessageTimeout is 10 s)
 LOOKS = 3  # looks a second apart right after the loss: the controller may be finishing the request
@@ -76,7 +77,9 @@ def _in_flight(item: dict) -> bool:
 
 
 def _held_jobs(client) -> list[tuple[int, str]]:
-    """(job id, log path) of the transport user's jobs held by their user."""
+    """(job id, log path) of the transport user's jobs held by their user (through slurmrestd: the token's user's)."""
+    if isinstance(client, RestClient):
+        return client.held_with_output()
     res = client.run(["squeue", "--me", "-h", "-t", "PENDING", "-O", "JobID:|,StdOut:|,Reason:|"])
     out = []
     for line in res.stdout.splitlines():

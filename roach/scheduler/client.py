@@ -68,7 +68,7 @@ _HINTS = (
 )
 
 
-def _hint(stderr: str) -> str | None:
+def error_hint(stderr: str) -> str | None:
     for pattern, hint in _HINTS:
         if re.search(pattern, stderr, re.IGNORECASE):
             return hint
@@ -100,7 +100,7 @@ class SlurmClient:
                 return res
             if not (transient and attempt + 1 < attempts):
                 cls = SlurmTransientError if transient else SlurmError
-                raise cls(argv, res.returncode, res.stderr or res.stdout, hint=_hint(res.stderr or res.stdout))
+                raise cls(argv, res.returncode, res.stderr or res.stdout, hint=error_hint(res.stderr or res.stdout))
             self.sleep(self.backoff_s * 2**attempt)
         raise AssertionError("unreachable")
 
@@ -124,7 +124,7 @@ class SlurmClient:
         if res.returncode == 1:  # every given id has left the controller: not an error for a poller
             if "Invalid job id" in res.stderr:
                 return []
-            raise SlurmError(argv, 1, res.stderr, _hint(res.stderr))
+            raise SlurmError(argv, 1, res.stderr, error_hint(res.stderr))
         return P.parse_squeue(res.stdout)
 
     def job_states(self, job_ids: Iterable[str | int]) -> list[StateRecord]:
@@ -191,7 +191,7 @@ class SlurmClient:
         if res.returncode == 1:
             if "Invalid job id" in res.stderr:
                 return None
-            raise SlurmError(argv, 1, res.stderr, _hint(res.stderr))
+            raise SlurmError(argv, 1, res.stderr, error_hint(res.stderr))
         # One record per job (an array lists one per task), and a job name may hold a newline:
         # split on the JobId= that starts each record, not on lines.
         records = [r for r in re.split(r"(?=(?<!\S)JobId=)", res.stdout) if r.strip()]

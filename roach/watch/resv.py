@@ -21,6 +21,7 @@ from roach.ops.events import Event, EventKind, TierRow, tier_table
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import RS, US, QueueRecord, squeue_format, squeue_record
 from roach.scheduler.parse_control import parse_key_values
+from roach.scheduler.rest_client import RestClient
 
 _NULL = {"", "(null)", "N/A", "None"}
 
@@ -75,10 +76,15 @@ def read_queue(client: SlurmClient, tiers: tuple[Tier, ...], last: Queue | None 
     """The user's queue (one ``squeue``, as :meth:`SlurmClient.squeue` asks it) with each job's reservation.
     A queue that prints what it printed at the ``last`` look is that queue: a long pending array's round
     reads and counts nothing again."""
-    text = client.run(["squeue", "--noheader", "--array", "-O", queue_format(), "--me"]).stdout
-    if last is not None and last.text == text and last.tiers == tiers:
-        return last
-    recs, resv = parse_queue(text)
+    if isinstance(client, RestClient):  # slurmctld's job list through slurmrestd, one request
+        text, recs, resv = client.queue_reservations()
+        if last is not None and last.text == text and last.tiers == tiers:
+            return last
+    else:
+        text = client.run(["squeue", "--noheader", "--array", "-O", queue_format(), "--me"]).stdout
+        if last is not None and last.text == text and last.tiers == tiers:
+            return last
+        recs, resv = parse_queue(text)
     return Queue(text, recs, resv, {q.job_id: q for q in recs if q.state.is_active}, tiers, tier_table(tiers, recs))
 
 
@@ -105,7 +111,10 @@ def parse_reservations(text: str) -> dict[str, Reservation]:
 
 
 def show_reservations(client: SlurmClient) -> dict[str, Reservation]:
-    """One ``scontrol show reservation`` for every reservation on the cluster."""
+    """One ``scontrol show reservation`` (through slurmrestd: one ``GET .../reservations``) for every reservation
+    on the cluster."""
+    if isinstance(client, RestClient):
+        return {r.name: Reservation(r.name, r.start, r.end, r.state) for r in client.reservations()}
     return parse_reservations(client.run(["scontrol", "show", "reservation", "-o"]).stdout)
 
 

@@ -21,8 +21,6 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from roach.errors import RoachError
@@ -31,7 +29,9 @@ from roach.fleet.userconfig import get_cluster
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.transport import Transport
 from roach.workspace.base import Remote, Settings, Workspace
+from roach.workspace.doctor_check import Check, attempt
 from roach.workspace.file import WORKSPACE_FILE, load_workspace_file
+from roach.workspace.rest_doctor import rest_checks
 
 SLURM_COMMANDS = ("sbatch", "squeue", "sacct", "scancel")
 __all__ = ["WORKSPACE_FILE", "Check", "check_workspace", "doctor"]
@@ -40,25 +40,7 @@ __all__ = ["WORKSPACE_FILE", "Check", "check_workspace", "doctor"]
 _WHICH = 'for c do p=$(command -v "$c" 2>/dev/null) && printf "%s %s\\n" "$c" "$p" || printf "%s\\n" "$c"; done'
 
 
-@dataclass(frozen=True)
-class Check:
-    """One prerequisite: whether it holds, what was found, and what to do when it does not."""
-
-    name: str
-    ok: bool
-    detail: str
-    hint: str | None = None
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-def _attempt(name: str, fn: Callable[[], Check]) -> Check:
-    """Run one check; a roach error on the way is that check failing, with the error's message and hint."""
-    try:
-        return fn()
-    except RoachError as err:
-        return Check(name, False, err.message, err.hint)
+_attempt = attempt
 
 
 def _which(t: Transport, names: tuple[str, ...]) -> dict[str, str | None]:
@@ -85,6 +67,8 @@ def doctor(
     cluster's own (tests).
     """
     c = get_cluster(cluster)
+    if c.rest_url and transport is None:
+        return _rest_doctor(c, workspace, remote_rsync, local_rsync)
     first = "ssh"
     try:
         t = transport if transport is not None else c.transport()
@@ -106,6 +90,28 @@ def doctor(
         checks.append(_attempt("accounts", lambda: _check_accounts(c, client, user)))
     if workspace is not None:
         checks.append(check_workspace(workspace, c, t))
+    return checks
+
+
+def _rest_doctor(
+    c: Cluster, workspace: str | os.PathLike[str] | None, remote_rsync: str, local_rsync: str
+) -> list[Check]:
+    """A cluster reached through slurmrestd: its checks (:mod:`roach.workspace.rest_doctor`), then, where files go
+    over ssh, that connection and rsync through it."""
+    try:
+        client = c.rest_client()
+    except RoachError as err:
+        return [Check("rest-token", False, err.message, err.hint)]
+    checks = rest_checks(c, client)
+    if c.ssh_alias and checks[-1].ok:
+        try:
+            t = c.transport()
+            _, detail = _reach(c, t)
+        except RoachError as err:
+            return [*checks, Check("ssh", False, err.message, err.hint)]
+        checks += [Check("ssh", True, detail), *_check_rsync(c, t, remote_rsync, local_rsync)]
+        if workspace is not None:
+            checks.append(check_workspace(workspace, c, t))
     return checks
 
 

@@ -89,6 +89,10 @@ _SETTINGS: dict[str, dict[str, Any]] = {
     "refused_hosts": strings("Host patterns roach never submits from."),
     "refused_host_reason": string("Why those are refused."),
     "node_scratch": strings("Node-local directories where a job keeps scratch."),
+    "rest_url": string("slurmrestd's URL, through which every Slurm call goes (docs/rest.md); null: none.", null=True),
+    "token_command": strings("The command that prints its JWT (never the token); empty: none."),
+    "token_file": string("The file of mode 600 holding its JWT (never the token); null: none.", null=True),
+    "shared_fs": boolean("With rest_url: this machine sees the cluster's files at the same paths."),
 }
 
 CLUSTER = record(
