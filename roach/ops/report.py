@@ -27,6 +27,7 @@ from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.scheduler.accounting import Allocation
 from roach.scheduler.parse import in_array
+from roach.scheduler.rest_client import RestClient
 from roach.scheduler.transport import Transport
 
 RS = "\x1e"
@@ -157,7 +158,9 @@ def cluster_ledgers(cluster: Cluster, recs: Sequence[JobRecord], now: datetime) 
     client = cluster.client()
     by_job = by_task(client.allocations(list(dict.fromkeys(query_id(r) for r in recs))), recs)
     logs = list(dict.fromkeys(r.log_path for r in recs))
-    tz, texts = read_logs(client.transport, logs)
+    cluster_tz, texts = read_logs(client.transport, logs)
+    # sacct prints the cluster's local time; a REST client's records are this machine's local time
+    tz = _local_tz() if isinstance(client, RestClient) else cluster_tz
     facts = {p: read_attempts(t.splitlines()) for p, t in zip(logs, texts)}
     held = {r.holder for r in recs if r.kind is RecordKind.ATTEMPT} | {r.job_id for r in recs if _is_holder(r)}
     holders = {
@@ -218,6 +221,11 @@ def read_logs(transport: Transport, paths: Sequence[str]) -> tuple[timezone, lis
             hint="check that the submitting user may read the log root (--run-as)",
         )
     return _offset(parts[0].strip()), [p.lstrip("\n") for p in parts[1 : len(paths) + 1]]
+
+
+def _local_tz() -> timezone:
+    offset = datetime.now().astimezone().utcoffset()
+    return timezone(offset) if offset is not None else UTC
 
 
 def _offset(text: str) -> timezone:
