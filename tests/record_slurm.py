@@ -30,6 +30,7 @@ from roach.lab.conf_files import rest_url
 from roach.lab.config import LAB_USER, LabConfig
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
+from roach.scheduler.accounting import ledger_argv
 from roach.scheduler.rest_client import SINCE_EVER
 from roach.scheduler.rest_http import RestApi
 from roach.scheduler.rest_token import TokenSource
@@ -163,13 +164,41 @@ def rest_api(cfg: LabConfig) -> RestApi:
     return RestApi(rest_url(cfg), TokenSource(LAB_USER, command, transport=LocalTransport(env=cfg.env())))
 
 
-def record(cfg: LabConfig, out: Path, errors_only: bool = False) -> None:
+def record(cfg: LabConfig, out: Path, errors_only: bool = False, ledger_only: bool = False) -> None:
     rec = Recorder(cfg, out)
     if rec.queue():
         raise SystemExit("the lab's queue is not empty: cancel its jobs first")
+    if ledger_only:
+        ledger(rec)
+        return
     if not errors_only:
         scenario(rec, out)
+        ledger(rec)
     errors(rec, cfg, out)
+
+
+def ledger(rec: Recorder) -> None:
+    """The ledger's sacct (``ledger_argv``: the usual fields and Eligible, -X -D) of a one-GPU low job preempted by
+    a normal one: while it waits to be eligible again, and once its second attempt has completed."""
+    print("the ledger's sacct", flush=True)
+    again = 'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 300; else sleep 5; fi'  # killed after the GraceTime
+    rec.sbatch("rec-ledger", ["--qos=low", "--gres=gpu:1", "-w", "n2", "--requeue"], again)
+    rec.wait("the ledger's job to run", lambda q: rec.state("rec-ledger", q) == {"RUNNING"})
+    time.sleep(3)
+    rec.sbatch("rec-ledger-preemptor", ["--qos=normal", "--gres=gpu:4", "-w", "n2"], "sleep 3")
+    rec.wait("its requeue", lambda q: rec.state("rec-ledger", q) == {"PENDING"})
+    time.sleep(2)  # until slurmdbd has the requeued record
+    rec.save("sacct_XD_ledger_preempted_then_pending.txt", ledger_argv([rec.ids["rec-ledger"]]))
+    rec.wait("its second attempt to end", lambda q: not q.get("rec-ledger") and not q.get("rec-ledger-preemptor"), 240)
+    time.sleep(2)
+    rec.save("sacct_XD_ledger_preempted_then_completed.txt", ledger_argv([rec.ids["rec-ledger"]]))
+    # a sweep's array whose tasks wait: one runs, the others are one pending range until they start
+    rec.sbatch("rec-ledger-array", ["--array=0-2%1", "--gres=gpu:4", "-w", "n1"], "sleep 300")
+    rec.wait("its first task to run", lambda q: "RUNNING" in rec.state("rec-ledger-array", q))
+    time.sleep(5)  # until slurmdbd has the running task
+    # the array's id: its tasks' ids would leave out the range of tasks that have not started
+    rec.save("sacct_XD_ledger_array_pending.txt", ledger_argv([rec.ids["rec-ledger-array"]]))
+    rec.cancel("rec-ledger-array")
 
 
 def scenario(rec: Recorder, out: Path) -> None:
@@ -395,6 +424,7 @@ def main() -> None:
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--out", default=str(Path(__file__).parent / "data"))
     ap.add_argument("--errors-only", action="store_true", help="record only the error outputs")
+    ap.add_argument("--ledger-only", action="store_true", help="record only the ledger's sacct (roach report)")
     args = ap.parse_args()
     cfg = LabConfig.load(args.state_dir)
     r = subprocess.run(
@@ -404,7 +434,7 @@ def main() -> None:
     out = Path(args.out) / version
     out.mkdir(parents=True, exist_ok=True)
     print(f"recording Slurm {r.stdout.strip()} into {out}", flush=True)
-    record(cfg, out, args.errors_only)
+    record(cfg, out, args.errors_only, args.ledger_only)
     (out / "VERSION").write_text(r.stdout.split()[1] + "\n")
 
 

@@ -55,8 +55,8 @@ def test_the_layers_contract_orders_every_package():
 LAZY_IMPORTS = {("roach/runtime/context.py", "roach.runtime.ddp"), ("roach/scheduler/rest_http.py", "http.client")}
 
 
-# Imported inside a function only to keep a heavy optional dependency lazy (the extras torch and mcp).
-OPTIONAL = ("torch", "mcp")
+# Imported inside a function only to keep a heavy optional dependency lazy (the extras torch, mcp and plot's matplotlib).
+OPTIONAL = ("torch", "mcp", "matplotlib")
 
 
 def test_no_module_imports_inside_a_function():

@@ -64,7 +64,7 @@ def test_the_server_lists_every_tool_with_its_commands_help():
     assert skill == generate().text
     assert "Invalid value for '-n' / '--lines': 0 is not in the range x>=1." in text, text
     assert set(tools) == set(TOOLS) >= {"submit", "sweep", "status", "logs", "cancel", "why", "plan", "watch_events"}
-    assert set(TOOLS) >= {"move", "clean"}
+    assert set(TOOLS) >= {"move", "clean", "report"}
     for name, (command, _) in TOOLS.items():
         assert tools[name].description.startswith(command_help(command)), name
     assert tools["submit"].input_schema["required"] == ["target", "resources"]
@@ -78,7 +78,7 @@ def test_a_read_only_server_runs_only_what_changes_nothing():
         cancel = a.refused("cancel", ref="123")
         listed = a.call("ls")
     assert set(tools) == set(TOOLS)  # listed all, so an agent sees what a full server would do
-    assert READ_ONLY == {"status", "ls", "logs", "why", "plan", "watch_events"}
+    assert READ_ONLY == {"status", "ls", "logs", "why", "plan", "report", "watch_events"}
     for text, name in ((submit, "submit"), (cancel, "cancel")):
         assert "read-only" in text and f"not {name}" in text and "`roach mcp`" in text, text
     assert listed == []  # a tool that changes nothing runs
@@ -145,6 +145,13 @@ def test_submit_watch_status_logs_why_clean_on_the_lab(agent, repo):
     (report,) = agent.call("clean", experiment="mcp-a", cluster="lab")  # dry_run unless told otherwise
     assert report["dry_run"] is True and str(log) in report["logs"] and log.exists()  # listed, not deleted
     assert report == _cli_json("clean", "mcp-a", "--cluster", "lab", "--dry-run", "--run-as", LAB_USER)[0]
+
+    ledger = agent.call("report", name="mcp-a")  # the experiment's GPU-hours: a CPU job holds none
+    assert ledger["scope"] == "experiment" and [r["run_id"] for r in ledger["runs"]] == [sub["run_id"]]
+    (attempt,) = ledger["runs"][0]["attempts"]
+    assert (attempt["state"], attempt["gpus"], ledger["total"]["allocated_gpu_h"]) == ("COMPLETED", 0, 0)
+    cli = _cli_json("report", "mcp-a", "--run-as", LAB_USER)
+    assert {**ledger, "generated_at": None} == {**cli, "generated_at": None}
 
 
 @pytest.mark.lab

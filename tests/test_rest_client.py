@@ -234,3 +234,25 @@ def test_the_client_runs_no_slurm_command() -> None:
     with pytest.raises(SlurmError) as err:
         replayed_client(rec).run(["scontrol", "show", "reservation"])
     assert "slurmrestd" in err.value.stderr
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [r for r in RECORDINGS if r.argv[0] == "sacct" and {"--duplicates", "--allocations"} <= set(r.argv)],
+    ids=lambda r: str(r),
+)
+def test_the_ledgers_runs_through_rest_are_sacct_duplicates_with_their_eligible_time(rec: RestRecording) -> None:
+    client = replayed_client(rec)
+    runs = client.allocations(_ids(rec))
+    assert sorted(map(repr, (a.record for a in runs))) == sorted(map(repr, client.sacct(_ids(rec), duplicates=True)))
+    answered = {
+        RP.epoch_time(j["time"]["submission"]): RP.epoch_time(j["time"].get("eligible"))
+        for j in rec.record["body"]["jobs"]
+    }
+    sacct_runs = [(e.state, e.start_time) for e in P.parse_sacct(rec.text)]
+    assert runs and [a.eligible for a in runs] == [answered[a.record.submit_time] for a in runs]
+    for a in runs:
+        assert a.eligible is None or a.record.start_time is None or a.eligible <= a.record.start_time
+        assert a.record.start_time is None or (a.record.state, a.record.start_time) in sacct_runs
+    per_job = [[a.record.submit_time for a in runs if a.record.raw_id == j] for j in {a.record.raw_id for a in runs}]
+    assert all(times == sorted(times) for times in per_job)  # a job's runs oldest first, as sacct -D lists them

@@ -21,6 +21,7 @@ from roach.lab.overview import env_lines
 from roach.launch.lost import sbatch_held
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
+from roach.ops.report import report
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import in_array
 from roach.scheduler.rest_client import RestClient
@@ -327,3 +328,30 @@ def test_a_lost_submit_answer_through_rest_is_found_and_cancelled(rest_lab: LabC
         sbatch_held(client, store, cluster, script, prefix)
     assert "was cancelled: nothing is left" in err.value.message
     assert not [r for r in client.squeue() if r.name == "rest-lost" and r.state.is_active]
+
+
+@pytest.mark.usefixtures("rest_lab")
+def test_report_through_rest_reads_the_attempts_sacct_lists(rest_lab, repo, store, roots, tmp_path, monkeypatch):
+    job = submit_to_lab(
+        repo, store, roots, "pkg.jobs:hello", args={"who": "ledger"}, cluster=_rest_lab_cluster(rest_lab)
+    )
+    assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()
+    toml = tmp_path / "clusters.toml"  # the store names the cluster; clusters.toml says to reach it through REST
+    toml.write_text(
+        f"[clusters.lab]\nrest_url = '{rest_url(rest_lab)}'\n"
+        "token_command = ['scontrol', 'token', 'lifespan=600']\nshared_fs = true\n"
+    )
+    monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(toml))
+    commands: list[str] = []
+    real_run = SlurmClient.run
+    monkeypatch.setattr(
+        SlurmClient, "run", lambda self, argv, **kw: commands.append(argv[0]) or real_run(self, argv, **kw)
+    )
+    rep = report(job.run_id, store=store, run_as=LAB_USER)
+    monkeypatch.undo()
+    assert commands == []  # no Slurm command: slurmdbd's jobs over HTTP
+    ((attempt,),) = [r.attempts for r in rep.runs]
+    (truth,) = SlurmClient(LocalTransport(env=rest_lab.env(), user=LAB_USER)).allocations([job.job_id])
+    assert (attempt.gpus, attempt.elapsed_s, attempt.state) == (truth.gpus, truth.record.elapsed_s, truth.record.state)
+    assert attempt.start == truth.record.start_time.astimezone().timestamp() and attempt.nodes == truth.record.nodelist
+    assert attempt.pending_s == (truth.record.start_time - truth.eligible).total_seconds()

@@ -9,21 +9,27 @@ releases differ the test branches on what the recording shows or on the probed c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 
 import pytest
 
 from roach.errors import ParseError, SlurmError, SlurmTransientError
+from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
+from roach.ops.ledger import Job, run_ledger, slots_of
+from roach.ops.report import by_task, query_id
 from roach.scheduler import fields as F
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
+from roach.scheduler.accounting import parse_allocations
 from roach.scheduler.capabilities import Capabilities, from_config, has_only_job_state
 from roach.scheduler.queue_states import parse_squeue_states
 from tests.support.slurm import client
+from tests.support.watch import record
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
@@ -368,6 +374,8 @@ def test_every_state_and_reason_recorded_is_a_known_member(rec):
             recs = parse_squeue_states(text)
         elif f.name.startswith("squeue"):
             recs = P.parse_squeue(text)
+        elif "_ledger_" in f.name:
+            recs = [a.record for a in parse_allocations(text)]
         elif f.name.startswith("sacct_"):
             recs = P.parse_sacct(text)
         else:
@@ -549,3 +557,43 @@ def test_roach_pins_no_json_data_parser_version():
         if re.search(r"--json=v?\d|data_parser", line)
     ]
     assert pinned == []
+
+
+def test_the_ledgers_sacct_reads_each_attempt_with_when_it_could_start(rec):
+    done = parse_allocations(rec.text("sacct_XD_ledger_preempted_then_completed.txt"))
+    states = [a.record.state for a in done]  # preempted once (24.11's recording: twice, the preemptor came late)
+    assert states[-1] is JobState.COMPLETED and set(states[:-1]) == {JobState.PREEMPTED}
+    assert all(a.gpus == 1 and a.started and a.eligible is not None and a.record.nodelist == "n2" for a in done)
+    first, later = done[0], done[1:]
+    assert first.eligible <= first.record.start_time and first.gpu_seconds == first.record.elapsed_s > 0
+    far = datetime(2100, 1, 1)
+    for before, after in zip(done, later):
+        assert after.eligible > before.record.end_time  # a requeued job waits out its BeginTime
+        assert after.pending_s(far) == (after.record.start_time - after.eligible).total_seconds() >= 0
+    ledger = run_ledger("r", "lab", [Job("j", slots_of(done, UTC, datetime.now(UTC)))], lambda p, q: q)
+    assert ledger.allocated_gpu_h * 3600 == sum(a.record.elapsed_s for a in done)
+    assert ledger.attempts[0].requeue_s == 0 and all(a.requeue_s > 0 for a in ledger.attempts[1:])  # BeginTime
+    assert ledger.preemptions == len(later) and ledger.pending_s_by_tier == {"low": sum(a.pending_s(far) for a in done)}
+    pending = parse_allocations(rec.text("sacct_XD_ledger_preempted_then_pending.txt"))
+    assert pending[0] == first
+    # the requeued attempt is listed once slurmdbd has it (24.11, 26.05 at once, eligible later; 22.05 not yet)
+    assert [a.record.state for a in pending[1:]] in ([], [JobState.PENDING])
+    for a in pending[1:]:
+        assert not a.started and a.gpu_seconds == 0 and a.eligible is not None
+        assert a.pending_s(a.eligible - timedelta(seconds=5)) == 0  # not eligible yet: not queued yet either
+
+
+def test_a_pending_range_of_an_arrays_tasks_is_an_attempt_of_each_task_not_started(rec):
+    allocs = parse_allocations(rec.text("sacct_XD_ledger_array_pending.txt"))
+    running, waiting = allocs
+    assert running.ref.task == 0 and running.started and running.gpus == 4 and running.record.elapsed_s > 0
+    assert waiting.ref.tasks == "1-2%1" and not waiting.started and waiting.record.state is JobState.PENDING
+    assert waiting.eligible is None  # held back by the array's own task limit: not eligible, so not queued yet
+    tasks = [replace(record(running.ref.job), task=t, kind=RecordKind.TASK) for t in range(3)]
+    by = by_task(allocs, tasks)
+    assert by == {
+        f"{running.ref.job}_0": [running],
+        f"{running.ref.job}_1": [waiting],
+        f"{running.ref.job}_2": [waiting],
+    }
+    assert [query_id(t) for t in tasks] == [str(running.ref.job)] * 3  # the array's id: its tasks' leave the range out

@@ -457,6 +457,15 @@ def test_submission_counts_per_run(store):
     }
 
 
+def test_jobs_for_runs_keeps_the_runs_order_and_each_runs_submissions_oldest_first(store):
+    store.add_many([rec(2000 + i, run_id=f"s-{i}") for i in range(1200)] + [rec(5000, run_id="s-7")])
+    asked = [f"s-{i}" for i in reversed(range(1200))] + ["nope"]
+    got = store.jobs_for_runs(asked)
+    assert [r.run_id for r in got if r.run_id != "s-7"] == [a for a in asked[:-1] if a != "s-7"]
+    assert [r.job_id for r in got if r.run_id == "s-7"] == [2007, 5000]
+    assert len(got) == 1201 and got == [r for a in asked for r in store.jobs_for_run(a)]
+
+
 def _v4_row(conn, job_id, run_id, *, target="p.m:f", holder=None, task=None, status="submitted"):
     conn.execute(
         'INSERT INTO jobs (cluster, job_id, run_id, name, target, "commit", repo, log_path, bundle_dir, run_dir,'

@@ -180,6 +180,17 @@ class Store(Database):
         """Every submission of a run, oldest first (a run resubmitted after preemption has several)."""
         return self._query(f"{_SELECT} WHERE run_id=? ORDER BY seq", (run_id,))
 
+    def jobs_for_runs(self, run_ids: list[str]) -> list[JobRecord]:
+        """Every submission of each of ``run_ids``: in the order of ``run_ids``, each run's oldest first (a few
+        queries, not one a run)."""
+        ids = list(dict.fromkeys(run_ids))
+        by_run: dict[str, list[JobRecord]] = {}
+        for i in range(0, len(ids), 500):  # under SQLite's bound on parameters, whatever its version
+            chunk = tuple(ids[i : i + 500])
+            for r in self._query(f"{_SELECT} WHERE run_id IN ({', '.join('?' * len(chunk))}) ORDER BY seq", chunk):
+                by_run.setdefault(r.run_id, []).append(r)
+        return [r for run_id in ids for r in by_run.get(run_id, [])]
+
     def submission_counts(self, run_ids: list[str]) -> dict[str, int]:
         """How many jobs each of ``run_ids`` was submitted as (a few queries, not one a run)."""
         conn = self._db()

@@ -17,6 +17,7 @@ from roach.errors import SlurmError, SlurmTransientError
 from roach.model.job_state import JobState
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
+from roach.scheduler.accounting import Allocation, ledger_argv, parse_allocations
 from roach.scheduler.capabilities import Capabilities, probe
 from roach.scheduler.ends import fold_step_ends
 from roach.scheduler.queue_states import ONLY_JOB_STATE, StateRecord, parse_squeue_states
@@ -166,6 +167,12 @@ class SlurmClient:
         elif ids:
             argv += ["--starttime", "1970-01-01"]  # an id alone would otherwise only search since midnight
         return P.parse_sacct(self.run(argv).stdout)
+
+    def allocations(self, job_ids: Iterable[str | int]) -> list[Allocation]:
+        """Every attempt of ``job_ids`` (an array's id names all its tasks) in one ``sacct -X -D`` with
+        ``Eligible``: what a run's GPU-hour ledger is summed from."""
+        ids = [str(j) for j in job_ids]
+        return parse_allocations(self.run(ledger_argv(ids)).stdout) if ids else []
 
     def ends(self, job_ids: Iterable[str | int], *, duplicates: bool = False) -> list[P.AcctRecord]:
         """sacct's allocations (:meth:`sacct`), each FAILED one whose ranks' step ran out of memory read as

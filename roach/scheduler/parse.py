@@ -272,54 +272,54 @@ class AcctRecord:
 
 def parse_sacct(text: str) -> list[AcctRecord]:
     """Output of ``sacct -n -P --delimiter=US --format=<SACCT_FIELDS>``."""
-    out = []
-    for f in records(text, len(SACCT_FIELDS), None, "sacct"):
-        (
-            jobid,
-            raw,
-            name,
-            user,
-            account,
-            partition,
-            qos,
-            state,
-            exit_code,
-            elapsed,
-            limit,
-            submit,
-            start,
-            end,
-            nnodes,
-            nodelist,
-            tres,
-            reason,
-        ) = f
-        base, _, step = jobid.strip().partition(".")
-        code, sig = parse_exit_code(exit_code)
-        out.append(
-            AcctRecord(
-                ref=JobRef.parse(base),
-                step=step or None,
-                raw_id=raw.strip(),
-                name=name,
-                user=user.strip(),
-                account=account.strip(),
-                partition=partition.strip(),
-                qos=qos.strip(),
-                state=JobState.parse(state),
-                state_text=state.strip(),
-                exit_code=code,
-                exit_signal=sig,
-                elapsed_s=parse_int(elapsed, "elapsed seconds"),
-                time_limit_s=parse_minutes(limit),
-                submit_time=parse_time(submit),
-                start_time=parse_time(start),
-                end_time=parse_time(end),
-                nodes=parse_int(nnodes, "a node count"),
-                nodelist=nodelist.strip(),
-                tres=parse_tres(tres),
-                reason=PendingReason.parse(reason.strip()),
-                reason_text=reason.strip(),
-            )
-        )
-    return out
+    return [acct_record(f) for f in records(text, len(SACCT_FIELDS), None, "sacct")]
+
+
+def acct_record(f: list[str]) -> AcctRecord:
+    """One sacct record from its :data:`SACCT_FIELDS` fields, in order."""
+    (
+        jobid,
+        raw,
+        name,
+        user,
+        account,
+        partition,
+        qos,
+        state,
+        exit_code,
+        elapsed,
+        limit,
+        submit,
+        start,
+        end,
+        nnodes,
+        nodelist,
+        tres,
+        reason,
+    ) = f
+    base, _, step = jobid.strip().partition(".")
+    code, sig = parse_exit_code(exit_code)
+    return AcctRecord(
+        ref=JobRef.parse(base),
+        step=step or None,
+        raw_id=raw.strip(),
+        name=name,
+        user=user.strip(),
+        account=account.strip(),
+        partition=partition.strip(),
+        qos=qos.strip(),
+        state=JobState.parse(state),
+        state_text=state.strip(),
+        exit_code=code,
+        exit_signal=sig,
+        elapsed_s=parse_int(elapsed, "elapsed seconds"),
+        time_limit_s=parse_minutes(limit),
+        submit_time=parse_time(submit),
+        start_time=parse_time(start),
+        end_time=parse_time(end),
+        nodes=parse_int(nnodes, "a node count"),
+        nodelist=nodelist.strip(),
+        tres=parse_tres(tres),
+        reason=PendingReason.parse(reason.strip()),
+        reason_text=reason.strip(),
+    )

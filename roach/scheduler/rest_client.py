@@ -19,6 +19,7 @@ from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
 from roach.scheduler import rest_parse as RP
 from roach.scheduler import rest_site as RS
+from roach.scheduler.accounting import Allocation
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.queue_states import StateRecord
 from roach.scheduler.rest_http import Answer, DataVersion, RestApi
@@ -154,6 +155,15 @@ class RestClient(SlurmClient):
             mine = {r.raw_id for r in recs if r.step is None and r.user == who}
             recs = [r for r in recs if r.raw_id.split(".")[0] in mine]
         return recs
+
+    def allocations(self, job_ids: Iterable[str | int]) -> list[Allocation]:
+        """Every run of ``job_ids`` with its Eligible time, from slurmdbd's jobs since the epoch (one request)."""
+        ids = [str(j) for j in job_ids]
+        if not ids:
+            return []
+        answer = self._read(Api.SLURMDB, "jobs", {"start_time": SINCE_EVER}, notices=EMPTY_RESULT)
+        runs = RP.allocations(answer.body.get("jobs") or [])
+        return [a for a in runs if _named(a.ref, int(a.record.raw_id), ids)]
 
     def show_job(self, job_id: str | int) -> dict[str, str] | None:
         self.run(["scontrol", "show", "job", str(job_id)])

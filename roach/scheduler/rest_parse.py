@@ -15,6 +15,7 @@ from typing import Any
 from roach.errors import ParseError
 from roach.model.job_state import JobState
 from roach.model.states import PendingReason
+from roach.scheduler.accounting import Allocation
 from roach.scheduler.fields import Tres, parse_tres
 from roach.scheduler.parse import AcctRecord, JobRef, QueueRecord, array_ranges
 
@@ -198,6 +199,13 @@ def acct_records(jobs: Iterable[Json], *, allocations_only: bool = True, duplica
         if not allocations_only:
             out.extend(_step(alloc, s) for s in j.get("steps") or ())
     return out
+
+
+def allocations(jobs: Iterable[Json]) -> list[Allocation]:
+    """The ledger's records of slurmdbd's jobs (``sacct -X -D`` with ``Eligible``): each run of each job, a job's
+    runs oldest first."""
+    runs = sorted(jobs, key=lambda j: (number(j.get("job_id")) or 0, _submitted(j)))
+    return [Allocation(_allocation(j), epoch_time((j.get("time") or {}).get("eligible"))) for j in runs]
 
 
 def _latest_runs(jobs: Iterable[Json]) -> list[Json]:

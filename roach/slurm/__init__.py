@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the names' types, for checkers and editors; at run time eac
     from roach.model.job_state import JobState
     from roach.model.resources import Resources
     from roach.model.states import PendingReason
+    from roach.ops.report import Report, report
     from roach.records.results import NotCompletedError, ResultMissingError, SweepNotCompletedError
     from roach.runtime.context import Run
     from roach.scheduler.capabilities import Capabilities
@@ -46,6 +47,8 @@ _EXPORTS = {
     "SlurmClient": "roach.scheduler.client",
     "JobState": "roach.model.job_state",
     "PendingReason": "roach.model.states",
+    "Report": "roach.ops.report",
+    "report": "roach.ops.report",
     "resume": "roach.launch.submit",
     "submit": "roach.launch.submit",
     "Sweep": "roach.launch.sweep",
@@ -66,6 +69,7 @@ __all__ = [
     "MockTransport",
     "NotCompletedError",
     "PendingReason",
+    "Report",
     "Resources",
     "Result",
     "ResultMissingError",
@@ -77,6 +81,7 @@ __all__ = [
     "get_cluster",
     "hold",
     "known_clusters",
+    "report",
     "resume",
     "submit",
     "sweep",

@@ -32,6 +32,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "plan": ("plan", "Result: `roach plan --json`."),
     "move": ("move", "Result: `roach move --json`. `to` is the tier's name."),
     "clean": ("clean", "Result: `roach clean --json`. `dry_run` is true unless you set it false."),
+    "report": ("report", "Result: `roach report --json`. `name` is a run id, a sweep id or an experiment."),
     "watch_events": (
         "watch",
         "Runs `roach watch --once --json --since CURSOR` (a round first where no other watch, top or agent "
@@ -44,7 +45,7 @@ TOOLS: dict[str, tuple[str, str]] = {
 
 
 # The tools that change nothing: what `roach mcp --read-only` serves.
-READ_ONLY = frozenset({"status", "ls", "logs", "why", "plan", "watch_events"})
+READ_ONLY = frozenset({"status", "ls", "logs", "why", "plan", "report", "watch_events"})
 
 
 class ExtraMissing(MissingError):
@@ -132,7 +133,7 @@ SKILL_RESOURCE = "The workflow of submitting, watching, rebalancing, preemption 
 def mcp(run_as: str | None, read_only: bool) -> None:
     """Serve roach's commands as MCP tools on stdin/stdout, for a coding agent.
 
-    Tools: submit, sweep, status, ls, logs, cancel, why, plan, move, clean, watch_events. Each runs the command
+    Tools: submit, sweep, status, ls, logs, cancel, why, plan, move, clean, report, watch_events. Each runs the command
     of that name with --json and refuses what it refuses; the resource roach://skill is `roach skill`'s text.
     See docs/agents.md.
     """

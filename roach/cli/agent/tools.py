@@ -210,6 +210,9 @@ class AgentTools:
     def clean(self, experiment: str, cluster: str | None = None, dry_run: bool = True) -> str:
         return self._json("clean", [*_opt("--cluster", cluster), *_flag("--dry-run", dry_run)], [experiment])
 
+    def report(self, name: str) -> str:
+        return self._json("report", [], [name])
+
     def watch_events(
         self, cursor: int = 0, cluster: str | None = None, jobs: list[str] | None = None, limit: int | None = None
     ) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from roach.cli.jsonout import COMMANDS, VARIANTS, VERSIONS
-from roach.cli.schemas import clusters, event_lines, holders, jobs, top, workspace
+from roach.cli.schemas import clusters, event_lines, holders, jobs, report, top, workspace
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     **jobs.SCHEMAS,
@@ -21,6 +21,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     **clusters.SCHEMAS,
     **workspace.SCHEMAS,
     **top.SCHEMAS,
+    **report.SCHEMAS,
 }
 
 
