@@ -114,6 +114,7 @@ def outputs(lab, repo: GitRepo, store_path: Path, user_slurm) -> Iterator[Output
             *common,
             "--wait",
         )
+        run("report", "jx", *me)  # the experiment's GPU-hours: the job, its resume and the sweeps
         run("why", job["run_id"], *me)  # not pending: its state only
         run("cancel", job["run_id"], *me)  # already ended: nothing cancelled
 
