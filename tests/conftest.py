@@ -13,6 +13,7 @@ from typing import TypeVar
 import pytest
 
 from roach.lab.config import LAB_USER, LabConfig
+from roach.launch import poller
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.transport import LocalTransport
@@ -155,6 +156,14 @@ def lab_by_marker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
         request.getfixturevalue("lab")
     else:
         monkeypatch.setenv("ROACH_LAB_DIR", NO_LAB_DIR)
+
+
+@pytest.fixture(autouse=True)
+def waiters_poller_ends_with_its_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A waiter's ``roach watch --serve`` ends as soon as its last reader leaves, not 30 s later: a test that drives
+    a Watcher of its own (no poller's lock) on a store an earlier test waited on would share its rounds, and the
+    jobs' ends, with that poller. Tests of the linger set it themselves."""
+    monkeypatch.setattr(poller, "SERVE_LINGER_S", 0.0)
 
 
 def _has_lab_tests(request: pytest.FixtureRequest) -> bool:
