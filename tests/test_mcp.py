@@ -150,8 +150,13 @@ def test_submit_watch_status_logs_why_clean_on_the_lab(agent, repo):
     assert ledger["scope"] == "experiment" and [r["run_id"] for r in ledger["runs"]] == [sub["run_id"]]
     (attempt,) = ledger["runs"][0]["attempts"]
     assert (attempt["state"], attempt["gpus"], ledger["total"]["allocated_gpu_h"]) == ("COMPLETED", 0, 0)
-    cli = _cli_json("report", "mcp-a", "--run-as", LAB_USER)
-    assert {**ledger, "generated_at": None} == {**cli, "generated_at": None}
+
+    def same() -> bool:  # once accounting has the end, the tool's report and the command's agree
+        tool = agent.call("report", name="mcp-a")
+        cli = _cli_json("report", "mcp-a", "--run-as", LAB_USER)
+        return {**tool, "generated_at": None} == {**cli, "generated_at": None}
+
+    wait_until("the tool and the command to report alike", same, timeout=30, every=1)
 
 
 @pytest.mark.lab
