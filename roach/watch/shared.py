@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from roach.ops.events import Event, EventKind
-from roach.records.poller_lock import WatchLock
+from roach.records.poller_lock import WatchLock, polled
 from roach.records.poller_readers import Rank, ReaderMark, outranked
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.watch.watcher import Watcher
@@ -55,11 +55,13 @@ class Viewer:
         return outranked(self.watcher.store.path, self.watcher.cluster.name, self.mark)
 
     def _take(self) -> bool:
-        """Try the lock, unless a reader that would do more is there to take it. Taken, the next round is due an
-        interval after the log's last one, whoever took it."""
+        """Try the lock where it is free, unless a reader that would do more is there to take it (the readers' marks
+        are read only then: a reader's tick while another polls costs one probe of the lock). Taken, the next round
+        is due an interval after the log's last one, whoever took it."""
         if self.lock.held:
             return True
-        if self._outranked() or not self.lock.try_acquire():
+        store, cluster = self.watcher.store.path, self.watcher.cluster.name
+        if polled(store, cluster) or self._outranked() or not self.lock.try_acquire():
             return False
         last, _ = self.watcher.store.watch_round(self.watcher.cluster.name)
         wait = 0.0 if last is None else last.at + self.watcher.next_delay() - self.watcher.clock()
