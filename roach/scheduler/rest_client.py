@@ -17,13 +17,13 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from roach.errors import SlurmError, SlurmTransientError, TransportError, UsageError
+from roach.errors import NoFilesError, SlurmError, SlurmTransientError, TransportError, UsageError
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
 from roach.scheduler import rest_parse as RP
 from roach.scheduler import rest_site as RS
 from roach.scheduler.accounting import Allocation
-from roach.scheduler.client import SlurmClient
+from roach.scheduler.client import SlurmClient, error_hint
 from roach.scheduler.queue_states import StateRecord
 from roach.scheduler.rest_http import Answer, DataVersion, RestApi
 from roach.scheduler.rest_submit import job_description, job_description_v42
@@ -296,7 +296,8 @@ class RestClient(SlurmClient):
                 raise self._refuse(["scancel", "--batch"], "v0.0.38's DELETE .../job/{id} takes no flags")
             query["flags"] = "BATCH_JOB"  # the batch step only, as scancel --batch
         for job_id in [str(j) for j in job_ids]:
-            self._write("DELETE", self.rest.ctld(f"job/{job_id}"), query=query or None)
+            path = self.rest.ctld(f"job/{job_id}")
+            _refused_jobs(f"DELETE {path}", self._write("DELETE", path, query=query or None))
 
     def release(self, job_id: str | int) -> None:
         self._write("POST", self.rest.ctld(f"job/{job_id}"), {"hold": False})
@@ -310,7 +311,8 @@ class RestClient(SlurmClient):
         argv = ["scontrol", "requeuehold" if hold else "requeue", str(job_id)]
         if not self.rest.offers(REQUEUE_PATH):
             raise self._refuse(argv, "requeue needs data version v0.0.45 (Slurm 26.05)")
-        self._write("GET", REQUEUE_PATH.format(job_id=job_id), query={"Hold": ""} if hold else None)
+        path = REQUEUE_PATH.format(job_id=job_id)
+        _refused_jobs(f"GET {path}", self._write("GET", path, query={"Hold": ""} if hold else None))
 
 
 @dataclass(frozen=True)
@@ -320,13 +322,23 @@ class NoFiles:
     cluster: str
 
     def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None) -> Result:
-        raise TransportError(
+        raise NoFilesError(
             f"cluster {self.cluster} is reached through slurmrestd alone, which carries no files "
             f"(roach needed to run {argv[0] if argv else 'a command'} there for a bundle, a clone or a log)",
             argv,
             hint=f"give [clusters.{self.cluster}] an ssh_alias for files, or set shared_fs = true where this machine "
             "sees the cluster's file system at the same paths; see docs/rest.md",
         )
+
+
+def _refused_jobs(what: str, answer: Answer) -> None:
+    """Raise what slurmctld refused for a job, where the answer carries it in its ``status`` list (v0.0.42 and later
+    answer an unknown job's cancel with HTTP 200 and the error there)."""
+    for s in answer.body.get("status") or ():
+        error = s.get("error") or {} if isinstance(s, Mapping) else {}
+        if error.get("code"):
+            text = str(error.get("message") or error.get("string") or error["code"])
+            raise SlurmError((what,), answer.status, text, hint=error_hint(text))
 
 
 def _named(ref: P.JobRef, raw_id: int, ids: Sequence[str]) -> bool:

@@ -38,6 +38,8 @@ class DataVersion(str, Enum):
 
 KNOWN = tuple(DataVersion)
 _VERSION_PATH = re.compile(r"^/slurm(db)?/(v\d+\.\d+\.\d+)/")
+# slurmrestd's answers to a token it (401) or slurmctld behind it (26.05: 511, "Protocol authentication error") refused
+TOKEN_REFUSED = frozenset({401, 511})
 RENEW_BEFORE_S = 60  # a token with less left than this is renewed (or refused) before a request
 
 
@@ -151,7 +153,7 @@ class RestApi:
         argv = (f"{method} {path}",)
         status, headers, raw = self._send(method, path + (f"?{_query_text(path, query)}" if query else ""), body)
         now = _date(headers.get("Date"))
-        if status == 401:
+        if status in TOKEN_REFUSED:
             raise TokenRefused(argv, status, raw.decode(errors="replace"), hint=self._token_hint())
         try:
             data = json.loads(raw) if raw.strip() else {}
