@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -279,3 +280,11 @@ def test_what_slurmrestd_cannot_do_is_refused_naming_what_it_lacks(rec: RestReco
             call()
         assert err.value.stderr.startswith(f"{what}: not available through slurmrestd: "), err.value.stderr
         assert version.value in err.value.stderr and "ssh" in (err.value.hint or "")
+
+
+@pytest.mark.parametrize("rec", [r for r in RECORDINGS if r.argv[:3] == ["scontrol", "show", "job"]], ids=str)
+def test_a_job_through_rest_says_what_scontrol_show_job_says(rec: RestRecording) -> None:
+    records = [r for r in re.split(r"(?=(?<!\S)JobId=)", rec.text) if r.strip()]
+    expected = PC.parse_key_values(records[0])
+    shown = replayed_client(rec).show_job(rec.argv[-1])
+    assert shown and shown == {k: expected[k] for k in shown}

@@ -187,8 +187,10 @@ class RestClient(SlurmClient):
         ids = [str(j) for j in job_ids]
         if not ids:
             return []
-        query = {"start_time": SINCE_EVER, **(self._acct_filter(ids, None) if self.filters else {})}
-        answer = self._read(Api.SLURMDB, "jobs", query | {"skip_steps": "true"}, notices=EMPTY_RESULT)
+        query = {"start_time": SINCE_EVER}
+        if self.filters:
+            query |= {**self._acct_filter(ids, None), "skip_steps": "true"}
+        answer = self._read(Api.SLURMDB, "jobs", query, notices=EMPTY_RESULT)
         runs = RP.allocations(answer.body.get("jobs") or [])
         return [a for a in runs if _named(a.ref, int(a.record.raw_id), ids)]
 

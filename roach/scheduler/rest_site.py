@@ -180,12 +180,13 @@ def show_job_keys(j: Json) -> dict[str, str]:
     record says in the same words (who, where, its state and why, what it asked of the nodes)."""
     out = {
         "JobId": str(j["job_id"]),
-        "JobName": str(j.get("name") or ""),
+        "JobName": str(j.get("name") or "").replace("\n", " "),  # as the one-line record reads
         "UserId": f"{j.get('user_name') or ''}({number(j.get('user_id')) or 0})",
         "Account": str(j.get("account") or ""),
         "QOS": str(j.get("qos") or ""),
         "JobState": state_word(j.get("job_state")),
-        "Reason": str(j.get("state_reason") or "None"),
+        # the controller's own words where it has them, as scontrol writes them: job_requeued_in_held_state
+        "Reason": str(j.get("state_description") or j.get("state_reason") or "None").replace(" ", "_"),
         "Requeue": "1" if j.get("requeue") else "0",
         "Restarts": str(number(j.get("restart_cnt")) or 0),
         "BatchFlag": "1" if j.get("batch_flag") else "0",
