@@ -233,15 +233,16 @@ def test_a_signal_to_the_batch_step_only_through_rest(rest: RestClient, user_slu
 
 
 def test_accounting_through_rest_asks_slurmdbd_for_the_given_ids_only(rest: RestClient, user_slurm: SlurmClient):
-    jobs = [
-        user_slurm.sbatch(["--output=/dev/null", f"--job-name=rest-acct-{i}"], "#!/bin/bash\ntrue\n") for i in (0, 1)
-    ]
-    ended = lambda: [a.state for a in user_slurm.sacct(jobs)] == [JobState.COMPLETED] * 2  # noqa: E731
-    wait_until("both in accounting", ended)
+    script = "#!/bin/bash\ntrue\n"
+    jobs = [user_slurm.sbatch(["--output=/dev/null", f"--job-name=rest-acct-{i}"], script) for i in range(3)]
+    ended = lambda: [a.state for a in user_slurm.sacct(jobs)] == [JobState.COMPLETED] * 3  # noqa: E731
+    wait_until("all three in accounting", ended)
     seen = _answers(rest)
-    assert [(a.job_id, a.state) for a in rest.sacct(jobs[:1])] == [(str(jobs[0]), JobState.COMPLETED)]
+    asked = [*jobs[:2], 999999]  # two of them, and one slurmdbd never saw
+    got = sorted((a.job_id, a.state) for a in rest.sacct(asked))
+    assert got == [(str(j), JobState.COMPLETED) for j in jobs[:2]]
     [(query, answer)] = [(q, a) for path, q, a in seen if "/slurmdb/" in path]
-    assert [j["job_id"] for j in answer.body["jobs"]] == [jobs[0]], query
+    assert sorted(j["job_id"] for j in answer.body["jobs"]) == jobs[:2], query
 
 
 def test_an_unchanged_queue_is_not_sent_again(rest: RestClient, user_slurm: SlurmClient) -> None:

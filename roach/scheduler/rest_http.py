@@ -255,12 +255,15 @@ def _reason(exc: BaseException) -> str:
 
 
 def _query_text(path: str, query: Mapping[str, str]) -> str:
-    """A query string as the path's data version reads it: v0.0.38 takes a list's commas percent-encoded (and
-    refuses them bare), v0.0.42 takes them bare (and refuses ``%2C``); a flag (an empty value) is its bare name
-    (v0.0.45 reads ``?Hold=`` as no flag)."""
-    safe = "" if "/v0.0.38/" in path else ","
-    flags = [urllib.parse.quote(k, safe=safe) for k, v in query.items() if v == ""]
-    return "&".join([urllib.parse.urlencode({k: v for k, v in query.items() if v != ""}, safe=safe), *flags]).strip("&")
+    """A query string as the path's data version reads it. v0.0.38 takes a list's commas percent-encoded (and
+    refuses them bare); v0.0.42 refuses ``%2C`` and fails on bare commas (26.05: HTTP 500) but takes the key once
+    per item (``step=1&step=2``). A flag (an empty value) is its bare name (v0.0.45 reads ``?Hold=`` as no flag)."""
+    v38 = "/v0.0.38/" in path
+    pairs = [
+        (k, v) if v38 else (k, item) for k, v in query.items() if v != "" for item in ([v] if v38 else v.split(","))
+    ]
+    flags = [urllib.parse.quote(k) for k, v in query.items() if v == ""]
+    return "&".join([urllib.parse.urlencode(pairs), *flags]).strip("&")
 
 
 def _date(value: str | None) -> datetime:
