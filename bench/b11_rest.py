@@ -16,7 +16,8 @@ method gives (``SlurmClient`` on a local or an SSH transport, ``RestClient``):
 * ssh: the same commands on the login host over roach's shared connection (ControlMaster), opened before.
 
 Before the rounds, ``HISTORY`` short jobs run to their end, so that slurmdbd holds more than the few ended ones a
-round asks about (a real cluster's slurmdbd holds every job since it was set up). Counted: wall and CPU per round (this process; the commands' own CPU apart, as children), and the RPCs the user
+round asks about (a real cluster's slurmdbd holds every job since it was set up), and before each size's rounds the
+controller has purged every job that ended (so the queue does not change between rounds). Counted: wall and CPU per round (this process; the commands' own CPU apart, as children), and the RPCs the user
 sent slurmctld and slurmdbd during it (sdiag, sacctmgr show stats). The submit call: one held ``sbatch`` of a
 two-line script, each job cancelled after.
 """
@@ -62,8 +63,18 @@ def clients(lab: Lab) -> dict[str, SlurmClient]:
     return out
 
 
-def _history(lab: Lab, log) -> None:
-    """``HISTORY`` one-second array tasks run to their end, waited for in accounting."""
+def _forgotten(lab: Lab, ids: list[str], log) -> None:
+    """Wait until slurmctld has purged the ended ``ids`` (MinJobAge after their end): until then a purge changes
+    its job list, and a round's queue read between two purges is the whole list again."""
+    client = lab.user_client()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and any(client.show_job(j) is not None for j in ids):
+        time.sleep(5)
+    log(f"  the controller forgot {len(ids)} ended jobs and arrays")
+
+
+def _history(lab: Lab, log) -> str:
+    """``HISTORY`` one-second array tasks run to their end, waited for in accounting; the array's id."""
     client = lab.user_client()
     opts = [f"--array=0-{HISTORY - 1}", "--job-name=bench-rest-history", "--output=/dev/null", "--time=1"]
     job = client.sbatch(opts, "#!/bin/bash\ntrue\n")
@@ -73,6 +84,7 @@ def _history(lab: Lab, log) -> None:
         time.sleep(2)
     while len(client.sacct([job])) < HISTORY and time.monotonic() < deadline:
         time.sleep(2)
+    return str(job)
 
 
 def _ended(lab: Lab) -> list[str]:
@@ -99,8 +111,9 @@ def _run(lab: Lab, jobs: Jobs, sizes: list[int], reps: int, log, shapes: tuple[s
     methods = clients(lab)
     for c in methods.values():
         c.squeue()  # a first read each: the token made, the version chosen, the ssh connection open
-    _history(lab, log)
+    gone = [_history(lab, log)]
     ended = _ended(lab)
+    gone += ended
     rows: list[Row] = []
     for shape in shapes:
         for n in sizes:
@@ -108,9 +121,11 @@ def _run(lab: Lab, jobs: Jobs, sizes: list[int], reps: int, log, shapes: tuple[s
             ids = [submit_held_array(lab, n)] if shape == "array" else submit_held(lab, n)
             jobs.add(ids)
             try:
+                _forgotten(lab, gone, log)
                 rows += _rounds(lab, methods, ended, n, shape, reps, log)
             finally:
                 jobs.cancel(ids)
+                gone += ids
     rows.append(_submits(lab, methods, jobs, reps))
     body = comparison_table(rows, [m for m in METHODS if m in methods], roach="rest")
     rest = methods["rest"]
