@@ -245,6 +245,23 @@ def test_accounting_through_rest_asks_slurmdbd_for_the_given_ids_only(rest: Rest
     assert sorted(j["job_id"] for j in answer.body["jobs"]) == jobs[:2], query
 
 
+def test_job_states_through_rest_ask_for_the_given_jobs_only(rest: RestClient) -> None:
+    if rest.rest.versions()[0] is DataVersion.V0_0_38:
+        pytest.skip("v0.0.38 has no jobs/state")
+    single, other = rest.sbatch(["--hold"], SCRIPT), rest.sbatch(["--hold"], SCRIPT)
+    array = rest.sbatch(["--hold", "--array=0-2"], SCRIPT)
+    try:
+        seen = _answers(rest)
+        light = rest.job_states([single, f"{array}_1", 999999])
+        assert sorted(map(str, (r.ref for r in light))) == sorted([str(single), f"{array}_1"])
+        assert all(r.state is JobState.PENDING for r in light)
+        [(path, query, answer)] = seen
+        assert path.endswith("/jobs/state"), path
+        assert {j["job_id"] for j in answer.body["jobs"]} == {str(single), *(f"{array}_{t}" for t in range(3))}
+    finally:
+        rest.scancel([single, other, array])
+
+
 def test_an_unchanged_queue_is_not_sent_again(rest: RestClient, user_slurm: SlurmClient) -> None:
     if rest.rest.versions()[0] is DataVersion.V0_0_38:
         pytest.skip("v0.0.38 does not say when slurmctld's job list last changed")

@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any
 
 from roach.errors import NoFilesError, SlurmError, SlurmTransientError, TransportError, UsageError
+from roach.model.job_state import JobState
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
 from roach.scheduler import rest_parse as RP
@@ -152,8 +153,21 @@ class RestClient(SlurmClient):
         return jobs, answer.now
 
     def job_states(self, job_ids: Iterable[str | int]) -> list[StateRecord]:
+        """The states of the given jobs still in the queue: from v0.0.42 ``GET .../jobs/state`` of those ids only
+        (as ``squeue --only-job-state``; each array task a record of its own), else the queue's."""
         ids = [str(j) for j in job_ids]
-        return [StateRecord.of(r) for r in self.squeue(job_ids=ids)] if ids else []
+        if not ids:
+            return []
+        if not self.filters or self.rest.versions()[0] is DataVersion.V0_0_38:
+            return [StateRecord.of(r) for r in self.squeue(job_ids=ids)]
+        answer = self._read(Api.SLURM, "jobs/state", {"job_id": ",".join(dict.fromkeys(ids))})
+        out = []
+        for j in answer.body.get("jobs") or []:
+            ref = P.JobRef.parse(str(j["job_id"]))  # an array's task answers for every task of it: filtered here
+            state = JobState.parse(RP.state_word(j.get("state")))
+            if not state.is_terminal and _named(ref, ref.job, ids):
+                out.append(StateRecord(ref, state))
+        return out
 
     def sacct(
         self,
