@@ -31,7 +31,10 @@ from roach.scheduler.rest_submit import job_description, job_description_v42
 from roach.scheduler.transport import Result
 
 NOT_OVER_REST = "not available through slurmrestd"
-SSH_HINT = "this cluster is reached through rest_url; reach it by ssh (an alias in clusters.toml) for this"
+SSH_HINT = (
+    "this cluster is reached through rest_url; for this reach it by ssh (a clusters.toml entry with its ssh_alias "
+    "and no rest_url); see docs/rest.md"
+)
 REQUEUE_PATH = "/slurm/v0.0.45/job/{job_id}/requeue"  # the first data version with a requeue (Slurm 26.05)
 # sacct's "--starttime 1970-01-01" for given ids; slurmrestd 22.05's time parser refuses the first day of 1970
 SINCE_EVER = "1970-01-02T00:00:00"
