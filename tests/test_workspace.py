@@ -31,6 +31,7 @@ from roach.scheduler.mock_transport import MockTransport
 from roach.scheduler.parse import US, parse_sacct
 from roach.scheduler.transport import LocalTransport, Transport
 from roach.slurm.clusters.lab import LAB
+from roach.watch.watcher import Watcher
 from roach.workspace.backend import pull, sbatch_script, sync, verify, wait
 from roach.workspace.base import Settings, Workspace, min_poll_interval
 from roach.workspace.file import WORKSPACE_FILE, WorkspaceError
@@ -487,6 +488,22 @@ def test_an_array_of_three(ws, cluster, sshd: SSHServer):
     for task in range(3):
         assert (res.bundle / f"slurm_{sub.job_id}_{task}.out").read_text() == f"task {task}\n"
     assert json.loads((res.bundle / "job.json").read_text())["tasks"]["1"]["slurm_state"] == "COMPLETED"
+
+
+@pytest.mark.lab
+def test_a_watch_records_an_array_as_bad_as_its_worst_task_once_every_task_ended(ws, cluster, sshd: SSHServer):
+    head = HEAD + "#SBATCH --array=0-2\n"
+    rel = _script(ws, "worst.sbatch", 'sleep "$SLURM_ARRAY_TASK_ID"\ntest "$SLURM_ARRAY_TASK_ID" != 1\n', head=head)
+    sub = sbatch_script(ws, cluster, rel, "task 1 fails")
+    store = Store()
+    events: list = []
+    watcher = Watcher(cluster, cluster.client(), store, interval_s=1, heartbeat_s=900)
+    assert watcher.run(events.append) == 6, [e.message for e in events]  # a task failed
+    row = store.get("lab", int(sub.job_id))
+    assert (row.status, row.slurm_state, row.exit_code) == ("failed", "FAILED", "1:0")  # the worst task's
+    finished = [e.job_id for e in events if e.kind.value == "finished"]
+    assert sorted(finished) == [f"{sub.job_id}_{t}" for t in range(3)]  # each task's end said once
+    assert json.loads((Path(sub.remote_bundle) / "job.json").read_text())["status"] == "failed"
 
 
 @pytest.mark.lab

@@ -18,12 +18,11 @@ from roach.launch.hold_steps import idle_holders
 from roach.launch.inside_attempts import attempt_end, read_attempts
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
-from roach.model.status import Status
 from roach.records.bundle import status_from_state
 from roach.records.finals import End, record_ends, repairs
-from roach.records.job_record import JobRecord, utc_now
+from roach.records.job_record import JobRecord
 from roach.records.store import Store
-from roach.records.workspace_job import WorkspaceJob, final_record, is_workspace_record
+from roach.records.workspace_job import array_end, is_workspace_array
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import AcctRecord, QueueRecord, in_array
 
@@ -139,13 +138,11 @@ def _accounted_view(rec: JobRecord, rows: list[AcctRecord]) -> tuple[JobView, En
         # Gone from squeue, so no longer RUNNING or PENDING whatever accounting says: slurmdbd records a job's
         # end a moment after slurmctld lets it go (or never, when slurmctld lost the job).
         return JobView.of(rec, None, rec.status, LEFT_QUEUE_UNACCOUNTED), None
-    array = rec.resources.get("array") if is_workspace_record(rec) else None
-    if rec.task is None and (array is not None or any(a.ref.task is not None or a.ref.tasks for a in rows)):
-        final = final_record(WorkspaceJob(job_id=str(rec.job_id), array=array), rows, utc_now())
-        if final is None or final.slurm_state is None:  # accounting has not caught up with every task yet
+    if rec.task is None and (is_workspace_array(rec) or any(a.ref.task is not None or a.ref.tasks for a in rows)):
+        found = array_end(rec, rows)
+        if found is None:  # accounting has not caught up with every task yet
             return JobView.of(rec, None, rec.status), None
-        end = End(rec, Status.final(final.status), final.slurm_state, final.exit_code or "unknown")
-        return JobView.of(rec, _state_name(final.slurm_state), final.status, None, final.exit_code), end
+        return JobView.of(rec, _state_name(found.slurm_state), found.status, None, found.exit_code), found
     end = End.of_acct(rec, rows[-1])
     return JobView.of(rec, rows[-1].state.value, end.status, None, end.exit_code), end
 

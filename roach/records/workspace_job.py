@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from roach.errors import RoachError
 from roach.model.status import FINAL_STATUSES, Status
 from roach.records.bundle import ENDED, LIVE_STATES, legacy_status, status_from_state
-from roach.records.job_record import JobRecord
+from roach.records.finals import End
+from roach.records.job_record import JobRecord, utc_now
 from roach.scheduler.parse import AcctRecord, array_ranges
 
 # The store's rows of sbatch jobs say so in their resources (a roach run's are a Resources' fields).
@@ -149,6 +150,21 @@ def final_record(
         submitted_at_utc=submitted,
         live_state=ENDED,
     )
+
+
+def array_end(rec: JobRecord, rows: Sequence[AcctRecord]) -> End | None:
+    """The end of an array recorded as one job (a remote-workspace array) from sacct's ``rows`` of its tasks: the
+    worst of them once accounting lists every task ended; None until then."""
+    array = rec.resources.get("array") if is_workspace_record(rec) else None
+    final = final_record(WorkspaceJob(job_id=str(rec.job_id), array=array), rows, utc_now()) if rows else None
+    if final is None or final.slurm_state is None:
+        return None
+    return End(rec, Status.final(final.status), final.slurm_state, final.exit_code or "unknown")
+
+
+def is_workspace_array(rec: JobRecord) -> bool:
+    """Whether a store row is a remote-workspace array: one row whose tasks Slurm lists one by one."""
+    return rec.task is None and is_workspace_record(rec) and rec.resources.get("array") is not None
 
 
 def run_id_of(job_id: str | int) -> str:

@@ -34,6 +34,7 @@ from roach.records.finals import End, record_ends
 from roach.records.job_record import JobRecord
 from roach.records.results import JOB_NOT_COMPLETED  # `roach watch` exits so when a watched job did not complete
 from roach.records.store import Store
+from roach.records.workspace_job import array_end, is_workspace_array
 from roach.scheduler.capabilities import RateLimit
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import AcctRecord, QueueRecord
@@ -152,7 +153,7 @@ class Watcher:
         watched = roster.watched
 
         ask = [k for k in watched if k not in active]  # they may have ended; only sacct says so
-        acct = self._accounting(views, ask, watched, meta, now, events)
+        acct, array_ends = self._accounting(views, ask, watched, meta, now, events, records)
         self.adopter.ask_req_nodes(views, active, watched, touched)
 
         # one look at the logs of the runs that run (or ran last round), and at the log directories
@@ -185,7 +186,7 @@ class Watcher:
                             self.ended[key] = bool(e.data.get("ok")) or w.superseded_by is not None
                             if key in records:
                                 finals.append((records[key], acct[key]))
-        self._record_finals(finals)
+        self._record_finals(finals, array_ends)
         asking = roster.reserving.union(resv_of)
         events += self._reservations(views, active, resv_of, [k for k in watched if k in asking], ctx, touched)
         runs = [k for k in roster.runs if k in views]
@@ -193,7 +194,13 @@ class Watcher:
         if seen is not None and seen.disks:
             events += disk_events(name, meta, seen.disks, now, self.log_dir_max_bytes, self.free_min_fraction)
         events += self.heartbeat.beat(meta, now, views, rows, active)
-        if not any(not w.done and "lost" not in w.reported for w in views.values()) and not meta.get("outage_slurmdbd"):
+        # an array recorded as one job is watched as its tasks, and not over until its own end is recorded
+        open_arrays = {k for k, r in records.items() if is_workspace_array(r)} - {str(e.rec.key) for e in array_ends}
+        if (
+            not any(not w.done and "lost" not in w.reported for w in views.values())
+            and not meta.get("outage_slurmdbd")
+            and not open_arrays
+        ):
             events.append(self._queue_empty(now, rows))
             self.finished = True
         self.saved.save(memo, active, {*ran, *touched, *ask}, [*roster.done, *ask], finals, now, events, queue)
@@ -218,22 +225,27 @@ class Watcher:
         meta: dict[str, Any],
         now: float,
         events: list[Event],
-    ) -> dict[str, AcctRecord] | None:
+        records: dict[str, JobRecord],
+    ) -> tuple[dict[str, AcctRecord] | None, list[End]]:
         """One ``sacct`` for the watched jobs not in the queue (``ask``): each one's record, or None when slurmdbd
         could not be reached (``events`` gets the outage, or its end). A given array id found there is watched
-        as its tasks from then on, in ``views``, ``ask`` and ``watched``."""
+        as its tasks from then on, in ``views``, ``ask`` and ``watched``; the ends of the store's arrays recorded
+        as one job (:func:`~roach.records.workspace_job.array_end`) come with the records."""
         if not ask:
-            return {}
+            return {}, []
         # a task that never started is in sacct only as its array's pending range: ask the array too
         arrays = sorted({k.split("_")[0] for k in ask if "_" in k} - set(ask))
         try:
             found = self.client.ends([*ask, *arrays])
         except (SlurmError, TransportError) as err:
             events += outage_events(self.cluster.name, meta, "slurmdbd", err, now)
-            return None
+            return None, []
         events += recovered_events(self.cluster.name, meta, ("slurmdbd",), now)
+        # an array recorded as one job ends as the worst of its tasks, never as the one sacct lists by its id
+        whole = {k: records[k] for k in ask if k in records and is_workspace_array(records[k])}
+        ends = [array_end(r, [a for a in found if a.step is None and a.ref.job == r.job_id]) for r in whole.values()]
         self.adopter.adopt_tasks(views, ask, found, now, watched)
-        return match_acct(ask, found)
+        return match_acct([k for k in ask if k not in whole], found), [e for e in ends if e is not None]
 
     def _queue_empty(self, now: float, rows: tuple[TierRow, ...]) -> Event:
         """The last event: every watched job ended, and how many of them completed."""
@@ -253,10 +265,10 @@ class Watcher:
         w = views.get(rec.job_id)
         return PendingContext(queue=queue, tiers=self.cluster.tiers, req_nodes=w.req_nodes if w else None)
 
-    def _record_finals(self, finals: list[tuple[JobRecord, AcctRecord]]) -> None:
-        """The final states this round saw: into each job's job.json on the cluster, all of them in one
-        command, and the store, in one transaction (:func:`~roach.records.finals.record_ends`)."""
-        record_ends(self.store, self.client.transport, [End.of_acct(rec, final) for rec, final in finals])
+    def _record_finals(self, finals: list[tuple[JobRecord, AcctRecord]], more: list[End]) -> None:
+        """The final states this round saw (and ``more`` ends): into each job's job.json on the cluster, all of
+        them in one command, and the store, in one transaction (:func:`~roach.records.finals.record_ends`)."""
+        record_ends(self.store, self.client.transport, [*(End.of_acct(rec, final) for rec, final in finals), *more])
 
     def _reservations(
         self,
