@@ -94,19 +94,6 @@ def test_states_show_once_per_change_and_the_recorded_end_is_gone(tmp_path):
     assert seen[1].at_utc == "2026-12-01T12:00:00Z"  # the end's time, as the poller recorded it
 
 
-def test_an_array_is_gone_once_a_later_round_finds_none_of_its_tasks(tmp_path):
-    store = _store(tmp_path, "12", array="0-3")
-    empty = dumps([])
-    _round(store, empty, time.time() - 60)  # a round from before the wait (and its submit): it proves nothing
-    seen: list[WaitEvent] = []
-    script = iter(
-        [lambda: _round(store, _queue("22.05"), time.time() + 1), lambda: _round(store, empty, time.time() + 2)]
-    )
-    follow(store, "lab", "12", _Waiter(), seen.append, array=True, sleep=lambda _s: next(script)())
-    assert [e.kind for e in seen] == ["state", "gone"]
-    assert not store.get("lab", 12).is_final  # the caller records an array's end from every task's
-
-
 def test_each_outage_the_poller_reports_after_the_wait_began_is_passed_on_with_the_last_state(tmp_path):
     store = _store(tmp_path, "12")
     old = {"kind": "outage", "message": "from before the wait"}

@@ -45,19 +45,16 @@ def follow(
     waiter: Waiting,
     on_event: Callable[[WaitEvent], None],
     *,
-    array: bool = False,
     on_outage: Callable[[WaitEvent | None, str], None] = lambda last, message: None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> WaitEvent | None:
     """Show the job's state changes from the poller's rounds until the store records its end, then ``gone``.
 
-    An ``array`` is one row of the store, whose end the caller records from every task's (the poller follows its
-    tasks, not the row): it is ``gone`` once a round taken after the wait began finds none of its tasks queued.
     Each outage the poller reports meanwhile goes to ``on_outage`` with the last state shown and the poller's words.
     Returns the last ``state`` event shown (None where none was), or raises :class:`NotFollowed` once no poller
     can be had, for the caller to watch the job itself."""
     last: WaitEvent | None = None
-    shown_round, began = -1, time.time()
+    shown_round = -1
     seq = store.watch_round(cluster)[1]  # what the log said before the wait is not news to it
     while True:
         row = store.get(cluster, int(job_id))
@@ -79,9 +76,6 @@ def follow(
             if text and (last is None or text != last.text):
                 last = WaitEvent("state", _utc(at.at), text)
                 on_event(last)
-            elif not text and array and at.at > began:
-                on_event(WaitEvent("gone", _utc(at.at), ""))
-                return last
         sleep(TICK_S)
 
 

@@ -208,9 +208,7 @@ def wait(
     base = read_record(ws, remote, job_id)
     store = store if store is not None else Store()
     lost = _Lost(ws, base, remote.where, on_event)
-    if transport is None and _followed(
-        store, c, remote.transport, job_id, interval, lost, array=base.array is not None
-    ):
+    if transport is None and _followed(store, c, remote.transport, job_id, interval, lost):
         return record_final(ws, remote, job_id, base, store=store)
     seen: list[WaitEvent] = []
 
@@ -246,8 +244,6 @@ def _followed(
     job_id: str,
     interval: float,
     lost: _Lost,
-    *,
-    array: bool,
 ) -> bool:
     """Whether the job was followed to its end through the one poller (:mod:`roach.workspace.follow`); False for a
     job the store does not hold or a poller that cannot be had, which the one-session loop watches instead."""
@@ -257,7 +253,7 @@ def _followed(
         return False
     with w:
         try:
-            follow(store, c.name, job_id, w, lost.on_event, array=array, on_outage=lost.outage)
+            follow(store, c.name, job_id, w, lost.on_event, on_outage=lost.outage)
         except NotFollowed:
             return False
     return True
