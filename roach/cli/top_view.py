@@ -100,8 +100,11 @@ def note_of(r: JobRow) -> tuple[str, str]:
     if r.explanation is not None:
         out = r.explanation.outlook.value
         promo = f" p->{r.promotion}" if r.promotion else ""
-        # the outlook and a promotion first: a narrow NOTE cuts the reason, never whether it clears
-        return f"{'NEVER' if out == 'never' else out}{promo}: {r.reason or r.explanation.reason.value}", (
+        likely = (r.estimate or {}).get("likely_in_s")
+        starts = f" ~{human_seconds(likely)}" if likely is not None else ""
+        # the outlook, its likely start and a promotion first: a narrow NOTE cuts the reason, never whether it clears
+        out_text = "NEVER" if out == "never" else out
+        return f"{out_text}{starts}{promo}: {r.reason or r.explanation.reason.value}", (
             "red" if out == "never" else "yellow"
         )
     if r.holder and r.held_s is not None:
