@@ -92,7 +92,11 @@ def score(lines: Sequence[dict], starts: dict[str, list[float]]) -> list[Scored]
     return out
 
 
-def inside(s: Scored, slack: float = 0.0) -> bool:
+RESOLUTION_S = 1.0  # sacct's Start is to the second (truncated): the real start lies within a second after it
+
+
+def inside(s: Scored, slack: float = RESOLUTION_S) -> bool:
+    """Whether the real start fell in ``[earliest, latest]``, to ``slack`` seconds (sacct's resolution)."""
     return s.earliest - slack <= s.real and (s.latest is None or s.real <= s.latest + slack)
 
 
@@ -111,7 +115,8 @@ def tables(scored: Sequence[Scored]) -> tuple[str, list[dict], dict]:
         f"| median signed error (estimate - real), where both answered | "
         f"{statistics.median(s.likely - s.real for s in both) if both else float('nan'):+.1f} s | "
         f"{statistics.median(s.slurm - s.real for s in both if s.slurm is not None) if both else float('nan'):+.1f} s |",
-        f"| real start inside roach's interval [earliest, latest] | {cover:.0%} | |",
+        f"| real start inside roach's interval [earliest, latest], to sacct's 1 s | {cover:.0%} | |",
+        f"| ... to the exact second (no slack) | {sum(inside(s, 0) for s in scored) / max(len(scored), 1):.0%} | |",
         f"| ... within 5 s of it | {sum(inside(s, 5) for s in scored) / max(len(scored), 1):.0%} | |",
         f"| median real wait | {statistics.median(s.real for s in scored) if scored else float('nan'):.1f} s | |",
     ]

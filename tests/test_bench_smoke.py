@@ -301,5 +301,8 @@ def test_the_estimates_are_scored_against_the_next_start_beside_slurms():
     assert scored["1026"].real == 200.0 and scored["1026"].slurm is not None and scored["1035"].slurm is None
     assert inside(scored["1026"]) and not inside(scored["1035"])  # 1035's latest is before 900 s
     body, summary, params = tables(list(scored.values()))
-    assert params == {"estimates": 2} and "| real start inside roach's interval [earliest, latest] | 50% |" in body
+    assert (
+        params == {"estimates": 2}
+        and "| real start inside roach's interval [earliest, latest], to sacct's 1 s | 50% |" in body
+    )
     assert [r["holds"] for r in summary][1] is False

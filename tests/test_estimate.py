@@ -138,3 +138,15 @@ def test_the_line_says_when_and_on_what():
     assert text.startswith("likely in 3m35s (now to in 3m36s); basis: ")
     data = got.to_json(NOW)
     assert data["likely_in_s"] == pytest.approx(215.0) and data["ahead"] == 0
+
+
+def test_at_the_earliest_a_job_may_start_in_a_hole_before_the_jobs_ahead_of_it():
+    text = line(1, "RUNNING", gpus=4, nodes="n1", elapsed="0:10", limit="8:00")
+    text += line(2, "RUNNING", gpus=4, nodes="n2", elapsed="0:10", limit="8:00")
+    text += line(3, gpus=4, reason="Resources", submit="2026-12-05T14:25:00")
+    text += line(4, gpus=1, submit="2026-12-05T14:26:00")
+    paces = {"1": Pace(0, 100, NOW, 1.0), "2": Pace(0, 200, NOW, 1.0)}
+    got = est(text, paces=paces)
+    assert got["3"].earliest == pytest.approx(NOW + (100 + END_S) * 0.8)
+    assert got["4"].earliest == got["3"].earliest  # Slurm's backfill may start it there first
+    assert got["4"].likely == pytest.approx(NOW + 200 + END_S + LAG_S)  # in order, it waits for n2

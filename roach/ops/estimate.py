@@ -10,7 +10,8 @@ three is how long each job holds what it has:
 - **likely**: a roach run ends when its observed step pace says (its last step plus :data:`END_S`), any other job
   after the median run of the jobs seen to end on the cluster that ran longer than it has so far (its time limit
   when none has been seen), a pending job runs that median;
-- **earliest**: a run at its pace ends :data:`FAST` of its ETA sooner, and a job of unknown length may end now.
+- **earliest**: a run at its pace ends :data:`FAST` of its ETA sooner, a job of unknown length may end now, and the
+  pending jobs ahead hold nothing (Slurm's backfill starts a job in a hole the jobs ahead of it do not fit).
 
 A job on a tier that is not preemptible may take what jobs on preemptible tiers hold (:data:`PREEMPT_S` later).
 Jobs asked for later, and preemptions of the job itself, are not foreseen.
@@ -285,10 +286,11 @@ class _Plan:
             if len(use) < n_nodes:  # it takes what preemptible jobs hold
                 use = (use + sorted(set(fits) - set(use), key=lambda n: self.nodes[n].free_at(t)))[:n_nodes]
                 start = t + (PREEMPT_S if self.how != "earliest" else 0.0)
-            for n in use:
-                self._hold(self.nodes[n], start, start + length, g, c, not preempts)
-            if cap is not None:
-                self._hold(cap, start, start + length, rec.tres.gpus, 0, False)
+            if self.how != "earliest":  # at the earliest, Slurm's backfill may start it before the jobs ahead
+                for n in use:
+                    self._hold(self.nodes[n], start, start + length, g, c, not preempts)
+                if cap is not None:
+                    self._hold(cap, start, start + length, rec.tres.gpus, 0, False)
             return start
         return None
 
