@@ -89,3 +89,16 @@ def test_a_held_job_costs_no_read_of_the_cluster_queue(tmp_path):
     events = watcher(fake, store, Clock()).round()
     assert "pending" not in kinds(events)
     assert cluster_queue_calls(fake) == 0 and not any(c[0] == "sinfo" for c in fake.calls)
+
+
+def test_a_job_that_asks_for_a_reservation_is_said_to_start_when_it_does(tmp_path):
+    from roach.records.store import Store
+
+    store = Store(tmp_path / "s.sqlite")
+    store.add(record(11))
+    fake = QueueFake(queue=[limited(sq(11, "PENDING", reason="Reservation", gpus=1))])
+    fake.resv_of = {"11": "maint"}
+    fake.reservations = {"maint": "2027-01-15T08:10:00"}  # T0 + 10 minutes, on n1
+    events = watcher(fake, store, Clock()).round()
+    (said,) = [e for e in events if e.kind.value == "pending"]
+    assert said.data["estimate"]["likely_in_s"] == 601.0 and "reservation maint" in said.data["estimate"]["basis"]

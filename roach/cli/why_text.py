@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from roach.cli.jsonout import stamp
-from roach.errors import SlurmError, TransportError
+from roach.errors import RoachError
 from roach.fleet.cluster import Cluster
 from roach.model.states import PendingReason
 from roach.ops.estimate import StartEstimate
@@ -16,16 +16,22 @@ from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import QueueRecord
+from roach.watch.starts import windows
 
 
 def estimate(client: SlurmClient, q: QueueRecord, c: Cluster, now: float) -> StartEstimate | None:
-    """The job's start estimate: one read of the cluster's queue on its partitions, the nodes from the site cache,
-    the runs' paces and the ended jobs' lengths from the watch's saved state (when a watch ran)."""
+    """The job's start estimate: one read of the cluster's queue on its partitions, the nodes and reservations from
+    the site cache, the runs' paces and the ended jobs' lengths from the watch's saved state (when a watch ran); the
+    reservation a job pending on one asks for, from ``scontrol show job``."""
     with Store() as store:
         views, meta = store.watch_load(c.name)
     try:
-        return estimates(client, [q], c.tiers, views, meta.get("ended_s") or [], now).get(q.job_id)
-    except (SlurmError, TransportError):
+        resv_of = {}
+        if q.reason is PendingReason.Reservation and (shown := client.show_job(q.raw_id)) is not None:
+            resv_of = {q.job_id: shown.get("Reservation", "")}
+        ended = meta.get("ended_s") or []
+        return estimates(client, [q], c.tiers, views, ended, now, lambda: windows(client), resv_of).get(q.job_id)
+    except RoachError:
         return None  # the explanation stands on its own
 
 

@@ -275,8 +275,7 @@ class _Plan:
         if rec.reason is R.BeginTime and rec.start_time is not None:
             not_before = max(not_before, rec.start_time.timestamp())
         cap = self._cap(rec, job.tier)
-        for t in [x for x in self.times if x >= not_before] or [not_before]:
-            t = max(t, not_before)
+        for t in [not_before] + [x for x in self.times if x > not_before]:
             fits = [n for n in allowed if self.nodes[n].room(t, t + length, g, c, preempts, resv.name if resv else "")]
             if len(fits) < n_nodes or (cap is not None and not cap.room(t, t + length, rec.tres.gpus, 0, False, "")):
                 continue

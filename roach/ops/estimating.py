@@ -5,7 +5,7 @@ its age), and from the watch's saved state the runs' paces and the lengths of th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -49,17 +49,18 @@ def estimates(
     views: Mapping[str, Mapping[str, Any]],
     durations: Sequence[float],
     now: float,
-    reservations: Sequence[Reservation] = (),
+    reservations: Callable[[], Sequence[Reservation]] = tuple,
     resv_of: Mapping[str, str] | None = None,
 ) -> dict[str, StartEstimate]:
     """The start estimates of ``pending`` (the user's pending jobs), from one read of the cluster's queue on their
-    partitions and the nodes as the site cache has them."""
+    partitions, the nodes as the site cache has them and the ``reservations`` (read after those two)."""
     if not pending:
         return {}
     parts = {p for q in pending for p in q.partition.split(",")}
     queue = cluster_queue(client, parts)
     nodes = client.nodes(cached=True)
-    inp = Inputs(queue, nodes, tiers, paces_of(views), tuple(durations), tuple(reservations), dict(resv_of or {}))
+    resv = tuple(reservations())
+    inp = Inputs(queue, nodes, tiers, paces_of(views), tuple(durations), resv, dict(resv_of or {}))
     return estimate_queue(inp, now, only=[q.job_id for q in pending])
 
 

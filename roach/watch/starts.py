@@ -1,7 +1,7 @@
 """The watch's start estimates: each round, the likely start of every watched job that pends
 (:mod:`roach.ops.estimate`), kept in the watch state for ``roach top``, and a ``pending`` line when a job starts to
 pend and when its likely start moves. One ``squeue`` of the cluster's queue on their partitions, only in a round
-where a watched job pends on a reason that clears (the nodes come from the site cache).
+where a watched job pends on a reason that clears (the nodes and the reservations come from the site cache).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from typing import Any
 from roach.errors import RoachError, TransportError
 from roach.model.tiers import Tier
 from roach.ops.estimate import Reservation, StartEstimate, blocked
-from roach.ops.estimating import estimates, note_ended
+from roach.ops.estimating import estimates, note_ended, reservation
 from roach.ops.events import Event, EventKind
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import QueueRecord
 from roach.watch.jobs import Ctx, JobWatch
+from roach.watch.resv import show_reservations
 
 MOVED_S = 60.0  # a likely start that moves by more than this (and a third of the wait) is said again
 
@@ -31,7 +32,6 @@ def on_estimates(
     meta: dict[str, Any],
     ctx: Ctx,
     touched: set[str],
-    reservations: Sequence[Reservation] = (),
     resv_of: Mapping[str, str] | None = None,
 ) -> list[Event]:
     """This round's estimates into ``meta["estimates"]`` (by job id, as JSON), and the ``pending`` lines."""
@@ -47,7 +47,7 @@ def on_estimates(
     if pending:
         paced = {k: {"points": w.points, "step": w.step, "steps_total": w.steps_total} for k, w in views.items()}
         try:
-            found = estimates(client, pending, tiers, paced, meta["ended_s"], now, reservations, resv_of)
+            found = estimates(client, pending, tiers, paced, meta["ended_s"], now, lambda: windows(client), resv_of)
         except (RoachError, TransportError):
             found = {}  # estimated again next round
     meta["estimates"] = {k: e.to_json(now) for k, e in found.items()} or None
@@ -69,6 +69,17 @@ def on_estimates(
             )
         )
     return events
+
+
+def windows(client: SlurmClient) -> list[Reservation]:
+    """The cluster's reservations as the estimate reads them, from the site cache when it has them (an
+    administrator's reservation changes rarely: one read per cache age)."""
+    out = []
+    for r in show_reservations(client, cached=True).values():
+        w = reservation(r.name, r.start, r.end, r.nodes)
+        if w is not None:
+            out.append(w)
+    return out
 
 
 def _moved(said: float | None, likely: float, now: float) -> bool:

@@ -189,7 +189,9 @@ class Watcher:
                             if key in records:
                                 finals.append((records[key], acct[key]))
         self._record_finals(finals)
-        events += on_estimates(self.client, self.cluster.tiers, views, watched, active, queue, meta, ctx, touched)
+        events += on_estimates(
+            self.client, self.cluster.tiers, views, watched, active, queue, meta, ctx, touched, resv_of
+        )
         asking = roster.reserving.union(resv_of)
         events += self._reservations(views, active, resv_of, [k for k in watched if k in asking], ctx, touched)
         runs = [k for k in roster.runs if k in views]
