@@ -184,7 +184,7 @@ class Top:
                         f"({human_seconds(e['earliest_in_s'])} to "
                         f"{'no bound' if e['latest_in_s'] is None else human_seconds(e['latest_in_s'])})"
                     )
-                v.why_lines.append(f"           {e['basis']}")
+                v.why_lines.append(f"           basis: {e['basis']}")
 
     def propose(self) -> None:
         """Ask before promoting the selected job to the tier the watch's plan names for it now."""

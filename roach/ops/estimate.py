@@ -92,7 +92,8 @@ class StartEstimate:
         """``likely in 4m10s (1m05s to 9m00s); basis: ...``"""
         if self.likely is None:
             return f"no start estimate: {self.basis}"
-        return f"likely {_in(self.likely, now)} ({_in(self.earliest, now)} to {_in(self.latest, now)}); {self.basis}"
+        when = f"likely {_in(self.likely, now)} ({_in(self.earliest, now)} to {_in(self.latest, now)})"
+        return f"{when}; basis: {self.basis}"
 
     def to_json(self, now: float) -> dict[str, Any]:
         def at(t: float | None) -> str | None:
@@ -365,4 +366,4 @@ def _basis(job: _Job, ahead: int, running: int, paced: int, inp: Inputs) -> str:
         parts.append("preempting preemptible tiers")
     if inp.resv_of.get(job.key):
         parts.append(f"reservation {inp.resv_of[job.key]}")
-    return "basis: " + ", ".join(parts)
+    return ", ".join(parts)
