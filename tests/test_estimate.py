@@ -150,3 +150,17 @@ def test_at_the_earliest_a_job_may_start_in_a_hole_before_the_jobs_ahead_of_it()
     assert got["3"].earliest == pytest.approx(NOW + (100 + END_S) * 0.8)
     assert got["4"].earliest == got["3"].earliest  # Slurm's backfill may start it there first
     assert got["4"].likely == pytest.approx(NOW + 200 + END_S + LAG_S)  # in order, it waits for n2
+
+
+def test_the_likely_start_replays_slurms_passes_which_plan_with_time_limits():
+    text = line(1, "RUNNING", gpus=4, nodes="n1", elapsed="0:10", limit="8:00")
+    text += line(2, "RUNNING", gpus=2, nodes="n2", elapsed="0:10", limit="4:00")
+    text += line(3, gpus=4, limit="5:00", reason="Resources", submit="2026-12-05T14:25:00")
+    text += line(4, gpus=2, limit="8:00", submit="2026-12-05T14:26:00")
+    paces = {"1": Pace(0, 20, NOW, 1.0), "2": Pace(0, 150, NOW, 1.0)}
+    inp = Inputs(parse_cluster_queue(text), NODES, TIERS, paces=paces)
+    # Slurm plans job 3 on n2 when job 2 reaches its limit (230 s), so job 4 may not take n2's 2 free GPUs for its
+    # 8 minutes now; once job 1 ends (22 s), job 3 takes n1 and job 4 starts on n2
+    assert estimate_queue(inp, NOW)["4"].likely == pytest.approx(NOW + 20 + END_S + LAG_S)
+    assert estimate_queue(inp, NOW, replayed=False)["4"].likely == pytest.approx(NOW + LAG_S)
+    assert estimate_queue(inp, NOW, only=["3"]).keys() == {"3"}
