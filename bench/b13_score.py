@@ -12,11 +12,10 @@ from pathlib import Path
 
 from roach.model.tiers import Tier
 from roach.ops.estimate import Inputs, Pace, estimate_queue
+from roach.ops.estimating import note_ended
 from roach.scheduler.cluster_queue import parse_cluster_queue
 from roach.scheduler.fields import parse_time
 from roach.scheduler.parse_control import NodeRecord
-
-DURATIONS_KEPT = 50  # the watch keeps this many of the ended jobs' lengths
 
 
 @dataclass(frozen=True)
@@ -59,15 +58,13 @@ def score(lines: Sequence[dict], starts: dict[str, list[float]]) -> list[Scored]
     nodes = [NodeRecord(**{**n, "partitions": tuple(n["partitions"])}) for n in head["nodes"]]
     tiers = tuple(Tier(**t) for t in head["tiers"])
     durations: list[float] = []
-    last_running: dict[str, tuple[float, int]] = {}
+    last_running: dict[str, list[float]] = {}
     out: list[Scored] = []
     for m in moments:
         queue = parse_cluster_queue(m["queue"])
         seen = {q.record.job_id: q.record for q in queue}
-        for key, (t_prev, elapsed) in last_running.items():  # ran at the last moment, gone now: it ended
-            if key not in seen:
-                durations = (durations + [elapsed + (m["t"] - t_prev) / 2])[-DURATIONS_KEPT:]
-        last_running = {k: (m["t"], r.elapsed_s) for k, r in seen.items() if r.state.is_running}
+        # the lengths of the jobs that ran at the last moment and are gone now, as the watch counts them
+        durations, last_running = note_ended(durations, last_running, seen.values(), m["t"])
         paces = {
             k: p for k, v in m["views"].items() if (p := Pace.of(v["points"], v["step"], v["steps_total"])) is not None
         }
