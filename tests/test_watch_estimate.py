@@ -5,11 +5,14 @@ that clears."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from roach.scheduler.parse import RS, US
+from roach.watch.logs import read_facts
 from roach.watch.screen import build_frame
 from tests.support.watch import T0, TIERED, Clock, FakeCluster, kinds, record, sq, watcher
 
+DATA = Path(__file__).parent / "data"
 SINFO = (
     f"n1{US}mixed{US}4/4/0/8{US}gpu:4{US}gpu:4{US}gpu*{US}16000{US}2000{RS}\n"
     f"n2{US}mixed{US}4/4/0/8{US}gpu:4{US}gpu:4{US}gpu*{US}16000{US}2000{RS}\n"
@@ -102,3 +105,12 @@ def test_a_job_that_asks_for_a_reservation_is_said_to_start_when_it_does(tmp_pat
     events = watcher(fake, store, Clock()).round()
     (said,) = [e for e in events if e.kind.value == "pending"]
     assert said.data["estimate"]["likely_in_s"] == 601.0 and "reservation maint" in said.data["estimate"]["basis"]
+
+
+def test_slurms_line_of_a_cancelled_job_step_is_no_progress_of_the_run():
+    """A run's pace is read from its progress lines: slurmstepd's `*** STEP 4360.0 ... CANCELLED` line, which a
+    requeue prints, names the job step, not a step of the run."""
+    lines = (DATA / "log_lab_22.05_wall_clock.txt").read_text().splitlines()[:14]
+    assert "*** STEP 4360.0 ON n1 CANCELLED" in lines[-1]
+    facts = read_facts(lines)
+    assert (facts.step, facts.steps_total) == (6, 40) and facts.progress_points[-1][1] == 6
