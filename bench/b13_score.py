@@ -100,6 +100,11 @@ def inside(s: Scored, slack: float = RESOLUTION_S) -> bool:
     return s.earliest - slack <= s.real and (s.latest is None or s.real <= s.latest + slack)
 
 
+def _width(scored: Sequence[Scored]) -> float:
+    widths = [s.latest - s.earliest if s.latest is not None else float("inf") for s in scored]
+    return statistics.median(widths) if widths else float("nan")
+
+
 def tables(scored: Sequence[Scored]) -> tuple[str, list[dict], dict]:
     both = [s for s in scored if s.slurm is not None]
     roach_err = statistics.median(abs(s.likely - s.real) for s in both) if both else float("nan")
@@ -120,6 +125,7 @@ def tables(scored: Sequence[Scored]) -> tuple[str, list[dict], dict]:
         f"| real start inside roach's interval [earliest, latest], to sacct's 1 s | {cover:.0%} | |",
         f"| ... to the exact second (no slack) | {sum(inside(s, 0) for s in scored) / max(len(scored), 1):.0%} | |",
         f"| ... within 5 s of it | {sum(inside(s, 5) for s in scored) / max(len(scored), 1):.0%} | |",
+        f"| median width of roach's interval (latest - earliest) | {_width(scored):.1f} s | |",
         f"| median real wait | {statistics.median(s.real for s in scored) if scored else float('nan'):.1f} s | |",
     ]
     by_tier = [
