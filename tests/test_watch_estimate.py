@@ -57,6 +57,7 @@ def test_a_pending_line_says_when_a_watched_job_starts_and_top_shows_it(tmp_path
         limited(sq(11, "PENDING", reason="Resources", gpus=2)),
     ]
     w = watcher(fake, store, clock)
+    assert "pending" not in kinds(w.round()) and cluster_queue_calls(fake) == 0  # it may start at once
     first = w.round()
     said = [e for e in first if e.kind.value == "pending"]
     assert "pending" in kinds(first) and len(said) == 1 and said[0].job_id == "11"
@@ -89,7 +90,8 @@ def test_a_held_job_costs_no_read_of_the_cluster_queue(tmp_path):
     store = Store(tmp_path / "s.sqlite")
     fake = QueueFake(queue=[sq(11, "PENDING", reason="JobHeldUser")])
     store.add(record(11))
-    events = watcher(fake, store, Clock()).round()
+    w = watcher(fake, store, Clock())
+    events = w.round() + w.round()
     assert "pending" not in kinds(events)
     assert cluster_queue_calls(fake) == 0 and not any(c[0] == "sinfo" for c in fake.calls)
 
@@ -102,8 +104,9 @@ def test_a_job_that_asks_for_a_reservation_is_said_to_start_when_it_does(tmp_pat
     fake = QueueFake(queue=[limited(sq(11, "PENDING", reason="Reservation", gpus=1))])
     fake.resv_of = {"11": "maint"}
     fake.reservations = {"maint": "2027-01-15T08:10:00"}  # T0 + 10 minutes, on n1
-    events = watcher(fake, store, Clock()).round()
-    (said,) = [e for e in events if e.kind.value == "pending"]
+    w = watcher(fake, store, Clock())
+    w.round()
+    (said,) = [e for e in w.round() if e.kind.value == "pending"]
     assert said.data["estimate"]["likely_in_s"] == 601.0 and "reservation maint" in said.data["estimate"]["basis"]
 
 

@@ -1,7 +1,7 @@
 """The watch's start estimates: each round, the likely start of every watched job that pends
 (:mod:`roach.ops.estimate`), kept in the watch state for ``roach top``, and a ``pending`` line when a job starts to
-pend and when its likely start moves. One ``squeue`` of the cluster's queue on their partitions, only in a round
-where a watched job pends on a reason that clears (the nodes and the reservations come from the site cache).
+pend (seen pending in two rounds in a row) and when its likely start moves. One ``squeue`` of the cluster's queue on
+their partitions, only in a round where such a watched job pends on a reason that clears (the nodes and the reservations come from the site cache).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from roach.ops.estimating import estimates, note_ended, reservation
 from roach.ops.events import Event, EventKind
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import QueueRecord
-from roach.watch.jobs import Ctx, JobWatch
+from roach.watch.jobs import PENDING_ROUNDS_TO_PROMOTE, Ctx, JobWatch
 from roach.watch.resv import show_reservations
 
 MOVED_S = 60.0  # a likely start that moves by more than this (and a third of the wait) is said again
@@ -37,7 +37,15 @@ def on_estimates(
     """This round's estimates into ``meta["estimates"]`` (by job id, as JSON), and the ``pending`` lines."""
     now = ctx.now
     meta["ended_s"], meta["running_s"] = note_ended(meta.get("ended_s") or [], meta.get("running_s") or {}, queue, now)
-    pending = [q for k in watched if (q := active.get(k)) is not None and q.state.is_pending and blocked(q) is None]
+    # a job seen pending in two rounds in a row: one that starts at once gets no line, and costs no read
+    pending = [
+        q
+        for k in watched
+        if (q := active.get(k)) is not None
+        and q.state.is_pending
+        and views[k].pending_rounds >= PENDING_ROUNDS_TO_PROMOTE
+        and blocked(q) is None
+    ]
     for k in watched:
         w = views[k]
         if w.start_said is not None and not (k in active and active[k].state.is_pending):

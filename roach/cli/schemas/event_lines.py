@@ -138,7 +138,7 @@ KIND_TEXT: dict[EventKind, str] = {
     EventKind.FROM_THE_TOP: "a new attempt of a run that had progress started from step 0",
     EventKind.STALLED: "a running job's log has not moved for longer than its usual gap",
     EventKind.NEVER_STARTS: "a job pends on a reason that will not clear as it is",
-    EventKind.PENDING: "a job pends: when it will likely start (said when it starts to pend and when that moves)",
+    EventKind.PENDING: "a job pends: when it will likely start (said after two rounds pending, and when that moves)",
     EventKind.PROMOTION: "a tier has room while a job pends lower: a move to make (`roach promote`)",
     EventKind.PROMOTED: "`--rebalance` made that move",
     EventKind.PROMOTE_FAILED: "`--rebalance` tried that move and could not",
