@@ -256,5 +256,7 @@ def test_a_pending_rows_note_says_its_outlook_promotion_and_likely_start_before_
     estimate = {"likely_in_s": 190.0, "earliest_in_s": 0.0, "latest_in_s": 600.0, "basis": "b"}
     row = replace(frame.rows[0], state="PENDING", explanation=explain(q), estimate=estimate, promotion="high")
     assert note_of(row)[0] == "clears p->high ~3m: Priority"
-    assert "clears p->high ~3m" in job_line(row, Columns.fit(80), selected=False).plain
+    assert "clears p->high ~3" in job_line(row, Columns.fit(80), selected=False).plain  # 18 cells at 80 columns
+    alone = replace(row, promotion=None)
+    assert "clears ~3m: Prior" in job_line(alone, Columns.fit(80), selected=False).plain
     assert row.to_json()["estimate"] == estimate
