@@ -34,8 +34,13 @@ TIERS = (("high", 0.2), ("normal", 0.35), ("low", 0.45))
 STEP_S = 1.0
 
 
-def schedule(n: int, seed: int = 13, span_s: float = 900.0) -> list[dict]:
-    """The workload: ``n`` jobs, each with its arrival (seconds from the start), GPUs, QOS, steps and time limit."""
+ARRIVAL_S = 4.5  # the mean time between two arrivals (200 jobs: about 15 minutes)
+
+
+def schedule(n: int, seed: int = 13, span_s: float | None = None) -> list[dict]:
+    """The workload: ``n`` jobs, each with its arrival (seconds from the start), GPUs, QOS, steps and time limit;
+    arrivals at random over about ``span_s`` seconds (default: :data:`ARRIVAL_S` per job)."""
+    span_s = n * ARRIVAL_S if span_s is None else span_s
     rnd = random.Random(seed)
     out, t = [], 0.0
     for i in range(n):
