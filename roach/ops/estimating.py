@@ -1,6 +1,7 @@
 """What a start estimate (:mod:`roach.ops.estimate`) reads, gathered in a constant number of Slurm calls: the cluster's
-queue on the pending jobs' partitions (one ``squeue``), the nodes (the site cache's ``sinfo``, read at most once in
-its age), and from the watch's saved state the runs' paces and the lengths of the jobs it saw end.
+queue on the pending jobs' partitions (one ``squeue``), the nodes and the reservations (the caller's reads, through
+the site cache: at most once in its age), and from the watch's saved state the runs' paces and the lengths of the
+jobs it saw end.
 """
 
 from __future__ import annotations
