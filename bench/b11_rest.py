@@ -1,4 +1,4 @@
-"""Benchmark 10, REST: a status round and the submit call through slurmrestd, beside Slurm's commands run here and
+"""Benchmark 11, REST: a status round and the submit call through slurmrestd, beside Slurm's commands run here and
 over SSH.
 
 The lab must be up with ``--rest`` (slurmrestd with JWT at its port base + 5) and in the hosts layout (its login
@@ -8,11 +8,16 @@ one by one. A round is the two reads of roach's status round: the user's queue, 
 already ended (what ``roach ls`` and the watch ask when a job leaves the queue), through the one client each
 method gives (``SlurmClient`` on a local or an SSH transport, ``RestClient``):
 
-* rest: one ``GET .../jobs`` and one ``GET .../slurmdb/.../jobs``, HTTP from this process;
+* rest: one ``GET .../jobs`` and one ``GET .../slurmdb/.../jobs``, HTTP from this process, asking slurmrestd only
+  for what the round needs: the ended jobs by id (``step``), and from v0.0.42 the queue only if it changed since the
+  last read (``update_time``);
+* rest-all: the same requests without those filters (every job since the epoch, the whole queue each round);
 * local: ``squeue`` and ``sacct`` run here (as the lab's user: runuser);
 * ssh: the same commands on the login host over roach's shared connection (ControlMaster), opened before.
 
-Counted: wall and CPU per round (this process; the commands' own CPU apart, as children), and the RPCs the user
+Before the rounds, ``HISTORY`` short jobs run to their end, so that slurmdbd holds more than the few ended ones a
+round asks about (a real cluster's slurmdbd holds every job since it was set up), and before each size's rounds the
+controller has purged every job that ended (so the queue does not change between rounds). Counted: wall and CPU per round (this process; the commands' own CPU apart, as children), and the RPCs the user
 sent slurmctld and slurmdbd during it (sdiag, sacctmgr show stats). The submit call: one held ``sbatch`` of a
 two-line script, each job cancelled after.
 """
@@ -35,25 +40,51 @@ from roach.scheduler.rest_token import TokenSource
 from roach.scheduler.ssh import SSHTransport
 from roach.scheduler.transport import LocalTransport
 
-METHODS = ("rest", "local", "ssh")
+METHODS = ("rest", "rest-all", "local", "ssh")
 TITLE = "REST: a status round and the submit call through slurmrestd"
 ENDED = 5  # jobs that already ended, whose accounting each round reads
+HISTORY = 300  # short jobs that ran to their end before the rounds: slurmdbd's other jobs
 SCRIPT = "#!/bin/bash\ntrue\n"
 
 
 def clients(lab: Lab) -> dict[str, SlurmClient]:
     """Each method's client, as the lab's user (ssh only in the hosts layout, whose login host has an sshd)."""
     if not lab.cfg.rest:
-        raise BenchError("benchmark 10 needs the lab up with --rest: `roach lab up --rest`")
+        raise BenchError("benchmark 11 needs the lab up with --rest: `roach lab up --rest`")
     local = LocalTransport(env=lab.env, user=lab.user, default_timeout=600)
     token = TokenSource(lab.user, ("scontrol", "token", "lifespan=3600"), transport=local)
     out: dict[str, SlurmClient] = {
         "rest": RestClient(LocalTransport(), api=RestApi(rest_url(lab.cfg), token, timeout_s=600)),
+        "rest-all": RestClient(LocalTransport(), api=RestApi(rest_url(lab.cfg), token, timeout_s=600), filters=False),
         "local": SlurmClient(local),
     }
     if lab.cfg.hosts:
         out["ssh"] = SlurmClient(SSHTransport(login.alias(lab.cfg), env=lab.env, default_timeout=600))
     return out
+
+
+def _forgotten(lab: Lab, ids: list[str], log) -> None:
+    """Wait until slurmctld has purged the ended ``ids`` (MinJobAge after their end): until then a purge changes
+    its job list, and a round's queue read between two purges is the whole list again."""
+    client = lab.user_client()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and any(client.show_job(j) is not None for j in ids):
+        time.sleep(5)
+    log(f"  the controller forgot {len(ids)} ended jobs and arrays")
+
+
+def _history(lab: Lab, log) -> str:
+    """``HISTORY`` one-second array tasks run to their end, waited for in accounting; the array's id."""
+    client = lab.user_client()
+    opts = [f"--array=0-{HISTORY - 1}", "--job-name=bench-rest-history", "--output=/dev/null", "--time=1"]
+    job = client.sbatch(opts, "#!/bin/bash\ntrue\n")
+    log(f"bench 11: {HISTORY} short jobs to their end (slurmdbd's history)")
+    deadline = time.monotonic() + 900
+    while client.squeue(job_ids=[job]) and time.monotonic() < deadline:
+        time.sleep(2)
+    while len(client.sacct([job])) < HISTORY and time.monotonic() < deadline:
+        time.sleep(2)
+    return str(job)
 
 
 def _ended(lab: Lab) -> list[str]:
@@ -80,22 +111,26 @@ def _run(lab: Lab, jobs: Jobs, sizes: list[int], reps: int, log, shapes: tuple[s
     methods = clients(lab)
     for c in methods.values():
         c.squeue()  # a first read each: the token made, the version chosen, the ssh connection open
+    gone = [_history(lab, log)]
     ended = _ended(lab)
+    gone += ended
     rows: list[Row] = []
     for shape in shapes:
         for n in sizes:
-            log(f"bench 10: {n} held {'array tasks' if shape == 'array' else 'jobs'}")
+            log(f"bench 11: {n} held {'array tasks' if shape == 'array' else 'jobs'}")
             ids = [submit_held_array(lab, n)] if shape == "array" else submit_held(lab, n)
             jobs.add(ids)
             try:
+                _forgotten(lab, gone, log)
                 rows += _rounds(lab, methods, ended, n, shape, reps, log)
             finally:
                 jobs.cancel(ids)
+                gone += ids
     rows.append(_submits(lab, methods, jobs, reps))
     body = comparison_table(rows, [m for m in METHODS if m in methods], roach="rest")
     rest = methods["rest"]
     version = rest.rest.versions()[0].value if isinstance(rest, RestClient) else "?"
-    return Section(11, TITLE, body, {"reps": reps, "data version": version})
+    return Section(11, TITLE, body, {"reps": reps, "data version": version, "history": HISTORY})
 
 
 def _rounds(

@@ -46,6 +46,10 @@ class TransportError(RoachError):
         self.argv = tuple(argv)
 
 
+class NoFilesError(TransportError):
+    """A cluster reached through slurmrestd alone was asked to carry a file or run a command: nothing was sent."""
+
+
 class SlurmError(RoachError):
     """A Slurm command ran and failed. Carries the command, its exit code and its stderr."""
 

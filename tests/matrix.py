@@ -3,7 +3,7 @@
     python -m tests.matrix [--only system,24.11,26.05] [--slurm-facing] [--pytest-args '...'] [--root 24.11=/var/tmp/trixie-root]
 
 ``--slurm-facing`` runs only the tests that talk to Slurm (the lab, submit, resume, hold, watch, sweep,
-workspace, the parsers): what CI runs on 26.05 after the whole suite on the system Slurm.
+workspace, the parsers, slurmrestd): what CI runs on 26.05 after the whole suite on the system Slurm.
 
 As root. ``system`` is this machine's Slurm; 24.11 and 26.05 are Debian trixie and sid in debootstrap roots
 (made once under ``--roots``, default /var/tmp/roach-matrix, and reused; ``--root V=DIR`` names an existing
@@ -61,6 +61,8 @@ SLURM_FACING = (
     "tests/test_slurmparse.py",
     "tests/test_slurmcli.py",
     "tests/test_states.py",
+    "tests/test_rest_client.py",
+    "tests/test_rest_lab.py",  # slurmrestd: the roots install it (the Makefile's DEBS)
 )
 
 

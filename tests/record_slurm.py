@@ -7,8 +7,9 @@ the parser tests (tests/test_slurm_versions.py) check each release's recording w
 Files are the bytes each command printed (stdout, or ``.stderr.txt``), with exactly roach's argv (the
 format strings and field lists come from roach.scheduler.parse). INDEX.md in tests/data lists them.
 The controller and slurmdbd are made unreachable through a copy of slurm.conf that names closed ports.
-On a lab up with ``--rest``, each squeue, sacct and sinfo is read through slurmrestd too, at the same moment, into
-``rest/``: the command's output and the answer (``tests/test_rest_client.py`` reads both through the client).
+On a lab up with ``--rest``, each squeue, sacct, sinfo and scontrol show job is read through slurmrestd too, at the
+same moment, into ``rest/``: the command's output and the answer (``tests/test_rest_client.py`` reads both through
+the client).
 Takes about 4 minutes (a requeue waits out cred_expire, a preemption the low QOS's GraceTime).
 """
 
@@ -74,7 +75,10 @@ class Recorder:
         """slurmrestd's answer of the same moment beside a command's output: ``rest/<name>`` (the output) and
         ``rest/<stem>.json`` (the argv, slurmrestd's clock and the answer's body)."""
         pair = REST_PAIRS.get(argv[0])
-        if self.rest is None or pair is None or "--only-job-state" in argv or "--help" in argv:
+        if argv[:3] == ["scontrol", "show", "job"]:
+            pair = ("slurm", f"job/{argv[-1]}")
+        ledger = any("Eligible" in a for a in argv)  # the ledger's sacct, read by its own parser
+        if self.rest is None or pair is None or ledger or "--only-job-state" in argv or "--help" in argv:
             return
         api, tail = pair
         path = self.rest.ctld(tail) if api == "slurm" else self.rest.dbd(tail)
@@ -83,7 +87,8 @@ class Recorder:
         folder = self.out / "rest"
         folder.mkdir(exist_ok=True)
         (folder / name).write_bytes(text.encode())
-        record = {"argv": argv, "path": path, "now": answer.now.isoformat(), "body": answer.body}
+        body = listed_jobs(answer.body, text) if api == "slurmdb" else answer.body
+        record = {"argv": argv, "path": path, "now": answer.now.isoformat(), "body": body}
         (folder / f"{Path(name).stem}.json").write_text(json.dumps(record, sort_keys=True) + "\n")
         print(f"  rest/{name} and its answer", flush=True)
 
@@ -127,6 +132,14 @@ class Recorder:
             ["sbatch", "--parsable", f"--job-name={name}", "--output=/dev/null", *options],
             input=f"#!/bin/bash\n{body}\n",
         )
+        if r.returncode != 0 and "Socket timed out" in r.stderr:
+            # 24.11's slurmctld may queue the job and answer after sbatch gave up (seen right after a requeued
+            # job's cancel): the job is the one of that name, as roach's lost-submission sweep finds it
+            time.sleep(2)
+            found = [q.raw_id for q in self.queue().get(role, [])]
+            if len(set(found)) == 1:
+                self.ids[role] = found[0]
+                return found[0]
         if r.returncode != 0:
             raise SystemExit(f"sbatch {role}: {r.stderr}")
         self.ids[role] = PC.parse_sbatch(r.stdout)[0]
@@ -156,6 +169,12 @@ class Recorder:
 
     def ids_of(self, *roles: str) -> str:
         return ",".join(str(self.ids[r]) for r in roles)
+
+
+def listed_jobs(body: dict, sacct_text: str) -> dict:
+    """Of slurmdbd's jobs since the epoch, those the command's sacct listed (an earlier recording's jobs are not)."""
+    ids = {int(r.raw_id.split(".")[0]) for r in P.parse_sacct(sacct_text)}
+    return {**body, "jobs": [j for j in body.get("jobs") or [] if j.get("job_id") in ids]}
 
 
 def rest_api(cfg: LabConfig) -> RestApi:

@@ -372,7 +372,12 @@ def test_resume_resubmits_the_run_with_its_id_and_a_completed_run_does_not_run_a
     head = subprocess.run(
         ["git", "-C", str(repo.work), "rev-parse", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
-    r = invoke("resume", done["run_id"], "--repo-root", str(repo.work), "--run-as", LAB_USER, "--wait")
+    r = invoke(
+        "resume", done["run_id"], "--repo-root", str(repo.work), "--run-as", LAB_USER, "--python-env", "venv", "--wait"
+    )
     assert r.exit_code == 0, r.output
     assert f"code: commit {head[:12]}, the repository's HEAD; its last job ran {got['commit'][:12]}" in r.stdout
     assert got["commit"] == done["commit"] != head
+    with Store() as store:
+        bundle = Path(store.latest_for_run(done["run_id"]).bundle_dir)
+    assert json.loads((bundle / "job.json").read_text())["python_env"]["source"] == "asked"  # --python-env, not HEAD's

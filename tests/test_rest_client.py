@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -256,3 +257,34 @@ def test_the_ledgers_runs_through_rest_are_sacct_duplicates_with_their_eligible_
         assert a.record.start_time is None or (a.record.state, a.record.start_time) in sacct_runs
     per_job = [[a.record.submit_time for a in runs if a.record.raw_id == j] for j in {a.record.raw_id for a in runs}]
     assert all(times == sorted(times) for times in per_job)  # a job's runs oldest first, as sacct -D lists them
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [r for r in RECORDINGS if r.argv[0] == "squeue"][:1]
+    + [r for r in RECORDINGS if r.argv[0] == "squeue" and "/v0.0.42/" in r.record["path"]][:1],
+    ids=str,
+)
+def test_what_slurmrestd_cannot_do_is_refused_naming_what_it_lacks(rec: RestRecording) -> None:
+    client = replayed_client(rec)
+    version = client.rest.versions()[0]
+    refusals = {
+        "sbatch --test-only": lambda: client.test_only(["--time=1"], "probe"),
+        "squeue --steps": lambda: client.steps_text(["1"], "StepId"),
+        "scontrol requeue": lambda: client.requeue(1),  # the recorded API lists no v0.0.45 path
+    }
+    if version is DataVersion.V0_0_38:
+        refusals["scancel --batch"] = lambda: client.scancel([1], signal="USR1", batch=True)
+    for what, call in refusals.items():
+        with pytest.raises(SlurmError) as err:
+            call()
+        assert err.value.stderr.startswith(f"{what}: not available through slurmrestd: "), err.value.stderr
+        assert version.value in err.value.stderr and "ssh" in (err.value.hint or "")
+
+
+@pytest.mark.parametrize("rec", [r for r in RECORDINGS if r.argv[:3] == ["scontrol", "show", "job"]], ids=str)
+def test_a_job_through_rest_says_what_scontrol_show_job_says(rec: RestRecording) -> None:
+    records = [r for r in re.split(r"(?=(?<!\S)JobId=)", rec.text) if r.strip()]
+    expected = PC.parse_key_values(records[0])
+    shown = replayed_client(rec).show_job(rec.argv[-1])
+    assert shown and shown == {k: expected[k] for k in shown}

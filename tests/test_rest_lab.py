@@ -24,8 +24,8 @@ from roach.model.states import PendingReason
 from roach.ops.report import report
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import in_array
-from roach.scheduler.rest_client import RestClient
-from roach.scheduler.rest_http import RestApi
+from roach.scheduler.rest_client import REQUEUE_PATH, RestClient
+from roach.scheduler.rest_http import Answer, DataVersion, RestApi
 from roach.scheduler.rest_token import TokenSource
 from roach.scheduler.ssh import SSHTransport
 from roach.scheduler.transport import LocalTransport, Result
@@ -99,7 +99,9 @@ def test_held_submission_release_and_cancel_through_rest(rest: RestClient, user_
 
 
 def test_partitions_through_rest_say_what_scontrol_says(rest: RestClient, user_slurm: SlurmClient) -> None:
-    keys = ("PartitionName", "Default", "MaxTime", "DefaultTime", "GraceTime", "PriorityTier", "Nodes", "State", "TRES")
+    keys = ("PartitionName", "MaxTime", "DefaultTime", "GraceTime", "PriorityTier", "Nodes", "State", "TRES")
+    if rest.rest.versions()[0] is DataVersion.V0_0_38:  # later versions do not say which partition is the default
+        keys += ("Default",)
     assert [{k: p[k] for k in keys} for p in rest.partitions()] == [
         {k: p[k] for k in keys} for p in user_slurm.partitions()
     ]
@@ -164,6 +166,124 @@ def test_an_unreachable_rest_url_is_a_transport_error_after_the_retries(rest_lab
     assert len(slept) == client.retries
 
 
+def _answers(client: RestClient) -> list[tuple[str, dict, Answer]]:
+    """Each request the client sends from here on: (its path, its query, slurmrestd's answer)."""
+    seen: list[tuple[str, dict, Answer]] = []
+    send = client.rest.request
+
+    def kept(method, path, **kw):
+        answer = send(method, path, **kw)
+        seen.append((path, dict(kw.get("query") or {}), answer))
+        return answer
+
+    client.rest.request = kept  # type: ignore[method-assign]
+    return seen
+
+
+def test_show_job_through_rest_says_what_scontrol_says(rest: RestClient, user_slurm: SlurmClient) -> None:
+    job = user_slurm.sbatch(["--hold", "--nodelist=n1", "--output=/dev/null", "--job-name=rest-show"], SCRIPT)
+    try:
+        shown, truth = rest.show_job(job), user_slurm.show_job(job)
+        assert shown and truth and shown["ReqNodeList"] == "n1" and shown["JobState"] == "PENDING"
+        assert shown == {k: truth[k] for k in shown}
+    finally:
+        user_slurm.scancel([job])
+    assert rest.show_job(999999) is None
+
+
+def test_requeue_through_rest_where_slurmrestd_offers_it(rest: RestClient, user_slurm: SlurmClient) -> None:
+    job = user_slurm.sbatch(["--output=/dev/null", "--job-name=rest-requeue", "--requeue"], SCRIPT)
+    try:
+        wait_until("the job to run", lambda: [r.state for r in user_slurm.squeue(job_ids=[job])] == [JobState.RUNNING])
+        if not rest.rest.offers(REQUEUE_PATH):
+            with pytest.raises(SlurmError) as err:
+                rest.requeue(job, hold=True)
+            assert "v0.0.45" in err.value.stderr and "ssh" in (err.value.hint or "")
+            assert [r.state for r in user_slurm.squeue(job_ids=[job])] == [JobState.RUNNING]
+            return
+        rest.requeue(job, hold=True)
+
+        def requeued_held() -> bool:
+            [r] = user_slurm.squeue(job_ids=[job])
+            return r.state is JobState.PENDING and r.restart_count == 1 and "held" in r.reason_text
+
+        wait_until("the job requeued and held", requeued_held)
+        with pytest.raises(SlurmError) as pending:
+            rest.requeue(job)  # a pending job cannot be requeued: slurmctld's refusal, as scontrol's
+        assert "pending" in pending.value.stderr.lower()
+    finally:
+        user_slurm.scancel([job])
+
+
+def test_a_signal_to_the_batch_step_only_through_rest(rest: RestClient, user_slurm: SlurmClient) -> None:
+    script = "#!/bin/bash\ntrap 'exit 3' USR1\nsleep 300 &\nwait\n"
+    job = user_slurm.sbatch(["--output=/dev/null", "--job-name=rest-batch"], script)
+    try:
+        wait_until("the job to run", lambda: [r.state for r in user_slurm.squeue(job_ids=[job])] == [JobState.RUNNING])
+        if rest.rest.versions()[0] is DataVersion.V0_0_38:
+            with pytest.raises(SlurmError) as err:
+                rest.scancel([job], signal="USR1", batch=True)
+            assert "v0.0.38" in err.value.stderr and "ssh" in (err.value.hint or "")
+            return
+        rest.scancel([job], signal="USR1", batch=True)  # the batch shell traps it and exits 3
+        wait_until("the job to end", lambda: not user_slurm.squeue(job_ids=[job]))
+        wait_until("its end in accounting", lambda: [a.exit_code for a in user_slurm.sacct([job])] == [3])
+    finally:
+        user_slurm.scancel([job])
+
+
+def test_accounting_through_rest_asks_slurmdbd_for_the_given_ids_only(rest: RestClient, user_slurm: SlurmClient):
+    script = "#!/bin/bash\ntrue\n"
+    jobs = [user_slurm.sbatch(["--output=/dev/null", f"--job-name=rest-acct-{i}"], script) for i in range(3)]
+    ended = lambda: [a.state for a in user_slurm.sacct(jobs)] == [JobState.COMPLETED] * 3  # noqa: E731
+    wait_until("all three in accounting", ended)
+    seen = _answers(rest)
+    asked = [*jobs[:2], 999999]  # two of them, and one slurmdbd never saw
+    got = sorted((a.job_id, a.state) for a in rest.sacct(asked))
+    assert got == [(str(j), JobState.COMPLETED) for j in jobs[:2]]
+    [(query, answer)] = [(q, a) for path, q, a in seen if "/slurmdb/" in path]
+    assert sorted(j["job_id"] for j in answer.body["jobs"]) == jobs[:2], query
+
+
+def test_job_states_through_rest_ask_for_the_given_jobs_only(rest: RestClient) -> None:
+    if rest.rest.versions()[0] is DataVersion.V0_0_38:
+        pytest.skip("v0.0.38 has no jobs/state")
+    single, other = rest.sbatch(["--hold"], SCRIPT), rest.sbatch(["--hold"], SCRIPT)
+    array = rest.sbatch(["--hold", "--array=0-2"], SCRIPT)
+    try:
+        seen = _answers(rest)
+        light = rest.job_states([single, f"{array}_1", 999999])
+        assert sorted(map(str, (r.ref for r in light))) == sorted([str(single), f"{array}_1"])
+        assert all(r.state is JobState.PENDING for r in light)
+        [(path, query, answer)] = seen
+        assert path.endswith("/jobs/state"), path
+        assert {j["job_id"] for j in answer.body["jobs"]} == {str(single), *(f"{array}_{t}" for t in range(3))}
+    finally:
+        rest.scancel([single, other, array])
+
+
+def test_an_unchanged_queue_is_not_sent_again(rest: RestClient, user_slurm: SlurmClient) -> None:
+    if rest.rest.versions()[0] is DataVersion.V0_0_38:
+        pytest.skip("v0.0.38 does not say when slurmctld's job list last changed")
+    job = rest.sbatch(["--hold"], SCRIPT)
+    try:
+        first = rest.squeue(job_ids=[job])
+        seen = _answers(rest)
+
+        def unchanged() -> bool:  # another job of the lab's may change between two reads: read again
+            seen.clear()
+            return rest.squeue(job_ids=[job]) == first and seen[0][2].body.get("jobs") == []
+
+        wait_until("a read of the unchanged queue answered with no job", unchanged)
+        assert "update_time" in seen[0][1] and [r.job_id for r in first] == [str(job)]
+        rest.release(job)  # a change: the next read is the whole list again
+        wait_until(
+            "the released job to run", lambda: [r.state for r in rest.squeue(job_ids=[job])] == [JobState.RUNNING]
+        )
+    finally:
+        rest.scancel([job])
+
+
 # the header every JWT `scontrol token` makes begins with: {"alg":"HS256","typ":"JWT"}
 JWT_HEAD = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
 
@@ -199,7 +319,9 @@ def test_doctor_checks_token_url_versions_and_a_held_submission(rest_lab: LabCon
     checks = {c.name: c for c in doctor(_rest_lab_cluster(rest_lab))}
     assert list(checks) == ["rest-token", "rest-url", "rest-versions", "rest-submit", "files"]
     assert all(c.ok for c in checks.values()), checks
-    assert "v0.0.38" in checks["rest-versions"].detail and LAB_USER in checks["rest-token"].detail
+    assert (
+        any(v.value in checks["rest-versions"].detail for v in DataVersion) and LAB_USER in checks["rest-token"].detail
+    )
     assert JWT_HEAD not in str(checks)
 
 

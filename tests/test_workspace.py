@@ -11,6 +11,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import click
@@ -23,6 +24,7 @@ from roach.errors import SlurmError, TransportError, UsageError
 from roach.fleet.cluster import Cluster
 from roach.lab.config import LAB_USER
 from roach.records.bundle import FINAL_STATUSES
+from roach.records.poller_lock import WatchLock, polled
 from roach.records.store import Store
 from roach.records.workspace_job import WorkspaceJob, final_record
 from roach.scheduler.mock_transport import MockTransport
@@ -371,8 +373,9 @@ def test_a_job_that_completes_end_to_end(ws, cluster, sshd: SSHServer):
         "#SBATCH --error=dsi-slurm-artifacts/%j/slurm_%j.err",
     )
     assert [e.kind for e in events][-1] == "gone" and any(e.text == "RUNNING=1" for e in events)
-    assert marks["gone"] == marks["first"]  # the whole watch was one session: no new one while it looped
-    assert sshd.accepted_connections() <= before + 1
+    finished = [x for x in Store().watch_log("lab") if x.data.get("job_id") == sub.job_id]
+    assert [x.data["kind"] for x in finished].count("finished") == 1  # the poller the wait read recorded the end
+    assert sshd.accepted_connections() <= before + 1  # the wait and its poller rode on one connection
 
     remote_bundle = Path(sub.remote_bundle)
     assert (rec.status, rec.slurm_state, rec.exit_code) == ("completed", "COMPLETED", "0:0")
@@ -406,6 +409,32 @@ def test_a_job_that_completes_end_to_end(ws, cluster, sshd: SSHServer):
     )
     got = verify(ws)
     assert got.missing == ("figures/loss.png",)
+
+
+@pytest.mark.lab
+def test_two_waits_read_one_poller_that_records_each_end_once(ws, cluster, sshd: SSHServer):
+    rels = [_script(ws, f"w{i}.sbatch", "sleep 3\n") for i in range(2)]
+    subs = [sbatch_script(ws, cluster, rel, "read through the poller") for rel in rels]
+    store = Store()
+    pollers: set[int] = set()
+    done = threading.Event()
+
+    def spy() -> None:
+        while not done.is_set():
+            if polled(store.path, "lab") and (pid := WatchLock(store.path, "lab").holder()) is not None:
+                pollers.add(pid)
+            time.sleep(0.1)
+
+    threading.Thread(target=spy, daemon=True).start()
+    with ThreadPoolExecutor(2) as waits:  # both at once: each may start a poller, one of them polls
+        recs = list(waits.map(lambda sub: wait(ws, sub.job_id, cluster, interval_s=1), subs))
+    done.set()
+    assert [r.status for r in recs] == ["completed", "completed"]
+    assert len(pollers) == 1, pollers  # the two waits read one poller's rounds
+    for sub in subs:
+        kinds = [x.data["kind"] for x in store.watch_log("lab") if x.data.get("job_id") == sub.job_id]
+        assert kinds.count("finished") == 1  # its end recorded once, by the poller
+        assert store.get("lab", int(sub.job_id)).status == "completed"
 
 
 @pytest.mark.lab

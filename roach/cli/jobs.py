@@ -70,6 +70,14 @@ _WHERE_OPTIONS = (
 )
 
 
+_PYTHON_ENV_OPTION = click.option(
+    "--python-env",
+    type=click.Choice([e.value for e in PythonEnv]),
+    default=None,
+    help="How the jobs' Python is made: uv (`uv sync --frozen` in the clone), pixi (`pixi install --frozen`), "
+    "the site's venv, or the node's python3. [default: clusters.toml's python_env, else the commit's uv.lock "
+    "or pixi.lock, else the site file's]",
+)
 _SUBMISSION_OPTIONS = (
     click.option(
         "--cluster",
@@ -107,14 +115,7 @@ _SUBMISSION_OPTIONS = (
         is_flag=True,
         help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.",
     ),
-    click.option(
-        "--python-env",
-        type=click.Choice([e.value for e in PythonEnv]),
-        default=None,
-        help="How the jobs' Python is made: uv (`uv sync --frozen` in the clone), pixi (`pixi install --frozen`), "
-        "the site's venv, or the node's python3. [default: clusters.toml's python_env, else the commit's uv.lock "
-        "or pixi.lock, else the site file's]",
-    ),
+    _PYTHON_ENV_OPTION,
 )
 
 
@@ -261,6 +262,7 @@ def submit(
     help="The git repository whose pushed HEAD the job runs.",
 )
 @click.option("--metered", "allow_metered", is_flag=True, help="Confirm that a metered cluster may be used.")
+@_PYTHON_ENV_OPTION
 @run_as_option
 @ssh_alias_option
 @ssh_config_option
@@ -276,6 +278,7 @@ def resume(
     preset: str | None,
     repo_root: str,
     allow_metered: bool,
+    python_env: str | None,
     run_as: str | None,
     ssh_alias: str | None,
     ssh_config: str | None,
@@ -305,6 +308,7 @@ def resume(
             repo_root=repo_root,
             store=store,
             allow_metered=allow_metered,
+            python_env=python_env,
         )
         if rec is not None and job.record.commit != rec.commit and not as_json:
             click.echo(

@@ -226,7 +226,7 @@ def wait(
     ssh_config: str | None,
     as_json: bool,
 ) -> None:
-    """Watch JOB from one session on the cluster until it ends; record job.json there and here.
+    """Watch JOB through the one poller (a job the store lacks: from one session) until it ends; record job.json.
 
     Prints a line per state change. Exits 0 if the job COMPLETED, 6 if it ended otherwise.
     """

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from roach._fs import atomic_write
 from roach._proc import alive, boot_id
-from roach.errors import RoachError, TransportError
+from roach.errors import NoFilesError, RoachError, TransportError
 from roach.records.store import Store
 from roach.scheduler.rest_client import RestClient
 
@@ -151,6 +151,9 @@ def sbatch_held(client, store: Store, cluster, script_text: str, log_prefix: str
     remember(store, cluster.name, log_prefix, lost=False)
     try:
         return client.sbatch(["--hold"], script_text)
+    except NoFilesError:
+        forget(store, cluster.name, log_prefix)
+        raise  # refused before anything was sent: nothing can have been queued
     except TransportError as exc:
         what = after_loss(store, cluster, log_prefix)
         raise TransportError(

@@ -1,32 +1,41 @@
 """The Slurm client through slurmrestd: the same methods and typed records as :class:`SlurmClient`'s commands.
 
-A watch round is still a constant number of calls: one ``GET .../jobs`` for the queue, one ``GET
-.../slurmdb/.../jobs`` for accounting, filtered here (neither v0.0.38 nor v0.0.42 asks slurmdbd by job id).
-Reads are retried as the commands' are; writes never (:class:`~roach.scheduler.rest_http.RestApi` renews a token
-before it expires, and sends a request again only where its token was refused, which did nothing). ``transport`` carries files only (a bundle, a log): a shared file system seen
-from here (local) or SSH; a command of Slurm's is not run through it.
+A watch round is still a constant number of calls: one ``GET .../jobs`` for the queue (from v0.0.42 only when
+slurmctld's job list changed since the last read), one ``GET .../slurmdb/.../jobs`` for accounting, asked for the
+given ids (``step``, as sacct's ``--jobs``) or, from v0.0.42, the user's jobs (``users``), and filtered here as the
+commands' options would. Reads are retried as the commands' are; writes never
+(:class:`~roach.scheduler.rest_http.RestApi` renews a token before it expires, and sends a request again only where
+its token was refused, which did nothing). ``transport`` carries files only (a bundle, a log): a shared file system
+seen from here (local) or SSH; a command of Slurm's is not run through it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from roach.errors import SlurmError, SlurmTransientError, TransportError, UsageError
+from roach.errors import NoFilesError, SlurmError, SlurmTransientError, TransportError, UsageError
+from roach.model.job_state import JobState
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
 from roach.scheduler import rest_parse as RP
 from roach.scheduler import rest_site as RS
 from roach.scheduler.accounting import Allocation
-from roach.scheduler.client import SlurmClient
+from roach.scheduler.client import SlurmClient, error_hint
 from roach.scheduler.queue_states import StateRecord
 from roach.scheduler.rest_http import Answer, DataVersion, RestApi
 from roach.scheduler.rest_submit import job_description, job_description_v42
 from roach.scheduler.transport import Result
 
 NOT_OVER_REST = "not available through slurmrestd"
+SSH_HINT = (
+    "this cluster is reached through rest_url; for this reach it by ssh (a clusters.toml entry with its ssh_alias "
+    "and no rest_url); see docs/rest.md"
+)
+REQUEUE_PATH = "/slurm/v0.0.45/job/{job_id}/requeue"  # the first data version with a requeue (Slurm 26.05)
 # sacct's "--starttime 1970-01-01" for given ids; slurmrestd 22.05's time parser refuses the first day of 1970
 SINCE_EVER = "1970-01-02T00:00:00"
 EMPTY_RESULT = frozenset({9003})  # ESLURM_REST_EMPTY_RESULT: slurmdbd found no job, an empty list
@@ -45,7 +54,9 @@ class RestClient(SlurmClient):
     """:class:`SlurmClient` whose Slurm calls are HTTP requests to ``api``."""
 
     api: RestApi | None = field(default=None, repr=False)
+    filters: bool = True  # ask slurmrestd only for what a read needs (ids, user, changes since), where it can
     _home: str | None = field(default=None, init=False, repr=False)
+    _queue: tuple[int, list[Any]] | None = field(default=None, init=False, repr=False)  # (update_time, jobs)
 
     @property
     def rest(self) -> RestApi:
@@ -58,11 +69,13 @@ class RestClient(SlurmClient):
         self, argv: Sequence[str], *, input: str | None = None, retry: bool = True, ok_codes: Iterable[int] = (0,)
     ) -> Result:
         """No Slurm command runs on a REST cluster: what a method here does not do over REST is refused."""
-        raise SlurmError(
-            argv,
-            1,
-            f"{' '.join(argv[:2])}: {NOT_OVER_REST}",
-            hint="this cluster is reached through rest_url; reach it by ssh (an alias in clusters.toml) for this",
+        raise SlurmError(argv, 1, f"{' '.join(argv[:2])}: {NOT_OVER_REST}", hint=SSH_HINT)
+
+    def _refuse(self, argv: Sequence[str], missing: str) -> SlurmError:
+        """What slurmrestd cannot do, naming what it lacks and the data versions this one offers."""
+        ctld, _ = self.rest.versions()
+        return SlurmError(
+            argv, 1, f"{' '.join(argv[:2])}: {NOT_OVER_REST}: {missing} (this one reads {ctld.value})", hint=SSH_HINT
         )
 
     def _read(
@@ -96,9 +109,9 @@ class RestClient(SlurmClient):
         self, *, user: str | None = None, job_ids: Iterable[str | int] = (), all_users: bool = False
     ) -> list[P.QueueRecord]:
         """The queue as ``squeue --array`` lists it, for a user's jobs (default: the token's user) or given ids."""
-        answer = self._read(Api.SLURM, "jobs")
+        jobs, now = self._jobs()
         # squeue lists no job that has ended (whatever --jobs names), slurmctld's list keeps them for MinJobAge
-        recs = [r for r in RP.queue_records(answer.body.get("jobs") or [], answer.now) if not r.state.is_terminal]
+        recs = [r for r in RP.queue_records(jobs, now) if not r.state.is_terminal]
         ids = [str(j) for j in job_ids]
         if ids:
             recs = [r for r in recs if _named(r.ref, r.raw_id, ids)]
@@ -110,10 +123,10 @@ class RestClient(SlurmClient):
     def queue_reservations(self) -> tuple[str, list[P.QueueRecord], dict[str, str]]:
         """The user's queue as the watch reads it (:func:`roach.watch.resv.read_queue`): a text that changes when
         the queue does, its records, and each job's reservation (by squeue's id), from one request."""
-        answer = self._read(Api.SLURM, "jobs")
+        every, now = self._jobs()
         who = self.rest.token.user_name()
-        jobs = [j for j in answer.body.get("jobs") or [] if j.get("user_name") == who]
-        recs = [r for r in RP.queue_records(jobs, answer.now) if not r.state.is_terminal]
+        jobs = [j for j in every if j.get("user_name") == who]
+        recs = [r for r in RP.queue_records(jobs, now) if not r.state.is_terminal]
         by_raw = {j["job_id"]: str(j.get("resv_name") or "") for j in jobs}
         resv = {r.job_id: by_raw[r.raw_id] for r in recs if by_raw.get(r.raw_id)}
         return repr((recs, sorted(resv.items()))), recs, resv
@@ -121,17 +134,43 @@ class RestClient(SlurmClient):
     def held_with_output(self) -> list[tuple[int, str]]:
         """(job id, output path) of the token's user's jobs held by their user: what the lost-submission sweep
         (:mod:`roach.launch.lost`) reads with ``squeue -O JobID,StdOut,Reason``."""
-        answer = self._read(Api.SLURM, "jobs")
         who = self.rest.token.user_name()
         return [
             (j["job_id"], str(j.get("standard_output") or ""))
-            for j in answer.body.get("jobs") or []
+            for j in self._jobs()[0]
             if j.get("user_name") == who and j.get("state_reason") == "JobHeldUser"
         ]
 
+    def _jobs(self) -> tuple[list[Any], datetime]:
+        """slurmctld's jobs (``GET .../jobs``) and slurmrestd's clock. From v0.0.42 the answer says when slurmctld's
+        job list last changed (``last_update``): the next read asks for the list only if it changed since
+        (``update_time``; a second before, lest a change in that same second be missed), and slurmctld answers no
+        job where none changed: the list read before is still the queue."""
+        since = self._queue[0] if self._queue and self.filters else None
+        answer = self._read(Api.SLURM, "jobs", {"update_time": str(since)} if since else None)
+        stamp = RP.number(answer.body.get("last_update")) or 0
+        if since and self._queue and not stamp:
+            return self._queue[1], answer.now
+        jobs = answer.body.get("jobs") or []
+        self._queue = (stamp - 1, jobs) if stamp and self.rest.versions()[0] is not DataVersion.V0_0_38 else None
+        return jobs, answer.now
+
     def job_states(self, job_ids: Iterable[str | int]) -> list[StateRecord]:
+        """The states of the given jobs still in the queue: from v0.0.42 ``GET .../jobs/state`` of those ids only
+        (as ``squeue --only-job-state``; each array task a record of its own), else the queue's."""
         ids = [str(j) for j in job_ids]
-        return [StateRecord.of(r) for r in self.squeue(job_ids=ids)] if ids else []
+        if not ids:
+            return []
+        if not self.filters or self.rest.versions()[0] is DataVersion.V0_0_38:
+            return [StateRecord.of(r) for r in self.squeue(job_ids=ids)]
+        answer = self._read(Api.SLURM, "jobs/state", {"job_id": ",".join(dict.fromkeys(ids))})
+        out = []
+        for j in answer.body.get("jobs") or []:
+            ref = P.JobRef.parse(str(j["job_id"]))  # an array's task answers for every task of it: filtered here
+            state = JobState.parse(RP.state_word(j.get("state")))
+            if not state.is_terminal and _named(ref, ref.job, ids):
+                out.append(StateRecord(ref, state))
+        return out
 
     def sacct(
         self,
@@ -146,6 +185,10 @@ class RestClient(SlurmClient):
         a user's jobs (default: the token's user) since ``since``."""
         ids = [str(j) for j in job_ids]
         query = {"start_time": since or (SINCE_EVER if ids else "now-1days")}
+        if self.filters:
+            query |= self._acct_filter(ids, user)
+            if allocations_only:
+                query["skip_steps"] = "true"
         answer = self._read(Api.SLURMDB, "jobs", query, notices=EMPTY_RESULT)
         recs = RP.acct_records(answer.body.get("jobs") or [], allocations_only=allocations_only, duplicates=duplicates)
         if ids:
@@ -161,13 +204,41 @@ class RestClient(SlurmClient):
         ids = [str(j) for j in job_ids]
         if not ids:
             return []
-        answer = self._read(Api.SLURMDB, "jobs", {"start_time": SINCE_EVER}, notices=EMPTY_RESULT)
+        query = {"start_time": SINCE_EVER}
+        if self.filters:
+            query |= {**self._acct_filter(ids, None), "skip_steps": "true"}
+        answer = self._read(Api.SLURMDB, "jobs", query, notices=EMPTY_RESULT)
         runs = RP.allocations(answer.body.get("jobs") or [])
         return [a for a in runs if _named(a.ref, int(a.record.raw_id), ids)]
 
+    def _acct_filter(self, ids: Sequence[str], user: str | None) -> dict[str, str]:
+        """What slurmdbd is asked to keep of its jobs: the ids as sacct's ``--jobs`` names them (``step``: a job, an
+        array's every task, or ``123_4``; every run of each, as ``--duplicates``), else (from v0.0.42) the user's."""
+        if ids:
+            return {"step": ",".join(ids)}
+        if self.rest.versions()[1] is DataVersion.V0_0_38:
+            return {}  # v0.0.38 has no user filter
+        return {"users": user or self.rest.token.user_name()}
+
     def show_job(self, job_id: str | int) -> dict[str, str] | None:
-        self.run(["scontrol", "show", "job", str(job_id)])
-        return None
+        """``scontrol show job``'s keys that :func:`~roach.scheduler.rest_site.show_job_keys` reads from
+        ``GET .../job/{id}`` (an array's first record), or None for a job the controller no longer knows."""
+        try:
+            answer = self._read(Api.SLURM, f"job/{job_id}")
+        except SlurmError as err:
+            if "Invalid job id" in err.stderr:
+                return None
+            raise
+        jobs = answer.body.get("jobs") or []
+        return RS.show_job_keys(jobs[0]) if jobs else None
+
+    def steps_text(self, job_ids: Sequence[str], fmt: str) -> str:
+        """``squeue --steps`` reads slurmctld's steps, which no data version serves (v0.0.38 to v0.0.45)."""
+        raise self._refuse(["squeue", "--steps"], "slurmrestd serves no job's steps from slurmctld")
+
+    def test_only(self, options: Sequence[str], job_name: str) -> Result:
+        """``sbatch --test-only`` asks slurmctld when a job would start: no data version has it (v0.0.38 to v0.0.45)."""
+        raise self._refuse(["sbatch", "--test-only"], "slurmrestd's job submission has no test-only")
 
     def nodes(self, *, cached: bool = False) -> list[PC.NodeRecord]:
         """Every node, as ``sinfo --Node`` lists them (the site cache is for the commands' text; REST is read anew)."""
@@ -238,11 +309,14 @@ class RestClient(SlurmClient):
 
     def scancel(self, job_ids: Iterable[str | int], *, signal: str | None = None, batch: bool = False) -> None:
         """Cancel (or signal) exactly the given jobs, one request each. Never by name or user."""
+        query = {"signal": signal} if signal else {}
         if batch:
-            self.run(["scancel", "--batch"])
-        query = {"signal": signal} if signal else None
+            if self.rest.versions()[0] is DataVersion.V0_0_38:
+                raise self._refuse(["scancel", "--batch"], "v0.0.38's DELETE .../job/{id} takes no flags")
+            query["flags"] = "BATCH_JOB"  # the batch step only, as scancel --batch
         for job_id in [str(j) for j in job_ids]:
-            self._write("DELETE", self.rest.ctld(f"job/{job_id}"), query=query)
+            path = self.rest.ctld(f"job/{job_id}")
+            _refused_jobs(f"DELETE {path}", self._write("DELETE", path, query=query or None))
 
     def release(self, job_id: str | int) -> None:
         self._write("POST", self.rest.ctld(f"job/{job_id}"), {"hold": False})
@@ -251,7 +325,13 @@ class RestClient(SlurmClient):
         self._write("POST", self.rest.ctld(f"job/{job_id}"), {"hold": True})
 
     def requeue(self, job_id: str | int, *, hold: bool = False) -> None:
-        self.run(["scontrol", "requeuehold" if hold else "requeue", str(job_id)])
+        """``scontrol requeue`` (``requeuehold``): v0.0.45's ``GET .../job/{id}/requeue`` (``?Hold``), where slurmrestd
+        offers it (Slurm 26.05); no earlier data version can requeue a job."""
+        argv = ["scontrol", "requeuehold" if hold else "requeue", str(job_id)]
+        if not self.rest.offers(REQUEUE_PATH):
+            raise self._refuse(argv, "requeue needs data version v0.0.45 (Slurm 26.05)")
+        path = REQUEUE_PATH.format(job_id=job_id)
+        _refused_jobs(f"GET {path}", self._write("GET", path, query={"Hold": ""} if hold else None))
 
 
 @dataclass(frozen=True)
@@ -261,13 +341,23 @@ class NoFiles:
     cluster: str
 
     def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None) -> Result:
-        raise TransportError(
+        raise NoFilesError(
             f"cluster {self.cluster} is reached through slurmrestd alone, which carries no files "
             f"(roach needed to run {argv[0] if argv else 'a command'} there for a bundle, a clone or a log)",
             argv,
             hint=f"give [clusters.{self.cluster}] an ssh_alias for files, or set shared_fs = true where this machine "
             "sees the cluster's file system at the same paths; see docs/rest.md",
         )
+
+
+def _refused_jobs(what: str, answer: Answer) -> None:
+    """Raise what slurmctld refused for a job, where the answer carries it in its ``status`` list (v0.0.42 and later
+    answer an unknown job's cancel with HTTP 200 and the error there)."""
+    for s in answer.body.get("status") or ():
+        error = s.get("error") or {} if isinstance(s, Mapping) else {}
+        if error.get("code"):
+            text = str(error.get("message") or error.get("string") or error["code"])
+            raise SlurmError((what,), answer.status, text, hint=error_hint(text))
 
 
 def _named(ref: P.JobRef, raw_id: int, ids: Sequence[str]) -> bool:

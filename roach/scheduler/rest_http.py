@@ -38,6 +38,8 @@ class DataVersion(str, Enum):
 
 KNOWN = tuple(DataVersion)
 _VERSION_PATH = re.compile(r"^/slurm(db)?/(v\d+\.\d+\.\d+)/")
+# slurmrestd's answers to a token it (401) or slurmctld behind it (26.05: 511, "Protocol authentication error") refused
+TOKEN_REFUSED = frozenset({401, 511})
 RENEW_BEFORE_S = 60  # a token with less left than this is renewed (or refused) before a request
 
 
@@ -89,6 +91,7 @@ class RestApi:
     timeout_s: float = 30.0
     clock: Any = field(default=time.time, repr=False)
     _versions: tuple[DataVersion, DataVersion] | None = field(default=None, init=False, repr=False)
+    _paths: frozenset[str] = field(default=frozenset(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         parts = urllib.parse.urlsplit(self.url)
@@ -104,9 +107,16 @@ class RestApi:
     def versions(self) -> tuple[DataVersion, DataVersion]:
         """(slurm's, slurmdb's) data versions this API is read in: chosen once."""
         if self._versions is None:
-            ctld, dbd = offered_versions(self.spec())
+            spec = self.spec()
+            self._paths = frozenset(p.rstrip("/") for p in spec.get("paths", {}))
+            ctld, dbd = offered_versions(spec)
             self._versions = (choose_version(ctld, "slurm", self.url), choose_version(dbd, "slurmdb", self.url))
         return self._versions
+
+    def offers(self, path: str) -> bool:
+        """Whether slurmrestd's OpenAPI document lists ``path`` (as written there: ``/slurm/v0.0.45/job/{job_id}``)."""
+        self.versions()
+        return path.rstrip("/") in self._paths
 
     def ctld(self, tail: str) -> str:
         return f"/slurm/{self.versions()[0].value}/{tail}"
@@ -141,9 +151,9 @@ class RestApi:
         self, method: str, path: str, query: Mapping[str, str] | None, body: Any, notices: frozenset[int]
     ) -> Answer:
         argv = (f"{method} {path}",)
-        status, headers, raw = self._send(method, path + (f"?{urllib.parse.urlencode(query)}" if query else ""), body)
+        status, headers, raw = self._send(method, path + (f"?{_query_text(path, query)}" if query else ""), body)
         now = _date(headers.get("Date"))
-        if status == 401:
+        if status in TOKEN_REFUSED:
             raise TokenRefused(argv, status, raw.decode(errors="replace"), hint=self._token_hint())
         try:
             data = json.loads(raw) if raw.strip() else {}
@@ -242,6 +252,18 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, socket.timeout | TimeoutError):
         return "timed out"
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+def _query_text(path: str, query: Mapping[str, str]) -> str:
+    """A query string as the path's data version reads it. v0.0.38 takes a list's commas percent-encoded (and
+    refuses them bare); v0.0.42 refuses ``%2C`` and fails on bare commas (26.05: HTTP 500) but takes the key once
+    per item (``step=1&step=2``). A flag (an empty value) is its bare name (v0.0.45 reads ``?Hold=`` as no flag)."""
+    v38 = "/v0.0.38/" in path
+    pairs = [
+        (k, v) if v38 else (k, item) for k, v in query.items() if v != "" for item in ([v] if v38 else v.split(","))
+    ]
+    flags = [urllib.parse.quote(k) for k, v in query.items() if v == ""]
+    return "&".join([urllib.parse.urlencode(pairs), *flags]).strip("&")
 
 
 def _date(value: str | None) -> datetime:

@@ -86,7 +86,7 @@ def _queue_ref(j: Json) -> JobRef:
 
 def _queue_fields(j: Json, now: datetime) -> tuple[Any, ...]:
     """What a queue record is made of, as hashable values (the key of :func:`_queue_record`'s cache)."""
-    state = _state(j["job_state"])
+    state = state_word(j["job_state"])
     start, end = number(j.get("start_time")), number(j.get("end_time"))
     # squeue's Reason: the controller's own words where it has them ("job requeued in held state"), else the reason
     reason = str(j.get("state_description") or j.get("state_reason") or "None")
@@ -170,7 +170,7 @@ _SHOWN_FLAGS = (
 )
 
 
-def _state(value: Any) -> str:
+def state_word(value: Any) -> str:
     """A state as squeue and sacct print it: a word (v0.0.38), or a later version's list of the base state and its
     flags, of which the flag Slurm's job_state_string() shows first wins."""
     if not isinstance(value, list):
@@ -255,8 +255,8 @@ def _allocation(j: Json) -> AcctRecord:
         account=j.get("account") or "",
         partition=j.get("partition") or "",
         qos=j.get("qos") or "",
-        state=JobState.parse(_state(state.get("current"))),
-        state_text=_state(state.get("current")),
+        state=JobState.parse(state_word(state.get("current"))),
+        state_text=state_word(state.get("current")),
         exit_code=code,
         exit_signal=sig,
         elapsed_s=number(t.get("elapsed")) or 0,
@@ -285,7 +285,7 @@ def _step(alloc: AcctRecord, s: Json) -> AcctRecord:
     sid = sid.rsplit(".", 1)[-1]  # later versions name a step "123.batch"
     code, sig = _exit(s.get("exit_code"))
     nodes = s.get("nodes") or {}
-    state = _state(s.get("state"))
+    state = state_word(s.get("state"))
     return AcctRecord(
         ref=alloc.ref,
         step=sid,

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from roach.scheduler.fields import parse_gres_gpus
 from roach.scheduler.parse_control import NodeRecord
-from roach.scheduler.rest_parse import Json, epoch_time, number, tres_text
+from roach.scheduler.rest_parse import Json, epoch_time, number, state_word, tres_text
 
 
 def hostnames(nodelist: str) -> list[str]:
@@ -172,3 +172,31 @@ def _clock(seconds: int) -> str:
     days, rest = divmod(seconds, 86400)
     text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
     return f"{days}-{text}" if days else text
+
+
+# -- one job: GET /slurm/v0.0.38/job/{job_id} ---------------------------------------------------------------
+def show_job_keys(j: Json) -> dict[str, str]:
+    """``scontrol show job -o``'s keys of one of slurmctld's jobs, as scontrol prints them: those that slurmrestd's
+    record says in the same words (who, where, its state and why, what it asked of the nodes)."""
+    out = {
+        "JobId": str(j["job_id"]),
+        "JobName": str(j.get("name") or "").replace("\n", " "),  # as the one-line record reads
+        "UserId": f"{j.get('user_name') or ''}({number(j.get('user_id')) or 0})",
+        "Account": str(j.get("account") or ""),
+        "QOS": str(j.get("qos") or ""),
+        "JobState": state_word(j.get("job_state")),
+        # the controller's own words where it has them, as scontrol writes them: job_requeued_in_held_state
+        "Reason": str(j.get("state_description") or j.get("state_reason") or "None").replace(" ", "_"),
+        "Requeue": "1" if j.get("requeue") else "0",
+        "Restarts": str(number(j.get("restart_cnt")) or 0),
+        "BatchFlag": "1" if j.get("batch_flag") else "0",
+        "Partition": str(j.get("partition") or ""),
+        "ReqNodeList": str(j.get("required_nodes") or "(null)"),
+        "ExcNodeList": str(j.get("excluded_nodes") or "(null)"),
+        "NodeList": str(j.get("nodes") or ""),
+        "WorkDir": str(j.get("current_working_directory") or ""),
+    }
+    array_job, task = number(j.get("array_job_id")), number(j.get("array_task_id"))
+    if array_job and task is not None:
+        out |= {"ArrayJobId": str(array_job), "ArrayTaskId": str(task)}
+    return out

@@ -84,7 +84,7 @@ def record_final(
     write_both(ws, remote, rec)  # the workspace's own, fuller record (array tasks), on both sides
     store = store if store is not None else Store()
     row = store.get(remote.cluster.name, int(job_id))
-    if row is not None:  # the store's half of the one record of an end; job.json is written above
+    if row is not None and not row.is_final:  # the store's half, unless a poller recorded the end first
         record_ends(
             store,
             None,

@@ -1,7 +1,10 @@
-"""``wait``: watch one job from ONE session on the cluster, then record how it ended.
+"""``wait``: watch one job through the one poller, or from ONE session on the cluster, then record how it ended.
 
-Opening a connection per look at the queue is what gets a login host to reset connections. Instead roach
-sends one small POSIX sh loop (a fixed program; the job id and interval are its arguments, never spliced
+A job in roach's store is followed through the one poller of its store and cluster
+(:mod:`roach.workspace.follow`), which records its end; any number of waits, watches and tops cost that
+poller's calls. A job submitted by hand, or a cluster that ``roach watch --serve`` cannot reach as the wait
+does, is watched on its own, from one session: opening a connection per look at the queue is what gets a
+login host to reset connections. Instead roach sends one small POSIX sh loop (a fixed program; the job id and interval are its arguments, never spliced
 in) that asks ``squeue`` about the job, prints a line when its state changes, sleeps, and exits when the
 job has left the queue. Its lines stream back as they come. Then ``sacct`` gives the final state and
 ``job.json`` is written in the bundle, on the cluster and here.
@@ -21,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from roach.errors import RoachError, TransportError, UsageError
 from roach.fleet.cluster import Cluster
+from roach.launch.poller import waiting
 from roach.records.job_record import utc_now
 from roach.records.store import Store
 from roach.records.workspace_job import WorkspaceJob
@@ -35,6 +39,8 @@ from roach.workspace.base import (
     read_local,
     resolve_cluster,
 )
+from roach.workspace.events import WaitEvent
+from roach.workspace.follow import NotFollowed, follow
 from roach.workspace.mirror import read_record, record_final, write_local
 from roach.workspace.stage import archived_bundle, earlier_stage_error
 
@@ -61,38 +67,6 @@ while :; do
   sleep "$every"
 done
 """
-
-
-@dataclass(frozen=True)
-class WaitEvent:
-    """One line of the watch: ``state`` (a change), ``error`` (squeue failed), ``gone``, or ``note`` (roach's)."""
-
-    kind: str
-    at_utc: str
-    text: str
-
-    def __str__(self) -> str:
-        return f"{self.at_utc} {self.kind} {self.text}".rstrip()
-
-    @classmethod
-    def parse(cls, line: str) -> WaitEvent:
-        kind, _, rest = line.strip().partition(" ")
-        at, _, text = rest.partition(" ")
-        if kind not in ("state", "error", "gone"):
-            return cls("note", utc_now(), line.strip())  # the login shell printed something of its own
-        return cls(kind, at, text)
-
-    @property
-    def status(self) -> str | None:
-        """``running`` if any entry runs, else ``pending``; None for lines that are not states."""
-        if self.kind != "state":
-            return None
-        names = {part.split("=", 1)[0] for part in self.text.split(",")}
-        return (
-            "pending"
-            if names <= {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT", "RESV_DEL_HOLD"}
-            else "running"
-        )
 
 
 def stream(
@@ -232,6 +206,12 @@ def wait(
     if old is not None and not read_local(ws, job_id):
         raise earlier_stage_error(ws.root, job_id, old)
     base = read_record(ws, remote, job_id)
+    store = store if store is not None else Store()
+    lost = _Lost(ws, base, remote.where, on_event)
+    if transport is None and _followed(
+        store, c, remote.transport, job_id, interval, lost, array=base.array is not None
+    ):
+        return record_final(ws, remote, job_id, base, store=store)
     seen: list[WaitEvent] = []
 
     def keep(ev: WaitEvent) -> None:
@@ -244,22 +224,9 @@ def wait(
             watch(remote, job_id, interval, keep)
             break
         except SSHConnectError as err:
-            last = seen[0] if seen else None
-            # the last known state, here (the cluster cannot be reached): job.json's status stays "unknown"
-            # until the end is recorded; the live state has its own key
-            kept = replace(
-                base,
-                live_state=(last.status if last else None) or base.live_state,
-                last_seen_utc=last.at_utc if last else base.last_seen_utc,
-            )
-            write_local(ws, kept)
+            lost.keep(seen[0] if seen else None)
             if attempt == 2:
-                raise RoachError(
-                    f"lost the connection to {remote.where} again while waiting for job {job_id}; its "
-                    f"last known state ({last.text if last else base.live_state}) is recorded in "
-                    f"{ws.local_bundle(job_id) / 'job.json'}: {err.message}",
-                    hint=f"run `roach wait {job_id}` later; the job goes on without roach",
-                ) from err
+                raise lost.again(seen[0] if seen else None, err.message) from err
             delay = max(0.0, err.retry_at - getattr(remote.transport, "clock", time.monotonic)())
             on_event(
                 WaitEvent(
@@ -270,3 +237,66 @@ def wait(
             )
             sleep(delay)
     return record_final(ws, remote, job_id, base, store=store)
+
+
+def _followed(
+    store: Store,
+    c: Cluster,
+    transport: Transport,
+    job_id: str,
+    interval: float,
+    lost: _Lost,
+    *,
+    array: bool,
+) -> bool:
+    """Whether the job was followed to its end through the one poller (:mod:`roach.workspace.follow`); False for a
+    job the store does not hold or a poller that cannot be had, which the one-session loop watches instead."""
+    row = store.get(c.name, int(job_id)) if job_id.isdigit() else None
+    w = waiting(c, store, transport, interval) if row is not None else None
+    if w is None or not (w.can_start or w.watched()):
+        return False
+    with w:
+        try:
+            follow(store, c.name, job_id, w, lost.on_event, array=array, on_outage=lost.outage)
+        except NotFollowed:
+            return False
+    return True
+
+
+@dataclass
+class _Lost:
+    """What a wait does when the cluster cannot be reached: the last known state goes into the local job.json
+    (its status stays ``unknown`` until the end is recorded; the live state has its own key), and a second loss
+    ends the wait."""
+
+    ws: Workspace
+    base: WorkspaceJob
+    where: str
+    on_event: Callable[[WaitEvent], None]
+    outages: int = 0
+
+    def keep(self, last: WaitEvent | None) -> None:
+        kept = replace(
+            self.base,
+            live_state=(last.status if last else None) or self.base.live_state,
+            last_seen_utc=last.at_utc if last else self.base.last_seen_utc,
+        )
+        write_local(self.ws, kept)
+
+    def again(self, last: WaitEvent | None, message: str) -> RoachError:
+        return RoachError(
+            f"lost the connection to {self.where} again while waiting for job {self.base.job_id}; its last known "
+            f"state ({last.text if last else self.base.live_state}) is recorded in "
+            f"{self.ws.local_bundle(self.base.job_id) / 'job.json'}: {message}",
+            hint=f"run `roach wait {self.base.job_id}` later; the job goes on without roach",
+        )
+
+    def outage(self, last: WaitEvent | None, message: str) -> None:
+        """The poller could not reach the cluster: said and recorded; the second time, the wait ends."""
+        self.outages += 1
+        self.keep(last)
+        if self.outages == 2:
+            raise self.again(last, message)
+        self.on_event(
+            WaitEvent("note", utc_now(), f"connection lost ({message}); last known state recorded; the poller retries")
+        )
