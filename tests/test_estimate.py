@@ -128,8 +128,8 @@ def test_the_watch_keeps_the_paces_of_its_views_and_the_lengths_of_jobs_it_saw_e
     views["9"] = {"points": [[NOW - 10, 10], [NOW, 20]], "step": 1007, "steps_total": 40}  # not a step of its run
     assert paces_of(views) == {"7": Pace(20, 40, NOW, 1.0)}
     q = recorded()
-    ended, running = note_ended([], {"999": [NOW - 4, 30]}, [x.record for x in q], NOW)
-    assert ended == [32.0] and set(running) == {"1024", "1025", "1031"}
+    ended, running = note_ended([], {"999": [NOW - 4, 30], "998": [NOW - 3600, 30]}, [x.record for x in q], NOW)
+    assert ended == [32.0] and set(running) == {"1024", "1025", "1031"}  # 998's last look says too little
 
 
 def test_the_line_says_when_and_on_what():

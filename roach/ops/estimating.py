@@ -31,14 +31,19 @@ def paces_of(views: Mapping[str, Mapping[str, Any]]) -> dict[str, Pace]:
 
 
 def note_ended(
-    ended: Sequence[float], running: Mapping[str, Sequence[float]], queue: Iterable[QueueRecord], now: float
+    ended: Sequence[float],
+    running: Mapping[str, Sequence[float]],
+    queue: Iterable[QueueRecord],
+    now: float,
+    max_gap_s: float = 600.0,
 ) -> tuple[list[float], dict[str, list[float]]]:
     """The lengths of jobs seen to end, with those that ran at the last look (``running``: id -> [time, elapsed])
-    and are gone from ``queue`` now; and this look's running jobs, for the next."""
+    and are gone from ``queue`` now, each the midpoint between the two looks (a last look more than ``max_gap_s``
+    ago, a watch started again later, says too little of when it ended); and this look's running jobs, for the next."""
     seen = {q.job_id: q for q in queue}
     out = list(ended)
     for key, (t, elapsed) in running.items():
-        if key not in seen:
+        if key not in seen and now - t <= max_gap_s:
             out.append(round(elapsed + (now - t) / 2, 1))
     return out[-ENDED_KEPT:], {k: [now, q.elapsed_s] for k, q in seen.items() if q.state.is_running}
 
