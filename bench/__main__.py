@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5, 9: 1, 10: 15, 11: 5}
+DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5, 9: 1, 10: 15, 11: 5, 13: 1}
 SMOKE = {
     "reps": 2,
     "sizes": [10, 50],
@@ -28,6 +28,7 @@ SMOKE = {
     "viewers": [1, 5],
     "viewer_tasks": 100,
     "rest_sizes": [100],
+    "estimate_jobs": 30,
 }
 TITLES = {
     1: "Submit latency",
@@ -41,6 +42,7 @@ TITLES = {
     9: "Viewers: Slurm RPCs per minute with 1, 5 and 20 viewers",
     10: "A uv environment once built: a warm job's start",
     11: "REST: a status round and the submit call through slurmrestd",
+    13: "Start estimates: roach's interval and Slurm's squeue --start against the real start",
 }
 
 
@@ -81,6 +83,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=_ints,
         default=[1000, 10000],
         help="benchmark 11: held jobs (and array tasks) queued, through REST, locally and over SSH (default 1000,10000)",
+    )
+    ap.add_argument(
+        "--estimate-jobs", type=int, default=200, help="benchmark 13: jobs of the workload played (default 200)"
     )
     ap.add_argument("--ssh-jobs", type=int, default=100, help="benchmark 3: held jobs in the queue (default 100)")
     ap.add_argument("--sweep-runs", type=int, default=1000, help="benchmark 4: runs per sweep (default 1000)")
@@ -167,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         # the fault suite (7) runs as the tests do, REST (10) as the lab's user: neither needs the bench user or submitit
         if set(wanted) - {7, 10}:
             ensure_bench_user(lab, log)
-        if set(wanted) - {7, 10}:  # the uv environment (10) has no submitit baseline
+        if set(wanted) - {7, 10, 13}:  # the uv environment (10) and the estimates (13) have no submitit baseline
             ensure_submitit(lab, log)
     except BenchError as err:
         print(f"bench: {err}", file=sys.stderr)
@@ -194,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         9: lambda jobs: mod("b9_viewers").run(lab, jobs, a.viewers, a.viewer_tasks, log),
         10: lambda jobs: mod("b10_uvenv").run(lab, jobs, reps(10), log),
         11: lambda jobs: mod("b11_rest").run(lab, jobs, a.rest_sizes, reps(11), log),
+        13: lambda jobs: mod("b13_estimate").run(lab, jobs, a.estimate_jobs, log),
     }
     failed = []
     for n in wanted:

@@ -120,3 +120,15 @@ def train_roach(run, steps: int = 60, step_s: float = 0.1, progress: str = "") -
             run.checkpoint({"model": model.state_dict(), "opt": opt.state_dict()})
     p.event("end")
     return loss
+
+
+def paced(run, steps: int = 30, step_s: float = 1.0) -> int:
+    """A run of ``steps`` steps of ``step_s`` seconds each (no work but the wait), resumed from its checkpoint after
+    a preemption, a checkpoint every few steps: benchmark 13's workload, whose pace the watch reads from the log."""
+    state = run.resume(default={"done": 0})
+    for step in run.steps(run.start_step, steps):
+        time.sleep(step_s)
+        state["done"] = step + 1
+        if run.should_checkpoint() or step % 5 == 4:
+            run.checkpoint(state)
+    return state["done"]

@@ -7,13 +7,16 @@ a number.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from bench import rpcstats
 from bench.__main__ import parse_args
+from bench.b13_score import inside, score, tables
 from bench.report import Section
 from bench.stats import Row, Summary, comparison_table, paired_ratios, render_ratio
+from roach.scheduler.parse_control import NodeRecord
 
 SDIAG = """\
 *******************************************************
@@ -188,6 +191,7 @@ def test_command_line_defaults_and_smoke():
     assert parse_args(["--smoke", "--sweep-big-runs=0"]).sweep_big_runs == 0
     assert (full.viewers, full.viewer_tasks, smoke.viewers, smoke.viewer_tasks) == ([1, 5, 20], 1000, [1, 5], 100)
     assert (full.rest_sizes, smoke.rest_sizes) == ([1000, 10000], [100])
+    assert (full.estimate_jobs, smoke.estimate_jobs) == (200, 30)
     with pytest.raises(SystemExit):
         parse_args(["--only", "12"])  # benchmarks 1-11 exist
     with pytest.raises(SystemExit):
@@ -278,3 +282,27 @@ def test_a_summary_figure_without_a_target_of_its_own_holds_nothing_and_names_th
         in table
     )
     assert "| start-up (§1) | 65 ms | 115 ms (submitit) | 0.57x | <= 1x submitit | yes |" in table
+
+
+def test_the_estimates_are_scored_against_the_next_start_beside_slurms():
+    """Benchmark 13's scoring on the lab's recorded cluster queue (tests/data/estimate/): one moment, two jobs that
+    started later, one of them inside roach's interval, Slurm's answer beside each."""
+    queue = (Path(__file__).parent / "data" / "estimate" / "cluster_queue_22.05.txt").read_text()
+    t = 1796480750.0
+    nodes = [NodeRecord(n, "mixed", 0, 8, 4, 0, ("gpu",), 16000, 0).__dict__ for n in ("n1", "n2")]
+    tiers = [{"name": "high", "qos": "high", "gpu_cap": 4}, {"name": "low", "qos": "low", "preemptible": True}]
+    lines = [
+        {"nodes": nodes, "tiers": tiers},
+        {"t": t, "t_round": t - 1, "queue": queue, "start": "1026|2026-12-05T14:50:00\n1035|N/A\n", "views": {}},
+    ]
+    starts = {"1026": [t - 100, t + 200.0], "1035": [t + 900.0]}  # 1026's attempt before the moment does not count
+    scored = {s.job: s for s in score(lines, starts)}
+    assert set(scored) == {"1026", "1035"}
+    assert scored["1026"].real == 200.0 and scored["1026"].slurm is not None and scored["1035"].slurm is None
+    assert inside(scored["1026"]) and not inside(scored["1035"])  # 1035's latest is before 900 s
+    body, summary, params = tables(list(scored.values()))
+    assert (
+        params == {"estimates": 2}
+        and "| real start inside roach's interval [earliest, latest], to sacct's 1 s | 50% |" in body
+    )
+    assert [r["holds"] for r in summary][1] is False

@@ -206,3 +206,33 @@ def test_roach_why_on_the_lab(user_slurm, jobs, store_env):
     run = roach("why", "no-such-run")
     assert run.exit_code == 2 and "no job id or run id" in run.output
     assert re.search(r"hint: .*roach ls", run.output)
+
+
+@pytest.mark.lab
+def test_roach_why_says_when_a_pending_job_starts_on_the_lab(user_slurm, jobs, store_env):
+    """Every GPU held by two jobs of 2 minutes: a pending job starts when the first reaches its limit, and `roach why`
+    says so, with Slurm's own answer beside it."""
+    script = "#!/bin/bash\nsleep 100\n"
+    blockers = [
+        user_slurm.sbatch([f"--nodelist={n}", "--gres=gpu:4", "--time=2", "--output=/dev/null"], script)
+        for n in ("n1", "n2")
+    ]
+    jobs += blockers
+    wait_until("both blockers run", lambda: all(q.state.is_running for q in user_slurm.squeue(job_ids=blockers)))
+    waiting = user_slurm.sbatch(["--gres=gpu:2", "--time=1", "--output=/dev/null", "--job-name=why-when"], script)
+    jobs.append(waiting)
+    wait_until(
+        "a reason for the waiting job",
+        lambda: [q for q in user_slurm.squeue(job_ids=[waiting]) if q.reason in (R.Resources, R.Priority)],
+        timeout=30,
+    )
+    elapsed = max(q.elapsed_s for q in user_slurm.squeue(job_ids=blockers))
+    run = roach("why", str(waiting), "--cluster", "lab", "--run-as", LAB_USER, "--json")
+    assert run.exit_code == 0, run.output
+    est = json.loads(run.output)["estimate"]
+    assert 120 - elapsed - 5 <= est["likely_in_s"] <= 120 - elapsed + 5, est
+    assert est["earliest_in_s"] <= est["likely_in_s"] <= est["latest_in_s"] <= 120 - elapsed + 5
+    assert "0 pending ahead of it and 2 running in the cluster's queue" in est["basis"]
+    run = roach("why", str(waiting), "--cluster", "lab", "--run-as", LAB_USER)
+    assert run.exit_code == 0, run.output
+    assert re.search(r"starts:  likely in (1m5\ds|2m0\ds) \(now to in (1m5\ds|2m0\ds)\)", run.output), run.output

@@ -243,3 +243,20 @@ def test_a_moved_rows_note_holds_the_new_job_id_whole_at_80_columns():
     row = replace(frame.rows[0], superseded_by=12345678, done=True)
     line = job_line(row, Columns.fit(80), selected=False).plain
     assert len(line) <= 80 and line.rstrip().endswith("moved to 12345678"), line
+
+
+def test_a_pending_rows_note_says_its_outlook_promotion_and_likely_start_before_the_reason():
+    from dataclasses import replace
+
+    from roach.cli.top_view import Columns, job_line, note_of
+    from roach.ops.explain import explain
+
+    frame = _frame(1)
+    (q,) = parse_squeue(sq(77, "PENDING", reason="Priority", qos="low", nodelist=""))
+    estimate = {"likely_in_s": 190.0, "earliest_in_s": 0.0, "latest_in_s": 600.0, "basis": "b"}
+    row = replace(frame.rows[0], state="PENDING", explanation=explain(q), estimate=estimate, promotion="high")
+    assert note_of(row)[0] == "clears p->high ~3m: Priority"
+    assert "clears p->high ~3" in job_line(row, Columns.fit(80), selected=False).plain  # 18 cells at 80 columns
+    alone = replace(row, promotion=None)
+    assert "clears ~3m: Prior" in job_line(alone, Columns.fit(80), selected=False).plain
+    assert row.to_json()["estimate"] == estimate

@@ -129,7 +129,7 @@ SHOW_RESV = (
 
 def test_reservations_and_the_queue_with_them_are_read_from_slurms_output():
     assert parse_reservations(SHOW_RESV) == {
-        "r1": Reservation("r1", "2026-11-30T02:10:57", "2026-11-30T02:15:57", "INACTIVE")
+        "r1": Reservation("r1", "2026-11-30T02:10:57", "2026-11-30T02:15:57", "INACTIVE", "n1")
     }
     assert parse_reservations("No reservations in the system\n") == {}
     assert queue_format().endswith(f"StartTime:{US},Reservation:{RS}")

@@ -26,7 +26,7 @@ DATA = Path(__file__).parent / "data"
 
 def n_squeue(fake) -> int:
     """The squeue calls of the users' queue so far (what a round costs)."""
-    return sum(1 for argv in fake.calls if argv[0] == "squeue" and "--steps" not in argv)
+    return sum(1 for argv in fake.calls if argv[0] == "squeue" and "--me" in argv)
 
 
 def test_the_queue_as_json_reads_back_as_squeue_printed_it_on_every_release():

@@ -38,7 +38,7 @@ from roach.cli.watch import (
 )
 from roach.errors import RoachError, UsageError
 from roach.fleet.cluster import with_ssh_override
-from roach.ops.events import Event
+from roach.ops.events import Event, human_seconds
 from roach.ops.rebalance import promote as promote_job
 from roach.records.poller_readers import Rank
 from roach.records.store import Store
@@ -176,6 +176,15 @@ class Top:
         else:
             label = f"job {r.key}" + (f" (run {r.run_id})" if r.run_id else "") + f" on {self.watcher.cluster.name}"
             v.mode, v.why_lines = Mode.WHY, why_lines(label, r.tier, r.explanation)
+            if r.estimate:
+                e = r.estimate
+                if e.get("likely_in_s") is not None:
+                    v.why_lines.append(
+                        f"  starts:  likely in {human_seconds(e['likely_in_s'])} "
+                        f"({human_seconds(e['earliest_in_s'])} to "
+                        f"{'no bound' if e['latest_in_s'] is None else human_seconds(e['latest_in_s'])})"
+                    )
+                v.why_lines.append(f"           basis: {e['basis']}")
 
     def propose(self) -> None:
         """Ask before promoting the selected job to the tier the watch's plan names for it now."""

@@ -91,6 +91,12 @@ def fmt_rate(v: float | None) -> str:
     return f"{v:.0f}" if v >= 10 else f"{v:.1f}"
 
 
+def _short(s: float) -> str:
+    """A likely start's distance in a few cells: ``45s``, ``12m``, ``3h05``."""
+    n = int(round(s))
+    return f"{n}s" if n < 120 else f"{n // 60}m" if n < 3600 else f"{n // 3600}h{n % 3600 // 60:02d}"
+
+
 def note_of(r: JobRow) -> tuple[str, str]:
     """The NOTE cell and its style: a stall, a pending reason and its outlook, how it ended, or progress."""
     if r.superseded_by:
@@ -100,8 +106,11 @@ def note_of(r: JobRow) -> tuple[str, str]:
     if r.explanation is not None:
         out = r.explanation.outlook.value
         promo = f" p->{r.promotion}" if r.promotion else ""
-        # the outlook and a promotion first: a narrow NOTE cuts the reason, never whether it clears
-        return f"{'NEVER' if out == 'never' else out}{promo}: {r.reason or r.explanation.reason.value}", (
+        likely = (r.estimate or {}).get("likely_in_s")
+        starts = f" ~{_short(likely)}" if likely is not None else ""
+        # the outlook, a promotion and the likely start first: a narrow NOTE cuts the reason, never whether it clears
+        out_text = "NEVER" if out == "never" else out
+        return f"{out_text}{promo}{starts}: {r.reason or r.explanation.reason.value}", (
             "red" if out == "never" else "yellow"
         )
     if r.holder and r.held_s is not None:

@@ -8,21 +8,20 @@ import os
 import shlex
 import subprocess
 import sys
-from typing import Any
+import time
 
 import click
 
 from roach.cli.args import cli_cluster
 from roach.cli.common import json_option, ssh_config_option
-from roach.cli.jsonout import stamp
 from roach.cli.refs import ssh_alias_option
+from roach.cli.why_text import estimate, req_nodes, why_json, why_lines
 from roach.errors import SlurmError, TransportError, UsageError
 from roach.fleet.cluster import Cluster, with_ssh_override
 from roach.fleet.userconfig import get_cluster
-from roach.model.states import PendingReason
 from roach.model.tiers import tier_of
 from roach.ops.events import Event
-from roach.ops.explain import Explanation, PendingContext, env_failure, explain
+from roach.ops.explain import PendingContext, env_failure, explain
 from roach.ops.rebalance import promote as promote_job
 from roach.records.job_record import JobRecord
 from roach.records.poller_readers import Rank
@@ -30,7 +29,6 @@ from roach.records.store import Store
 from roach.scheduler.capabilities import RateLimit
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.clusterfs import ClusterFS
-from roach.scheduler.parse import QueueRecord
 from roach.watch.logs import StallRule
 from roach.watch.serve import LINGER_S, serve
 from roach.watch.shared import Viewer, follow
@@ -349,48 +347,11 @@ def why(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> Non
             click.echo(f"{label} is {state}{more}: it is not pending{hint}")
         return
     q = mine[0]
-    exp = explain(q, PendingContext(queue=queue, tiers=c.tiers, req_nodes=_req_nodes(client, q)))
+    exp = explain(q, PendingContext(queue=queue, tiers=c.tiers, req_nodes=req_nodes(client, q)))
     tier = tier_of(c.tiers, q.partition, q.qos)
+    now = time.time()
+    est = None if exp.never else estimate(client, q, c, now)
     if as_json:
-        click.echo(json.dumps(why_json(job, rec, q, exp, tier.name if tier else None), indent=2))
+        click.echo(json.dumps(why_json(job, rec, q, exp, tier.name if tier else None, estimate=est, now=now), indent=2))
         return
-    click.echo("\n".join(why_lines(label, tier.name if tier else None, exp)))
-
-
-def why_lines(label: str, tier: str | None, exp: Explanation) -> list[str]:
-    """What `roach why` prints of a pending job (and `roach top`'s `w`)."""
-    lines = [f"{label}{', tier ' + tier if tier else ''}: pending on {exp.reason_text or exp.reason.value}"]
-    lines.append(f"  means:   {exp.meaning}")
-    if exp.detail:
-        lines.append(f"  here:    {exp.detail}")
-    return lines + [f"  outlook: {exp.outlook.label}", f"  action:  {exp.action}"]
-
-
-def why_json(
-    job: str,
-    rec: JobRecord | None,
-    q: QueueRecord | None,
-    exp: Explanation | None = None,
-    tier: str | None = None,
-    env_failed: str | None = None,
-) -> dict[str, Any]:
-    """``roach why --json``: the explanation of a pending job (``exp``, its ``tier``), else only its state
-    (``q`` None: it is not in the queue) and, where its environment could not be built, what the bundle says."""
-    run_id = rec.run_id if rec else None
-    if q is None or exp is None:
-        state = q.state.value if q else "not in the queue"
-        out = {"job_id": job, "run_id": run_id, "state": state, "pending": False}
-        return stamp("why", {**out, "env_failed": env_failed} if env_failed else out)
-    return stamp("why", {**exp.to_json(), "run_id": run_id, "state": q.state.value, "pending": True, "tier": tier})
-
-
-def _req_nodes(client, q: QueueRecord) -> str | None:
-    """The job's --nodelist (scontrol's ReqNodeList), asked only where the reason is about nodes."""
-
-    if q.reason not in (PendingReason.ReqNodeNotAvail, PendingReason.NodesDownDrained):
-        return None
-    shown = client.show_job(q.raw_id)
-    if shown is None:
-        return None
-    nodes = shown.get("ReqNodeList", "")
-    return "" if nodes in ("(null)", "") else nodes
+    click.echo("\n".join(why_lines(label, tier.name if tier else None, exp, est, now)))

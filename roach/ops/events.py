@@ -28,6 +28,7 @@ class EventKind(enum.Enum):
     FROM_THE_TOP = "from_the_top"  # a new attempt of a run that had progress started from step 0
     STALLED = "stalled"  # the log has not moved for longer than the run's usual gap
     NEVER_STARTS = "never_starts"  # pending on a reason that will not clear as it is
+    PENDING = "pending"  # pending: when it will likely start (first seen pending, and when that moves)
     PROMOTION = "promotion"  # a tier has room while a job of the user's pends lower: a move to make now
     PROMOTED = "promoted"  # --rebalance made that move
     PROMOTE_FAILED = "promote_failed"  # --rebalance tried and could not

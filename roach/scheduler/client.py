@@ -232,6 +232,10 @@ class SlurmClient:
         """``scontrol show config``; ``cached``: what was read within the site cache's age will do."""
         return PC.parse_show_config(self._site_read("config", ["scontrol", "show", "config"], cached))
 
+    def reservations_text(self, *, cached: bool = False) -> str:
+        """``scontrol show reservation -o``; ``cached``: what was read within the site cache's age will do."""
+        return self._site_read("reservations", ["scontrol", "show", "reservation", "-o"], cached)
+
     def max_array_size(self, *, cached: bool = False) -> int:
         """MaxArraySize (task indices 0 .. it - 1). ``cached`` may be stale: an administrator may lower it, and
         sbatch then refuses a larger array (:data:`ARRAY_REFUSED`): ask again fresh and split again."""

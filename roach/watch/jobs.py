@@ -73,6 +73,7 @@ class JobWatch:
     attempt: int | None = None
     stalled: bool = False
     last_leave: str | None = None  # how the run's last attempt left, by its log: "preempted" or "wall clock"
+    start_said: float | None = None  # the likely start its last `pending` line said (None: none since it pends)
 
     def to_json(self) -> dict[str, Any]:
         # a round serializes every watched job (to compare and save): dataclasses.asdict's deep copy cost most of

@@ -169,8 +169,9 @@ def line_time(line: str) -> float | None:
 
 
 def _is_progress(line: str) -> bool:
-    # "step N" lines, not the markers that name a step ("resumed at step N", "caught_signal TERM at step N")
-    return bool(_STEP.search(line)) and "at step" not in line.lower()
+    # "step N" lines, not the markers that name a step ("resumed at step N", "caught_signal TERM at step N") nor
+    # Slurm's own ("slurmstepd-n1: error: *** STEP 4360.0 ON n1 CANCELLED AT ...", a job step's id)
+    return bool(_STEP.search(line)) and "at step" not in line.lower() and "slurmstepd" not in line
 
 
 def read_facts(lines: Sequence[str]) -> LogFacts:

@@ -94,6 +94,7 @@ class Reservation:
     start: str  # as scontrol prints it: the cluster's local time, YYYY-MM-DDTHH:MM:SS
     end: str
     state: str
+    nodes: str = ""  # its nodelist ("": not known)
 
 
 def parse_reservations(text: str) -> dict[str, Reservation]:
@@ -106,16 +107,19 @@ def parse_reservations(text: str) -> dict[str, Reservation]:
         name = kv.get("ReservationName", "")
         if not name:
             raise ParseError(f"scontrol show reservation: no name in {line!r}")
-        out[name] = Reservation(name, kv.get("StartTime", ""), kv.get("EndTime", ""), kv.get("State", ""))
+        nodes = kv.get("Nodes", "")
+        out[name] = Reservation(
+            name, kv.get("StartTime", ""), kv.get("EndTime", ""), kv.get("State", ""), "" if nodes in _NULL else nodes
+        )
     return out
 
 
-def show_reservations(client: SlurmClient) -> dict[str, Reservation]:
-    """One ``scontrol show reservation`` (through slurmrestd: one ``GET .../reservations``) for every reservation
-    on the cluster."""
+def show_reservations(client: SlurmClient, *, cached: bool = False) -> dict[str, Reservation]:
+    """One ``scontrol show reservation`` (through slurmrestd: one ``GET .../reservations``, without nodes) for every
+    reservation on the cluster; ``cached``: what the site cache read within its age will do."""
     if isinstance(client, RestClient):
         return {r.name: Reservation(r.name, r.start, r.end, r.state) for r in client.reservations()}
-    return parse_reservations(client.run(["scontrol", "show", "reservation", "-o"]).stdout)
+    return parse_reservations(client.reservations_text(cached=cached))
 
 
 def asked(

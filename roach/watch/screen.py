@@ -69,6 +69,7 @@ class JobRow:
     exit_code: str | None
     reason: str  # the pending reason as squeue prints it ("" when not pending)
     explanation: Explanation | None  # a pending job's reason read with the queue (roach why)
+    estimate: Mapping[str, Any] | None  # a pending job's start estimate, as the round saved it (roach why --json's)
     promotion: str | None  # the tier a promotion would move it to now (roach watch's promotion line)
     superseded_by: int | None  # promoted or moved on: the job that continues the run
     holder: bool
@@ -106,6 +107,7 @@ class JobRow:
             "reason": self.reason or None,
             "outlook": self.outlook,
             "why": self.explanation.to_json() if self.explanation else None,
+            "estimate": dict(self.estimate) if self.estimate and self.explanation else None,
             "promotion": self.promotion,
             "superseded_by": self.superseded_by,
             "holder": self.holder,
@@ -144,7 +146,13 @@ def _natural(key: str) -> tuple[int, int, str]:
     return (int(job) if job.isdigit() else 0, int(task) if task.isdigit() else -1, key)
 
 
-def _row(w: JobWatch, q: QueueRecord | None, ctx: PendingContext, promotion: str | None) -> JobRow:
+def _row(
+    w: JobWatch,
+    q: QueueRecord | None,
+    ctx: PendingContext,
+    promotion: str | None,
+    estimate: Mapping[str, Any] | None = None,
+) -> JobRow:
     exp = None
     if q is not None and q.state.is_pending:
         exp = explain(q, PendingContext(queue=ctx.queue, tiers=ctx.tiers, req_nodes=w.req_nodes))
@@ -174,6 +182,7 @@ def _row(w: JobWatch, q: QueueRecord | None, ctx: PendingContext, promotion: str
         exit_code=w.exit_code if w.done else None,
         reason=q.reason_text if exp is not None and q is not None else "",
         explanation=exp,
+        estimate=estimate if exp is not None else None,
         promotion=promotion,
         superseded_by=w.superseded_by,
         holder=w.holder,
@@ -198,12 +207,13 @@ def build_frame(
     active = {str(q.ref): q for q in queue if q.state.is_active}
     ctx = PendingContext(queue=tuple(queue), tiers=tiers)
     promotions = dict(tag.split(">", 1) for tag in meta.get("promotions") or [] if ">" in tag)
+    estimates = meta.get("estimates") or {}
     rows = []
     for key in sorted(saved, key=_natural):
         w = JobWatch.from_json(dict(saved[key]))
         if w.done and now - (w.left_at or w.first_seen) > keep_done_s:
             continue
-        rows.append(_row(w, active.get(key), ctx, promotions.get(key)))
+        rows.append(_row(w, active.get(key), ctx, promotions.get(key), estimates.get(key)))
     table = tuple(
         TierRow(r["tier"], r["cap"], r["claimed"], r["running"], r["pending"], r["preemptible"])
         for r in meta.get("tiers") or []

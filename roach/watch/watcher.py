@@ -6,7 +6,9 @@ are not known to have ended), at most one command that looks at every running ru
 lines of interest) and the log directories' disk use, at most one ``squeue`` for the pinned nodelists of jobs
 newly pending on ReqNodeNotAvail, at most one ``sbatch --test-only`` per tier when the start probe is on, at
 most one ``scontrol show reservation`` (only while a watched pending job asks for a reservation), at most one
-command writing the final states of the jobs that ended into their ``job.json`` files, and in a heartbeat's
+``squeue`` of the cluster's queue on the partitions of the watched jobs pending on a reason that clears (their start
+estimates, :mod:`roach.watch.starts`), at most one command writing the final states of the jobs that ended into their
+``job.json`` files, and in a heartbeat's
 round at most one ``squeue -s`` for the running holders. What it saw is kept in the store and each round
 compares with the previous one, never with zero.
 
@@ -49,6 +51,7 @@ from roach.watch.progress import on_log
 from roach.watch.promoting import Promoter, Rebalancer
 from roach.watch.resv import Queue, on_reservation, read_queue, show_reservations
 from roach.watch.resv import asked as reservations_asked
+from roach.watch.starts import on_estimates
 
 ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
 
@@ -187,6 +190,9 @@ class Watcher:
                             if key in records:
                                 finals.append((records[key], acct[key]))
         self._record_finals(finals, array_ends)
+        events += on_estimates(
+            self.client, self.cluster.tiers, views, watched, active, queue, meta, ctx, touched, resv_of
+        )
         asking = roster.reserving.union(resv_of)
         events += self._reservations(views, active, resv_of, [k for k in watched if k in asking], ctx, touched)
         runs = [k for k in roster.runs if k in views]

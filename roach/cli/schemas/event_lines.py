@@ -19,6 +19,7 @@ from roach.cli.schemas.build import (
     string,
     strings,
 )
+from roach.cli.schemas.jobs import ESTIMATE
 from roach.model.states import PendingReason
 from roach.ops.events import EventKind
 from roach.ops.pending import Outlook
@@ -101,6 +102,7 @@ FIELDS: dict[str, dict[str, Any]] = {
     "outages": strings("Each outage going on, in words."),
     "holders": array("The running holders watched: what they are charged.", HOLDER),
     "completed": integer("Of the ended jobs, how many COMPLETED (or continued as another job)."),
+    "estimate": ESTIMATE,
 }
 
 _PROMOTION = ("from_tier", "to_tier", "gpus", "room")
@@ -114,6 +116,7 @@ KIND_FIELDS: dict[EventKind, tuple[str, ...]] = {
     EventKind.FROM_THE_TOP: ("attempt",),
     EventKind.STALLED: ("silence_s", "limit_s", "log", "last"),
     EventKind.NEVER_STARTS: _EXPLANATION,
+    EventKind.PENDING: ("reason", "reason_text", "estimate"),
     EventKind.PROMOTION: _PROMOTION,
     EventKind.PROMOTED: (*_PROMOTION, "new_job_id"),
     EventKind.PROMOTE_FAILED: (*_PROMOTION, "error"),
@@ -135,6 +138,7 @@ KIND_TEXT: dict[EventKind, str] = {
     EventKind.FROM_THE_TOP: "a new attempt of a run that had progress started from step 0",
     EventKind.STALLED: "a running job's log has not moved for longer than its usual gap",
     EventKind.NEVER_STARTS: "a job pends on a reason that will not clear as it is",
+    EventKind.PENDING: "a job pends: when it will likely start (said after two rounds pending, and when that moves)",
     EventKind.PROMOTION: "a tier has room while a job pends lower: a move to make (`roach promote`)",
     EventKind.PROMOTED: "`--rebalance` made that move",
     EventKind.PROMOTE_FAILED: "`--rebalance` tried that move and could not",

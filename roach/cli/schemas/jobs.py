@@ -12,6 +12,7 @@ from roach.cli.schemas.build import (
     enum,
     integer,
     mapping,
+    number,
     obj,
     optional,
     record,
@@ -128,6 +129,27 @@ DRY_RUN = record(
     },
 )
 
+ESTIMATE = obj(
+    "When it starts (roach.ops.estimate): the earliest, likely and latest start from the queue ahead of it, the "
+    "running jobs' time limits and their runs' step pace, per-user caps and preemption; null when it gets none "
+    "(held, never starts as it is, or the queue could not be read).",
+    {
+        "earliest": string("The earliest start, local time, ISO 8601; null: no bound.", null=True),
+        "likely": string("The likely start, local time, ISO 8601; null: no estimate (`basis` says why).", null=True),
+        "latest": string(
+            "The latest start if every job ahead runs to its time limit and none is asked for later; null: no bound.",
+            null=True,
+        ),
+        "earliest_in_s": number("Seconds from now to `earliest`; null with it.", null=True),
+        "likely_in_s": number("Seconds from now to `likely`; null with it.", null=True),
+        "latest_in_s": number("Seconds from now to `latest`; null with it.", null=True),
+        "basis": string("What the estimate rests on, in one line."),
+        "ahead": integer("Pending jobs ahead of it in priority order."),
+        "slurm": string("Slurm's own expected start (`squeue --start`); null when it gives none.", null=True),
+    },
+    null=True,
+)
+
 _EXPLAINED = ("reason", "reason_text", "outlook", "meaning", "detail", "action", "tier")
 WHY = record(
     "why",
@@ -151,6 +173,7 @@ WHY = record(
         "detail": optional(string("What the queue says of this job in particular (empty when nothing more).")),
         "action": optional(string("What to do.")),
         "tier": optional(string("The tier it pends on; null when no tier of the cluster matches.", null=True)),
+        "estimate": optional(ESTIMATE),
         "env_failed": optional(
             string(
                 "A job that ended before its ranks ran because its Python environment could not be built (exit 7): "

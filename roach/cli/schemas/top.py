@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from roach.cli.schemas.build import array, boolean, enum, integer, number, obj, record, string, strings
 from roach.cli.schemas.event_lines import TIER_ROW
+from roach.cli.schemas.jobs import ESTIMATE
 from roach.model.states import PendingReason
 from roach.ops.pending import Outlook
 
@@ -51,6 +52,7 @@ ROW = obj(
         "reason": string("While it pends, the reason as squeue printed it; else null.", null=True),
         "outlook": enum("While it pends, whether it will start by itself; else null.", _outlooks, null=True),
         "why": EXPLANATION,
+        "estimate": ESTIMATE,
         "promotion": string("The tier a promotion would move it to now (`p`); null: none.", null=True),
         "superseded_by": integer("The job that continues its run (promoted, moved); null: none.", null=True),
         "holder": boolean("Whether it is a holder (`roach hold`)."),
