@@ -14,8 +14,9 @@ file, and requeues), and the requeued attempt is measured. Rank 0 writes a JSON 
 
 The floor, in the same repetition on the same nodes: a batch script whose one line is ``srun python -c`` of a
 bare program that imports torch, makes the gloo process group (its address and port given, nothing asked) and
-``torch.load``s the file roach's requeued attempt read, every rank; measured from its batch shell's start to
-the barrier after every rank's load. The floor's phases are the same marks. After its measured end the floor also
+``torch.load``s a copy of the first roach run's ``resume.pt``, every rank; measured from its batch shell's start to
+the barrier after every rank's load. A repetition runs the three in turn, each one first, second and last in
+turn across the repetitions. The floor's phases are the same marks. After its measured end the floor also
 builds the DDP wrapper the training builds next (a row of its own: DistributedDataParallel's constructor imports
 torch's compiler, ``torch._dynamo``, about a second of CPU per rank, which every DDP restart pays and the floor does
 not).
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -41,6 +43,8 @@ from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB
 
 METHODS = ("roach", "submitit", "floor")
+# the order of a repetition's runs, in turn (the first makes the checkpoint file the floors load)
+ORDERS = (("roach", "submitit", "floor"), ("submitit", "floor", "roach"), ("floor", "roach", "submitit"))
 NODES = ("n1", "n2")
 # (label, from mark, to mark): the phases of an attempt, in the order they run
 PHASES = (
@@ -70,7 +74,8 @@ t4 = time.time()
 if rank == 0:
     from bench.jobfns import Progress, batch_process, process_start
     p, batch = Progress(sys.argv[2]), batch_process()
-    p.event("entry", process=process_start(os.getpid(), t3), batch=None if batch is None else process_start(batch, t3))
+    now = time.time()
+    p.event("entry", process=process_start(os.getpid(), now), batch=None if batch is None else process_start(batch, now))
     p.event("torch", t=t1)
     p.event("group", t=t2)
     p.event("loaded", t=t3)
@@ -104,7 +109,11 @@ def marks(events: list[dict], restart: int) -> dict[str, float]:
         if e.get("restart") != restart:
             continue
         if e["kind"] == "entry":
-            out["batch"], out["process"] = e.get("batch"), e.get("process")
+            out["process"] = e.get("process")
+            if "batch" in e:
+                out["batch"] = e["batch"]
+        elif e["kind"] == "batch" and "batch" not in out:
+            out["batch"] = e.get("batch")
         elif e["kind"] in ("torch", "group", "loaded", "ddp") and e["kind"] not in out:
             out[e["kind"]] = e["t"]
         elif e["kind"] == "step" and "step" not in out:
@@ -133,7 +142,15 @@ class Restart:
         self.user.run(["scancel", f"--signal={sig}", jid], retry=False)
 
     def _until_gone(self, jid: str) -> None:
+        """The job killed (no checkpoint on TERM, no submitit ranks training on through KillWait) and every process
+        of the bench user gone: the next run must not share the CPU with this one's end."""
+        self.user.run(["scancel", "--full", "--signal=KILL", jid], ok_codes=(0, 1), retry=False)
         self.jobs.cancel([jid], wait_s=120)
+        _wait(
+            f"job {jid}'s processes to end",
+            lambda: subprocess.run(["pgrep", "-u", self.lab.user], capture_output=True).returncode == 1,
+            120,
+        )
 
     def _requeue_and_measure(self, jid: str, progress: Path, sig: str, timeout: float) -> dict[str, float]:
         _wait(
@@ -243,6 +260,7 @@ class Restart:
             timeout,
             0.5,
         )
+        self._until_gone(jid)
         m = marks(_events(progress), 0)
         if "loaded" not in m:
             out = (self.wd / "floor" / f"{self.n}.out").read_text(errors="replace")
@@ -261,15 +279,24 @@ def run(lab: Lab, jobs: Jobs, sizes: list[int], reps: int, big_reps: int | None 
     for mb in sizes:
         n = reps if mb < 1000 or big_reps is None else big_reps
         timeout = 300 + mb * 0.6
+        floor_file = r.wd / "ckpt" / f"floor-{mb}.pt"  # the first roach run's resume.pt, which the floors load
         for rep in range(n):
             got: dict[str, dict[str, float]] = {}
-            got["roach"], ckpt = r.roach(mb, timeout)
-            got["submitit"] = r.submitit(mb, timeout)
-            got["floor"] = r.floor(ckpt, timeout)
-            ckpt.unlink(missing_ok=True)
+            for method in ORDERS[rep % len(ORDERS)]:  # each method first, second and last in turn
+                if method == "roach":
+                    got["roach"], ckpt = r.roach(mb, timeout)
+                    if not floor_file.exists():
+                        shutil.copyfile(ckpt, floor_file)
+                        shutil.chown(floor_file, lab.user, lab.user)
+                    ckpt.unlink(missing_ok=True)
+                elif method == "submitit":
+                    got["submitit"] = r.submitit(mb, timeout)
+                else:
+                    got["floor"] = r.floor(floor_file, timeout)
             samples.setdefault(mb, []).append(got)
             line = ", ".join(f"{m} {_total(got[m]):.2f} s" for m in METHODS)
             log(f"  {mb} MB rep {rep + 1}/{n}: {line}")
+        floor_file.unlink(missing_ok=True)
     r.store.close()
     return _section(samples, reps, big_reps)
 
@@ -309,6 +336,15 @@ def _section(samples: dict[int, list[dict]], reps: int, big_reps: int | None) ->
                 "floor",
                 "s",
                 max_ratio=1.2,
+            )
+        )
+        summary.append(
+            target_row(
+                f"the same restart as a multiple of its floor with the DDP wrapper built, checkpoint {mb} MB",
+                totals["roach"],
+                with_ddp["floor"],
+                "floor + DDP wrapper",
+                "s",
             )
         )
         summary.append(

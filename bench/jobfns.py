@@ -126,16 +126,18 @@ def train_roach(run, steps: int = 60, step_s: float = 0.1, progress: str = "") -
 
 
 def restart_entry(p: Progress, rank: int) -> None:
-    """Rank 0's first marks: this process's start and its batch shell's (``/proc``), and the function's entry."""
+    """Rank 0's first marks: the function's entry and this process's start (``/proc``); its batch shell's start is
+    found after the first step (:func:`restart_batch`), out of the time measured."""
     t = time.time()
     if rank == 0:
+        p.event("entry", process=process_start(os.getpid(), time.time()), t_entry=t)
+
+
+def restart_batch(p: Progress, rank: int) -> None:
+    """Rank 0's batch shell's start (``/proc``), once its first step is done (the batch shell is still there)."""
+    if rank == 0:
         batch = batch_process()
-        p.event(
-            "entry",
-            process=process_start(os.getpid(), t),
-            batch=None if batch is None else process_start(batch, t),
-            t_entry=t,
-        )
+        p.event("batch", batch=None if batch is None else process_start(batch, time.time()))
 
 
 def ddp_group(p: Progress, rank: int):
@@ -198,6 +200,8 @@ def ddp_restart_roach(run, steps: int = 100000, step_s: float = 0.05, mb: int = 
         ddp_step(torch, ddp, opt, step, run.rank)
         if run.rank == 0:
             p.event("step", step=step)
+        if step == run.start_step:
+            restart_batch(p, run.rank)
         time.sleep(step_s)
         if run.should_checkpoint():
             run.checkpoint({"model": model.state_dict(), "opt": opt.state_dict(), "payload": payload})

@@ -22,6 +22,7 @@ from bench.jobfns import (
     ddp_step,
     model_and_optimizer,
     payload_of,
+    restart_batch,
     restart_entry,
     train_step,
 )
@@ -83,6 +84,8 @@ class DdpRestartSubmitit(submitit.helpers.Checkpointable):
             self.live["next_step"] = step + 1
             if rank == 0:
                 p.event("step", step=step)
+            if step == start:
+                restart_batch(p, rank)
             time.sleep(step_s)
         return steps
 
