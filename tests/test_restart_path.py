@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,8 +9,6 @@ import pytest
 
 from roach.runtime import checkpoint as ckpt
 from roach.runtime.context import Run
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _saved(path: Path, next_step: int, state) -> None:
@@ -71,66 +67,24 @@ def test_an_unreadable_checkpoint_fails_in_resume_as_it_did_without_the_early_re
         _run(tmp_path).resume(default=None)
 
 
-def test_no_early_read_without_a_checkpoint_or_a_model_to_warm(tmp_path):
+def test_no_early_read_without_a_checkpoint(tmp_path):
     assert ckpt.Prefetch.start(tmp_path / ckpt.RESUME_FILE) is None
 
 
-_WARM = r"""
-import os, sys
-from pathlib import Path
-from roach.runtime import checkpoint as ckpt
-from roach.runtime.context import Run, imports_hint, warm_modules
+def test_the_read_begins_only_once_the_rank_has_imported_the_function(tmp_path):
+    """Unpickling imports the modules of what was saved; two threads importing one package at once, each from
+    another end of its circular imports, can leave one of them a partly made module (sympy's, under torch's
+    compiler). So the early read waits until the rank's own imports are made."""
+    import colorsys
 
-run_dir = Path(sys.argv[1])
-os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2], RANK="0", WORLD_SIZE="1")
-if sys.argv[3] == "first":
-    run = Run(run_id="r", job_id=1, rank=0, world_size=1, local_rank=0, local_world_size=1, node="n", run_dir=run_dir)
-    run.imports_before = set(sys.modules)  # as the rank does before it calls the function, which imports torch
-    import torch, torch.distributed as dist
-    dist.init_process_group("gloo")
-    run.resume(default=None)
-    model = run.ddp(torch.nn.Linear(2, 2))
-    for step in run.steps(0, 1):
-        pass
-    run.checkpoint({"model": model.module.state_dict()}, next_step=1)
-    print(imports_hint(run_dir).exists() and "torch._dynamo" in warm_modules(run_dir))
-else:
-    early = ckpt.Prefetch.start(run_dir / ckpt.RESUME_FILE, warm=warm_modules(run_dir))
-    before = "torch._dynamo" in sys.modules
-    early.release()  # the rank's own imports are made
-    early.wait()
-    print(not before and "torch._dynamo" in sys.modules)
-"""
-
-
-@pytest.mark.lab
-def test_an_attempt_imports_what_the_last_one_imported_before_its_first_step_while_it_reads_the_checkpoint(
-    lab, tmp_path
-):
-    """Rank 0 notes in the run directory what the function imported from its call to its first step (here DDP's
-    constructor: torch._dynamo, about a second of a rank's start); the next attempt's early read imports it, in
-    the same thread, once the rank has imported the function, while the function forms its process group."""
-    import socket
-
-    python = str(lab.state / "pyenv" / "bin" / "python")  # the lab's job venv, which has torch
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
-    for attempt in ("first", "again"):
-        done = subprocess.run(
-            [python, "-c", _WARM, str(tmp_path), port, attempt], capture_output=True, text=True, env=env, timeout=300
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert done.stdout.split()[-1] == "True", (attempt, done.stdout[-2000:])
-
-
-def test_the_early_read_imports_nothing_before_the_rank_has_imported_the_function(tmp_path):
-    sys.modules.pop("colorsys", None)
-    early = ckpt.Prefetch.start(tmp_path / ckpt.RESUME_FILE, warm=("colorsys",))
+    _saved(tmp_path / ckpt.RESUME_FILE, 3, colorsys.rgb_to_hsv)  # its load imports colorsys
+    sys.modules.pop("colorsys")
+    early = ckpt.Prefetch.start(tmp_path / ckpt.RESUME_FILE)
     assert early is not None
     early._thread.join(0.2)
-    assert "colorsys" not in sys.modules and early._thread.is_alive()
-    early.release()
+    assert early._thread.is_alive() and "colorsys" not in sys.modules
+    early.release()  # rank.py: the function is imported
     early.wait()
     assert "colorsys" in sys.modules
+    run = _run(tmp_path, prefetch=early)
+    assert run.resume(default=None).__name__ == "rgb_to_hsv" and run.start_step == 3

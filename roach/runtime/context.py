@@ -25,24 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from roach._fs import atomic_write
 from roach.runtime import checkpoint as ckpt
 from roach.runtime.signals import SignalHandler
-
-
-def imports_hint(run_dir: Path) -> Path:
-    """Written by rank 0 at the first step of a run's first attempt to reach one: the modules the function imported
-    from its call to its first step (DistributedDataParallel's and the optimizers' constructors import torch's
-    compiler, about a second of CPU per rank), one a line, which a later attempt's ranks import while they start."""
-    return run_dir / ".roach" / "first-step-imports"
-
-
-def warm_modules(run_dir: Path) -> tuple[str, ...]:
-    """What a resumed rank imports beside its checkpoint read (:class:`~roach.runtime.checkpoint.Prefetch`)."""
-    try:
-        return tuple(ln for ln in imports_hint(run_dir).read_text().split() if ln)
-    except OSError:
-        return ()
 
 
 class RunInterrupted(BaseException):
@@ -77,7 +61,6 @@ class Run:
     log_every: int | None = None  # progress line every N steps (default: about 20 lines per run)
     signals: SignalHandler | None = field(default=None, repr=False)
     prefetch: ckpt.Prefetch | None = field(default=None, repr=False)  # resume.pt, read since the rank started
-    imports_before: set[str] | None = field(default=None, repr=False)  # sys.modules as the function was called
     logger: logging.Logger = field(default=None, repr=False)  # type: ignore[assignment]
     step: int = 0  # the step in flight (or the next one, between steps)
     start_step: int = 0  # where this attempt starts: 0, or the step resume.pt recorded
@@ -194,8 +177,6 @@ class Run:
                     self.log("re-armed %s (another handler had replaced roach's)", ",".join(s.name for s in rearmed))
             if self.is_main and (step - begin) % every == 0:
                 self.log("step %d%s", step, f"/{stop}" if stop is not None else "")
-            if self.imports_before is not None:
-                self._note_imports()
             yield step
         # A signal during the last step does not stop a run that has finished: it just ends.
         self.step = stop if stop is not None else self.step
@@ -207,22 +188,6 @@ class Run:
         from roach.runtime.ddp import ddp  # torch stays unimported until a run asks for DDP
 
         return ddp(model, **kwargs)
-
-    def _note_imports(self) -> None:
-        """At the first step: rank 0 lists what the function imported since its call (:func:`imports_hint`), where
-        no attempt did before."""
-        before, self.imports_before = self.imports_before or set(), None
-        hint = imports_hint(self.run_dir)
-        if not self.is_main or hint.exists():
-            return
-        # every module, in the order they were imported (a package's import need not import its submodules:
-        # torch's does not import torch._dynamo)
-        new = [m for m in list(sys.modules) if m not in before]
-        try:
-            hint.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(hint, "".join(f"{m}\n" for m in new))
-        except OSError as exc:
-            self.log("could not note the function's imports in %s: %s", hint, exc)
 
     def _leave_if_asked(self, completed: int) -> None:
         _, stop, _ = self._agree(completed)

@@ -26,7 +26,7 @@ from roach._fs import atomic_write
 from roach.model.run_spec import RunSpec, SpecError
 from roach.runtime import attempts, rendezvous
 from roach.runtime import checkpoint as ckpt
-from roach.runtime.context import Run, RunInterrupted, warm_modules
+from roach.runtime.context import Run, RunInterrupted
 from roach.runtime.signals import SignalHandler
 
 
@@ -155,10 +155,9 @@ def main(argv: list[str]) -> int:
                 done,
             )
         return 0
-    # A resumed rank reads its checkpoint in a thread of its own from here on, while this thread imports the function
-    # and the function forms its process group, and then imports there what an earlier attempt's function imported
-    # before its first step: run.resume() finds it read.
-    run.prefetch = ckpt.Prefetch.start(run.resume_path, warm=warm_modules(run_dir))
+    # A resumed rank reads its checkpoint in a thread of its own, from when this thread has imported the function on,
+    # while the function forms its process group: run.resume() finds it read.
+    run.prefetch = ckpt.Prefetch.start(run.resume_path)
     try:
         # The batch script starts the ranks with these signals blocked (node.sh roach_block_signals): one
         # that came while Python started is pending, and reaches the handler now (a TERM: RunInterrupted).
@@ -174,7 +173,7 @@ def main(argv: list[str]) -> int:
         os.chdir(run_dir)  # the function's working directory, from its module's first line on
         fn = load_function(spec.target)
         if run.prefetch is not None:
-            run.prefetch.release()  # this thread's imports are made: the early read may import what it warms
+            run.prefetch.release()  # this thread's imports are made: the read (and what it imports) may begin
         if rank == 0:
             run.log(
                 "starting %s in run %s on %s (world size %d, restart count %d)",
@@ -189,7 +188,6 @@ def main(argv: list[str]) -> int:
         elif run.local_rank == 0:  # one line for each other node: where its ranks run and whom they reach
             where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
             run.log("on %s: %d of the %d ranks, rank 0 at %s", run.node, run.local_world_size, run.world_size, where)
-        run.imports_before = set(sys.modules)  # what the function imports up to its first step: run.steps()
         result = fn(run, **spec.args) if wants_run(fn) else fn(**spec.args)
     except RunInterrupted as stop:
         return attempts.leave(run, stop, spec)
