@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5, 9: 1, 10: 15, 11: 5, 13: 1}
+DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5, 9: 1, 10: 15, 11: 5, 12: 3, 13: 1}
 SMOKE = {
     "reps": 2,
     "sizes": [10, 50],
@@ -28,6 +28,7 @@ SMOKE = {
     "viewers": [1, 5],
     "viewer_tasks": 100,
     "rest_sizes": [100],
+    "restart_sizes": [100],
     "estimate_jobs": 30,
 }
 TITLES = {
@@ -42,6 +43,7 @@ TITLES = {
     9: "Viewers: Slurm RPCs per minute with 1, 5 and 20 viewers",
     10: "A uv environment once built: a warm job's start",
     11: "REST: a status round and the submit call through slurmrestd",
+    12: "The cost of coming back: a requeued DDP attempt's restart",
     13: "Start estimates: roach's interval and Slurm's squeue --start against the real start",
 }
 
@@ -83,6 +85,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=_ints,
         default=[1000, 10000],
         help="benchmark 11: held jobs (and array tasks) queued, through REST, locally and over SSH (default 1000,10000)",
+    )
+    ap.add_argument(
+        "--restart-sizes",
+        type=_ints,
+        default=[100, 1000],
+        help="benchmark 12: checkpoint sizes in MB (default 100,1000)",
+    )
+    ap.add_argument(
+        "--restart-big-reps",
+        type=int,
+        default=1,
+        help="benchmark 12: repetitions of checkpoints of 1000 MB and more (default 1; 0: as --reps)",
     )
     ap.add_argument(
         "--estimate-jobs", type=int, default=200, help="benchmark 13: jobs of the workload played (default 200)"
@@ -199,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         9: lambda jobs: mod("b9_viewers").run(lab, jobs, a.viewers, a.viewer_tasks, log),
         10: lambda jobs: mod("b10_uvenv").run(lab, jobs, reps(10), log),
         11: lambda jobs: mod("b11_rest").run(lab, jobs, a.rest_sizes, reps(11), log),
+        12: lambda jobs: mod("b12_restart").run(
+            lab, jobs, a.restart_sizes, reps(12), a.restart_big_reps or None, log=log
+        ),
         13: lambda jobs: mod("b13_estimate").run(lab, jobs, a.estimate_jobs, log),
     }
     failed = []

@@ -132,3 +132,89 @@ def paced(run, steps: int = 30, step_s: float = 1.0) -> int:
         if run.should_checkpoint() or step % 5 == 4:
             run.checkpoint(state)
     return state["done"]
+
+
+# -- bench 12: a resumed 2 x 2 DDP run's restart, the same training under roach and submitit --------------------
+
+
+def restart_entry(p: Progress, rank: int) -> None:
+    """Rank 0's first marks: the function's entry and this process's start (``/proc``); its batch shell's start is
+    found after the first step (:func:`restart_batch`), out of the time measured."""
+    t = time.time()
+    if rank == 0:
+        p.event("entry", process=process_start(os.getpid(), time.time()), t_entry=t)
+
+
+def restart_batch(p: Progress, rank: int) -> None:
+    """Rank 0's batch shell's start (``/proc``), once its first step is done (the batch shell is still there)."""
+    if rank == 0:
+        batch = batch_process()
+        p.event("batch", batch=None if batch is None else process_start(batch, time.time()))
+
+
+def ddp_group(p: Progress, rank: int):
+    """torch imported and the gloo process group made (the env:// variables of whoever started the rank)."""
+    import torch
+    import torch.distributed as dist
+
+    if rank == 0:
+        p.event("torch")
+    torch.set_num_threads(1)
+    if not dist.is_initialized():
+        dist.init_process_group("gloo")
+    if rank == 0:
+        p.event("group")
+    return torch
+
+
+def ddp_model(torch, wrap):
+    """A small model (the step stays cheap: what is measured is the restart), wrapped for DDP by ``wrap``."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    return model, wrap(model), opt
+
+
+def ddp_step(torch, ddp, opt, step: int, rank: int) -> float:
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    x = torch.randn(16, 8, generator=g)
+    loss = ((ddp(x) - x) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def payload_of(torch, mb: int):
+    """The checkpoint's bulk: ``mb`` MB of float32 beside the model (not a parameter, so the first step's all-reduce
+    stays the small model's while the checkpoint is read and written whole)."""
+    return torch.arange(mb * 2**20 // 4, dtype=torch.float32)
+
+
+def ddp_restart_roach(run, steps: int = 100000, step_s: float = 0.05, mb: int = 100, progress: str = "") -> int:
+    """The training loop on roach's contract: the group, ``run.resume``, steps, ``run.checkpoint`` when asked."""
+    p = Progress(progress)
+    restart_entry(p, run.rank)
+    torch = ddp_group(p, run.rank)
+    state = run.resume(default=None)
+    if run.rank == 0:
+        p.event("loaded", step=run.start_step)
+    model, ddp, opt = ddp_model(torch, run.ddp)
+    if run.rank == 0:
+        p.event("ddp")
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        payload = state["payload"]
+    else:
+        payload = payload_of(torch, mb)
+    for step in run.steps(run.start_step, steps):
+        ddp_step(torch, ddp, opt, step, run.rank)
+        if run.rank == 0:
+            p.event("step", step=step)
+        if step == run.start_step:
+            restart_batch(p, run.rank)
+        time.sleep(step_s)
+        if run.should_checkpoint():
+            run.checkpoint({"model": model.state_dict(), "opt": opt.state_dict(), "payload": payload})
+    return steps

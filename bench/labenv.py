@@ -92,9 +92,10 @@ class Lab:
         dbd = rpcstats.parse(root.run(["sacctmgr", "show", "stats"]).stdout)
         return ctld, dbd
 
-    def workdir(self, name: str) -> Path:
-        """A fresh directory under /tmp that the bench user owns (its jobs write there)."""
-        d = Path(tempfile.mkdtemp(prefix=f"roach-bench-{name}-", dir="/tmp"))
+    def workdir(self, name: str, under: str = "/tmp") -> Path:
+        """A fresh directory under ``under`` that the bench user owns (its jobs write there). In the hosts layout each
+        node has a /tmp of its own: a directory every node must see goes under /var/tmp."""
+        d = Path(tempfile.mkdtemp(prefix=f"roach-bench-{name}-", dir=under))
         os.chmod(d, 0o755)
         shutil.chown(d, self.user, self.user)
         self.made.append(d)

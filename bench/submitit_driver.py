@@ -7,6 +7,7 @@ python (``sys.executable``) and environment, so this process is that user, on th
     latency --folder F --out PATH                 first_line(None, out=PATH); prints t0, t_ret, job_id
     train --folder F --progress P --steps N ...   TrainSubmitit()(N, step_s, P); prints t0, job_id
     map --folder F --n N                          map_array(first_line, N runs), held; prints wall, job ids
+    ddp --folder F --progress P --ckpt C --mb M   DdpRestartSubmitit(C)(mb=M, ...) on 2 nodes x 2 tasks; prints job_id
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import json
 import sys
 import time
 
+import submitit
+
 
 def _executor(folder: str, timeout_min: int, **params):
-    import submitit
-
     ex = submitit.AutoExecutor(folder=folder, cluster="slurm")
     ex.update_parameters(timeout_min=timeout_min, slurm_partition="gpu", cpus_per_task=1, **params)
     return ex
@@ -43,7 +44,30 @@ def main(argv: list[str]) -> int:
     mp.add_argument("--folder", required=True)
     mp.add_argument("--n", type=int, required=True)
     mp.add_argument("--out-dir", required=True)
+    dd = sub.add_parser("ddp")
+    dd.add_argument("--folder", required=True)
+    dd.add_argument("--progress", required=True)
+    dd.add_argument("--ckpt", required=True)
+    dd.add_argument("--mb", type=int, default=100)
+    dd.add_argument("--nodes", required=True, help="the two nodes, e.g. n1,n2")
     a = ap.parse_args(argv)
+    if a.cmd == "ddp":
+        from bench.jobfns_submitit import DdpRestartSubmitit
+
+        ex = submitit.AutoExecutor(folder=a.folder, cluster="slurm")
+        ex.update_parameters(
+            timeout_min=30,
+            slurm_partition="gpu",
+            nodes=2,
+            tasks_per_node=2,
+            cpus_per_task=1,
+            slurm_gres="gpu:2",
+            slurm_job_name="restart-submitit",
+            slurm_additional_parameters={"nodelist": a.nodes},
+        )
+        job = ex.submit(DdpRestartSubmitit(a.ckpt), 100000, 0.05, a.mb, a.progress)
+        print(json.dumps({"job_id": str(job.job_id)}))
+        return 0
     if a.cmd == "map":
         from bench.jobfns import first_line
 

@@ -192,8 +192,9 @@ def test_command_line_defaults_and_smoke():
     assert (full.viewers, full.viewer_tasks, smoke.viewers, smoke.viewer_tasks) == ([1, 5, 20], 1000, [1, 5], 100)
     assert (full.rest_sizes, smoke.rest_sizes) == ([1000, 10000], [100])
     assert (full.estimate_jobs, smoke.estimate_jobs) == (200, 30)
+    assert (full.restart_sizes, full.restart_big_reps, smoke.restart_sizes) == ([100, 1000], 1, [100])
     with pytest.raises(SystemExit):
-        parse_args(["--only", "12"])  # benchmarks 1-11 exist
+        parse_args(["--only", "13"])  # benchmarks 1-12 exist
     with pytest.raises(SystemExit):
         parse_args(["--preempt-modes", "sometimes"])
 

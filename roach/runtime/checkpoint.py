@@ -3,11 +3,16 @@
 With torch importable the file is a ``torch.save`` of ``{"roach": {...}, "state": <user state>}``,
 else a pickle of the same. A kill during a save leaves the previous file intact: the new one is
 written to a temporary file in the same directory, fsynced, then renamed over it.
+
+A resumed rank reads it early (:class:`Prefetch`): in a thread of its own once the rank has imported the function,
+while the function forms its process group, so that ``run.resume()`` finds it read.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +44,69 @@ def load(path: Path) -> Any:
         return torch.load(path, map_location="cpu", weights_only=False)
     with open(path, "rb") as f:
         return pickle.load(f)
+
+
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class Prefetch:
+    """``resume.pt`` read in a thread of its own while the rank starts, once :meth:`release` says the main thread has
+    imported the function: the read (``torch.load`` imports torch and the modules of the classes it unpickles) never
+    imports beside the rank's own imports, so no package is imported by two threads at once from two ends.
+
+    :meth:`take` hands the state over once (waiting for the read to end), when the file is still the one that was
+    read: a checkpoint written since (renamed over it: another inode) is read again by the caller, as is a file the
+    thread could not read (the caller's read raises the error where the function sees it).
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._value: Any = None
+        self._read: tuple[int, int, int, int] | None = None  # the identity of the file read, when read whole
+        self._go = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="roach-resume-read", daemon=True)
+
+    @classmethod
+    def start(cls, path: Path) -> Prefetch | None:
+        """The reading thread started, where there is a checkpoint to read; else None."""
+        if _identity(path) is None:
+            return None
+        early = cls(path)
+        early._thread.start()
+        return early
+
+    def _run(self) -> None:
+        self._go.wait()
+        before = _identity(self.path)
+        if before is None:
+            return
+        try:
+            self._value = load(self.path)
+            self._read = before
+        except BaseException:  # noqa: BLE001 - the caller reads it again and sees the error itself
+            self._value = None
+
+    def release(self) -> None:
+        """The main thread has imported the function: the read may begin."""
+        self._go.set()
+
+    def wait(self) -> None:
+        self.release()
+        self._thread.join()
+
+    def take(self) -> tuple[bool, Any]:
+        """(True, the state read) when that read is of the file there now; (False, None) otherwise. Once."""
+        self.wait()
+        value, read = self._value, self._read
+        self._value = self._read = None
+        if read is None or read != _identity(self.path):
+            return False, None
+        return True, value
 
 
 def stale_temporaries(directory: Path) -> list[Path]:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from roach.runtime import checkpoint as ckpt
 from roach.runtime.signals import SignalHandler
@@ -60,6 +60,7 @@ class Run:
     checkpoint_every_s: float | None = None
     log_every: int | None = None  # progress line every N steps (default: about 20 lines per run)
     signals: SignalHandler | None = field(default=None, repr=False)
+    prefetch: ckpt.Prefetch | None = field(default=None, repr=False)  # resume.pt, read since the rank started
     logger: logging.Logger = field(default=None, repr=False)  # type: ignore[assignment]
     step: int = 0  # the step in flight (or the next one, between steps)
     start_step: int = 0  # where this attempt starts: 0, or the step resume.pt recorded
@@ -103,16 +104,22 @@ class Run:
     def resume(self, default: Any = None) -> Any:
         """The state saved in ``resume.pt`` (and :attr:`start_step` set from it), else ``default``."""
         self.consulted = True
-        if self.resume_path.exists():
-            saved = ckpt.load(self.resume_path)
+        early, saved = False, cast(Any, None)  # read early: resume.pt, since the rank started (rank.py)
+        if self.prefetch is not None:
+            early, saved = self.prefetch.take()
+            self.prefetch = None
+        if early or self.resume_path.exists():
+            if not early:
+                saved = ckpt.load(self.resume_path)
             meta, state = saved["roach"], saved["state"]
             self.start_step = self.step = int(meta["next_step"])
             self._last_checkpoint_step = self.start_step
             self.log(
-                "resumed at step %d (checkpoint of job %s; restart count %d)",
+                "resumed at step %d (checkpoint of job %s; restart count %d%s)",
                 self.start_step,
                 meta.get("job_id"),
                 self.restart_count,
+                "; read while the rank started" if early else "",
             )
         else:
             state = default

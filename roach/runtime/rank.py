@@ -25,6 +25,7 @@ from typing import Any
 from roach._fs import atomic_write
 from roach.model.run_spec import RunSpec, SpecError
 from roach.runtime import attempts, rendezvous
+from roach.runtime import checkpoint as ckpt
 from roach.runtime.context import Run, RunInterrupted
 from roach.runtime.signals import SignalHandler
 
@@ -154,6 +155,9 @@ def main(argv: list[str]) -> int:
                 done,
             )
         return 0
+    # A resumed rank reads its checkpoint in a thread of its own, from when this thread has imported the function on,
+    # while the function forms its process group: run.resume() finds it read.
+    run.prefetch = ckpt.Prefetch.start(run.resume_path)
     try:
         # The batch script starts the ranks with these signals blocked (node.sh roach_block_signals): one
         # that came while Python started is pending, and reaches the handler now (a TERM: RunInterrupted).
@@ -168,6 +172,8 @@ def main(argv: list[str]) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)  # (the batch script starts the ranks elsewhere: no mkdir there)
         os.chdir(run_dir)  # the function's working directory, from its module's first line on
         fn = load_function(spec.target)
+        if run.prefetch is not None:
+            run.prefetch.release()  # this thread's imports are made: the read (and what it imports) may begin
         if rank == 0:
             run.log(
                 "starting %s in run %s on %s (world size %d, restart count %d)",

@@ -1,0 +1,90 @@
+"""A resumed attempt's way from the rank's start to its first step: what runs at once, what is not done at all."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from roach.runtime import checkpoint as ckpt
+from roach.runtime.context import Run
+
+
+def _saved(path: Path, next_step: int, state) -> None:
+    ckpt.save(path, {"roach": {"next_step": next_step, "job_id": 7}, "state": state})
+
+
+def _run(run_dir: Path, **kw) -> Run:
+    return Run(
+        run_id="r1",
+        job_id=7,
+        rank=0,
+        world_size=1,
+        local_rank=0,
+        local_world_size=1,
+        node="n1",
+        run_dir=run_dir,
+        restart_count=1,
+        **kw,
+    )
+
+
+def test_resume_takes_the_checkpoint_the_rank_read_while_it_started(tmp_path, monkeypatch, capsys):
+    _saved(tmp_path / ckpt.RESUME_FILE, 12, {"w": [1, 2, 3]})
+    early = ckpt.Prefetch.start(tmp_path / ckpt.RESUME_FILE)
+    assert early is not None
+    early.wait()
+    reads = []
+    monkeypatch.setattr(ckpt, "load", lambda path: reads.append(path))  # a read now would be a second one
+    run = _run(tmp_path, prefetch=early)
+    assert run.resume(default=None) == {"w": [1, 2, 3]}
+    assert run.start_step == 12 and reads == []
+    assert "resumed at step 12 (checkpoint of job 7; restart count 1; read while the rank started)" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_checkpoint_written_after_that_read_is_the_one_resume_returns(tmp_path):
+    path = tmp_path / ckpt.RESUME_FILE
+    _saved(path, 12, "old")
+    early = ckpt.Prefetch.start(path)
+    assert early is not None
+    early.wait()
+    _saved(path, 20, "new")  # the function checkpointed before it asked to resume
+    run = _run(tmp_path, prefetch=early)
+    assert run.resume(default=None) == "new" and run.start_step == 20
+
+
+def test_an_unreadable_checkpoint_fails_in_resume_as_it_did_without_the_early_read(tmp_path):
+    path = tmp_path / ckpt.RESUME_FILE
+    path.write_bytes(b"not a checkpoint")
+    early = ckpt.Prefetch.start(path)
+    assert early is not None
+    with pytest.raises(Exception) as raised:
+        _run(tmp_path, prefetch=early).resume(default=None)
+    with pytest.raises(type(raised.value)):
+        _run(tmp_path).resume(default=None)
+
+
+def test_no_early_read_without_a_checkpoint(tmp_path):
+    assert ckpt.Prefetch.start(tmp_path / ckpt.RESUME_FILE) is None
+
+
+def test_the_read_begins_only_once_the_rank_has_imported_the_function(tmp_path):
+    """Unpickling imports the modules of what was saved; two threads importing one package at once, each from
+    another end of its circular imports, can leave one of them a partly made module (sympy's, under torch's
+    compiler). So the early read waits until the rank's own imports are made."""
+    import colorsys
+
+    _saved(tmp_path / ckpt.RESUME_FILE, 3, colorsys.rgb_to_hsv)  # its load imports colorsys
+    sys.modules.pop("colorsys")
+    early = ckpt.Prefetch.start(tmp_path / ckpt.RESUME_FILE)
+    assert early is not None
+    early._thread.join(0.2)
+    assert early._thread.is_alive() and "colorsys" not in sys.modules
+    early.release()  # rank.py: the function is imported
+    early.wait()
+    assert "colorsys" in sys.modules
+    run = _run(tmp_path, prefetch=early)
+    assert run.resume(default=None).__name__ == "rgb_to_hsv" and run.start_step == 3
