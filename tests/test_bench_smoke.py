@@ -194,7 +194,7 @@ def test_command_line_defaults_and_smoke():
     assert (full.estimate_jobs, smoke.estimate_jobs) == (200, 30)
     assert (full.restart_sizes, full.restart_big_reps, smoke.restart_sizes) == ([100, 1000], 1, [100])
     with pytest.raises(SystemExit):
-        parse_args(["--only", "13"])  # benchmarks 1-12 exist
+        parse_args(["--only", "14"])  # benchmarks 1-13 exist
     with pytest.raises(SystemExit):
         parse_args(["--preempt-modes", "sometimes"])
 

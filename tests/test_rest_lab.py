@@ -461,6 +461,12 @@ def test_report_through_rest_reads_the_attempts_sacct_lists(rest_lab, repo, stor
         repo, store, roots, "pkg.jobs:hello", args={"who": "ledger"}, cluster=_rest_lab_cluster(rest_lab)
     )
     assert job.wait(timeout=slack(120)).state is JobState.COMPLETED, job.log()
+    commands_client = SlurmClient(LocalTransport(env=rest_lab.env(), user=LAB_USER))
+    wait_until(  # slurmdbd records the attempt's eligible time a moment after the job's end
+        "accounting to record the attempt whole",
+        lambda: [a.eligible is not None for a in commands_client.allocations([job.job_id])] == [True],
+        timeout=slack(30),
+    )
     toml = tmp_path / "clusters.toml"  # the store names the cluster; clusters.toml says to reach it through REST
     toml.write_text(
         f"[clusters.lab]\nrest_url = '{rest_url(rest_lab)}'\n"
@@ -476,7 +482,7 @@ def test_report_through_rest_reads_the_attempts_sacct_lists(rest_lab, repo, stor
     monkeypatch.undo()
     assert commands == []  # no Slurm command: slurmdbd's jobs over HTTP
     ((attempt,),) = [r.attempts for r in rep.runs]
-    (truth,) = SlurmClient(LocalTransport(env=rest_lab.env(), user=LAB_USER)).allocations([job.job_id])
+    (truth,) = commands_client.allocations([job.job_id])
     assert (attempt.gpus, attempt.elapsed_s, attempt.state) == (truth.gpus, truth.record.elapsed_s, truth.record.state)
     assert attempt.start == truth.record.start_time.astimezone().timestamp() and attempt.nodes == truth.record.nodelist
     assert attempt.pending_s == (truth.record.start_time - truth.eligible).total_seconds()
