@@ -10,8 +10,10 @@ while the function forms its process group, so that ``run.resume()`` finds it re
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -38,12 +40,20 @@ def save(path: Path, obj: Any) -> None:
             pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def load(path: Path) -> Any:
+def load(path: Path | io.BytesIO) -> Any:
     torch = _torch()
     if torch is not None:
         return torch.load(path, map_location="cpu", weights_only=False)
+    if isinstance(path, io.BytesIO):
+        return pickle.load(path)
     with open(path, "rb") as f:
         return pickle.load(f)
+
+
+def _imported(name: str) -> bool:
+    """Whether module ``name`` is imported whole: in ``sys.modules`` and no thread importing it now."""
+    module = sys.modules.get(name)
+    return module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False)
 
 
 def _identity(path: Path) -> tuple[int, int, int, int] | None:
@@ -56,8 +66,9 @@ def _identity(path: Path) -> tuple[int, int, int, int] | None:
 
 class Prefetch:
     """``resume.pt`` read in a thread of its own while the rank starts, once :meth:`release` says the main thread has
-    imported the function: the read (``torch.load`` imports torch and the modules of the classes it unpickles) never
-    imports beside the rank's own imports, so no package is imported by two threads at once from two ends.
+    imported the function. Where that import brought torch in whole, the thread unpickles the file too; where the
+    function imports torch itself (inside it), the thread only reads the file's bytes and :meth:`take` unpickles
+    them: two threads importing one package at once can hand one of them a partly made module, which crashes torch.
 
     :meth:`take` hands the state over once (waiting for the read to end), when the file is still the one that was
     read: a checkpoint written since (renamed over it: another inode) is read again by the caller, as is a file the
@@ -67,6 +78,7 @@ class Prefetch:
     def __init__(self, path: Path):
         self.path = path
         self._value: Any = None
+        self._raw = False  # the value is the file's bytes, to unpickle in the caller's thread
         self._read: tuple[int, int, int, int] | None = None  # the identity of the file read, when read whole
         self._go = threading.Event()
         self._thread = threading.Thread(target=self._run, name="roach-resume-read", daemon=True)
@@ -86,7 +98,8 @@ class Prefetch:
         if before is None:
             return
         try:
-            self._value = load(self.path)
+            self._raw = not _imported("torch")
+            self._value = self.path.read_bytes() if self._raw else load(self.path)
             self._read = before
         except BaseException:  # noqa: BLE001 - the caller reads it again and sees the error itself
             self._value = None
@@ -106,7 +119,7 @@ class Prefetch:
         self._value = self._read = None
         if read is None or read != _identity(self.path):
             return False, None
-        return True, value
+        return True, (load(io.BytesIO(value)) if self._raw else value)
 
 
 def stale_temporaries(directory: Path) -> list[Path]:
