@@ -507,6 +507,22 @@ def test_a_watch_records_an_array_as_bad_as_its_worst_task_once_every_task_ended
 
 
 @pytest.mark.lab
+def test_a_watch_round_over_an_array_still_pending_as_one_range_asks_sacct_nothing_it_refuses(
+    ws, cluster, sshd: SSHServer, cancel_after
+):
+    head = HEAD + "#SBATCH --array=0-2\n#SBATCH --begin=now+600\n"
+    sub = sbatch_script(ws, cluster, _script(ws, "later.sbatch", "true\n", head=head), "starts later")
+    cancel_after.append(sub.job_id)
+    client = cluster.client()
+    wait_until(  # before a task starts, sacct lists the array as one pending range: 123_[0-2]
+        "sacct to list the pending array", lambda: any(r.ref.tasks for r in client.ends([sub.job_id])), timeout=30
+    )
+    watcher = Watcher(cluster, client, Store(), interval_s=1, heartbeat_s=900)
+    events = watcher.round() + watcher.round()
+    assert not [e for e in events if e.kind.value == "outage"], [e.message for e in events]
+
+
+@pytest.mark.lab
 def test_a_dropped_connection_records_the_last_state_backs_off_and_retries_once(ws, cluster, sshd: SSHServer, lab):
     rel = _script(ws, "slow.sbatch", "sleep 10\n")
     t = sshd.transport(env=lab.env(), backoff_s=3.0)

@@ -116,7 +116,8 @@ class Adopter:
             w = views[key]
             if "_" in key or w.state is not None or not key.isdigit():
                 continue
-            tasks = [r for r in found if r.step is None and str(r.ref.job) == key and str(r.ref) != key]
+            # each task by its own id; a range still pending (123_[4-9]) is no id sacct takes: asked again later
+            tasks = [r for r in found if r.step is None and str(r.ref.job) == key and r.ref.task is not None]
             if not tasks:
                 continue
             del views[key]
