@@ -28,10 +28,9 @@ import json
 import shlex
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
-from bench.labenv import ROOT, BenchError, Jobs, Lab
+from bench.labenv import ROOT, BenchError, Jobs, Lab, read_events, wait_for
 from bench.repo import make_repo
 from bench.report import Section
 from bench.stats import Row, comparison_table, target_row
@@ -85,23 +84,6 @@ dist.destroy_process_group()
 """
 
 
-def _events(path: Path) -> list[dict]:
-    try:
-        return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
-    except FileNotFoundError:
-        return []
-
-
-def _wait(what: str, check, timeout: float, every: float = 0.25):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(every)
-    raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
 def marks(events: list[dict], restart: int) -> dict[str, float]:
     """The attempt's marks (absolute times): batch, process, torch, group, loaded and, where it ran, step."""
     out: dict[str, float] = {}
@@ -146,27 +128,27 @@ class Restart:
         of the bench user gone: the next run must not share the CPU with this one's end."""
         self.user.run(["scancel", "--full", "--signal=KILL", jid], ok_codes=(0, 1), retry=False)
         self.jobs.cancel([jid], wait_s=120)
-        _wait(
+        wait_for(
             f"job {jid}'s processes to end",
             lambda: subprocess.run(["pgrep", "-u", self.lab.user], capture_output=True).returncode == 1,
             120,
         )
 
     def _requeue_and_measure(self, jid: str, progress: Path, sig: str, timeout: float) -> dict[str, float]:
-        _wait(
+        wait_for(
             f"job {jid}'s first attempt to do 3 steps",
-            lambda: sum(e["kind"] == "step" and e["restart"] == 0 for e in _events(progress)) >= 3,
+            lambda: sum(e["kind"] == "step" and e["restart"] == 0 for e in read_events(progress)) >= 3,
             timeout,
         )
         self._signal(jid, sig)
-        _wait(
+        wait_for(
             f"job {jid}'s requeued attempt to do its first step",
-            lambda: any(e["kind"] == "step" and e["restart"] >= 1 for e in _events(progress)),
+            lambda: any(e["kind"] == "step" and e["restart"] >= 1 for e in read_events(progress)),
             timeout,
             0.5,
         )
         self._until_gone(jid)
-        return marks(_events(progress), 1)
+        return marks(read_events(progress), 1)
 
     def roach(self, mb: int, timeout: float) -> tuple[dict[str, float], Path]:
         self.n += 1
@@ -254,14 +236,14 @@ class Restart:
             )
         )
         self.jobs.add([jid])
-        _wait(
+        wait_for(
             f"the floor job {jid} to end",
             lambda: not [r for r in self.user.squeue(job_ids=[jid]) if r.state.is_active],
             timeout,
             0.5,
         )
         self._until_gone(jid)
-        m = marks(_events(progress), 0)
+        m = marks(read_events(progress), 0)
         if "loaded" not in m:
             out = (self.wd / "floor" / f"{self.n}.out").read_text(errors="replace")
             raise BenchError(f"the floor job {jid} wrote no marks:\n{out[-2000:]}")

@@ -26,7 +26,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bench.labenv import BenchError, Jobs, Lab, ensure_bench_user
+from bench.labenv import BenchError, Jobs, Lab, ensure_bench_user, read_events, wait_for
 from bench.repo import make_repo
 from bench.report import Section
 from bench.stats import Row, comparison_table
@@ -37,23 +37,6 @@ from roach.slurm import submit
 from roach.slurm.clusters.lab import LAB
 
 METHODS = ("roach", "submitit")
-
-
-def _progress(path: Path) -> list[dict]:
-    try:
-        return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
-    except FileNotFoundError:
-        return []
-
-
-def _wait(what: str, check, timeout: float, every: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(every)
-    raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 class Preempt:
@@ -124,7 +107,7 @@ class Preempt:
             ]
             return max(free)[1] if free else None
 
-        return _wait("a node with a free GPU and no one else's low-QOS job", ok, 300, 2)
+        return wait_for("a node with a free GPU and no one else's low-QOS job", ok, 300, 2)
 
     def _others_low(self) -> set[str]:
         """Nodes where a low-QOS job of another user runs (the preemptor might hit it)."""
@@ -137,7 +120,7 @@ class Preempt:
         return nodes
 
     def preempt(self, node: str) -> float:
-        _wait(f"no other user's low-QOS job on {node}", lambda: node not in self._others_low(), 120, 1)
+        wait_for(f"no other user's low-QOS job on {node}", lambda: node not in self._others_low(), 120, 1)
         n = next(x for x in self.root.nodes() if x.name == node)
         gpus = min(n.gpus_total, n.gpus_total - n.gpus_used + 1)
         t = time.time()
@@ -161,20 +144,20 @@ class Preempt:
         progress = self.wd / "progress" / f"{method}-{self.n}.jsonl"
         node = self.pick_node()
         jid = self.submit(method, node, progress)
-        _wait(
+        wait_for(
             f"{method} job {jid} to do {self.preempt_after} steps",
-            lambda: sum(e["kind"] == "step" for e in _progress(progress)) >= self.preempt_after,
+            lambda: sum(e["kind"] == "step" for e in read_events(progress)) >= self.preempt_after,
             timeout,
         )
         user_signal = self.root.capabilities(refresh=True).preempt_send_user_signal
         t_preempt = self.preempt(node)
-        _wait(
+        wait_for(
             f"{method} job {jid} to end",
             lambda: not [r for r in self.user.squeue(job_ids=[jid]) if r.state.is_active],
             timeout,
             1,
         )
-        events = _progress(progress)
+        events = read_events(progress)
         first_attempt = [e["step"] for e in events if e["kind"] == "step" and e["restart"] == 0]
         resumed = [e for e in events if e["kind"] == "step" and e["restart"] > 0]
         if not resumed:  # it finished before the grace time ran out: never requeued

@@ -8,6 +8,7 @@ submits is registered with a :class:`Jobs` and cancelled by id when the benchmar
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -104,6 +105,25 @@ class Lab:
     def remove_workdirs(self) -> None:
         while self.made:
             shutil.rmtree(self.made.pop(), ignore_errors=True)
+
+
+def read_events(path: Path) -> list[dict]:
+    """The JSON lines a job's progress file holds so far (none before it exists)."""
+    try:
+        return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def wait_for(what: str, check, timeout: float, every: float = 0.25):
+    """``check()``'s first true answer, asked every ``every`` seconds; a :class:`BenchError` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(every)
+    raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def ensure_bench_user(lab: Lab, log=print) -> None:
