@@ -12,10 +12,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from roach.launch.poller import Waiting
-from roach.ops.events import EventKind
+from roach.ops.events import EventKind, iso
 from roach.records.store import Store
 from roach.records.workspace_job import array_size
 from roach.scheduler.queue_json import loads
@@ -32,10 +31,6 @@ def queue_states(queue_json: str | None, job_id: str) -> str:
         if str(q.ref.job) == job_id and q.state.is_active:
             counts[q.state.value] += (array_size(q.ref.tasks) or 1) if q.ref.tasks else 1
     return ",".join(f"{name}={n}" for name, n in sorted(counts.items()))
-
-
-def _utc(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def follow(
@@ -61,7 +56,7 @@ def follow(
         if row is None:
             raise NotFollowed(f"job {job_id} left the store")
         if row.is_final:
-            on_event(WaitEvent("gone", row.recorded_at or _utc(time.time()), ""))
+            on_event(WaitEvent("gone", row.recorded_at or iso(time.time()), ""))
             return last
         if not waiter.watched():
             raise NotFollowed("no poller took the rounds")
@@ -74,7 +69,7 @@ def follow(
                     on_outage(last, str(said.data.get("message", "")))
             text = queue_states(store.watch_queue(cluster), job_id)
             if text and (last is None or text != last.text):
-                last = WaitEvent("state", _utc(at.at), text)
+                last = WaitEvent("state", iso(at.at), text)
                 on_event(last)
         sleep(TICK_S)
 

@@ -4,9 +4,9 @@ A job in roach's store is followed through the one poller of its store and clust
 (:mod:`roach.workspace.follow`), which records its end; any number of waits, watches and tops cost that
 poller's calls. A job submitted by hand, or a cluster that ``roach watch --serve`` cannot reach as the wait
 does, is watched on its own, from one session: opening a connection per look at the queue is what gets a
-login host to reset connections. Instead roach sends one small POSIX sh loop (a fixed program; the job id and interval are its arguments, never spliced
-in) that asks ``squeue`` about the job, prints a line when its state changes, sleeps, and exits when the
-job has left the queue. Its lines stream back as they come. Then ``sacct`` gives the final state and
+login host to reset connections. Instead roach sends one small POSIX sh loop (a fixed program; the job id
+and interval are its arguments, never spliced in) that asks ``squeue`` about the job, prints a line when its
+state changes, sleeps, and exits when the job has left the queue. Its lines stream back as they come. Then ``sacct`` gives the final state and
 ``job.json`` is written in the bundle, on the cluster and here.
 
 If the connection drops mid-watch, the last state seen is recorded locally, the transport backs off
