@@ -234,3 +234,21 @@ def test_a_run_read_on_two_clusters_is_one_ledger_of_every_attempt():
     assert both.cluster == "lab,ilc" and both.attempts == first.attempts + second.attempts
     assert both.steps_total == 24 and both.allocated_gpu_h == first.allocated_gpu_h + second.allocated_gpu_h
     assert merged(both, replace(first, cluster="lab")).cluster == "lab,ilc"
+
+
+def test_a_preemption_slurm_accounts_requeued_is_logged_and_counted_as_a_preemption():
+    """22.05 accounts a QOS preemption it requeued at once REQUEUED (each first attempt here): rank 0, finding the
+    job requeued and asking sacct why, must still log the stop as a preemption, or the ledger counts none."""
+    from roach.runtime.attempts import cause_words
+
+    first = _allocations()[0]
+    assert first.record.state is JobState.REQUEUED
+    kind, said, counted = cause_words(first.record.state)
+    assert (kind, counted) == ("preempted", "preemption")
+    lines = [
+        "roach: attempt 1 of run r: job 11012 on n1 (restart count 0) at 2026-12-05T12:07:55Z",
+        "0: 2026-12-05T12:07:56Z roach rank 0: step 6/24",
+        f"0: 2026-12-05T12:08:09Z roach rank 0: {said} at step 7 (checkpointed, TERM): Slurm requeued job 11012 "
+        f"already (restart count 1; {counted} 1)",
+    ]
+    assert read_attempts(lines)[(11012, 0)].stop is LogStop.PREEMPTED

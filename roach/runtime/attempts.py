@@ -138,16 +138,20 @@ def requeued_by_slurm(fields: dict[str, str], restart: str) -> bool:
 
 # How Slurm ended an attempt it requeued itself, by the attempt's accounting state: its count in requeues.json,
 # the log's word for the stop and for the count ("preempted at step" is what roach watch reads as a preemption).
-_CAUSES = {
-    JobState.NODE_FAIL: ("node_fail", "node failure", "node failure"),
-    JobState.REQUEUED: ("requeued", "requeued", "requeue"),
-}
+# REQUEUED is not told apart: a QOS preemption that Slurm requeues at once is accounted REQUEUED (22.05, recorded
+# in tests/data/ledger_sacct_XD_lab_22.05_sweep_preempted.txt), as an admin's `scontrol requeue` is.
+_CAUSES = {JobState.NODE_FAIL: ("node_fail", "node failure", "node failure")}
 _PREEMPTED = ("preempted", "preempted", "preemption")
+
+
+def cause_words(cause: JobState | None) -> tuple[str, str, str]:
+    """(requeues.json's key, the log's word for the stop, its word for the count) of a requeue by Slurm."""
+    return _CAUSES.get(cause, _PREEMPTED) if cause is not None else _PREEMPTED
 
 
 def requeue_cause(job_id: str, restart: str, wait_s: float = 5.0) -> JobState | None:
     """The state Slurm accounted for this attempt (the job's ``restart``-th run in ``sacct -D``): PREEMPTED,
-    NODE_FAIL, REQUEUED (an admin's ``scontrol requeue``). slurmdbd records it a moment after the requeue, so this
+    NODE_FAIL, REQUEUED (a preemption requeued at once, or an admin's ``scontrol requeue``). slurmdbd records it a moment after the requeue, so this
     asks again for up to ``wait_s``; None when it is not recorded by then (or slurmdbd is down)."""
     n = int(restart or 0)
     deadline = time.monotonic() + wait_s
@@ -219,11 +223,9 @@ def leave(run: Run, stop: RunInterrupted, spec: RunSpec) -> int:
             if marker := os.environ.get("ROACH_LEFT_MARKER"):
                 atomic_write(Path(marker), f"{name} at step {stop.step} ({saved}) inside holder {holder}\n")
         elif requeued_by_slurm(fields := settled_fields(job, restart, sig), restart):
-            # A preemption with GraceTime 0, a node failure, an admin's requeue: each counted as what it was.
+            # A preemption Slurm requeued at once (or an admin's requeue), or a node failure: each counted apart.
             cause = requeue_cause(job, restart)
-            kind, said, counted = (
-                _CAUSES.get(cause, _PREEMPTED) if cause else _PREEMPTED
-            )  # unknown: as roach always said
+            kind, said, counted = cause_words(cause)
             n = _bump(run.run_dir, kind)
             run.log(
                 "%s at step %d (%s, %s): Slurm requeued job %s already (restart count %s; %s %d)",
