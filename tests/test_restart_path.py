@@ -97,3 +97,34 @@ def test_the_read_begins_only_once_the_rank_has_imported_the_function(tmp_path):
     assert "colorsys" not in sys.modules or ckpt._imported("torch")
     run = _run(tmp_path, prefetch=early)
     assert run.resume(default=None).__name__ == "rgb_to_hsv" and run.start_step == 3
+
+
+DATA = Path(__file__).parent / "data"
+TORCH_SAVED = DATA / "resume_torch_2.13_linear_fraction.pt"  # torch 2.13's save of a Linear and a Fraction
+
+
+def test_the_modules_a_torch_checkpoint_names_are_read_without_unpickling_it(tmp_path):
+    assert ckpt.pickled_modules(TORCH_SAVED) == {"torch", "torch._utils", "collections", "fractions"}
+    _saved(tmp_path / "plain.pt", 1, "x")  # no torch here: a plain pickle, whose modules are not told
+    assert ckpt.pickled_modules(tmp_path / "plain.pt") is None
+    assert ckpt.pickled_modules(tmp_path / "absent.pt") is None
+
+
+def test_the_thread_unpickles_only_what_imports_nothing(monkeypatch):
+    """A state holding a class of a module the rank has not imported yet (the main thread may be importing it at
+    that moment) is read as bytes, to be unpickled by the caller; once every module it names is imported whole, the
+    thread unpickles it."""
+    import collections
+    import fractions
+    import types
+
+    for name in ("torch", "torch._utils"):  # torch imported whole, as a function's top-level import leaves it
+        fake = types.ModuleType(name)
+        fake.__spec__ = collections.__spec__
+        monkeypatch.setitem(sys.modules, name, fake)
+    monkeypatch.delitem(sys.modules, "fractions")
+    assert not ckpt._in_thread_safe(TORCH_SAVED)
+    monkeypatch.setitem(sys.modules, "fractions", fractions)
+    assert ckpt._in_thread_safe(TORCH_SAVED)
+    monkeypatch.delitem(sys.modules, "torch")
+    assert not ckpt._in_thread_safe(TORCH_SAVED)

@@ -56,6 +56,36 @@ def _imported(name: str) -> bool:
     return module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False)
 
 
+def pickled_modules(path: Path) -> set[str] | None:
+    """The modules whose names ``torch.save``'s pickle in ``path`` references (its ``GLOBAL`` opcodes: torch saves
+    with protocol 2), read from the archive's small ``data.pkl`` without unpickling; None where that cannot be
+    told (not a torch archive, a ``STACK_GLOBAL``, a damaged file). Imported here: only a resumed rank reads it."""
+    import pickletools
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            name = next(n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
+            data = zf.read(name)
+        modules: set[str] = set()
+        for op, arg, _ in pickletools.genops(data):
+            if op.name == "STACK_GLOBAL":
+                return None
+            if op.name == "GLOBAL":
+                modules.add(str(arg).split(" ", 1)[0])
+        return modules
+    except (OSError, StopIteration, ValueError, zipfile.BadZipFile):
+        return None
+
+
+def _in_thread_safe(path: Path) -> bool:
+    """Whether unpickling ``path`` here imports nothing: torch and every module its pickle names imported whole."""
+    if not _imported("torch"):
+        return False
+    modules = pickled_modules(path)
+    return modules is not None and all(_imported(m) for m in modules)
+
+
 def _identity(path: Path) -> tuple[int, int, int, int] | None:
     try:
         st = os.stat(path)
@@ -66,9 +96,10 @@ def _identity(path: Path) -> tuple[int, int, int, int] | None:
 
 class Prefetch:
     """``resume.pt`` read in a thread of its own while the rank starts, once :meth:`release` says the main thread has
-    imported the function. Where that import brought torch in whole, the thread unpickles the file too; where the
-    function imports torch itself (inside it), the thread only reads the file's bytes and :meth:`take` unpickles
-    them: two threads importing one package at once can hand one of them a partly made module, which crashes torch.
+    imported the function. Where unpickling it imports nothing (torch and every module the pickle names are imported
+    whole), the thread unpickles the file too; else (a function that imports torch inside itself, a state holding
+    a class of a module not imported yet) the thread only reads the file's bytes and :meth:`take` unpickles them:
+    two threads importing one package at once can hand one of them a partly made module, which crashes torch.
 
     :meth:`take` hands the state over once (waiting for the read to end), when the file is still the one that was
     read: a checkpoint written since (renamed over it: another inode) is read again by the caller, as is a file the
@@ -98,7 +129,7 @@ class Prefetch:
         if before is None:
             return
         try:
-            self._raw = not _imported("torch")
+            self._raw = not _in_thread_safe(self.path)
             self._value = self.path.read_bytes() if self._raw else load(self.path)
             self._read = before
         except BaseException:  # noqa: BLE001 - the caller reads it again and sees the error itself
