@@ -114,3 +114,61 @@ def test_a_lone_rank_writes_no_file_and_another_attempt_reads_no_old_one(tmp_pat
     rank0_port(0, 2, 9, tmp_path, "9.0.0", "n1")
     with pytest.raises(RendezvousError, match=r"rank 0 did not say its rendezvous port within 0 s .*port\.9\.1\.0"):
         rank0_port(1, 2, 9, tmp_path, "9.1.0", "n1", wait_s=0.05)  # the requeued attempt: its own file, not 9.0.0's
+
+
+RANK1_TRAIN = """
+import os
+from pathlib import Path
+
+# Rank 0 says its port while this rank imports: written here, at the import, as a rank 0 that started later would.
+_state = Path(os.environ["ROACH_TEST_RUN_DIR"]) / ".roach"
+_state.mkdir(parents=True, exist_ok=True)
+(_state / "port.9.0.0").write_text("31234\\n")
+SEEN_AT_IMPORT = os.environ.get("MASTER_PORT")
+
+
+def train():
+    seen = {"at_import": SEEN_AT_IMPORT, "at_call": os.environ.get("MASTER_PORT")}
+    (Path(os.environ["ROACH_TEST_RUN_DIR"]) / "seen.txt").write_text(repr(seen))
+"""
+
+
+def test_a_one_node_rank_other_than_0_reads_the_port_after_its_own_imports(tmp_path):
+    """A rank other than 0 makes its imports (torch's seconds) before it looks for rank 0's port, so a rank 0 that
+    starts later costs it nothing; one that waited for the port first would wait here for ever (the port is said
+    only while the function's module imports)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "f.py").write_text(RANK1_TRAIN)
+    run_dir = tmp_path / "run"
+    spec = tmp_path / "spec.json"
+    spec.write_text(
+        json.dumps(
+            {"version": 1, "target": "pkg.f:train", "args": {}, "run_id": "r1", "run_dir": str(run_dir)}
+            | {"python_path": ["."], "checkpoint_signal": "USR1"}
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "MASTER_"))}
+    env.update(
+        ROACH_CLONE_DIR=str(tmp_path),
+        PYTHONPATH=str(repo),
+        ROACH_TEST_RUN_DIR=str(run_dir),
+        ROACH_PORT_BY_RANK0="1",
+        MASTER_ADDR="127.0.0.1",
+        SLURM_JOB_ID="9",
+        SLURM_PROCID="1",
+        SLURM_LOCALID="1",
+        SLURM_NTASKS="2",
+        SLURM_NTASKS_PER_NODE="2",
+    )
+    p = subprocess.run(
+        [sys.executable, "-m", "roach.slurm.run", str(spec)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (run_dir / "seen.txt").read_text() == repr({"at_import": None, "at_call": "31234"})

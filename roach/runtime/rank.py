@@ -107,6 +107,12 @@ def write_result(run_dir: Path, value: Any) -> Path:
         return atomic_write(run_dir / "result.pkl", pickle.dumps(value))
 
 
+def _take_port(run: Run, attempt: str) -> None:
+    """A one-node job's MASTER_PORT: rank 0 picks and says it; another rank reads what rank 0 said."""
+    port = rendezvous.rank0_port(run.rank, run.world_size, run.job_id, run.run_dir, attempt, run.node)
+    os.environ["MASTER_PORT"] = str(port)
+
+
 def _on_signal(run: Run, sig: signal.Signals) -> None:
     """Log the signal. A function that has not yet used resume/steps/checkpoint is stopped at once on TERM:
     it has nothing to save, and holding on would only delay the job that preempts it. The checkpoint signal
@@ -163,9 +169,8 @@ def main(argv: list[str]) -> int:
         # that came while Python started is pending, and reaches the handler now (a TERM: RunInterrupted).
         signal.pthread_sigmask(signal.SIG_UNBLOCK, run.signals.signals)
         os.environ.update(read_secrets(spec.secrets_dir))
-        if rendezvous.by_rank0(os.environ):
-            port = rendezvous.rank0_port(rank, run.world_size, run.job_id, run_dir, attempt, run.node)
-            os.environ["MASTER_PORT"] = str(port)
+        if rendezvous.by_rank0(os.environ) and rank == 0:  # said first thing: the others read it once imported
+            _take_port(run, attempt)
         clone = os.environ.get("ROACH_CLONE_DIR", "")
         for sub in reversed(spec.python_path):  # a src/ layout is importable from its src
             sys.path.insert(0, os.path.join(clone, sub))
@@ -174,6 +179,8 @@ def main(argv: list[str]) -> int:
         fn = load_function(spec.target)
         if run.prefetch is not None:
             run.prefetch.release()  # this thread's imports are made: the read (and what it imports) may begin
+        if rendezvous.by_rank0(os.environ) and rank != 0:  # rank 0 said it while this rank imported the function
+            _take_port(run, attempt)
         if rank == 0:
             run.log(
                 "starting %s in run %s on %s (world size %d, restart count %d)",
