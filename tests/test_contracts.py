@@ -51,8 +51,14 @@ def test_the_layers_contract_orders_every_package():
 
 
 # The imports allowed inside a function: torch stays unimported until a run asks for DDP, and http.client (with
-# the email package it loads) until a REST cluster sends a request, off every other command's start.
-LAZY_IMPORTS = {("roach/runtime/context.py", "roach.runtime.ddp"), ("roach/scheduler/rest_http.py", "http.client")}
+# the email package it loads) until a REST cluster sends a request, off every other command's start; zipfile and
+# pickletools (7 ms) until a resumed rank reads its checkpoint's modules, off every rank's start.
+LAZY_IMPORTS = {
+    ("roach/runtime/context.py", "roach.runtime.ddp"),
+    ("roach/scheduler/rest_http.py", "http.client"),
+    ("roach/runtime/checkpoint.py", "pickletools"),
+    ("roach/runtime/checkpoint.py", "zipfile"),
+}
 
 
 # Imported inside a function only to keep a heavy optional dependency lazy (the extras torch, mcp and plot's matplotlib).
