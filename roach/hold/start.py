@@ -102,6 +102,46 @@ done
 """
 
 
+def _checked(cluster: Cluster, name: str, log_root: str, lead_s: int | None) -> int:
+    """The holder's name and log root checked; its lead (seconds before its wall clock), the cluster's by default."""
+    if not HOLDER_NAME.fullmatch(name):
+        raise UsageError(
+            f"holder name {name!r} has characters Slurm logs and file names do not take",
+            hint="use letters, digits and . _ - + = @ :",
+        )
+    lead = cluster.signal_lead_s if lead_s is None else lead_s
+    if not isinstance(lead, int) or lead < 1:
+        raise UsageError(f"lead_s={lead!r} must be a whole number of seconds >= 1")
+    check_cluster_path("log_root", log_root)
+    if any(c in log_root for c in "\n\r"):  # it becomes an #SBATCH line
+        raise UsageError(f"log_root {log_root!r} has a line break")
+    return lead
+
+
+def _written(
+    cluster: Cluster, job_id: int, paths: BundlePaths, res: Resources, name: str, text: str, description: str
+) -> Written:
+    """The holder's record, its script and its job.json."""
+    record = submitted_record(
+        cluster,
+        job_id=job_id,
+        run_id=paths.run_id,
+        name=name,
+        target=HOLD_TARGET,
+        commit="",
+        repo="",
+        log_path=paths.log,
+        bundle_dir=paths.bundle_dir,
+        run_dir="",
+        submitted_at=utc_now(),
+        resources=res.to_json(),
+        holder=job_id,
+        kind=RecordKind.HOLDER,
+    )
+    jj = JobJson.submitted(record, paths.script, description)
+    return Written([record], {paths.script: text, paths.job_json: jj.to_json()}, [paths.bundle_dir])
+
+
 def hold(
     resources: Resources | str,
     *,
@@ -125,17 +165,7 @@ def hold(
     if time is not None:
         res = res.replace(time=time)
     guardrails.check(cluster, res, allow_metered=allow_metered)
-    if not HOLDER_NAME.fullmatch(name):
-        raise UsageError(
-            f"holder name {name!r} has characters Slurm logs and file names do not take",
-            hint="use letters, digits and . _ - + = @ :",
-        )
-    lead = cluster.signal_lead_s if lead_s is None else lead_s
-    if not isinstance(lead, int) or lead < 1:
-        raise UsageError(f"lead_s={lead!r} must be a whole number of seconds >= 1")
-    check_cluster_path("log_root", log_root)
-    if any(c in log_root for c in "\n\r"):  # it becomes an #SBATCH line
-        raise UsageError(f"log_root {log_root!r} has a line break")
+    lead = _checked(cluster, name, log_root, lead_s)
     store = store or Store()
     client = cluster.client()
     fs = ClusterFS(client.transport)
@@ -148,25 +178,7 @@ def hold(
 
     def write(ids: list[int]) -> Written:
         (job_id,) = ids
-        paths = BundlePaths(abs_log_root, hold_id, job_id)
-        record = submitted_record(
-            cluster,
-            job_id=job_id,
-            run_id=hold_id,
-            name=name,
-            target=HOLD_TARGET,
-            commit="",
-            repo="",
-            log_path=paths.log,
-            bundle_dir=paths.bundle_dir,
-            run_dir="",
-            submitted_at=utc_now(),
-            resources=res.to_json(),
-            holder=job_id,
-            kind=RecordKind.HOLDER,
-        )
-        jj = JobJson.submitted(record, paths.script, description)
-        return Written([record], {paths.script: text, paths.job_json: jj.to_json()}, [paths.bundle_dir])
+        return _written(cluster, job_id, BundlePaths(abs_log_root, hold_id, job_id), res, name, text, description)
 
     written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"queueing holder {queued[0][0]}")
     return Holder(cluster, queued[0][0], written.records[0], store)

@@ -144,6 +144,57 @@ def _running_holder(
     return h, info
 
 
+def _inputs(
+    p: Prepared, h: HolderHandle, info: HolderInfo, paths: AttemptPaths, run_id: str, run_dir: str
+) -> AttemptInputs:
+    """What the attempt's driver and step scripts are rendered from."""
+    return AttemptInputs(
+        cluster=p.cluster,
+        resources=p.resources,
+        holder=h.job_id,
+        attempt=paths.attempt,
+        run_id=run_id,
+        paths=paths,
+        nodes=tuple(p.client.hostnames(info.nodelist))[: p.resources.nodes],
+        gpus_per_node=info.gpus_per_node,
+        roach_path=runtime_dir(p.bundle_root),
+        repo_url=p.repo.url,
+        repo_name=p.repo.name,
+        commit=p.repo.commit,
+        clone_root=p.options.clone_root,
+        run_dir=run_dir,
+        holder_ending=h.ending_path,
+        python_env=p.python_env.env,
+    )
+
+
+def _written(p: Prepared, i: AttemptInputs, args: dict[str, Any]) -> Written:
+    """The attempt's record and its bundle's files (spec, node script, step script, driver, job.json)."""
+    paths, n = i.paths, i.attempt
+    record = p.record(
+        job_id=i.holder,
+        run_id=i.run_id,
+        run_dir=i.run_dir,
+        log_path=paths.log,
+        bundle_dir=paths.bundle_dir,
+        holder=i.holder,
+        attempt=n,
+        kind=RecordKind.ATTEMPT,
+    )
+    # A step cannot be requeued: a wall-clock stop must never `scontrol requeue` the holder.
+    spec = p.run_spec(run_id=i.run_id, run_dir=i.run_dir, args=args, max_timeout_requeues=0, holder=i.holder, attempt=n)
+    files = {
+        paths.spec: spec.to_json(),
+        paths.node_sh: node_script(),  # each script is run with bash: none needs an exec bit
+        paths.step_sh: render_step(i),
+        paths.driver: render_driver(i),
+        paths.job_json: JobJson.submitted(
+            record, paths.driver, p.options.description, python_env=p.python_env.to_json()
+        ).to_json(),
+    }
+    return Written([record], files, [paths.bundle_dir], runtime_root=p.bundle_root)
+
+
 def submit_inside(
     p: Prepared,
     *,
@@ -157,51 +208,12 @@ def submit_inside(
     """Start an attempt now as steps of ``holder``; ``p`` and the values are submit()'s, validated there. A
     holder still pending is waited for up to ``wait_holder_s`` (None: refused at once)."""
     h, info = _running_holder(p, holder, force, wait_holder_s)
-    nodes = tuple(p.client.hostnames(info.nodelist))[: p.resources.nodes]
     paths = _claim(p, run_id, holder)
     n = paths.attempt
-    inputs = AttemptInputs(
-        cluster=p.cluster,
-        resources=p.resources,
-        holder=holder,
-        attempt=n,
-        run_id=run_id,
-        paths=paths,
-        nodes=nodes,
-        gpus_per_node=info.gpus_per_node,
-        roach_path=runtime_dir(p.bundle_root),
-        repo_url=p.repo.url,
-        repo_name=p.repo.name,
-        commit=p.repo.commit,
-        clone_root=p.options.clone_root,
-        run_dir=run_dir,
-        holder_ending=h.ending_path,
-        python_env=p.python_env.env,
-    )
+    inputs = _inputs(p, h, info, paths, run_id, run_dir)
 
     def write(_: list[int]) -> Written:
-        record = p.record(
-            job_id=holder,
-            run_id=run_id,
-            run_dir=run_dir,
-            log_path=paths.log,
-            bundle_dir=paths.bundle_dir,
-            holder=holder,
-            attempt=n,
-            kind=RecordKind.ATTEMPT,
-        )
-        # A step cannot be requeued: a wall-clock stop must never `scontrol requeue` the holder.
-        spec = p.run_spec(run_id=run_id, run_dir=run_dir, args=args, max_timeout_requeues=0, holder=holder, attempt=n)
-        files = {
-            paths.spec: spec.to_json(),
-            paths.node_sh: node_script(),  # each script is run with bash: none needs an exec bit
-            paths.step_sh: render_step(inputs),
-            paths.driver: render_driver(inputs),
-            paths.job_json: JobJson.submitted(
-                record, paths.driver, p.options.description, python_env=p.python_env.to_json()
-            ).to_json(),
-        }
-        return Written([record], files, [paths.bundle_dir], runtime_root=p.bundle_root)
+        return _written(p, inputs, args)
 
     def launch() -> None:
         ran = p.fs.transport.run(["sh", "-c", _LAUNCH, "sh", paths.bundle_dir, paths.driver, paths.log])

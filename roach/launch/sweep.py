@@ -224,10 +224,37 @@ def sweep(
     """
     grid = _checked(grid, parallelism, max_array_size, sweep_id)
     p = prepare(target, Options.of(options, fields))
-    cluster, client, store = p.cluster, p.client, p.store
-    guardrails.check_caps(configured(cluster), p.resources, runs=len(grid), parallelism=parallelism)
+    guardrails.check_caps(configured(p.cluster), p.resources, runs=len(grid), parallelism=parallelism)
     sweep_id = sweep_id or new_run_id(p.name)
-    taken = [r for r in (store.latest_for_run(batch.sweep_run_id(sweep_id, i)) for i in (0, len(grid) - 1)) if r]
+    run_root = _new_sweep_root(p, sweep_id, len(grid))
+    log_prefix = f"{p.abs_log_root}/{sweep_id}_"  # every array's log: <sweep id>_<array>_<task>.out
+    to = Destination(p.cluster, p.client, p.fs, p.store)
+    scripts = _ArrayScripts(p, sweep_id, len(grid), parallelism, max_array_size, run_root)
+    # MaxArraySize: task indices 0 .. MaxArraySize-1, that many an array. The site cache's copy saves a call;
+    # where an admin lowered it since, sbatch refuses the array, and it is asked again fresh.
+    cached_limit = p.client.max_array_size(cached=True)
+    try:
+        queued = pipeline.queue_held(to, scripts.limited(cached_limit), log_prefix)
+    except SlurmError as err:
+        fresh = p.client.max_array_size() if ARRAY_REFUSED in err.stderr else cached_limit
+        if fresh == cached_limit:
+            raise
+        queued = pipeline.queue_held(to, scripts.limited(fresh), log_prefix)
+
+    def write(ids: list[int]) -> Written:
+        w = Written([], {}, [], runtime_root=p.bundle_root, experiment=p.options.experiment)
+        for part, (array_id, text) in zip(scripts.parts, queued):
+            _add_array(w, p, part, array_id, text, grid)
+        return w
+
+    written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"submission of sweep {sweep_id}")
+    ids = [j for j, _ in queued]
+    return Sweep(p.cluster, sweep_id, ids, [Job(p.cluster, r, p.store) for r in written.records], p.store)
+
+
+def _new_sweep_root(p: Prepared, sweep_id: str, n: int) -> str:
+    """The sweep's run root, once its id is new and its cluster can take it; refused (UsageError) otherwise."""
+    taken = [r for r in (p.store.latest_for_run(batch.sweep_run_id(sweep_id, i)) for i in (0, n - 1)) if r]
     if taken:
         raise UsageError(
             f"sweep id {sweep_id} is already used (run {taken[0].run_id}, job {taken[0].slurm_id})",
@@ -235,53 +262,45 @@ def sweep(
         )
     run_root = p.options.run_root or default_run_root(p.log_root)
     check_cluster_path("run_root", run_root)
-    if not cluster.git_reachable:
+    if not p.cluster.git_reachable:
         raise UsageError(
-            f"cluster {cluster.name} cannot reach the git remote: sweeps there are not supported yet",
+            f"cluster {p.cluster.name} cannot reach the git remote: sweeps there are not supported yet",
             hint="submit the runs one by one with submit(), which ships the commit as a git bundle",
         )
-    guardrails.check_live(cluster, p.resources, client)
-    log_prefix = f"{p.abs_log_root}/{sweep_id}_"  # every array's log: <sweep id>_<array>_<task>.out
-    to = Destination(cluster, client, p.fs, store)
-    parts: list[batch.ArrayPart] = []
+    guardrails.check_live(p.cluster, p.resources, p.client)
+    return run_root
 
-    def arrays(limit: int) -> Callable[[Sequence[int]], str | None]:
-        """Each array's script: K runs at once over several arrays means K // (the largest array) arrays at once
-        (one at least, which holds K itself by its %K), each after the one that many before it."""
-        chunks = split(len(grid), min(limit, max_array_size or limit))
-        at_once = max(1, parallelism // max(c for _, c in chunks)) if parallelism else len(chunks)
-        parts.clear()
+
+@dataclass
+class _ArrayScripts:
+    """Each array's script, rendered as the pipeline queues it: K runs at once over several arrays means
+    K // (the largest array) arrays at once (one at least, which holds K itself by its %K), each after the one
+    that many before it. ``parts``: the arrays rendered for the last limit tried."""
+
+    p: Prepared
+    sweep_id: str
+    n: int
+    parallelism: int | None
+    max_array_size: int | None
+    run_root: str
+    parts: list[batch.ArrayPart] = field(default_factory=list)
+
+    def limited(self, limit: int) -> Callable[[Sequence[int]], str | None]:
+        chunks = split(self.n, min(limit, self.max_array_size or limit))
+        k = self.parallelism
+        at_once = max(1, k // max(c for _, c in chunks)) if k else len(chunks)
+        self.parts.clear()
 
         def render(queued: Sequence[int]) -> str | None:
-            n = len(queued)
-            if n == len(chunks):
+            i = len(queued)
+            if i == len(chunks):
                 return None
-            after = queued[n - at_once] if n >= at_once else None
-            parts.append(batch.ArrayPart(sweep_id, chunks[n][1], chunks[n][0], parallelism, run_root, after=after))
-            return p.script(run_id=sweep_id, run_dir=run_root, array=parts[-1])
+            after = queued[i - at_once] if i >= at_once else None
+            part = batch.ArrayPart(self.sweep_id, chunks[i][1], chunks[i][0], k, self.run_root, after=after)
+            self.parts.append(part)
+            return self.p.script(run_id=self.sweep_id, run_dir=self.run_root, array=part)
 
         return render
-
-    # MaxArraySize: task indices 0 .. MaxArraySize-1, that many an array. The site cache's copy saves a call;
-    # where an admin lowered it since, sbatch refuses the array, and it is asked again fresh.
-    cached_limit = client.max_array_size(cached=True)
-    try:
-        queued = pipeline.queue_held(to, arrays(cached_limit), log_prefix)
-    except SlurmError as err:
-        fresh = client.max_array_size() if ARRAY_REFUSED in err.stderr else cached_limit
-        if fresh == cached_limit:
-            raise
-        queued = pipeline.queue_held(to, arrays(fresh), log_prefix)
-
-    def write(ids: list[int]) -> Written:
-        w = Written([], {}, [], runtime_root=p.bundle_root, experiment=p.options.experiment)
-        for part, (array_id, text) in zip(parts, queued):
-            _add_array(w, p, part, array_id, text, grid)
-        return w
-
-    written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"submission of sweep {sweep_id}")
-    ids = [j for j, _ in queued]
-    return Sweep(cluster, sweep_id, ids, [Job(cluster, r, store) for r in written.records], store)
 
 
 def _checked(
