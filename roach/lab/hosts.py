@@ -203,9 +203,15 @@ class Fabric:
                 )
 
 
+def gone(stderr: str) -> bool:
+    """Whether ``ip``'s error says the device is not there: not found by name ("Cannot find device"), or gone
+    between that lookup and the kernel's delete ("RTNETLINK answers: No such device", as its namespace goes)."""
+    return "Cannot find device" in stderr or "No such device" in stderr
+
+
 def _ip(*args: str, gone_ok: bool = False) -> None:
     r = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
-    if r.returncode != 0 and not (gone_ok and "Cannot find device" in r.stderr):
+    if r.returncode != 0 and not (gone_ok and gone(r.stderr)):
         raise LabError(
             f"`ip {' '.join(args)}` failed: {r.stderr.strip()}",
             hint="the hosts layout needs root with CAP_NET_ADMIN; `roach lab up --single-host` runs without it",
