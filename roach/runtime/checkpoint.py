@@ -10,7 +10,6 @@ while the function forms its process group, so that ``run.resume()`` finds it re
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
 import sys
@@ -40,12 +39,10 @@ def save(path: Path, obj: Any) -> None:
             pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def load(path: Path | io.BytesIO) -> Any:
+def load(path: Path) -> Any:
     torch = _torch()
     if torch is not None:
         return torch.load(path, map_location="cpu", weights_only=False)
-    if isinstance(path, io.BytesIO):
-        return pickle.load(path)
     with open(path, "rb") as f:
         return pickle.load(f)
 
@@ -86,6 +83,14 @@ def _in_thread_safe(path: Path) -> bool:
     return modules is not None and all(_imported(m) for m in modules)
 
 
+def _read_through(path: Path, chunk: int = 16 << 20) -> None:
+    """Read the file once into one reused buffer: its pages are then in the page cache, nothing kept here."""
+    buf = bytearray(chunk)
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buf):
+            pass
+
+
 def _identity(path: Path) -> tuple[int, int, int, int] | None:
     try:
         st = os.stat(path)
@@ -98,8 +103,9 @@ class Prefetch:
     """``resume.pt`` read in a thread of its own while the rank starts, once :meth:`release` says the main thread has
     imported the function. Where unpickling it imports nothing (torch and every module the pickle names are imported
     whole), the thread unpickles the file too; else (a function that imports torch inside itself, a state holding
-    a class of a module not imported yet) the thread only reads the file's bytes and :meth:`take` unpickles them:
-    two threads importing one package at once can hand one of them a partly made module, which crashes torch.
+    a class of a module not imported yet) the thread only reads the file through, so that :meth:`take` unpickles it
+    from the page cache: two threads importing one package at once can hand one of them a partly made module,
+    which crashes torch, and a copy of the file's bytes in memory makes torch's load of them the slower.
 
     :meth:`take` hands the state over once (waiting for the read to end), when the file is still the one that was
     read: a checkpoint written since (renamed over it: another inode) is read again by the caller, as is a file the
@@ -109,7 +115,7 @@ class Prefetch:
     def __init__(self, path: Path):
         self.path = path
         self._value: Any = None
-        self._raw = False  # the value is the file's bytes, to unpickle in the caller's thread
+        self._warm = False  # the file was read through, not unpickled: the caller's thread unpickles it
         self._read: tuple[int, int, int, int] | None = None  # the identity of the file read, when read whole
         self._go = threading.Event()
         self._thread = threading.Thread(target=self._run, name="roach-resume-read", daemon=True)
@@ -129,8 +135,11 @@ class Prefetch:
         if before is None:
             return
         try:
-            self._raw = not _in_thread_safe(self.path)
-            self._value = self.path.read_bytes() if self._raw else load(self.path)
+            self._warm = not _in_thread_safe(self.path)
+            if self._warm:
+                _read_through(self.path)
+            else:
+                self._value = load(self.path)
             self._read = before
         except BaseException:  # noqa: BLE001 - the caller reads it again and sees the error itself
             self._value = None
@@ -150,7 +159,7 @@ class Prefetch:
         self._value = self._read = None
         if read is None or read != _identity(self.path):
             return False, None
-        return True, (load(io.BytesIO(value)) if self._raw else value)
+        return True, (load(self.path) if self._warm else value)
 
 
 def stale_temporaries(directory: Path) -> list[Path]:
