@@ -113,21 +113,66 @@ def test_the_modules_a_torch_checkpoint_names_are_read_without_unpickling_it(tmp
     assert ckpt.pickled_modules(tmp_path / "absent.pt") is None
 
 
+def _fake_torch(monkeypatch) -> None:
+    """torch imported whole, as a function's import of it leaves it (the modules the checks look at)."""
+    import collections
+    import types
+
+    for name in ("torch", "torch._utils", "torch.utils._config_module"):
+        fake = types.ModuleType(name)
+        fake.__spec__ = collections.__spec__
+        monkeypatch.setitem(sys.modules, name, fake)
+
+
 def test_the_thread_unpickles_only_what_imports_nothing(monkeypatch):
     """A state holding a class of a module the rank has not imported yet (the main thread may be importing it at
     that moment) is read as bytes, to be unpickled by the caller; once every module it names is imported whole, the
     thread unpickles it."""
-    import collections
     import fractions
-    import types
 
-    for name in ("torch", "torch._utils"):  # torch imported whole, as a function's top-level import leaves it
-        fake = types.ModuleType(name)
-        fake.__spec__ = collections.__spec__
-        monkeypatch.setitem(sys.modules, name, fake)
+    _fake_torch(monkeypatch)
     monkeypatch.delitem(sys.modules, "fractions")
     assert not ckpt._in_thread_safe(TORCH_SAVED)
     monkeypatch.setitem(sys.modules, "fractions", fractions)
     assert ckpt._in_thread_safe(TORCH_SAVED)
     monkeypatch.delitem(sys.modules, "torch")
     assert not ckpt._in_thread_safe(TORCH_SAVED)
+
+
+def _loads_by_thread(monkeypatch) -> list[str]:
+    import threading
+
+    names: list[str] = []
+    monkeypatch.setattr(ckpt, "load", lambda path: names.append(threading.current_thread().name) or {"unpickled": 1})
+    return names
+
+
+def test_the_thread_unpickles_once_the_function_has_imported_torch(tmp_path, monkeypatch):
+    """A function that imports torch inside itself: the thread reads the file through, waits for that import, then
+    unpickles while the function forms its process group; resume() takes the state made."""
+    path = tmp_path / ckpt.RESUME_FILE
+    path.write_bytes(TORCH_SAVED.read_bytes())
+    names = _loads_by_thread(monkeypatch)
+    early = ckpt.Prefetch.start(path)
+    assert early is not None
+    early.release()
+    slack = 100
+    while early._read is None and slack:  # read through, now waiting for torch
+        early._thread.join(0.05)
+        slack -= 1
+    assert early._thread.is_alive() and names == []
+    _fake_torch(monkeypatch)  # the function imports torch
+    early._thread.join(5)
+    assert not early._thread.is_alive() and names == ["roach-resume-read"]
+    assert early.take() == (True, {"unpickled": 1}) and names == ["roach-resume-read"]
+
+
+def test_a_resume_before_the_imports_unpickles_in_its_own_thread(tmp_path, monkeypatch):
+    path = tmp_path / ckpt.RESUME_FILE
+    path.write_bytes(TORCH_SAVED.read_bytes())
+    names = _loads_by_thread(monkeypatch)
+    early = ckpt.Prefetch.start(path)
+    assert early is not None
+    assert early.take() == (True, {"unpickled": 1}) and names == ["MainThread"]
+    _fake_torch(monkeypatch)  # too late: the thread has ended and unpickles nothing more
+    assert names == ["MainThread"] and not early._thread.is_alive()

@@ -75,12 +75,19 @@ def pickled_modules(path: Path) -> set[str] | None:
         return None
 
 
+#: What torch.load needs imported for the one module it imports itself (``torch.utils.serialization``, whose
+#: config module imports only this) to be a leaf: imported beside another thread's imports, it meets no cycle.
+_LOAD_NEEDS = ("torch", "torch.utils._config_module")
+
+
+def _ready(modules: set[str] | None) -> bool:
+    """Whether unpickling a checkpoint that names ``modules`` imports nothing but torch.load's own leaf."""
+    return modules is not None and all(_imported(m) for m in (*_LOAD_NEEDS, *modules))
+
+
 def _in_thread_safe(path: Path) -> bool:
     """Whether unpickling ``path`` here imports nothing: torch and every module its pickle names imported whole."""
-    if not _imported("torch"):
-        return False
-    modules = pickled_modules(path)
-    return modules is not None and all(_imported(m) for m in modules)
+    return _imported("torch") and _ready(pickled_modules(path))
 
 
 def _read_through(path: Path, chunk: int = 16 << 20) -> None:
@@ -101,23 +108,25 @@ def _identity(path: Path) -> tuple[int, int, int, int] | None:
 
 class Prefetch:
     """``resume.pt`` read in a thread of its own while the rank starts, once :meth:`release` says the main thread has
-    imported the function. Where unpickling it imports nothing (torch and every module the pickle names are imported
-    whole), the thread unpickles the file too; else (a function that imports torch inside itself, a state holding
-    a class of a module not imported yet) the thread only reads the file through, so that :meth:`take` unpickles it
-    from the page cache: two threads importing one package at once can hand one of them a partly made module,
-    which crashes torch, and a copy of the file's bytes in memory makes torch's load of them the slower.
+    imported the function. The thread unpickles it once that imports nothing (torch and every module the pickle
+    names imported whole: two threads importing one package at once can hand one of them a partly made module,
+    which crashes torch). Until then it reads the file through (into the page cache, keeping nothing: torch's load
+    of a copy in memory is the slower) and waits for those imports, which a function that imports torch inside
+    itself makes meanwhile. Where :meth:`take` comes first, the caller's thread unpickles the file itself.
 
-    :meth:`take` hands the state over once (waiting for the read to end), when the file is still the one that was
-    read: a checkpoint written since (renamed over it: another inode) is read again by the caller, as is a file the
-    thread could not read (the caller's read raises the error where the function sees it).
+    :meth:`take` hands the state over once (waiting for a read or an unpickling under way to end), when the file is
+    still the one that was read: a checkpoint written since (renamed over it: another inode) is read again by the
+    caller, as is a file the thread could not read (the caller's read raises the error where the function sees it).
     """
 
     def __init__(self, path: Path):
         self.path = path
         self._value: Any = None
-        self._warm = False  # the file was read through, not unpickled: the caller's thread unpickles it
+        self._unpickled = False  # the value is the state; else the file was read through only
         self._read: tuple[int, int, int, int] | None = None  # the identity of the file read, when read whole
         self._go = threading.Event()
+        self._taken = threading.Event()  # take() has begun: the thread starts no unpickling from then on
+        self._lock = threading.Lock()  # orders that against the thread's start of one
         self._thread = threading.Thread(target=self._run, name="roach-resume-read", daemon=True)
 
     @classmethod
@@ -135,14 +144,30 @@ class Prefetch:
         if before is None:
             return
         try:
-            self._warm = not _in_thread_safe(self.path)
-            if self._warm:
+            modules = pickled_modules(self.path)  # None: not torch's archive (a plain pickle), unpickled by take()
+            if not self._begin(modules):
                 _read_through(self.path)
-            else:
-                self._value = load(self.path)
+                self._read = before
+                if not self._await(modules):
+                    return
+            self._value, self._unpickled = load(self.path), True
             self._read = before
         except BaseException:  # noqa: BLE001 - the caller reads it again and sees the error itself
-            self._value = None
+            self._value, self._unpickled = None, False
+
+    def _begin(self, modules: set[str] | None) -> bool:
+        """Start the unpickling here if it imports nothing now and take() has not begun."""
+        with self._lock:
+            return not self._taken.is_set() and _ready(modules)
+
+    def _await(self, modules: set[str] | None) -> bool:
+        """Wait until the unpickling may start here (True), or take() has begun first (False)."""
+        if modules is None:
+            return False
+        while not self._begin(modules):
+            if self._taken.wait(0.01):
+                return False
+        return True
 
     def release(self) -> None:
         """The main thread has imported the function: the read may begin."""
@@ -154,12 +179,14 @@ class Prefetch:
 
     def take(self) -> tuple[bool, Any]:
         """(True, the state read) when that read is of the file there now; (False, None) otherwise. Once."""
+        with self._lock:
+            self._taken.set()
         self.wait()
-        value, read = self._value, self._read
+        value, read, unpickled = self._value, self._read, self._unpickled
         self._value = self._read = None
         if read is None or read != _identity(self.path):
             return False, None
-        return True, (load(self.path) if self._warm else value)
+        return True, (value if unpickled else load(self.path))
 
 
 def stale_temporaries(directory: Path) -> list[Path]:
