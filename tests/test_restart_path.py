@@ -132,11 +132,11 @@ def test_the_thread_unpickles_only_what_imports_nothing(monkeypatch):
 
     _fake_torch(monkeypatch)
     monkeypatch.delitem(sys.modules, "fractions")
-    assert not ckpt._in_thread_safe(TORCH_SAVED)
+    assert not ckpt._ready(ckpt.pickled_modules(TORCH_SAVED))
     monkeypatch.setitem(sys.modules, "fractions", fractions)
-    assert ckpt._in_thread_safe(TORCH_SAVED)
+    assert ckpt._ready(ckpt.pickled_modules(TORCH_SAVED))
     monkeypatch.delitem(sys.modules, "torch")
-    assert not ckpt._in_thread_safe(TORCH_SAVED)
+    assert not ckpt._ready(ckpt.pickled_modules(TORCH_SAVED))
 
 
 def _loads_by_thread(monkeypatch) -> list[str]:

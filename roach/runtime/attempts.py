@@ -140,19 +140,20 @@ def requeued_by_slurm(fields: dict[str, str], restart: str) -> bool:
 # the log's word for the stop and for the count ("preempted at step" is what roach watch reads as a preemption).
 # REQUEUED is not told apart: a QOS preemption that Slurm requeues at once is accounted REQUEUED (22.05, recorded
 # in tests/data/ledger_sacct_XD_lab_22.05_sweep_preempted.txt), as an admin's `scontrol requeue` is.
-_CAUSES = {JobState.NODE_FAIL: ("node_fail", "node failure", "node failure")}
+_NODE_FAIL = ("node_fail", "node failure", "node failure")
 _PREEMPTED = ("preempted", "preempted", "preemption")
 
 
 def cause_words(cause: JobState | None) -> tuple[str, str, str]:
     """(requeues.json's key, the log's word for the stop, its word for the count) of a requeue by Slurm."""
-    return _CAUSES.get(cause, _PREEMPTED) if cause is not None else _PREEMPTED
+    return _NODE_FAIL if cause is JobState.NODE_FAIL else _PREEMPTED
 
 
 def requeue_cause(job_id: str, restart: str, wait_s: float = 5.0) -> JobState | None:
     """The state Slurm accounted for this attempt (the job's ``restart``-th run in ``sacct -D``): PREEMPTED,
-    NODE_FAIL, REQUEUED (a preemption requeued at once, or an admin's ``scontrol requeue``). slurmdbd records it a moment after the requeue, so this
-    asks again for up to ``wait_s``; None when it is not recorded by then (or slurmdbd is down)."""
+    NODE_FAIL, REQUEUED (a preemption requeued at once, or an admin's ``scontrol requeue``). slurmdbd records it a
+    moment after the requeue, so this asks again for up to ``wait_s``; None when it is not recorded by then (or
+    slurmdbd is down)."""
     n = int(restart or 0)
     deadline = time.monotonic() + wait_s
     while True:

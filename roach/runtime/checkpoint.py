@@ -85,11 +85,6 @@ def _ready(modules: set[str] | None) -> bool:
     return modules is not None and all(_imported(m) for m in (*_LOAD_NEEDS, *modules))
 
 
-def _in_thread_safe(path: Path) -> bool:
-    """Whether unpickling ``path`` here imports nothing: torch and every module its pickle names imported whole."""
-    return _imported("torch") and _ready(pickled_modules(path))
-
-
 def _read_through(path: Path, chunk: int = 16 << 20) -> None:
     """Read the file once into one reused buffer: its pages are then in the page cache, nothing kept here."""
     buf = bytearray(chunk)
