@@ -129,3 +129,18 @@ def test_no_poller_or_no_row_is_not_followed(tmp_path):
 
 def _final(job_id: str) -> FinalRow:
     return FinalRow("lab", int(job_id), None, "completed", "COMPLETED", "0:0", "2026-12-01T12:00:00Z", None, None)
+
+
+@pytest.mark.parametrize(
+    ("text", "status"),
+    [
+        ("PENDING=2,REQUEUE_HOLD=1", "pending"),
+        ("REQUEUED_CRON=1", "pending"),  # scrontab's requeue: waiting to start again
+        ("RECONFIG_FAIL=1", "pending"),  # node setup failed: Slurm requeues the job
+        ("PENDING=2,RUNNING=2", "running"),
+        ("COMPLETING=1", "running"),
+    ],
+)
+def test_a_state_line_is_pending_exactly_where_each_state_is_pending(text: str, status: str) -> None:
+    assert WaitEvent("state", "now", text).status == status
+    assert WaitEvent("note", "now", text).status is None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from roach.errors import ParseError
+from roach.model.job_state import JobState
 from roach.records.job_record import utc_now
 
 
@@ -31,9 +33,12 @@ class WaitEvent:
         """``running`` if any entry runs, else ``pending``; None for lines that are not states."""
         if self.kind != "state":
             return None
-        names = {part.split("=", 1)[0] for part in self.text.split(",")}
-        return (
-            "pending"
-            if names <= {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT", "RESV_DEL_HOLD"}
-            else "running"
-        )
+        states = [_state(part.split("=", 1)[0]) for part in self.text.split(",")]
+        return "pending" if all(st is not None and st.is_pending for st in states) else "running"
+
+
+def _state(name: str) -> JobState | None:
+    try:
+        return JobState.parse(name)
+    except ParseError:
+        return None
