@@ -1,17 +1,19 @@
 """Benchmark 10, a uv project's environment once built: a warm job's start under it beside the lab's venv.
 
 One pushed commit holds bench/jobfns.py as ``pkg/jobfns.py`` and a uv project around it (``pyproject.toml`` and the
-``uv.lock`` that ``uv lock`` makes of it, no dependencies: what is measured is the environment, not a package's
-import). Two warm-up jobs, uncounted, make the commit's clone and its uv environment. Then each repetition submits
-``pkg.jobfns:first_line`` (1 CPU) twice, in turn: with ``python_env="uv"`` (the clone's ``.venv``, reused: node.sh
-reads its mark and says so) and ``python_env="venv"`` (the lab's job venv, the site's choice), and reads from the
-function's mark the batch shell's start and the first line (``/proc`` start times: the kernel's 10 ms tick). Both
-run as the bench user; root submits for it (``run_as``), which costs the submit call, not the start measured.
+``uv.lock`` that ``uv lock`` makes of it, with one dependency: sympy, at the version the lab's venv has, a pure-Python
+package of some 1,000 modules). Two warm-up jobs, uncounted, make the commit's clone and its uv environment. Then each
+repetition submits ``pkg.jobfns:first_line_then_import`` (1 CPU) twice, in turn: with ``python_env="uv"`` (the clone's
+``.venv``, reused: node.sh reads its mark and says so) and ``python_env="venv"`` (the lab's job venv, the site's
+choice), and reads from the function's mark the batch shell's start, the first line (``/proc`` start times: the
+kernel's 10 ms tick) and the end of ``import sympy``. Both run as the bench user, who cannot write into the read-only
+clone; root submits for it (``run_as``), which costs the submit call, not the start measured.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -32,7 +34,7 @@ PYPROJECT = """[project]
 name = "bench-uv"
 version = "0.1.0"
 requires-python = ">=3.11"
-dependencies = []
+dependencies = ["sympy==1.14.0"]
 """
 
 
@@ -77,7 +79,7 @@ def run(lab: Lab, jobs: Jobs, reps: int, log=print) -> Section:
         n += 1
         out = wd / "marks" / f"{env}-{n}.json"
         job = submit(
-            "pkg.jobfns:first_line",
+            "pkg.jobfns:first_line_then_import",
             {"out": str(out)},
             resources=ONE_CPU,
             cluster=cluster,
@@ -93,10 +95,13 @@ def run(lab: Lab, jobs: Jobs, reps: int, log=print) -> Section:
         return {**mark, "log": job.log()}
 
     first = start("uv")  # builds the commit's clone and its environment
-    if "built the uv environment" not in first["log"]:
+    built = re.search(r"built the uv environment of \w+ in ([\d.]+) s", first["log"])
+    compiled = re.search(r"Python to bytecode in ([\d.]+) s", first["log"])
+    if built is None:
         raise BenchError(f"the warm-up job built no uv environment:\n{first['log']}")
     start("venv")
     samples: dict[str, list[float]] = {m: [] for m in METHODS}
+    imports: dict[str, list[float]] = {m: [] for m in METHODS}
     for rep in range(reps):
         for env in METHODS if rep % 2 == 0 else reversed(METHODS):
             mark = start(env)
@@ -105,15 +110,30 @@ def run(lab: Lab, jobs: Jobs, reps: int, log=print) -> Section:
             if mark.get("batch") is None:
                 raise BenchError("the function found no batch shell to time its start from")
             samples[env].append(mark["t"] - mark["batch"])
-        log(f"  rep {rep + 1}/{reps}: uv {samples['uv'][-1] * 1000:.0f} ms, venv {samples['venv'][-1] * 1000:.0f} ms")
+            imports[env].append(mark["imported"] - mark["batch"])
+        log(
+            f"  rep {rep + 1}/{reps}: first line uv {samples['uv'][-1] * 1000:.0f} ms, venv "
+            f"{samples['venv'][-1] * 1000:.0f} ms; sympy imported uv {imports['uv'][-1] * 1000:.0f} ms, venv "
+            f"{imports['venv'][-1] * 1000:.0f} ms"
+        )
     store.close()
     body = [
-        "A warm job's start (1 CPU): from its batch shell's start to the function's first line, with the project's uv "
-        "environment (built once by the first, uncounted job; then reused, node.sh's one file read and log line) and "
-        "with the lab's venv (the site's own); `/proc` start times, the kernel's 10 ms tick. Paired per repetition, "
-        "in alternating order; venv / uv below 1 means the uv environment's start is the slower.",
+        "A warm job's start (1 CPU): from its batch shell's start to the function's first line, then to the end of its "
+        "`import sympy` (1.14.0), with the project's uv environment (built once by the first, uncounted job, its "
+        "bytecode compiled then; reused, node.sh's one file read and log line) and with the lab's venv (the site's "
+        "own, sympy's bytecode there); `/proc` start times, the kernel's 10 ms tick. Paired per repetition, in "
+        "alternating order; venv / uv below 1 means the uv environment's start is the slower. The warm-up job's prepare "
+        f"built the environment in {built.group(1)} s, {compiled.group(1) if compiled else '(not said)'} s of it "
+        "compiling the clone's and the environment's Python to bytecode, once for the commit on the node.",
         "",
-        comparison_table([Row("batch script start -> first line", samples, "s")], METHODS, roach="uv"),
+        comparison_table(
+            [
+                Row("batch script start -> first line", samples, "s"),
+                Row("batch script start -> sympy imported", imports, "s"),
+            ],
+            METHODS,
+            roach="uv",
+        ),
     ]
     summary = [
         target_row(
@@ -124,7 +144,16 @@ def run(lab: Lab, jobs: Jobs, reps: int, log=print) -> Section:
             "ms",
             max_ratio=1.1,
             scale=1000,
-        )
+        ),
+        target_row(
+            "a warm job's `import sympy` with the uv environment, as a multiple of the lab's venv",
+            imports["uv"],
+            imports["venv"],
+            "venv",
+            "ms",
+            max_ratio=1.1,
+            scale=1000,
+        ),
     ]
     return Section(
         10, "A uv environment once built: a warm job's start", "\n".join(body), {"reps": reps}, summary=summary

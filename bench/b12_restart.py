@@ -256,7 +256,7 @@ def _phase(m: dict[str, float], a: str, b: str) -> float | None:
 
 def run(lab: Lab, jobs: Jobs, sizes: list[int], reps: int, big_reps: int | None = None, log=print) -> Section:
     """``sizes``: checkpoints in MB; ``big_reps``: repetitions of sizes of 1000 MB and more (default ``reps``)."""
-    r = Restart(lab, jobs, lab.workdir("restart", under="/var/tmp"), log)
+    r = Restart(lab, jobs, lab.workdir("restart"), log)
     samples: dict[int, list[dict[str, dict[str, float]]]] = {}
     for mb in sizes:
         n = reps if mb < 1000 or big_reps is None else big_reps

@@ -33,6 +33,21 @@ def first_line(run=None, out: str = "") -> float:
     return t
 
 
+def first_line_then_import(run=None, out: str = "", module: str = "sympy") -> float:
+    """:func:`first_line`'s mark, with ``imported``: the time once ``module`` is imported (a real job's first import,
+    from whichever environment the job runs in)."""
+    import importlib
+
+    t = first_line(run, f"{out}.first")
+    importlib.import_module(module)
+    mark = {**json.loads(open(f"{out}.first").read()), "imported": time.time()}
+    tmp = f"{out}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(mark, f)
+    os.replace(tmp, out)
+    return t
+
+
 def process_start(pid: int, now: float) -> float | None:
     """When process ``pid`` started, on the ``time.time()`` clock (to the kernel's 10 ms tick)."""
     try:

@@ -93,9 +93,9 @@ class Lab:
         dbd = rpcstats.parse(root.run(["sacctmgr", "show", "stats"]).stdout)
         return ctld, dbd
 
-    def workdir(self, name: str, under: str = "/tmp") -> Path:
-        """A fresh directory under ``under`` that the bench user owns (its jobs write there). In the hosts layout each
-        node has a /tmp of its own: a directory every node must see goes under /var/tmp."""
+    def workdir(self, name: str, under: str = "/var/tmp") -> Path:
+        """A fresh directory under ``under`` that the bench user owns (its jobs write there): /var/tmp, which every node
+        sees in either layout (in the hosts layout each node has a /tmp of its own)."""
         d = Path(tempfile.mkdtemp(prefix=f"roach-bench-{name}-", dir=under))
         os.chmod(d, 0o755)
         shutil.chown(d, self.user, self.user)

@@ -188,6 +188,21 @@ def test_a_pixi_environment_is_built_once_in_the_read_only_clone_and_reused(tmp_
     assert (tmp_path / "pixi-runs").read_text().splitlines() == ["pixi install --frozen -e default"]
 
 
+def test_the_prepare_compiles_the_clones_modules_before_making_it_read_only(tmp_path: Path):
+    # A rank cannot write the bytecode of what it imports from the read-only clone: it would compile each module
+    # again at every start, so the prepare compiles them while the clone is writable.
+    repo, commit = _pushed(
+        tmp_path, {"pkg/__init__.py": "", "pkg/train.py": "def train():\n    return 1\n", "pixi.lock": "ok\n"}
+    )
+    made = _prepare(tmp_path, repo, commit)
+    assert made.returncode == 0, made.stderr
+    clone = tmp_path / "clones" / f"proj-{commit}"
+    compiled = sorted(p.name.split(".")[0] for p in (clone / "pkg" / "__pycache__").glob("*.pyc"))
+    assert compiled == ["__init__", "train"]
+    assert f"roach: n1: compiled {clone}'s Python to bytecode in " in made.stdout
+    assert not (clone / "pkg" / "__pycache__").stat().st_mode & 0o222  # read-only with the rest
+
+
 def test_a_pixi_that_fails_ends_with_exit_7_its_message_in_job_json_and_nothing_half_made(tmp_path: Path):
     files = {"pkg/__init__.py": "", "pixi.lock": "torch ==9.9\n", ".pixi/config.toml": "[pypi-config]\n"}
     repo, commit = _pushed(tmp_path, files)

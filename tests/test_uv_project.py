@@ -35,12 +35,13 @@ from tests.support.schemas import validate_output
 PORT_BASE = private_port_base(11)
 
 PROBE = """
-import json, socket, sys
+import json, os, socket, sys
 
 def probe(run, tag=None):
     import six  # only the project's uv.lock names it: the lab's own venv has no six
     info = dict(rank=run.rank, hostname=socket.gethostname(), python=sys.executable, six=six.__version__,
-                six_file=six.__file__)
+                six_file=six.__file__,
+                compiled=[os.path.exists(m.__cached__) for m in (six, sys.modules[__name__])])
     (run.run_dir / f"rank{run.rank}.json").write_text(json.dumps(info))
     run.log("six %s from %s", six.__version__, six.__file__)
     return six.__version__
@@ -143,9 +144,13 @@ def test_a_uv_project_runs_on_two_nodes_in_its_own_environment_built_once_per_no
     assert [r["hostname"] for r in got] == ["n1", "n1", "n2", "n2"]
     assert {r["python"] for r in got} == {f"{venv}/bin/python"}  # the clone's environment, each node's own
     assert {r["six"] for r in got} == {"1.17.0"} and all(r["six_file"].startswith(venv) for r in got)
+    # the bytecode of six (the environment's) and of the probe (the clone's) was made by the prepare: the ranks, as
+    # roachlab in a read-only tree, could not have written it
+    assert [r["compiled"] for r in got] == [[True, True]] * 4
     log = first.log()
     for n in NODES:
         assert f"roach: {n}: built the uv environment of {commit} in " in log
+        assert f"roach: {n}: compiled {home}/roach_clones/work-{commit}'s Python to bytecode in " in log
         clone = homes_lab.node_home(n) / "roach_clones" / f"work-{commit}"
         assert (clone / ".roach-env-uv").read_text().split()[2] == n
         assert not (clone / ".venv").stat().st_mode & 0o222  # made read-only with the clone

@@ -8,7 +8,8 @@
 #   directory and renamed, then the environment is made in it, then a marker is written and the tree is
 #   made read-only. A clone without the marker is half-made (its job died) and is rebuilt, never used.
 #   A uv or pixi environment is built in the clone under the same lock (`uv sync --frozen`, `pixi install
-#   --frozen`), its caches in the site's scratch, and marked done by .roach-env-<uv|pixi> (the seconds it took),
+#   --frozen`), its caches in the site's scratch, compiled to bytecode with the clone's modules (roach_compile),
+#   and marked done by .roach-env-<uv|pixi> (the seconds it took),
 #   which every later rank and attempt at that commit reuses; one without its mark is half-made and is built
 #   again. A build that fails leaves no environment behind, writes env_failed (the tool's last lines) into the
 #   job's bundle and job.json, and prepare exits 7 (ROACH_ENV_FAILED_EXIT): the job ends there, no rank starts.
@@ -188,6 +189,22 @@ roach_env_stopped() {  # prepare's trap while the clone is writable: an environm
   exit 143
 }
 
+roach_compile() {  # $1: a clone whose uv or pixi environment was just built, still writable; $2: its Python.
+  # Compiles to bytecode what the ranks import: the clone's own modules and the environment's site-packages (neither
+  # tool compiles at install). A rank can keep nothing it compiles in the read-only tree, so each rank of each attempt
+  # would compile every module it imports again (torch with torch._dynamo: 5.0 s a rank against 2.2 s). Only what
+  # lies inside the clone is written; a file that does not compile is left as it is.
+  local site start end jobs
+  jobs="$(nproc 2>/dev/null)" || jobs=1
+  start="$(date +%s.%N)"
+  "$2" -m compileall -qq -j "$jobs" -x '/\.(git|venv|pixi)/' "$1" > /dev/null 2>&1 || :
+  site="$("$2" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' 2>/dev/null)" || site=""
+  case "$site" in "$1"/*) "$2" -m compileall -qq -j "$jobs" "$site" > /dev/null 2>&1 || : ;; esac
+  end="$(date +%s.%N)"
+  echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: compiled $1's Python to bytecode in" \
+    "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s"
+}
+
 roach_make_env() {  # build the environment inside the clone $1, writable, under the clone's lock
   case "${ROACH_ENV:-system}" in
     uv|pixi) ;;
@@ -229,6 +246,7 @@ roach_make_env() {  # build the environment inside the clone $1, writable, under
     return "$rc"
   fi
   rm -f "$out"
+  roach_compile "$1" "$py"
   end="$(date +%s.%N)"
   took="$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')"
   roach_utc_now built
