@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pwd
 import re
 import time
 from functools import partial
@@ -207,6 +208,21 @@ def test_a_run_id_that_does_not_exist_is_an_error_not_a_fresh_start(repo, store,
     before = {r.raw_id for r in user_slurm.squeue()}
     with pytest.raises(UsageError, match="run no-such-run does not exist"):
         _submit(repo, store, roots, "pkg.resumable:plain_loop", resources=GPU1, run_id="no-such-run")
+    # a run root under ~ is said as the home it was looked for in: a run made as another user is in theirs
+    home = pwd.getpwnam(LAB_USER).pw_dir
+    with pytest.raises(UsageError) as refused:
+        _submit(
+            repo,
+            store,
+            {**roots, "run_root": "~/roach-no-runs"},
+            "pkg.resumable:plain_loop",
+            resources=GPU1,
+            run_id="no-such-run",
+        )
+    assert f"no run directory at ~/roach-no-runs/no-such-run ({home}/roach-no-runs/no-such-run) on lab" in str(
+        refused.value
+    )
+    assert "--run-as USER" in refused.value.hint
     assert {r.raw_id for r in user_slurm.squeue()} == before
 
 

@@ -133,11 +133,15 @@ def _run_dir(p: Prepared, run_id: str | None) -> tuple[str, str]:
         run_id = new_run_id(p.name)
         return run_id, posixpath.join(run_root, run_id)
     run_dir = posixpath.join(run_root, run_id)
-    if not p.fs.exists(p.fs.expand(run_dir)):
+    where = p.fs.expand(run_dir)
+    if not p.fs.exists(where):
         raise UsageError(
-            f"run {run_id} does not exist: no run directory at {run_dir} on {p.cluster.name}"
+            f"run {run_id} does not exist: no run directory at {run_dir}"
+            + (f" ({where})" if where != run_dir else "")
+            + f" on {p.cluster.name}"
             + ("" if earlier else " and no record of it in the store"),
-            hint="pass the run id of an earlier run (see `roach ls`), or omit run_id to start a new run",
+            hint="pass the run id of an earlier run (see `roach ls`), or omit run_id to start a new run; a run made "
+            "as another user is reached as that user (--run-as USER, Python: cluster.with_(run_as=USER))",
         )
     return run_id, run_dir
 
