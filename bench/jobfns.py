@@ -16,21 +16,9 @@ def first_line(run=None, out: str = "") -> float:
     """Write the time of this function's first line to ``out`` (what submit latency is measured to), with
     when this process and the job's batch shell started (so the benchmark can split the latency), and both pids
     with the time on CLOCK_MONOTONIC (to match them with the kernel's fork events, bench/execclock.py)."""
-    t, mono = time.time(), time.monotonic()
-    batch = batch_process()
-    mark = {
-        "t": t,
-        "mono": mono,
-        "pid": os.getpid(),
-        "process": process_start(os.getpid(), t),
-        "batch_pid": batch,
-        "batch": None if batch is None else process_start(batch, t),
-    }
-    tmp = f"{out}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(mark, f)
-    os.replace(tmp, out)
-    return t
+    mark = _first_line_mark()
+    _write_mark(out, mark)
+    return mark["t"]
 
 
 def first_line_then_import(run=None, out: str = "", module: str = "sympy") -> float:
@@ -38,14 +26,30 @@ def first_line_then_import(run=None, out: str = "", module: str = "sympy") -> fl
     from whichever environment the job runs in)."""
     import importlib
 
-    t = first_line(run, f"{out}.first")
+    mark = _first_line_mark()
     importlib.import_module(module)
-    mark = {**json.loads(open(f"{out}.first").read()), "imported": time.time()}
+    _write_mark(out, {**mark, "imported": time.time()})
+    return mark["t"]
+
+
+def _first_line_mark() -> dict:
+    t, mono = time.time(), time.monotonic()
+    batch = batch_process()
+    return {
+        "t": t,
+        "mono": mono,
+        "pid": os.getpid(),
+        "process": process_start(os.getpid(), t),
+        "batch_pid": batch,
+        "batch": None if batch is None else process_start(batch, t),
+    }
+
+
+def _write_mark(out: str, mark: dict) -> None:
     tmp = f"{out}.tmp"
     with open(tmp, "w") as f:
         json.dump(mark, f)
     os.replace(tmp, out)
-    return t
 
 
 def process_start(pid: int, now: float) -> float | None:

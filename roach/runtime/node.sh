@@ -189,20 +189,23 @@ roach_env_stopped() {  # prepare's trap while the clone is writable: an environm
   exit 143
 }
 
+roach_seconds_since() {  # $1: a variable, set to the seconds since $2 (a `date +%s.%N`), to a tenth
+  printf -v "$1" '%s' "$(awk -v a="$2" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
+}
+
 roach_compile() {  # $1: a clone whose uv or pixi environment was just built, still writable; $2: its Python.
   # Compiles to bytecode what the ranks import: the clone's own modules and the environment's site-packages (neither
   # tool compiles at install). A rank can keep nothing it compiles in the read-only tree, so each rank of each attempt
   # would compile every module it imports again (torch with torch._dynamo: 5.0 s a rank against 2.2 s). Only what
   # lies inside the clone is written; a file that does not compile is left as it is.
-  local site start end jobs
+  local site start took jobs
   jobs="$(nproc 2>/dev/null)" || jobs=1
   start="$(date +%s.%N)"
   "$2" -m compileall -qq -j "$jobs" -x '/\.(git|venv|pixi)/' "$1" > /dev/null 2>&1 || :
   site="$("$2" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' 2>/dev/null)" || site=""
   case "$site" in "$1"/*) "$2" -m compileall -qq -j "$jobs" "$site" > /dev/null 2>&1 || : ;; esac
-  end="$(date +%s.%N)"
-  echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: compiled $1's Python to bytecode in" \
-    "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s"
+  roach_seconds_since took "$start"
+  echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: compiled $1's Python to bytecode in $took s"
 }
 
 roach_make_env() {  # build the environment inside the clone $1, writable, under the clone's lock
@@ -211,7 +214,7 @@ roach_make_env() {  # build the environment inside the clone $1, writable, under
     venv|system) return 0 ;;
     *) echo "roach: unknown ROACH_ENV=${ROACH_ENV} (valid: uv pixi venv system)" >&2; return 2 ;;
   esac
-  local env_dir out rc=0 start end took built
+  local env_dir out rc=0 start took built
   env_dir="$(roach_env_dir "$1")"
   [ ! -e "$env_dir" ] || { echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: removing half-made environment $env_dir"; rm -rf "$env_dir"; }
   if [ -n "${ROACH_SCRATCH:-}" ]; then  # the caches in the site's scratch, shared by the nodes that share it
@@ -247,8 +250,7 @@ roach_make_env() {  # build the environment inside the clone $1, writable, under
   fi
   rm -f "$out"
   roach_compile "$1" "$py"
-  end="$(date +%s.%N)"
-  took="$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')"
+  roach_seconds_since took "$start"
   roach_utc_now built
   printf '%s %s %s\n' "$took" "$built" "${SLURMD_NODENAME:-$HOSTNAME}" > "$1/.roach-env-$ROACH_ENV"
   echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: built the $ROACH_ENV environment of $ROACH_COMMIT in $took s"
