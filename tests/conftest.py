@@ -158,12 +158,15 @@ def lab_by_marker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
         monkeypatch.setenv("ROACH_LAB_DIR", NO_LAB_DIR)
 
 
-@pytest.fixture(autouse=True)
-def waiters_poller_ends_with_its_test(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A waiter's ``roach watch --serve`` ends as soon as its last reader leaves, not 30 s later: a test that drives
-    a Watcher of its own (no poller's lock) on a store an earlier test waited on would share its rounds, and the
-    jobs' ends, with that poller. Tests of the linger set it themselves."""
-    monkeypatch.setattr(poller, "SERVE_LINGER_S", 0.0)
+@pytest.fixture(scope="session", autouse=True)
+def waiters_poller_ends_with_its_wait() -> Iterator[None]:
+    """A waiter's ``roach watch --serve`` ends as soon as its last reader leaves, not 30 s later: a later test on
+    the same store (a module's own, waited on by a module fixture too) would share its rounds, and the jobs' ends,
+    with that poller. Session-wide, so a module fixture's wait starts it so too; tests of the linger set it
+    themselves."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(poller, "SERVE_LINGER_S", 0.0)
+        yield
 
 
 def _has_lab_tests(request: pytest.FixtureRequest) -> bool:

@@ -17,6 +17,7 @@ from roach.cli import jobs as cli_jobs
 from roach.cli import views as cli_views
 from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
+from roach.records.poller_lock import polled
 from roach.records.store import Store
 from roach.scheduler.mock_transport import MockTransport
 from roach.scheduler.transport import LocalTransport
@@ -248,6 +249,7 @@ def test_ls_lists_the_run_with_its_final_state(done):
 
 @pytest.mark.lab
 def test_ls_makes_one_squeue_and_at_most_one_sacct(repo, user_slurm, monkeypatch, store_path):
+    wait_until("the poller of the module's earlier waits to end", lambda: not polled(store_path, "lab"), timeout=60)
     runs = []
     for lr in ("0.25", "0.125"):  # two jobs that end without anyone waiting on them: not final in the store
         r = repo.submit("pkg.train:train", "--arg", f"lr={lr}")

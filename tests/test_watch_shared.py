@@ -205,3 +205,20 @@ def test_a_serving_poller_rounds_while_a_waiter_reads_and_ends_a_linger_after_th
         with Viewer(watcher(fake, store, clock), monotonic=clock, rank=Rank.WATCH):
             serve(v, linger_s=12)  # a watch is there: it polls, and the server leaves at once
     assert n_squeue(fake) == 4
+
+
+def test_a_serving_poller_with_no_linger_ends_at_the_first_look_that_finds_no_reader(fake, store, clock):
+    store.add(record(11))
+    fake.queue = [sq(11, "PENDING", reason="Priority")]
+    w = watcher(fake, store, clock)
+    waiter = ReaderMark(store.path, "lab", Rank.WAITER)
+
+    def sleep(s: float) -> None:
+        clock.tick(s)
+        if clock() - T0 >= 25:
+            waiter.close()
+
+    w.sleep = sleep
+    with Viewer(w, monotonic=clock, rank=Rank.SERVER) as v:
+        serve(v, linger_s=0)
+    assert (clock() - T0, n_squeue(fake)) == (25.0, 3)  # the first look with no reader ends it: no round after

@@ -27,8 +27,8 @@ def serve(viewer: Viewer, *, linger_s: float = LINGER_S) -> None:
         now = viewer.monotonic()
         if readers(store, cluster, but=viewer.mark):
             alone_since = None
-        elif alone_since is None:
-            alone_since = now
-        elif now - alone_since >= linger_s:
-            return
+        else:
+            alone_since = now if alone_since is None else alone_since
+            if now - alone_since >= linger_s:
+                return
         viewer.pause()
