@@ -90,7 +90,11 @@ def test_held_submission_release_and_cancel_through_rest(rest: RestClient, user_
         [running] = rest.squeue(job_ids=[job])
         assert running.state is JobState.RUNNING and running.nodelist
         rest.scancel([job], signal="CONT")  # a signal the job takes without ending
-        assert [r.state for r in user_slurm.squeue(job_ids=[job])] == [JobState.RUNNING]
+        assert [r.state.is_running for r in user_slurm.squeue(job_ids=[job])] == [True]  # 26.05: SIGNALING a moment
+        wait_until(
+            "the signalled job to run on",
+            lambda: [r.state for r in user_slurm.squeue(job_ids=[job])] == [JobState.RUNNING],
+        )
     finally:
         rest.scancel([job])
     wait_until("the cancelled job to leave the queue", lambda: not user_slurm.squeue(job_ids=[job]))
