@@ -185,7 +185,7 @@ def test_a_reader_killed_at_any_moment_is_no_reader(store):
         p.kill()
 
 
-def test_a_serving_poller_rounds_while_a_waiter_reads_and_ends_a_linger_after_the_last(fake, store, clock):
+def _serve_a_waiter_that_leaves_25_s_in(fake, store, clock, linger_s: float) -> None:
     store.add(record(11))
     fake.queue = [sq(11, "PENDING", reason="Priority")]
     w = watcher(fake, store, clock)
@@ -198,7 +198,11 @@ def test_a_serving_poller_rounds_while_a_waiter_reads_and_ends_a_linger_after_th
 
     w.sleep = sleep
     with Viewer(w, monotonic=clock, rank=Rank.SERVER) as v:
-        serve(v, linger_s=12)
+        serve(v, linger_s=linger_s)
+
+
+def test_a_serving_poller_rounds_while_a_waiter_reads_and_ends_a_linger_after_the_last(fake, store, clock):
+    _serve_a_waiter_that_leaves_25_s_in(fake, store, clock, linger_s=12)
     assert clock() - T0 == 37.0  # 25 s of the wait, then the linger
     assert n_squeue(fake) == 4  # rounds at 0, 10, 20 and 30 s: the interval's, no more
     with Viewer(watcher(fake, store, clock), monotonic=clock, rank=Rank.SERVER) as v:
@@ -208,17 +212,5 @@ def test_a_serving_poller_rounds_while_a_waiter_reads_and_ends_a_linger_after_th
 
 
 def test_a_serving_poller_with_no_linger_ends_at_the_first_look_that_finds_no_reader(fake, store, clock):
-    store.add(record(11))
-    fake.queue = [sq(11, "PENDING", reason="Priority")]
-    w = watcher(fake, store, clock)
-    waiter = ReaderMark(store.path, "lab", Rank.WAITER)
-
-    def sleep(s: float) -> None:
-        clock.tick(s)
-        if clock() - T0 >= 25:
-            waiter.close()
-
-    w.sleep = sleep
-    with Viewer(w, monotonic=clock, rank=Rank.SERVER) as v:
-        serve(v, linger_s=0)
+    _serve_a_waiter_that_leaves_25_s_in(fake, store, clock, linger_s=0)
     assert (clock() - T0, n_squeue(fake)) == (25.0, 3)  # the first look with no reader ends it: no round after
