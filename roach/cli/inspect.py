@@ -112,7 +112,7 @@ def cancel(
         _echo_json(job_json(view, "cancel", cancelled=queued, ended=ended))
     elif queued:
         click.echo(
-            f"cancelled job {job.job_id} (run {job.run_id}) on {job.cluster.name} (it was {view.state})"
+            f"cancelled job {job.slurm_id} (run {job.run_id}) on {job.cluster.name} (it was {view.state})"
             + (
                 f"; it ended {ended}, recorded"
                 if ended
@@ -121,5 +121,5 @@ def cancel(
         )
     else:
         click.echo(
-            f"job {job.job_id} (run {job.run_id}) already ended ({view.state or view.status}); nothing to cancel"
+            f"job {job.slurm_id} (run {job.run_id}) already ended ({view.state or view.status}); nothing to cancel"
         )

@@ -43,7 +43,7 @@ def promote(
         click.echo(json.dumps(promote_json(rec, new, tier), indent=2))
     else:
         click.echo(
-            f"promoted run {rec.run_id} to tier {tier}: job {rec.job_id} cancelled, job {new.job_id} "
+            f"promoted run {rec.run_id} to tier {tier}: job {rec.slurm_id} cancelled, job {new.job_id} "
             f"submitted\n  log {new.record.log_path}"
         )
 
@@ -101,7 +101,7 @@ def move(
     if result.how == "promoted":
         click.echo(
             f"run {result.run_id} was pending: promoted to tier {result.tier} as job {result.new_job} "
-            f"(job {result.old_job} cancelled)"
+            f"(job {result.old_ref} cancelled)"
         )
         return
     ck = (
@@ -111,7 +111,7 @@ def move(
         else "had no checkpoint: it starts from the top"
     )
     click.echo(
-        f"moved run {result.run_id} to tier {result.tier}: job {result.old_job} {ck}; job {result.new_job} submitted"
+        f"moved run {result.run_id} to tier {result.tier}: job {result.old_ref} {ck}; job {result.new_job} submitted"
     )
     if result.verified:
         click.echo(f"  job {result.new_job} resumed at step {result.resumed_at}")
@@ -124,7 +124,14 @@ def promote_json(rec: JobRecord, new: Job, tier: str) -> dict[str, Any]:
     """``roach promote --json``: the run, the job it was and the job it is now on ``tier``."""
     return stamp(
         "promote",
-        {"run_id": rec.run_id, "old_job": rec.job_id, "new_job": new.job_id, "tier": tier, "log": new.record.log_path},
+        {
+            "run_id": rec.run_id,
+            "old_job": rec.job_id,
+            "old_task": rec.task,
+            "new_job": new.job_id,
+            "tier": tier,
+            "log": new.record.log_path,
+        },
     )
 
 

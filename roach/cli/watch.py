@@ -29,6 +29,7 @@ from roach.records.store import Store
 from roach.scheduler.capabilities import RateLimit
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.parse import QueueRecord
 from roach.watch.logs import StallRule
 from roach.watch.serve import LINGER_S, serve
 from roach.watch.shared import Viewer, follow
@@ -326,11 +327,15 @@ def why(ref: str, cluster: str | None, run_as: str | None, as_json: bool) -> Non
         rec, name = _find(ref, cluster, store)
     c = cli_cluster(name, run_as)
     client = c.client()
-    job = str(rec.job_id) if rec else ref
+    job = rec.slurm_id if rec else ref
+
+    def named(q: QueueRecord) -> bool:  # a sweep's run is its own task, never the task that holds the array's id
+        return q.ref.names(rec.job_id, rec.task) if rec else str(q.ref) == job or str(q.raw_id) == job
+
     queue = client.squeue()
-    mine = [q for q in queue if str(q.ref) == job or str(q.raw_id) == job]
+    mine = [q for q in queue if named(q)]
     if not mine:
-        mine = [q for q in client.squeue(job_ids=[job]) if str(q.ref) == job or str(q.raw_id) == job]
+        mine = [q for q in client.squeue(job_ids=[job]) if named(q)]
     label = f"job {job}" + (f" (run {rec.run_id})" if rec else "") + f" on {c.name}"
     if not mine or not mine[0].state.is_pending:
         failed = env_failure(ClusterFS(client.transport), rec.bundle_dir) if rec and not mine else None

@@ -22,7 +22,7 @@ from roach.records.results import collect, ended
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.clusterfs import ClusterFS
-from roach.scheduler.parse import AcctRecord, in_array
+from roach.scheduler.parse import AcctRecord, JobRef
 from roach.scheduler.queue_states import StateRecord
 
 READ_TICK_S = 0.5  # how often a wait looks at the store while a poller records the ends
@@ -72,13 +72,9 @@ class Job:
         log_root = self.record.log_path.rsplit("/", 1)[0]
         return BundlePaths(log_root, self.run_id, self.slurm_id)
 
-    def _is_me(self, ref) -> bool:
+    def _is_me(self, ref: JobRef) -> bool:
         """Whether a squeue/sacct line (its JobRef) is this job, or this task of its array."""
-        if ref.job != self.job_id:
-            return False
-        if self.task is None:
-            return ref.task is None and ref.tasks is None
-        return ref.task == self.task or in_array(ref.tasks, self.task)
+        return ref.names(self.job_id, self.task)
 
     @property
     def client(self) -> SlurmClient:

@@ -28,6 +28,7 @@ class MoveResult:
 
     run_id: str
     old_job: int
+    old_task: int | None  # a sweep's run: its task of array old_job
     new_job: int
     tier: str
     how: str  # "promoted" (it was pending) or "moved" (it ran, checkpointed, was resubmitted)
@@ -37,6 +38,11 @@ class MoveResult:
     verified: bool | None  # True: resumed at its step; None: not started within the wait
     log: str
 
+    @property
+    def old_ref(self) -> str:
+        """The old job as Slurm names it: ``123``, or ``123_4`` for a sweep's run."""
+        return f"{self.old_job}_{self.old_task}" if self.old_task is not None else str(self.old_job)
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -45,6 +51,9 @@ CKPT = re.compile(r"checkpoint at step (\d+)")
 
 
 RESUMED = re.compile(r"resumed at step (\d+)")
+
+
+NONE_YET = (None, False, None, None)  # a promotion: no checkpoint, none fresh, not resumed, not verified yet
 
 
 MARKS = ("resumed at step", "fresh start: no resume.pt", "checkpoint at step")
@@ -89,7 +98,7 @@ def move(
     target = resolve(cluster, tier)
     client = cluster.client()
     fs = ClusterFS(client.transport)
-    q = queued(client, rec.job_id)
+    q = queued(client, rec)
     if q is not None and q.state.is_pending:
         new = promote(
             ref,
@@ -100,16 +109,15 @@ def move(
             client=client,
             allow_new_commit=allow_new_commit,
         )
-        return MoveResult(
-            rec.run_id, rec.job_id, new.job_id, target.name, "promoted", None, False, None, None, new.record.log_path
-        )
+        log = new.record.log_path
+        return MoveResult(rec.run_id, rec.job_id, rec.task, new.job_id, target.name, "promoted", *NONE_YET, log)
     if q is None:
         raise UsageError(
-            f"job {rec.job_id} (run {rec.run_id}) is not in the queue: there is nothing to move",
+            f"job {rec.slurm_id} (run {rec.run_id}) is not in the queue: there is nothing to move",
             hint=f"to continue the run elsewhere: roach.slurm.resume({rec.run_id!r}, resources=...)",
         )
     if tier_of(cluster.tiers, q.partition, q.qos) == target:
-        raise UsageError(f"job {rec.job_id} (run {rec.run_id}) already runs on tier {target.name}")
+        raise UsageError(f"job {rec.slurm_id} (run {rec.run_id}) already runs on tier {target.name}")
     commit = resume_commit(rec, repo_root, allow_new_commit)
     run_dir = fs.expand(rec.run_dir)
     resume_pt = f"{run_dir.rstrip('/')}/{RESUME_FILE}"
@@ -121,7 +129,8 @@ def move(
             hint="pass --force to move it anyway, or let it finish where it is",
         )
     signalled_at = remote_now(client)
-    client.scancel([rec.job_id])  # TERM: the ranks checkpoint at their step boundary and leave for good
+    # TERM to this run's task alone: its ranks checkpoint at their step boundary and leave for good
+    client.scancel([rec.slurm_id])
     ended = Job(cluster, rec, store).wait(timeout=max(wait_s, 120.0), poll_s=poll_s)
     after = fs.tail(rec.log_path, 5000) if fs.exists(rec.log_path) else ""
     mtime = remote_mtime(client, resume_pt)
@@ -138,14 +147,24 @@ def move(
     )
     resumed_at, verified = verify(new, step, wait_s, poll_s, sleep, clock)
     result = MoveResult(
-        rec.run_id, rec.job_id, new.job_id, target.name, "moved", step, fresh, resumed_at, verified, new.record.log_path
+        rec.run_id,
+        rec.job_id,
+        rec.task,
+        new.job_id,
+        target.name,
+        "moved",
+        step,
+        fresh,
+        resumed_at,
+        verified,
+        new.record.log_path,
     )
     if verified is False:
         said = f"resumed at step {resumed_at}" if resumed_at is not None else "started from the top"
         raise MoveError(
             f"run {rec.run_id} moved to tier {target.name} as job {new.job_id}, but its log says it {said}"
-            f" where job {rec.job_id} ({ended.state.value}) checkpointed at step {step}",
-            hint=f"read both logs: roach logs {rec.job_id}; roach logs {new.job_id}",
+            f" where job {rec.slurm_id} ({ended.state.value}) checkpointed at step {step}",
+            hint=f"read both logs: roach logs {rec.slurm_id}; roach logs {new.job_id}",
         )
     return result
 

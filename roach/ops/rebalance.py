@@ -177,8 +177,10 @@ def probe_start(client: SlurmClient, options: Sequence[str]) -> datetime | None:
 
 
 # -- promote ------------------------------------------------------------------------------------------------
-def queued(client: SlurmClient, job_id: int) -> QueueRecord | None:
-    recs = [r for r in client.squeue(job_ids=[job_id]) if r.raw_id == job_id and r.state.is_active]
+def queued(client: SlurmClient, rec: JobRecord) -> QueueRecord | None:
+    """``rec``'s own line while it is in the queue: a sweep's run is its array task, never a sibling task."""
+    lines = client.squeue(job_ids=[rec.slurm_id])
+    recs = [q for q in lines if q.ref.names(rec.job_id, rec.task) and q.state.is_active]
     return recs[0] if recs else None
 
 
@@ -212,27 +214,27 @@ def promote(
     rec = store.find(str(ref), cluster=cluster.name)
     target = resolve(cluster, tier)
     client = client or cluster.client()
-    q = queued(client, rec.job_id)
+    q = queued(client, rec)
     if q is None:
         raise UsageError(
-            f"job {rec.job_id} (run {rec.run_id}) is not in the queue any more: nothing to promote",
+            f"job {rec.slurm_id} (run {rec.run_id}) is not in the queue any more: nothing to promote",
             hint="`roach status` shows how it ended",
         )
     if not q.state.is_pending:
         raise UsageError(
-            f"job {rec.job_id} (run {rec.run_id}) is {q.state.value}, not pending",
+            f"job {rec.slurm_id} (run {rec.run_id}) is {q.state.value}, not pending",
             hint=f"a running run moves with `roach move {rec.run_id} --to {target.name}`",
         )
     if tier_of(cluster.tiers, q.partition, q.qos) == target:
-        raise UsageError(f"job {rec.job_id} (run {rec.run_id}) already pends on tier {target.name}")
+        raise UsageError(f"job {rec.slurm_id} (run {rec.run_id}) already pends on tier {target.name}")
     commit = resume_commit(rec, repo_root, allow_new_commit)
     fs = ClusterFS(client.transport)
     fs.makedirs(fs.expand(rec.run_dir))  # resume() wants the run's directory; a job that never ran made none
     try:
-        client.hold(rec.job_id)
+        client.hold(rec.slurm_id)
     except SlurmError as e:
         raise UsageError(
-            f"job {rec.job_id} could not be held for the move (it may have started): {e.message}",
+            f"job {rec.slurm_id} could not be held for the move (it may have started): {e.message}",
             hint=f"`roach status {rec.run_id}`; a running run moves with `roach move`",
         ) from None
     try:
@@ -245,7 +247,7 @@ def promote(
             commit=commit,
         )
     except BaseException:
-        client.release(rec.job_id)
+        client.release(rec.slurm_id)
         raise
-    client.scancel([rec.job_id])
+    client.scancel([rec.slurm_id])  # this run's own task: a sweep's other runs go on
     return new

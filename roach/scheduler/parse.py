@@ -122,6 +122,15 @@ class JobRef:
             return f"{self.job}_{self.task}"
         return f"{self.job}_[{self.tasks}]" if self.tasks else str(self.job)
 
+    def names(self, job: int, task: int | None) -> bool:
+        """Whether this line is job ``job`` or, with ``task``, that task of array ``job`` (never a sibling task,
+        whatever raw id Slurm gave it)."""
+        if self.job != job:
+            return False
+        if task is None:
+            return self.task is None and self.tasks is None
+        return self.task == task or in_array(self.tasks, task)
+
 
 @dataclass(frozen=True)
 class QueueRecord:

@@ -189,7 +189,8 @@ PROMOTE = record(
     "`roach promote`: a pending job resubmitted, with its run id, on another tier.",
     {
         "run_id": string("The run."),
-        "old_job": integer("The job it was (held, then cancelled)."),
+        "old_job": integer("The job it was (held, then cancelled); a sweep's run: its array."),
+        "old_task": integer("A sweep's run: its task of array `old_job`, the only one cancelled.", null=True),
         "new_job": integer("The job it is now."),
         "tier": string("The tier it now pends on."),
         "log": string("The new job's log."),
@@ -201,7 +202,8 @@ MOVE = record(
     "`roach move`: a run moved to another tier (checkpointed and resubmitted, or promoted while it pended).",
     {
         "run_id": string("The run."),
-        "old_job": integer("The job it was."),
+        "old_job": integer("The job it was; a sweep's run: its array."),
+        "old_task": integer("A sweep's run: its task of array `old_job`, the only one stopped.", null=True),
         "new_job": integer("The job it is now."),
         "tier": string("The tier it moved to."),
         "how": enum(

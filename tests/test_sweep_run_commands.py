@@ -1,0 +1,116 @@
+"""One run of a sweep is one run to every command: `why`, `status`, `promote`, `move` and `cancel` of run 0 (named
+as its array task, ``ARRAY_0``) touch that task alone, and the sweep's other runs go on where they were, whichever
+task holds the array's own job id in Slurm."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from roach.cli.app import cli
+from roach.lab.config import LAB_USER
+from roach.launch.sweep import sweep
+from roach.model.job_state import JobState
+from roach.slurm.clusters.lab import GPU1, LAB
+from tests.conftest import wait_until
+from tests.support.cli import roach
+from tests.support.lab_repo import invoke
+
+CLUSTER = LAB.with_(run_as=LAB_USER)
+
+PKG = {
+    "pkg/__init__.py": "",
+    "pkg/train.py": """
+import time
+
+def train(run, steps=300, step_s=0.2):
+    state = run.resume(default={"x": 0})
+    for step in run.steps(run.start_step, steps):
+        state["x"] += 1
+        time.sleep(step_s)
+        if run.should_checkpoint():
+            run.checkpoint(state)
+    return state["x"]
+""",
+}
+
+
+@pytest.fixture
+def store(store, monkeypatch):
+    """conftest's store, which the CLI finds through $ROACH_STORE."""
+    monkeypatch.setenv("ROACH_STORE", str(store.path))
+    return store
+
+
+def _sweep(repo, store, roots, resources, name):
+    return sweep(
+        "pkg.train:train",
+        [{"steps": 300}] * 4,
+        resources=resources,
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        name=name,
+        checkpoint_every=5,
+        **roots,
+    )
+
+
+def _states(client, array: int) -> dict[int, JobState]:
+    """Each task of ``array`` in the queue: task index -> state (a task that left the queue is absent)."""
+    return {q.ref.task: q.state for q in client.squeue(job_ids=[array]) if q.ref.task is not None}
+
+
+def _common(repo) -> list[str]:
+    return ["--run-as", LAB_USER, "--repo-root", str(repo.work)]
+
+
+@pytest.mark.lab
+def test_moving_and_cancelling_one_running_run_of_a_sweep_leaves_the_others_running(
+    lab, repo, store, roots, user_slurm
+):
+    sw = _sweep(repo, store, roots, GPU1.replace(qos="low", time="00:05:00"), "four")
+    array = sw[0].job_id
+    try:
+        wait_until("all four running", lambda: set(_states(user_slurm, array).values()) == {JobState.RUNNING}, 90)
+        wait_until("run 0's first checkpoint", lambda: "checkpoint at step" in sw[0].log(), 90)
+        why = roach("why", f"{array}_0", "--run-as", LAB_USER)
+        assert f"job {array}_0 (run {sw[0].run_id})" in why.output
+        assert "is RUNNING" in why.output
+        shown = json.loads(invoke("status", f"{array}_2", "--run-as", LAB_USER, "--json").output)
+        assert shown["state"] == "RUNNING"
+        moved = roach("move", f"{array}_0", "--to", "high", *_common(repo), "--wait", "120")
+        assert moved.exit_code == 0, moved.output
+        assert re.search(rf"job {array}_0 checkpointed at step \d+", moved.output), moved.output
+        assert _states(user_slurm, array) == {1: JobState.RUNNING, 2: JobState.RUNNING, 3: JobState.RUNNING}
+        cancelled = invoke("cancel", f"{array}_1", "--run-as", LAB_USER, "--wait", "60")
+        assert cancelled.exit_code == 0, cancelled.output
+        assert f"cancelled job {array}_1" in cancelled.output
+        assert _states(user_slurm, array) == {2: JobState.RUNNING, 3: JobState.RUNNING}
+        assert store.get("lab", array, task=0).status == "cancelled"
+        assert store.get("lab", array, task=3).status == "submitted"
+    finally:
+        user_slurm.scancel([r.job_id for r in store.recent(100)])
+
+
+@pytest.mark.lab
+def test_promoting_one_pending_run_of_a_sweep_leaves_the_others_pending(lab, repo, store, roots, user_slurm):
+    later = GPU1.replace(qos="low", time="00:05:00", extra=("--begin=now+1hour",))
+    sw = _sweep(repo, store, roots, later, "later")
+    array = sw[0].job_id
+    try:
+        wait_until("all four pending", lambda: len(_states(user_slurm, array)) == 4, 30)
+        promoted = roach("promote", f"{array}_0", "--to", "high", *_common(repo), "--json")
+        assert promoted.exit_code == 0, promoted.output
+        data = json.loads(promoted.output)
+        assert (data["old_job"], data["old_task"]) == (array, 0)
+        assert _states(user_slurm, array) == {1: JobState.PENDING, 2: JobState.PENDING, 3: JobState.PENDING}
+        why = roach("why", f"{array}_1", "--run-as", LAB_USER)
+        assert f"job {array}_1 (run {sw[1].run_id})" in why.output
+        assert "pending on BeginTime" in why.output
+        new = store.get("lab", data["new_job"])
+        assert new.run_id == sw[0].run_id
+    finally:
+        user_slurm.scancel([r.job_id for r in store.recent(100)])
