@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import uuid
+from pathlib import Path
 
 import pytest
 
-from roach.cli.app import cli
 from roach.lab.config import LAB_USER
 from roach.launch.sweep import sweep
 from roach.model.job_state import JobState
@@ -114,3 +116,36 @@ def test_promoting_one_pending_run_of_a_sweep_leaves_the_others_pending(lab, rep
         assert new.run_id == sw[0].run_id
     finally:
         user_slurm.scancel([r.job_id for r in store.recent(100)])
+
+
+@pytest.mark.lab
+def test_a_moved_run_stays_in_its_experiment_and_clean_covers_every_job_of_it(lab, repo, store, roots, user_slurm):
+    from roach.ops.clean import clean
+
+    home_runs = f"roach-test-runs-{uuid.uuid4().hex[:8]}"  # under the lab user's ~, as a default run root is
+    sw = sweep(
+        "pkg.train:train",
+        [{"steps": 300}] * 2,
+        resources=GPU1.replace(qos="low", time="00:05:00"),
+        cluster=CLUSTER,
+        repo_root=repo.work,
+        store=store,
+        checkpoint_every=5,
+        experiment="moving",
+        run_root=f"~/{home_runs}",
+        **roots,
+    )
+    array = sw[0].job_id
+    try:
+        wait_until("run 0's first checkpoint", lambda: "checkpoint at step" in sw[0].log(), 90)
+        moved = json.loads(roach("move", f"{array}_0", "--to", "high", *_common(repo), "--json").output)
+        assert store.experiment_names().get(("lab", moved["new_job"])) == "moving"
+        new_log = Path(store.get("lab", moved["new_job"]).log_path)
+        (report,) = clean("moving", store=store, cluster=CLUSTER)
+        assert any(line.startswith(f"{moved['new_job']} ") for line in report.cancelled), report.cancelled
+        assert not new_log.exists()
+        assert not Path(sw[1].record.log_path).exists()
+        assert sorted(Path(p).parent.name for p in report.checkpoints_kept) == sorted(j.run_id for j in sw)
+    finally:
+        user_slurm.scancel([r.job_id for r in store.recent(100)])
+        shutil.rmtree(Path("/home", LAB_USER, home_runs), ignore_errors=True)

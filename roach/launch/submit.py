@@ -154,7 +154,7 @@ def resume(
     store: Store | None = None,
     **overrides: Any,
 ) -> Job:
-    """Submit run ``run_id`` again (its last job's target, args and paths) so it continues from its
+    """Submit run ``run_id`` again (its last job's target, args, paths and experiment) so it continues from its
     checkpoint, on other resources or another cluster that sees the same run directory.
 
     The code is the repo's current pushed HEAD, like any submit. ``overrides`` are :func:`submit`'s.
@@ -183,6 +183,7 @@ def resume(
         secrets_dir=spec.secrets_dir,
         run_root=posixpath.dirname(spec.run_dir),
         checkpoint_every=spec.checkpoint_every,
+        experiment=store.experiment_of(rec.cluster, rec.job_id),  # every job of a run stays in its experiment
         store=store,
     )
     return submit(spec.target, spec.args, kept, run_id=run_id, **overrides)

@@ -30,6 +30,7 @@ from roach.records.store import Store
 from roach.records.workspace_job import is_workspace_record
 from roach.runtime.checkpoint import RESUME_FILE
 from roach.scheduler.client import SlurmClient
+from roach.scheduler.clusterfs import ClusterFS
 
 # Fixed programs run on the login host or a node; paths and names are their arguments, never spliced in.
 # The login host's print NUL-terminated paths (a path may hold a newline).
@@ -299,7 +300,8 @@ def _clean_cluster(
             report.failed.append(f"deleting logs: {r.stderr.strip()}")
         roots = sorted({posixpath.dirname(r.log_path) for r in recs})
         report.logs += _nul(t.run(["sh", "-c", _TIDY, "sh", *roots]).stdout)
-    ckpts = sorted({posixpath.join(r.run_dir, RESUME_FILE) for r in recs if r.run_dir.startswith("/")})
+    fs = ClusterFS(t)  # a run directory under ~ is the cluster user's home there
+    ckpts = sorted({posixpath.join(fs.expand(r.run_dir), RESUME_FILE) for r in recs})
     report.checkpoints_kept = _nul(t.run(["sh", "-c", _EXISTING, "sh", *ckpts]).stdout) if ckpts else []
     return report
 

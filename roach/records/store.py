@@ -353,6 +353,15 @@ class Store(Database):
                 (cluster, job_id, experiment),
             )
 
+    def experiment_of(self, cluster: str, job_id: int) -> str | None:
+        """The experiment job ``job_id`` on ``cluster`` was submitted under (None: none was named)."""
+        conn = self._experiments_db()
+        with self._converted("reading an experiment"):
+            row = conn.execute(
+                "SELECT experiment FROM experiments WHERE cluster=? AND job_id=?", (cluster, job_id)
+            ).fetchone()
+        return str(row[0]) if row else None
+
     def experiment_names(self) -> dict[tuple[str, int], str]:
         """Every recorded (cluster, job id) -> experiment name."""
         conn = self._experiments_db()
