@@ -360,6 +360,8 @@ def test_resumed_and_from_the_top_lines_from_the_log(fake, store, clock):
     assert kinds(ev) == ["resumed", "preempted", "started"]
     assert "resumed at step 7 (attempt 2)" in ev[0].message
     assert ev[1].kind is EventKind.PREEMPTED  # the log says preempted, though normal is not preemptible
+    assert ev[1].data["step"] == 7  # the step its stop line names, not its last progress line's (step 0)
+    assert "preempted at step 7 on tier" in ev[1].message
     fake.logs[log] = FakeLog(
         30,
         T0 + 15,

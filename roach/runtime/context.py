@@ -175,7 +175,7 @@ class Run:
                 rearmed = self.signals.rearm()
                 if rearmed and self.is_main:
                     self.log("re-armed %s (another handler had replaced roach's)", ",".join(s.name for s in rearmed))
-            if self.is_main and (step - begin) % every == 0:
+            if self.is_main and (step - begin) % every == 0:  # "step N" in every line: N steps are done
                 self.log("step %d%s", step, f"/{stop}" if stop is not None else "")
             yield step
         # A signal during the last step does not stop a run that has finished: it just ends.

@@ -73,6 +73,7 @@ class JobWatch:
     attempt: int | None = None
     stalled: bool = False
     last_leave: str | None = None  # how the run's last attempt left, by its log: "preempted" or "wall clock"
+    left_step: int | None = None  # the step that stop line names: how many steps were done when it left
     start_said: float | None = None  # the likely start its last `pending` line said (None: none since it pends)
 
     def to_json(self) -> dict[str, Any]:
@@ -260,14 +261,14 @@ def settled(w: JobWatch, rec: QueueRecord, tiers: tuple[Tier, ...]) -> bool:
 def _requeued(w: JobWatch, rec: QueueRecord, tier: Tier | None, why: list[str], ctx: Ctx) -> Event:
     w.requeues += 1
     w.restarts_reported = max(rec.restart_count, w.restarts_reported + 1)
-    said = w.last_leave
-    w.last_leave = None
+    said, step = w.last_leave, w.left_step if w.left_step is not None else w.step
+    w.last_leave = w.left_step = None
     preempted = said == "preempted" or (bool(tier and tier.preemptible) and said != "wall clock")
     name = w.tier or "?"
     if preempted:
         w.preemptions[name] = w.preemptions.get(name, 0) + 1
     n = w.preemptions.get(name, 0)
-    at = f" at step {w.step}" if w.step is not None else ""
+    at = f" at step {step}" if step is not None else ""
     advice = ""
     if preempted and n >= 2:
         advice = (
@@ -288,7 +289,7 @@ def _requeued(w: JobWatch, rec: QueueRecord, tier: Tier | None, why: list[str], 
         tier=w.tier,
         why=why,
         restart_count=rec.restart_count,
-        step=w.step,
+        step=step,
         preemptions_on_tier=n,
         checkpoints=w.checkpoints,
     )

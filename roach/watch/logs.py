@@ -140,6 +140,7 @@ _STEP = re.compile(r"\bstep (\d+)(?:\s*/\s*(\d+))?", re.IGNORECASE)
 _ATTEMPT = re.compile(r"roach: attempt (\d+) of run")
 _RESUMED = re.compile(r"resumed at step (\d+)")
 _CHECKPOINT = re.compile(r"checkpoint at step (\d+)")
+_LEFT = re.compile(r"(?:preempted|wall clock) at step (\d+)")
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ class LogFacts:
     wall_clock: bool = False
     progress_points: tuple[tuple[float, int], ...] = ()  # (UTC time, step) of each timed progress line
     env_failed: str | None = None  # node.sh's line: the job's environment could not be built (the job ends, exit 7)
+    left_at: int | None = None  # the step its stop line names ("preempted at step S"): S steps were done
 
 
 def line_time(line: str) -> float | None:
@@ -176,7 +178,7 @@ def _is_progress(line: str) -> bool:
 
 def read_facts(lines: Sequence[str]) -> LogFacts:
     """Read the lines of interest (oldest first) of one log."""
-    progress = step = total = attempt = resumed = last_ckpt = None
+    progress = step = total = attempt = resumed = last_ckpt = left_at = None
     times: list[float] = []
     points: list[tuple[float, int]] = []
     fresh = preempted = wall = False
@@ -202,6 +204,8 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
             preempted, wall = True, False
         if "wall clock at step" in line:
             wall, preempted = True, False
+        if m := _LEFT.search(line):
+            left_at = int(m[1])
         if _is_progress(line) and (m := _STEP.search(line)):
             progress, step = line.strip(), int(m[1])
             total = int(m[2]) if m[2] else total
@@ -223,6 +227,7 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
         wall,
         tuple(points),
         env_failed,
+        left_at,
     )
 
 

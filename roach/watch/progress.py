@@ -34,6 +34,7 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
         w.env_failed = facts.env_failed
     if facts.preempted or facts.wall_clock:
         w.last_leave = "preempted" if facts.preempted else "wall clock"
+        w.left_step = facts.left_at
     if facts.checkpoints is not None:
         w.checkpoints = facts.checkpoints if w.checkpoints is not True else True
     if facts.attempt is not None and facts.attempt != w.attempt and (facts.resumed_at is not None or facts.fresh):
