@@ -186,7 +186,8 @@ def test_missing_workspace_file_is_the_blocker(cluster, tmp_path):
 
 # -- the command -----------------------------------------------------------------------------------------------
 @pytest.mark.lab
-def test_cli_passes_with_the_alias_and_fails_with_exit_7(lab, sshd: SSHServer, tmp_path):
+def test_cli_passes_with_the_alias_and_fails_with_exit_7(lab, sshd: SSHServer, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no git working tree here: no repo-remote check
     base = ["--cluster", "lab", "--ssh-alias", sshd.alias, "--ssh-config", str(sshd.config_path)]
     res = CliRunner().invoke(doctor_cmd, [*base, "--json"])
     assert res.exit_code == 0, res.output

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.text import Text
 
+from roach.cli.common import run_as_option
 from roach.cli.workspace_json import doctor_json
 from roach.errors import UsageError
 from roach.fleet.cluster import Cluster, with_ssh_override
@@ -23,6 +25,15 @@ DOCTOR_FAILED = 7  # exit code: at least one prerequisite is missing (each is pr
 
 def _cluster(name: str, ssh_alias: str | None, ssh_config: str | None) -> Cluster:
     return with_ssh_override(get_cluster(name), ssh_alias, ssh_config)
+
+
+def _names_remote(path: str) -> bool:
+    """Whether ``path`` is inside a git working tree that names a remote (git missing: no)."""
+    try:
+        got = subprocess.run(["git", "-C", path, "ls-remote", "--get-url"], capture_output=True, text=True)
+    except OSError:
+        return False
+    return got.returncode == 0 and bool(got.stdout.strip())
 
 
 def _render(cluster: Cluster, checks: list[Check]) -> None:
@@ -73,6 +84,14 @@ def _render(cluster: Cluster, checks: list[Check]) -> None:
     show_default=True,
     help="rsync's command on the cluster (passed as rsync --rsync-path).",
 )
+@click.option(
+    "--repo-root",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="The git working tree whose remote the jobs clone: check that the user they run as can read it "
+    "(default: here, when here is inside one that names a remote).",
+)
+@run_as_option
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.pass_context
 def doctor(
@@ -82,13 +101,16 @@ def doctor(
     ssh_alias: str | None,
     ssh_config: str | None,
     remote_rsync: str,
+    repo_root: str | None,
+    run_as: str | None,
     as_json: bool,
 ) -> None:
     """Check a cluster's prerequisites, in order, and say each missing one plainly.
 
     For a cluster reached over SSH: the alias connects without a prompt, rsync works through it, Slurm's
-    commands exist there; then the accounts and partitions the presets name, and (with --workspace) the
-    remote-workspace file. Exits 0 when every check passes, 7 when one fails.
+    commands exist there; then the accounts and partitions the presets name, that the user the jobs run as
+    (--run-as, or the cluster's) can read the repository's remote, and (with --workspace) the remote-workspace
+    file. Exits 0 when every check passes, 7 when one fails.
     """
     if workspace is None and name is None and Path(WORKSPACE_FILE).exists():
         workspace = "."
@@ -102,7 +124,11 @@ def doctor(
         cluster = with_ssh_override(resolve_cluster(Workspace.load(workspace), None), ssh_alias, ssh_config)
     else:
         cluster = _cluster(name, ssh_alias, ssh_config)
-    checks = run_doctor(cluster, workspace=workspace, remote_rsync=remote_rsync)
+    if run_as:
+        cluster = cluster.with_(run_as=run_as)
+    if repo_root is None and _names_remote("."):
+        repo_root = "."
+    checks = run_doctor(cluster, workspace=workspace, remote_rsync=remote_rsync, repo_root=repo_root)
     ok = all(ch.ok for ch in checks)
     if as_json:
         click.echo(json.dumps(doctor_json(cluster.name, checks), indent=2))

@@ -20,6 +20,7 @@ from roach.fleet.route import submitted_record
 from roach.fleet.userconfig import configured, default_cluster_name, fill_resources, get_cluster
 from roach.launch.options import Options
 from roach.launch.pyenv import python_env_of
+from roach.launch.remote_access import is_local_url, remote_access
 from roach.launch.repo import RepoInfo, inspect_repo
 from roach.launch.script import ArrayPart, ScriptInputs, render
 from roach.launch.shipping import runtime_dir
@@ -240,6 +241,8 @@ def prepare(target: str, o: Options) -> Prepared:
     store = o.store or Store()
     client = cluster.client()
     fs = ClusterFS(client.transport)
+    if cluster.git_reachable and not cluster.rest_url and is_local_url(repo.url):
+        remote_access(client.transport, repo.url, cluster.run_as).raise_if_not()  # the jobs' user clones it
     abs_log_root = fs.expand(log_root)
     if o.secrets_dir is not None:
         loose = fs.secrets_readable_by_others(fs.expand(o.secrets_dir))

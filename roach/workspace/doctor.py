@@ -5,7 +5,11 @@
 2. ``rsync``: installed here and there, and a real copy of a small file through the alias works.
 3. ``slurm-commands``: ``sbatch squeue sacct scancel`` are on the remote PATH after ``remote_setup``.
 4. ``partitions`` and ``accounts``: every one a preset names exists (for the remote user).
-5. ``workspace`` (when a workspace is given): ``.neurico/dsi_slurm_remote_workspace.json`` names the
+5. ``repo-remote`` (where ``repo_root`` is a git working tree): the user the jobs run as (``run_as``, or the ssh
+   user) can read the repository's remote, by ``git ls-remote`` through the cluster's transport, as its jobs'
+   clone would (:mod:`roach.launch.remote_access`): git's "dubious ownership" of a remote another user owns, or a
+   directory it may not enter, fails here with the fix instead of in every job's first second.
+6. ``workspace`` (when a workspace is given): ``.neurico/dsi_slurm_remote_workspace.json`` names the
    remote root, read by the loader every other command uses (:mod:`roach.workspace.file`), and, once
    the cluster answers, that root (``$HOME`` made absolute there) is a directory and rsync's path names it
    through the cluster's alias. A missing file is the blocker it is: roach never chooses a remote root.
@@ -26,6 +30,7 @@ from pathlib import Path
 from roach.errors import RoachError
 from roach.fleet.cluster import Cluster
 from roach.fleet.userconfig import get_cluster
+from roach.launch.remote_access import remote_access
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.transport import Transport
 from roach.workspace.base import Remote, Settings, Workspace
@@ -60,11 +65,12 @@ def doctor(
     remote_rsync: str = "rsync",
     local_rsync: str = "rsync",
     transport: Transport | None = None,
+    repo_root: str | os.PathLike[str] | None = None,
 ) -> list[Check]:
     """Check ``cluster``'s prerequisites in order; returns every check made (stops after a failed ``ssh``).
 
     ``remote_rsync`` is rsync's command on the cluster (``rsync --rsync-path``); ``transport`` replaces the
-    cluster's own (tests).
+    cluster's own (tests); ``repo_root``: the git working tree whose remote the jobs clone (None: no such check).
     """
     c = get_cluster(cluster)
     if c.rest_url and transport is None:
@@ -88,6 +94,8 @@ def doctor(
         client = SlurmClient(t, retries=1)
         checks.append(_attempt("partitions", lambda: _check_partitions(c, client)))
         checks.append(_attempt("accounts", lambda: _check_accounts(c, client, user)))
+    if repo_root is not None:
+        checks.append(_attempt("repo-remote", lambda: check_repo_remote(c, t, Path(repo_root), user)))
     if workspace is not None:
         checks.append(check_workspace(workspace, c, t))
     return checks
@@ -298,7 +306,34 @@ def _check_accounts(c: Cluster, client: SlurmClient, user: str | None) -> Check:
     return Check("accounts", True, f"user {user} may use every account the presets name: {', '.join(sorted(named))}")
 
 
-# -- 5. the remote workspace ----------------------------------------------------------------------------------
+# -- 5. the repository's remote, as the jobs' user ---------------------------------------------------------
+def check_repo_remote(c: Cluster, t: Transport, repo_root: Path, user: str | None) -> Check:
+    """Whether the user ``c``'s jobs run as (``user``: whom ``t`` runs commands as) can read the remote of the
+    repository at ``repo_root``."""
+    name = "repo-remote"
+    got = subprocess.run(
+        ["git", "-C", str(repo_root), "ls-remote", "--get-url"], capture_output=True, text=True, check=False
+    )
+    url = got.stdout.strip()
+    if got.returncode != 0 or not url:
+        err = got.stderr.strip().splitlines()
+        return Check(
+            name,
+            False,
+            f"{repo_root} names no git remote: {err[-1] if err else 'git printed no URL'}",
+            "pass --repo-root the git working tree whose pushed commits the jobs run",
+        )
+    if not c.git_reachable:
+        return Check(name, True, f"jobs clone from a mirror submit sends each commit to, not from {url}")
+    access = remote_access(t, url, c.run_as or user)
+    if not access.ok:
+        return Check(
+            name, False, f"{access.user}, whom the jobs run as, cannot read {url}: {access.error}", access.hint
+        )
+    return Check(name, True, f"{access.user}, whom the jobs run as, can read the repository's remote {url}")
+
+
+# -- 6. the remote workspace ----------------------------------------------------------------------------------
 def check_workspace(
     workspace: str | os.PathLike[str], cluster: Cluster | None = None, transport: Transport | None = None
 ) -> Check:

@@ -1,0 +1,73 @@
+"""The user the jobs run as must be able to read the repository's remote: `roach submit` refuses, and `roach doctor`
+fails, before any job clones from a remote that user's git refuses (here: one root owns, "dubious ownership")."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from click.testing import CliRunner, Result
+
+from roach.cli.app import cli
+from roach.lab.config import LAB_USER
+from roach.records.store import Store
+from roach.scheduler.client import SlurmClient
+from tests.support.gitrepo import GitRepo
+
+PKG = {"pkg/__init__.py": "", "pkg/funcs.py": "def f():\n    return 1\n"}  # what the repo fixture commits
+
+
+def _roach(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def root_owned(repo: GitRepo) -> GitRepo:
+    """The repo fixture with its remote given back to root: the lab user's git refuses it."""
+    subprocess.run(["chown", "-R", "root", str(repo.remote)], check=True)
+    return repo
+
+
+@pytest.mark.lab
+def test_submit_refuses_a_remote_the_jobs_user_cannot_read(
+    lab, root_owned, store: Store, roots, user_slurm: SlurmClient, monkeypatch
+):
+    monkeypatch.setenv("ROACH_STORE", str(store.path))
+    res = _roach(
+        "submit",
+        "pkg.funcs:f",
+        "--cluster",
+        "lab",
+        "--resources",
+        "GPU1",
+        "--run-as",
+        LAB_USER,
+        "--repo-root",
+        str(root_owned.work),
+        "--log-root",
+        roots["log_root"],
+        "--clone-root",
+        roots["clone_root"],
+        "--name",
+        "unreadable-remote",
+    )
+    assert res.exit_code == 7, res.output
+    assert "fatal: detected dubious ownership" in res.output
+    assert f"git config --global --add safe.directory {root_owned.remote}" in res.output
+    assert store.recent(10) == []
+    assert not [q for q in user_slurm.squeue() if q.name == "unreadable-remote"]
+
+
+@pytest.mark.lab
+def test_doctor_fails_when_the_jobs_user_cannot_read_the_remote(lab, root_owned):
+    args = ["doctor", "--cluster", "lab", "--run-as", LAB_USER, "--repo-root", str(root_owned.work), "--json"]
+    refused = _roach(*args)
+    assert refused.exit_code == 7, refused.output
+    check = {c["name"]: c for c in json.loads(refused.output)["checks"]}["repo-remote"]
+    assert not check["ok"]
+    assert "fatal: detected dubious ownership" in check["detail"]
+    assert "safe.directory" in check["hint"]
+    subprocess.run(["chown", "-R", LAB_USER, str(root_owned.remote)], check=True)
+    passed = _roach(*args)
+    assert passed.exit_code == 0, passed.output
