@@ -71,3 +71,27 @@ def test_doctor_fails_when_the_jobs_user_cannot_read_the_remote(lab, root_owned)
     subprocess.run(["chown", "-R", LAB_USER, str(root_owned.remote)], check=True)
     passed = _roach(*args)
     assert passed.exit_code == 0, passed.output
+
+
+# -- pure: which remotes are local, and git's telling line -------------------------------------------------------
+def test_a_path_or_file_url_is_local_and_a_host_is_not():
+    from roach.launch.remote_access import is_local_url
+
+    assert is_local_url("file:///srv/git/repo.git")
+    assert is_local_url("/srv/git/repo.git")
+    assert not is_local_url("git@github.com:me/repo.git")
+    assert not is_local_url("https://github.com/me/repo.git")
+    assert not is_local_url("ssh://host/srv/repo.git")
+
+
+def test_git_error_line_is_the_cause_not_the_generic_follow_up():
+    from roach.launch.remote_access import git_error_line
+
+    said = (
+        "fatal: detected dubious ownership in repository at '/r.git'\n"
+        "To add an exception for this directory, call:\n\n"
+        "\tgit config --global --add safe.directory /r.git\n"
+        "fatal: Could not read from remote repository.\n\n"
+        "Please make sure you have the correct access rights\n"
+    )
+    assert git_error_line(said) == "fatal: detected dubious ownership in repository at '/r.git'"
