@@ -119,6 +119,7 @@ def test_a_failed_promotion_event_validates(fake, store, clock):
     promoter that is refused, on recorded squeue output."""
     store.add(record(81, qos="low"))
     fake.queue = [sq(81, "PENDING", qos="low", reason="Priority")]
+    fake.starts_at = "2027-01-15T08:00:00"  # the probe: it would start now, preempting nobody
 
     def refused(p):
         raise UsageError("the run's commit is not pushed", hint="push it")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ from roach.model.states import PendingReason as R
 from roach.model.tiers import Tier
 from roach.ops.events import TierRow
 from roach.ops.move import checkpoints
-from roach.ops.rebalance import Candidate, plan_promotions, promotable
+from roach.ops.rebalance import RESTART_S, Candidate, OwnRun, plan_promotions, promotable, run_loss, weigh
+from roach.scheduler.parse_control import WillRun, parse_will_run
 from roach.slurm.clusters.lab import GPU1, LAB
 from tests.conftest import wait_until
 from tests.support.cli import roach
@@ -75,6 +77,36 @@ def test_a_job_on_a_qos_outside_the_tiers_goes_up_to_a_safe_tier_never_onto_a_pr
     assert [(p.key, p.from_tier, p.to_tier) for p in plans] == [("1", "normal", "high")]
     full = [TierRow("high", 4, 4, 4, 0), TierRow("low", None, 0, 0, 0, True)]
     assert plan_promotions(lab_tiers, full, [cand("1", tier="normal")], lambda t, c: True) == []
+
+
+def test_a_run_loses_its_steps_since_the_checkpoint_at_its_pace_plus_a_restart():
+    points = [[0.0, 10], [10.0, 20]]  # one step a second
+    assert run_loss(points, 20, 15, True, 100) == 5 + RESTART_S
+    assert run_loss(points, 20, None, True, 100) is None  # no checkpoint seen: not known
+    assert run_loss([[0.0, 10]], 20, 15, True, 100) is None  # no pace yet
+    assert run_loss([], None, None, False, 100) == 100 + RESTART_S  # no checkpoint: all it ran
+
+
+def test_a_promotion_that_preempts_own_runs_is_worth_it_only_when_they_lose_less_than_it_gains():
+    will = WillRun(datetime(2027, 1, 15, 8), "n1", "gpu", preempts=(5, 6, 9))
+    own = {5: OwnRun("5_0", 70.0), 6: OwnRun("5_1", 70.0)}  # 9 is another user's job
+    assert weigh(will, own, 200.0).preempts == ("5_0", "5_1")
+    assert weigh(will, own, 200.0).loss_s == 140.0
+    assert weigh(will, own, 200.0).worth
+    assert not weigh(will, own, 100.0).worth
+    assert not weigh(will, own, None).worth  # a gain not known is no gain
+    assert not weigh(will, {5: OwnRun("5_0", None)}, 1e9).worth  # nor is a loss not known small
+    assert weigh(will, {}, None).worth  # preempting nobody of the user's: made
+
+
+def test_will_run_reads_the_start_the_nodes_and_the_jobs_it_preempts():
+    said = (
+        "sbatch: Job 1003 to start at 2026-12-06T06:07:12 using 1 processors on nodes n1 in partition gpu\n"
+        "sbatch:   Preempts: 1001,1002\n"
+    )
+    will = parse_will_run(said)
+    assert will == WillRun(datetime(2026, 12, 6, 6, 7, 12), "n1", "gpu", (1001, 1002))
+    assert parse_will_run("sbatch: error: Batch job submission failed: Invalid qos specification\n") is None
 
 
 def test_promotable_reasons():

@@ -267,11 +267,13 @@ def test_rebalance_promotes_through_the_promoter_and_follows_the_new_job(fake, s
         fake.queue = [sq(71, "PENDING", qos="low", reason="JobHeldUser"), sq(72, "PENDING", qos="high")]
         return 72
 
+    fake.starts_at = "2027-01-15T08:00:00"  # the probe: it would start now, preempting nobody
     w = watcher(fake, store, clock, rebalance=True, promoter=promoter)
     w.round()
     clock.tick(10)
     ev = w.round()
     assert kinds(ev) == ["promoted"] and ev[0].data["new_job_id"] == 72 and "now job 72" in ev[0].message
+    assert "it starts without preempting a run of yours" in ev[0].message
     assert [(p.key, p.to_tier) for p in made] == [("71", "high")]
     fake.queue = [sq(72, qos="high")]
     fake.acct = [sa(71, "CANCELLED", exit_code="0:15", qos="low", started=False)]
@@ -280,6 +282,36 @@ def test_rebalance_promotes_through_the_promoter_and_follows_the_new_job(fake, s
     assert kinds(ev) == ["finished", "started"] and "(continued as job 72)" in ev[0].message
     assert ev[1].job_id == "72" and ev[1].data["tier"] == "high"
     assert len(made) == 1 and w.exit_status() == 0
+
+
+def test_rebalance_does_not_preempt_the_users_own_run_for_an_unknown_gain(fake, store, clock):
+    store.add(record(73, qos="low"))
+    store.add(record(74, qos="low"))
+    fake.queue = [sq(73, "PENDING", qos="low", reason="Resources"), sq(74, qos="low")]
+    fake.starts_at, fake.preempts = "2027-01-15T08:00:00", "74"  # it starts now only by preempting run74's job
+    made = []
+    w = watcher(fake, store, clock, rebalance=True, promoter=lambda p: made.append(p) or 75)
+    w.round()
+    clock.tick(10)
+    ev = w.round()
+    assert kinds(ev) == ["not_promoted"]
+    assert ev[0].data["preempts"] == ["74"]
+    assert "it would preempt your run 74" in ev[0].message
+    assert made == []
+    clock.tick(10)
+    assert not only(w.round(), EventKind.NOT_PROMOTED)  # said once while it stays so
+
+
+def test_rebalance_promotes_over_another_users_job(fake, store, clock):
+    store.add(record(76, qos="low"))
+    fake.queue = [sq(76, "PENDING", qos="low", reason="Resources")]
+    fake.starts_at, fake.preempts = "2027-01-15T08:00:00", "9001"  # not a job of the user's
+    w = watcher(fake, store, clock, rebalance=True, promoter=lambda p: 77)
+    w.round()
+    clock.tick(10)
+    ev = w.round()
+    assert kinds(ev) == ["promoted"]
+    assert ev[0].data["preempts"] == []
 
 
 def test_start_probe_gates_promotions_and_runs_at_most_once_per_tier(fake, store, clock):

@@ -32,6 +32,7 @@ class EventKind(enum.Enum):
     PROMOTION = "promotion"  # a tier has room while a job of the user's pends lower: a move to make now
     PROMOTED = "promoted"  # --rebalance made that move
     PROMOTE_FAILED = "promote_failed"  # --rebalance tried and could not
+    NOT_PROMOTED = "not_promoted"  # weighed and not made: it would preempt the user's runs for more than it gains
     RESERVATION = "reservation"  # the reservation a pending job asks for moved (new start) or vanished
     LOST = "lost"  # left the queue and accounting has no record of it after a long wait
     DISK = "disk"  # a log directory's size or its file system's free space crossed a threshold

@@ -8,18 +8,18 @@
 - :func:`move`: a running run that checkpoints: ``scancel`` (TERM: the run checkpoints at its step boundary
   and does not come back), wait until Slurm says it ended, check that ``resume.pt`` is newer than the signal,
   resubmit its run id into the tier, and check that the new log says ``resumed at step N``.
-- :func:`probe_start`: ``sbatch --test-only`` for a tier: when would such a job start (it ignores per-user
-  caps, which the tier table accounts for).
+- :func:`probe`: ``sbatch --test-only`` for a tier: when would such a job start, and whose running jobs would
+  Slurm preempt for it (it ignores per-user caps, which the tier table accounts for).
+- :func:`weigh` (pure): a promotion that would preempt the user's own runs is made only when they lose less
+  (steps since their checkpoints, plus a restart each) than it gains (how much sooner it starts).
 
 Only jobs in roach's store are ever touched: they are the user's own.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from roach.errors import RoachError, SlurmError, UsageError
@@ -30,13 +30,13 @@ from roach.launch.submit import resume
 from roach.model.resources import Resources
 from roach.model.states import PendingReason
 from roach.model.tiers import Tier, tier_named, tier_of
-from roach.ops.events import TierRow
+from roach.ops.events import TierRow, human_seconds
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.clusterfs import ClusterFS
-from roach.scheduler.fields import parse_time
 from roach.scheduler.parse import QueueRecord
+from roach.scheduler.parse_control import WillRun, parse_will_run
 
 MOVE_NOT_RESUMED = 8  # exit code: the moved run did not resume at its step
 
@@ -156,10 +156,82 @@ def plan_promotions(
     return plans
 
 
+# -- what a promotion costs the user's own runs (pure) ------------------------------------------------------
+# What a preempted run pays to come back, besides the steps since its checkpoint: the requeue, a node, the clone,
+# the imports (the lab takes about 25 s from preemption to the first step; a site's requeue and start take longer).
+RESTART_S = 60.0
+
+
+@dataclass(frozen=True)
+class OwnRun:
+    """A running run of the user's that a promotion may preempt, and what it would lose."""
+
+    key: str
+    loss_s: float | None  # since its last checkpoint (all it ran, if it does not checkpoint) plus a restart
+
+
+def run_loss(
+    points: Sequence[Sequence[float]],
+    step: int | None,
+    last_checkpoint: int | None,
+    checkpoints: bool | None,
+    elapsed_s: float,
+) -> float | None:
+    """What a running run loses if preempted now: the steps since its last checkpoint at its pace (all it ran when
+    it does not checkpoint), plus :data:`RESTART_S`; None when its log does not say enough to tell."""
+    if checkpoints is False:
+        return elapsed_s + RESTART_S
+    if step is None or last_checkpoint is None or len(points) < 2:
+        return None
+    (t0, s0), (t1, s1) = points[0][:2], points[-1][:2]
+    if t1 <= t0 or s1 <= s0:
+        return None
+    return max(step - last_checkpoint, 0) * (t1 - t0) / (s1 - s0) + RESTART_S
+
+
+@dataclass(frozen=True)
+class Weighing:
+    """A promotion weighed: the user's own runs Slurm would preempt to start it, what they lose, what it gains."""
+
+    preempts: tuple[str, ...]  # keys of the user's running runs that starting it would preempt
+    loss_s: float | None  # their losses added up (None: one of them is not known)
+    gain_s: float | None  # how much sooner it starts than where it pends (None: not known)
+
+    @property
+    def worth(self) -> bool:
+        """Make it: it preempts none of the user's runs, or they lose less than it gains."""
+        if not self.preempts:
+            return True
+        return self.loss_s is not None and self.gain_s is not None and self.loss_s < self.gain_s
+
+    def text(self) -> str:
+        if not self.preempts:
+            return "it starts without preempting a run of yours"
+        runs = f"run{'s' if len(self.preempts) > 1 else ''} {', '.join(self.preempts)}"
+        cost = f"losing {human_seconds(self.loss_s)} (steps since the checkpoint, and a restart)"
+        gain = f"to start {human_seconds(self.gain_s)} sooner"
+        if self.worth:
+            return f"it preempts your {runs}, {cost}, {gain}"
+        return f"it would preempt your {runs}, {cost}, {gain}: not worth it"
+
+    def to_json(self) -> dict[str, object]:
+        return {"preempts": list(self.preempts), "loss_s": _round(self.loss_s), "gain_s": _round(self.gain_s)}
+
+
+def _round(s: float | None) -> float | None:
+    return None if s is None else round(s, 1)
+
+
+def weigh(will: WillRun, own: Mapping[int, OwnRun], gain_s: float | None) -> Weighing:
+    """Weigh starting a job where ``will`` (``sbatch --test-only``) says: ``own`` are the user's running runs by
+    Slurm's raw job id; a preempted job that is not one of them is another user's (or not a run roach follows)."""
+    hit = [own[j] for j in will.preempts if j in own]
+    losses = [r.loss_s for r in hit]
+    loss = None if any(x is None for x in losses) else sum(x for x in losses if x is not None)
+    return Weighing(tuple(r.key for r in hit), loss, gain_s)
+
+
 # -- the start probe --------------------------------------------------------------------------------------
-_START = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
-
-
 def record_resources(rec: JobRecord) -> Resources:
     """The Resources a recorded job was submitted with."""
     return Resources.from_json(rec.resources)
@@ -169,11 +241,11 @@ def on_tier(res: Resources, tier: Tier) -> Resources:
     return res.replace(**tier.resources_changes())
 
 
-def probe_start(client: SlurmClient, options: Sequence[str]) -> datetime | None:
-    """When ``sbatch --test-only`` says a job with ``options`` would start (cluster local time), or None."""
+def probe(client: SlurmClient, options: Sequence[str]) -> WillRun | None:
+    """What ``sbatch --test-only`` says of a job with ``options``: when (cluster local time) and where it would
+    start, and whose jobs it would preempt; None: it would not be accepted."""
     res = client.test_only(options, "roach-probe")
-    m = _START.search(res.stderr + "\n" + res.stdout)
-    return parse_time(m[1]) if m else None
+    return parse_will_run(res.stderr + "\n" + res.stdout)
 
 
 # -- promote ------------------------------------------------------------------------------------------------

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from roach.errors import ParseError
-from roach.scheduler.fields import parse_gres_gpus, parse_int
+from roach.scheduler.fields import parse_gres_gpus, parse_int, parse_time
 from roach.scheduler.parse import RS, US, records
 
 
@@ -105,6 +106,35 @@ def parse_sacctmgr(text: str, fields_: Sequence[str]) -> list[dict[str, str]]:
             raise ParseError(f"sacctmgr: expected {len(fields_)} fields, got {len(parts)} in {line!r}")
         rows.append(dict(zip(fields_, parts)))
     return rows
+
+
+@dataclass(frozen=True)
+class WillRun:
+    """What ``sbatch --test-only`` says of a job: when and where it would start, and the running jobs (their raw
+    ids) Slurm would preempt to start it there."""
+
+    start: datetime
+    nodes: str | None
+    partition: str | None
+    preempts: tuple[int, ...] = ()
+
+
+_WILL_RUN = re.compile(
+    r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:.*? on nodes (\S+))?(?:.*? in partition (\S+))?"
+)
+_PREEMPTS = re.compile(r"Preempts: ([\d,]+)")
+
+
+def parse_will_run(text: str) -> WillRun | None:
+    """``sbatch --test-only``'s answer (stderr): ``Job 7 to start at T using N processors on nodes n1 in partition
+    gpu``, then ``  Preempts: 5,6`` where starting it there preempts those jobs; None for a refusal."""
+    m = _WILL_RUN.search(text)
+    start = parse_time(m[1]) if m else None
+    if m is None or start is None:
+        return None
+    p = _PREEMPTS.search(text)
+    preempts = tuple(int(j) for j in p[1].split(",") if j) if p else ()
+    return WillRun(start, m[2], m[3], preempts)
 
 
 def parse_sbatch(text: str) -> tuple[int, str | None]:

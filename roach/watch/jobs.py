@@ -70,6 +70,7 @@ class JobWatch:
     points: list[list[float]] = field(default_factory=list)  # recent [time, step] pairs: the run's own pace
     env_failed: str | None = None  # its log's env_failed line: the environment could not be built
     checkpoints: bool | None = None
+    last_checkpoint: int | None = None  # the step its log last said it checkpointed at
     attempt: int | None = None
     stalled: bool = False
     last_leave: str | None = None  # how the run's last attempt left, by its log: "preempted" or "wall clock"

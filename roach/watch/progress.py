@@ -37,6 +37,8 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
         w.left_step = facts.left_at
     if facts.checkpoints is not None:
         w.checkpoints = facts.checkpoints if w.checkpoints is not True else True
+    if facts.last_checkpoint is not None:
+        w.last_checkpoint = facts.last_checkpoint
     if facts.attempt is not None and facts.attempt != w.attempt and (facts.resumed_at is not None or facts.fresh):
         w.attempt = facts.attempt
         if facts.resumed_at is not None:

@@ -143,6 +143,7 @@ class FakeCluster:
     remote_now: float = T0
     down: dict[str, str] = field(default_factory=dict)  # command -> stderr it fails with
     starts_at: str | None = None  # what sbatch --test-only says
+    preempts: str = ""  # the raw job ids it says starting there preempts ("5,6")
     resv_of: dict[str, str] = field(default_factory=dict)  # job key -> the reservation it asks for (squeue %v)
     reservations: dict[str, str] = field(default_factory=dict)  # name -> StartTime (scontrol show reservation)
     finals: dict[str, list[str]] = field(default_factory=dict)  # job.json path -> the values written there
@@ -184,6 +185,7 @@ class FakeCluster:
             return 0, "".join(self.acct), ""
         if cmd == "sbatch" and "--test-only" in argv:
             said = f"sbatch: Job 9 to start at {self.starts_at} using 1 processors on nodes n1 in partition gpu\n"
+            said += f"sbatch:   Preempts: {self.preempts}\n" if self.preempts else ""
             return 0, "", said if self.starts_at else "allocation failure\n"
         if cmd == "sh" and argv[2] == watch_final._PROGRAM:  # the round's final states into job.json files
             args = argv[5:]

@@ -81,6 +81,16 @@ FIELDS: dict[str, dict[str, Any]] = {
     "from_tier": string("The tier it pends on."),
     "to_tier": string("The tier with room."),
     "room": integer("Free GPUs of the user's on `to_tier` before the move; null: no cap (a probe said so).", null=True),
+    "preempts": strings(
+        "The user's running runs (as squeue names them) Slurm would preempt to start it on `to_tier`; empty: none, "
+        "or not weighed (no probe)."
+    ),
+    "loss_s": number(
+        "What those runs lose, in seconds: steps since their checkpoints at their pace, plus a restart each; null: "
+        "not known (a move that preempts runs whose loss is not known is not made).",
+        null=True,
+    ),
+    "gain_s": number("How much sooner it starts on `to_tier` than where it pends; null: not known.", null=True),
     "new_job_id": integer("The job it is now."),
     "error": string("What failed, in full."),
     "reservation": string("The reservation's name."),
@@ -105,7 +115,7 @@ FIELDS: dict[str, dict[str, Any]] = {
     "estimate": ESTIMATE,
 }
 
-_PROMOTION = ("from_tier", "to_tier", "gpus", "room")
+_PROMOTION = ("from_tier", "to_tier", "gpus", "room", "preempts", "loss_s", "gain_s")
 _EXPLANATION = ("reason", "reason_text", "outlook", "meaning", "detail", "action")
 KIND_FIELDS: dict[EventKind, tuple[str, ...]] = {
     EventKind.STARTED: ("state", "nodes", "tier", "gpus", "restart_count"),
@@ -120,6 +130,7 @@ KIND_FIELDS: dict[EventKind, tuple[str, ...]] = {
     EventKind.PROMOTION: _PROMOTION,
     EventKind.PROMOTED: (*_PROMOTION, "new_job_id"),
     EventKind.PROMOTE_FAILED: (*_PROMOTION, "error"),
+    EventKind.NOT_PROMOTED: _PROMOTION,
     EventKind.RESERVATION: ("reservation", "change", "start", "was_start"),
     EventKind.LOST: (),
     EventKind.DISK: ("dir", "used", "fs_free", "fs_size", "over", "low_free"),
@@ -142,6 +153,10 @@ KIND_TEXT: dict[EventKind, str] = {
     EventKind.PROMOTION: "a tier has room while a job pends lower: a move to make (`roach promote`)",
     EventKind.PROMOTED: "`--rebalance` made that move",
     EventKind.PROMOTE_FAILED: "`--rebalance` tried that move and could not",
+    EventKind.NOT_PROMOTED: (
+        "`--rebalance` weighed that move and did not make it: it would preempt the user's own runs for more than "
+        "it gains"
+    ),
     EventKind.RESERVATION: "the reservation a pending job asks for moved or vanished",
     EventKind.LOST: "a job left the queue and accounting has no record of it after a long wait",
     EventKind.DISK: "a log directory's size or its file system's free space crossed its limit",
