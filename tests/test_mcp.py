@@ -68,6 +68,10 @@ def test_the_server_lists_every_tool_with_its_commands_help():
     for name, (command, _) in TOOLS.items():
         assert tools[name].description.startswith(command_help(command)), name
     assert tools["submit"].input_schema["required"] == ["target", "resources"]
+    assert {"tier", "dry_run"} <= set(tools["submit"].input_schema["properties"]) & set(
+        tools["sweep"].input_schema["properties"]
+    )
+    assert "runs" in tools["plan"].input_schema["properties"]
     assert tools["clean"].input_schema["properties"]["dry_run"]["default"] is True
 
 
@@ -214,6 +218,24 @@ def test_plan_is_the_commands_plan(agent):
     cli_plan = _cli_json("plan", "--gpus", "1", "--cluster", "lab", "--run-as", LAB_USER)
     assert set(got) == set(cli_plan) and got["chosen"] is not None
     assert got["chosen"]["tier"] == cli_plan["chosen"]["tier"]
+
+
+@pytest.mark.lab
+def test_submit_and_sweep_pass_the_tier(agent, repo, user_slurm):
+    where = _where(repo, "mcp-tier")
+    sub = agent.call("submit", target="pkg.train:train", resources="CPU", args={"lr": 0.5}, tier="low", **where)
+    repo.submitted.append(sub["job_id"])
+    qos = wait_until(
+        "the job's QOS in sacct",
+        lambda: [a.qos for a in user_slurm.sacct([sub["job_id"]]) if a.qos != "Unknown"],
+        timeout=60,
+    )
+    assert qos == ["low"]
+    grid = [{"lr": 0.1}, {"lr": 0.2}]
+    dry = agent.call("sweep", target="pkg.train:train", grid=grid, resources="CPU", tier="high", dry_run=True, **where)
+    assert (dry["schema"], dry["tier"], dry["qos"], dry["runs"]) == ("roach.sweep_dry_run/1", "high", "high", 2)
+    text = agent.refused("submit", target="pkg.train:train", resources="CPU", args={"lr": 0.5}, tier="bogus", **where)
+    assert "cluster lab has no tier 'bogus'" in text and "high, low" in text
 
 
 @pytest.mark.lab

@@ -17,7 +17,8 @@ from roach.lab.config import LAB_USER
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
 from roach.ops.events import TierRow
-from roach.ops.plan import Plan, choose, plan
+from roach.ops.plan import Ask, Plan, choose, idle_slots, plan
+from roach.scheduler.parse_control import NodeRecord
 from roach.slurm.clusters.lab import LAB
 from tests.conftest import wait_until
 
@@ -96,6 +97,42 @@ def test_nothing_possible_and_slurms_refusal_is_said():
     placements, chosen, why = choose(TIERS, rows(high=4), REQ, NOW, probe)
     assert chosen is None and "no tier can take it now" in why[-1]
     assert placements[1].why == "Slurm would not take it: sbatch: error: Job violates accounting/QOS policy"
+
+
+def test_a_request_larger_than_a_cap_says_so_not_that_the_cap_is_claimed():
+    probe, asked = probe_from({"high": 0, "normal": 0, "low": 0})
+    placements, chosen, why = choose(TIERS, rows(), Resources(nodes=2, gpus_per_node=4), NOW, probe)
+    assert asked == ["normal", "low"] and chosen.tier == "normal"
+    assert placements[0].why == (
+        "cap 4 GPUs per user: the request (8 GPUs) is larger than the cap; skipped without asking Slurm"
+    )
+    assert why[-1].endswith(
+        "; not high, though higher in the cluster's order: the request (8 GPUs) is larger than its cap of 4 GPUs "
+        "per user"
+    )
+
+
+def test_a_sweep_goes_to_the_tier_where_the_most_of_its_runs_start_now():
+    probe, _ = probe_from({"high": 0, "normal": 30, "low": 0})
+    ask = Ask(Resources(gpus_per_node=1), runs=8, slots={"": 6})
+    placements, chosen, why = choose(TIERS, rows(high=1), ask, NOW, probe)
+    assert [p.runs_now for p in placements] == [3, 0, 6]  # high: its cap's room; normal: later; low: idle GPUs
+    assert chosen.tier == "low"
+    assert why[-1] == (
+        "low: 6 of 8 runs start now, the most of any tier (the first starts now); "
+        "runs starting now elsewhere: high 3, normal 0"
+    )
+    assert placements[0].why.endswith("; 3 of 8 runs start now (the cap's room holds 3, idle GPUs hold 6)")
+
+
+def test_idle_slots_count_each_partitions_free_gpus_in_runs():
+    def node(name, used, parts=("gpu",)):
+        return NodeRecord(name, "mixed", 0, 8, 4, used, parts, 16000, 0)
+
+    nodes = [node("n1", 3), node("n2", 0), node("n3", 0, ("gpu", "debug"))]
+    assert idle_slots(nodes, Resources(gpus_per_node=1)) == {"gpu": 9, "debug": 4, "": 9}
+    assert idle_slots(nodes, Resources(gpus_per_node=2)) == {"gpu": 4, "debug": 2, "": 4}
+    assert idle_slots(nodes, Resources(nodes=2, gpus_per_node=4)) == {"gpu": 1, "debug": 0, "": 1}
 
 
 def test_plan_writes_python_and_json(tmp_path):

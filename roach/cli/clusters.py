@@ -230,8 +230,15 @@ def discover_cmd(name: str, save: bool, run_as: str | None, as_json: bool) -> No
 
 @click.command("plan")
 @click.option("--cluster", metavar="NAME", default=None, help="The cluster to plan on. [default: the default cluster]")
-@click.option("--gpus", type=click.IntRange(min=1), required=True, help="GPUs in all.")
+@click.option("--gpus", type=click.IntRange(min=1), required=True, help="GPUs in all (with --runs: each run's).")
 @click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="Nodes to spread them over.")
+@click.option(
+    "--runs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Plan a sweep of this many runs (of --gpus each): how many start now on each tier, within its cap.",
+)
 @click.option("--time", "wall", default="01:00:00", show_default=True, help="Wall clock (Slurm's [D-]HH:MM:SS).")
 @click.option(
     "--write",
@@ -253,16 +260,20 @@ def plan_cmd(
     cluster: str | None,
     gpus: int,
     nodes: int,
+    runs: int,
     wall: str,
     write: str | None,
     repo_root: str,
     run_as: str | None,
     as_json: bool,
 ) -> None:
-    """Work out where GPUS would finish soonest now: your claims per tier, caps, sbatch --test-only per tier."""
+    """Work out where GPUS would finish soonest now: your claims per tier, caps, sbatch --test-only per tier.
+
+    With --runs N: where a sweep of N such runs would start the most of them now (`roach sweep --tier auto`).
+    """
 
     c = named_cluster(cluster, run_as)
-    p = plan(c, gpus, nodes, wall)
+    p = plan(c, gpus, nodes, wall, runs=runs)
     env = python_env_here(c, repo_root)
     written = p.write(write) if write and p.chosen else None
     if as_json:

@@ -20,6 +20,7 @@ from roach.cli.common import echo_json as _echo_json
 from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.jsonout import stamp
 from roach.cli.refs import ssh_alias_option
+from roach.cli.tiers import TIER_OPTION, tier_line, tier_placed
 from roach.cli.view_text import print_view
 from roach.cli.views import job_json
 from roach.errors import UsageError
@@ -32,7 +33,9 @@ from roach.launch.submit import dry_run as dry_run_job
 from roach.launch.submit import resume as resume_run
 from roach.launch.submit import submit as submit_job
 from roach.model.python_env import PythonEnv
+from roach.model.resources import Resources
 from roach.ops.job_views import reach
+from roach.ops.tier_choice import Placed, landing
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.store import Store
 from roach.records.workspace_job import is_workspace_record
@@ -98,6 +101,7 @@ _SUBMISSION_OPTIONS = (
         metavar="PRESET",
         help="A resources preset of the cluster (the lab: CPU, GPU1, GPU2, ...).",
     ),
+    TIER_OPTION,
     click.option("--name", default=None, help="The jobs' name. [default: the function's name]"),
     click.option(
         "--env",
@@ -120,9 +124,9 @@ _SUBMISSION_OPTIONS = (
 
 
 def submission_options(command):
-    """What `roach submit` and `roach sweep` both ask (:class:`~roach.launch.options.Options`' fields): the
-    cluster, experiment, resources, name, env, where the files go, description, the metered opt-in and the
-    Python environment."""
+    """What `roach submit` and `roach sweep` both ask (:class:`~roach.launch.options.Options`' fields, and the
+    tier the resources are put on): the cluster, experiment, resources, tier, name, env, where the files go,
+    description, the metered opt-in and the Python environment."""
     for option in reversed(_SUBMISSION_OPTIONS):
         command = option(command)
     return command
@@ -189,6 +193,7 @@ def submit(
     target: str,
     cluster: str,
     preset: str,
+    tier: str | None,
     kwargs: dict[str, Any],
     args_json: dict[str, Any],
     job_env: dict[str, str],
@@ -209,34 +214,35 @@ def submit(
         raise click.BadParameter(f"{', '.join(both)} also given in --args-json", param_hint="--arg")
     options = {k: v for k, v in paths.items() if v is not None}
     target_cluster = submit_cluster(cluster, run_as, ssh_alias, ssh_config)
+    placed = tier_placed(target_cluster, preset, tier)
     if dry_run:
         fields = {k: v for k, v in options.items() if k not in _LAUNCH_ONLY}
         with Store() as store:
             p = dry_run_job(
                 target,
                 {**args_json, **kwargs},
-                resources=preset,
+                resources=placed.resources if placed else preset,
                 cluster=target_cluster,
                 job_env=job_env,
                 store=store,
                 **fields,
             )
         if as_json:
-            _echo_json(dry_run_json(p))
+            _echo_json(dry_run_json(p, placed or landing(p.cluster, p.resources)))
         else:
-            click.echo("\n".join(dry_run_lines(p)))
+            click.echo("\n".join(dry_run_lines(p, placed or landing(p.cluster, p.resources))))
         return
     with Store() as store:
         job = submit_job(
             target,
             {**args_json, **kwargs},
-            resources=preset,
+            resources=placed.resources if placed else preset,
             cluster=target_cluster,
             job_env=job_env,
             store=store,
             **options,
         )
-        _report_submitted(ctx, job, run_as, wait, as_json)
+        _report_submitted(ctx, job, run_as, wait, as_json, tier_line(placed))
 
 
 @click.command()
@@ -254,6 +260,7 @@ def submit(
     default=None,
     help="A resources preset of that cluster. [default: what its last job asked for]",
 )
+@TIER_OPTION
 @click.option(
     "--repo-root",
     default=".",
@@ -276,6 +283,7 @@ def resume(
     run_id: str,
     cluster: str | None,
     preset: str | None,
+    tier: str | None,
     repo_root: str,
     allow_metered: bool,
     python_env: str | None,
@@ -301,9 +309,13 @@ def resume(
             target_cluster: Cluster | None = reach(rec, run_as=run_as, ssh_alias=ssh_alias, ssh_config=ssh_config)
         else:
             target_cluster = with_ssh_override(cli_cluster(name, run_as), ssh_alias, ssh_config) if name else None
+        placed = None
+        if rec is not None:  # on --tier, what it asks for (or its last job asked for) put on that tier
+            old = preset or Resources.from_json(rec.resources)
+            placed = tier_placed(target_cluster or rec.cluster, old, tier)
         job = resume_run(
             run_id,
-            resources=preset,
+            resources=placed.resources if placed else preset,
             cluster=target_cluster,
             repo_root=repo_root,
             store=store,
@@ -315,15 +327,16 @@ def resume(
                 f"code: commit {job.record.commit[:12]}, the repository's HEAD; its last job ran "
                 f"{rec.commit[:12]} (the checkpoint must load in the new code)"
             )
-        _report_submitted(ctx, job, run_as, wait, as_json)
+        _report_submitted(ctx, job, run_as, wait, as_json, tier_line(placed))
 
 
 # submit's own options that start a job rather than describe it: a dry run makes no job to start
 _LAUNCH_ONLY = ("run_id", "inside", "force", "wait_holder_s")
 
 
-def dry_run_json(p: Prepared) -> dict[str, Any]:
-    """`roach submit --dry-run --json`: what would run, and in which Python environment, and why."""
+def dry_run_json(p: Prepared, placed: Placed) -> dict[str, Any]:
+    """`roach submit --dry-run --json`: what would run, on which tier and QOS, in which Python environment, and
+    why."""
     return stamp(
         "dry_run",
         {
@@ -333,6 +346,7 @@ def dry_run_json(p: Prepared) -> dict[str, Any]:
             "commit": p.repo.commit,
             "name": p.name,
             "resources": p.resources.to_json(),
+            **placed.to_json(),
             "python_env": p.python_env.to_json(),
             "log_root": p.log_root,
             "queued": False,
@@ -340,22 +354,27 @@ def dry_run_json(p: Prepared) -> dict[str, Any]:
     )
 
 
-def dry_run_lines(p: Prepared) -> list[str]:
+def dry_run_lines(p: Prepared, placed: Placed) -> list[str]:
     """What `roach submit --dry-run` prints."""
     return [
         f"would run {p.target} of {p.repo.name} at {p.repo.commit[:12]} on {p.cluster.name} as {p.name}",
         f"  resources: {', '.join(p.resources.sbatch_options(p.cluster.gpu_flag))}",
+        f"  tier:      {placed.line()}",
         f"  python:    {p.python_env.line()}",
         f"  logs:      {p.log_root}",
         "nothing was queued or written (--dry-run)",
     ]
 
 
-def _report_submitted(ctx: click.Context, job: Job, run_as: str | None, wait: bool, as_json: bool) -> None:
-    """Print what was submitted; with ``wait``, wait for it and exit 6 unless it completed."""
+def _report_submitted(
+    ctx: click.Context, job: Job, run_as: str | None, wait: bool, as_json: bool, tier: str | None = None
+) -> None:
+    """Print what was submitted (``tier``: the line of the tier it was put on); with ``wait``, wait for it and exit
+    6 unless it completed."""
     view = JobView.of(job.record, None, job.record.status)
     if not as_json:
-        Console(highlight=False).print(f"submitted {job}\n  log {job.record.log_path}", soft_wrap=True)
+        said = f"submitted {job}\n  log {job.record.log_path}" + (f"\n{tier}" if tier else "")
+        Console(highlight=False).print(said, soft_wrap=True)
     if wait:
         try:
             acct = job.wait()

@@ -18,6 +18,7 @@ VERSIONS: dict[str, int] = {
     "cancel": 2,
     "sweep": 1,
     "dry_run": 1,
+    "sweep_dry_run": 1,
     "event": int(EVENT_SCHEMA.rsplit("/", 1)[1]),
     "why": 1,
     "top": 1,
@@ -82,6 +83,7 @@ COMMANDS: dict[str, tuple[str, bool]] = {
 #: A command with a flag that makes it print another record instead (as ``COMMANDS``).
 VARIANTS: dict[str, tuple[str, bool]] = {
     "submit --dry-run": ("dry_run", False),
+    "sweep --dry-run": ("sweep_dry_run", False),
 }
 
 

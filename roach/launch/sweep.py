@@ -222,11 +222,9 @@ def sweep(
     once as K allows (K // the largest array's size, at least one), each later one after the one that many before
     it, so that K still holds. ``fields`` are :class:`~roach.launch.options.Options`', as :func:`submit`'s.
     """
-    grid = _checked(grid, parallelism, max_array_size, sweep_id)
-    p = prepare(target, Options.of(options, fields))
-    guardrails.check_caps(configured(p.cluster), p.resources, runs=len(grid), parallelism=parallelism)
-    sweep_id = sweep_id or new_run_id(p.name)
-    run_root = _new_sweep_root(p, sweep_id, len(grid))
+    grid, p, sweep_id, run_root = prepare_sweep(
+        target, grid, Options.of(options, fields), parallelism, sweep_id, max_array_size
+    )
     log_prefix = f"{p.abs_log_root}/{sweep_id}_"  # every array's log: <sweep id>_<array>_<task>.out
     to = Destination(p.cluster, p.client, p.fs, p.store)
     scripts = _ArrayScripts(p, sweep_id, len(grid), parallelism, max_array_size, run_root)
@@ -250,6 +248,23 @@ def sweep(
     written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"submission of sweep {sweep_id}")
     ids = [j for j, _ in queued]
     return Sweep(p.cluster, sweep_id, ids, [Job(p.cluster, r, p.store) for r in written.records], p.store)
+
+
+def prepare_sweep(
+    target: str,
+    grid: Sequence[Mapping[str, Any]],
+    o: Options,
+    parallelism: int | None,
+    sweep_id: str | None,
+    max_array_size: int | None,
+) -> tuple[list[dict[str, Any]], Prepared, str, str]:
+    """Every check a sweep makes before it queues anything: the grid, :func:`prepare`, the caps for the sweep as a
+    whole, its id and run root; the checked grid, the prepared submission, the sweep id and run root."""
+    checked = _checked(grid, parallelism, max_array_size, sweep_id)
+    p = prepare(target, o)
+    guardrails.check_caps(configured(p.cluster), p.resources, runs=len(checked), parallelism=parallelism)
+    sweep_id = sweep_id or new_run_id(p.name)
+    return checked, p, sweep_id, _new_sweep_root(p, sweep_id, len(checked))
 
 
 def _new_sweep_root(p: Prepared, sweep_id: str, n: int) -> str:

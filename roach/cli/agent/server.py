@@ -22,14 +22,22 @@ from roach.errors import MissingError
 
 # Each tool: the `roach` command it runs (its help is the tool's description) and what the tool adds to it.
 TOOLS: dict[str, tuple[str, str]] = {
-    "submit": ("submit", "Result: `roach submit --json`. `args` are the function's keyword arguments."),
-    "sweep": ("sweep", "Result: `roach sweep --json`. `grid` is the list of the runs' keyword arguments."),
+    "submit": (
+        "submit",
+        "Result: `roach submit --json` (with `dry_run`: `roach submit --dry-run --json`). `args` are the function's "
+        "keyword arguments; `tier` is a tier of the cluster, or auto (`roach plan`'s choice).",
+    ),
+    "sweep": (
+        "sweep",
+        "Result: `roach sweep --json` (with `dry_run`: `roach sweep --dry-run --json`). `grid` is the list of the "
+        "runs' keyword arguments; `tier` is a tier of the cluster, or auto (`roach plan`'s choice).",
+    ),
     "status": ("status", "Result: `roach status --json`. `ref` is a run id or a Slurm job id."),
     "ls": ("ls", "Result: `roach ls --json`."),
     "logs": ("logs", "The last `lines` lines of the log: {ref, lines, log, note}."),
     "cancel": ("cancel", "Result: `roach cancel --json`. Only jobs in roach's store (ones you submitted)."),
     "why": ("why", "Result: `roach why --json`."),
-    "plan": ("plan", "Result: `roach plan --json`."),
+    "plan": ("plan", "Result: `roach plan --json`. `runs`: plan a sweep of that many runs of `gpus` each."),
     "move": ("move", "Result: `roach move --json`. `to` is the tier's name."),
     "clean": ("clean", "Result: `roach clean --json`. `dry_run` is true unless you set it false."),
     "report": ("report", "Result: `roach report --json`. `name` is a run id, a sweep id or an experiment."),

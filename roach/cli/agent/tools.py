@@ -30,11 +30,13 @@ def _submission(
     run_root: str | None,
     metered: bool,
     python_env: str | None = None,
+    tier: str | None = None,
 ) -> list[str]:
     """The options `roach submit` and `roach sweep` share (the CLI's ``submission_options``)."""
     return [
         *_opt("--cluster", cluster),
         *_opt("--resources", resources),
+        *_opt("--tier", tier),
         *_pairs("--env", env),
         *_opt("--experiment", experiment),
         *_opt("--name", name),
@@ -100,6 +102,8 @@ class AgentTools:
         run_root: str | None = None,
         metered: bool = False,
         python_env: str | None = None,
+        tier: str | None = None,
+        dry_run: bool = False,
     ) -> str:
         argv = [
             *_submission(
@@ -114,9 +118,11 @@ class AgentTools:
                 run_root,
                 metered,
                 python_env,
+                tier,
             ),
             *_opt("--args-json", json.dumps(args) if args else None),
             *_opt("--run-id", run_id),
+            *_flag("--dry-run", dry_run),
         ]
         return self._json("submit", argv, [target])
 
@@ -138,6 +144,8 @@ class AgentTools:
         max_array_size: int | None = None,
         metered: bool = False,
         python_env: str | None = None,
+        tier: str | None = None,
+        dry_run: bool = False,
     ) -> str:
         fd, path = tempfile.mkstemp(prefix="roach-grid-", suffix=".jsonl")
         try:
@@ -156,11 +164,13 @@ class AgentTools:
                     run_root,
                     metered,
                     python_env,
+                    tier,
                 ),
                 *_opt("--grid", path),
                 *_opt("--parallelism", parallelism),
                 *_opt("--sweep-id", sweep_id),
                 *_opt("--max-array-size", max_array_size),
+                *_flag("--dry-run", dry_run),
             ]
             return self._json("sweep", argv, [target])
         finally:
@@ -182,10 +192,9 @@ class AgentTools:
     def why(self, ref: str, cluster: str | None = None) -> str:
         return self._json("why", _opt("--cluster", cluster), [ref])
 
-    def plan(self, gpus: int, cluster: str | None = None, nodes: int = 1, time: str = "01:00:00") -> str:
-        return self._json(
-            "plan", [*_opt("--gpus", gpus), *_opt("--cluster", cluster), *_opt("--nodes", nodes), *_opt("--time", time)]
-        )
+    def plan(self, gpus: int, cluster: str | None = None, nodes: int = 1, time: str = "01:00:00", runs: int = 1) -> str:
+        argv = [*_opt("--gpus", gpus), *_opt("--cluster", cluster), *_opt("--nodes", nodes), *_opt("--time", time)]
+        return self._json("plan", [*argv, *_opt("--runs", runs)])
 
     def move(
         self,

@@ -187,15 +187,21 @@ PLACEMENT = obj(
         "nodes": string("Where Slurm would start it; null: not known.", null=True),
         "possible": boolean("Whether it may go there (cap, Slurm's answer)."),
         "why": string("What was found, in words."),
+        "runs_now": integer(
+            "How many of the plan's runs would start now there: within the cap's room and (for a sweep) the nodes' "
+            "idle GPUs; 0 when it starts later or cannot go there."
+        ),
     },
 )
 
 PLAN = record(
     "plan",
-    "`roach plan`: where N GPUs would finish soonest now.",
+    "`roach plan`: where N GPUs would finish soonest now (with `--runs`: where a sweep of such runs starts the most "
+    "of them now).",
     {
         "cluster": string("The cluster."),
-        "gpus": integer("GPUs asked for."),
+        "gpus": integer("GPUs asked for (with `--runs`: each run's)."),
+        "runs": integer("Runs asked for (`--runs`; 1: one job)."),
         "nodes": integer("Nodes asked for."),
         "time": string("Wall clock asked for."),
         "now": string("The cluster's clock when read, local time, ISO 8601."),

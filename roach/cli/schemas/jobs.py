@@ -1,5 +1,5 @@
 """The schemas of the job commands' records: ``job`` (submit, resume, status, ls), ``cancel``, ``sweep``,
-``why``, ``promote``, ``move``, and ``lab.status``."""
+``dry_run`` and ``sweep_dry_run``, ``why``, ``promote``, ``move``, and ``lab.status``."""
 
 from __future__ import annotations
 
@@ -99,6 +99,30 @@ SWEEP = record(
     },
 )
 
+_TIER_FIELDS = {
+    "tier": string(
+        "The tier of the cluster's table it would be queued on (`--tier NAME`, `--tier auto`: `roach plan`'s "
+        "choice, else the one its partition and QOS land on); null: none (no tier asked, and the resources land "
+        "on none: never preempted nor promoted by roach).",
+        null=True,
+    ),
+    "qos": string("The QOS it would ask for; null: none asked (the account's default QOS applies).", null=True),
+    "tier_why": string("Why that tier, in words (`--tier auto`: the plan's reason)."),
+}
+
+_PYTHON_ENV = obj(
+    "How the job's Python would be made, by whose choice, and why (job.json keeps the same).",
+    {
+        "env": enum("The environment.", [e.value for e in PythonEnv]),
+        "source": enum(
+            "Who chose it: `asked` (`--python-env`), `clusters.toml`, `lock` (the commit's uv.lock or "
+            "pixi.lock) or `site` (the site file's ROACH_ENV).",
+            [s.value for s in EnvSource],
+        ),
+        "why": string("Why, in words."),
+    },
+)
+
 DRY_RUN = record(
     "dry_run",
     "`roach submit --dry-run`: every check of a submit made, and what would run; nothing queued or written.",
@@ -109,22 +133,46 @@ DRY_RUN = record(
         "commit": string("The pushed commit the job would clone."),
         "name": string("The job's name in Slurm."),
         "resources": mapping(
-            "The resources it would ask for (presets and the cluster's defaults applied).",
+            "The resources it would ask for (presets, the tier and the cluster's defaults applied).",
             anything("A Resources field."),
         ),
-        "python_env": obj(
-            "How the job's Python would be made, by whose choice, and why (job.json keeps the same).",
-            {
-                "env": enum("The environment.", [e.value for e in PythonEnv]),
-                "source": enum(
-                    "Who chose it: `asked` (`--python-env`), `clusters.toml`, `lock` (the commit's uv.lock or "
-                    "pixi.lock) or `site` (the site file's ROACH_ENV).",
-                    [s.value for s in EnvSource],
-                ),
-                "why": string("Why, in words."),
-            },
-        ),
+        **_TIER_FIELDS,
+        "python_env": _PYTHON_ENV,
         "log_root": string("Where its log and bundle would go (may start with `~`)."),
+        "queued": boolean("Always false: nothing was queued."),
+    },
+)
+
+SWEEP_DRY_RUN = record(
+    "sweep_dry_run",
+    "`roach sweep --dry-run`: every check of a sweep made, and what it would queue; nothing queued or written.",
+    {
+        "target": string("What would run: `package.module:function`."),
+        "cluster": string("The cluster's name."),
+        "repo": string("The repository's name."),
+        "commit": string("The pushed commit the runs would clone."),
+        "name": string("The jobs' name in Slurm."),
+        "sweep_id": string("The sweep's id; run i would be `<sweep_id>-<i>`."),
+        "runs": integer("How many runs (grid entries)."),
+        "arrays": array(
+            "The job arrays it would queue, in order (one per MaxArraySize runs).",
+            obj(
+                "One array.",
+                {
+                    "first": integer("The index of its first run."),
+                    "tasks": integer("How many runs it holds."),
+                },
+            ),
+        ),
+        "parallelism": integer("At most this many runs at once (`--parallelism`); null: no limit.", null=True),
+        "resources": mapping(
+            "The resources each run would ask for (presets, the tier and the cluster's defaults applied).",
+            anything("A Resources field."),
+        ),
+        **_TIER_FIELDS,
+        "python_env": _PYTHON_ENV,
+        "log_root": string("Where the runs' logs and bundles would go (may start with `~`)."),
+        "run_root": string("Where the runs' directories would go (may start with `~`)."),
         "queued": boolean("Always false: nothing was queued."),
     },
 )
@@ -259,6 +307,7 @@ SCHEMAS = {
     "cancel": CANCEL,
     "sweep": SWEEP,
     "dry_run": DRY_RUN,
+    "sweep_dry_run": SWEEP_DRY_RUN,
     "why": WHY,
     "promote": PROMOTE,
     "move": MOVE,
