@@ -15,10 +15,14 @@ import pytest
 from roach.lab.config import LAB_USER
 from roach.launch.sweep import sweep
 from roach.model.job_state import JobState
+from roach.ops.events import Event, EventKind
+from roach.ops.rebalance import Promotion
 from roach.slurm.clusters.lab import GPU1, LAB
+from roach.watch.watcher import Watcher
 from tests.conftest import wait_until
 from tests.support.cli import roach
 from tests.support.lab_repo import invoke
+from tests.support.submitting import submit_to_lab
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 
@@ -46,10 +50,10 @@ def store(store, monkeypatch):
     return store
 
 
-def _sweep(repo, store, roots, resources, name):
+def _sweep(repo, store, roots, resources, name, runs=4, steps=300):
     return sweep(
         "pkg.train:train",
-        [{"steps": 300}] * 4,
+        [{"steps": steps}] * runs,
         resources=resources,
         cluster=CLUSTER,
         repo_root=repo.work,
@@ -149,3 +153,30 @@ def test_a_moved_run_stays_in_its_experiment_and_clean_covers_every_job_of_it(la
     finally:
         user_slurm.scancel([r.job_id for r in store.recent(100)])
         shutil.rmtree(Path("/home", LAB_USER, home_runs), ignore_errors=True)
+
+
+@pytest.mark.lab
+def test_the_rebalancer_does_not_preempt_the_users_own_runs_to_promote_another(lab, repo, store, roots, user_slurm):
+    low = GPU1.replace(qos="low", time="00:05:00")
+    sw = _sweep(repo, store, roots, low, "eight", runs=8, steps=200)  # every GPU of n1 and n2, for about 40 s
+    array = sw[0].job_id
+    try:
+        wait_until("all eight running", lambda: list(_states(user_slurm, array).values()) == [JobState.RUNNING] * 8, 90)
+        ninth = submit_to_lab(repo, store, roots, "pkg.train:train", {"steps": 20}, resources=low, name="ninth")
+        made: list[Promotion] = []
+        w = Watcher(CLUSTER, CLUSTER.client(), store, interval_s=1.0, heartbeat_s=1e9, rebalance=True)
+        w.rebalancer.promoter = lambda p: made.append(p) or 0
+        events: list[Event] = []
+
+        def weighed() -> list[Event]:
+            events.extend(w.round())
+            return [e for e in events if e.kind is EventKind.NOT_PROMOTED]
+
+        (held,) = wait_until("the promotion weighed", weighed, 30, every=1.0)
+        assert held.job_id == str(ninth.job_id)
+        assert held.data["to_tier"] == "high"
+        assert held.data["preempts"] and set(held.data["preempts"]) <= {f"{array}_{i}" for i in range(8)}
+        assert made == []
+        assert list(_states(user_slurm, array).values()) == [JobState.RUNNING] * 8
+    finally:
+        user_slurm.scancel([r.job_id for r in store.recent(100)])
