@@ -18,7 +18,15 @@ import pytest
 
 from roach.errors import RoachError, TransportError, UsageError
 from roach.launch.repo import RepoInfo, commit_subject, inspect_repo, sanitize_name
-from roach.launch.target import check_target, checked_module, module_path_candidates, parse_target
+from roach.launch.target import (
+    check_calls,
+    check_target,
+    checked_module,
+    checked_target,
+    module_path_candidates,
+    parse_target,
+    target_params,
+)
 
 TRAIN = "def train(run, lr):\n    return lr\n\n\ndef evaluate(run):\n    pass\n"
 
@@ -564,3 +572,37 @@ def test_a_target_found_good_at_a_commit_is_not_looked_up_again(
     git(repo, "push", "-q")
     with pytest.raises(UsageError, match="no top-level function 'train'"):
         checked_module(inspect_repo(repo), "pkg.train:train")  # another commit is looked at afresh
+
+
+def test_arguments_are_checked_against_the_def_at_the_commit_not_the_working_tree(repo: Path) -> None:
+    info = inspect_repo(repo)
+    (repo / "pkg" / "train.py").write_text("def train(run, learning_rate):\n    pass\n")  # not committed
+    params = target_params(info, "pkg.train:train")
+    assert params is not None
+    check_calls(info, "pkg.train:train", params, [{"lr": 0.1}], grid=False)
+    with pytest.raises(UsageError) as err:
+        check_calls(info, "pkg.train:train", params, [{"learning_rate": 0.1}], grid=False)
+    assert err.value.message == (
+        f"pkg.train:train at commit {short(repo)}: train takes no argument 'learning_rate'; "
+        "it is train(run, lr) (pkg/train.py:1)"
+    )
+    assert err.value.hint == "did you mean 'lr'? its arguments are: lr"
+
+
+def test_what_a_target_takes_is_remembered_with_it(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    info = inspect_repo(repo)
+    assert checked_target(info, "pkg.train:train") == ("pkg/train.py", target_params(info, "pkg.train:train"))
+    # another process, without git on its PATH: what train takes comes from what the first look remembered
+    code = (
+        "import sys; from pathlib import Path; from roach.launch.repo import RepoInfo; "
+        "from roach.launch.target import checked_target; "
+        "path, params = checked_target(RepoInfo(Path(sys.argv[1]), 'work', sys.argv[2], 'main', 'origin/main', "
+        "'origin', ''), 'pkg.train:train'); print(path, params.shown)"
+    )
+    env = {**os.environ, "PATH": str(tmp_path / "no-bin"), "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(info.root), info.commit], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "pkg/train.py train(run, lr)"

@@ -19,10 +19,16 @@ from roach.slurm import Resources, submit
 from roach.slurm.clusters.lab import GPU1, LAB, NODES2_GPU2
 from tests.conftest import slack
 from tests.support.gitrepo import GIT
-from tests.support.packages import PKG
+from tests.support.packages import PKG as JOBS_PKG
 from tests.support.submitting import submit_to_lab
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
+
+FIT = """
+def train(run, lr, width=64, steps=60, seed=0):
+    return lr * width
+"""
+PKG = {**JOBS_PKG, "pkg/fit.py": FIT}  # what the repo fixture commits
 
 
 def _cleanup(jobs):
@@ -200,6 +206,48 @@ def test_bad_input_is_refused_and_nothing_is_submitted_or_written(case, repo, st
         submit_to_lab(repo, store, roots, target, **kw)
     assert {r.raw_id for r in user_slurm.squeue()} == before
     assert not Path(roots["log_root"]).exists() and not Path(roots["clone_root"]).exists()
+    assert store.recent() == []
+
+
+def _submit_cli(repo, roots, *args: str):
+    from click.testing import CliRunner
+
+    from roach.cli.app import cli
+
+    common = ["--cluster", "lab", "--run-as", LAB_USER, "--resources", "GPU1", "--repo-root", str(repo.work)]
+    common += ["--log-root", roots["log_root"], "--clone-root", roots["clone_root"]]
+    return CliRunner().invoke(cli, ["submit", "pkg.fit:train", *common, *args], catch_exceptions=False)
+
+
+@pytest.mark.lab
+def test_an_argument_the_function_does_not_take_is_refused_exit_2_and_nothing_is_queued(
+    repo, store, roots, tmp_path, monkeypatch, user_slurm
+):
+    monkeypatch.setenv("ROACH_STORE", str(tmp_path / "store.sqlite"))  # the store fixture's file
+    before = {r.raw_id for r in user_slurm.squeue()}
+    r = _submit_cli(repo, roots, "--arg", "learning_rate=0.1")
+    assert r.exit_code == 2, r.output
+    assert "pkg.fit:train at commit " in r.stderr
+    assert "train takes no argument 'learning_rate'; it is train(run, lr, width=64, steps=60, seed=0)" in r.stderr
+    assert "hint: did you mean 'lr'? its arguments are: lr, width, steps, seed" in r.stderr
+    assert {r.raw_id for r in user_slurm.squeue()} == before
+    assert not Path(roots["log_root"]).exists()
+    assert store.recent() == []
+
+
+@pytest.mark.lab
+def test_a_dry_run_checks_the_arguments_as_submit_does(repo, store, roots, tmp_path, monkeypatch, user_slurm):
+    monkeypatch.setenv("ROACH_STORE", str(tmp_path / "store.sqlite"))
+    before = {r.raw_id for r in user_slurm.squeue()}
+    unknown = _submit_cli(repo, roots, "--arg", "learning_rate=0.1", "--dry-run")
+    assert unknown.exit_code == 2, unknown.output
+    assert "train takes no argument 'learning_rate'" in unknown.stderr
+    missing = _submit_cli(repo, roots, "--arg", "width=32", "--dry-run")
+    assert missing.exit_code == 2, missing.output
+    assert "train needs argument lr, not given" in missing.stderr
+    good = _submit_cli(repo, roots, "--arg", "lr=0.1", "--dry-run")
+    assert good.exit_code == 0, good.output
+    assert {r.raw_id for r in user_slurm.squeue()} == before
     assert store.recent() == []
 
 

@@ -44,6 +44,9 @@ def fail_on(run, x, bad=-1):
     if x == bad:
         raise ValueError(f"x={x} fails on purpose")
     return x
+
+def fit(run, width, depth=2):
+    return width * depth
 """,
 }
 
@@ -191,10 +194,38 @@ def test_bad_grids_are_refused_before_anything_is_queued(repo, store, roots):
         go([{"x": 1}], parallelism=0)
     with pytest.raises(UsageError, match="sweep id"):
         go([{"x": 1}], sweep_id="no/slash")
+    with pytest.raises(
+        UsageError, match=r"^grid entry 1 of 2 \(counted from 0\): pkg.grid:square at commit \w+: square"
+    ):
+        go([{"x": 1}, {"x": 2, "y": 3}])
     with pytest.raises(UsageError, match="no sweep 'nope'"):
         Sweep.load("nope", store=store)
     assert store.all_jobs() == []
     assert not Path(roots["log_root"], "bundles").exists()
+
+
+@pytest.mark.lab
+def test_a_grid_entry_the_function_does_not_take_is_refused_exit_2_and_nothing_is_queued(
+    repo, store, roots, tmp_path, monkeypatch, user_slurm
+):
+    from click.testing import CliRunner
+
+    from roach.cli.app import cli
+
+    monkeypatch.setenv("ROACH_STORE", str(tmp_path / "store.sqlite"))  # the store fixture's file
+    grid = tmp_path / "grid.jsonl"
+    grid.write_text("".join(json.dumps(g) + "\n" for g in ({"width": 32}, {"widht": 64}, {"width": 128})))
+    before = {r.raw_id for r in user_slurm.squeue()}
+    common = ["--cluster", "lab", "--run-as", LAB_USER, "--resources", "CPU", "--repo-root", str(repo.work)]
+    common += ["--log-root", roots["log_root"], "--clone-root", roots["clone_root"]]
+    r = CliRunner().invoke(cli, ["sweep", "pkg.grid:fit", "--grid", str(grid), *common], catch_exceptions=False)
+    assert r.exit_code == 2, r.output
+    assert "grid entry 1 of 3 (counted from 0): pkg.grid:fit at commit " in r.stderr
+    assert "fit takes no argument 'widht'; it is fit(run, width, depth=2)" in r.stderr
+    assert "hint: did you mean 'width'? its arguments are: width, depth" in r.stderr
+    assert {r.raw_id for r in user_slurm.squeue()} == before
+    assert not Path(roots["log_root"]).exists()
+    assert store.all_jobs() == []
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from roach.launch.remote_access import is_local_url, remote_access
 from roach.launch.repo import RepoInfo, inspect_repo
 from roach.launch.script import ArrayPart, ScriptInputs, render
 from roach.launch.shipping import runtime_dir
-from roach.launch.target import checked_module, parse_target
+from roach.launch.target import check_calls, checked_target, parse_target
 from roach.model.python_env import EnvChoice
 from roach.model.resources import Resources
 from roach.model.run_spec import RepoRef, RunSpec
@@ -215,8 +215,11 @@ class Prepared:
         return RunSpec(**{**fields, **own})
 
 
-def prepare(target: str, o: Options) -> Prepared:
-    """The checks that can refuse a submission, in order, before anything is written or queued."""
+def prepare(
+    target: str, o: Options, *, args: Mapping[str, Any] | None = None, grid: Sequence[Mapping[str, Any]] | None = None
+) -> Prepared:
+    """The checks that can refuse a submission, in order, before anything is written or queued. ``args`` (a job's)
+    or ``grid`` (a sweep's, each entry a run's) are checked against the function's parameters at the commit."""
     # No cluster named: the configured default (ilc out of the box), never a metered one.
     cluster = configured(get_cluster(o.cluster if o.cluster is not None else default_cluster_name()))
     res = fill_resources(cluster, resolve_resources(o.resources, cluster))
@@ -233,7 +236,10 @@ def prepare(target: str, o: Options) -> Prepared:
             hint="use letters, digits and . _ - + = @ :",
         )
     repo = inspect_repo(o.repo_root, o.commit)
-    python_path = ["src"] if checked_module(repo, target).startswith("src/") else []
+    module, params = checked_target(repo, target)
+    if params is not None and (args is not None or grid is not None):
+        check_calls(repo, target, params, [args or {}] if grid is None else grid, grid=grid is not None)
+    python_path = ["src"] if module.startswith("src/") else []
     python_env = python_env_of(cluster, o.python_env, repo.root, repo.commit)
     log_root = o.log_root or f"~/roach/{repo.name}/slurm-logs"
     for label, path in (("log_root", log_root), ("clone_root", o.clone_root), ("secrets_dir", o.secrets_dir)):

@@ -55,7 +55,7 @@ def submit(
     """
     _check_ids(run_id, inside, wait_holder_s)
     args = check_args(args or {})
-    p = prepare(target, Options.of(options, fields))
+    p = prepare(target, Options.of(options, fields), args=args)
     run_id, run_dir = _run_dir(p, run_id)
     if inside is not None:  # steps of a running holder, started now (roach/launch/inside.py)
         return submit_inside(
@@ -101,8 +101,7 @@ def dry_run(
 ) -> Prepared:
     """Every check :func:`submit` makes, and what it would run (the resources, the commit, the Python environment
     and why), with nothing queued or written."""
-    check_args(args or {})
-    return prepare(target, Options.of(options, fields))
+    return prepare(target, Options.of(options, fields), args=check_args(args or {}))
 
 
 def _check_ids(run_id: str | None, inside: int | None, wait_holder_s: float | None) -> None:

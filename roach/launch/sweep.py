@@ -261,7 +261,7 @@ def prepare_sweep(
     """Every check a sweep makes before it queues anything: the grid, :func:`prepare`, the caps for the sweep as a
     whole, its id and run root; the checked grid, the prepared submission, the sweep id and run root."""
     checked = _checked(grid, parallelism, max_array_size, sweep_id)
-    p = prepare(target, o)
+    p = prepare(target, o, grid=checked)
     guardrails.check_caps(configured(p.cluster), p.resources, runs=len(checked), parallelism=parallelism)
     sweep_id = sweep_id or new_run_id(p.name)
     return checked, p, sweep_id, _new_sweep_root(p, sweep_id, len(checked))

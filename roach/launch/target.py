@@ -1,4 +1,4 @@
-"""The function a submission names (``package.module:function``): parsed, and found at the commit (its module in the tree, the name bound at its top level), before anything is queued."""
+"""The function a submission names (``package.module:function``): parsed, and found at the commit (its module in the tree, the name bound at its top level), and the keyword arguments of its runs checked against its ``def`` there (:mod:`roach.launch.signature`), before anything is queued."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ import os
 import posixpath
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from roach.errors import UsageError
 from roach.launch.repo import TARGET_FORM, RepoInfo, git, listing, short_sha
+from roach.launch.signature import Params, problem, read_params
 
 
 def is_name(s: str) -> bool:
@@ -177,21 +179,36 @@ def top_level(body: Sequence[ast.stmt]) -> tuple[list[str], set[str], set[str], 
 
 
 def checked_module(info: RepoInfo, target: str) -> str:
-    """:func:`check_target`, then the module's path (:func:`locate_module`). A target found good at a commit is
-    remembered (``~/.cache/roach/targets/``): a commit never changes, so a later submit of the same commit and
-    target asks git nothing. Only a target that passed is remembered; a refusal is worked out again each time."""
+    """:func:`check_target`, then the module's path (:func:`locate_module`): :func:`checked_target`'s path."""
+    return checked_target(info, target)[0]
+
+
+def checked_target(info: RepoInfo, target: str) -> tuple[str, Params | None]:
+    """:func:`check_target`, then the module's path (:func:`locate_module`) and what the function takes
+    (:func:`target_params`). A target found good at a commit is remembered (``~/.cache/roach/targets/``): a commit
+    never changes, so a later submit of the same commit and target asks git nothing. Only a target that passed is
+    remembered; a refusal is worked out again each time."""
     cache = _targets_file(info.commit)
     try:
         known = json.loads(cache.read_text()).get(str(info.root), {})
-    except (OSError, ValueError, AttributeError):
-        known = {}
-    path = known.get(target) if isinstance(known, dict) else None
-    if isinstance(path, str) and path in module_path_candidates(target):
-        return path
-    check_target(info, target)
+        entry = known.get(target) if isinstance(known, dict) else None
+        if isinstance(entry, dict) and entry.get("path") in module_path_candidates(target):
+            return entry["path"], None if entry["params"] is None else Params.from_json(entry["params"])
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        pass
+    params = target_params(info, target)
     path = locate_module(info, target)
-    _remember(cache, str(info.root), target, path)
-    return path
+    _remember(cache, str(info.root), target, {"path": path, "params": None if params is None else params.to_json()})
+    return path, params
+
+
+def check_calls(info: RepoInfo, target: str, params: Params, runs: Sequence[Mapping[str, Any]], *, grid: bool) -> None:
+    """Refuse (UsageError) the arguments of ``runs`` (one run's, or each of a sweep's grid entries) unless the
+    function of ``target`` at the commit, as ``params`` read it, can take each of them."""
+    found = problem(params, runs, grid=grid)
+    if found is not None:
+        which, message, hint = found
+        raise UsageError(f"{which}{target} at commit {short_sha(info.root, info.commit)}: {message}", hint=hint)
 
 
 def _targets_file(commit: str) -> Path:
@@ -200,15 +217,15 @@ def _targets_file(commit: str) -> Path:
     return base / "roach" / "targets" / f"{commit}.json"
 
 
-def _remember(cache: Path, root: str, target: str, path: str) -> None:
-    """Add ``target -> path`` for ``root`` to ``cache`` (temp file, rename); a failure only costs the next look."""
+def _remember(cache: Path, root: str, target: str, found: dict[str, Any]) -> None:
+    """Add ``target -> found`` for ``root`` to ``cache`` (temp file, rename); a failure only costs the next look."""
     try:
         data = json.loads(cache.read_text())
         data = data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         data = {}
     entry = data.get(root)
-    data[root] = {**(entry if isinstance(entry, dict) else {}), target: path}
+    data[root] = {**(entry if isinstance(entry, dict) else {}), target: found}
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".targets.", dir=cache.parent)
@@ -223,7 +240,15 @@ def _remember(cache: Path, root: str, target: str, path: str) -> None:
 
 
 def check_target(info: RepoInfo, target: str) -> None:
-    """Refuse ``target`` unless its module exists at ``info.commit`` and defines the function at top level.
+    """Refuse ``target`` unless its module exists at ``info.commit`` and defines the function at top level
+    (:func:`target_params`)."""
+    target_params(info, target)
+
+
+def target_params(info: RepoInfo, target: str) -> Params | None:
+    """What the function of ``target`` takes (:func:`roach.launch.signature.read_params`; None where its source does
+    not say), once :func:`check_target`'s checks pass: its module exists at ``info.commit`` and defines the function
+    at top level.
 
     The module file is read from the commit (not the working tree) and parsed with :mod:`ast`; it is
     never imported. A top-level ``def``/``async def`` counts, and so does a module-level assignment or
@@ -249,8 +274,10 @@ def check_target(info: RepoInfo, target: str) -> None:
             hint=f"check that {path} is a Python source file",
         ) from exc
     functions, others, classes, star = top_level(tree.body)
-    if function in functions or function in others or (star and function not in classes):
-        return
+    if function in functions:
+        return read_params(tree, function, path)
+    if function in others or (star and function not in classes):
+        return None
     if function in classes:
         raise UsageError(
             f"{function!r} in {path} is a class, not a function (commit {short_sha(info.root, info.commit)})",
