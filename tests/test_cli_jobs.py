@@ -93,6 +93,12 @@ def test_unknown_preset_lists_the_valid_ones():
     assert "valid presets: CPU, GPU1, GPU2, GPU4, NODES2_GPU2" in r.stderr
 
 
+def test_a_preset_in_the_wrong_case_gets_the_one_meant():
+    r = invoke("submit", "pkg.train:train", "--cluster", "lab", "--resources", "gpu1")
+    assert r.exit_code == 2, r.output
+    assert "hint: did you mean 'GPU1'? valid presets: CPU, GPU1, GPU2, GPU4, NODES2_GPU2" in r.stderr
+
+
 def test_unknown_ref_is_a_usage_error_naming_ls():
     for cmd in ("status", "logs", "cancel"):
         r = invoke(cmd, "no-such-run")

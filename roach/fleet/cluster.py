@@ -7,6 +7,7 @@ are made on demand.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 import re
@@ -117,12 +118,17 @@ class Cluster:
         return _SITE_VENV.search(self.site_file()) is not None
 
     def preset(self, name: str) -> Resources:
+        """The preset ``name`` (its case exact), or a UsageError with the valid ones and the closest of them."""
         try:
             return self.presets[name]
         except KeyError:
+            valid = sorted(self.presets)
+            by_fold = {p.casefold(): p for p in valid}
+            close = [by_fold[m] for m in difflib.get_close_matches(name.casefold(), list(by_fold), n=1, cutoff=0.6)]
             raise UsageError(
                 f"cluster {self.name} has no preset {name!r}",
-                hint=f"valid presets: {', '.join(sorted(self.presets)) or '(none)'}",
+                hint=(f"did you mean {close[0]!r}? " if close else "")
+                + f"valid presets: {', '.join(valid) or '(none)'}",
             ) from None
 
     def with_(self, **changes) -> Cluster:
