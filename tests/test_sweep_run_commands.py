@@ -177,6 +177,10 @@ def test_the_rebalancer_does_not_preempt_the_users_own_runs_to_promote_another(l
         assert held.data["to_tier"] == "high"
         assert held.data["preempts"] and set(held.data["preempts"]) <= {f"{array}_{i}" for i in range(8)}
         assert made == []
+        refused = roach("promote", str(ninth.job_id), "--to", "high", *_common(repo))
+        assert refused.exit_code == 2, refused.output
+        assert "would preempt your running job" in refused.output
         assert list(_states(user_slurm, array).values()) == [JobState.RUNNING] * 8
+        assert ninth.state() is JobState.PENDING
     finally:
         user_slurm.scancel([r.job_id for r in store.recent(100)])

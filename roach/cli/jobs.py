@@ -379,7 +379,7 @@ def _report_submitted(
         try:
             acct = job.wait()
         except KeyboardInterrupt:
-            click.echo(f"stopped waiting; job {job.job_id} goes on (`roach cancel {job.run_id}` stops it)", err=True)
+            click.echo(f"stopped waiting; job {job.slurm_id} goes on (`roach cancel {job.run_id}` stops it)", err=True)
             raise click.Abort() from None
         view = JobView.of(job.record, acct.state.value, job.record.status, None, job.record.exit_code)
     if as_json:

@@ -23,22 +23,43 @@ from roach.records.store import Store
 @click.command()
 @click.argument("ref", metavar="JOB")
 @click.option("--to", "tier", required=True, metavar="TIER", help="The tier to move it to (the cluster's tier names).")
+@click.option(
+    "--preempt-own",
+    is_flag=True,
+    help="Move it even where Slurm says starting it on TIER now would preempt running jobs of yours.",
+)
 @repo_option
 @new_commit_option
 @cluster_option
 @run_as_option
 @json_option
 def promote(
-    ref: str, tier: str, repo_root: str, allow_new_commit: bool, cluster: str | None, run_as: str | None, as_json: bool
+    ref: str,
+    tier: str,
+    preempt_own: bool,
+    repo_root: str,
+    allow_new_commit: bool,
+    cluster: str | None,
+    run_as: str | None,
+    as_json: bool,
 ) -> None:
     """Move a pending JOB (run id or job id) to TIER: hold it, resubmit its run id there, cancel it.
 
-    A pending job loses nothing by moving.
+    A pending job loses nothing by moving; refused where starting it on TIER now would preempt running jobs of
+    yours (unless --preempt-own).
     """
     with Store() as store:
         rec = store.find(ref, cluster=cluster)
         c = cli_cluster(rec.cluster, run_as)
-        new = promote_job(ref, tier, cluster=c, store=store, repo_root=repo_root, allow_new_commit=allow_new_commit)
+        new = promote_job(
+            ref,
+            tier,
+            cluster=c,
+            store=store,
+            repo_root=repo_root,
+            allow_new_commit=allow_new_commit,
+            preempt_own=preempt_own,
+        )
     if as_json:
         click.echo(json.dumps(promote_json(rec, new, tier), indent=2))
     else:
@@ -52,6 +73,11 @@ def promote(
 @click.argument("ref", metavar="RUN")
 @click.option("--to", "tier", required=True, metavar="TIER", help="The tier to move it to (the cluster's tier names).")
 @click.option("--force", is_flag=True, help="Move a running run that does not checkpoint (it starts over).")
+@click.option(
+    "--preempt-own",
+    is_flag=True,
+    help="Move it even where Slurm says starting it on TIER now would preempt running jobs of yours.",
+)
 @click.option(
     "--wait",
     "wait_s",
@@ -70,6 +96,7 @@ def move(
     ref: str,
     tier: str,
     force: bool,
+    preempt_own: bool,
     wait_s: float,
     repo_root: str,
     allow_new_commit: bool,
@@ -93,6 +120,7 @@ def move(
             repo_root=repo_root,
             force=force,
             allow_new_commit=allow_new_commit,
+            preempt_own=preempt_own,
             wait_s=wait_s,
         )
     if as_json:

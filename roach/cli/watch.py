@@ -249,7 +249,8 @@ def watch(
         c = with_ssh_override(c, *((ssh_alias, ssh_config) if ssh_alias else recorded_way(store, c, ssh_config)))
 
         def promoter(p) -> int:
-            return promote_job(p.key, p.to_tier, cluster=c, store=store, repo_root=repo_root).job_id
+            # the round weighed it: a move that preempts the user's runs is made only where they lose less
+            return promote_job(p.key, p.to_tier, cluster=c, store=store, repo_root=repo_root, preempt_own=True).job_id
 
         w_client = c.client()
         w = Watcher(

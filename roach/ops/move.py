@@ -14,7 +14,15 @@ from roach.fleet.cluster import Cluster
 from roach.launch.job import Job
 from roach.launch.submit import resume
 from roach.model.tiers import Tier, tier_of
-from roach.ops.rebalance import MoveError, on_tier, promote, queued, record_resources, resolve, resume_commit
+from roach.ops.rebalance import (
+    MoveError,
+    on_tier,
+    promote,
+    queued,
+    record_resources,
+    resolve,
+    resume_commit,
+)
 from roach.records.store import Store
 from roach.runtime.checkpoint import RESUME_FILE
 from roach.scheduler.client import SlurmClient
@@ -83,6 +91,7 @@ def move(
     repo_root: str | Path = ".",
     force: bool = False,
     allow_new_commit: bool = False,
+    preempt_own: bool = False,
     wait_s: float = 300.0,
     poll_s: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
@@ -91,7 +100,9 @@ def move(
     """Move run ``ref`` to ``tier``: a pending job is promoted; a running one is signalled, checkpoints and is
     resubmitted with its run id; then the new log must say ``resumed at step N`` (checked for ``wait_s``).
 
-    Refuses a running run that does not checkpoint (it would start over) unless ``force``.
+    Refuses a running run that does not checkpoint (it would start over) unless ``force``, and a pending one whose
+    promotion Slurm says would preempt running jobs of the user's unless ``preempt_own`` (a running run frees the
+    slot its next job needs).
     """
 
     rec = store.find(str(ref), cluster=cluster.name)
@@ -108,6 +119,7 @@ def move(
             repo_root=repo_root,
             client=client,
             allow_new_commit=allow_new_commit,
+            preempt_own=preempt_own,
         )
         log = new.record.log_path
         return MoveResult(rec.run_id, rec.job_id, rec.task, new.job_id, target.name, "promoted", *NONE_YET, log)

@@ -263,6 +263,23 @@ def resume_commit(rec: JobRecord, repo_root: str | Path, allow_new_commit: bool)
     return inspect_repo(repo_root, None if allow_new_commit else rec.commit).commit
 
 
+def refuse_preempting_own(client: SlurmClient, cluster: Cluster, rec: JobRecord, target: Tier) -> None:
+    """Refuse to move ``rec``'s run onto ``target`` where ``sbatch --test-only`` says starting it there now would
+    preempt running jobs of the user's (the run's own job aside): a move made at their cost."""
+    will = probe(client, on_tier(record_resources(rec), target).sbatch_options(cluster.gpu_flag))
+    if will is None or not will.preempts:
+        return
+    mine = {q.raw_id: q for q in client.squeue() if q.state.is_running and not q.ref.names(rec.job_id, rec.task)}
+    hit = [str(mine[j].ref) for j in will.preempts if j in mine]
+    if hit:
+        raise UsageError(
+            f"moving run {rec.run_id} to tier {target.name} now would preempt your running job"
+            f"{'s' if len(hit) > 1 else ''} {', '.join(hit)} (sbatch --test-only says so): they would lose their "
+            "steps since their last checkpoint and a restart",
+            hint="wait for a node to free (`roach watch --rebalance` weighs such moves), or pass --preempt-own",
+        )
+
+
 def resolve(cluster: Cluster, tier: Tier | str) -> Tier:
     if isinstance(tier, Tier):
         return tier
@@ -280,8 +297,12 @@ def promote(
     repo_root: str | Path = ".",
     client: SlurmClient | None = None,
     allow_new_commit: bool = False,
+    preempt_own: bool = False,
 ) -> Job:
-    """Move the pending job ``ref`` (a run id or job id in the store) to ``tier``; returns the new job."""
+    """Move the pending job ``ref`` (a run id or job id in the store) to ``tier``; returns the new job.
+
+    Refuses where Slurm says starting it there would preempt running jobs of the user's, unless ``preempt_own``
+    (the watch's rebalancer passes it for a move it has weighed)."""
 
     rec = store.find(str(ref), cluster=cluster.name)
     target = resolve(cluster, tier)
@@ -300,6 +321,8 @@ def promote(
     if tier_of(cluster.tiers, q.partition, q.qos) == target:
         raise UsageError(f"job {rec.slurm_id} (run {rec.run_id}) already pends on tier {target.name}")
     commit = resume_commit(rec, repo_root, allow_new_commit)
+    if not preempt_own:
+        refuse_preempting_own(client, cluster, rec, target)
     fs = ClusterFS(client.transport)
     fs.makedirs(fs.expand(rec.run_dir))  # resume() wants the run's directory; a job that never ran made none
     try:
