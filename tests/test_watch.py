@@ -890,7 +890,8 @@ def test_promotion_line_within_a_round_then_rebalance_moves_it_to_high(plab, rep
     assert "high 2/4 claimed, 2 free" in promo[0].line()
 
     def promoter(p):
-        return promote(p.key, p.to_tier, cluster=cluster, store=store, repo_root=repo.work).job_id
+        # as `roach watch --rebalance` promotes: the round weighed the move (the filler it preempts is no run)
+        return promote(p.key, p.to_tier, cluster=cluster, store=store, repo_root=repo.work, preempt_own=True).job_id
 
     w.rebalancer.rebalance, w.rebalancer.promoter = True, promoter
     moved = only(w.round(), EventKind.PROMOTED)
