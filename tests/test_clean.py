@@ -206,7 +206,7 @@ def test_clean_ends_the_experiment_keeps_its_checkpoints_and_touches_nothing_els
     group = RoachGroup(context_settings=CONTEXT)  # loads each command from roach.cli.app.COMMANDS
     r = CliRunner().invoke(
         group,
-        ["clean", "expA", "--cluster", "lab", "--run-as", LAB_USER, "--dry-run", "--json"],
+        ["clean", "expA", "--run-as", LAB_USER, "--dry-run", "--json"],  # the experiment's own clusters, as ls does
         catch_exceptions=False,
     )
     (dry,) = json.loads(r.output)

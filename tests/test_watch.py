@@ -256,6 +256,19 @@ def test_promotion_when_a_capped_tier_has_room_and_only_then(fake, store, clock)
     assert not only(w.round(), EventKind.PROMOTION)  # said once while it stays true
 
 
+def test_a_run_moved_outside_the_watch_ends_as_its_latest_job(fake, store, clock):
+    store.add(record(31, "run31"))  # moved by `roach move` from another shell: cancelled, continued as job 32
+    store.add(record(32, "run31"))
+    store.add(record(33))
+    fake.queue = []
+    fake.acct = [sa(31, "CANCELLED", exit_code="0:15"), sa(32), sa(33)]
+    w = watcher(fake, store, clock)
+    seen = w.round()
+    assert seen[-1].kind is EventKind.QUEUE_EMPTY
+    assert "all 3 watched jobs ended (3 completed); 2 runs, 2 completed" in seen[-1].message
+    assert w.exit_status() == 0
+
+
 def test_rebalance_promotes_through_the_promoter_and_follows_the_new_job(fake, store, clock):
     store.add(record(71, qos="low"))
     fake.queue = [sq(71, "PENDING", qos="low", reason="Priority")]

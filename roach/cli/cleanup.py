@@ -27,10 +27,8 @@ def clean_cmd(experiment: str, cluster: str | None, dry_run: bool, run_as: str |
     checkpoint (resume.pt)."""
 
     target = named_cluster(cluster, run_as) if cluster else None
-    if target is None and run_as:
-        raise click.UsageError("--run-as needs --cluster")
     with Store() as store:
-        reports = clean(experiment, store=store, cluster=target, dry_run=dry_run)
+        reports = clean(experiment, store=store, cluster=target, dry_run=dry_run, run_as=run_as)
     if as_json:
         _echo_json([stamp("clean", r.to_json()) for r in reports])  # one record per cluster
         return

@@ -292,6 +292,9 @@ def top(
     """Your jobs at a glance, live: the tier table, one row per watched job (state, tier, nodes,
     restarts/preemptions, progress, steps per minute, ETA, the pending reason and its outlook, stalls).
 
+    Columns: R/P is Slurm's restart count / the preemptions the watch saw; ST/M the run's steps per minute
+    over its recent progress lines; ETA the time its remaining steps take at that pace (docs/top.md).
+
     Keys: up/down select, l follows the job's log, w says why it is pending, p proposes a promotion and asks
     before making it, q quits. It shows the rounds of the one poller of this store and cluster: its own, or
     those of a `roach watch` (or another top) already running.

@@ -188,12 +188,14 @@ def clean(
     store: Store | None = None,
     cluster: Cluster | str | None = None,
     dry_run: bool = False,
+    run_as: str | None = None,
     wait_s: float = 120.0,
     immediate_s: int = 60,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[CleanReport]:
     """Cancel every job of ``experiment`` and only those, delete its logs and node-local scratch, keep its
-    checkpoints. ``cluster`` limits it to one cluster (and is the object used to reach it)."""
+    checkpoints. ``cluster`` limits it to one cluster (and is the object used to reach it); ``run_as`` reaches
+    each of the experiment's clusters as that user where no cluster is given."""
     store = store or Store()
     by_exp = experiments(store)
     if experiment not in by_exp and _workspace_experiment(store, experiment):
@@ -221,6 +223,7 @@ def clean(
     reports = []
     for name, recs in groups.items():
         c = given if given is not None else get_cluster(name)
+        c = c.with_(run_as=run_as) if run_as and given is None else c
         reports.append(_clean_cluster(experiment, c, recs, store, dry_run, wait_s, immediate_s, sleep))
     return reports
 

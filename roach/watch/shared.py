@@ -143,6 +143,9 @@ class Ends:
             self.failed += 1
         elif e.kind is EventKind.QUEUE_EMPTY:
             self.empty = True
+            ended, completed = e.data.get("ended"), e.data.get("completed")
+            if isinstance(ended, int) and isinstance(completed, int):
+                self.failed = ended - completed  # the poller's count: a job its run continued ends as the run did
 
     @property
     def status(self) -> int:
