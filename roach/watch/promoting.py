@@ -162,8 +162,8 @@ class Rebalancer:
     def _probe(
         self, seen: Look | None, now: float, asked: dict[str, WillRun | None]
     ) -> Callable[[Tier, Candidate], bool]:
-        """Whether a tier would take a candidate (within ``probe_window_s`` of now, when set): the cluster's clock as
-        this round's log look read it, else this machine's. Each answer is kept in ``asked`` by tier."""
+        """Whether a tier would take a candidate within ``probe_window_s`` of now (the cluster's clock as this round's
+        log look read it, else this machine's); without a window, yes. Each answer is kept in ``asked`` by tier."""
 
         def probe(tier: Tier, cand: Candidate) -> bool:
             rec = self.store.find(cand.key, cluster=self.cluster.name)
@@ -171,11 +171,11 @@ class Rebalancer:
             try:
                 will = asked[tier.name] = probe_will_run(self.client, opts)
             except (SlurmError, TransportError):
-                return False
+                will = None
+            if self.probe_window_s is None:  # a capped tier's room is enough (the answer, if any, weighs the move);
+                return tier.gpu_cap is not None  # an uncapped tier counts only with a window
             if will is None:
                 return False
-            if self.probe_window_s is None:
-                return True
             return (will.start - cluster_now(seen, now)).total_seconds() <= self.probe_window_s
 
         return probe
