@@ -85,8 +85,8 @@ class Watcher:
     rate_limit: RateLimit | None = None  # the site's RPC token bucket: rounds never come faster than it refills
     finished: bool = field(default=False, init=False)  # the queue went empty
     failures: int = field(default=0, init=False)  # rounds in a row that could not reach Slurm
-    ended: dict[str, bool] = field(default_factory=dict, init=False)  # watched jobs that ended: COMPLETED?
-    run_of: dict[str, tuple[str, int]] = field(default_factory=dict, init=False)  # an ended job's run and job id
+    # watched jobs that ended: their run (a job of no run: its own key), job id, and COMPLETED?
+    ended: dict[str, tuple[str, int, bool]] = field(default_factory=dict, init=False)
     queue: list[QueueRecord] = field(default_factory=list, init=False)  # the last round's squeue (`roach top`)
     _queue: Queue | None = field(default=None, init=False, repr=False)  # the last round's squeue, as read
     saved: SavedWatch = field(init=False)
@@ -137,12 +137,15 @@ class Watcher:
     def run_outcomes(self) -> dict[str, bool]:
         """Each watched run that ended: did it complete? What its latest job did: a run moved, promoted or resumed
         ends as the job that continued it; a job of the user's that is no run counts as its own."""
+        return {run: ok for run, (_, ok) in self._latest().items()}
+
+    def _latest(self) -> dict[str, tuple[int, bool]]:
+        """Each run's latest ended job: its id, and COMPLETED?"""
         latest: dict[str, tuple[int, bool]] = {}
-        for key, ok in self.ended.items():
-            run, job = self.run_of.get(key, (key, 0))
+        for run, job, ok in self.ended.values():
             if run not in latest or job >= latest[run][0]:
                 latest[run] = (job, ok)
-        return {run: ok for run, (_, ok) in latest.items()}
+        return latest
 
     # -- one round -----------------------------------------------------------------------------------------
     def round(self) -> list[Event]:
@@ -197,8 +200,8 @@ class Watcher:
                     events += done
                     for e in done:
                         if e.kind is EventKind.FINISHED:
-                            self.ended[key] = bool(e.data.get("ok")) or w.superseded_by is not None
-                            self.run_of[key] = (w.run_id or key, w.job_id)
+                            ok = bool(e.data.get("ok")) or w.superseded_by is not None
+                            self.ended[key] = (w.run_id or key, w.job_id, ok)
                             if key in records:
                                 finals.append((records[key], acct[key]))
         self._record_finals(finals, array_ends)
@@ -268,20 +271,13 @@ class Watcher:
     def _queue_empty(self, now: float, rows: tuple[TierRow, ...]) -> Event:
         """The last event: every watched job ended, and how many of them completed."""
         n = len(self.ended)
-        runs = self.run_outcomes()
-        done = sum(runs.values())
-        last: dict[str, int] = {}
-        for run, job in self.run_of.values():
-            last[run] = max(job, last.get(run, job))
+        latest = self._latest()
+        done = sum(ok for _, ok in latest.values())
         # a job that a later job of its run continued (a move, a promotion, a resume) counts as its run did
-        ok = sum(
-            1
-            for k, v in self.ended.items()
-            if v or (k in self.run_of and self.run_of[k][1] < last[self.run_of[k][0]] and runs[self.run_of[k][0]])
-        )
+        ok = sum(1 for run, job, fine in self.ended.values() if fine or (job < latest[run][0] and latest[run][1]))
         said = f"all {n} watched job{'s' if n != 1 else ''} ended ({ok} completed)" if n else "no job to watch"
-        if len(runs) < n:
-            said += f"; {len(runs)} run{'s' if len(runs) != 1 else ''}, {done} completed (each as its latest job)"
+        if len(latest) < n:
+            said += f"; {len(latest)} run{'s' if len(latest) != 1 else ''}, {done} completed (each as its latest job)"
         data = {"ended": n, "completed": ok}
         return Event(EventKind.QUEUE_EMPTY, now, self.cluster.name, f"queue empty: {said}", data=data, tiers=rows)
 
