@@ -13,16 +13,9 @@ from roach.errors import RoachError, UsageError
 from roach.fleet.cluster import Cluster
 from roach.launch.job import Job
 from roach.launch.submit import resume
+from roach.model.ids import JobKey
 from roach.model.tiers import Tier, tier_of
-from roach.ops.rebalance import (
-    MoveError,
-    on_tier,
-    promote,
-    queued,
-    record_resources,
-    resolve,
-    resume_commit,
-)
+from roach.ops.rebalance import MoveError, on_tier, promote, queued, record_resources, resolve, resume_commit
 from roach.records.store import Store
 from roach.runtime.checkpoint import RESUME_FILE
 from roach.scheduler.client import SlurmClient
@@ -49,7 +42,7 @@ class MoveResult:
     @property
     def old_ref(self) -> str:
         """The old job as Slurm names it: ``123``, or ``123_4`` for a sweep's run."""
-        return f"{self.old_job}_{self.old_task}" if self.old_task is not None else str(self.old_job)
+        return str(JobKey(self.old_job, self.old_task))
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
