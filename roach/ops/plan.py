@@ -20,7 +20,6 @@ the earliest start, then the order.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,9 +35,7 @@ from roach.model.tiers import Tier
 from roach.ops.events import TierRow, tier_table
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.fields import parse_duration, parse_time
-from roach.scheduler.parse_control import NodeRecord
-
-_START = re.compile(r"to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:.*?on nodes (\S+))?")
+from roach.scheduler.parse_control import NodeRecord, parse_will_run
 
 
 @dataclass(frozen=True)
@@ -154,9 +151,9 @@ def ask_start(client: SlurmClient, options: list[str]) -> tuple[datetime | None,
     """``sbatch --test-only``: (start, nodes, what it said). Submits nothing."""
     r = client.test_only(options, "roach-plan")
     said = (r.stderr + "\n" + r.stdout).strip()
-    m = _START.search(said)
-    if m:
-        return parse_time(m[1]), m[2], said.splitlines()[-1]
+    will = parse_will_run(said)
+    if will is not None:
+        return will.start, will.nodes, said.splitlines()[-1]
     return None, None, said.splitlines()[-1] if said else f"exit {r.returncode}"
 
 
