@@ -102,7 +102,8 @@ def test_nothing_possible_and_slurms_refusal_is_said():
 def test_a_request_larger_than_a_cap_says_so_not_that_the_cap_is_claimed():
     probe, asked = probe_from({"high": 0, "normal": 0, "low": 0})
     placements, chosen, why = choose(TIERS, rows(), Resources(nodes=2, gpus_per_node=4), NOW, probe)
-    assert asked == ["normal", "low"] and chosen.tier == "normal"
+    assert asked == ["normal", "low"]
+    assert chosen.tier == "normal"
     assert placements[0].why == (
         "cap 4 GPUs per user: the request (8 GPUs) is larger than the cap; skipped without asking Slurm"
     )

@@ -138,7 +138,8 @@ def test_the_signature_is_shown_as_written() -> None:
 def test_a_decorator_known_to_keep_the_signature_is_seen_through() -> None:
     src = "import torch\n\n@torch.no_grad()\ndef train(run, lr):\n    pass\n"
     params = params_of(src)
-    assert params is not None and params.keywords == ["lr"]
+    assert params is not None
+    assert params.keywords == ["lr"]
 
 
 @pytest.mark.parametrize(
@@ -160,7 +161,8 @@ def test_a_name_the_source_does_not_pin_down_is_not_checked(src: str) -> None:
 
 def test_a_star_import_above_the_def_is_rebound_by_it() -> None:
     params = params_of("from pkg.common import *\n\ndef train(run, lr):\n    pass\n")
-    assert params is not None and params.keywords == ["lr"]
+    assert params is not None
+    assert params.keywords == ["lr"]
 
 
 def test_a_method_of_the_same_name_is_not_the_target() -> None:
@@ -177,7 +179,8 @@ def test_a_method_alone_is_not_read_as_a_target() -> None:
 
 def test_a_def_under_an_if_at_module_level_counts() -> None:
     params = params_of("import sys\n\nif sys.platform:\n    def train(run, lr):\n        pass\n")
-    assert params is not None and params.keywords == ["lr"]
+    assert params is not None
+    assert params.keywords == ["lr"]
 
 
 def test_a_grid_names_its_entries_that_fail_the_same_way_and_counts_the_others() -> None:

@@ -175,7 +175,8 @@ def test_the_rebalancer_does_not_preempt_the_users_own_runs_to_promote_another(l
         (held,) = wait_until("the promotion weighed", weighed, 30, every=1.0)
         assert held.job_id == str(ninth.job_id)
         assert held.data["to_tier"] == "high"
-        assert held.data["preempts"] and set(held.data["preempts"]) <= {f"{array}_{i}" for i in range(8)}
+        assert held.data["preempts"]
+        assert set(held.data["preempts"]) <= {f"{array}_{i}" for i in range(8)}
         assert made == []
         refused = roach("promote", str(ninth.job_id), "--to", "high", *_common(repo))
         assert refused.exit_code == 2, refused.output

@@ -65,7 +65,8 @@ def test_an_unknown_tier_is_exit_2_listing_the_tiers_and_nothing_is_queued(repo:
     with Store() as store:
         assert not [rec for rec in store.all_jobs() if rec.name == "tier-bogus"]
     r = repo.submit("pkg.train:train", "--arg", "lr=0.5", "--tier", "lwo")
-    assert r.exit_code == 2 and "did you mean 'low'?" in r.stderr, r.output
+    assert r.exit_code == 2, r.output
+    assert "did you mean 'low'?" in r.stderr, r.output
 
 
 @pytest.mark.lab
@@ -77,7 +78,8 @@ def test_sweep_dry_run_on_tier_low_names_qos_low_and_queues_nothing(repo: LabRep
     r = invoke(*argv, "--json")
     assert r.exit_code == 0, r.output
     got = json.loads(r.stdout)
-    assert got["schema"] == "roach.sweep_dry_run/1" and got["queued"] is False
+    assert got["schema"] == "roach.sweep_dry_run/1"
+    assert got["queued"] is False
     assert (got["tier"], got["qos"], got["resources"]["qos"]) == ("low", "low", "low")
     assert got["runs"] == 3
     assert got["arrays"] == [{"first": 0, "tasks": 2}, {"first": 2, "tasks": 1}]
@@ -134,7 +136,8 @@ def test_plan_runs_8_of_1_gpu_starts_4_on_high_within_its_cap_and_8_on_low(user_
     assert p["reasoning"][-1].startswith("low: 8 of 8 runs start now, the most of any tier")
     text = invoke("plan", "--cluster", "lab", "--runs", "8", "--gpus", "1", "--run-as", LAB_USER).stdout
     assert "plan for 8 runs of 1 GPU on 1 node" in text
-    assert "chosen: low (" in text and ": 8 of 8 runs start now" in text
+    assert "chosen: low (" in text
+    assert ": 8 of 8 runs start now" in text
 
 
 @pytest.mark.lab
