@@ -23,24 +23,11 @@ from tests.conftest import wait_until
 from tests.support.cli import roach
 from tests.support.lab_repo import invoke
 from tests.support.submitting import submit_to_lab
+from tests.support.watch import TRAIN
 
 CLUSTER = LAB.with_(run_as=LAB_USER)
 
-PKG = {
-    "pkg/__init__.py": "",
-    "pkg/train.py": """
-import time
-
-def train(run, steps=300, step_s=0.2):
-    state = run.resume(default={"x": 0})
-    for step in run.steps(run.start_step, steps):
-        state["x"] += 1
-        time.sleep(step_s)
-        if run.should_checkpoint():
-            run.checkpoint(state)
-    return state["x"]
-""",
-}
+PKG = {"pkg/__init__.py": "", "pkg/train.py": TRAIN}  # a checkpointing train(run, steps, step_s)
 
 
 @pytest.fixture
