@@ -182,6 +182,20 @@ def _job_json(ws: Path, job: str) -> dict:
 
 
 @pytest.mark.lab
+def test_doctor_of_a_workspace_in_a_git_tree_does_not_check_its_remote(site, make_ws, tmp_path, monkeypatch):
+    """A workspace reaches the cluster by rsync: whose remote its git tree names is nothing the jobs read."""
+    ws = make_ws("remote-ws", SCORING, {"src/solution.py": "def solve(x):\n    return x\n"})
+    bare = tmp_path / "unreadable.git"  # root's: the lab user's git would refuse it
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    subprocess.run(["git", "-C", str(ws), "remote", "add", "origin", str(bare)], check=True)
+    monkeypatch.chdir(ws)
+    res = _roach("doctor", "--workspace", ".", "--json")
+    assert res.exit_code == 0, res.output
+    assert "repo-remote" not in [c["name"] for c in json.loads(res.stdout)["checks"]]
+
+
+@pytest.mark.lab
 def test_scoring_mode_table_with_a_directory_row_passes_after_pull(site, make_ws):
     body = (
         "mkdir -p results figures\necho '{\"accuracy\": 0.91}' > results/metrics.json\n"

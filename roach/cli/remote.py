@@ -89,7 +89,7 @@ def _render(cluster: Cluster, checks: list[Check]) -> None:
     type=click.Path(file_okay=False),
     default=None,
     help="The git working tree whose remote the jobs clone: check that the user they run as can read it "
-    "(default: here, when here is inside one that names a remote).",
+    "(default: here, when here is inside one that names a remote and no --workspace is given).",
 )
 @run_as_option
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
@@ -126,7 +126,7 @@ def doctor(
         cluster = _cluster(name, ssh_alias, ssh_config)
     if run_as:
         cluster = cluster.with_(run_as=run_as)
-    if repo_root is None and _names_remote("."):
+    if repo_root is None and workspace is None and _names_remote("."):  # a workspace is rsynced, not cloned
         repo_root = "."
     checks = run_doctor(cluster, workspace=workspace, remote_rsync=remote_rsync, repo_root=repo_root)
     ok = all(ch.ok for ch in checks)
