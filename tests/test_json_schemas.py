@@ -23,7 +23,8 @@ from roach.errors import UsageError
 from roach.fleet.cluster import known_clusters, module_cluster
 from roach.fleet.userconfig import configured
 from roach.ops.events import EVENT_SCHEMA, EventKind
-from roach.watch.jobs import Ctx, new_watch, on_accounting
+from roach.watch.ends import on_accounting
+from roach.watch.jobs import Ctx, new_watch
 from tests.support.schemas import closed, validate_output
 from tests.support.watch import record, sq, watcher
 

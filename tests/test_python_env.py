@@ -22,7 +22,8 @@ from roach.model.python_env import EnvSource, PythonEnv, choose
 from roach.records.bundle import JobJson
 from roach.slurm.clusters.ilc import ILC
 from roach.slurm.clusters.lab import LAB
-from roach.watch.jobs import JobWatch, env_failed_text
+from roach.watch.ends import env_failed_text
+from roach.watch.jobs import JobWatch
 from roach.watch.logs import INTEREST, read_facts
 from tests.support.gitrepo import GitRepo
 

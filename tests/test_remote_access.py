@@ -13,7 +13,9 @@ from roach.cli.app import cli
 from roach.lab.config import LAB_USER
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
+from tests.conftest import wait_until
 from tests.support.gitrepo import GitRepo
+from tests.support.submitting import submit_to_lab
 
 PKG = {"pkg/__init__.py": "", "pkg/funcs.py": "def f():\n    return 1\n"}  # what the repo fixture commits
 
@@ -73,6 +75,48 @@ def test_doctor_fails_when_the_jobs_user_cannot_read_the_remote(lab, root_owned)
     assert passed.exit_code == 0, passed.output
 
 
+@pytest.fixture
+def refused_clone(lab, repo: GitRepo, store: Store, roots, user_slurm: SlurmClient, jobs: list[int], monkeypatch):
+    """A job queued behind fillers while its remote was readable, started once root owns the remote: its clone
+    is refused on the node. ``roach watch`` saw it end; returns its record and the watch's JSON lines."""
+    monkeypatch.setenv("ROACH_STORE", str(store.path))
+    opts = ["--time=5", "--output=/dev/null", "--gres=gpu:4", "--job-name=refused-filler"]
+    fillers = [user_slurm.sbatch([*opts, f"--nodelist={n}"], "#!/bin/bash\nsleep 300\n") for n in ("n1", "n2")]
+    jobs += fillers
+    wait_until("the fillers to run", lambda: all(q.state.is_running for q in user_slurm.squeue(job_ids=fillers)), 60)
+    job = submit_to_lab(repo, store, roots, "pkg.funcs:f", name="refused")
+    subprocess.run(["chown", "-R", "root", str(repo.remote)], check=True)
+    user_slurm.scancel(fillers)
+    watched = _roach("watch", "--cluster", "lab", "--run-as", LAB_USER, "--interval", "1", "--json")
+    assert watched.exit_code == 6, watched.output
+    return store.get("lab", job.record.job_id), [json.loads(ln) for ln in watched.stdout.splitlines()]
+
+
+DUBIOUS = "fatal: detected dubious ownership in repository at '{}'"
+
+
+@pytest.mark.lab
+def test_a_refused_clones_finished_event_says_gits_line(refused_clone, repo):
+    rec, events = refused_clone
+    (done,) = [e for e in events if e["event"] == "finished"]
+    assert done["error_line"] == DUBIOUS.format(repo.remote)
+
+
+@pytest.mark.lab
+def test_a_refused_clones_status_says_gits_line(refused_clone, repo):
+    rec, _ = refused_clone
+    got = _roach("status", rec.run_id, "--run-as", LAB_USER, "--json")
+    assert json.loads(got.stdout)["error_line"] == DUBIOUS.format(repo.remote)
+
+
+@pytest.mark.lab
+def test_a_refused_clones_report_says_gits_line(refused_clone, repo):
+    rec, _ = refused_clone
+    got = _roach("report", rec.run_id, "--run-as", LAB_USER, "--json")
+    (run,) = json.loads(got.stdout)["runs"]
+    assert run["error_line"] == DUBIOUS.format(repo.remote)
+
+
 # -- pure: which remotes are local, and git's telling line -------------------------------------------------------
 def test_a_path_or_file_url_is_local_and_a_host_is_not():
     from roach.launch.remote_access import is_local_url
@@ -85,7 +129,7 @@ def test_a_path_or_file_url_is_local_and_a_host_is_not():
 
 
 def test_git_error_line_is_the_cause_not_the_generic_follow_up():
-    from roach.launch.remote_access import git_error_line
+    from roach.records.error_line import git_error_line
 
     said = (
         "fatal: detected dubious ownership in repository at '/r.git'\n"

@@ -400,7 +400,7 @@ def test_a_version_2_store_gets_the_via_config_column(tmp_path):
     s.add(rec(6, cluster="dsi", via="other", via_config="/home/u/.ssh/cfg"))
     assert s.get("dsi", 6).via_config == "/home/u/.ssh/cfg"
     s.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_a_version_3_stores_ended_jobs_have_their_job_json_behind(tmp_path):
@@ -513,7 +513,7 @@ def test_a_version_4_store_gets_kinds_and_attempt_numbers_in_place_of_packed_ids
     s.delete("lab", 90, attempt=2)  # rolling back one attempt leaves the holder and the other attempt
     assert [str(r.key) for r in s.all_jobs() if r.job_id == 90] == ["90", "90/1"]
     s.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_keys_name_jobs_tasks_and_attempts():
@@ -566,3 +566,55 @@ def test_a_records_status_is_typed_and_reads_as_its_text(store):
     assert store.get("ilc", 100).status in FINAL_STATUSES and not Status.RUNNING.is_final
     with pytest.raises(UsageError, match="'pending' is not a final status; expected one of: completed, failed"):
         Status.final("pending")
+
+
+_V5 = (Path(__file__).parent / "data" / "store" / "schema_v5.sql").read_text()
+
+
+def _v5_store(tmp_path: Path) -> Path:
+    """A version 5 store (as roach wrote it before error lines) with one job ended FAILED."""
+    path = tmp_path / "v5.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(_V5 + "PRAGMA user_version=5;")
+    conn.execute(
+        'INSERT INTO jobs (cluster, job_id, run_id, name, target, "commit", repo, log_path, bundle_dir, run_dir,'
+        " submitted_at, resources, status, slurm_state, exit_code) VALUES ('lab', 7, 'r7', 'n', 'p.m:f', 'c', 'r',"
+        " '/l', '/b', '/r', '2026-01-01T00:00:00Z', '{}', 'failed', 'FAILED', '128:0')"
+    )
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_a_version_5_stores_failed_job_has_no_error_line(tmp_path):
+    s = Store(_v5_store(tmp_path))
+    assert s.get("lab", 7).error_line is None
+    s.close()
+
+
+def test_a_version_5_store_is_upgraded_to_the_current_version(tmp_path):
+    path = _v5_store(tmp_path)
+    Store(path).get("lab", 7)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_an_end_recorded_with_an_error_line_keeps_it(store):
+    from roach.records.job_record import FinalRow
+
+    store.add(rec(71, cluster="dsi"))
+    line = "fatal: detected dubious ownership in repository at '/srv/r.git'"
+    store.record_ends(
+        [FinalRow("dsi", 71, None, "failed", "FAILED", "128:0", "2026-01-02T00:00:00Z", None, None, line)]
+    )
+    assert store.get("dsi", 71).error_line == line
+
+
+def test_an_end_recorded_again_without_an_error_line_keeps_the_first(store):
+    """A repair (job.json written later) reads a log that may be gone: it does not erase the line."""
+    from roach.records.job_record import FinalRow
+
+    store.add(rec(72, cluster="dsi"))
+    line = "ValueError: bad lr"
+    store.record_ends([FinalRow("dsi", 72, None, "failed", "FAILED", "1:0", "2026-01-02T00:00:00Z", None, None, line)])
+    store.record_ends([FinalRow("dsi", 72, None, "failed", "FAILED", "1:0", "2026-01-02T00:00:00Z", "x", None, None)])
+    assert store.get("dsi", 72).error_line == line

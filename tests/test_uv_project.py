@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -229,6 +230,9 @@ def test_a_lock_that_cannot_be_installed_ends_as_env_failed_within_a_minute_leav
     assert why.exit_code == 0, why.output
     assert "ended before its ranks ran: env_failed, its Python environment could not be built" in why.output
     assert "Hash mismatch" in why.output
+    status = CliRunner().invoke(cli, ["status", job.run_id, "--json"], catch_exceptions=False)
+    said = rf"roach: env_failed: n\d: `uv sync --frozen` exited 1 building the uv environment of {commit}"
+    assert re.match(said, json.loads(status.stdout)["error_line"]), status.output
     again = run(project, Store(store_path), expt, "~/roach_clones", "uv-bad-2")
     end = again.wait(timeout=slack(60))
     assert (end.state, end.exit_code) == (JobState.FAILED, 7), again.log()

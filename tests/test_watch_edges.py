@@ -18,6 +18,7 @@ from roach.model.ids import RecordKind
 from roach.ops.events import EventKind
 from roach.ops.explain import PendingContext, explain
 from roach.records.bundle import JobJson, final_job_json
+from roach.records.error_line import LOG_TAIL_BYTES
 from roach.records.final_files import Final, record_finals
 from roach.records.poller_lock import lock_path
 from roach.records.store import Store
@@ -32,7 +33,7 @@ from roach.watch.resv import Reservation, parse_queue, parse_reservations, queue
 from roach.watch.watcher import Watcher
 from tests.conftest import slack
 from tests.support.cli import roach
-from tests.support.watch import T0, TIERED, kinds, only, poller_elsewhere, record, sa, sq, watcher
+from tests.support.watch import T0, TIERED, FakeLog, kinds, only, poller_elsewhere, record, sa, sq, watcher
 
 REPO = Path(__file__).parent.parent
 AT = "2026-11-30T00:00:00Z"
@@ -79,7 +80,7 @@ def test_final_states_rewrite_only_the_four_final_keys_of_many_job_json_in_one_c
         ],
     )
     assert len(transport.calls) == 1 and not (Path.cwd() / "pwned").exists()
-    assert out == {
+    assert out.outcomes == {
         str(a): "written",
         str(b): "written",
         str(d / "44" / "job.json"): "missing",
@@ -93,6 +94,75 @@ def test_final_states_rewrite_only_the_four_final_keys_of_many_job_json_in_one_c
     assert got.resources["status"] == "nested, not touched" and got.description == base_a.description
     assert bad.read_text() == '{"job_id": "43"}\n'  # not roach's: left as it was
     assert sorted(p.name for p in d.rglob("*") if p.is_file()) == ["job.json"] * 3  # no temp file left
+
+
+def test_the_same_command_reads_the_tail_of_a_failed_jobs_log(tmp_path):
+    d = tmp_path / "lo gs'$(touch pwned)"
+    a = d / "bundles" / "51" / "job.json"
+    _job_json("51", a)
+    log = d / "51.out"
+    log.write_text("x" * 40000 + "\nfatal: detected dubious ownership in repository at '/srv/r.git'\n")
+    (acct,) = parse_sacct(sa(51, "FAILED", exit_code="128:0"))
+    got = record_finals(LocalTransport(), [replace(Final.of(str(a), acct, AT), log=str(log))])
+    assert got.tails[str(a)].endswith("fatal: detected dubious ownership in repository at '/srv/r.git'\n")
+
+
+def test_the_tail_read_with_an_end_is_its_logs_last_bytes_only(tmp_path):
+    a = tmp_path / "bundles" / "52" / "job.json"
+    _job_json("52", a)
+    log = tmp_path / "52.out"
+    log.write_text("x" * 40000 + "\nend\n")
+    (acct,) = parse_sacct(sa(52, "FAILED", exit_code="1:0"))
+    got = record_finals(LocalTransport(), [replace(Final.of(str(a), acct, AT), log=str(log))])
+    assert len(got.tails[str(a)]) == LOG_TAIL_BYTES
+
+
+def test_a_missing_log_sends_no_tail(tmp_path):
+    a = tmp_path / "bundles" / "53" / "job.json"
+    _job_json("53", a)
+    (acct,) = parse_sacct(sa(53, "FAILED", exit_code="1:0"))
+    got = record_finals(LocalTransport(), [replace(Final.of(str(a), acct, AT), log=str(tmp_path / "gone.out"))])
+    assert got.tails == {}
+
+
+GIT_FAILED = [  # a job whose clone failed: the lines git printed into its log (Debian 12's git 2.39)
+    "fatal: detected dubious ownership in repository at '/srv/git/work.git'",
+    "To add an exception for this directory, call:",
+    "",
+    "\tgit config --global --add safe.directory /srv/git/work.git",
+    "fatal: Could not read from remote repository.",
+    "",
+    "Please make sure you have the correct access rights",
+    "and the repository exists.",
+]
+
+
+def _failed_round(fake, store, clock):
+    """A job that fails (its clone refused) between two rounds: the second round's events."""
+    store.add(record(48))
+    fake.queue = [sq(48)]
+    w = watcher(fake, store, clock)
+    w.round()
+    fake.queue = []
+    fake.acct = [sa(48, "FAILED", exit_code="128:0")]
+    fake.logs[record(48).log_path] = FakeLog(500, clock.t, GIT_FAILED)
+    clock.tick(10)
+    return [e for e in w.round() if e.kind is EventKind.FINISHED]
+
+
+def test_a_failed_jobs_finished_event_carries_its_error_line(fake, store, clock):
+    (done,) = _failed_round(fake, store, clock)
+    assert done.data["error_line"] == GIT_FAILED[0]
+
+
+def test_a_failed_jobs_finished_line_says_its_error_line(fake, store, clock):
+    (done,) = _failed_round(fake, store, clock)
+    assert done.message.endswith(f"ran 5s: {GIT_FAILED[0]}")
+
+
+def test_a_failed_jobs_error_line_is_in_the_store(fake, store, clock):
+    _failed_round(fake, store, clock)
+    assert store.get("lab", 48).error_line == GIT_FAILED[0]
 
 
 def test_jobs_ending_in_one_round_get_their_job_json_in_one_command(fake, store, clock):
@@ -262,7 +332,8 @@ def test_a_second_watch_reads_the_pollers_last_round_and_a_dead_pollers_lock_is_
 
 
 def test_a_job_that_started_and_ended_between_two_rounds_gets_its_started_line_then_finished():
-    from roach.watch.jobs import Ctx, JobWatch, on_accounting
+    from roach.watch.ends import on_accounting
+    from roach.watch.jobs import Ctx, JobWatch
 
     ctx = Ctx("lab", LAB.tiers, 100.0, lambda rec: None)
     quick = JobWatch("90_3", 90, run_id="sw-3", state="PENDING", in_queue=False, left_at=99.0)
@@ -280,7 +351,7 @@ def test_a_job_that_started_and_ended_between_two_rounds_gets_its_started_line_t
 
 
 def test_a_task_missing_from_sacct_never_takes_the_state_of_a_task_listed_under_the_bare_array_id():
-    from roach.watch.jobs import match_acct
+    from roach.watch.ends import match_acct
 
     # just after an array ended, slurmdbd may list its last task under the bare id before its task id,
     # and not list a failed task at all yet: that task must wait for the next round, not be COMPLETED

@@ -92,4 +92,6 @@ def print_report(rep: Report) -> None:
                 f"queued {a.pending_s:.0f}s, ran {a.elapsed_s}s (starting {a.starting_s:.0f}s, "
                 f"recomputed {a.recomputed_s:.0f}s)"
             )
+        if r.error_line:
+            click.echo(f"  error {r.error_line}")
     click.echo(_row("total", None, rep))

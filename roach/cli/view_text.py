@@ -33,3 +33,5 @@ def print_view(v: JobView) -> None:
     click.echo(f"job {v.slurm_id} (run {v.run_id}) on {where}: {styled(state_text(v))}{exit_}")
     click.echo(f"  name {v.name}  target {v.target}  submitted {v.submitted_at}")
     click.echo(f"  log {v.log}")
+    if v.error_line:
+        click.echo(f"  error {v.error_line}")

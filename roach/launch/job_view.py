@@ -10,7 +10,7 @@ say the same.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from roach.errors import RoachError
@@ -50,6 +50,7 @@ class JobView:
     holder: int | None = None  # an attempt inside a holder: the holder's job id (job_id is then roach's own)
     attempt: int | None = None  # ... and its number there (1, 2, ...)
     commit: str | None = None  # the git commit it runs
+    error_line: str | None = None  # a failed job's cause: the line of its log that says it (recorded with its end)
 
     @property
     def slurm_id(self) -> str:
@@ -87,6 +88,7 @@ class JobView:
             holder=holder,
             attempt=attempt,
             commit=rec.commit,
+            error_line=rec.error_line,
             **extra,
         )
 
@@ -198,6 +200,9 @@ def reconcile(client: SlurmClient, records: list[JobRecord], store: Store | None
         else:
             views[rec.key] = JobView.of(rec, None, rec.status)
     now = {r.key: r for r in record_ends(store, client.transport, ends)}
+    for key, r in now.items():  # an end recorded just now: its error line was read with it
+        if r.error_line and key in views:
+            views[key] = replace(views[key], error_line=r.error_line)
     return Reconciled([views[r.key] for r in records], [now.get(r.key, r) for r in records])
 
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from roach.errors import MissingError, RoachError
+from roach.records.error_line import git_error_line
 from roach.scheduler.transport import Transport
 
 LS_REMOTE_TIMEOUT_S = 60.0
@@ -64,14 +65,6 @@ def remote_access(transport: Transport, url: str, user: str | None) -> RemoteAcc
         return RemoteAccess(url, who, True)
     line = git_error_line(res.stderr) or f"git ls-remote exited {res.returncode}"
     return RemoteAccess(url, who, False, line, _hint(res.stderr, url, user))
-
-
-def git_error_line(stderr: str) -> str:
-    """The line of git's output that says what went wrong (its first ``fatal:`` or ``error:``, not the generic
-    "Could not read from remote repository" that follows it)."""
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    told = [ln for ln in lines if ln.startswith(("fatal:", "error:")) and "Could not read from remote" not in ln]
-    return told[0] if told else (lines[-1] if lines else "")
 
 
 def _hint(stderr: str, url: str, user: str | None) -> str:

@@ -85,6 +85,7 @@ class RunLedger:
     cluster: str
     attempts: tuple[AttemptLedger, ...]
     steps_total: int | None = None
+    error_line: str | None = None  # its latest job failed: the cause its log gives (the store's, with its end)
 
     def gpu_hours(self, what: Callable[[AttemptLedger], float]) -> float:
         return sum(a.gpus * what(a) for a in self.attempts) / 3600

@@ -108,6 +108,7 @@ def merged(before: RunLedger, led: RunLedger) -> RunLedger:
         cluster=clusters,
         attempts=before.attempts + led.attempts,
         steps_total=led.steps_total or before.steps_total,
+        error_line=led.error_line,
     )
 
 
@@ -174,7 +175,8 @@ def cluster_ledgers(cluster: Cluster, recs: Sequence[JobRecord], now: datetime) 
         by_run.setdefault(r.run_id, []).append(r)
     for run_id, mine in by_run.items():
         jobs = [_job(r, by_job, facts, holders, inside, tz, now) for r in mine]
-        out.append(run_ledger(run_id, cluster.name, jobs, _namer(cluster)))
+        led = run_ledger(run_id, cluster.name, jobs, _namer(cluster))
+        out.append(replace(led, error_line=mine[-1].error_line))
     return out
 
 
@@ -300,6 +302,7 @@ def report_json(rep: Report) -> dict[str, Any]:
                 "run_id": r.run_id,
                 "cluster": r.cluster,
                 "steps_total": r.steps_total,
+                "error_line": r.error_line,
                 **_sums([r]),
                 "attempts": [attempt_json(a) for a in r.attempts],
             }

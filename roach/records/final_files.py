@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from roach.errors import RoachError, UsageError
 from roach.model.status import FINAL_STATUSES
 from roach.records.bundle import status_from_state
+from roach.records.error_line import LOG_TAIL_BYTES
 from roach.scheduler.parse import AcctRecord
 from roach.scheduler.transport import Transport
 
@@ -44,9 +45,10 @@ _AWK = r"""BEGIN { v["status"] = ARGV[1]; v["slurm_state"] = ARGV[2]; v["exit_co
   print }
 END { exit (n == 4 ? 0 : 3) }"""
 
-# $1: the awk program; then groups of five: job.json's path and its four new values.
-_PROGRAM = r"""a="$1"; shift
-while [ "$#" -ge 5 ]; do
+# $1: the awk program; $2: how many bytes of a log to read; then groups of six: job.json's path, its four new
+# values, and the log whose tail to send back ("" for none: only a failed job's is read, for its error line).
+_PROGRAM = r"""a="$1"; n="$2"; shift 2
+while [ "$#" -ge 6 ]; do
   f="$1"; shift
   if [ ! -f "$f" ]; then printf 'M\037%s\036' "$f"
   else
@@ -57,7 +59,10 @@ while [ "$#" -ge 5 ]; do
       rm -f -- "$t"; printf 'B\037%s\036' "$f"
     fi
   fi
-  shift 4
+  if [ -n "$5" ] && [ -f "$5" ] && [ -r "$5" ]; then
+    printf 'L\037%s\037' "$f"; tail -c "$n" -- "$5" | tr -d '\036\037'; printf '\036'
+  fi
+  shift 5
 done"""
 
 OUTCOMES = {"W": "written", "M": "missing", "B": "not roach's job.json"}
@@ -72,6 +77,7 @@ class Final:
     slurm_state: str
     exit_code: str
     recorded_at_utc: str
+    log: str = ""  # the job's log, whose tail comes back (a failed job's, for its error line); "": none
 
     def __post_init__(self) -> None:
         if self.status not in FINAL_STATUSES:
@@ -89,25 +95,38 @@ class Final:
         )
 
     def args(self) -> list[str]:
-        return [self.path, *(json.dumps(getattr(self, k)) for k in FINAL_KEYS)]
+        return [self.path, *(json.dumps(getattr(self, k)) for k in FINAL_KEYS), self.log]
 
 
-def record_finals(transport: Transport, finals: Sequence[Final]) -> dict[str, str]:
-    """Rewrite every ``job.json`` of ``finals`` in one command; returns each path's outcome (:data:`OUTCOMES`)."""
+@dataclass(frozen=True)
+class Written:
+    """What :func:`record_finals` did: each job.json path's outcome (:data:`OUTCOMES`), and the tail of each
+    log it was asked for, by job.json path."""
+
+    outcomes: dict[str, str]
+    tails: dict[str, str]
+
+
+def record_finals(transport: Transport, finals: Sequence[Final]) -> Written:
+    """Rewrite every ``job.json`` of ``finals`` in one command, reading the tails of the logs they name in it."""
     if not finals:
-        return {}
+        return Written({}, {})
     for f in finals:
         if not f.path.startswith("/"):
             raise RoachError(f"job.json path {f.path!r} is not absolute", hint="expand ~ on the cluster first")
-    res = transport.run(["sh", "-c", _PROGRAM, "sh", _AWK, *(a for f in finals for a in f.args())])
+    argv = ["sh", "-c", _PROGRAM, "sh", _AWK, str(LOG_TAIL_BYTES), *(a for f in finals for a in f.args())]
+    res = transport.run(argv)
     if res.returncode != 0:
         raise RoachError(
             f"recording final states in job.json failed (exit {res.returncode}): {res.stderr.strip()[-500:]}",
             hint="check that the submitting user may write the bundles",
         )
-    out = {}
+    out, tails = {}, {}
     for rec in res.stdout.split(RS):
-        tag, _, path = rec.partition(US)
+        tag, _, rest = rec.partition(US)
         if tag in OUTCOMES:
-            out[path] = OUTCOMES[tag]
-    return out
+            out[rest] = OUTCOMES[tag]
+        elif tag == "L":
+            path, _, tail = rest.partition(US)
+            tails[path] = tail
+    return Written(out, tails)

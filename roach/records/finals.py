@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from roach.errors import RoachError, UsageError
 from roach.model.status import Status
 from roach.records.bundle import status_from_state
+from roach.records.error_line import error_line
 from roach.records.final_files import Final, record_finals
 from roach.records.job_record import FinalRow, JobRecord, utc_now
 from roach.records.store import Store
@@ -84,14 +85,19 @@ def record_ends(
     if not ends:
         return []
     now = utc_now()
-    finals = [Final(job_json_path(e.rec), e.status, e.slurm_state, e.exit_code, e.recorded_at or now) for e in ends]
+    finals = [
+        Final(job_json_path(e.rec), e.status, e.slurm_state, e.exit_code, e.recorded_at or now, _log_of(e))
+        for e in ends
+    ]
+    tails: dict[str, str] = {}
     if written:
         done = {f.path for f in finals}
     elif transport is None:
         raise UsageError("recording a job's end needs the cluster's transport to write its job.json")
     else:
         try:
-            done = set(record_finals(transport, finals))  # each path's outcome: written, missing or not roach's
+            wrote = record_finals(transport, finals)
+            done, tails = set(wrote.outcomes), wrote.tails  # each path's outcome: written, missing or not roach's
         except RoachError:
             done = set()  # the cluster could not be written: the store still gets the end, job_json_at unset
     rows = [
@@ -105,6 +111,7 @@ def record_ends(
             f.recorded_at_utc,
             now if f.path in done else None,
             e.rec.attempt,
+            error_line(tails[f.path]) if f.path in tails else None,
         )
         for e, f in zip(ends, finals)
     ]
@@ -123,9 +130,17 @@ def record_ends(
             exit_code=r.exit_code,
             recorded_at=r.recorded_at,
             job_json_at=r.job_json_at,
+            error_line=r.error_line or e.rec.error_line,
         )
         for e, r in zip(ends, rows)
     ]
+
+
+def _log_of(end: End) -> str:
+    """The log whose tail is read with the end: a failed job's (for its error line), where its record names one."""
+    if end.status is not Status.FAILED or not end.rec.log_path.startswith("/"):
+        return ""
+    return end.rec.log_path
 
 
 def repairs(records: Sequence[JobRecord]) -> list[End]:

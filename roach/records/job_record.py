@@ -43,6 +43,7 @@ class JobRecord:
     job_json_at: str | None = None  # when job.json on the cluster got the recorded end (None: not yet)
     attempt: int | None = None  # an attempt's number inside its holder (job_id is the holder's id)
     kind: RecordKind = RecordKind.JOB
+    error_line: str | None = None  # a failed job's cause, the line of its log that says it (recorded with its end)
 
     @property
     def key(self) -> JobKey:
@@ -82,6 +83,7 @@ class FinalRow:
     recorded_at: str
     job_json_at: str | None = None  # when its job.json was written with it; None: not (yet)
     attempt: int | None = None  # an attempt's number inside holder job_id
+    error_line: str | None = None  # a failed job's cause in its log; None keeps what the store has
 
 
 COLUMNS = tuple(f.name for f in fields(JobRecord))

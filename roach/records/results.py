@@ -15,19 +15,18 @@ import base64
 import binascii
 import json
 import pickle
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from roach.errors import RoachError
 from roach.model.job_state import JobState
+from roach.records.error_line import failing_traceback
 from roach.scheduler.clusterfs import ClusterFS
 
 JOB_NOT_COMPLETED = 6  # exit code, as `roach submit --wait` and `roach watch` use it
 RESULT_MISSING = 7  # exit code: something required is missing (here: a completed run's result file)
 LOG_TAIL_LINES = 2000  # of a failed run's log read for its traceback: the end of the last attempt
-TRACEBACK_LINES = 20  # the failing rank's last traceback lines an error carries
 CONTEXT_LINES = 10  # the log's last lines an error carries when no rank printed a traceback
 
 # Reads each path named on stdin (one per line): "-" when missing, "!" when unreadable, else its bytes
@@ -38,8 +37,6 @@ _READ_MANY = (
     'elif [ -n "$1" ]; then tail -n "$1" -- "$p" | base64 | tr -d "\\n"; echo; '
     'else base64 < "$p" | tr -d "\\n"; echo; fi; done'
 )
-_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
-_FAILED = re.compile(r"^roach rank (\d+): \S+ failed: ")
 
 
 class NotCompletedError(RoachError):
@@ -167,24 +164,6 @@ def read_many(fs: ClusterFS, paths: Sequence[str], tail_lines: int | None = None
         except binascii.Error:
             raise RoachError(f"on the cluster, reading {p} gave garbled output") from None
     return out
-
-
-def failing_traceback(log: str) -> tuple[int | None, tuple[str, ...]]:
-    """The rank whose function raised first in the log's last attempt, and its last traceback lines (the
-    rank label stripped); ``(None, ())`` when no rank raised."""
-    lines = log.splitlines()
-    start = max((i for i, ln in enumerate(lines) if ln.startswith("roach: attempt ")), default=0)
-    labelled = [(int(m[1]), m[2]) for m in map(_LABEL.match, lines[start:]) if m]
-    fail = next(
-        ((i, int(m[1])) for i, (r, text) in enumerate(labelled) if (m := _FAILED.match(text)) and int(m[1]) == r), None
-    )
-    if fail is None:
-        return None, ()
-    at, rank = fail
-    own = [text for r, text in labelled[:at] if r == rank]
-    tb = max((i for i, text in enumerate(own) if text.startswith("Traceback (most recent call last)")), default=None)
-    body = own[tb:] if tb is not None else [labelled[at][1]]
-    return rank, tuple(body[-TRACEBACK_LINES:])
 
 
 def _value(run: Ended, json_raw: bytes | None, pkl_raw: bytes | None, where: str) -> Any:

@@ -3,7 +3,7 @@ that climbs an older file to it (``Store`` runs them), the watch's state and the
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 SCHEMA = """
@@ -31,7 +31,8 @@ CREATE TABLE jobs (
     via_config   TEXT,     -- the ssh config file that alias was taken from (NULL: ssh's default)
     job_json_at  TEXT,     -- when job.json on the cluster was last written with the recorded end (NULL: not yet)
     attempt      INTEGER,  -- an attempt's number inside its holder (job_id is the holder's), NULL otherwise
-    kind         TEXT    NOT NULL DEFAULT 'job'  -- job, task, holder or attempt (roach.model.ids.RecordKind)
+    kind         TEXT    NOT NULL DEFAULT 'job',  -- job, task, holder or attempt (roach.model.ids.RecordKind)
+    error_line   TEXT     -- a failed job's cause, the line of its log that says it (NULL: none found or not failed)
 );
 CREATE UNIQUE INDEX jobs_key ON jobs (cluster, job_id, IFNULL(task, -1), IFNULL(attempt, -1));
 CREATE INDEX jobs_run ON jobs (run_id, seq);
@@ -94,9 +95,20 @@ MIGRATE_4_TO_5 = (
     *KINDS_FROM_IDS,
 )
 
-MIGRATE_3_TO_5 = ("ALTER TABLE jobs ADD COLUMN job_json_at TEXT", *MIGRATE_4_TO_5)
+# Version 6 keeps a failed job's error line; the ends recorded before it have none.
+MIGRATE_5_TO_6 = ("ALTER TABLE jobs ADD COLUMN error_line TEXT",)
 
-MIGRATE_2_TO_5 = ("ALTER TABLE jobs ADD COLUMN via_config TEXT", *MIGRATE_3_TO_5)
+MIGRATE_4_TO_6 = (*MIGRATE_4_TO_5, *MIGRATE_5_TO_6)
+
+MIGRATE_3_TO_6 = ("ALTER TABLE jobs ADD COLUMN job_json_at TEXT", *MIGRATE_4_TO_6)
+
+MIGRATE_2_TO_6 = ("ALTER TABLE jobs ADD COLUMN via_config TEXT", *MIGRATE_3_TO_6)
 
 # each older version's steps to the latest (version 1 is rebuilt as the latest table, then its kinds set)
-MIGRATIONS = {1: (*MIGRATE_1_TO_2, *KINDS_FROM_IDS), 2: MIGRATE_2_TO_5, 3: MIGRATE_3_TO_5, 4: MIGRATE_4_TO_5}
+MIGRATIONS = {
+    1: (*MIGRATE_1_TO_2, *KINDS_FROM_IDS),
+    2: MIGRATE_2_TO_6,
+    3: MIGRATE_3_TO_6,
+    4: MIGRATE_4_TO_6,
+    5: MIGRATE_5_TO_6,
+}

@@ -111,7 +111,8 @@ class Store(Database):
             )
         with self._write() as conn:
             cur = conn.executemany(
-                "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=?, job_json_at=?"
+                "UPDATE jobs SET status=?, slurm_state=?, exit_code=?, recorded_at=?, job_json_at=?,"
+                " error_line=IFNULL(?, error_line)"
                 " WHERE cluster=? AND job_id=? AND IFNULL(task, -1)=? AND IFNULL(attempt, -1)=?",
                 [
                     (
@@ -120,6 +121,7 @@ class Store(Database):
                         r.exit_code,
                         r.recorded_at,
                         r.job_json_at,
+                        r.error_line,
                         r.cluster,
                         r.job_id,
                         _null_key(r.task),

@@ -42,9 +42,10 @@ from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import AcctRecord, QueueRecord
 from roach.watch import logs as watch_logs
 from roach.watch.adopting import Adopter, Roster
+from roach.watch.ends import match_acct, on_accounting, on_left, with_causes
 from roach.watch.health import disk_events, outage_events, recovered_events
 from roach.watch.heartbeat import Heartbeat
-from roach.watch.jobs import Ctx, JobWatch, match_acct, on_accounting, on_left, on_queue
+from roach.watch.jobs import Ctx, JobWatch, on_queue
 from roach.watch.logs import Look, StallRule
 from roach.watch.memo import SavedWatch
 from roach.watch.progress import on_log
@@ -204,7 +205,7 @@ class Watcher:
                             self.ended[key] = (w.run_id or key, w.job_id, ok)
                             if key in records:
                                 finals.append((records[key], acct[key]))
-        self._record_finals(finals, array_ends)
+        events = with_causes(events, self._record_finals(finals, array_ends))
         events += on_estimates(
             self.client, self.cluster.tiers, views, watched, active, queue, meta, ctx, touched, resv_of
         )
@@ -291,10 +292,12 @@ class Watcher:
         w = views.get(rec.job_id)
         return PendingContext(queue=queue, tiers=self.cluster.tiers, req_nodes=w.req_nodes if w else None)
 
-    def _record_finals(self, finals: list[tuple[JobRecord, AcctRecord]], more: list[End]) -> None:
+    def _record_finals(self, finals: list[tuple[JobRecord, AcctRecord]], more: list[End]) -> list[JobRecord]:
         """The final states this round saw (and ``more`` ends): into each job's job.json on the cluster, all of
-        them in one command, and the store, in one transaction (:func:`~roach.records.finals.record_ends`)."""
-        record_ends(self.store, self.client.transport, [*(End.of_acct(rec, final) for rec, final in finals), *more])
+        them in one command, and the store, in one transaction (:func:`~roach.records.finals.record_ends`).
+        Returns the records as recorded (a failed job's with its error line)."""
+        ends = [*(End.of_acct(rec, final) for rec, final in finals), *more]
+        return record_ends(self.store, self.client.transport, ends)
 
     def _reservations(
         self,

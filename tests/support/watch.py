@@ -188,11 +188,13 @@ class FakeCluster:
             said += f"sbatch:   Preempts: {self.preempts}\n" if self.preempts else ""
             return 0, "", said if self.starts_at else "allocation failure\n"
         if cmd == "sh" and argv[2] == watch_final._PROGRAM:  # the round's final states into job.json files
-            args = argv[5:]
+            args = argv[6:]  # after the awk program and the tail's size: groups of path, four values, log
             out = ""
-            for i in range(0, len(args), 5):
+            for i in range(0, len(args), 6):
                 self.finals[args[i]] = [json.loads(v) for v in args[i + 1 : i + 5]]
                 out += f"W{US}{args[i]}{RS}"
+                if (log := self.logs.get(args[i + 5])) is not None:  # a failed job's log: its tail
+                    out += f"L{US}{args[i]}{US}" + "".join(ln + "\n" for ln in log.lines) + RS
             return 0, out, ""
         if cmd == "sh":
             n = int(argv[4])

@@ -67,6 +67,11 @@ FIELDS: dict[str, dict[str, Any]] = {
     "elapsed_s": integer("Seconds it ran."),
     "ok": boolean("Whether it COMPLETED."),
     "superseded_by": integer("The job it continues as (a promotion, a move); null: none.", null=True),
+    "error_line": string(
+        "A failed job's cause: the line of its log that says it (git's `fatal:`, `env_failed`, the exception a "
+        "rank raised); null: it did not fail, or no line says why.",
+        null=True,
+    ),
     "attempt": integer("The attempt number its log reports (1, 2, ...)."),
     "silence_s": number("Seconds its log has not moved."),
     "limit_s": number("The silence allowed (3x its usual gap, at least `--stall-after`)."),
@@ -119,7 +124,7 @@ _PROMOTION = ("from_tier", "to_tier", "gpus", "room", "preempts", "loss_s", "gai
 _EXPLANATION = ("reason", "reason_text", "outlook", "meaning", "detail", "action")
 KIND_FIELDS: dict[EventKind, tuple[str, ...]] = {
     EventKind.STARTED: ("state", "nodes", "tier", "gpus", "restart_count"),
-    EventKind.FINISHED: ("state", "state_text", "exit_code", "elapsed_s", "ok", "superseded_by"),
+    EventKind.FINISHED: ("state", "state_text", "exit_code", "elapsed_s", "ok", "superseded_by", "error_line"),
     EventKind.REQUEUED: ("tier", "why", "restart_count", "step", "preemptions_on_tier", "checkpoints"),
     EventKind.PREEMPTED: ("tier", "why", "restart_count", "step", "preemptions_on_tier", "checkpoints"),
     EventKind.RESUMED: ("step", "attempt"),

@@ -53,6 +53,12 @@ JOB_FIELDS: dict[str, dict[str, Any]] = {
     "holder": integer("An attempt inside a holder: the holder's job id; else null.", null=True),
     "attempt": integer("An attempt inside a holder: its number there (1, 2, ...); else null.", null=True),
     "commit": string("The git commit it runs; null for a job that runs no commit (a holder, a script).", null=True),
+    "error_line": string(
+        "A failed job's cause, the line of its log that says it (git's `fatal:` when the clone failed, "
+        "`roach: env_failed: ...`, the rank's `... failed: ValueError: ...`), read when its end was recorded; "
+        "null: it did not fail, or no line says why.",
+        null=True,
+    ),
 }
 
 JOB = record(

@@ -72,6 +72,11 @@ REPORT = record(
                     "run_id": string("The run id."),
                     "cluster": string("Its cluster."),
                     "steps_total": integer("The steps its progress lines name (`step N/M`).", null=True),
+                    "error_line": string(
+                        "Its latest job failed: the line of its log that says why (as `roach status` gives it); "
+                        "null: it did not fail, or no line says why.",
+                        null=True,
+                    ),
                     **_SUMS,
                     "attempts": array("Its attempts, oldest first.", ATTEMPT),
                 },
