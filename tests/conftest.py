@@ -223,6 +223,13 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 @pytest.fixture
+def cli_store(store: Store, monkeypatch: pytest.MonkeyPatch) -> Store:
+    """``store``, which the CLI (`roach ...` in-process or in a subprocess) finds through $ROACH_STORE."""
+    monkeypatch.setenv("ROACH_STORE", str(store.path))
+    return store
+
+
+@pytest.fixture
 def roots(shared_tmp: Path) -> dict[str, str]:
     """submit()'s log_root and clone_root in a directory the lab user's jobs can write to."""
     return roots_under(shared_tmp)

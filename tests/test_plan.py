@@ -72,8 +72,8 @@ def test_a_claimed_cap_is_skipped_without_asking_slurm():
     assert any(w.startswith("not high: cap 4") for w in why)
     assert "later: normal (starts at 2026-01-01 12:30:00 (in 0h30m))" in why[-1]
     assert why[-1].endswith(
-        "; not high, though higher in the cluster's order: its cap is claimed by your own jobs "
-        "(3/4 GPUs: 3 running, 0 pending; 1 free < 2 asked)"
+        "; not high, though higher in the cluster's order: cap 4 GPUs per user, you claim 3 "
+        "(3 running, 0 pending): 1 free < 2 asked"
     )
 
 
@@ -108,8 +108,7 @@ def test_a_request_larger_than_a_cap_says_so_not_that_the_cap_is_claimed():
         "cap 4 GPUs per user: the request (8 GPUs) is larger than the cap; skipped without asking Slurm"
     )
     assert why[-1].endswith(
-        "; not high, though higher in the cluster's order: the request (8 GPUs) is larger than its cap of 4 GPUs "
-        "per user"
+        "; not high, though higher in the cluster's order: cap 4 GPUs per user: the request (8 GPUs) is larger than the cap"
     )
 
 
@@ -222,13 +221,13 @@ def test_lab_plan_picks_low_when_the_users_own_jobs_claim_highs_cap(user_slurm, 
     assert p["chosen"]["preemptible"] and p["reasoning"][-1].startswith("low: ")
     # why low: high, higher in the order, has its cap claimed by the user's own jobs (N/4, N >= 4)
     claimed = re.search(
-        r"; not high, though higher in the cluster's order: its cap is claimed by your own jobs "
-        r"\((\d+)/4 GPUs: \d+ running, \d+ pending; \d+ free < 2 asked\)$",
+        r"; not high, though higher in the cluster's order: cap 4 GPUs per user, you claim (\d+) "
+        r"\(\d+ running, \d+ pending\): \d+ free < 2 asked$",
         p["reasoning"][-1],
     )
     assert claimed and int(claimed[1]) >= 4, p["reasoning"]
     text = cli("plan", "--cluster", "lab", "--gpus", "2", "--time", "00:10:00", "--run-as", LAB_USER).output
-    assert "chosen: low (" in text and "its cap is claimed by your own jobs" in text and "--qos=low" in text
+    assert "chosen: low (" in text and "you claim" in text and "--qos=low" in text
 
 
 @pytest.mark.lab

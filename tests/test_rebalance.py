@@ -145,11 +145,7 @@ CLUSTER = LAB.with_(run_as=LAB_USER)
 PKG = {"pkg/__init__.py": "", "pkg/funcs.py": FUNCS}  # what the repo fixture commits
 
 
-@pytest.fixture
-def store(store, monkeypatch):
-    """conftest's store, which `roach promote` and `roach move` find through $ROACH_STORE."""
-    monkeypatch.setenv("ROACH_STORE", str(store.path))
-    return store
+pytestmark = pytest.mark.usefixtures("cli_store")  # the CLI finds the test's store
 
 
 def _cancel_run(store, client):

@@ -30,11 +30,7 @@ CLUSTER = LAB.with_(run_as=LAB_USER)
 PKG = {"pkg/__init__.py": "", "pkg/train.py": TRAIN}  # a checkpointing train(run, steps, step_s)
 
 
-@pytest.fixture
-def store(store, monkeypatch):
-    """conftest's store, which the CLI finds through $ROACH_STORE."""
-    monkeypatch.setenv("ROACH_STORE", str(store.path))
-    return store
+pytestmark = pytest.mark.usefixtures("cli_store")  # the CLI finds the test's store
 
 
 def _sweep(repo, store, roots, resources, name, runs=4, steps=300):

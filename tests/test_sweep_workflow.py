@@ -37,11 +37,7 @@ def train(run, steps=10, step_s=0.5):
 PKG = {"pkg/__init__.py": "", "pkg/train.py": TRAIN}
 
 
-@pytest.fixture
-def store(store, monkeypatch):
-    """conftest's store, which the CLI finds through $ROACH_STORE."""
-    monkeypatch.setenv("ROACH_STORE", str(store.path))
-    return store
+pytestmark = pytest.mark.usefixtures("cli_store")  # the CLI finds the test's store
 
 
 def _cli(*args: str) -> str:

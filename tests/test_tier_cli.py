@@ -150,5 +150,5 @@ def test_plan_of_more_gpus_than_highs_cap_says_the_request_is_larger_than_the_ca
     assert (
         high["why"] == "cap 4 GPUs per user: the request (8 GPUs) is larger than the cap; skipped without asking Slurm"
     )
-    assert "the request (8 GPUs) is larger than its cap of 4 GPUs per user" in p["reasoning"][-1]
+    assert "cap 4 GPUs per user: the request (8 GPUs) is larger than the cap" in p["reasoning"][-1]
     assert "claimed by your own jobs" not in p["reasoning"][-1]

@@ -309,15 +309,8 @@ def _sweep_because(chosen: Placement, possible: Sequence[Placement], ask: Ask, n
 
 
 def _passed_over(row: TierRow, gpus: int) -> str:
-    """Why a tier above the chosen one was passed over."""
-    if row.free is None or row.free >= gpus:
-        return "Slurm would not take it"
-    if row.cap is not None and gpus > row.cap:
-        return f"the request ({gpus} GPUs) is larger than its cap of {row.cap} GPUs per user"
-    return (
-        f"its cap is claimed by your own jobs ({row.claimed}/{row.cap} GPUs: {row.running} running, "
-        f"{row.pending} pending; {row.free} free < {gpus} asked)"
-    )
+    """Why a tier above the chosen one was passed over: its cap (as :func:`_over_cap` says it), else Slurm."""
+    return _over_cap(row, gpus) or "Slurm would not take it"
 
 
 def plan(
