@@ -70,12 +70,10 @@ def _watch(store, repo) -> subprocess.Popen[str]:
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=roach_env(store))
 
 
-def _others_high_job(slurm, jobs: list[int]) -> int:
+def _others_high_job(slurm) -> int:
     """Another user (root) takes two of n1's GPUs on the high tier for 20 s: two runs there are preempted."""
     opts = ["--qos=high", "--gres=gpu:2", "--nodelist=n1", "--time=2", "--output=/dev/null", "--job-name=others"]
-    job = slurm.sbatch(opts, "#!/bin/bash\nsleep 20\n")
-    jobs.append(job)
-    return job
+    return slurm.sbatch(opts, "#!/bin/bash\nsleep 20\n")
 
 
 def _latest(store) -> dict[str, JobRecord]:
@@ -94,17 +92,18 @@ def _running(client, recs: list[JobRecord]) -> bool:
 @pytest.mark.slow
 @pytest.mark.lab
 def test_a_sweep_driven_as_an_agent_drives_it_completes_every_run_once(
-    lab, repo, store, roots, slurm, user_slurm, jobs, tmp_path
+    lab, repo, store, roots, slurm, user_slurm, tmp_path
 ):
     runs = _sweep(repo, roots, store, tmp_path)
     array = runs[0].job_id
     watch = _watch(store, repo)
+    others: int | None = None
     try:
         wait_until("all 8 running", lambda: _running(user_slurm, runs))
         wait_until(
             "a checkpoint in every run", lambda: all("checkpoint at step" in Path(r.log_path).read_text() for r in runs)
         )
-        others = _others_high_job(slurm, jobs)
+        others = _others_high_job(slurm)
         wait_until("two runs requeued", lambda: sum(n for _, n in _tasks(user_slurm, array).values()) == 2, 60)
         preempted = sorted(t for t, (_, n) in _tasks(user_slurm, array).items() if n)
         wait_until("the other user's job to end", lambda: not slurm.squeue(job_ids=[others]), 90)
@@ -121,7 +120,9 @@ def test_a_sweep_driven_as_an_agent_drives_it_completes_every_run_once(
         out, err = watch.communicate(timeout=slack(240))
     finally:
         watch.kill()
-        print(watch.stdout.read() if watch.stdout and not watch.stdout.closed else "")
+        if others is not None:
+            slurm.scancel([others])  # root's own: the lab user may not cancel it
+        user_slurm.scancel(sorted({r.job_id for r in store.all_jobs()}))
     events = [json.loads(line) for line in out.splitlines() if line.strip()]
     promoted = {e["job_id"] for e in events if e["event"] == "promoted"}
     assert watch.returncode == 0, err
