@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from roach.errors import LabError
+from roach.errors import LabError, UsageError
 from roach.lab import lab as lablib
 from roach.lab import login
 from roach.lab.config import LAB_USER, NODES, LabConfig, LabLayout
@@ -281,3 +281,66 @@ def test_a_link_gone_is_told_by_either_of_ips_two_messages():
     assert missing.returncode != 0 and gone(missing.stderr), missing.stderr
     assert gone("RTNETLINK answers: No such device\n")  # the kernel's ENODEV, as that teardown printed it
     assert not gone("RTNETLINK answers: Operation not permitted\n")
+
+
+# -- a lab of more nodes (`roach lab up --nodes N --gpus-per-node G`) -----------------------------------------
+@pytest.fixture(scope="module")
+def four_nodes(lab) -> LabConfig:
+    """A private hosts lab of four nodes with two fake GPUs each; taken down afterwards."""
+    state = Path(tempfile.mkdtemp(prefix="roach-lab4-", dir=SHARED_TMP))
+    os.chmod(state, 0o755)
+    cfg = lablib.up(
+        str(state), log=lambda *_: None, port_base=private_port_base(12), layout=LabLayout.HOSTS.value, nodes=4,
+        gpus_per_node=2,
+    )  # fmt: skip
+    try:
+        yield cfg
+    finally:
+        lablib.down(str(state), log=lambda *_: None)
+        subprocess.run(["rm", "-rf", str(state)])
+
+
+def _as_user(cfg: LabConfig, *argv: str) -> str:
+    r = subprocess.run(
+        ["runuser", "-u", LAB_USER, "--", *argv], capture_output=True, text=True, env={**os.environ, **cfg.env()}
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.lab
+def test_sinfo_lists_each_of_four_nodes_with_its_gpus(four_nodes: LabConfig):
+    said = _as_user(four_nodes, "sinfo", "-N", "-h", "-o", "%N %G")
+    assert sorted(said.split("\n")[:-1]) == ["n1 gpu:2", "n2 gpu:2", "n3 gpu:2", "n4 gpu:2"]
+
+
+@pytest.mark.lab
+def test_a_job_over_four_nodes_runs_one_task_on_each_host(four_nodes: LabConfig):
+    said = _as_user(four_nodes, "srun", "-N", "4", "--gres=gpu:2", "-t", "1", "hostname")
+    assert sorted(said.split()) == ["n1", "n2", "n3", "n4"]
+
+
+@pytest.mark.lab
+def test_the_third_node_has_its_own_address(four_nodes: LabConfig):
+    fabric = Fabric(four_nodes.port_base, four_nodes.node_names)
+    inside = ["ip", "netns", "exec", fabric.netns("n3"), "ip", "-4", "-o", "addr", "show", "dev", "eth0"]
+    said = subprocess.run(inside, capture_output=True, text=True).stdout
+    assert f" {fabric.subnet.network_address + 13}/24 " in said
+
+
+def test_more_than_two_nodes_on_one_host_are_refused_with_the_fix():
+    with pytest.raises(UsageError, match="3 nodes need the hosts layout"):
+        LabConfig(state_dir="/nonexistent", nodes=3, layout=LabLayout.SINGLE_HOST.value)
+
+
+def test_a_node_count_out_of_range_is_refused():
+    with pytest.raises(UsageError, match="65 nodes is out of range"):
+        LabConfig(state_dir="/nonexistent", nodes=65)
+
+
+def test_the_cli_refuses_three_nodes_on_one_host_with_exit_2_and_writes_nothing(tmp_path):
+    state = tmp_path / "lab"
+    argv = ["roach", "lab", "up", "--state-dir", str(state), "--nodes", "3", "--single-host"]
+    r = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert not state.exists()

@@ -16,6 +16,7 @@ from roach.cli import demo as demo_module
 from roach.cli.jsonout import stamp
 from roach.errors import LabError, RoachError
 from roach.lab import overview as labstatus
+from roach.lab.config import MAX_GPUS_PER_NODE, MAX_NODES
 from roach.lab.release_root import ReleaseLab, SlurmRelease
 
 state_dir_option = click.option(
@@ -87,6 +88,18 @@ def lab() -> None:
     "--high-gpu-cap", type=int, default=None, help=f"GPUs per user in the high QOS. {_default('high_gpu_cap')}"
 )
 @click.option(
+    "--nodes",
+    type=click.IntRange(1, MAX_NODES),
+    default=None,
+    help=f"Compute nodes n1..nN, each a host of its own (more than 2 need --hosts). {_default('nodes')}",
+)
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(1, MAX_GPUS_PER_NODE),
+    default=None,
+    help=f"Fake GPUs on each node. {_default('gpus_per_node')}",
+)
+@click.option(
     "--prolog",
     default=None,
     metavar="PATH",
@@ -109,8 +122,8 @@ def lab() -> None:
     "--hosts/--single-host",
     "hosts",
     default=None,
-    help="n1 and n2 each a host of its own (network and host-name namespaces, an address each on the lab's "
-    "bridge), or both this host at 127.0.0.1. A lab keeps the layout it was made with. [default: hosts]",
+    help="Each node a host of its own (network and host-name namespaces, an address each on the lab's "
+    "bridge), or n1 and n2 both this host at 127.0.0.1. A lab keeps the layout it was made with. [default: hosts]",
 )
 @click.option(
     "--node-homes/--shared-home",

@@ -14,7 +14,7 @@ from string import Template
 
 from roach._fs import atomic_write
 from roach.lab import release
-from roach.lab.config import CLUSTER_NAME, NODES, LabConfig, PreemptSignalSetting
+from roach.lab.config import CLUSTER_NAME, LabConfig, PreemptSignalSetting
 from roach.lab.hosts import CONTROLLER, LOGIN, Fabric
 
 TEMPLATES = Path(__file__).parent / "templates"  # the config files' templates (package data, beside this module)
@@ -54,18 +54,33 @@ def _values(cfg: LabConfig) -> dict[str, str]:
         **{k: str(v) for k, v in cfg.ports.items()},
         "ctld_addr": where["controller"],
         "ctld_host": CONTROLLER if cfg.hosts else cfg.host,
-        **{f"{n}_hostname": n if cfg.hosts else cfg.host for n in NODES},
-        **{f"{n}_addr": where[n] for n in NODES},
+        "node_lines": "\n".join(_node_line(cfg, n, where[n]) for n in cfg.node_names),
+        "node_list": ",".join(cfg.node_names),
+        "gres_lines": "\n".join(_gres_line(cfg, n) for n in cfg.node_names),
     }
+
+
+def _node_line(cfg: LabConfig, node: str, addr: str) -> str:
+    """slurm.conf's line of one node: more CPUs and memory than this machine has (nothing checks them)."""
+    host = node if cfg.hosts else cfg.host
+    return (
+        f"NodeName={node} NodeHostname={host} NodeAddr={addr} Port={cfg.node_port(node)} CPUs=8 RealMemory=16000 "
+        f"Gres=gpu:{cfg.gpus_per_node} State=UNKNOWN"
+    )
+
+
+def _gres_line(cfg: LabConfig, node: str) -> str:
+    """gres.conf's line of one node: its fake GPUs, the character devices `roach lab up` makes."""
+    return f"NodeName={node} Name=gpu File={cfg.state}/dev/{node}/nvidia[0-{cfg.gpus_per_node - 1}]"
 
 
 def addresses(cfg: LabConfig) -> dict[str, str]:
     """The controller's address and each node's: all 127.0.0.1 on one host, else each its own on the bridge (and
     the login host's)."""
     if not cfg.hosts:
-        return {"controller": "127.0.0.1", **{n: "127.0.0.1" for n in NODES}}
-    fabric = Fabric(cfg.port_base, NODES)
-    return {"controller": fabric.controller_addr, **{n: fabric.node_addr(n) for n in (*NODES, LOGIN)}}
+        return {"controller": "127.0.0.1", **{n: "127.0.0.1" for n in cfg.node_names}}
+    fabric = Fabric(cfg.port_base, cfg.node_names)
+    return {"controller": fabric.controller_addr, **{n: fabric.node_addr(n) for n in (*cfg.node_names, LOGIN)}}
 
 
 def rest_url(cfg: LabConfig) -> str:

@@ -16,8 +16,10 @@ from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
 
 CLUSTER_NAME = "lab"
-NODES = ("n1", "n2")
+NODES = ("n1", "n2")  # the default lab's nodes (`roach lab up --nodes N` makes n1..nN)
 GPUS_PER_NODE = 4
+MAX_NODES = 64  # hosts of its own each: what one machine's namespaces and slurmds hold, with room
+MAX_GPUS_PER_NODE = 16
 CPUS_PER_NODE = 8
 LAB_USER = "roachlab"
 ACCOUNT = "lab"
@@ -90,6 +92,8 @@ class LabConfig:
     node_homes: bool = False
     # slurmrestd on the controller host at the rest port, its clients authenticated by JWT (``scontrol token``).
     rest: bool = False
+    nodes: int = len(NODES)  # compute nodes n1..nN; more than two need the hosts layout (one port each otherwise)
+    gpus_per_node: int = GPUS_PER_NODE  # fake GPUs of each node
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -115,8 +119,31 @@ class LabConfig:
             raise UsageError(
                 "node-local homes need the hosts layout", hint="use --hosts with --node-homes, or drop --node-homes"
             )
+        self._check_size()
         if self.prolog and not os.path.isabs(self.prolog):
             raise UsageError(f"the Prolog {self.prolog!r} is not an absolute path", hint="give its full path")
+
+    def _check_size(self) -> None:
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise UsageError(f"{self.nodes} nodes is out of range", hint=f"give 1-{MAX_NODES} nodes")
+        if self.nodes > len(NODES) and self.layout != LabLayout.HOSTS.value:
+            raise UsageError(
+                f"{self.nodes} nodes need the hosts layout: on one host each slurmd needs a port of its own",
+                hint=f"use --hosts with --nodes {self.nodes}, or at most {len(NODES)} nodes with --single-host",
+            )
+        if not 1 <= self.gpus_per_node <= MAX_GPUS_PER_NODE:
+            raise UsageError(f"{self.gpus_per_node} GPUs per node is out of range", hint=f"give 1-{MAX_GPUS_PER_NODE}")
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        """The compute nodes: n1, n2, ... nN."""
+        return tuple(f"n{i}" for i in range(1, self.nodes + 1))
+
+    def node_port(self, node: str) -> int:
+        """``node``'s slurmd port: n1's and n2's their own (on a single host they share an address); a further
+        node, a host with an address of its own, listens on n1's."""
+        key = f"{node}_port"
+        return self.port(key if key in _PORTS else "n1_port")
 
     @property
     def first_job_id(self) -> int:

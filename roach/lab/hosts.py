@@ -26,7 +26,7 @@ from roach.errors import LabError
 SUBNETS = ipaddress.ip_network("10.213.0.0/16")  # the labs' /24s are carved out of it, one per port base
 LOGIN = "login"  # the login host: sshd and the Slurm commands, no slurmd
 CONTROLLER = "ctl"  # the controller host: slurmctld, slurmdbd and MariaDB
-_HOST_NUMBER = {CONTROLLER: 2, LOGIN: 10, "n1": 11, "n2": 12}
+_HOST_NUMBER = {CONTROLLER: 2, LOGIN: 10}  # and node nK at 10 + K
 _LOCK = Path("/run/lock/roach-lab-fabric.lock")  # one lab at a time makes or removes namespaces on a machine
 
 
@@ -61,7 +61,8 @@ class Fabric:
         return self.node_addr(CONTROLLER)
 
     def node_addr(self, node: str) -> str:
-        return str(self.subnet.network_address + _HOST_NUMBER[node])
+        number = _HOST_NUMBER[node] if node in _HOST_NUMBER else 10 + int(node.removeprefix("n"))
+        return str(self.subnet.network_address + number)
 
     def netns(self, node: str) -> str:
         return f"roach{self.port_base}-{node}"

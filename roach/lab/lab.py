@@ -15,7 +15,6 @@ from roach.errors import LabError, UsageError
 from roach.lab import accounting, conf_files, login, prepare, proxy, release, rest
 from roach.lab.config import (
     LAB_USER,
-    NODES,
     LabConfig,
     PreemptSignalSetting,
     default_state_dir,
@@ -30,7 +29,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     """The lab's daemons in start order."""
     env = tuple(cfg.env().items())
     run, log = cfg.run_dir, cfg.log_dir
-    fabric = Fabric(cfg.port_base, NODES) if cfg.hosts else None
+    fabric = Fabric(cfg.port_base, cfg.node_names) if cfg.hosts else None
     mungeds = [_munged(cfg, "munged", cfg.munge_socket.parent)]
     if fabric:  # each host its own munged, with the one key: as a site runs them
         for h in fabric.hosts:
@@ -70,14 +69,14 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
             (slurmd, "-N", n, "-f", str(cfg.slurm_conf)),
             run / f"slurmd-{n}.pid",
             log / f"slurmd-{n}.log",
-            ports=(cfg.port(f"{n}_port"),),
+            ports=(cfg.node_port(n),),
             env=env,
         )
-        for n in NODES
+        for n in cfg.node_names
     ]
     if fabric:
         controller = [_on_host(cfg, fabric, CONTROLLER, d) for d in controller]
-        slurmds = [_on_host(cfg, fabric, n, d, prepare.home_binding(cfg, n)) for n, d in zip(NODES, slurmds)]
+        slurmds = [_on_host(cfg, fabric, n, d, prepare.home_binding(cfg, n)) for n, d in zip(cfg.node_names, slurmds)]
     way_out = [login.daemon(cfg), _proxy(cfg, fabric)] if fabric else []
     return [*mungeds, *controller, *slurmds, *way_out]
 
@@ -134,8 +133,8 @@ def _nodes_up(cfg: LabConfig) -> bool:
     if r.returncode != 0:
         return False
     states = dict(line.split() for line in r.stdout.splitlines() if line.strip())
-    return set(states) >= set(NODES) and all(
-        states[n].rstrip("*~#!%$@^-") in {"idle", "mix", "alloc", "comp"} for n in NODES
+    return set(states) >= set(cfg.node_names) and all(
+        states[n].rstrip("*~#!%$@^-") in {"idle", "mix", "alloc", "comp"} for n in cfg.node_names
     )
 
 
@@ -240,7 +239,7 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     cfg.save()
     ds["munged"].start(ready=lambda: cfg.munge_socket.exists())
     if cfg.hosts:
-        for h in Fabric(cfg.port_base, NODES).hosts:
+        for h in Fabric(cfg.port_base, cfg.node_names).hosts:
             sock = cfg.munge_binding(h)[0] / cfg.munge_socket.name
             ds[f"munged-{h}"].start(ready=sock.exists)
     prepare.init_mariadb(cfg)
@@ -254,18 +253,18 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     _reconfigure(cfg, "after setting the QOS tiers")
     if cfg.rest:
         ds["slurmrestd"].start(ready=lambda: rest.listening(cfg))
-    for n in NODES:
+    for n in cfg.node_names:
         ds[f"slurmd-{n}"].start(ready=lambda: True)
     if cfg.hosts:
         ds["sshd-login"].start(ready=lambda: login.listening(cfg))
-        address = Fabric(cfg.port_base, NODES).machine_addr
+        address = Fabric(cfg.port_base, cfg.node_names).machine_addr
         ds["proxy"].start(ready=lambda: listening(address, proxy.PORT))
         atomic_write(cfg.etc / "https_proxy", proxy.url(address) + "\n")
     wait_for(
-        "both nodes to register with slurmctld",
+        f"all {cfg.nodes} nodes to register with slurmctld",
         lambda: _nodes_up(cfg) or _resume_down_nodes(cfg),
         timeout=90,
-        logs=[ds["slurmctld"], *(ds[f"slurmd-{n}"] for n in NODES)],
+        logs=[ds["slurmctld"], *(ds[f"slurmd-{n}"] for n in cfg.node_names)],
     )
     log(f'lab is up ({cfg.state}); run: eval "$(roach lab env)"')
     return cfg
@@ -296,7 +295,7 @@ def _reconfigure(cfg: LabConfig, why: str, nodes: bool = False) -> None:
         running = [p for p in processes_in(cfg.state, "slurmctld") if _comm(p) != "slurmscriptd"]
         if not (len(running) == 1 and ctld.pid() == running[0] and _ok(["scontrol", "ping"], cfg)):
             return False
-        return not nodes or (all(ds[f"slurmd-{n}"].alive() for n in NODES) and _nodes_up(cfg))
+        return not nodes or (all(ds[f"slurmd-{n}"].alive() for n in cfg.node_names) and _nodes_up(cfg))
 
     wait_for(f"slurmctld to take the new configuration ({why})", settled, timeout=60, logs=[ctld])
 
@@ -345,7 +344,7 @@ def down(state_dir: str | None = None, log=print) -> list[str]:
     stopped = [d.name for d in reversed(ds) if d.stop()]
     log(f"stopped: {', '.join(stopped)}" if stopped else "lab was not running")
     if cfg.hosts:
-        removed = Fabric(cfg.port_base, NODES).down()
+        removed = Fabric(cfg.port_base, cfg.node_names).down()
         if login.remove_alias(cfg):
             removed.append(f"the ssh alias {login.alias(cfg)}")
         if removed:

@@ -13,7 +13,7 @@ from pathlib import Path
 from roach._fs import atomic_write
 from roach.errors import LabError
 from roach.lab import conf_files, login
-from roach.lab.config import GPUS_PER_NODE, LAB_USER, NODES, LabConfig
+from roach.lab.config import LAB_USER, LabConfig
 from roach.lab.hosts import Fabric, can_make_namespaces, fabric_lock
 from roach.lab.packages import which
 
@@ -33,7 +33,7 @@ def _user_home() -> str:
 def _make_node_homes(cfg: LabConfig) -> None:
     """Each node's home of the lab user, with a ``scratch`` to bind the shared store on, and that store."""
     user = pwd.getpwnam(LAB_USER)
-    for d in (Path(user.pw_dir) / "scratch", *(cfg.node_home(n) / "scratch" for n in NODES)):
+    for d in (Path(user.pw_dir) / "scratch", *(cfg.node_home(n) / "scratch" for n in cfg.node_names)):
         if not d.exists():
             d.mkdir(parents=True)
             os.chown(d, user.pw_uid, user.pw_gid)
@@ -48,8 +48,8 @@ def write_state(cfg: LabConfig) -> None:
         "ctld",
         "mysql",
         "tmp",
-        *(f"spool/{n}" for n in NODES),
-        *(f"dev/{n}" for n in NODES),
+        *(f"spool/{n}" for n in cfg.node_names),
+        *(f"dev/{n}" for n in cfg.node_names),
     ):
         (cfg.state / sub).mkdir(parents=True, exist_ok=True)
     # munged refuses group/world-writable directories; clients must reach its socket.
@@ -57,7 +57,7 @@ def write_state(cfg: LabConfig) -> None:
         d.mkdir(parents=True, exist_ok=True)
         os.chmod(d, 0o755)
     if cfg.hosts:
-        for n in Fabric(cfg.port_base, NODES).hosts:
+        for n in Fabric(cfg.port_base, cfg.node_names).hosts:
             cfg.node_tmp(n).mkdir(parents=True, exist_ok=True)
             os.chmod(cfg.node_tmp(n), 0o1777)  # as /tmp is: everyone's, each keeping their own files
             for d in (cfg.node_tmp(n).parent, cfg.munge_binding(n)[0]):  # the host's munged's, as the lab's
@@ -66,8 +66,8 @@ def write_state(cfg: LabConfig) -> None:
     key = cfg.etc / "munge.key"
     if not key.exists():
         atomic_write(key, os.urandom(1024), mode=0o400)
-    for n in NODES:
-        for i in range(GPUS_PER_NODE):
+    for n in cfg.node_names:
+        for i in range(cfg.gpus_per_node):
             dev = cfg.state / "dev" / n / f"nvidia{i}"
             if not dev.exists():
                 os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # same device as /dev/null
@@ -129,11 +129,11 @@ def check_namespaces(cfg: LabConfig) -> None:
             hint="run as root with CAP_NET_ADMIN, or start the lab on one host: `roach lab up --single-host`",
         )
     with fabric_lock():
-        Fabric(cfg.port_base, NODES).check_range_free()
+        Fabric(cfg.port_base, cfg.node_names).check_range_free()
 
 
 def make_fabric(cfg: LabConfig) -> None:
-    fabric = Fabric(cfg.port_base, NODES)
+    fabric = Fabric(cfg.port_base, cfg.node_names)
     fabric.up()
     atomic_write(cfg.etc / "hosts", fabric.hosts_file(cfg.host), mode=0o644)
     atomic_write(cfg.etc / "resolv.conf", fabric.resolv_conf(), mode=0o644)

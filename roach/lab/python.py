@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from roach.errors import LabError
-from roach.lab.config import LAB_USER, NODES, LabConfig
+from roach.lab.config import LAB_USER, LabConfig
 
 # The tools a job's environment is built with (a uv project's `uv sync`): from PyPI into the job venv, and linked
 # alone into <state>/tools, which lab.sh puts on the jobs' PATH (the job venv's python stays off it).
@@ -53,7 +53,7 @@ def ensure_node_venvs(cfg: LabConfig) -> None:
         return
     shared = cfg.state / "pyenv" / "bin" / "python"
     user, packages = pwd.getpwnam(LAB_USER), _purelib(shared)
-    for n in NODES:
+    for n in cfg.node_names:
         venv = cfg.node_home(n) / NODE_VENV
         if not (venv / "bin" / "python").exists():
             shutil.rmtree(venv, ignore_errors=True)  # a venv half made by a killed `lab up`

@@ -35,6 +35,7 @@ LAB = Cluster(
     min_poll_s=1.0,  # our own controller: tests and demos may look often
     env_factory=_env,
     budget="none: roach's own test cluster on this machine",
-    description="roach's own Slurm on this machine: nodes n1 n2, 4 fake GPUs each, tiers high/low (QOS normal: the default)",
+    description="roach's own Slurm on this machine: nodes n1 n2 (or n1..nN, `roach lab up --nodes N`), 4 fake GPUs "
+    "each (--gpus-per-node), tiers high/low (QOS normal: the default)",
 )
 CLUSTER = LAB
