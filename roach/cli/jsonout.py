@@ -42,6 +42,7 @@ VERSIONS: dict[str, int] = {
     "pull": 1,
     "verify": 1,
     "lab.status": 1,
+    "lab.load": 1,
 }
 
 #: Each command with ``--json`` (its path, as typed after ``roach``): its record's schema, and whether it
@@ -77,6 +78,7 @@ COMMANDS: dict[str, tuple[str, bool]] = {
     "pull": ("pull", False),
     "verify": ("verify", False),
     "lab status": ("lab.status", False),
+    "lab load status": ("lab.load", False),
 }
 
 

@@ -14,18 +14,12 @@ from rich.text import Text
 from roach import lab as lablib
 from roach.cli import demo as demo_module
 from roach.cli.jsonout import stamp
+from roach.cli.lab_load import load as load_group
+from roach.cli.lab_load import state_dir_option
 from roach.errors import LabError, RoachError
 from roach.lab import overview as labstatus
 from roach.lab.config import MAX_GPUS_PER_NODE, MAX_NODES
 from roach.lab.release_root import ReleaseLab, SlurmRelease
-
-state_dir_option = click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="The lab's state directory. Default: $ROACH_LAB_DIR, else /var/lib/roach/lab as root.",
-)
-
 
 slurm_option = click.option(
     "--slurm",
@@ -262,3 +256,6 @@ def lab_status_json(st: labstatus.LabStatus) -> dict[str, Any]:
     for row, d in zip(data["daemons"], st.daemons):
         row["running"] = d.running
     return stamp("lab.status", data)
+
+
+lab.add_command(load_group, "load")

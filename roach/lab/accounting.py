@@ -78,22 +78,19 @@ def ensure_tiers_and_users(cfg: LabConfig) -> None:
         _sacctmgr(
             cfg, "add", "account", ACCOUNT, f"Cluster={CLUSTER_NAME}", "Description=roach lab", "Organization=roach"
         )
-    users = _names(cfg, "user", "user")
     for user in (pwd.getpwuid(0).pw_name, LAB_USER):
-        if user not in users or ACCOUNT not in _user_accounts(cfg, user):
-            _sacctmgr(cfg, "add", "user", user, f"Account={ACCOUNT}", f"Cluster={CLUSTER_NAME}")
-        _sacctmgr(cfg, "modify", "user", "where", f"name={user}", "set", f"DefaultAccount={ACCOUNT}")
-        _sacctmgr(
-            cfg,
-            "modify",
-            "user",
-            "where",
-            f"name={user}",
-            f"account={ACCOUNT}",
-            "set",
-            "QOS=high,normal,low",
-            "DefaultQOS=normal",
-        )
+        ensure_user(cfg, user)
+
+
+def ensure_user(cfg: LabConfig, user: str) -> None:
+    """``user`` in the lab's account, with the three QOS and ``normal`` its default."""
+    if user not in _names(cfg, "user", "user") or ACCOUNT not in _user_accounts(cfg, user):
+        _sacctmgr(cfg, "add", "user", user, f"Account={ACCOUNT}", f"Cluster={CLUSTER_NAME}")
+    _sacctmgr(cfg, "modify", "user", "where", f"name={user}", "set", f"DefaultAccount={ACCOUNT}")
+    _sacctmgr(
+        cfg, "modify", "user", "where", f"name={user}", f"account={ACCOUNT}", "set", "QOS=high,normal,low",
+        "DefaultQOS=normal",
+    )  # fmt: skip
 
 
 def _user_accounts(cfg: LabConfig, user: str) -> set[str]:

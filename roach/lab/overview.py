@@ -63,7 +63,14 @@ def status(state_dir: str | None = None) -> LabStatus:
         except (OSError, subprocess.SubprocessError):
             pass
     return LabStatus(
-        str(cfg.state), str(cfg.slurm_conf), cfg.ports, ds, nodes, layout=cfg.layout, addresses=addresses(cfg)
+        str(cfg.state),
+        str(cfg.slurm_conf),
+        cfg.ports,
+        ds,
+        nodes,
+        gpus_per_node=cfg.gpus_per_node,
+        layout=cfg.layout,
+        addresses=addresses(cfg),
     )
 
 

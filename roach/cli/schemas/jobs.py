@@ -273,6 +273,21 @@ MOVE = record(
     },
 )
 
+LAB_LOAD = record(
+    "lab.load",
+    "`roach lab load status`: other people's load played on the lab from a trace.",
+    {
+        "playing": boolean("Whether the player is still submitting the trace's jobs."),
+        "planned": integer("The jobs the load plays in all (sampled from the trace)."),
+        "played": integer("Of them, submitted so far."),
+        "running": integer("The load's jobs running now."),
+        "pending": integer("The load's jobs pending now."),
+        "gpus_busy": integer("GPUs the load's running jobs hold."),
+        "lab_gpus": integer("The lab's GPUs in all."),
+        "share": mapping("Each load user (`roachload1`, ...): GPUs its running jobs hold.", {"type": "integer"}),
+    },
+)
+
 LAB_STATUS = record(
     "lab.status",
     "`roach lab status`: the lab cluster's daemons and nodes.",
@@ -318,4 +333,5 @@ SCHEMAS = {
     "promote": PROMOTE,
     "move": MOVE,
     "lab.status": LAB_STATUS,
+    "lab.load": LAB_LOAD,
 }
