@@ -151,11 +151,13 @@ def up(
 
     Options not given keep the values the lab was last started with. With --slurm 24.11 or 26.05 the lab's
     daemons and client commands are that release's, in a Debian root of its own: `roach lab shell --slurm V`
-    opens a shell there (only --port-base, --job-package, --hosts/--single-host and --rest apply to it).
+    opens a shell there (only --port-base, --job-package, --hosts/--single-host, --rest, --nodes and --gpus-per-node
+    apply to it).
     """
     if slurm != SlurmRelease.SYSTEM.value:
         lab_in_root = _release_lab(slurm, state_dir, root, options.get("port_base"))
-        lab_in_root.up(click.echo, job_packages, hosts, options.get("rest"))
+        size = (options.get("nodes"), options.get("gpus_per_node"))
+        lab_in_root.up(click.echo, job_packages, hosts, options.get("rest"), size)
         return
     if hosts is not None:
         options["layout"] = (lablib.LabLayout.HOSTS if hosts else lablib.LabLayout.SINGLE_HOST).value

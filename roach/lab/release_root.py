@@ -223,10 +223,11 @@ class ReleaseLab:
         job_packages: tuple[str, ...] = (),
         hosts: bool | None = None,
         rest: bool | None = None,
+        size: tuple[int | None, int | None] = (None, None),
     ) -> None:
-        """Make the root where missing, mount it, and start the lab inside (a no-op where it runs); ``hosts``
-        and ``rest`` as ``roach lab up --hosts/--single-host`` and ``--rest/--no-rest`` (None: the inner lab's
-        saved setting)."""
+        """Make the root where missing, mount it, and start the lab inside (a no-op where it runs); ``hosts``,
+        ``rest`` and ``size`` (nodes, GPUs per node) as ``roach lab up --hosts/--single-host``, ``--rest/--no-rest``,
+        ``--nodes`` and ``--gpus-per-node`` (None: the inner lab's saved setting)."""
         self.state.mkdir(parents=True, exist_ok=True)
         self.ensure_root(log)
         self.save()
@@ -235,6 +236,8 @@ class ReleaseLab:
             args.append("--hosts" if hosts else "--single-host")
         if rest is not None:
             args.append("--rest" if rest else "--no-rest")
+        for flag, value in zip(("--nodes", "--gpus-per-node"), size):
+            args += [flag, str(value)] if value is not None else []
         args += [a for p in job_packages for a in ("--job-package", p)]
         self.inside(f"{INSIDE_VENV}/bin/python -m roach lab up {shlex.join(args)}")
         version = self.inside("sinfo -V", capture=True).strip()
