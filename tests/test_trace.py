@@ -95,9 +95,14 @@ def test_a_run_under_a_second_plays_one_second():
     assert min(p.run_s for p in plan) == 1.0
 
 
-def test_a_job_larger_than_the_lab_is_clipped_to_it():
+def test_a_job_larger_than_the_lab_is_not_played():
     plan = plan_load(read_trace(TRACES / "philly-head40.csv"), LAB, load=4)
-    assert max(p.gpus for p in plan) == LAB.gpus
+    assert max(p.gpus for p in plan) <= LAB.gpus
+
+
+def test_a_job_that_fits_the_lab_keeps_its_gpus_and_nodes():
+    (second,) = [p for p in plan_load(read_trace(TRACES / "philly-head40.csv"), BIG, load=4) if p.line == 3]
+    assert (second.nodes, second.gpus_per_node) == (4, 2)
 
 
 def test_a_time_limit_is_twice_the_run_in_whole_minutes_without_a_requested_time():
@@ -120,10 +125,24 @@ def test_a_lower_load_plays_fewer_jobs():
     assert len(plan_load(jobs, LAB, load=0.05, seed=1)) < len(plan_load(jobs, LAB, load=4, seed=1))
 
 
-def test_the_offset_starts_the_load_later_in_the_trace():
+def test_a_job_that_ended_before_the_offset_is_not_played():
     jobs = read_trace(TRACES / "helios-head40.csv")
-    plan = plan_load(jobs, BIG, offset_s=jobs[10].submit_s, load=4)
-    assert plan[0].line == jobs[10].line
+    offset = jobs[10].submit_s
+    gone = [j.line for j in jobs if j.submit_s + j.run_s <= offset]
+    assert not {p.line for p in plan_load(jobs, BIG, offset_s=offset, load=4)} & set(gone)
+
+
+def test_a_job_running_at_the_offset_starts_at_once_with_what_is_left():
+    jobs = read_trace(TRACES / "helios-head40.csv")
+    first = jobs[0]  # submitted at 0, runs 84 s
+    (played,) = [p for p in plan_load(jobs, BIG, offset_s=10, load=4) if p.line == first.line]
+    assert (played.at_s, played.run_s) == (0.0, first.run_s - 10)
+
+
+def test_a_job_submitted_after_the_offset_comes_that_much_later():
+    jobs = read_trace(TRACES / "helios-head40.csv")
+    (played,) = [p for p in plan_load(jobs, BIG, offset_s=10, load=4) if p.line == jobs[5].line]
+    assert played.at_s == jobs[5].submit_s - 10
 
 
 def test_the_traces_users_are_spread_over_the_loads():

@@ -181,18 +181,21 @@ def plan_load(
     users: int = 4,
     seed: int = 0,
 ) -> list[Played]:
-    """The jobs to play from ``offset_s`` of the trace on: time divided by ``speed``, jobs sampled (``seed``) so
-    that the GPUs they keep busy average ``load`` of the lab's, each job's size and length kept (a job larger
-    than the lab is clipped to it), the trace's users spread over ``users`` lab users."""
+    """The jobs to play from ``offset_s`` of the trace on: those running then (at once, with what is left of their
+    run), then those submitted after; time divided by ``speed``, jobs sampled (``seed``) so that the GPUs they keep
+    busy average ``load`` of the lab's, each job's size and length kept (a job larger than the whole lab could never
+    run there and is not played), the trace's users spread over ``users`` lab users."""
     if speed <= 0 or not 0 < load <= 4 or users < 1:
         raise UsageError("--speed must be > 0, --load in (0, 4], --users >= 1")
-    window = [j for j in jobs if j.submit_s >= offset_s]
-    if not window:
+    # the jobs running at the offset start at once with what is left of their run, so the lab starts as the
+    # cluster was then (as if each started when submitted: Helios and Philly record no wait), then the arrivals
+    window = [j for j in jobs if (j.submit_s >= offset_s or j.submit_s + j.run_s > offset_s) and j.gpus <= lab.gpus]
+    if not [j for j in window if j.submit_s >= offset_s]:
         raise UsageError(
             f"no job of the trace is submitted at or after offset {offset_s:g} s", hint="give a smaller --offset"
         )
-    span = max(window[-1].submit_s - window[0].submit_s, 1.0)
-    offered = sum(min(j.gpus, lab.gpus) * j.run_s for j in window) / span  # GPUs busy on average, as played
+    span = max(window[-1].submit_s - offset_s, 1.0)
+    offered = sum(j.gpus * _left(j, offset_s) for j in window) / span  # GPUs busy on average
     keep = min(1.0, load * lab.gpus / offered)
     rng = random.Random(seed)
     owner = {u: n % users for n, u in enumerate(dict.fromkeys(j.user for j in window))}
@@ -200,13 +203,19 @@ def plan_load(
     for j in window:
         if rng.random() >= keep:
             continue
-        gpus = min(j.gpus, lab.gpus)
+        gpus = j.gpus
         nodes = max(min(j.nodes, lab.nodes), math.ceil(gpus / lab.gpus_per_node))
-        run = max(MIN_RUN_S, j.run_s / speed)
+        run = max(MIN_RUN_S, _left(j, offset_s) / speed)
         limit = j.requested_s / speed if j.requested_s else LIMIT_FACTOR * run
         qos = QOS_OF_CLASS.get(j.qos_class or "", DEFAULT_QOS)
-        at = (j.submit_s - window[0].submit_s) / speed
-        out.append(
-            Played(j.line, at, run, nodes, math.ceil(gpus / nodes), owner[j.user], qos, max(1, math.ceil(limit / 60)))
+        at = max(0.0, j.submit_s - offset_s) / speed
+        played = Played(
+            j.line, at, run, nodes, math.ceil(gpus / nodes), owner[j.user], qos, max(1, math.ceil(limit / 60))
         )
-    return out
+        out.append(played)
+    return sorted(out, key=lambda p: (p.at_s, p.line))
+
+
+def _left(j: TraceJob, offset_s: float) -> float:
+    """What is left of ``j``'s run at ``offset_s`` (all of it when it is submitted after)."""
+    return j.run_s - max(0.0, offset_s - j.submit_s)
