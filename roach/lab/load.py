@@ -103,12 +103,17 @@ def _player_alive(d: Path) -> bool:
     return True
 
 
-def played_ids(d: Path) -> list[int]:
+def _played(d: Path) -> list[dict]:
+    """What the player wrote for each job it submitted: its id, its trace line and its user."""
     try:
         text = (d / "played.jsonl").read_text()
     except FileNotFoundError:
         return []
-    return [json.loads(line)["job_id"] for line in text.splitlines() if line.strip()]
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def played_ids(d: Path) -> list[int]:
+    return [rec["job_id"] for rec in _played(d)]
 
 
 # -- the player --------------------------------------------------------------------------------------------
@@ -161,38 +166,35 @@ class LoadStatus:
 
 
 def status(cfg: LabConfig) -> LoadStatus:
-    """The load's jobs from one ``squeue``: played, running, pending, GPUs busy, each user's share."""
+    """The load's jobs from one ``squeue``: played, running, pending, GPUs busy (each job's from the plan), each
+    user's share."""
     d = load_dir(cfg)
     if not (d / "plan.json").exists():
         raise LabError(f"no load on the lab in {cfg.state}", hint="start one: `roach lab load start --trace FILE`")
-    planned = len(json.loads((d / "plan.json").read_text()))
-    ids = set(played_ids(d))
+    plan = {p["line"]: Played(**p) for p in json.loads((d / "plan.json").read_text())}
+    line_of = {rec["job_id"]: rec["line"] for rec in _played(d)}
     names = users(json.loads((d / "spec.json").read_text())["users"])
     out = subprocess.run(
-        ["squeue", "-h", "-u", ",".join(names), "-o", "%i|%T|%u|%b|%D"], capture_output=True, text=True,
+        ["squeue", "-h", "-u", ",".join(names), "-o", "%A|%T|%u"], capture_output=True, text=True,
         env={**os.environ, **cfg.env()},
     )  # fmt: skip
     if out.returncode != 0:
         raise LabError(f"squeue failed: {out.stderr.strip()}", hint="is the lab up? `roach lab status`")
     running = pending = busy = 0
     share = dict.fromkeys(names, 0)
-    for line in out.stdout.splitlines():
-        job, state, user, gres, nodes = line.split("|")
-        if not job.split("_")[0].isdigit() or int(job.split("_")[0]) not in ids:
+    for row in out.stdout.splitlines():
+        job, state, user = row.split("|")
+        line = line_of.get(int(job)) if job.isdigit() else None
+        if line is None:
             continue
         if state == "RUNNING":
-            gpus = _gres_gpus(gres) * int(nodes)
-            running, busy = running + 1, busy + gpus
-            share[user] = share.get(user, 0) + gpus
+            running, busy = running + 1, busy + plan[line].gpus
+            share[user] = share.get(user, 0) + plan[line].gpus
         elif state == "PENDING":
             pending += 1
-    return LoadStatus(_player_alive(d), planned, len(ids), running, pending, busy, cfg.nodes * cfg.gpus_per_node, share)
-
-
-def _gres_gpus(gres: str) -> int:
-    """GPUs per node in squeue's %b (``gres/gpu:2``, ``gres:gpu:2``, ``gpu:2``)."""
-    last = gres.rsplit(":", 1)[-1]
-    return int(last) if last.isdigit() else 0
+    return LoadStatus(
+        _player_alive(d), len(plan), len(line_of), running, pending, busy, cfg.nodes * cfg.gpus_per_node, share
+    )
 
 
 def stop(cfg: LabConfig) -> int:
