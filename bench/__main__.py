@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5, 9: 1, 10: 15, 11: 5, 12: 3, 13: 1}
+DEFAULT_REPS = {1: 5, 2: 3, 3: 10, 4: 3, 5: 2, 6: 3, 7: 1, 8: 5, 9: 1, 10: 15, 11: 5, 12: 3, 13: 1, 14: 1}
 SMOKE = {
     "reps": 2,
     "sizes": [10, 50],
@@ -30,6 +30,8 @@ SMOKE = {
     "rest_sizes": [100],
     "restart_sizes": [100],
     "estimate_jobs": 30,
+    "crowd_runs": 12,
+    "crowd_warmup": 30.0,
 }
 TITLES = {
     1: "Submit latency",
@@ -45,6 +47,7 @@ TITLES = {
     11: "REST: a status round and the submit call through slurmrestd",
     12: "The cost of coming back: a requeued DDP attempt's restart",
     13: "Start estimates: roach's interval and Slurm's squeue --start against the real start",
+    14: "A sweep on a crowded cluster",
 }
 
 
@@ -100,6 +103,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     ap.add_argument(
         "--estimate-jobs", type=int, default=200, help="benchmark 13: jobs of the workload played (default 200)"
+    )
+    ap.add_argument(
+        "--crowd-trace",
+        default=str(Path(__file__).resolve().parents[2] / "shared" / "traces" / "helios-15k.csv"),
+        help="benchmark 14: the trace played as other people's load (default ../shared/traces/helios-15k.csv)",
+    )
+    ap.add_argument(
+        "--crowd-offset",
+        type=float,
+        default=432000.0,
+        help="benchmark 14: where in the trace to start, in its seconds (default 432000: Helios's 6th day, busy)",
+    )
+    ap.add_argument("--crowd-speed", type=float, default=60.0, help="benchmark 14: the trace's time divided by (60)")
+    ap.add_argument("--crowd-seed", type=int, default=1, help="benchmark 14: the load's and the runs' seed (1)")
+    ap.add_argument("--crowd-runs", type=int, default=48, help="benchmark 14: runs of the sweep (default 48)")
+    ap.add_argument(
+        "--crowd-warmup", type=float, default=120.0, help="benchmark 14: seconds the load plays before the sweep (120)"
     )
     ap.add_argument("--ssh-jobs", type=int, default=100, help="benchmark 3: held jobs in the queue (default 100)")
     ap.add_argument("--sweep-runs", type=int, default=1000, help="benchmark 4: runs per sweep (default 1000)")
@@ -186,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         # the fault suite (7) runs as the tests do, REST (10) as the lab's user: neither needs the bench user or submitit
         if set(wanted) - {7, 10}:
             ensure_bench_user(lab, log)
-        if set(wanted) - {7, 10, 13}:  # the uv environment (10) and the estimates (13) have no submitit baseline
+        if set(wanted) - {7, 10, 13, 14}:  # the uv environment, the estimates and the crowd have no submitit baseline
             ensure_submitit(lab, log)
     except BenchError as err:
         print(f"bench: {err}", file=sys.stderr)
@@ -217,6 +237,16 @@ def main(argv: list[str] | None = None) -> int:
             lab, jobs, a.restart_sizes, reps(12), a.restart_big_reps or None, log=log
         ),
         13: lambda jobs: mod("b13_estimate").run(lab, jobs, a.estimate_jobs, log),
+        14: lambda jobs: mod("b14_crowd").run(
+            lab,
+            jobs,
+            log,
+            crowd=mod("b14_crowd").Crowd(
+                a.crowd_trace, a.crowd_offset, a.crowd_speed, a.crowd_seed, warmup_s=a.crowd_warmup
+            ),
+            runs=a.crowd_runs,
+            step_s=1.0,
+        ),
     }
     failed = []
     for n in wanted:

@@ -7,6 +7,7 @@ a number.
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -193,8 +194,9 @@ def test_command_line_defaults_and_smoke():
     assert (full.rest_sizes, smoke.rest_sizes) == ([1000, 10000], [100])
     assert (full.estimate_jobs, smoke.estimate_jobs) == (200, 30)
     assert (full.restart_sizes, full.restart_big_reps, smoke.restart_sizes) == ([100, 1000], 1, [100])
+    assert (full.crowd_runs, smoke.crowd_runs, full.crowd_warmup, smoke.crowd_warmup) == (48, 12, 120.0, 30.0)
     with pytest.raises(SystemExit):
-        parse_args(["--only", "14"])  # benchmarks 1-13 exist
+        parse_args(["--only", "15"])  # benchmarks 1-14 exist
     with pytest.raises(SystemExit):
         parse_args(["--preempt-modes", "sometimes"])
 
@@ -307,3 +309,12 @@ def test_the_estimates_are_scored_against_the_next_start_beside_slurms():
         and "| real start inside roach's interval [earliest, latest], to sacct's 1 s | 50% |" in body
     )
     assert [r["holds"] for r in summary][1] is False
+
+
+def test_the_crowds_run_lengths_are_heavy_tailed_and_the_same_for_every_method():
+    from bench.b14_crowd import lengths
+
+    first = lengths(200, seed=1)
+    assert first == lengths(200, seed=1)
+    assert min(first) == 10
+    assert max(first) > 5 * statistics.median(first)  # a tail: the longest runs are many times the median

@@ -1,0 +1,320 @@
+"""Benchmark 14, a sweep on a crowded cluster: the same sweep run to its end by each method on a lab of at least 16
+nodes while other people's load, a real trace (`roach lab load`), fills it; the same trace, offset and seed for
+every method, the queue emptied between them.
+
+Methods, each the bench user's sweep of ``runs`` checkpointing one-GPU runs of heavy-tailed lengths
+(``bench/jobfns.py`` ``paced``: steps of ``step_s`` seconds, a checkpoint every 5), watched by `roach watch` to the
+end:
+
+* ``roach``: `roach sweep --tier auto` (the plan's placement at submit), then `roach watch --rebalance`;
+* ``static-low``: every run on the lowest tier, no rebalancing;
+* ``static-normal``: every run at the default QOS (no tier), no rebalancing.
+
+Figures: the makespan (submit to the last run's end), the mean completion of a run, GPU-hours allocated and
+useful and steps recomputed (`roach report`), the most GPUs the sweep held on the capped tier (sampled every few
+seconds; never over its cap), other users' jobs the sweep's commands cancelled (none), and the promotion latency:
+from a run of the sweep ending on the capped tier while another waits below, to the next start of a run of the
+sweep there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.labenv import BenchError, Jobs, Lab, wait_for
+from bench.repo import make_repo
+from bench.report import Section
+from bench.stats import Row, comparison_table, target_row
+from roach.lab.load import LoadSpec, load_dir, played_ids
+from roach.lab.load import start as start_load
+from roach.lab.load import stop as stop_load
+from roach.scheduler.fields import parse_gres_gpus
+
+TITLE = "A sweep on a crowded cluster"
+METHODS = ("roach", "static-low", "static-normal")
+MIN_NODES = 16
+CAPPED = "high"  # the lab's capped tier
+WATCH_INTERVAL_S = 5.0
+
+
+@dataclass(frozen=True)
+class Crowd:
+    """The load every method runs beside."""
+
+    trace: str
+    offset_s: float = 0.0
+    speed: float = 60.0
+    seed: int = 1
+    load: float = 0.9
+    users: int = 8
+    warmup_s: float = 120.0
+
+
+@dataclass
+class Samples:
+    """What the sampler saw every few seconds: the sweep's running GPUs per QOS, and the lab's free GPUs."""
+
+    t: list[float] = field(default_factory=list)
+    mine: list[dict[str, int]] = field(default_factory=list)
+    free: list[int] = field(default_factory=list)
+
+
+def lengths(runs: int, seed: int, smallest: int = 10, most: int = 240) -> list[int]:
+    """Each run's steps: a Pareto tail (shape 1.5) from ``smallest``, cut at ``most``, the same for every method."""
+    rng = random.Random(seed)
+    return [min(most, int(smallest * rng.paretovariate(1.5))) for _ in range(runs)]
+
+
+def run(lab: Lab, jobs: Jobs, log, *, crowd: Crowd, runs: int, step_s: float) -> Section:
+    if lab.cfg.nodes < MIN_NODES:
+        raise BenchError(
+            f"benchmark 14 needs a lab of at least {MIN_NODES} nodes; this one has {lab.cfg.nodes} "
+            f"(`roach lab down`, then `roach lab up --nodes {MIN_NODES}`)"
+        )
+    steps = lengths(runs, crowd.seed)
+    out: dict[str, dict] = {}
+    for method in METHODS:
+        log(f"  {method}: {runs} runs beside {Path(crowd.trace).name} at {crowd.speed}x")
+        out[method] = _once(lab, jobs, method, crowd, steps, step_s, log)
+    return _section(lab, out, crowd, runs, step_s)
+
+
+def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], step_s: float, log) -> dict:
+    wd = lab.workdir(f"crowd-{method}")
+    for sub in ("logs", "runs", "clones"):
+        (wd / sub).mkdir()
+        os.chown(wd / sub, *_ids(lab))
+    work = make_repo(lab, wd / "repo")
+    grid = wd / "grid.json"
+    grid.write_text(json.dumps([{"steps": s, "step_s": step_s} for s in steps]))
+    os.chmod(grid, 0o644)
+    stop_load(lab.cfg)
+    _empty_queue(lab)
+    start_load(lab.cfg, LoadSpec(crowd.trace, "", crowd.offset_s, crowd.speed, crowd.load, crowd.users, crowd.seed))
+    time.sleep(crowd.warmup_s)
+    store = wd / "store.sqlite"
+    tier = {"roach": ["--tier", "auto"], "static-low": ["--tier", "low"], "static-normal": []}[method]
+    common = ["--repo-root", str(work), "--log-root", str(wd / "logs"), "--clone-root", str(wd / "clones")]
+    samples, stop = Samples(), threading.Event()
+    sampler = threading.Thread(target=_sample, args=(lab, samples, stop), daemon=True)
+    sampler.start()
+    t0 = time.time()
+    sw = _roach(lab, store, "sweep", "pkg.jobfns:paced", "--grid", str(grid), "--cluster", "lab", "--resources",
+                "GPU1", *tier, "--experiment", method, *common, "--run-root", str(wd / "runs"), "--json")  # fmt: skip
+    arrays = json.loads(sw.stdout)["array_ids"]
+    jobs.add(arrays)
+    watch = ["watch", "--cluster", "lab", "--interval", str(WATCH_INTERVAL_S), "--json"]
+    watch += ["--rebalance", "--repo-root", str(work)] if method == "roach" else []
+    watched = _roach(lab, store, *watch, check=False)
+    stop.set()
+    sampler.join()
+    report = json.loads(_roach(lab, store, "report", method, "--json").stdout)
+    load_ids = played_ids(load_dir(lab.cfg))
+    stop_load(lab.cfg)
+    ends = _ends(lab, store)
+    return {
+        "t0": t0,
+        "watch_exit": watched.returncode,
+        "makespan_s": max(e["end"] for e in ends.values()) - t0,
+        "mean_completion_s": statistics.mean(e["end"] - t0 for e in ends.values()),
+        "completed": sum(e["state"] == "COMPLETED" for e in ends.values()),
+        "allocated_gpu_h": report["total"]["allocated_gpu_h"],
+        "useful_gpu_h": report["total"]["useful_gpu_h"],
+        "recomputed_steps": report["total"]["recomputed_steps"],
+        "preemptions": report["total"]["preemptions"],
+        "max_capped_gpus": max((m.get(CAPPED, 0) for m in samples.mine), default=0),
+        "promotion_latency_s": _promotion_latencies(lab, store),
+        "others_touched": _others_cancelled_by_bench(lab, load_ids),
+        "samples": {"t": [x - t0 for x in samples.t], "mine": samples.mine, "free": samples.free},
+    }
+
+
+def _ids(lab: Lab) -> tuple[int, int]:
+    import pwd
+
+    pw = pwd.getpwnam(lab.user)
+    return pw.pw_uid, pw.pw_gid
+
+
+def _roach(lab: Lab, store: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`roach ARGS --run-as <bench user>` with the method's own store: Slurm's commands are the bench user's, as a
+    user's on a login host (the lab's job venv, which the bench user runs, has no roach command line)."""
+    env = {**os.environ, **lab.env, "ROACH_STORE": str(store), "ROACH_LAB_DIR": str(lab.cfg.state)}
+    argv = [sys.executable, "-m", "roach", *args, "--run-as", lab.user]
+    res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd="/")
+    if check and res.returncode != 0:
+        raise BenchError(f"roach {args[0]} failed (exit {res.returncode}): {(res.stderr or res.stdout)[-1500:]}")
+    return res
+
+
+def _sample(lab: Lab, samples: Samples, stop: threading.Event, every_s: float = 5.0) -> None:
+    """One root squeue every ``every_s``: the bench user's running GPUs per QOS, and every user's."""
+    root = lab.root_client()
+    total = lab.cfg.nodes * lab.cfg.gpus_per_node
+    while not stop.is_set():
+        out = root.run(["squeue", "-h", "-t", "RUNNING", "-o", "%u|%q|%b|%D"]).stdout
+        mine: dict[str, int] = {}
+        busy = 0
+        for line in out.splitlines():
+            user, qos, gres, nodes = line.split("|")
+            gpus = parse_gres_gpus(gres) * int(nodes)
+            busy += gpus
+            if user == lab.user:
+                mine[qos] = mine.get(qos, 0) + gpus
+        samples.t.append(time.time())
+        samples.mine.append(mine)
+        samples.free.append(total - busy)
+        stop.wait(every_s)
+
+
+def _allocations(lab: Lab, store: Path) -> list[dict]:
+    """Every allocation of the method's jobs (`sacct -X -D`): QOS, eligible, start and end (epoch s)."""
+    from roach.records.store import Store
+
+    with Store(store) as s:
+        ids = sorted({str(r.job_id) for r in s.all_jobs()})
+    fmt = "JobID,QOS,Eligible,Start,End,State"
+    out = lab.user_client().run(["sacct", "-X", "-D", "-n", "-P", f"--format={fmt}", "-j", ",".join(ids)]).stdout
+    rows = []
+    for line in out.splitlines():
+        job, qos, eligible, start, end, state = line.split("|")
+        rows.append(
+            {"job": job, "qos": qos, "eligible": _t(eligible), "start": _t(start), "end": _t(end), "state": state}
+        )
+    return rows
+
+
+def _t(text: str) -> float | None:
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def _ends(lab: Lab, store: Path) -> dict[str, dict]:
+    """Each run's end: its latest job's, from the store's records and sacct."""
+    from roach.records.store import Store
+
+    with Store(store) as s:
+        latest = {}
+        for r in sorted(s.all_jobs(), key=lambda r: r.submitted_at):
+            latest[r.run_id] = r.slurm_id
+    by_job = {a["job"]: a for a in _allocations(lab, store)}
+    return {
+        run: {"end": by_job[j]["end"] or time.time(), "state": by_job[j]["state"]}
+        for run, j in latest.items()
+        if j in by_job
+    }
+
+
+def _promotion_latencies(lab: Lab, store: Path) -> list[float]:
+    """For each end of one of the sweep's runs on the capped tier while another of its runs waited on a lower
+    one: the seconds to the next start of a run of the sweep on the capped tier."""
+    allocs = _allocations(lab, store)
+    capped = [a for a in allocs if a["qos"] == CAPPED]
+    waiting = [a for a in allocs if a["qos"] != CAPPED and a["eligible"] is not None]
+    out = []
+    for a in capped:
+        te = a["end"]
+        if te is None:
+            continue
+        if not any(w["eligible"] <= te and (w["start"] is None or w["start"] > te) for w in waiting):
+            continue
+        later = [b["start"] for b in capped if b["start"] is not None and b["start"] >= te and b is not a]
+        if later:
+            out.append(min(later) - te)
+    return out
+
+
+def _others_cancelled_by_bench(lab: Lab, ids: list[int]) -> int:
+    """The load's jobs whose end says the bench user cancelled them."""
+    import pwd
+
+    if not ids:
+        return 0
+    uid = pwd.getpwnam(lab.user).pw_uid
+    out = lab.root_client().run(["sacct", "-X", "-n", "-P", "--format=State", "-j", ",".join(map(str, ids))]).stdout
+    return sum(1 for line in out.splitlines() if line.strip() == f"CANCELLED by {uid}")
+
+
+def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: float) -> Section:
+    rows = [
+        Row("makespan", {m: [o["makespan_s"]] for m, o in out.items()}, "s"),
+        Row("mean completion of a run", {m: [o["mean_completion_s"]] for m, o in out.items()}, "s"),
+        Row("GPU-hours allocated", {m: [o["allocated_gpu_h"]] for m, o in out.items()}),
+        Row("GPU-hours useful", {m: [o["useful_gpu_h"]] for m, o in out.items()}),
+        Row("steps recomputed", {m: [o["recomputed_steps"]] for m, o in out.items()}),
+        Row("preemptions", {m: [o["preemptions"]] for m, o in out.items()}),
+        Row(
+            f"most GPUs held on {CAPPED} (cap {lab.cfg.high_gpu_cap})",
+            {m: [o["max_capped_gpus"]] for m, o in out.items()},
+        ),
+        Row("runs completed", {m: [o["completed"]] for m, o in out.items()}),
+        Row("other users' jobs cancelled", {m: [o["others_touched"]] for m, o in out.items()}),
+    ]
+    lat = out["roach"]["promotion_latency_s"]
+    body = comparison_table(rows, METHODS)
+    body += (
+        f"\n\nPromotion latency (roach, {len(lat)} promotions): "
+        + (f"median {statistics.median(lat):.1f} s, max {max(lat):.1f} s" if lat else "none happened")
+        + f"; the watch's interval {WATCH_INTERVAL_S:g} s.\n"
+    )
+    summary = [
+        target_row("crowd: makespan", [out["roach"]["makespan_s"]], [out["static-low"]["makespan_s"]],
+                   "static lowest tier", "s", max_ratio=0.8),
+        target_row("crowd: most GPUs on the capped tier", [out["roach"]["max_capped_gpus"]], None, "", "GPUs",
+                   max_value=lab.cfg.high_gpu_cap),
+    ]  # fmt: skip
+    if lat:
+        summary.append(
+            target_row(
+                "crowd: promotion latency", [statistics.median(lat)], None, "", "s", max_value=WATCH_INTERVAL_S + 5
+            )
+        )
+    plot = _plot(out, lab)
+    params = {"trace": Path(crowd.trace).name, "offset_s": crowd.offset_s, "speed": crowd.speed, "seed": crowd.seed,
+              "load": crowd.load, "users": crowd.users, "runs": runs, "step_s": step_s, "nodes": lab.cfg.nodes,
+              "gpus_per_node": lab.cfg.gpus_per_node}  # fmt: skip
+    return Section(14, TITLE, body, params, plot=plot, summary=summary)
+
+
+def _plot(out: dict[str, dict], lab: Lab) -> str | None:
+    """Each method's GPUs held per QOS over time beside the lab's free GPUs: crowd.png beside results.md."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    from bench.labenv import BENCH_DIR
+
+    fig, axes = plt.subplots(len(out), 1, figsize=(8, 2.6 * len(out)), sharex=True)
+    for ax, (method, o) in zip(axes, out.items()):
+        s = o["samples"]
+        for qos in ("high", "normal", "low"):
+            ax.plot(s["t"], [m.get(qos, 0) for m in s["mine"]], label=f"sweep on {qos}")
+        ax.plot(s["t"], s["free"], "k:", label="lab's free GPUs")
+        ax.set_title(method)
+        ax.set_ylabel("GPUs")
+        ax.set_ylim(0, lab.cfg.nodes * lab.cfg.gpus_per_node)
+    axes[0].legend(loc="upper right", fontsize=7)
+    axes[-1].set_xlabel("seconds after the sweep's submission")
+    fig.tight_layout()
+    fig.savefig(BENCH_DIR / "crowd.png", dpi=90)
+    plt.close(fig)
+    return "crowd.png"
+
+
+def _empty_queue(lab: Lab, timeout: float = 180) -> None:
+    """The lab's queue empty, every user's (between methods: each starts on the same empty cluster)."""
+    wait_for("the lab's queue to empty", lambda: not lab.root_client().run(["squeue", "-h"]).stdout.strip(), timeout, 2)
