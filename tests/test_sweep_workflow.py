@@ -144,8 +144,13 @@ def test_a_sweep_driven_as_an_agent_drives_it_completes_every_run_once(
     attempts = [a for run in report["runs"] for a in run["attempts"]]
     assert len(report["runs"]) == RUNS
     assert {a["job"] for a in attempts} == {r.slurm_id for r in ends.values()}
-    said = [(a["job"], a["restart"], a["tier"], a["state"], a["stop"], a["nodes"]) for a in attempts]
-    assert sum(a["restart"] for a in attempts) == 2, (said, [e["message"] for e in events])  # the two requeues
+    said = "\n".join(
+        [
+            *(f"{a['job']} #{a['restart']} {a['tier']} {a['state']} {a['stop']}" for a in attempts),
+            *(e["message"] for e in events),
+        ]
+    )
+    assert sum(a["restart"] for a in attempts) == 2, said  # the two requeues
     assert report["total"]["preemptions"] == 2
     assert report["total"]["recomputed_steps"] <= 3 * 5  # at most a checkpoint's worth per stop
 
