@@ -101,7 +101,10 @@ def test_a_sweep_driven_as_an_agent_drives_it_completes_every_run_once(
     try:
         wait_until("all 8 running", lambda: _running(user_slurm, runs))
         wait_until(
-            "a checkpoint in every run", lambda: all("checkpoint at step" in Path(r.log_path).read_text() for r in runs)
+            "a checkpoint in every run",
+            lambda: all(
+                Path(r.log_path).exists() and "checkpoint at step" in Path(r.log_path).read_text() for r in runs
+            ),
         )
         others = _others_high_job(slurm)
         wait_until("two runs requeued", lambda: sum(n for _, n in _tasks(user_slurm, array).values()) == 2, 60)
