@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -237,3 +238,40 @@ def test_move_refuses_a_run_that_does_not_checkpoint_unless_forced(lab, repo, st
         wait_until("the new job's first step", lambda: "plain step 0" in new_log.read_text(), timeout=30)
     finally:
         _cancel_run(store, user_slurm)
+
+
+# -- a moved run's new job waits for the old one's GPUs -------------------------------------------------------
+class _Completing:
+    """squeue of a job whose end accounting has while its node still holds it: COMPLETING for ``rounds`` calls."""
+
+    def __init__(self, rounds: int):
+        self.rounds, self.calls = rounds, 0
+
+    def squeue(self, *, job_ids=(), **_):
+        from roach.scheduler.parse import parse_squeue
+        from tests.support.watch import sq
+
+        self.calls += 1
+        return parse_squeue(sq(700, "COMPLETING", task=3)) if self.calls <= self.rounds else []
+
+
+def _moved_record():
+    from tests.support.watch import record
+
+    return replace(record(700), task=3)
+
+
+def test_a_move_resubmits_only_once_the_old_job_has_left_the_queue():
+    from roach.ops.move import until_released
+
+    client, slept = _Completing(rounds=2), []
+    until_released(client, _moved_record(), slept.append, lambda: 0.0)
+    assert slept == [1.0, 1.0]
+
+
+def test_a_move_waits_for_the_old_job_at_most_a_minute():
+    from roach.ops.move import RELEASE_WAIT_S, until_released
+
+    clock = iter(range(0, 1000))
+    until_released(_Completing(rounds=10**6), _moved_record(), lambda s: None, lambda: float(next(clock)))
+    assert next(clock) == RELEASE_WAIT_S + 1  # the clock was read up to the deadline, and no further

@@ -16,6 +16,7 @@ from roach.launch.submit import resume
 from roach.model.ids import JobKey
 from roach.model.tiers import Tier, tier_of
 from roach.ops.rebalance import MoveError, on_tier, promote, queued, record_resources, resolve, resume_commit
+from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.runtime.checkpoint import RESUME_FILE
 from roach.scheduler.client import SlurmClient
@@ -137,6 +138,7 @@ def move(
     # TERM to this run's task alone: its ranks checkpoint at their step boundary and leave for good
     client.scancel([rec.slurm_id])
     ended = Job(cluster, rec, store).wait(timeout=max(wait_s, 120.0), poll_s=poll_s)
+    until_released(client, rec, sleep, clock)
     after = fs.tail(rec.log_path, 5000) if fs.exists(rec.log_path) else ""
     mtime = remote_mtime(client, resume_pt)
     fresh = mtime is not None and mtime >= signalled_at - 1
@@ -172,6 +174,20 @@ def move(
             hint=f"read both logs: roach logs {rec.slurm_id}; roach logs {new.job_id}",
         )
     return result
+
+
+RELEASE_WAIT_S = 60.0  # the longest a move waits for the ended job to leave the queue before resubmitting
+
+
+def until_released(
+    client: SlurmClient, rec: JobRecord, sleep: Callable[[float], None], clock: Callable[[], float]
+) -> None:
+    """Wait (at most :data:`RELEASE_WAIT_S`) until the ended job has left the queue, COMPLETING too. Accounting
+    has its end before its node lets its GPUs go; a new job submitted then is started by preempting another of
+    the user's runs on that node (Slurm 24.11 did so to a sweep's run)."""
+    deadline = clock() + RELEASE_WAIT_S
+    while queued(client, rec) is not None and clock() < deadline:
+        sleep(1.0)
 
 
 def verify(
