@@ -14,6 +14,7 @@ from roach.fleet.cluster import Cluster
 from roach.launch.job import Job
 from roach.launch.submit import resume
 from roach.model.ids import JobKey
+from roach.model.job_state import JobState
 from roach.model.tiers import Tier, tier_of
 from roach.ops.rebalance import MoveError, on_tier, promote, queued, record_resources, resolve, resume_commit
 from roach.records.job_record import JobRecord
@@ -138,6 +139,11 @@ def move(
     # TERM to this run's task alone: its ranks checkpoint at their step boundary and leave for good
     client.scancel([rec.slurm_id])
     ended = Job(cluster, rec, store).wait(timeout=max(wait_s, 120.0), poll_s=poll_s)
+    if ended.state is JobState.COMPLETED:  # it finished before the TERM reached it: nothing is left to move
+        raise UsageError(
+            f"job {rec.slurm_id} (run {rec.run_id}) completed before it could be moved: nothing was resubmitted",
+            hint=f"its result is in place: roach status {rec.run_id}",
+        )
     until_released(client, rec, sleep, clock)
     after = fs.tail(rec.log_path, 5000) if fs.exists(rec.log_path) else ""
     mtime = remote_mtime(client, resume_pt)
