@@ -21,7 +21,8 @@ from roach.lab.release_root import INSIDE_STATE, ReleaseLab, SlurmRelease
 from tests.conftest import wait_until
 from tests.support.labs import private_port_base
 
-PORT_BASE = private_port_base(3)
+# a port base per release: xdist may run both at once where both roots exist
+PORT_BASE = {"24.11": private_port_base(3), "26.05": private_port_base(13)}
 MATRIX = {"24.11": "/var/tmp/roach-matrix/trixie-root", "26.05": "/var/tmp/roach-matrix/sid-root"}
 
 
@@ -83,17 +84,17 @@ def test_a_release_lab_runs_the_demo_on_that_release_and_goes_down_clean(version
     common = ["--slurm", version, "--state-dir", state, "--root", root]
     made_before = [d for d in ("/proc", "/sys", "/dev") if mounted(root + d)]  # another user of the root's
     try:
-        up = _roach("lab", "up", *common, "--port-base", str(PORT_BASE))
+        up = _roach("lab", "up", *common, "--port-base", str(PORT_BASE[version]))
         assert f"{version}." in up.stdout and "lab is up" in up.stdout, up.stdout
         # The client commands are that release's, and so is the controller they reach.
         assert _roach("lab", "shell", *common, "--", "sinfo", "-V").stdout.split()[-1].startswith(version)
         ctld = _roach("lab", "shell", *common, "--", "scontrol", "show", "config").stdout
         assert re.search(rf"^SLURM_VERSION\s*=\s*{re.escape(version)}\.", ctld, re.M), ctld[-3000:]
-        assert re.search(rf"^SlurmctldPort\s*=\s*{PORT_BASE}$", ctld, re.M), ctld[-3000:]
+        assert re.search(rf"^SlurmctldPort\s*=\s*{PORT_BASE[version]}$", ctld, re.M), ctld[-3000:]
         demo = _roach("lab", "shell", *common, "--", "roach", "lab", "demo")
         assert "COMPLETED, exit code 0:0" in demo.stdout, demo.stdout[-3000:]
         # A second start is a no-op on the running lab.
-        assert "lab is up" in _roach("lab", "up", *common, "--port-base", str(PORT_BASE)).stdout
+        assert "lab is up" in _roach("lab", "up", *common, "--port-base", str(PORT_BASE[version])).stdout
     finally:
         down = _roach("lab", "down", *common, check=False)
     assert down.returncode == 0, down.stderr

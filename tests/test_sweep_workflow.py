@@ -116,7 +116,9 @@ def test_a_sweep_driven_as_an_agent_drives_it_completes_every_run_once(
             lambda: _running(user_slurm, [_latest(store)[r.run_id] for r in again]),
             90,
         )
-        mover = _latest(store)[runs[preempted[0]].run_id]
+        # one run moved by hand: a preempted one still on low (the watch may have promoted one already)
+        on_low = [_latest(store)[runs[t].run_id] for t in preempted + [t for t in range(RUNS) if t not in preempted]]
+        mover = next(r for r in on_low if r.resources.get("qos") == "low" and _running(user_slurm, [r]))
         moved = json.loads(
             _cli("move", mover.slurm_id, "--to", "high", "--repo-root", str(repo.work), "--wait", "60", "--json")
         )
@@ -153,8 +155,7 @@ def test_a_sweep_driven_as_an_agent_drives_it_completes_every_run_once(
             *(e["message"] for e in events),
         ]
     )
-    assert sum(a["restart"] for a in attempts) == 2, said  # the two requeues
-    assert report["total"]["preemptions"] == 2
+    assert report["total"]["preemptions"] == 2, said  # the two the other user's job made, none by the move
     assert report["total"]["recomputed_steps"] <= 3 * 5  # at most a checkpoint's worth per stop
 
     cleaned = json.loads(_cli("clean", "e2e", "--json"))
