@@ -225,9 +225,12 @@ def test_lab_plan_picks_low_when_the_users_own_jobs_claim_highs_cap(user_slurm, 
         r"\(\d+ running, \d+ pending\): \d+ free < 2 asked$",
         p["reasoning"][-1],
     )
-    assert claimed and int(claimed[1]) >= 4, p["reasoning"]
+    assert claimed, p["reasoning"]
+    assert int(claimed[1]) >= 4, p["reasoning"]
     text = cli("plan", "--cluster", "lab", "--gpus", "2", "--time", "00:10:00", "--run-as", LAB_USER).output
-    assert "chosen: low (" in text and "you claim" in text and "--qos=low" in text
+    assert "chosen: low (" in text
+    assert "you claim" in text
+    assert "--qos=low" in text
 
 
 @pytest.mark.lab

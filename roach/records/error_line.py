@@ -16,8 +16,7 @@ LOG_TAIL_BYTES = 16384  # of a failed job's log read for its error line: the end
 MAX_CHARS = 400  # an error line longer than this is cut (a message that dumps a whole object)
 
 TRACEBACK_LINES = 20  # the failing rank's last traceback lines an error carries
-_LABEL = re.compile(r"^\s*\d+: ?")  # srun --label's rank prefix
-_LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")
+_LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")  # srun --label's rank prefix, and the line after it
 _FAILED = re.compile(r"^roach rank (\d+): \S+ failed: ")
 _GENERIC_GIT = ("Could not read from remote repository",)
 _STEPD = re.compile(r"^slurmstepd(-\S+)?: error: (?!\*\*\*)")  # its OOM line; not the CANCELLED banners
@@ -70,7 +69,13 @@ def error_line(log: str) -> str | None:
 
 def _bare(line: str) -> str:
     """A log line without srun's rank label and surrounding blanks."""
-    return _LABEL.sub("", line, count=1).strip()
+    return _unlabelled(line).strip()
+
+
+def _unlabelled(line: str) -> str:
+    """The line without srun's rank label, its indentation kept."""
+    m = _LABELLED.match(line)
+    return m[2] if m else line
 
 
 def _last(lines: list[str], wanted: Callable[[str], bool]) -> str | None:
@@ -83,7 +88,7 @@ def _traceback_exception(lines: list[str]) -> str | None:
     if not starts:
         return None
     for ln in lines[starts[-1] + 1 :]:
-        text = _LABEL.sub("", ln, count=1)
+        text = _unlabelled(ln)
         if text.strip() and not text[0].isspace():
             return text.strip()
     return None
