@@ -120,7 +120,8 @@ def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], ste
     report = json.loads(_roach(lab, store, "report", method, "--json").stdout)
     load_ids = played_ids(load_dir(lab.cfg))
     stop_load(lab.cfg)
-    ends = _ends(lab, store)
+    allocs = _allocations(lab, store)  # one sacct: every run's end and the promotions
+    ends = _ends(store, allocs)
     return {
         "t0": t0,
         "watch_exit": watched.returncode,
@@ -132,7 +133,7 @@ def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], ste
         "recomputed_steps": report["total"]["recomputed_steps"],
         "preemptions": report["total"]["preemptions"],
         "max_capped_gpus": max((m.get(CAPPED, 0) for m in samples.mine), default=0),
-        "promotion_latency_s": _promotion_latencies(lab, store),
+        "promotion_latency_s": _promotion_latencies(allocs),
         "others_touched": _others_cancelled_by_bench(lab, load_ids),
         "samples": {"t": [x - t0 for x in samples.t], "mine": samples.mine, "free": samples.free},
     }
@@ -159,7 +160,7 @@ def _roach(lab: Lab, store: Path, *args: str, check: bool = True) -> subprocess.
 def _sample(lab: Lab, samples: Samples, stop: threading.Event, every_s: float = 5.0) -> None:
     """One root squeue every ``every_s``: the bench user's running GPUs per QOS, and every user's."""
     root = lab.root_client()
-    total = lab.cfg.nodes * lab.cfg.gpus_per_node
+    total = lab.cfg.gpus
     while not stop.is_set():
         out = root.run(["squeue", "-h", "-t", "RUNNING", "-o", "%u|%q|%b|%D"]).stdout
         mine: dict[str, int] = {}
@@ -200,7 +201,7 @@ def _t(text: str) -> float | None:
         return None
 
 
-def _ends(lab: Lab, store: Path) -> dict[str, dict]:
+def _ends(store: Path, allocs: list[dict]) -> dict[str, dict]:
     """Each run's end: its latest job's, from the store's records and sacct."""
     from roach.records.store import Store
 
@@ -208,7 +209,7 @@ def _ends(lab: Lab, store: Path) -> dict[str, dict]:
         latest = {}
         for r in sorted(s.all_jobs(), key=lambda r: r.submitted_at):
             latest[r.run_id] = r.slurm_id
-    by_job = {a["job"]: a for a in _allocations(lab, store)}
+    by_job = {a["job"]: a for a in allocs}
     return {
         run: {"end": by_job[j]["end"] or time.time(), "state": by_job[j]["state"]}
         for run, j in latest.items()
@@ -216,10 +217,9 @@ def _ends(lab: Lab, store: Path) -> dict[str, dict]:
     }
 
 
-def _promotion_latencies(lab: Lab, store: Path) -> list[float]:
+def _promotion_latencies(allocs: list[dict]) -> list[float]:
     """For each end of one of the sweep's runs on the capped tier while another of its runs waited on a lower
     one: the seconds to the next start of a run of the sweep on the capped tier."""
-    allocs = _allocations(lab, store)
     capped = [a for a in allocs if a["qos"] == CAPPED]
     waiting = [a for a in allocs if a["qos"] != CAPPED and a["eligible"] is not None]
     out = []
@@ -306,7 +306,7 @@ def _plot(out: dict[str, dict], lab: Lab) -> str | None:
         ax.plot(s["t"], s["free"], "k:", label="lab's free GPUs")
         ax.set_title(method)
         ax.set_ylabel("GPUs")
-        ax.set_ylim(0, lab.cfg.nodes * lab.cfg.gpus_per_node)
+        ax.set_ylim(0, lab.cfg.gpus)
     axes[0].legend(loc="upper right", fontsize=7)
     axes[-1].set_xlabel("seconds after the sweep's submission")
     fig.tight_layout()

@@ -11,6 +11,12 @@ from typing import Any
 import click
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+state_dir_option = click.option(  # every `roach lab` command's
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="The lab's state directory. Default: $ROACH_LAB_DIR, else /var/lib/roach/lab as root.",
+)
 run_as_option = click.option(
     "--run-as",
     metavar="USER",

@@ -13,9 +13,9 @@ from rich.text import Text
 
 from roach import lab as lablib
 from roach.cli import demo as demo_module
+from roach.cli.common import state_dir_option
 from roach.cli.jsonout import stamp
 from roach.cli.lab_load import load as load_group
-from roach.cli.lab_load import state_dir_option
 from roach.errors import LabError, RoachError
 from roach.lab import overview as labstatus
 from roach.lab.config import MAX_GPUS_PER_NODE, MAX_NODES

@@ -9,17 +9,11 @@ from typing import Any
 
 import click
 
+from roach.cli.common import state_dir_option
 from roach.cli.jsonout import stamp
 from roach.lab.config import LabConfig
 from roach.lab.load import LoadSpec, LoadStatus, start, status, stop
 from roach.lab.trace import TraceFormat
-
-state_dir_option = click.option(  # every `roach lab` command's
-    "--state-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="The lab's state directory. Default: $ROACH_LAB_DIR, else /var/lib/roach/lab as root.",
-)
 
 
 @click.group()
@@ -75,7 +69,7 @@ def start_cmd(
     gpus = sum(p.gpus * p.run_s for p in plan) / max(span, 1.0)
     click.echo(
         f"playing {len(plan)} jobs of {trace} over {span:.0f} s as {users} users "
-        f"(offered about {gpus:.1f} of the lab's {cfg.nodes * cfg.gpus_per_node} GPUs); `roach lab load status`"
+        f"(offered about {gpus:.1f} of the lab's {cfg.gpus} GPUs); `roach lab load status`"
     )
 
 

@@ -139,6 +139,11 @@ class LabConfig:
         """The compute nodes: n1, n2, ... nN."""
         return tuple(f"n{i}" for i in range(1, self.nodes + 1))
 
+    @property
+    def gpus(self) -> int:
+        """The lab's fake GPUs in all."""
+        return self.nodes * self.gpus_per_node
+
     def node_port(self, node: str) -> int:
         """``node``'s slurmd port: n1's and n2's their own (on a single host they share an address); a further
         node, a host with an address of its own, listens on n1's."""

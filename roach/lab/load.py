@@ -192,9 +192,7 @@ def status(cfg: LabConfig) -> LoadStatus:
             share[user] = share.get(user, 0) + plan[line].gpus
         elif state == "PENDING":
             pending += 1
-    return LoadStatus(
-        _player_alive(d), len(plan), len(line_of), running, pending, busy, cfg.nodes * cfg.gpus_per_node, share
-    )
+    return LoadStatus(_player_alive(d), len(plan), len(line_of), running, pending, busy, cfg.gpus, share)
 
 
 def stop(cfg: LabConfig) -> int:
