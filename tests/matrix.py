@@ -278,6 +278,13 @@ class Target:
         return o.passed, len(o.failed), o.skipped
 
 
+def failure_lines(log: Path, limit: int = 40) -> list[str]:
+    """A pytest log's assertion lines (``E ...``) and its summary's FAILED/ERROR lines, the last ``limit``."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    keep = [line for line in text.splitlines() if line.startswith(("E ", "FAILED ", "ERROR "))]
+    return [line[:300] for line in keep[-limit:]]
+
+
 def outcome(xml: Path, only: str = ""):
     """A junit file's tests (those whose class name starts with ``only``), bench 7's way; none: nothing ran."""
     return read_junit(xml, only=only) if xml.exists() else Outcome(0, [], 0, 0.0)
@@ -380,6 +387,10 @@ def main() -> int:
     print(f"\n{'version':<10}{'passed':>8}{'failed':>8}{'skipped':>9}{'root s':>8}{'tests s':>9}   log")
     for (v, passed, failed, skipped, root_s, test_s), t in zip(rows, targets):
         print(f"{v:<10}{passed:>8}{failed:>8}{skipped:>9}{root_s:>8.0f}{test_s:>9.0f}   {t.state / f'test-{v}.log'}")
+    for (v, _, failed, *_), t in zip(rows, targets):
+        if failed:  # CI shows only the output's tail: which tests failed, and why, go last
+            print(f"\n{v}: what failed (from {t.state / f'test-{v}.log'})")
+            print("\n".join(failure_lines(t.state / f"test-{v}.log")))
     return 0 if rows and all(r[2] == 0 and r[1] > 0 for r in rows) else 1
 
 

@@ -851,8 +851,9 @@ def test_preemption_is_reported_in_the_round_after_it_happens(plab, repo, store,
         new = w.round()
         events += new
         view = _view(store, job.job_id)
-        if view.get("restart_count", 0) > 0 or view.get("state") == "PENDING":
-            break  # the first round that sees the job back in the queue ...
+        back = view.get("restart_count", 0) > 0 or view.get("state") == "PENDING"
+        if back and view.get("state") != "COMPLETING":
+            break  # the first round that sees the job back in the queue, out of COMPLETING ...
         time.sleep(1.0)
     preempted = only(new, EventKind.PREEMPTED)  # ... says so in that very round
     assert len(preempted) == 1, [e.line() for e in events]
