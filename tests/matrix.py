@@ -45,6 +45,7 @@ SLURM_FACING = (
     "tests/test_lab_cluster.py",
     "tests/test_lab_lifecycle.py",
     "tests/test_lab_hosts.py",
+    "tests/test_crowd.py",
     "tests/test_submit.py",
     "tests/test_resume.py",
     "tests/test_hold.py",
