@@ -236,6 +236,16 @@ def test_a_run_read_on_two_clusters_is_one_ledger_of_every_attempt():
     assert merged(both, replace(first, cluster="lab")).cluster == "lab,ilc"
 
 
+def test_a_finished_attempt_slurm_accounts_preempted_is_not_counted_as_a_preemption():
+    """Slurm 24.11 requeues, and accounts PREEMPTED, the run that ends after rank 0 requeued its job inside the
+    preemption's grace time: where the log says that attempt finished, the ledger counts no preemption."""
+    ledger = _ledgers()[1]
+    last = ledger.attempts[-1]
+    assert last.stop is LogStop.FINISHED
+    again = replace(ledger, attempts=(*ledger.attempts[:-1], replace(last, state=JobState.PREEMPTED)))
+    assert again.preemptions == ledger.preemptions
+
+
 def test_a_preemption_slurm_accounts_requeued_is_logged_and_counted_as_a_preemption():
     """22.05 accounts a QOS preemption it requeued at once REQUEUED (each first attempt here): rank 0, finding the
     job requeued and asking sacct why, must still log the stop as a preemption, or the ledger counts none."""

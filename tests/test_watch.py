@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from roach.scheduler.mock_transport import MockTransport
 from roach.scheduler.parse import RS, US
 from roach.scheduler.transport import LocalTransport
 from roach.slurm.clusters.lab import GPU1, LAB
-from roach.watch.logs import StallRule, parse_look, read_facts
+from roach.watch.logs import INTEREST, StallRule, parse_look, read_facts
 from roach.watch.watcher import Watcher
 from tests.conftest import slack, wait_until
 from tests.support.cli import roach
@@ -419,6 +420,38 @@ def test_resumed_and_from_the_top_lines_from_the_log(fake, store, clock):
     fake.queue = [sq(91, elapsed="0:01", restarts=2)]
     clock.tick(10)
     assert "from_the_top" in kinds(w.round())
+
+
+def test_a_requeue_after_the_run_finished_is_not_a_preemption(fake, store, clock):
+    """Slurm 24.11 requeues the next run of a job that rank 0 requeued inside its preemption's grace time when
+    that run ends, and accounts it PREEMPTED: the log says the run finished, so the watch says a requeue."""
+    store.add(record(92))
+    log = "/logs/run92_92.out"
+    fake.queue = [sq(92, qos="low", restarts=1)]
+    lines = [
+        "roach: attempt 2 of run run92: job 92 on n1 (restart count 1)",
+        "0: 2027-01-15T07:59:20Z roach rank 0: resumed at step 7 (checkpoint of job 92; restart count 1)",
+        "0: 2027-01-15T07:59:21Z roach rank 0: step 99/100",
+    ]
+    fake.logs[log] = FakeLog(10, T0, lines)
+    w = watcher(fake, store, clock)
+    w.round()
+    done = "0: 2027-01-15T07:59:22Z roach rank 0: finished; result in /runs/run92/result.json"
+    fake.logs[log] = FakeLog(20, T0 + 5, [*lines, done])
+    fake.queue = [sq(92, "PENDING", reason="BeginTime", qos="low", restarts=2)]
+    clock.tick(10)
+    ev = w.round()
+    assert only(ev, EventKind.PREEMPTED) == []
+    assert [e.kind for e in ev if e.kind is EventKind.REQUEUED] == [EventKind.REQUEUED]
+    assert "after its run finished" in only(ev, EventKind.REQUEUED)[0].message
+
+
+def test_the_finished_line_of_a_preempted_runs_last_attempt_is_read_over_its_preemption():
+    lines = (DATA / "log_lab_22.05_ledger_sweep_run1.txt").read_text().splitlines()
+    kept = [line for line in lines if re.search(INTEREST, line, re.IGNORECASE)][-16:]  # what the look keeps
+    facts = read_facts(kept)
+    assert facts.finished
+    assert not facts.preempted
 
 
 def test_call_count_per_round_is_constant_in_the_number_of_jobs(store, clock):

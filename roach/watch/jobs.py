@@ -73,7 +73,7 @@ class JobWatch:
     last_checkpoint: int | None = None  # the step its log last said it checkpointed at
     attempt: int | None = None
     stalled: bool = False
-    last_leave: str | None = None  # how the run's last attempt left, by its log: "preempted" or "wall clock"
+    last_leave: str | None = None  # how the run's last attempt left, by its log: "preempted", "wall clock", "finished"
     left_step: int | None = None  # the step that stop line names: how many steps were done when it left
     start_said: float | None = None  # the likely start its last `pending` line said (None: none since it pends)
 
@@ -259,12 +259,20 @@ def settled(w: JobWatch, rec: QueueRecord, tiers: tuple[Tier, ...]) -> bool:
     return w.tier == (tier.name if tier else None)
 
 
+_REQUEUE_VERBS = {
+    "wall clock": "requeued at its wall clock",
+    "finished": "requeued by Slurm after its run finished (its next attempt finds the result and ends)",
+}
+
+
 def _requeued(w: JobWatch, rec: QueueRecord, tier: Tier | None, why: list[str], ctx: Ctx) -> Event:
     w.requeues += 1
     w.restarts_reported = max(rec.restart_count, w.restarts_reported + 1)
     said, step = w.last_leave, w.left_step if w.left_step is not None else w.step
     w.last_leave = w.left_step = None
-    preempted = said == "preempted" or (bool(tier and tier.preemptible) and said != "wall clock")
+    # an attempt that ran to its end and is requeued anyway was not preempted: Slurm 24.11 requeues the next run of
+    # a job requeued inside its preemption's grace time when that run ends; its next attempt finds the result
+    preempted = said == "preempted" or (bool(tier and tier.preemptible) and said not in ("wall clock", "finished"))
     name = w.tier or "?"
     if preempted:
         w.preemptions[name] = w.preemptions.get(name, 0) + 1
@@ -281,7 +289,7 @@ def _requeued(w: JobWatch, rec: QueueRecord, tier: Tier | None, why: list[str], 
             "; it does not checkpoint and restarts from the top: first to promote when a non-preemptible slot frees"
         )
     kind = EventKind.PREEMPTED if preempted else EventKind.REQUEUED
-    verb = "preempted" if preempted else ("requeued at its wall clock" if said == "wall clock" else "requeued")
+    verb = "preempted" if preempted else _REQUEUE_VERBS.get(said or "", "requeued")
     return ctx.event(
         kind,
         w,

@@ -24,7 +24,7 @@ LINES_KEPT = 16
 # Lines worth reading: progress ("step N"), the run's own markers, and the batch script's attempt line.
 INTEREST = (
     r"step [0-9]|resumed at|fresh start|from the top|checkpoint at|caught_signal|preempted at|"
-    r"wall clock at|does not checkpoint|roach: attempt [0-9]|roach: env_failed: "
+    r"wall clock at|does not checkpoint|finished; result|roach: attempt [0-9]|roach: env_failed: "
 )
 
 # $1: how many directories follow for du/df; then the directories; then the logs.
@@ -161,6 +161,7 @@ class LogFacts:
     progress_points: tuple[tuple[float, int], ...] = ()  # (UTC time, step) of each timed progress line
     env_failed: str | None = None  # node.sh's line: the job's environment could not be built (the job ends, exit 7)
     left_at: int | None = None  # the step its stop line names ("preempted at step S"): S steps were done
+    finished: bool = False  # this attempt ran to its end ("finished; result"), whatever Slurm then made of it
 
 
 def line_time(line: str) -> float | None:
@@ -181,14 +182,14 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
     progress = step = total = attempt = resumed = last_ckpt = left_at = None
     times: list[float] = []
     points: list[tuple[float, int]] = []
-    fresh = preempted = wall = False
+    fresh = preempted = wall = finished = False
     checkpoints: bool | None = None
     env_failed: str | None = None
     for line in lines:
         if "roach: env_failed: " in line:
             env_failed = env_failed or line.strip().removeprefix("roach: ")  # the node's line, which names the tool
         if m := _ATTEMPT.search(line):
-            attempt, resumed, fresh = int(m[1]), None, False
+            attempt, resumed, fresh, finished = int(m[1]), None, False, False
             continue
         if m := _RESUMED.search(line):
             resumed, fresh, checkpoints = int(m[1]), False, True
@@ -204,6 +205,8 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
             preempted, wall = True, False
         if "wall clock at step" in line:
             wall, preempted = True, False
+        if "finished; result" in line:
+            finished, preempted, wall = True, False, False
         if m := _LEFT.search(line):
             left_at = int(m[1])
         if _is_progress(line) and (m := _STEP.search(line)):
@@ -228,6 +231,7 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
         tuple(points),
         env_failed,
         left_at,
+        finished,
     )
 
 

@@ -35,6 +35,8 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
     if facts.preempted or facts.wall_clock:
         w.last_leave = "preempted" if facts.preempted else "wall clock"
         w.left_step = facts.left_at
+    elif facts.finished:
+        w.last_leave = "finished"
     if facts.checkpoints is not None:
         w.checkpoints = facts.checkpoints if w.checkpoints is not True else True
     if facts.last_checkpoint is not None:
