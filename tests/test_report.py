@@ -237,8 +237,8 @@ def test_a_run_read_on_two_clusters_is_one_ledger_of_every_attempt():
 
 
 def test_a_finished_attempt_slurm_accounts_preempted_is_not_counted_as_a_preemption():
-    """Slurm 24.11 requeues, and accounts PREEMPTED, the run that ends after rank 0 requeued its job inside the
-    preemption's grace time: where the log says that attempt finished, the ledger counts no preemption."""
+    """Slurm 24.11 requeues once more, and accounts PREEMPTED, the run that follows a preemption with a grace
+    time: where the log says that attempt finished, the ledger counts no preemption."""
     ledger = _ledgers()[1]
     last = ledger.attempts[-1]
     assert last.stop is LogStop.FINISHED

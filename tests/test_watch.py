@@ -423,8 +423,8 @@ def test_resumed_and_from_the_top_lines_from_the_log(fake, store, clock):
 
 
 def test_a_requeue_after_the_run_finished_is_not_a_preemption(fake, store, clock):
-    """Slurm 24.11 requeues the next run of a job that rank 0 requeued inside its preemption's grace time when
-    that run ends, and accounts it PREEMPTED: the log says the run finished, so the watch says a requeue."""
+    """Slurm 24.11 requeues once more the run that follows a preemption with a grace time, when it ends, and
+    accounts it PREEMPTED: the log says the run finished, so the watch says a requeue."""
     store.add(record(92))
     log = "/logs/run92_92.out"
     fake.queue = [sq(92, qos="low", restarts=1)]

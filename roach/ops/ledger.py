@@ -67,7 +67,7 @@ class AttemptLedger:
     @property
     def preempted(self) -> bool:
         """Its log says it was preempted, or Slurm does and the log does not say it ran to its end (Slurm 24.11
-        accounts PREEMPTED the finished run of a job that was requeued inside its preemption's grace time)."""
+        requeues once more, and accounts PREEMPTED, the run that follows a preemption with a grace time)."""
         return self.stop is LogStop.PREEMPTED or (
             self.state is JobState.PREEMPTED and self.stop is not LogStop.FINISHED
         )

@@ -270,8 +270,8 @@ def _requeued(w: JobWatch, rec: QueueRecord, tier: Tier | None, why: list[str], 
     w.restarts_reported = max(rec.restart_count, w.restarts_reported + 1)
     said, step = w.last_leave, w.left_step if w.left_step is not None else w.step
     w.last_leave = w.left_step = None
-    # an attempt that ran to its end and is requeued anyway was not preempted: Slurm 24.11 requeues the next run of
-    # a job requeued inside its preemption's grace time when that run ends; its next attempt finds the result
+    # an attempt that ran to its end and is requeued anyway was not preempted: Slurm 24.11 requeues once more the run
+    # that follows a preemption with a grace time, when it ends; its next attempt finds the result
     preempted = said == "preempted" or (bool(tier and tier.preemptible) and said not in ("wall clock", "finished"))
     name = w.tier or "?"
     if preempted:
