@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.b14_rounds import measure_rounds, section_text
 from bench.labenv import BenchError, Jobs, Lab, wait_for
 from bench.repo import make_repo
 from bench.report import Section
@@ -85,7 +86,11 @@ def run(lab: Lab, jobs: Jobs, log, *, crowd: Crowd, runs: int, step_s: float) ->
     for method in METHODS:
         log(f"  {method}: {runs} runs beside {Path(crowd.trace).name} at {crowd.speed}x")
         out[method] = _once(lab, jobs, method, crowd, steps, step_s, log)
-    return _section(lab, out, crowd, runs, step_s)
+    _empty_queue(lab)
+    costs = measure_rounds(lab, crowd.trace, seed=crowd.seed, log=log)
+    section = _section(lab, out, crowd, runs, step_s)
+    section.body += section_text(costs, crowd.trace)
+    return section
 
 
 def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], step_s: float, log) -> dict:
