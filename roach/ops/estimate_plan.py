@@ -5,6 +5,7 @@ and CPUs and each user's cap on a tier, what holds them over time, and where a p
 from __future__ import annotations
 
 import bisect
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -85,17 +86,22 @@ class Pool:
 
     def room(self, t: float, end: float, g: int, c: int, preempts: bool, resv: str) -> bool:
         """Whether ``g`` GPUs and ``c`` CPUs are free over [t, end); ``preempts``: preemptible holds do not count."""
+        return self.clash(t, end, g, c, preempts, resv) is None
+
+    def clash(self, t: float, end: float, g: int, c: int, preempts: bool, resv: str) -> float | None:
+        """None where ``g`` GPUs and ``c`` CPUs are free over [t, end) (as :meth:`room`); else the first time a later
+        window may have them: the first end of the holds over the first moment short of room (infinity: never).
+        Until then that moment stays held as much, and stays in the window or before a fuller one."""
         over = [
             h for h in self.holds if h[0] < end and h[1] > t and not (preempts and h[4]) and not (resv and h[5] == resv)
         ]
         if not over:
-            return g <= self.gpus and c <= self.cpus
+            return None if g <= self.gpus and c <= self.cpus else math.inf
         for at in [t] + [h[0] for h in over if h[0] > t]:
-            used_g = sum(h[2] for h in over if h[0] <= at < h[1])
-            used_c = sum(h[3] for h in over if h[0] <= at < h[1])
-            if used_g + g > self.gpus or used_c + c > self.cpus:
-                return False
-        return True
+            held = [h for h in over if h[0] <= at < h[1]]
+            if sum(h[2] for h in held) + g > self.gpus or sum(h[3] for h in held) + c > self.cpus:
+                return min((h[1] for h in held), default=math.inf)
+        return None
 
     def free_at(self, t: float) -> int:
         return self.gpus - sum(h[2] for h in self.holds if h[0] <= t < h[1])
@@ -213,9 +219,23 @@ class Plan:
         g, c = -(-rec.tres.gpus // n_nodes), -(-rec.tres.cpu // n_nodes)
         preempts = job.tier is None or not job.tier.preemptible
         cap = self._cap(rec, job.tier)
-        for t in [not_before] + [x for x in self.times if x > not_before]:
-            fits = [n for n in allowed if self.nodes[n].room(t, t + length, g, c, preempts, rname)]
-            if len(fits) < n_nodes or (cap is not None and not cap.room(t, t + length, rec.tres.gpus, 0, False, "")):
+        # A pool without room at t has none before the clash it names ends (a plan's time): it is asked again only
+        # from then, and each time once.
+        again = dict.fromkeys(allowed, not_before)
+        cap_again = not_before
+        for t in [not_before] + [x for x in dict.fromkeys(self.times) if x > not_before]:
+            fits = []
+            for n in allowed:
+                if again[n] > t:
+                    continue
+                if (later := self.nodes[n].clash(t, t + length, g, c, preempts, rname)) is None:
+                    fits.append(n)
+                else:
+                    again[n] = later
+            if len(fits) < n_nodes or t < cap_again:
+                continue
+            if cap is not None and (later := cap.clash(t, t + length, rec.tres.gpus, 0, False, "")) is not None:
+                cap_again = later
                 continue
             hard = [n for n in fits if self.nodes[n].room(t, t + length, g, c, False, rname)]
             use = sorted(hard, key=lambda n: self.nodes[n].free_at(t))[:n_nodes]
