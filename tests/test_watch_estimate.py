@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 from roach.scheduler.parse import RS, US
 from roach.watch.logs import read_facts
@@ -117,3 +118,41 @@ def test_slurms_line_of_a_cancelled_job_step_is_no_progress_of_the_run():
     assert "*** STEP 4360.0 ON n1 CANCELLED" in lines[-1]
     facts = read_facts(lines)
     assert (facts.step, facts.steps_total) == (6, 40) and facts.progress_points[-1][1] == 6
+
+
+def test_estimates_that_take_long_are_kept_until_as_old_as_ten_times_their_cost(tmp_path, monkeypatch):
+    """Beside thousands of other users' jobs an estimate takes seconds of CPU: the watch makes it again only once
+    the last one is 10x as old as it took (its share of the watch's time at most 10%), keeping the last one between,
+    at once for a job that pends without one."""
+    from roach.records.store import Store
+    from roach.watch import starts
+
+    cpu = iter(x * 3.0 for x in range(100))  # each estimate "takes" 3 s of CPU
+    monkeypatch.setattr(starts, "time", SimpleNamespace(process_time=lambda: next(cpu)), raising=False)
+    store = Store(tmp_path / "s.sqlite")
+    clock = Clock()
+    fake = QueueFake()
+    for j in (10, 11, 12, 13):
+        store.add(record(j))
+    fake.queue = [
+        limited(sq(10, "RUNNING", gpus=4, nodelist="n1", elapsed="1:00")),
+        limited(sq(12, "RUNNING", gpus=4, nodelist="n2", elapsed="2:00")),
+        limited(sq(11, "PENDING", reason="Resources", gpus=2)),
+    ]
+    w = watcher(fake, store, clock)
+    w.round()
+    w.round()
+    assert cluster_queue_calls(fake) == 1
+    clock.tick(10)
+    w.round()
+    assert cluster_queue_calls(fake) == 1  # 10 s after one that took 3 s: kept
+    _, meta = store.watch_load("lab")
+    assert meta["estimates"]["11"]["likely_in_s"] == 171.0  # the kept estimate, 10 s nearer
+    fake.queue.append(limited(sq(13, "PENDING", reason="Resources", gpus=2)))
+    clock.tick(10)
+    w.round()
+    w.round()  # job 13 pends a second round: it has no estimate, so one is made now
+    assert cluster_queue_calls(fake) == 2
+    clock.tick(30)
+    w.round()
+    assert cluster_queue_calls(fake) == 3  # 30 s after one that took 3 s: made again

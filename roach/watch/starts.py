@@ -1,12 +1,18 @@
-"""The watch's start estimates: each round, the likely start of every watched job that pends
-(:mod:`roach.ops.estimate`), kept in the watch state for ``roach top``, and a ``pending`` line when a job starts to
-pend (seen pending in two rounds in a row) and when its likely start moves. One ``squeue`` of the cluster's queue on
-their partitions, only in a round where such a watched job pends on a reason that clears (the nodes and the reservations come from the site cache).
+"""The watch's start estimates: the likely start of every watched job that pends (:mod:`roach.ops.estimate`), kept in
+the watch state for ``roach top``, and a ``pending`` line when a job starts to pend (seen pending in two rounds in a
+row) and when its likely start moves. One ``squeue`` of the cluster's queue on their partitions, only in a round where
+such a watched job pends on a reason that clears (the nodes and the reservations come from the site cache).
+
+They are made again in a round where a pending job has none yet, or once the last ones are old enough that making
+them takes at most :data:`CPU_SHARE` of the watch's time: each round on a quiet cluster, every few rounds beside
+thousands of other users' jobs, whose replay of Slurm's passes takes seconds. In between, the last ones are kept.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from roach.errors import RoachError, TransportError
@@ -20,6 +26,7 @@ from roach.watch.jobs import PENDING_ROUNDS_TO_PROMOTE, Ctx, JobWatch
 from roach.watch.resv import show_reservations
 
 MOVED_S = 60.0  # a likely start that moves by more than this (and a third of the wait) is said again
+CPU_SHARE = 0.1  # the most of the watch's time its estimates take: made again once as old as 10x what they took
 
 
 def on_estimates(
@@ -52,12 +59,19 @@ def on_estimates(
             w.start_said = None
             touched.add(k)
     found: dict[str, StartEstimate] = {}
+    kept = {k: StartEstimate(**v) for k, v in (meta.get("estimates_made") or {}).items()}
+    if pending and not _due(pending, kept, meta, now):
+        meta["estimates"] = {q.job_id: kept[q.job_id].to_json(now) for q in pending} or None
+        return []
     if pending:
         paced = {k: {"points": w.points, "step": w.step, "steps_total": w.steps_total} for k, w in views.items()}
+        cpu = time.process_time()
         try:
             found = estimates(client, pending, tiers, paced, meta["ended_s"], now, lambda: windows(client), resv_of)
         except (RoachError, TransportError):
             found = {}  # estimated again next round
+        meta["estimated"] = [now, time.process_time() - cpu]
+    meta["estimates_made"] = {k: asdict(e) for k, e in found.items()} or None
     meta["estimates"] = {k: e.to_json(now) for k, e in found.items()} or None
     events = []
     for key, est in found.items():
@@ -77,6 +91,15 @@ def on_estimates(
             )
         )
     return events
+
+
+def _due(
+    pending: Sequence[QueueRecord], kept: Mapping[str, StartEstimate], meta: Mapping[str, Any], now: float
+) -> bool:
+    """Whether this round makes the estimates again: a pending job has none, or the last ones (made at ``at``,
+    taking ``cpu`` seconds) are old enough for :data:`CPU_SHARE`."""
+    at, cpu = meta.get("estimated") or (0.0, 0.0)
+    return any(q.job_id not in kept for q in pending) or now - at >= cpu / CPU_SHARE
 
 
 def windows(client: SlurmClient) -> list[Reservation]:
