@@ -18,6 +18,7 @@ def test_each_excerpt_is_detected_by_its_name_and_header():
     assert got == {
         "alibaba-classes.csv": TraceFormat.ALIBABA,
         "alibaba-head60.csv": TraceFormat.ALIBABA,
+        "helios-crowd.csv": TraceFormat.GPU_CSV,
         "helios-head40.csv": TraceFormat.GPU_CSV,
         "kth-sp2-head40.swf": TraceFormat.SWF,
         "philly-head40.csv": TraceFormat.GPU_CSV,
