@@ -28,6 +28,7 @@ from roach.slurm.clusters.lab import LAB
 from tests.conftest import slack, wait_until
 from tests.support.lab_repo import invoke
 from tests.support.labs import MAIN_JOB_VENV, SHARED_TMP, private_port_base
+from tests.support.packages import SWEEP_PKG
 from tests.support.pane import roach_argv, roach_env
 
 TRACE = Path(__file__).parent / "data" / "traces" / "helios-crowd.csv"
@@ -35,19 +36,7 @@ NODES, GPUS = 4, 2
 RUNS, STEPS, STEP_S = 4, 16, 0.5
 CAP = next(t.gpu_cap for t in LAB.tiers if t.gpu_cap is not None)
 
-TRAIN = """
-import time
-
-def train(run, steps=10, step_s=0.5):
-    state = run.resume(default={"x": 0})
-    for step in run.steps(run.start_step, steps):
-        state["x"] += 1
-        time.sleep(step_s)
-        if run.should_checkpoint() or (step + 1) % 5 == 0:
-            run.checkpoint(state)
-    return state["x"]
-"""
-PKG = {"pkg/__init__.py": "", "pkg/train.py": TRAIN}
+PKG = SWEEP_PKG  # what the repo fixture commits
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures("cli_store")]
 

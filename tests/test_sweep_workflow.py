@@ -17,24 +17,13 @@ from roach.model.job_state import JobState
 from roach.records.job_record import JobRecord
 from tests.conftest import slack, wait_until
 from tests.support.lab_repo import invoke
+from tests.support.packages import SWEEP_PKG
 from tests.support.pane import roach_argv, roach_env
 
 STEPS, STEP_S = 100, 0.5  # about 50 s a run
 RUNS = 8  # one GPU each: every GPU of the lab's two nodes
 
-TRAIN = """
-import time
-
-def train(run, steps=10, step_s=0.5):
-    state = run.resume(default={"x": 0})
-    for step in run.steps(run.start_step, steps):
-        state["x"] += 1
-        time.sleep(step_s)
-        if run.should_checkpoint() or (step + 1) % 5 == 0:
-            run.checkpoint(state)
-    return state["x"]
-"""
-PKG = {"pkg/__init__.py": "", "pkg/train.py": TRAIN}
+PKG = SWEEP_PKG  # what the repo fixture commits
 
 
 pytestmark = pytest.mark.usefixtures("cli_store")  # the CLI finds the test's store

@@ -40,6 +40,15 @@ def limited(line: str, limit: str = "5:00") -> str:
     return line.replace("UNLIMITED", limit)
 
 
+def both_nodes_full_and_11_pending() -> list[str]:
+    """Jobs 10 and 12 hold n1's and n2's 4 GPUs (5-minute limits, 1 and 2 minutes in); job 11 waits for 2."""
+    return [
+        limited(sq(10, "RUNNING", gpus=4, nodelist="n1", elapsed="1:00")),
+        limited(sq(12, "RUNNING", gpus=4, nodelist="n2", elapsed="2:00")),
+        limited(sq(11, "PENDING", reason="Resources", gpus=2)),
+    ]
+
+
 def cluster_queue_calls(fake: FakeCluster) -> int:
     return sum(1 for c in fake.calls if c[0] == "squeue" and "PriorityLong:" in " ".join(c))
 
@@ -52,11 +61,7 @@ def test_a_pending_line_says_when_a_watched_job_starts_and_top_shows_it(tmp_path
     fake = QueueFake()
     for j in (10, 11, 12):
         store.add(record(j))
-    fake.queue = [
-        limited(sq(10, "RUNNING", gpus=4, nodelist="n1", elapsed="1:00")),
-        limited(sq(12, "RUNNING", gpus=4, nodelist="n2", elapsed="2:00")),
-        limited(sq(11, "PENDING", reason="Resources", gpus=2)),
-    ]
+    fake.queue = both_nodes_full_and_11_pending()
     w = watcher(fake, store, clock)
     assert "pending" not in kinds(w.round()) and cluster_queue_calls(fake) == 0  # it may start at once
     first = w.round()
@@ -134,11 +139,7 @@ def test_estimates_that_take_long_are_kept_until_as_old_as_ten_times_their_cost(
     fake = QueueFake()
     for j in (10, 11, 12, 13):
         store.add(record(j))
-    fake.queue = [
-        limited(sq(10, "RUNNING", gpus=4, nodelist="n1", elapsed="1:00")),
-        limited(sq(12, "RUNNING", gpus=4, nodelist="n2", elapsed="2:00")),
-        limited(sq(11, "PENDING", reason="Resources", gpus=2)),
-    ]
+    fake.queue = both_nodes_full_and_11_pending()
     w = watcher(fake, store, clock)
     w.round()
     w.round()

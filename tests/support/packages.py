@@ -1,4 +1,5 @@
-"""The package the submit tests commit to their repository (tests/test_submit.py, tests/test_master_port.py)."""
+"""The packages lab tests commit to their repository: the submit tests' (tests/test_submit.py,
+tests/test_master_port.py) and the sweeps' (tests/test_sweep_workflow.py, tests/test_crowd.py)."""
 
 # pkg.dist:allreduce is a 4-rank gloo all_reduce; the rest are what submit's tests run.
 PKG = {
@@ -46,3 +47,19 @@ def try_write_clone(run):
     return "wrote into the clone"
 """,
 }
+
+
+# A checkpointing run of ``steps`` paced steps, a checkpoint every 5 and whenever asked: the sweeps' function.
+SWEEP_TRAIN = """
+import time
+
+def train(run, steps=10, step_s=0.5):
+    state = run.resume(default={"x": 0})
+    for step in run.steps(run.start_step, steps):
+        state["x"] += 1
+        time.sleep(step_s)
+        if run.should_checkpoint() or (step + 1) % 5 == 0:
+            run.checkpoint(state)
+    return state["x"]
+"""
+SWEEP_PKG = {"pkg/__init__.py": "", "pkg/train.py": SWEEP_TRAIN}
