@@ -1,10 +1,11 @@
 """Benchmark 14's second part: what one `roach watch` round costs beside thousands of other people's jobs.
 
-The bench user's array of ``tasks`` one-GPU jobs is watched by :class:`roach.watch.watcher.Watcher` (bench/rounds.py's
-round), first on the empty lab (the array held: nothing else is queued), then while a trace played fast and four
-times over the lab's GPUs fills the queue: once ``few`` of the load's jobs are queued (the array released: its tasks
-pend on Priority or Resources, the reasons whose start estimates read the cluster's queue) and again once ``others``
-are. Each is measured ``rounds`` times: the Slurm calls the bench user made (slurmctld's and slurmdbd's own per-user
+The bench user's array of ``tasks`` jobs of a whole node each (QOS normal) is watched by
+:class:`roach.watch.watcher.Watcher` (bench/rounds.py's round), first on the empty lab (the array held: nothing else
+is queued), then while a trace played fast and four times over the lab's GPUs fills the queue: once ``few`` of the
+load's jobs are queued (the array released: submitted before them, its tasks are older than every job of the load,
+so those that find no free node pend on Resources or Priority within the estimate's horizon, the reasons whose start
+estimates read the cluster's queue) and again once ``others`` are. Each is measured ``rounds`` times: the Slurm calls the bench user made (slurmctld's and slurmdbd's own per-user
 counters), the CPU of the round's process and of the commands it ran, and the time the daemons spent serving them.
 The calls must be the same beside ``few`` and beside ``others``; the empty lab's round says what a round costs
 without pending estimates.
@@ -40,8 +41,8 @@ class RoundCosts:
     watched: str  # what the watch watched
 
     def rows(self) -> list[tuple[str, float, float, float]]:
-        """(figure, and the medians of the empty lab's, the small crowd's and the crowd's rounds; the last row the
-        most)."""
+        """(figure, and the medians of the empty lab's, the small crowd's and the crowd's rounds; the last two rows
+        the most)."""
         figures = {
             "slurmctld calls": lambda c: c.ctld,
             "slurmdbd calls": lambda c: c.dbd,
@@ -50,13 +51,14 @@ class RoundCosts:
             "daemons' time serving it": lambda c: c.server_us / 1e6,
             "wall time": lambda c: c.wall_s,
         }
-        rows = [
-            (name, *(statistics.median(map(f, costs)) for costs in (self.empty, self.few, self.crowd)))
-            for name, f in figures.items()
-        ]
+        groups = (self.empty, self.few, self.crowd)
+        rows = [(name, *(statistics.median(map(f, costs)) for costs in groups)) for name, f in figures.items()]
         # the watch keeps its estimates between the rounds that make them: the most shows one that makes them
-        most = [max(c.cpu_s for c in costs) for costs in (self.empty, self.few, self.crowd)]
-        return [*rows, ("CPU of the round's process, the most of the rounds", *most)]
+        return [
+            *rows,
+            ("slurmctld calls, the most of the rounds", *(max(c.ctld for c in costs) for costs in groups)),
+            ("CPU of the round's process, the most of the rounds", *(max(c.cpu_s for c in costs) for costs in groups)),
+        ]
 
     def table(self) -> str:
         lines = [
@@ -65,7 +67,7 @@ class RoundCosts:
             "| --- | --- | --- | --- |",
         ]
         for name, *medians in self.rows():
-            fmt = "{:.0f}" if name.endswith("calls") else "{:.3f} s"
+            fmt = "{:.0f}" if "calls" in name else "{:.3f} s"
             lines.append(f"| {name} | " + " | ".join(fmt.format(m) for m in medians) + " |")
         return "\n".join(lines)
 
@@ -84,7 +86,8 @@ def measure_rounds(
     """The rounds of a watch over the bench user's array: on the empty lab, beside ``few`` and beside ``others``
     queued jobs of the load."""
     user = lab.user_client()
-    opts = [f"--array=0-{tasks - 1}", "--qos=low", "--gres=gpu:1", "--time=10", "--output=/dev/null"]
+    whole = f"--gres=gpu:{lab.cfg.gpus_per_node}"
+    opts = [f"--array=0-{tasks - 1}", "--qos=normal", whole, "--time=10", "--output=/dev/null"]
     array = user.sbatch(["--hold", *opts], HOLD)
     try:
         store = lab.workdir("crowd-rounds") / "store.sqlite"
@@ -104,7 +107,7 @@ def measure_rounds(
         crowd = [measure(lab, watch) for _ in range(rounds)]
         n = _queued(lab)
         log(f"  rounds: {n_few}, then {n} of the load's jobs queued ({filled:.0f} s)")
-        return RoundCosts(empty, small, crowd, n_few, n, filled, f"a pending array of {tasks} tasks")
+        return RoundCosts(empty, small, crowd, n_few, n, filled, f"an array of {tasks} whole-node tasks")
     finally:
         stop_load(lab.cfg)
         user.scancel([array])
