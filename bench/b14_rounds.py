@@ -5,10 +5,10 @@ The bench user's array of ``tasks`` jobs of a whole node each (QOS normal) is wa
 is queued), then while a trace played fast and four times over the lab's GPUs fills the queue: once ``few`` of the
 load's jobs are queued (the array released: submitted before them, its tasks are older than every job of the load,
 so those that find no free node pend on Resources or Priority within the estimate's horizon, the reasons whose start
-estimates read the cluster's queue) and again once ``others`` are. Each is measured ``rounds`` times: the Slurm calls the bench user made (slurmctld's and slurmdbd's own per-user
-counters), the CPU of the round's process and of the commands it ran, and the time the daemons spent serving them.
-The calls must be the same beside ``few`` and beside ``others``; the empty lab's round says what a round costs
-without pending estimates.
+estimates read the cluster's queue) and again once ``others`` are. Each is measured ``rounds`` times: the Slurm calls
+the bench user made (slurmctld's and slurmdbd's own per-user counters), the CPU of the round's process and of the
+commands it ran, and the time the daemons spent serving them. The calls must be the same beside ``few`` and beside
+``others``; the empty lab's round says what a round costs without pending estimates.
 """
 
 from __future__ import annotations
@@ -54,10 +54,9 @@ class RoundCosts:
         groups = (self.empty, self.few, self.crowd)
         rows = [(name, *(statistics.median(map(f, costs)) for costs in groups)) for name, f in figures.items()]
         # the watch keeps its estimates between the rounds that make them: the most shows one that makes them
-        return [
-            *rows,
-            ("slurmctld calls, the most of the rounds", *(max(c.ctld for c in costs) for costs in groups)),
-            ("CPU of the round's process, the most of the rounds", *(max(c.cpu_s for c in costs) for costs in groups)),
+        most = ("slurmctld calls", "CPU of the round's process")
+        return rows + [
+            (f"{name}, the most of the rounds", *(max(map(figures[name], c)) for c in groups)) for name in most
         ]
 
     def table(self) -> str:
@@ -66,9 +65,9 @@ class RoundCosts:
             f"| beside {self.others_queued} |",
             "| --- | --- | --- | --- |",
         ]
-        for name, *medians in self.rows():
+        for name, *values in self.rows():
             fmt = "{:.0f}" if "calls" in name else "{:.3f} s"
-            lines.append(f"| {name} | " + " | ".join(fmt.format(m) for m in medians) + " |")
+            lines.append(f"| {name} | " + " | ".join(fmt.format(v) for v in values) + " |")
         return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ from roach.lab.load import start as start_load
 from roach.lab.load import stop as stop_load
 from roach.lab.trace import read_trace
 from roach.scheduler.client import SlurmClient
+from roach.scheduler.fields import parse_tres
 from roach.scheduler.transport import LocalTransport
 from roach.slurm.clusters.lab import LAB
 from tests.conftest import slack, wait_until
@@ -128,16 +129,8 @@ def test_a_sweep_beside_other_users_completes_without_touching_them_or_passing_t
     uid = pwd.getpwnam(LAB_USER).pw_uid
     assert [j for j, _, state in theirs if state == f"CANCELLED by {uid}"] == []  # none by the user's commands
     high = [
-        (datetime.fromisoformat(s), datetime.fromisoformat(e), _gpus(tres))
+        (datetime.fromisoformat(s), datetime.fromisoformat(e), parse_tres(tres).gpus)
         for _, qos, s, e, tres in ours
         if qos == "high" and s not in ("", "None", "Unknown") and e not in ("", "None", "Unknown")
     ]
     assert _most_at_once(high) <= CAP
-
-
-def _gpus(tres: str) -> int:
-    """GPUs in an AllocTRES (``cpu=1,gres/gpu=1,...``)."""
-    for part in tres.split(","):
-        if part.startswith("gres/gpu="):
-            return int(part.split("=", 1)[1])
-    return 0

@@ -148,7 +148,9 @@ class Plan:
 
     def _hold(self, pool: Pool, start: float, end: float, g: int, c: int, soft: bool, resv: str = "") -> None:
         pool.holds.append((start, end, g, c, soft, resv))
-        bisect.insort(self.times, end)
+        i = bisect.bisect_left(self.times, end)
+        if i == len(self.times) or self.times[i] != end:  # each time once: find asks the pools at each
+            self.times.insert(i, end)
 
     def _cap(self, rec: QueueRecord, tier: Tier | None) -> Pool | None:
         cap = tier.gpu_cap if tier is not None and tier.gpu_cap is not None else self.inp.qos_gpu_caps.get(rec.qos)
@@ -220,10 +222,10 @@ class Plan:
         preempts = job.tier is None or not job.tier.preemptible
         cap = self._cap(rec, job.tier)
         # A pool without room at t has none before the clash it names ends (a plan's time): it is asked again only
-        # from then, and each time once.
+        # from then.
         again = dict.fromkeys(allowed, not_before)
         cap_again = not_before
-        for t in [not_before] + [x for x in dict.fromkeys(self.times) if x > not_before]:
+        for t in [not_before] + self.times[bisect.bisect_right(self.times, not_before) :]:
             fits = []
             for n in allowed:
                 if again[n] > t:

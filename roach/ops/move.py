@@ -189,8 +189,8 @@ def until_released(
     client: SlurmClient, rec: JobRecord, sleep: Callable[[float], None], clock: Callable[[], float]
 ) -> None:
     """Wait (at most :data:`RELEASE_WAIT_S`) until the ended job has left the queue, COMPLETING too. Accounting
-    has its end before its node lets its GPUs go; a new job submitted then is started by preempting another of
-    the user's runs on that node (Slurm 24.11 did so to a sweep's run)."""
+    has its end before its node lets its GPUs go, and a job submitted while they are still held finds no room
+    there but what preempting another run would free."""
     deadline = clock() + RELEASE_WAIT_S
     while queued(client, rec) is not None and clock() < deadline:
         sleep(1.0)
