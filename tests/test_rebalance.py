@@ -18,7 +18,16 @@ from roach.model.states import PendingReason as R
 from roach.model.tiers import Tier
 from roach.ops.events import TierRow
 from roach.ops.move import checkpoints
-from roach.ops.rebalance import RESTART_S, Candidate, OwnRun, plan_promotions, promotable, run_loss, weigh
+from roach.ops.rebalance import (
+    RESTART_S,
+    Candidate,
+    OwnRun,
+    plan_moves_below,
+    plan_promotions,
+    promotable,
+    run_loss,
+    weigh,
+)
 from roach.scheduler.parse_control import WillRun, parse_will_run
 from roach.slurm.clusters.lab import GPU1, LAB
 from tests.conftest import wait_until
@@ -78,6 +87,38 @@ def test_a_job_on_a_qos_outside_the_tiers_goes_up_to_a_safe_tier_never_onto_a_pr
     assert [(p.key, p.from_tier, p.to_tier) for p in plans] == [("1", "normal", "high")]
     full = [TierRow("high", 4, 4, 4, 0), TierRow("low", None, 0, 0, 0, True)]
     assert plan_promotions(lab_tiers, full, [cand("1", tier="normal")], lambda t, c: True) == []
+
+
+def test_a_run_behind_its_own_cap_moves_to_the_highest_tier_below_that_starts_it_now():
+    asked = []
+
+    def starts_now(tier, c):
+        asked.append(tier.name)
+        return True
+
+    capped = [cand("1", tier="high", capped=True), cand("2", tier="high", capped=True)]
+    plans = plan_moves_below(TIERS, rows(high_claimed=6), capped, starts_now)
+    assert [(p.key, p.from_tier, p.to_tier, p.below) for p in plans] == [
+        ("1", "high", "normal", True),
+        ("2", "high", "low", True),
+    ]  # one run a tier a round
+    assert asked == ["normal", "low"]  # each tier asked once
+
+
+def test_a_run_waiting_on_anything_but_its_own_cap_is_not_moved_down():
+    assert plan_moves_below(TIERS, rows(high_claimed=6), [cand("1", tier="high")], lambda t, c: True) == []
+
+
+def test_a_tier_below_that_would_not_start_it_now_takes_no_run():
+    plans = plan_moves_below(TIERS, rows(high_claimed=6), [cand("1", tier="high", capped=True)], lambda t, c: False)
+    assert plans == []
+
+
+def test_a_run_that_does_not_checkpoint_is_never_moved_down_onto_a_preemptible_tier():
+    lab_tiers = (Tier("high", qos="high", gpu_cap=4), Tier("low", qos="low", preemptible=True))
+    lab_rows = [TierRow("high", 4, 6, 4, 2), TierRow("low", None, 0, 0, 0, True)]
+    c = cand("1", tier="high", capped=True, checkpoints=False)
+    assert plan_moves_below(lab_tiers, lab_rows, [c], lambda t, c: True) == []
 
 
 def test_a_run_loses_its_steps_since_the_checkpoint_at_its_pace_plus_a_restart():

@@ -328,6 +328,33 @@ def test_rebalance_promotes_over_another_users_job(fake, store, clock):
     assert ev[0].data["preempts"] == []
 
 
+def test_rebalance_moves_a_run_behind_its_own_cap_to_a_tier_that_starts_it_now(fake, store, clock):
+    store.add(record(91, qos="high"))
+    store.add(record(92, qos="high"))
+    fake.queue = [sq(91, qos="high", gpus=4), sq(92, "PENDING", qos="high", reason="QOSMaxGRESPerUser")]
+    fake.starts_at = "2027-01-15T08:00:00"  # the probe: a start now
+    made = []
+    w = watcher(fake, store, clock, rebalance=True, promoter=lambda p: made.append(p) or 93)
+    w.round()
+    clock.tick(10)
+    ev = only(w.round(), EventKind.PROMOTED)
+    assert [(p.key, p.from_tier, p.to_tier) for p in made] == [("92", "high", "normal")]
+    assert "from high to normal" in ev[0].message
+
+
+def test_a_run_behind_its_own_cap_stays_where_no_tier_below_starts_it_now(fake, store, clock):
+    store.add(record(94, qos="high"))
+    store.add(record(95, qos="high"))
+    fake.queue = [sq(94, qos="high", gpus=4), sq(95, "PENDING", qos="high", reason="QOSMaxGRESPerUser")]
+    fake.starts_at = "2027-01-15T09:00:00"  # an hour away
+    made = []
+    w = watcher(fake, store, clock, rebalance=True, promoter=lambda p: made.append(p) or 96)
+    w.round()
+    clock.tick(10)
+    assert not only(w.round(), EventKind.PROMOTED)
+    assert made == []
+
+
 def test_start_probe_gates_promotions_and_runs_at_most_once_per_tier(fake, store, clock):
     store.add(record(66, qos="low"))
     store.add(record(67, qos="low"))

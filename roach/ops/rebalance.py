@@ -3,6 +3,8 @@
 - :func:`plan_promotions` (pure): with the tier table counted afresh, spend each tier's room, top down, on
   the user's pending jobs from lower tiers: the jobs with the most left to do first, the youngest first
   among equals; a run that does not checkpoint and was preempted, or one preempted twice, before all.
+- :func:`plan_moves_below` (pure): a pending job held back by the user's own cap on its tier goes to the highest
+  tier below that would start it now.
 - :func:`promote`: a pending job loses nothing by moving: hold it, resubmit its run id into the tier
   (:func:`~roach.launch.submit.resume`), then cancel it (released again if the resubmission fails).
 - :func:`move`: a running run that checkpoints: ``scancel`` (TERM: the run checkpoints at its step boundary
@@ -75,6 +77,7 @@ class Candidate:
     submitted: float = 0.0  # epoch; larger = younger
     checkpoints: bool | None = None
     preemptions: int = 0  # on its current tier
+    capped: bool = False  # it waits on a per-user limit of its own tier's QOS (the user's cap there, claimed)
 
     @property
     def urgent(self) -> bool:
@@ -93,8 +96,15 @@ class Promotion:
     to_tier: str
     gpus: int
     room: int | None  # free GPUs of the user's on to_tier before this move (None: no cap, the probe said so)
+    below: bool = False  # to a lower tier that starts it now, away from its own tier's cap
 
     def line(self) -> str:
+        if self.below:
+            return (
+                f"job {self.key} (run {self.run_id}, {self.gpus} GPU{'s' if self.gpus != 1 else ''}) waits on "
+                f"{self.from_tier} behind your cap there while tier {self.to_tier} would start it now: "
+                f"roach promote {self.run_id} --to {self.to_tier}"
+            )
         room = f"{self.room} free GPU{'s' if self.room != 1 else ''}" if self.room is not None else "a start now"
         return (
             f"tier {self.to_tier} has {room} while job {self.key} (run {self.run_id}, {self.gpus} GPU"
@@ -153,6 +163,36 @@ def plan_promotions(
             room = (room or 0) - c.gpus
             if room <= 0:
                 break
+    return plans
+
+
+def plan_moves_below(
+    tiers: Sequence[Tier],
+    rows: Sequence[TierRow],
+    candidates: Sequence[Candidate],
+    starts_now: Callable[[Tier, Candidate], bool],
+) -> list[Promotion]:
+    """The runs to move down now: each one waiting behind the user's own cap on its tier goes to the highest tier
+    below it that ``starts_now`` says would start it at once, one run a tier a round (``starts_now`` is asked at
+    most once per tier). A run that does not checkpoint is never moved onto a preemptible tier, and a capped tier
+    below takes only what its room holds."""
+    order = {t.name: i for i, t in enumerate(tiers)}
+    free = {r.name: r.free for r in rows}
+    answered: dict[str, bool] = {}
+    plans: list[Promotion] = []
+    for c in sorted((c for c in candidates if c.capped and c.tier in order), key=_rank):
+        for tier in tiers[order[c.tier] + 1 :]:
+            if tier.preemptible and c.checkpoints is False:
+                continue
+            if tier.gpu_cap is not None and c.gpus > (free.get(tier.name) or 0):
+                continue
+            if tier.name not in answered:
+                answered[tier.name] = starts_now(tier, c)
+                if answered[tier.name]:
+                    plans.append(
+                        Promotion(c.key, c.job_id, c.run_id, c.tier, tier.name, c.gpus, free.get(tier.name), True)
+                    )
+                    break
     return plans
 
 

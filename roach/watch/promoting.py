@@ -19,6 +19,7 @@ from roach.ops.rebalance import (
     Promotion,
     Weighing,
     on_tier,
+    plan_moves_below,
     plan_promotions,
     promotable,
     record_resources,
@@ -34,6 +35,7 @@ from roach.watch.jobs import PENDING_ROUNDS_TO_PROMOTE, JobWatch
 from roach.watch.logs import Look
 
 Promoter = Callable[[Promotion], int]  # makes a promotion; returns the new job's id
+STARTS_NOW_S = 10.0  # a move below a cap is made only to a tier that `sbatch --test-only` says starts it this soon
 
 
 @dataclass
@@ -69,8 +71,12 @@ class Rebalancer:
         cands = candidates(views, runs, active)
         weighing = self.rebalance or self.probe_window_s is not None
         asked: dict[str, WillRun | None] = {}
-        probe = self._probe(seen, now, asked) if weighing else None
+        probe = self._probe(seen, now, asked, self.probe_window_s) if weighing else None
         plans = plan_promotions(self.cluster.tiers, rows, cands, probe) if cands else []
+        if weighing and cands:  # a run held back by its own cap starts now below it, where a tier would take it
+            left = [c for c in cands if c.key not in {p.key for p in plans}]
+            now_probe = self._probe(seen, now, asked, self.probe_window_s or STARTS_NOW_S)
+            plans += plan_moves_below(self.cluster.tiers, rows, left, now_probe)
         if weighing:
             plans = [p for i, p in enumerate(plans) if p.to_tier not in {q.to_tier for q in plans[:i]}]
         own = own_runs(views, active)
@@ -160,23 +166,26 @@ class Rebalancer:
         )
 
     def _probe(
-        self, seen: Look | None, now: float, asked: dict[str, WillRun | None]
+        self, seen: Look | None, now: float, asked: dict[str, WillRun | None], window_s: float | None
     ) -> Callable[[Tier, Candidate], bool]:
-        """Whether a tier would take a candidate within ``probe_window_s`` of now (the cluster's clock as this round's
-        log look read it, else this machine's); without a window, yes. Each answer is kept in ``asked`` by tier."""
+        """Whether a tier would take a candidate within ``window_s`` of now (the cluster's clock as this round's log
+        look read it, else this machine's); without a window, a capped tier's room is enough. A tier is asked once a
+        round: its answer is kept in ``asked``."""
 
         def probe(tier: Tier, cand: Candidate) -> bool:
-            rec = self.store.find(cand.key, cluster=self.cluster.name)
-            opts = on_tier(record_resources(rec), tier).sbatch_options(self.cluster.gpu_flag)
-            try:
-                will = asked[tier.name] = probe_will_run(self.client, opts)
-            except (SlurmError, TransportError):
-                will = None
-            if self.probe_window_s is None:  # a capped tier's room is enough (the answer, if any, weighs the move);
+            if tier.name not in asked:
+                rec = self.store.find(cand.key, cluster=self.cluster.name)
+                opts = on_tier(record_resources(rec), tier).sbatch_options(self.cluster.gpu_flag)
+                try:
+                    asked[tier.name] = probe_will_run(self.client, opts)
+                except (SlurmError, TransportError):
+                    asked[tier.name] = None
+            will = asked[tier.name]
+            if window_s is None:  # a capped tier's room is enough (the answer, if any, weighs the move);
                 return tier.gpu_cap is not None  # an uncapped tier counts only with a window
             if will is None:
                 return False
-            return (will.start - cluster_now(seen, now)).total_seconds() <= self.probe_window_s
+            return (will.start - cluster_now(seen, now)).total_seconds() <= window_s
 
         return probe
 
@@ -244,6 +253,7 @@ def candidates(views: dict[str, JobWatch], runs: list[str], active: dict[str, Qu
                 w.submitted or 0.0,
                 w.checkpoints,
                 w.preemptions.get(w.tier, 0),
+                q.reason.is_limit and q.reason.name.startswith("QOS") and "PerUser" in q.reason.name,
             )
         )
     return cands
