@@ -8,7 +8,11 @@ end:
 
 * ``roach``: `roach sweep --tier auto` (the plan's placement at submit), then `roach watch --rebalance`;
 * ``static-low``: every run on the lowest tier, no rebalancing;
-* ``static-normal``: every run at the default QOS (no tier), no rebalancing.
+* ``static-normal``: every run at the default QOS (no tier), no rebalancing;
+* ``slurm-native``: one array naming every QOS (``--qos=high,normal,low``), so that Slurm picks, where the release
+  takes a list (24.11 on; 22.05 refuses it, and the section says so); submitted with submitit, the job below;
+* ``submitit``: submitit's ``map_array`` at QOS low, the same run as a ``Checkpointable`` (its step kept on the
+  object, which submitit pickles on its USR2 signal and requeues).
 
 Figures: the makespan (submit to the last run's end), the mean completion of a run, GPU-hours allocated and
 useful and steps recomputed (`roach report`), the most GPUs the sweep held on the capped tier (sampled every few
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.b14_rounds import measure_rounds, section_text
-from bench.labenv import BenchError, Jobs, Lab, wait_for
+from bench.labenv import BenchError, Jobs, Lab, ensure_submitit, wait_for
 from bench.repo import make_repo
 from bench.report import Section
 from bench.stats import Row, comparison_table, target_row
@@ -40,8 +44,16 @@ from roach.lab.load import start as start_load
 from roach.lab.load import stop as stop_load
 from roach.scheduler.fields import parse_gres_gpus
 
+
+def lab_release(lab: Lab) -> str:
+    """The lab's Slurm release, as sbatch says it (``22.05.8``)."""
+    return lab.root_client().run(["sbatch", "--version"]).stdout.split()[-1]
+
+
 TITLE = "A sweep on a crowded cluster"
-METHODS = ("roach", "static-low", "static-normal")
+METHODS = ("roach", "static-low", "static-normal", "slurm-native", "submitit")
+ROACH_METHODS = ("roach", "static-low", "static-normal")
+EVERY_QOS = "high,normal,low"  # slurm-native's one submission, top down
 MIN_NODES = 16
 CAPPED = "high"  # the lab's capped tier
 WATCH_INTERVAL_S = 5.0
@@ -83,22 +95,27 @@ def run(lab: Lab, jobs: Jobs, log, *, crowd: Crowd, runs: int, step_s: float) ->
         )
     steps = lengths(runs, crowd.seed)
     out: dict[str, dict] = {}
+    refused = _several_qos_refused(lab)
     for method in METHODS:
+        if method == "slurm-native" and refused:
+            log(f"  {method}: not run: {refused}")
+            continue
+        if method == "submitit":
+            ensure_submitit(lab, log)
         log(f"  {method}: {runs} runs beside {Path(crowd.trace).name} at {crowd.speed}x")
         out[method] = _once(lab, jobs, method, crowd, steps, step_s, log)
     _empty_queue(lab)
     costs = measure_rounds(lab, crowd.trace, seed=crowd.seed, log=log)
-    section = _section(lab, out, crowd, runs, step_s)
+    section = _section(lab, out, crowd, runs, step_s, refused)
     section.body += section_text(costs, crowd.trace)
     return section
 
 
 def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], step_s: float, log) -> dict:
     wd = lab.workdir(f"crowd-{method}")
-    for sub in ("logs", "runs", "clones"):
+    for sub in ("logs", "runs", "clones", "progress"):
         (wd / sub).mkdir()
         os.chown(wd / sub, *_ids(lab))
-    work = make_repo(lab, wd / "repo")
     grid = wd / "grid.json"
     grid.write_text(json.dumps([{"steps": s, "step_s": step_s} for s in steps]))
     os.chmod(grid, 0o644)
@@ -106,42 +123,101 @@ def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], ste
     _empty_queue(lab)
     start_load(lab.cfg, LoadSpec(crowd.trace, "", crowd.offset_s, crowd.speed, crowd.load, crowd.users, crowd.seed))
     time.sleep(crowd.warmup_s)
-    store = wd / "store.sqlite"
-    tier = {"roach": ["--tier", "auto"], "static-low": ["--tier", "low"], "static-normal": []}[method]
-    common = ["--repo-root", str(work), "--log-root", str(wd / "logs"), "--clone-root", str(wd / "clones")]
     samples, stop = Samples(), threading.Event()
     sampler = threading.Thread(target=_sample, args=(lab, samples, stop), daemon=True)
     sampler.start()
     t0 = time.time()
-    sw = _roach(lab, store, "sweep", "pkg.jobfns:paced", "--grid", str(grid), "--cluster", "lab", "--resources",
-                "GPU1", *tier, "--experiment", method, *common, "--run-root", str(wd / "runs"), "--json")  # fmt: skip
-    arrays = json.loads(sw.stdout)["array_ids"]
-    jobs.add(arrays)
-    watch = ["watch", "--cluster", "lab", "--interval", str(WATCH_INTERVAL_S), "--json"]
-    watch += ["--rebalance", "--repo-root", str(work)] if method == "roach" else []
-    watched = _roach(lab, store, *watch, check=False)
+    if method in ROACH_METHODS:
+        figures = _roach_sweep(lab, jobs, method, wd, grid)
+    else:
+        figures = _submitit_sweep(lab, jobs, method, wd, grid, steps, step_s)
     stop.set()
     sampler.join()
-    report = json.loads(_roach(lab, store, "report", method, "--json").stdout)
     load_ids = played_ids(load_dir(lab.cfg))
     stop_load(lab.cfg)
-    allocs = _allocations(lab, store)  # one sacct: every run's end and the promotions
-    ends = _ends(store, allocs)
+    allocs, ends = figures.pop("allocs"), figures.pop("ends")
     return {
+        **figures,
         "t0": t0,
-        "watch_exit": watched.returncode,
         "makespan_s": max(e["end"] for e in ends.values()) - t0,
         "mean_completion_s": statistics.mean(e["end"] - t0 for e in ends.values()),
         "completed": sum(e["state"] == "COMPLETED" for e in ends.values()),
-        "allocated_gpu_h": report["total"]["allocated_gpu_h"],
-        "useful_gpu_h": report["total"]["useful_gpu_h"],
-        "recomputed_steps": report["total"]["recomputed_steps"],
-        "preemptions": report["total"]["preemptions"],
         "max_capped_gpus": max((m.get(CAPPED, 0) for m in samples.mine), default=0),
         "promotion_latency_s": _promotion_latencies(allocs),
         "others_touched": _others_cancelled_by_bench(lab, load_ids),
         "samples": {"t": [x - t0 for x in samples.t], "mine": samples.mine, "free": samples.free},
     }
+
+
+def _roach_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path) -> dict:
+    """roach's sweep on the method's tier, watched to its end (``roach``: rebalanced); its figures from `roach
+    report` and one sacct."""
+    work = make_repo(lab, wd / "repo")
+    store = wd / "store.sqlite"
+    tier = {"roach": ["--tier", "auto"], "static-low": ["--tier", "low"], "static-normal": []}[method]
+    common = ["--repo-root", str(work), "--log-root", str(wd / "logs"), "--clone-root", str(wd / "clones")]
+    sw = _roach(lab, store, "sweep", "pkg.jobfns:paced", "--grid", str(grid), "--cluster", "lab", "--resources",
+                "GPU1", *tier, "--experiment", method, *common, "--run-root", str(wd / "runs"), "--json")  # fmt: skip
+    jobs.add(json.loads(sw.stdout)["array_ids"])
+    watch = ["watch", "--cluster", "lab", "--interval", str(WATCH_INTERVAL_S), "--json"]
+    watch += ["--rebalance", "--repo-root", str(work)] if method == "roach" else []
+    watched = _roach(lab, store, *watch, check=False)
+    report = json.loads(_roach(lab, store, "report", method, "--json").stdout)
+    from roach.records.store import Store
+
+    with Store(store) as s:
+        records = sorted(s.all_jobs(), key=lambda r: r.submitted_at)
+    allocs = _allocations(lab, sorted({str(r.job_id) for r in records}))
+    latest = {r.run_id: r.slurm_id for r in records}  # each run's latest job
+    return {
+        "watch_exit": watched.returncode,
+        "allocated_gpu_h": report["total"]["allocated_gpu_h"],
+        "useful_gpu_h": report["total"]["useful_gpu_h"],
+        "recomputed_steps": report["total"]["recomputed_steps"],
+        "preemptions": report["total"]["preemptions"],
+        "allocs": allocs,
+        "ends": _ends(allocs, latest),
+    }
+
+
+def _submitit_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path, steps: list[int], step_s: float) -> dict:
+    """submitit's map_array of the same runs (``submitit``: QOS low; ``slurm-native``: every QOS, Slurm picks),
+    waited on with one squeue every few seconds; its figures from sacct and the runs' step files."""
+    qos = EVERY_QOS if method == "slurm-native" else "low"
+    argv = [lab.python, "-m", "bench.submitit_driver", "paced", "--folder", str(wd / "submitit" / "%j"),
+            "--grid", str(grid), "--qos", qos, "--progress-dir", str(wd / "progress")]  # fmt: skip
+    proc = lab.as_user(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BenchError(f"submitit driver failed (exit {proc.returncode}): {proc.stderr[-1500:]}")
+    ids = json.loads(proc.stdout.strip().splitlines()[-1])["job_ids"]
+    jobs.add(ids)
+    user = lab.user_client()
+    while user.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i"], ok_codes=(0, 1)).stdout.strip():
+        time.sleep(WATCH_INTERVAL_S)
+    allocs = _allocations(lab, ids)
+    done = [len((wd / "progress" / f"{i}.steps").read_text().split()) if (wd / "progress" / f"{i}.steps").exists()
+            else 0 for i in range(len(steps))]  # fmt: skip
+    held = sum((a["end"] or time.time()) - a["start"] for a in allocs if a["start"] is not None)
+    return {
+        "watch_exit": None,
+        "allocated_gpu_h": held / 3600,
+        "useful_gpu_h": sum(steps) * step_s / 3600,
+        "recomputed_steps": sum(max(d - s, 0) for d, s in zip(done, steps)),
+        "preemptions": sum(a["state"] in ("PREEMPTED", "REQUEUED") for a in allocs),
+        "allocs": allocs,
+        "ends": _ends(allocs, {a["job"]: a["job"] for a in allocs}),
+    }
+
+
+def _several_qos_refused(lab: Lab) -> str | None:
+    """Why this lab's Slurm refuses one submission naming several QOS (None: it takes it)."""
+    res = lab.user_client().run(
+        ["sbatch", "--test-only", f"--qos={EVERY_QOS}", "--gres=gpu:1", "--wrap=true"], ok_codes=(0, 1), retry=False
+    )
+    if res.returncode == 0:
+        return None
+    said = (res.stderr or res.stdout).strip().splitlines()
+    return f"Slurm refuses `sbatch --qos={EVERY_QOS}` ({said[-1] if said else f'exit {res.returncode}'})"
 
 
 def _ids(lab: Lab) -> tuple[int, int]:
@@ -182,12 +258,8 @@ def _sample(lab: Lab, samples: Samples, stop: threading.Event, every_s: float = 
         stop.wait(every_s)
 
 
-def _allocations(lab: Lab, store: Path) -> list[dict]:
+def _allocations(lab: Lab, ids: list[str]) -> list[dict]:
     """Every allocation of the method's jobs (`sacct -X -D`): QOS, eligible, start and end (epoch s)."""
-    from roach.records.store import Store
-
-    with Store(store) as s:
-        ids = sorted({str(r.job_id) for r in s.all_jobs()})
     fmt = "JobID,QOS,Eligible,Start,End,State"
     out = lab.user_client().run(["sacct", "-X", "-D", "-n", "-P", f"--format={fmt}", "-j", ",".join(ids)]).stdout
     rows = []
@@ -206,15 +278,12 @@ def _t(text: str) -> float | None:
         return None
 
 
-def _ends(store: Path, allocs: list[dict]) -> dict[str, dict]:
-    """Each run's end: its latest job's, from the store's records and sacct."""
-    from roach.records.store import Store
-
-    with Store(store) as s:
-        latest = {}
-        for r in sorted(s.all_jobs(), key=lambda r: r.submitted_at):
-            latest[r.run_id] = r.slurm_id
-    by_job = {a["job"]: a for a in allocs}
+def _ends(allocs: list[dict], latest: dict[str, str]) -> dict[str, dict]:
+    """Each run's end and state: the last allocation of its latest job (``latest``: run: Slurm job id)."""
+    by_job: dict[str, dict] = {}
+    for a in allocs:
+        if a["job"] not in by_job or (a["start"] or 0) >= (by_job[a["job"]]["start"] or 0):
+            by_job[a["job"]] = a
     return {
         run: {"end": by_job[j]["end"] or time.time(), "state": by_job[j]["state"]}
         for run, j in latest.items()
@@ -251,7 +320,7 @@ def _others_cancelled_by_bench(lab: Lab, ids: list[int]) -> int:
     return sum(1 for line in out.splitlines() if line.strip() == f"CANCELLED by {uid}")
 
 
-def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: float) -> Section:
+def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: float, refused: str | None) -> Section:
     rows = [
         Row("makespan", {m: [o["makespan_s"]] for m, o in out.items()}, "s"),
         Row("mean completion of a run", {m: [o["mean_completion_s"]] for m, o in out.items()}, "s"),
@@ -267,7 +336,9 @@ def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: fl
         Row("other users' jobs cancelled", {m: [o["others_touched"]] for m, o in out.items()}),
     ]
     lat = out["roach"]["promotion_latency_s"]
-    body = comparison_table(rows, METHODS)
+    body = comparison_table(rows, [m for m in METHODS if m in out])
+    if refused:
+        body += f"\nslurm-native: not run on this lab's Slurm {lab_release(lab)}: {refused}.\n"
     body += (
         f"\n\nPromotion latency (roach, {len(lat)} promotions): "
         + (f"median {statistics.median(lat):.1f} s, max {max(lat):.1f} s" if lat else "none happened")
@@ -279,6 +350,10 @@ def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: fl
         target_row("crowd: most GPUs on the capped tier", [out["roach"]["max_capped_gpus"]], None, "", "GPUs",
                    max_value=lab.cfg.high_gpu_cap),
     ]  # fmt: skip
+    for other, name in (("slurm-native", "Slurm's own choice among every QOS"), ("submitit", "submitit map_array")):
+        if other in out:
+            summary.append(target_row(f"crowd: makespan beside {other}", [out["roach"]["makespan_s"]],
+                                      [out[other]["makespan_s"]], name, "s", max_ratio=1.0))  # fmt: skip
     if lat:
         summary.append(
             target_row(

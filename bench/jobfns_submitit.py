@@ -49,6 +49,23 @@ class TrainSubmitit(submitit.helpers.Checkpointable):
         return loss
 
 
+class PacedSubmitit(submitit.helpers.Checkpointable):
+    """Bench 14's run (``jobfns.paced``): ``steps`` steps of ``step_s`` seconds, its step kept on the object (what
+    submitit's checkpoint pickles); each step done appends a line to ``progress`` (recomputed steps are counted
+    from it)."""
+
+    def __init__(self) -> None:
+        self.next_step = 0
+
+    def __call__(self, steps: int, step_s: float, progress: str) -> int:
+        for step in range(self.next_step, steps):
+            time.sleep(step_s)
+            self.next_step = step + 1
+            with open(progress, "a") as f:
+                f.write(f"{step}\n")
+        return self.next_step
+
+
 class DdpRestartSubmitit(submitit.helpers.Checkpointable):
     def __init__(self, ckpt: str) -> None:
         self.ckpt = ckpt

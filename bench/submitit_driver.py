@@ -8,6 +8,9 @@ python (``sys.executable``) and environment, so this process is that user, on th
     train --folder F --progress P --steps N ...   TrainSubmitit()(N, step_s, P); prints t0, job_id
     map --folder F --n N                          map_array(first_line, N runs), held; prints wall, job ids
     ddp --folder F --progress P --ckpt C --mb M   DdpRestartSubmitit(C)(mb=M, ...) on 2 nodes x 2 tasks; prints job_id
+    paced --folder F --grid G --qos Q --progress-dir D
+                                                  map_array(PacedSubmitit(), the grid's runs), one GPU each at QOS Q
+                                                  (a list, where the release takes one); prints the array's job id
 """
 
 from __future__ import annotations
@@ -50,7 +53,14 @@ def main(argv: list[str]) -> int:
     dd.add_argument("--ckpt", required=True)
     dd.add_argument("--mb", type=int, default=100)
     dd.add_argument("--nodes", required=True, help="the two nodes, e.g. n1,n2")
+    pc = sub.add_parser("paced")
+    pc.add_argument("--folder", required=True)
+    pc.add_argument("--grid", required=True, help="a JSON list of {steps, step_s}")
+    pc.add_argument("--qos", required=True)
+    pc.add_argument("--progress-dir", required=True)
     a = ap.parse_args(argv)
+    if a.cmd == "paced":
+        return _paced(a)
     if a.cmd == "ddp":
         from bench.jobfns_submitit import DdpRestartSubmitit
 
@@ -106,6 +116,24 @@ def main(argv: list[str]) -> int:
     t0 = time.time()
     job = ex.submit(TrainSubmitit(), a.steps, a.step_s, a.progress)
     print(json.dumps({"t0": t0, "job_id": str(job.job_id)}))
+    return 0
+
+
+def _paced(a: argparse.Namespace) -> int:
+    from bench.jobfns_submitit import PacedSubmitit
+
+    grid = json.loads(open(a.grid).read())
+    ex = _executor(
+        a.folder,
+        60,
+        slurm_job_name="crowd-submitit",
+        slurm_qos=a.qos,
+        slurm_gres="gpu:1",
+        slurm_array_parallelism=len(grid),
+    )
+    progress = [f"{a.progress_dir}/{i}.steps" for i in range(len(grid))]
+    jobs = ex.map_array(PacedSubmitit(), [g["steps"] for g in grid], [g["step_s"] for g in grid], progress)
+    print(json.dumps({"job_ids": sorted({j.job_id.split("_")[0] for j in jobs})}))
     return 0
 
 
