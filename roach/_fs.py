@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 
 @contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: int = 0o644) -> Iterator[BinaryIO]:
+def atomic_open(
+    path: str | os.PathLike[str], mode: int = 0o644, check: Callable[[], None] | None = None
+) -> Iterator[BinaryIO]:
     """A binary file that replaces ``path`` only once it is whole: readers see the old file or the new one.
 
-    Temp file in the same directory, fsync, chmod, rename, then fsync the directory. If the block raises
-    (or the process is killed), ``path`` is untouched and the temp file is removed (or left, named
-    ``.<name>.*.tmp``, for a killed process).
+    Temp file in the same directory, fsync, chmod, ``check()`` (it may raise to refuse the write), rename, then
+    fsync the directory. If the block or the check raises (or the process is killed), ``path`` is untouched and
+    the temp file is removed (or left, named ``.<name>.*.tmp``, for a killed process).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -26,6 +28,8 @@ def atomic_open(path: str | os.PathLike[str], mode: int = 0o644) -> Iterator[Bin
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
+        if check is not None:
+            check()
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -49,8 +53,10 @@ def _new_temp(path: Path) -> tuple[int, Path]:
     raise FileExistsError(f"no free temporary name beside {path}")
 
 
-def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644) -> Path:
+def atomic_write(
+    path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644, check: Callable[[], None] | None = None
+) -> Path:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_open`)."""
-    with atomic_open(path, mode) as f:
+    with atomic_open(path, mode, check) as f:
         f.write(data.encode() if isinstance(data, str) else data)
     return Path(path)

@@ -219,6 +219,17 @@ def test_the_credential_lifetime_and_memory_enforcement_reach_slurm_conf(tmp_pat
         LabConfig(state_dir=str(tmp_path / "c"), cred_expire=0)
 
 
+def test_the_slurmd_timeout_reaches_slurm_conf(tmp_path):
+    cfg = LabConfig(state_dir=str(tmp_path / "a"), slurmd_timeout=20)
+    render(cfg)
+    assert "\nSlurmdTimeout=20\n" in (cfg.etc / "slurm.conf").read_text()
+
+
+def test_a_slurmd_timeout_out_of_range_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="slurmd timeout 5 is out of range"):
+        LabConfig(state_dir=str(tmp_path), slurmd_timeout=5)
+
+
 def test_the_suites_labs_number_their_jobs_in_ranges_of_their_own(tmp_path):
     """Two labs' jobs of one id would start their ranks' rendezvous at one port (20000 + id % 20000)."""
     bases = [worker_port_base(n) for n in range(MAX_WORKERS)] + [private_port_base(s) for s in range(9)]

@@ -100,6 +100,13 @@ def lab() -> None:
     help='slurmd\'s Prolog script, run as root before each job on a node ("" for none). [default: none]',
 )
 @click.option(
+    "--slurmd-timeout",
+    type=int,
+    default=None,
+    help="Seconds slurmctld waits for a node's slurmd before it sets the node DOWN and requeues its jobs "
+    f"(Slurm's default: 300). {_default('slurmd_timeout')}",
+)
+@click.option(
     "--cred-expire",
     type=int,
     default=None,

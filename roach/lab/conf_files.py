@@ -41,6 +41,7 @@ def _values(cfg: LabConfig) -> dict[str, str]:
         "host": cfg.host,
         "munge_socket": str(cfg.munge_socket),
         "min_job_age": str(cfg.min_job_age),
+        "slurmd_timeout": str(cfg.slurmd_timeout),
         "max_array_size": str(cfg.max_array_size),
         "cred_expire": str(cfg.cred_expire),
         "max_job_count": str(cfg.max_job_count),

@@ -80,6 +80,9 @@ class LabConfig:
     low_grace_time: int = 20
     high_gpu_cap: int = 4
     prolog: str = ""  # slurmd's Prolog script ("" none); the fault suite sets a failing one
+    # Seconds slurmctld waits for a node's slurmd to answer before it sets the node DOWN (and requeues its jobs):
+    # Slurm's default 300; the fault suite sets a short one for a node cut off, and restores it.
+    slurmd_timeout: int = 300
     # Enforce jobs' memory through the cgroup v1 memory controller (task/cgroup, ConstrainRAMSpace), so a job over
     # its --mem ends OUT_OF_MEMORY as on a real cluster. Off by default: it needs a mounted, writable controller.
     memory_cgroup: bool = False
@@ -120,6 +123,11 @@ class LabConfig:
                 "node-local homes need the hosts layout", hint="use --hosts with --node-homes, or drop --node-homes"
             )
         self._check_size()
+        if not 10 <= self.slurmd_timeout <= 65533:
+            raise UsageError(
+                f"slurmd timeout {self.slurmd_timeout} is out of range",
+                hint="give seconds, 10-65533 (Slurm's default: 300)",
+            )
         if self.prolog and not os.path.isabs(self.prolog):
             raise UsageError(f"the Prolog {self.prolog!r} is not an absolute path", hint="give its full path")
 

@@ -147,6 +147,7 @@ LIVE = {
     "low_grace_time",
     "high_gpu_cap",
     "prolog",
+    "slurmd_timeout",
     "rest",
 }
 

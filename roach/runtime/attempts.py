@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from roach._fs import atomic_write
@@ -21,6 +22,7 @@ from roach.errors import ParseError
 from roach.model.job_state import JobState
 from roach.model.run_spec import RunSpec
 from roach.runtime.context import Run, RunInterrupted
+from roach.runtime.fence import EXIT_SUPERSEDED, Superseded
 
 EXIT_LEFT = 3  # the rank checkpointed (or could not) and left so the run comes back
 LAST_EXIT_DELAY_S = 2.0
@@ -45,8 +47,10 @@ def attempt_key(env: dict[str, str] | None = None) -> str:
     return f"{e.get('SLURM_JOB_ID', '0')}.{e.get('SLURM_RESTART_COUNT', '0') or '0'}.{step}"
 
 
-def mark_done(run_dir: Path, job_id: int, key: str) -> None:
-    atomic_write(done_marker(run_dir), f"completed by job {job_id} (attempt {key})\n")
+def mark_done(run_dir: Path, job_id: int, key: str, check: Callable[[str], None] | None = None) -> None:
+    """The done marker, naming the attempt that completed the run; ``check(what)`` may refuse the write."""
+    fenced = None if check is None else (lambda: check("the done marker"))
+    atomic_write(done_marker(run_dir), f"completed by job {job_id} (attempt {key})\n", check=fenced)
 
 
 def completed_before(run_dir: Path, key: str) -> str | None:
@@ -208,6 +212,11 @@ def leave(run: Run, stop: RunInterrupted, spec: RunSpec) -> int:
     restart = os.environ.get("SLURM_RESTART_COUNT", "0") or "0"
     holder = os.environ.get("ROACH_INSIDE_HOLDER")  # a step of a holder (submit(inside=...)): never requeue it
     if run.is_main:
+        try:  # a later attempt holds the run: this one neither requeues the job nor writes its counts
+            run.check_fence("a requeue or its counts")
+        except Superseded as gone:
+            run.log("%s", gone.line(run.run_id, stop.step))
+            return EXIT_SUPERSEDED
         saved = "checkpointed" if stop.checkpointed else "no checkpoint"
         name = sig.name.removeprefix("SIG")
         if holder:

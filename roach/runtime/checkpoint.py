@@ -14,6 +14,7 @@ import os
 import pickle
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,9 @@ def _torch():
     return torch
 
 
-def save(path: Path, obj: Any) -> None:
-    with atomic_open(path) as f:
+def save(path: Path, obj: Any, check: Callable[[], None] | None = None) -> None:
+    """Write ``obj`` to ``path`` atomically; ``check()`` runs just before the rename and may refuse the write."""
+    with atomic_open(path, check=check) as f:
         torch = _torch()
         if torch is not None:
             torch.save(obj, f)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from roach.runtime import checkpoint as ckpt
+from roach.runtime.fence import Fence
 from roach.runtime.signals import SignalHandler
 
 
@@ -61,6 +62,7 @@ class Run:
     log_every: int | None = None  # progress line every N steps (default: about 20 lines per run)
     signals: SignalHandler | None = field(default=None, repr=False)
     prefetch: ckpt.Prefetch | None = field(default=None, repr=False)  # resume.pt, read since the rank started
+    fence: Fence | None = field(default=None, repr=False)  # this attempt's claim on the run (rank 0's writes)
     logger: logging.Logger = field(default=None, repr=False)  # type: ignore[assignment]
     step: int = 0  # the step in flight (or the next one, between steps)
     start_step: int = 0  # where this attempt starts: 0, or the step resume.pt recorded
@@ -147,6 +149,7 @@ class Run:
                     "roach": {"next_step": nxt, "run_id": self.run_id, "job_id": self.job_id, "time": time.time()},
                     "state": state,
                 },
+                check=lambda: self.check_fence(f"the checkpoint of step {nxt}"),
             )
             sig = self.stop_signal
             why = f" after caught_signal {sig.name.removeprefix('SIG')}" if sig else ""
@@ -176,10 +179,16 @@ class Run:
                 if rearmed and self.is_main:
                     self.log("re-armed %s (another handler had replaced roach's)", ",".join(s.name for s in rearmed))
             if self.is_main and (step - begin) % every == 0:  # "step N" in every line: N steps are done
+                self.check_fence(f"the progress line of step {step}")
                 self.log("step %d%s", step, f"/{stop}" if stop is not None else "")
             yield step
         # A signal during the last step does not stop a run that has finished: it just ends.
         self.step = stop if stop is not None else self.step
+
+    def check_fence(self, what: str) -> None:
+        """Raise :class:`~roach.runtime.fence.Superseded` when a later attempt took the run over (rank 0)."""
+        if self.fence is not None:
+            self.fence.check(what)
 
     # -- models --------------------------------------------------------------------------------------
     def ddp(self, model: Any, **kwargs: Any) -> Any:

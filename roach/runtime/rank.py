@@ -19,6 +19,7 @@ import socket
 import stat
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from roach.model.run_spec import RunSpec, SpecError
 from roach.runtime import attempts, rendezvous
 from roach.runtime import checkpoint as ckpt
 from roach.runtime.context import Run, RunInterrupted
+from roach.runtime.fence import EXIT_SUPERSEDED, Fence, Superseded
 from roach.runtime.signals import SignalHandler
 
 
@@ -100,11 +102,17 @@ def wants_run(fn) -> bool:
     )
 
 
-def write_result(run_dir: Path, value: Any) -> Path:
+def write_result(run_dir: Path, value: Any, check: Callable[[str], None] | None = None) -> Path:
+    """``result.json`` (``result.pkl`` for what JSON cannot hold); ``check(what)`` may refuse the write."""
     try:
-        return atomic_write(run_dir / "result.json", json.dumps(value) + "\n")
+        text = json.dumps(value) + "\n"
     except (TypeError, ValueError):
-        return atomic_write(run_dir / "result.pkl", pickle.dumps(value))
+        return atomic_write(run_dir / "result.pkl", pickle.dumps(value), check=_named(check, "result.pkl"))
+    return atomic_write(run_dir / "result.json", text, check=_named(check, "result.json"))
+
+
+def _named(check: Callable[[str], None] | None, what: str) -> Callable[[], None] | None:
+    return None if check is None else lambda: check(what)
 
 
 def _take_port(run: Run, attempt: str) -> None:
@@ -161,6 +169,9 @@ def main(argv: list[str]) -> int:
                 done,
             )
         return 0
+    if rank == 0:  # this attempt is the run's current one from here: an older one still running writes nothing more
+        run.fence = Fence(run_dir, attempt)
+        run.fence.claim(run.job_id, run.node)
     # A resumed rank reads its checkpoint in a thread of its own, from when this thread has imported the function on,
     # while the function forms its process group: run.resume() finds it read.
     run.prefetch = ckpt.Prefetch.start(run.resume_path)
@@ -198,6 +209,9 @@ def main(argv: list[str]) -> int:
         result = fn(run, **spec.args) if wants_run(fn) else fn(**spec.args)
     except RunInterrupted as stop:
         return attempts.leave(run, stop, spec)
+    except Superseded as gone:
+        run.log("%s", gone.line(spec.run_id, run.step))
+        return EXIT_SUPERSEDED
     except rendezvous.RendezvousError as exc:
         print(f"roach rank {rank}: {exc}", file=sys.stderr, flush=True)
         return 1
@@ -210,8 +224,12 @@ def main(argv: list[str]) -> int:
             print(f"roach rank {rank}: {spec.target} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             return 1
     if rank == 0:
-        path = write_result(run_dir, result)
-        attempts.mark_done(run_dir, run.job_id, attempt)
+        try:
+            path = write_result(run_dir, result, run.check_fence)
+            attempts.mark_done(run_dir, run.job_id, attempt, run.check_fence)
+        except Superseded as gone:
+            run.log("%s", gone.line(spec.run_id, run.step))
+            return EXIT_SUPERSEDED
         run.log("finished; result in %s", path)
     return 0
 

@@ -34,15 +34,17 @@ def read_ledger(run_dir: str | Path) -> list[dict]:
 
 
 def attempts_by_rank(records: list[dict]) -> dict[int, list[Attempt]]:
-    """Each rank's attempts in the order they ran (a rank's records are in its own order in the file)."""
+    """Each rank's attempts in the order they started. A step record belongs to its attempt's start, which may not
+    be the last one: an attempt cut off from Slurm goes on stepping after the next one started."""
     out: dict[int, list[list]] = {}
     for r in records:
         rank = out.setdefault(r["rank"], [])
         if "start" in r:
             rank.append([r["attempt"], r["start"], []])
         else:
-            assert rank and rank[-1][0] == r["attempt"], f"step record outside its attempt's start: {r}"
-            rank[-1][2].append(r["step"])
+            mine = [a for a in rank if a[0] == r["attempt"]]
+            assert mine, f"step record outside its attempt's start: {r}"
+            mine[-1][2].append(r["step"])
     return {k: [Attempt(a, s, tuple(st)) for a, s, st in v] for k, v in sorted(out.items())}
 
 
