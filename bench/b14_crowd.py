@@ -395,6 +395,14 @@ def _plot(out: dict[str, dict], lab: Lab) -> str | None:
     return "crowd.png"
 
 
-def _empty_queue(lab: Lab, timeout: float = 180) -> None:
-    """The lab's queue empty, every user's (between methods: each starts on the same empty cluster)."""
-    wait_for("the lab's queue to empty", lambda: not lab.root_client().run(["squeue", "-h"]).stdout.strip(), timeout, 2)
+def _empty_queue(lab: Lab, timeout: float = 900) -> None:
+    """The lab's queue empty, every user's (between methods: each starts on the same empty cluster). A load of
+    thousands of jobs takes minutes to cancel on a busy 2-core machine; the error names what is left."""
+    root = lab.root_client()
+    wait_for(
+        "the lab's queue to empty",
+        lambda: not root.run(["squeue", "-h"]).stdout.strip(),
+        timeout,
+        5,
+        explain=lambda: root.run(["squeue", "-h", "-o", "%i %u %T %r"]).stdout[:1500],
+    )

@@ -115,15 +115,17 @@ def read_events(path: Path) -> list[dict]:
         return []
 
 
-def wait_for(what: str, check, timeout: float, every: float = 0.25):
-    """``check()``'s first true answer, asked every ``every`` seconds; a :class:`BenchError` after ``timeout``."""
+def wait_for(what: str, check, timeout: float, every: float = 0.25, explain=None):
+    """``check()``'s first true answer, asked every ``every`` seconds; a :class:`BenchError` after ``timeout``, with
+    what ``explain()`` says of the state then."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = check()
         if got:
             return got
         time.sleep(every)
-    raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
+    said = f":\n{explain()}" if explain is not None else ""
+    raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}{said}")
 
 
 def ensure_bench_user(lab: Lab, log=print) -> None:
