@@ -10,7 +10,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from roach.cli.app import cli
 from roach.errors import LabError, UsageError
 from roach.lab import lab as lablib
 from roach.lab import packages as lab_packages
@@ -228,6 +230,22 @@ def test_the_slurmd_timeout_reaches_slurm_conf(tmp_path):
 def test_a_slurmd_timeout_out_of_range_is_refused(tmp_path):
     with pytest.raises(UsageError, match="slurmd timeout 5 is out of range"):
         LabConfig(state_dir=str(tmp_path), slurmd_timeout=5)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="`roach lab reboot` needs root")
+def test_rebooting_a_node_the_lab_lacks_is_refused_with_its_nodes(tmp_path):
+    LabConfig(state_dir=str(tmp_path), nodes=2).save()
+    res = CliRunner().invoke(cli, ["lab", "reboot", "n9", "--state-dir", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "the lab has no node 'n9'" in res.output and "its nodes: n1, n2" in res.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="`roach lab reboot` needs root")
+def test_rebooting_a_node_of_the_single_host_lab_is_refused(tmp_path):
+    LabConfig(state_dir=str(tmp_path), layout="single-host").save()
+    res = CliRunner().invoke(cli, ["lab", "reboot", "n1", "--state-dir", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "cannot be rebooted alone" in res.output
 
 
 def test_the_suites_labs_number_their_jobs_in_ranges_of_their_own(tmp_path):

@@ -27,9 +27,11 @@ from roach.scheduler.capabilities import RateLimit
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.mock_transport import MockTransport
 from roach.scheduler.parse import RS, US
+from roach.scheduler.parse_control import parse_dead_nodes
 from roach.scheduler.transport import LocalTransport
 from roach.slurm.clusters.lab import GPU1, LAB
 from roach.watch.logs import INTEREST, StallRule, parse_look, read_facts
+from roach.watch.stalls import OnStall
 from roach.watch.watcher import Watcher
 from tests.conftest import slack, wait_until
 from tests.support.cli import roach
@@ -405,6 +407,170 @@ def test_stalled_when_the_log_stops_longer_than_its_usual_gap(fake, store, clock
     assert not only(w.round(), EventKind.STALLED)  # said once per stall
 
 
+def _stalling(fake, store, clock, key: int, lines: list[str], **kw) -> Watcher:
+    """A watcher of run ``key`` whose log has ``lines`` and then stops moving: its next round finds it stalled."""
+    store.add(record(key))
+    log = f"/logs/run{key}_{key}.out"
+    fake.queue = [sq(key)]
+    fake.logs[log] = FakeLog(100, T0, lines)
+    fake.remote_now = T0
+    w = watcher(fake, store, clock, stall=StallRule(factor=3, min_s=5), **kw)
+    w.round()
+    fake.logs[log] = FakeLog(120, T0 + 2, [*lines, "0: 2027-01-15T07:59:20Z roach rank 0: step 10/100"])
+    fake.remote_now = T0 + 3
+    clock.tick(3)
+    w.round()
+    fake.remote_now = T0 + 9  # silent 7 s: over the limit, max(3 x 2 s, 5 s)
+    clock.tick(3)
+    return w
+
+
+STEPS_LINES = [f"0: 2027-01-15T07:59:{s:02d}Z roach rank 0: step {s // 2}/100" for s in range(0, 20, 2)]
+CHECKPOINTED = [*STEPS_LINES, "0: 2027-01-15T07:59:18Z roach rank 0: checkpoint at step 8: /runs/run82/resume.pt"]
+
+
+def requeues(fake) -> list[list[str]]:
+    return [c for c in fake.calls if c[:2] == ["scontrol", "requeue"]]
+
+
+def test_on_stall_requeue_requeues_a_stalled_run_that_checkpoints_once(fake, store, clock):
+    w = _stalling(fake, store, clock, 82, CHECKPOINTED, on_stall=OnStall.REQUEUE)
+    said = w.round()
+    assert kinds(said) == ["stalled", "stall_requeued"]
+    assert requeues(fake) == [["scontrol", "requeue", "82"]]
+    assert said[1].data["checkpoint_step"] == 8
+    assert "resumes from its last checkpoint, step 8" in said[1].message
+    fake.remote_now = T0 + 30
+    clock.tick(3)
+    assert kinds(w.round()) == []  # the same stall: said and requeued once
+    assert len(requeues(fake)) == 1
+
+
+def test_on_stall_requeue_marks_the_run_first_so_its_rank_0_counts_no_preemption(fake, store, clock):
+    w = _stalling(fake, store, clock, 82, CHECKPOINTED, on_stall=OnStall.REQUEUE)
+    w.round()
+    assert list(fake.written) == ["/runs/run82/.roach/requeued-by-watch.0"]
+
+
+def test_on_stall_say_requeues_nothing(fake, store, clock):
+    w = _stalling(fake, store, clock, 82, CHECKPOINTED, on_stall=OnStall.SAY)
+    assert kinds(w.round()) == ["stalled"]
+    assert requeues(fake) == []
+
+
+def test_on_stall_requeue_leaves_a_run_without_a_checkpoint_and_says_why(fake, store, clock):
+    w = _stalling(fake, store, clock, 83, STEPS_LINES, on_stall=OnStall.REQUEUE)
+    (stalled,) = only(w.round(), EventKind.STALLED)
+    assert requeues(fake) == []
+    assert "not requeued: its log shows no checkpoint to resume from" in stalled.message
+
+
+def test_on_stall_requeue_never_touches_a_job_not_in_the_store(fake, store, clock):
+    w = _stalling(fake, store, clock, 84, CHECKPOINTED, on_stall=OnStall.REQUEUE)
+    store.delete("lab", 84)  # watched until now, and no longer a run of the store (cleaned up meanwhile)
+    (stalled,) = only(w.round(), EventKind.STALLED)
+    assert requeues(fake) == []
+    assert "not requeued: not a run of roach's store" in stalled.message
+
+
+def test_a_run_that_stalls_again_before_a_new_checkpoint_is_not_requeued_again(fake, store, clock):
+    w = _stalling(fake, store, clock, 85, CHECKPOINTED, on_stall=OnStall.REQUEUE)
+    w.round()
+    log = "/logs/run85_85.out"
+    again = [
+        *CHECKPOINTED,
+        "0: 2027-01-15T08:00:30Z roach rank 0: resumed at step 8",
+        "0: 2027-01-15T08:00:30Z roach rank 0: step 8/100",
+    ]
+    fake.logs[log] = FakeLog(200, T0 + 40, again)  # the next attempt moved the log, then stopped again
+    fake.remote_now = T0 + 41
+    clock.tick(3)
+    w.round()
+    fake.remote_now = T0 + 300  # over 3 x the 70 s gap the requeue put between its progress lines
+    clock.tick(3)
+    (stalled,) = only(w.round(), EventKind.STALLED)
+    assert len(requeues(fake)) == 1
+    assert "stalled again before a checkpoint past step 8" in stalled.message
+
+
+def test_a_stalled_attempt_that_has_not_stepped_yet_is_not_requeued(fake, store, clock):
+    store.add(record(90))
+    log = "/logs/run90_90.out"
+    fake.queue = [sq(90)]
+    fake.logs[log] = FakeLog(100, T0, CHECKPOINTED)
+    w = watcher(fake, store, clock, stall=StallRule(factor=3, min_s=5), on_stall=OnStall.REQUEUE)
+    w.round()
+    starting = ["roach: attempt 2 of run run90: job 90 on n1 (restart count 1) at 2027-01-15T07:59:20Z"]
+    fake.logs[log] = FakeLog(150, T0 + 2, [*CHECKPOINTED, *starting])  # a new attempt: imports, rendezvous, ...
+    fake.remote_now = T0 + 3
+    clock.tick(3)
+    w.round()
+    fake.remote_now = T0 + 9
+    clock.tick(3)
+    (stalled,) = only(w.round(), EventKind.STALLED)
+    assert requeues(fake) == []
+    assert "not requeued: its current attempt has not logged a step yet" in stalled.message
+
+
+def test_a_refused_requeue_is_said_with_slurms_error(fake, store, clock):
+    fake.requeue_refused = data("scontrol_requeue_lab_22.05_invalid_id.stderr.txt")
+    w = _stalling(fake, store, clock, 86, CHECKPOINTED, on_stall=OnStall.REQUEUE)
+    (failed,) = only(w.round(), EventKind.STALL_REQUEUE_FAILED)
+    assert "Invalid job id specified" in failed.data["error"]
+
+
+def test_on_stall_takes_say_or_requeue_and_refuses_anything_else():
+    r = roach("watch", "--cluster", "lab", "--on-stall", "kill")
+    assert r.exit_code == 2
+    assert "'kill' is not one of 'say', 'requeue'" in r.output
+
+
+def test_sinfo_dead_lists_each_node_marked_not_responding():
+    assert parse_dead_nodes(data("sinfo_dead_lab_22.05_mixed.txt")) == ["n2"]  # a running job's node: mixed*
+    assert parse_dead_nodes(data("sinfo_dead_lab_22.05_idle.txt")) == ["n2"]
+
+
+def test_a_node_whose_state_has_no_star_is_not_read_as_not_responding():
+    # every node's line in the same format (sinfo without --dead): n1 idle, n2 idle*
+    assert parse_dead_nodes(data("sinfo_nodes_state_lab_22.05_one_not_responding.txt")) == ["n2"]
+
+
+def test_a_running_jobs_node_that_stops_responding_is_said_once(fake, store, clock):
+    store.add(record(87))
+    store.add(record(88))
+    fake.queue = [sq(87, nodelist="n[1-2]"), sq(88, nodelist="n1")]
+    fake.dead = data("sinfo_dead_lab_22.05_mixed.txt")
+    w = watcher(fake, store, clock)
+    said = only(w.round(), EventKind.NODE_NOT_RESPONDING)
+    assert [e.job_id for e in said] == ["87"]
+    assert said[0].data["not_responding"] == ["n2"]
+    assert "runs on n2, which Slurm marks not responding" in said[0].message
+    clock.tick(60)
+    assert not only(w.round(), EventKind.NODE_NOT_RESPONDING)
+
+
+def dead_looks(fake) -> int:
+    return sum(1 for c in fake.calls if c[:2] == ["sinfo", "--dead"])
+
+
+def test_the_nodes_are_asked_only_while_a_watched_job_runs_and_once_a_minute(fake, store, clock):
+    store.add(record(89))
+    fake.queue = [sq(89, "PENDING", reason="Priority")]
+    w = watcher(fake, store, clock)
+    w.round()
+    assert dead_looks(fake) == 0
+    fake.queue = [sq(89)]
+    clock.tick(10)
+    w.round()
+    assert dead_looks(fake) == 1
+    clock.tick(10)
+    w.round()
+    assert dead_looks(fake) == 1
+    clock.tick(60)
+    w.round()
+    assert dead_looks(fake) == 2
+
+
 def test_resumed_and_from_the_top_lines_from_the_log(fake, store, clock):
     store.add(record(91))
     log = "/logs/run91_91.out"
@@ -501,8 +667,9 @@ def test_call_count_per_round_is_constant_in_the_number_of_jobs(store, clock):
                 per.append(len(fake.calls) - before)
         return per
 
-    # squeue + one look at every log (+ one sacct, and one command writing every ended job's job.json)
-    assert count(6) == count(300) == [2, 2, 4]
+    # squeue + one look at every log (+ one sacct, and one command writing every ended job's job.json); the first
+    # round also asks which nodes do not respond, which the next asks again only after nodes_every_s
+    assert count(6) == count(300) == [3, 2, 4]
 
 
 def test_disk_threshold_lines_on_crossing_and_back(fake, store, clock):

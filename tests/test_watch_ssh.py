@@ -54,9 +54,11 @@ def test_watch_rounds_over_ssh_are_a_fixed_few_remote_commands_on_one_connection
     said = [k for _, ks in rounds for k in ks]
     assert said.count("started") == 1 and said.count("finished") == 1 and said[-1] == "queue_empty", rounds
     assert sshd.accepted_connections() <= connections + 1  # every round on the one shared connection
-    # a round is one squeue, and one look at the running run's log; the round that sees it end adds one sacct
-    # and one command writing its job.json
-    assert all(n <= 2 for n, ks in rounds if "finished" not in ks), rounds
+    # a round is one squeue, and one look at the running run's log; at most once a minute while a job runs, one
+    # sinfo for the nodes not responding; the round that sees it end adds one sacct and one command writing its
+    # job.json
+    assert all(n <= 3 for n, ks in rounds if "finished" not in ks), rounds
+    assert sum(n == 3 for n, ks in rounds if "finished" not in ks) <= 1 + len(rounds) // 60, rounds
     assert [n for n, ks in rounds if "finished" in ks] == [4], rounds
     assert any(n == 2 for n, ks in rounds if "finished" not in ks), rounds  # the look ran while it ran
     rec = store.get("lab", job.job_id)

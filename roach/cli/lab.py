@@ -19,6 +19,7 @@ from roach.cli.lab_load import load as load_group
 from roach.errors import LabError, RoachError
 from roach.lab import overview as labstatus
 from roach.lab.config import MAX_GPUS_PER_NODE, MAX_NODES
+from roach.lab.reboot import reboot as reboot_node
 from roach.lab.release_root import ReleaseLab, SlurmRelease
 
 slurm_option = click.option(
@@ -181,6 +182,15 @@ def down(state_dir: str | None, slurm: str, root: str | None) -> None:
         _release_lab(slurm, state_dir, root).down(click.echo)
         return
     lablib.down(state_dir, log=click.echo)
+
+
+@lab.command()
+@state_dir_option
+@click.argument("node")
+def reboot(state_dir: str | None, node: str) -> None:
+    """Reboot NODE of the hosts lab (as root): kill every process of it at once, empty its /tmp, and start its
+    daemons again with a boot clock of 0, so Slurm ends (and requeues) the jobs it had there, as after a reboot."""
+    reboot_node(state_dir, node, log=click.echo)
 
 
 @lab.command(context_settings={"ignore_unknown_options": True})

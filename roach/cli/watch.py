@@ -33,6 +33,7 @@ from roach.scheduler.parse import QueueRecord
 from roach.watch.logs import StallRule
 from roach.watch.serve import LINGER_S, serve
 from roach.watch.shared import Viewer, follow
+from roach.watch.stalls import OnStall
 from roach.watch.watcher import Watcher
 
 EXEC_TIMEOUT_S = 60.0
@@ -178,6 +179,14 @@ def check_job_ids(job_ids: tuple[str, ...]) -> None:
 )
 @stall_after_option
 @click.option(
+    "--on-stall",
+    type=click.Choice([o.value for o in OnStall]),
+    default=OnStall.SAY.value,
+    show_default=True,
+    help="What to do with a stalled run: `say` it, or also `requeue` it (`scontrol requeue`) when it is a run of "
+    "roach's store whose log shows a checkpoint: it resumes from there, once per stall.",
+)
+@click.option(
     "--once",
     is_flag=True,
     help="One look, then exit: a round where no other viewer polls, else the poller's last round.",
@@ -218,6 +227,7 @@ def watch(
     repo_root: str,
     probe_window: float | None,
     stall_after: float,
+    on_stall: str,
     once: bool,
     since: int | None,
     serve_: bool,
@@ -239,8 +249,11 @@ def watch(
     check_job_ids(job_ids)
     if since is not None and not once:
         raise click.BadParameter("needs --once", param_hint="--since")
-    if serve_ and (once or as_json or exec_cmd or rebalance):
-        raise UsageError("--serve prints nothing and moves nothing", hint="drop --once, --json, --exec and --rebalance")
+    acting = OnStall(on_stall)
+    if serve_ and (once or as_json or exec_cmd or rebalance or acting is not OnStall.SAY):
+        raise UsageError(
+            "--serve prints nothing and moves nothing", hint="drop --once, --json, --exec, --rebalance and --on-stall"
+        )
     with Store() as store:
         name = cluster or (pick_cluster(None, store) if not job_ids else None)
         if name is None:
@@ -263,10 +276,12 @@ def watch(
             rebalance=rebalance,
             promoter=promoter if rebalance else None,
             stall=StallRule(min_s=stall_after),
+            on_stall=acting,
             probe_window_s=probe_window,
             rate_limit=None if once else rate_limit_of(w_client),
         )
-        rank = Rank.SERVER if serve_ else Rank.REBALANCE if rebalance else Rank.WATCH
+        # a watch whose rounds act (promote, requeue) takes the rounds from one that only says
+        rank = Rank.SERVER if serve_ else Rank.REBALANCE if rebalance or acting is OnStall.REQUEUE else Rank.WATCH
         try:
             with Viewer(w, rank=rank) as viewer:  # the poller if none runs, else a reader of its rounds
                 if serve_:

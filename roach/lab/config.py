@@ -202,6 +202,10 @@ class LabConfig:
         """Where ``node``'s /tmp lies on this machine in the hosts layout (its own, as a site's nodes have)."""
         return self.state / "nodes" / node / "tmp"
 
+    def node_booted(self, node: str) -> Path:
+        """The file holding when ``node`` was last rebooted (`roach lab reboot`), epoch seconds; none until then."""
+        return self.state / "nodes" / node / "booted"
+
     def munge_binding(self, host: str) -> tuple[Path, Path]:
         """``host``'s own munge directory and the lab's socket directory it is bound over on that host."""
         return self.state / "nodes" / host / "munge", self.munge_socket.parent

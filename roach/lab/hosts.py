@@ -17,6 +17,7 @@ import ipaddress
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,7 @@ class Fabric:
         argv: tuple[str, ...],
         home: tuple[Path, str] | None = None,
         munge: tuple[Path, Path] | None = None,
+        booted_at: float | None = None,
     ) -> tuple[str, ...]:
         """``argv`` as run on ``node``: in its network namespace, and in a host-name and mount namespace of its own
         with ``etc``'s hosts and resolv.conf as /etc's and ``tmp`` as its node-local /tmp (every other mount is
@@ -112,6 +114,9 @@ class Fabric:
         ``home`` (node-local, user's): the node's own directory over the user's home, its ``scratch`` the
         machine's ``<home>/scratch``, the one store every node shares. ``munge`` (the host's directory, the lab's
         socket directory): the host's own munged socket where the lab's is, as each host of a site runs its own.
+
+        ``booted_at`` (epoch seconds): the host was rebooted then, as its uptime says (a time namespace whose boot clock
+        starts at that moment: slurmd tells slurmctld its boot time from it).
 
         nsenter, not ``ip netns exec``, which mounts a /sys of its own, without the cgroup file system slurmd reads."""
         script = (
@@ -124,7 +129,7 @@ class Fabric:
         homes = (str(home[0]), home[1]) if home else ("", "")
         mungeds = (str(munge[0]), str(munge[1])) if munge else ("", "")
         netns = f"--net=/run/netns/{self.netns(node)}"
-        unshare = ("unshare", "--uts", "--mount", "--propagation", "slave", "--")
+        unshare = ("unshare", "--uts", "--mount", "--propagation", "slave", *_boot_clock(booted_at), "--")
         return ("nsenter", netns, "--", *unshare, "sh", "-c", script, node, str(etc), str(tmp), *homes, *mungeds, *argv)
 
     # -- making and removing -----------------------------------------------------------------------------
@@ -269,3 +274,12 @@ def can_make_namespaces() -> str | None:
     except OSError as e:
         return f"cannot take {_LOCK}: {e.strerror}"
     return None
+
+
+def _boot_clock(booted_at: float | None) -> tuple[str, ...]:
+    """unshare's options for a boot clock that reads 0 at ``booted_at`` (none where the host was never rebooted)."""
+    if booted_at is None:
+        return ()
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    since = max(time.time() - booted_at, 0.0)
+    return ("--time", "--boottime", str(-int(max(uptime - since, 0.0))))

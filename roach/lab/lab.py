@@ -93,7 +93,9 @@ def _proxy(cfg: LabConfig, fabric: Fabric) -> Daemon:
 def _on_host(cfg: LabConfig, fabric: Fabric, host: str, d: Daemon, home: tuple[Path, str] | None = None) -> Daemon:
     """``d`` run on ``host``, with that host's munged: in its network namespace its ports are its own, so nothing
     on this machine can hold them."""
-    argv = fabric.run_on(host, cfg.etc, cfg.node_tmp(host), d.argv, home, cfg.munge_binding(host))
+    booted = cfg.node_booted(host)
+    booted_at = float(booted.read_text()) if booted.exists() else None
+    argv = fabric.run_on(host, cfg.etc, cfg.node_tmp(host), d.argv, home, cfg.munge_binding(host), booted_at)
     return replace(d, argv=argv, ports=(), program=d.argv[0])
 
 

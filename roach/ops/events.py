@@ -27,6 +27,8 @@ class EventKind(enum.Enum):
     RESUMED = "resumed"  # a new attempt's log says "resumed at step N"
     FROM_THE_TOP = "from_the_top"  # a new attempt of a run that had progress started from step 0
     STALLED = "stalled"  # the log has not moved for longer than the run's usual gap
+    STALL_REQUEUED = "stall_requeued"  # --on-stall requeue requeued a stalled run to resume from its checkpoint
+    STALL_REQUEUE_FAILED = "stall_requeue_failed"  # --on-stall requeue tried and scontrol refused
     NEVER_STARTS = "never_starts"  # pending on a reason that will not clear as it is
     PENDING = "pending"  # pending: when it will likely start (first seen pending, and when that moves)
     PROMOTION = "promotion"  # a tier has room while a job of the user's pends lower: a move to make now
@@ -38,6 +40,7 @@ class EventKind(enum.Enum):
     DISK = "disk"  # a log directory's size or its file system's free space crossed a threshold
     OUTAGE = "outage"  # slurmctld / slurmdbd / the connection is unreachable (said once)
     RECOVERED = "recovered"  # reachable again
+    NODE_NOT_RESPONDING = "node_not_responding"  # a running job's node stopped answering Slurm (sinfo's `*`)
     HEARTBEAT = "heartbeat"  # every heartbeat interval, whatever happened: the tier table in every line
     QUEUE_EMPTY = "queue_empty"  # every watched job has ended: the watch exits
 

@@ -70,6 +70,12 @@ def left_marker(run_dir: Path, job_id: str, restart: str) -> Path:
     return state_dir(run_dir) / f"left.{job_id}.{restart}"
 
 
+def stall_marker(run_dir: Path | str, restart: str | int) -> str:
+    """Written by `roach watch --on-stall requeue` just before it requeues attempt ``restart`` (Slurm's restart count)
+    of the run: that attempt's rank 0 then counts the requeue as the watch's, not as a preemption."""
+    return f"{run_dir}/.roach/requeued-by-watch.{restart}"
+
+
 def _counts_path(run_dir: Path) -> Path:
     return state_dir(run_dir) / "requeues.json"
 
@@ -146,6 +152,7 @@ def requeued_by_slurm(fields: dict[str, str], restart: str) -> bool:
 # in tests/data/ledger_sacct_XD_lab_22.05_sweep_preempted.txt), as an admin's `scontrol requeue` is.
 _NODE_FAIL = ("node_fail", "node failure", "node failure")
 _PREEMPTED = ("preempted", "preempted", "preemption")
+_STALLED = ("stalled", "requeued by roach watch after its log stalled", "stall requeue")
 
 
 def cause_words(cause: JobState | None) -> tuple[str, str, str]:
@@ -233,9 +240,12 @@ def leave(run: Run, stop: RunInterrupted, spec: RunSpec) -> int:
             if marker := os.environ.get("ROACH_LEFT_MARKER"):
                 atomic_write(Path(marker), f"{name} at step {stop.step} ({saved}) inside holder {holder}\n")
         elif requeued_by_slurm(fields := settled_fields(job, restart, sig), restart):
-            # A preemption Slurm requeued at once (or an admin's requeue), or a node failure: each counted apart.
-            cause = requeue_cause(job, restart)
-            kind, said, counted = cause_words(cause)
+            # A preemption Slurm requeued at once (or an admin's requeue), or a node failure, or the watch's requeue
+            # of a stalled run: each counted apart.
+            if os.path.exists(stall_marker(run.run_dir, restart)):
+                kind, said, counted = _STALLED
+            else:
+                kind, said, counted = cause_words(requeue_cause(job, restart))
             n = _bump(run.run_dir, kind)
             run.log(
                 "%s at step %d (%s, %s): Slurm requeued job %s already (restart count %s; %s %d)",

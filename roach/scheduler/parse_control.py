@@ -68,6 +68,27 @@ def sinfo_format() -> str:
     return ",".join(f"{f}:{US}" for f in SINFO_FIELDS[:-1]) + f",{SINFO_FIELDS[-1]}:{RS}"
 
 
+DEAD_FIELDS = ("NodeList", "StateLong")
+
+
+def dead_argv() -> list[str]:
+    """``sinfo --dead``: the nodes slurmctld marks not responding now (``idle*``), each node's name and state in
+    roach's separators. ``--dead`` is in sinfo's manual from 19.05 to 25.05; 22.05 refuses ``-t NOT_RESPONDING``."""
+    return ["sinfo", "--dead", "--Node", "--noheader", "-O", f"{DEAD_FIELDS[0]}:{US},{DEAD_FIELDS[1]}:{RS}"]
+
+
+def parse_dead_nodes(text: str) -> list[str]:
+    """What :func:`dead_argv` prints: the nodes slurmctld marks not responding (a ``*`` after the state: ``idle*``,
+    ``mixed*``, ``down*``), each once (a node of several partitions has a line in each), in Slurm's order. A line
+    whose state has no ``*`` is left out."""
+    out: list[str] = []
+    for f in records(text, len(DEAD_FIELDS), RS, "sinfo --dead"):
+        name, state = (x.strip() for x in f)
+        if "*" in state and name not in out:
+            out.append(name)
+    return out
+
+
 def parse_sinfo_nodes(text: str) -> list[NodeRecord]:
     """``sinfo -N -h -O <sinfo_format()>``: one record per node and partition, merged per node."""
     by_node: dict[str, NodeRecord] = {}

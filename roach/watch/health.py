@@ -1,4 +1,5 @@
-"""The watch's status lines: outages and recoveries (said once each), disk thresholds, and the heartbeat.
+"""The watch's status lines: outages and recoveries (said once each), disk thresholds, nodes not responding
+under running jobs, and the heartbeat.
 
 Pure: each function reads and updates the saved ``meta`` of the watch and returns the events to say. The
 watcher (:mod:`roach.watch.watcher`) decides when to call them and gathers what they need from Slurm.
@@ -10,7 +11,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from roach.ops.events import Event, EventKind, TierRow, human_bytes, human_seconds
-from roach.watch.jobs import JobWatch
+from roach.scheduler.parse import QueueRecord
+from roach.scheduler.rest_site import hostnames
+from roach.watch.jobs import Ctx, JobWatch
 from roach.watch.logs import DiskLook
 
 
@@ -97,6 +100,34 @@ def disk_events(
         flags[d] = {"over": over, "low": low}
     meta["disk"] = flags
     meta["disk_summary"] = {d: [x.used, x.fs_free, x.fs_size] for d, x in disks.items()}
+    return events
+
+
+def node_events(
+    views: Mapping[str, JobWatch], running: Mapping[str, QueueRecord], dead: set[str], ctx: Ctx
+) -> list[Event]:
+    """A line for each running job (``running``: its queue record by key) with a node in ``dead``, the nodes
+    Slurm marks not responding; each job and node is said once (in the view's ``reported``)."""
+    events = []
+    for key, q in running.items():
+        w = views[key]
+        new = [n for n in hostnames(q.nodelist) if n in dead and f"not_responding:{n}" not in w.reported]
+        if not new:
+            continue
+        w.reported += [f"not_responding:{n}" for n in new]
+        which = ", ".join(new)
+        events.append(
+            ctx.event(
+                EventKind.NODE_NOT_RESPONDING,
+                w,
+                f"{w.label()} runs on {which}, which Slurm marks not responding: unless "
+                f"{'it answers' if len(new) == 1 else 'they answer'} again, Slurm sets "
+                f"{'it' if len(new) == 1 else 'them'} DOWN after SlurmdTimeout and the job fails (or, with "
+                "--requeue, goes back to the queue and resumes from its checkpoint)",
+                nodes=q.nodelist,
+                not_responding=new,
+            )
+        )
     return events
 
 

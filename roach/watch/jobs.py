@@ -73,6 +73,8 @@ class JobWatch:
     last_checkpoint: int | None = None  # the step its log last said it checkpointed at
     attempt: int | None = None
     stalled: bool = False
+    stall_requeued_at: int | None = None  # the checkpoint step `--on-stall requeue` last resumed it from
+    stepping: bool | None = None  # its log: the current attempt has logged a step (False: starting; None: not known)
     last_leave: str | None = None  # how the run's last attempt left, by its log: "preempted", "wall clock", "finished"
     left_step: int | None = None  # the step that stop line names: how many steps were done when it left
     start_said: float | None = None  # the likely start its last `pending` line said (None: none since it pends)

@@ -162,6 +162,7 @@ class LogFacts:
     env_failed: str | None = None  # node.sh's line: the job's environment could not be built (the job ends, exit 7)
     left_at: int | None = None  # the step its stop line names ("preempted at step S"): S steps were done
     finished: bool = False  # this attempt ran to its end ("finished; result"), whatever Slurm then made of it
+    stepping: bool | None = None  # a progress line after the last attempt line (False: none yet; None: no such line)
 
 
 def line_time(line: str) -> float | None:
@@ -185,11 +186,12 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
     fresh = preempted = wall = finished = False
     checkpoints: bool | None = None
     env_failed: str | None = None
+    stepping: bool | None = None
     for line in lines:
         if "roach: env_failed: " in line:
             env_failed = env_failed or line.strip().removeprefix("roach: ")  # the node's line, which names the tool
         if m := _ATTEMPT.search(line):
-            attempt, resumed, fresh, finished = int(m[1]), None, False, False
+            attempt, resumed, fresh, finished, stepping = int(m[1]), None, False, False, False
             continue
         if m := _RESUMED.search(line):
             resumed, fresh, checkpoints = int(m[1]), False, True
@@ -210,7 +212,7 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
         if m := _LEFT.search(line):
             left_at = int(m[1])
         if _is_progress(line) and (m := _STEP.search(line)):
-            progress, step = line.strip(), int(m[1])
+            progress, step, stepping = line.strip(), int(m[1]), True
             total = int(m[2]) if m[2] else total
             t = line_time(line)
             if t is not None:
@@ -232,6 +234,7 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
         env_failed,
         left_at,
         finished,
+        stepping,
     )
 
 

@@ -32,6 +32,8 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
             w.last_progress_time = facts.progress_times[-1]
     if facts.env_failed:
         w.env_failed = facts.env_failed
+    if facts.stepping is not None:
+        w.stepping = facts.stepping
     if facts.preempted or facts.wall_clock:
         w.last_leave = "preempted" if facts.preempted else "wall clock"
         w.left_step = facts.left_at

@@ -40,10 +40,11 @@ from roach.records.workspace_job import array_end, is_workspace_array
 from roach.scheduler.capabilities import RateLimit
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import AcctRecord, QueueRecord
+from roach.scheduler.parse_control import dead_argv, parse_dead_nodes
 from roach.watch import logs as watch_logs
 from roach.watch.adopting import Adopter, Roster
 from roach.watch.ends import match_acct, on_accounting, on_left, with_causes
-from roach.watch.health import disk_events, outage_events, recovered_events
+from roach.watch.health import disk_events, node_events, outage_events, recovered_events
 from roach.watch.heartbeat import Heartbeat
 from roach.watch.jobs import Ctx, JobWatch, on_queue
 from roach.watch.logs import Look, StallRule
@@ -52,6 +53,7 @@ from roach.watch.progress import on_log
 from roach.watch.promoting import Promoter, Rebalancer
 from roach.watch.resv import Queue, on_reservation, read_queue, show_reservations
 from roach.watch.resv import asked as reservations_asked
+from roach.watch.stalls import OnStall, act_on_stalls
 from roach.watch.starts import on_estimates
 
 ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
@@ -77,10 +79,12 @@ class Watcher:
     rebalance: InitVar[bool] = False
     promoter: InitVar[Promoter | None] = None  # how --rebalance promotes (default: nothing; the CLI passes one)
     stall: StallRule = field(default_factory=StallRule)
+    on_stall: OnStall = OnStall.SAY  # REQUEUE: a stalled run of the store that checkpoints is requeued
     lost_after_s: float = 600.0
     max_backoff_s: float = 300.0
     probe_window_s: InitVar[float | None] = None  # None: no start probe
     disk_every_s: float = 300.0
+    nodes_every_s: float = 60.0  # the least time between two looks at the nodes not responding (sinfo --dead)
     log_dir_max_bytes: int | None = 10 * 2**30
     free_min_fraction: float = 0.05
     rate_limit: RateLimit | None = None  # the site's RPC token bucket: rounds never come faster than it refills
@@ -205,7 +209,9 @@ class Watcher:
                             self.ended[key] = (w.run_id or key, w.job_id, ok)
                             if key in records:
                                 finals.append((records[key], acct[key]))
+        events = act_on_stalls(events, views, records, self.on_stall, self.client, ctx)
         events = with_causes(events, self._record_finals(finals, array_ends))
+        events += self._nodes(views, watched, active, meta, ctx, touched)
         events += on_estimates(
             self.client, self.cluster.tiers, views, watched, active, queue, meta, ctx, touched, resv_of
         )
@@ -318,6 +324,29 @@ class Watcher:
             return []  # asked again next round; a failed look is never read as "it vanished"
         touched.update(wanted)
         return [e for key, resv in wanted.items() for e in on_reservation(views[key], resv, found, ctx)]
+
+    def _nodes(
+        self,
+        views: dict[str, JobWatch],
+        watched: list[str],
+        active: dict[str, QueueRecord],
+        meta: dict[str, Any],
+        ctx: Ctx,
+        touched: set[str],
+    ) -> list[Event]:
+        """Only in a round where a watched job runs, and at most every ``nodes_every_s``: one ``sinfo --dead`` for
+        the nodes Slurm marks not responding, and a line for each running job on one (once per job and node)."""
+        running = {k: q for k in watched if (q := active.get(k)) is not None and q.state.is_running and q.nodelist}
+        if not running or ctx.now - (meta.get("nodes_at") or 0) < self.nodes_every_s:
+            return []
+        meta["nodes_at"] = ctx.now
+        try:  # Slurm sets such a node DOWN once silent for SlurmdTimeout, and fails or requeues its jobs
+            dead = parse_dead_nodes(self.client.run(dead_argv()).stdout)
+        except (RoachError, TransportError):
+            return []  # looked at again next time; a failed look says nothing of the nodes
+        events = node_events(views, running, set(dead), ctx)
+        touched.update(e.job_id for e in events if e.job_id)
+        return events
 
     # -- logs and disk ---------------------------------------------------------------------------------------
     def _look(

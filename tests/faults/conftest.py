@@ -38,8 +38,7 @@ class Faults:
             cluster=cluster,
             repo_root=self.repo.work,
             store=store or self.store,
-            **self.roots,
-            **kw,
+            **{**self.roots, **kw},  # a test may put a root elsewhere (a node-local clone root)
         )
 
 

@@ -17,6 +17,7 @@ from roach.ops.events import Event, EventKind
 from roach.records import final_files as watch_final
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
+from roach.scheduler import clusterfs
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.mock_transport import MockTransport
 from roach.scheduler.parse import RS, US
@@ -148,6 +149,9 @@ class FakeCluster:
     reservations: dict[str, str] = field(default_factory=dict)  # name -> StartTime (scontrol show reservation)
     finals: dict[str, list[str]] = field(default_factory=dict)  # job.json path -> the values written there
     steps: list[str] = field(default_factory=list)  # `squeue --steps` records
+    dead: str = ""  # what `sinfo --dead` prints: the nodes not responding (none by default)
+    requeue_refused: str | None = None  # the stderr `scontrol requeue` fails with (None: it succeeds)
+    written: dict[str, str] = field(default_factory=dict)  # files the watch wrote on the cluster, by path
     transport: MockTransport = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -174,6 +178,10 @@ class FakeCluster:
             if "Reservation:" in argv[argv.index("-O") + 1]:  # one field more, before each record's end
                 queue = [q.replace(RS, US + self.resv_of.get(q.split(US)[1], "(null)") + RS) for q in queue]
             return 0, "".join(queue), ""
+        if argv[:2] == ["sinfo", "--dead"]:
+            return 0, self.dead, ""
+        if argv[:2] == ["scontrol", "requeue"]:
+            return (0, "", "") if self.requeue_refused is None else (1, "", self.requeue_refused)
         if argv[:3] == ["scontrol", "show", "reservation"]:
             out = "".join(
                 f"ReservationName={n} StartTime={t} EndTime=2027-01-16T00:00:00 Duration=1-00:00:00 "
@@ -187,6 +195,9 @@ class FakeCluster:
             said = f"sbatch: Job 9 to start at {self.starts_at} using 1 processors on nodes n1 in partition gpu\n"
             said += f"sbatch:   Preempts: {self.preempts}\n" if self.preempts else ""
             return 0, "", said if self.starts_at else "allocation failure\n"
+        if cmd == "sh" and argv[2] == clusterfs._WRITE:  # a file written whole: kept, by its path
+            self.written[argv[4]] = input.decode() if isinstance(input, bytes) else (input or "")
+            return 0, "", ""
         if cmd == "sh" and argv[2] == watch_final._PROGRAM:  # the round's final states into job.json files
             args = argv[6:]  # after the awk program and the tail's size: groups of path, four values, log
             out = ""

@@ -77,6 +77,10 @@ FIELDS: dict[str, dict[str, Any]] = {
     "limit_s": number("The silence allowed (3x its usual gap, at least `--stall-after`)."),
     "log": string("The log's path; null when the store has none.", null=True),
     "last": string("The last progress line; null: none.", null=True),
+    "checkpoint_step": integer(
+        "The run's last checkpoint when the watch acted (its log's `checkpoint at step N`): the next attempt "
+        "resumes there, or at a later one its ranks save as Slurm stops them."
+    ),
     "reason": enum("Slurm's pending reason, as roach names it (docs/pending.md).", PendingReason.__members__),
     "reason_text": string("The reason as squeue printed it."),
     "outlook": enum("Will it start by itself (`never` for this kind).", [o.value for o in Outlook]),
@@ -110,6 +114,7 @@ FIELDS: dict[str, dict[str, Any]] = {
     "low_free": boolean("Whether its file system's free space is under the limit."),
     "service": string("`slurmctld`, `slurmdbd`, or `the cluster` (the connection)."),
     "down_s": number("Seconds it was unreachable."),
+    "not_responding": strings("Its nodes that Slurm marks not responding (sinfo's `*`, as in `idle*`)."),
     "watching": integer("Watched jobs that have not ended."),
     "running": integer("Of them, running."),
     "pending": integer("Of them, pending."),
@@ -130,6 +135,8 @@ KIND_FIELDS: dict[EventKind, tuple[str, ...]] = {
     EventKind.RESUMED: ("step", "attempt"),
     EventKind.FROM_THE_TOP: ("attempt",),
     EventKind.STALLED: ("silence_s", "limit_s", "log", "last"),
+    EventKind.STALL_REQUEUED: ("checkpoint_step", "silence_s"),
+    EventKind.STALL_REQUEUE_FAILED: ("checkpoint_step", "error"),
     EventKind.NEVER_STARTS: _EXPLANATION,
     EventKind.PENDING: ("reason", "reason_text", "estimate"),
     EventKind.PROMOTION: _PROMOTION,
@@ -141,6 +148,7 @@ KIND_FIELDS: dict[EventKind, tuple[str, ...]] = {
     EventKind.DISK: ("dir", "used", "fs_free", "fs_size", "over", "low_free"),
     EventKind.OUTAGE: ("service", "error"),
     EventKind.RECOVERED: ("service", "down_s"),
+    EventKind.NODE_NOT_RESPONDING: ("nodes", "not_responding"),
     EventKind.HEARTBEAT: ("watching", "running", "pending", "ended", "outages", "holders"),
     EventKind.QUEUE_EMPTY: ("ended", "completed"),
 }
@@ -152,7 +160,14 @@ KIND_TEXT: dict[EventKind, str] = {
     EventKind.PREEMPTED: "a job went back to the queue by preemption (a preemptible tier, or its log says so)",
     EventKind.RESUMED: "a new attempt's log says it resumed at a step",
     EventKind.FROM_THE_TOP: "a new attempt of a run that had progress started from step 0",
-    EventKind.STALLED: "a running job's log has not moved for longer than its usual gap",
+    EventKind.STALLED: (
+        "a running job's log has not moved for longer than its usual gap (with `--on-stall requeue`, a run that is "
+        "not requeued says why)"
+    ),
+    EventKind.STALL_REQUEUED: (
+        "`--on-stall requeue` requeued a stalled run of the store (`scontrol requeue`): it resumes from its checkpoint"
+    ),
+    EventKind.STALL_REQUEUE_FAILED: "`--on-stall requeue` tried to requeue a stalled run and Slurm refused",
     EventKind.NEVER_STARTS: "a job pends on a reason that will not clear as it is",
     EventKind.PENDING: "a job pends: when it will likely start (said after two rounds pending, and when that moves)",
     EventKind.PROMOTION: "a tier has room while a job pends lower: a move to make (`roach promote`)",
@@ -167,6 +182,10 @@ KIND_TEXT: dict[EventKind, str] = {
     EventKind.DISK: "a log directory's size or its file system's free space crossed its limit",
     EventKind.OUTAGE: "slurmctld, slurmdbd or the connection is unreachable (said once per outage)",
     EventKind.RECOVERED: "it is reachable again",
+    EventKind.NODE_NOT_RESPONDING: (
+        "a running job's node stopped answering Slurm (said once per job and node): Slurm sets it DOWN after "
+        "SlurmdTimeout and fails the job, or requeues it"
+    ),
     EventKind.HEARTBEAT: "every `--heartbeat` seconds, whatever happened",
     EventKind.QUEUE_EMPTY: "every watched job has ended; the watch exits after it",
 }

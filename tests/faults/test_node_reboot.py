@@ -1,0 +1,51 @@
+"""Scenario 26: a node rebooted mid-job (`roach lab reboot`: every process of the node killed at once, its /tmp
+emptied, its daemons started again with a boot clock of 0): Slurm requeues the job, which resumes from its last
+checkpoint, and the node's clone (in its /tmp) is made again, once."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from roach.lab.reboot import reboot
+from roach.model.job_state import JobState
+from roach.slurm.clusters.lab import GPU1
+from tests.conftest import lab_queue, slack, wait_until
+from tests.faults.ledger import assert_left_no_process, check_ledger
+
+EVERY = 5
+STEPS = 160
+ON_N1 = GPU1.replace(time="00:10:00", extra=("--nodelist=n1",))
+
+
+@pytest.mark.slow
+@pytest.mark.lab
+def test_a_node_rebooted_mid_job_requeues_it_and_it_resumes_with_its_clone_made_again(faults, slurm, lab):
+    if not lab.hosts:
+        pytest.skip("a node of its own to reboot needs the hosts layout")
+    clones = f"/tmp/roach-reboot-{os.getpid()}"  # node-local: the reboot empties it
+    job = faults.submit(
+        {"steps": STEPS, "step_s": 0.25}, ON_N1, name="reboot", checkpoint_every=EVERY, clone_root=clones
+    )
+    # slurmctld ends a job missing from a node that registers as booted only where the job started more than
+    # MessageTimeout + 5 s before that boot (22.05's _purge_missing_jobs): a site's reboot takes longer than that
+    wait_until(
+        "20 s of steps",
+        lambda: "checkpoint at step 80:" in job.log(),
+        timeout=300,
+        explain=lambda: lab_queue(slurm) + job.log()[-2000:],
+    )
+    reboot(str(lab.state), "n1", log=lambda *_: None)
+    wait_until(
+        "the job to run again on n1",
+        lambda: "on n1 (restart count 1)" in job.log(),
+        timeout=300,
+        explain=lambda: lab_queue(slurm) + job.log()[-2000:],
+    )
+    assert job.wait(timeout=slack(240)).state is JobState.COMPLETED, job.log()[-3000:]
+    assert job.log().count("n1: cloned") == 2, job.log()[-3000:]  # before the reboot, and once after it
+    runs = [r for r in slurm.sacct([job.job_id], duplicates=True) if r.step is None]
+    assert len(runs) == 2
+    check_ledger(job.record.run_dir, STEPS, interruptions=1, max_redo=EVERY, run_id=job.run_id)
+    assert_left_no_process(slurm, job)
