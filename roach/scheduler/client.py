@@ -19,7 +19,7 @@ from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
 from roach.scheduler.accounting import Allocation, ledger_argv, parse_allocations
 from roach.scheduler.capabilities import Capabilities, probe
-from roach.scheduler.ends import fold_step_ends
+from roach.scheduler.ends import end_recorded, fold_step_ends
 from roach.scheduler.queue_states import ONLY_JOB_STATE, StateRecord, parse_squeue_states
 from roach.scheduler.site_cache import SiteCache
 from roach.scheduler.transport import Result, Transport
@@ -177,8 +177,9 @@ class SlurmClient:
     def ends(self, job_ids: Iterable[str | int], *, duplicates: bool = False) -> list[P.AcctRecord]:
         """sacct's allocations (:meth:`sacct`), each FAILED one whose ranks' step ran out of memory read as
         OUT_OF_MEMORY (:func:`~roach.scheduler.ends.fold_step_ends`). A second sacct, for the FAILED ones only,
-        runs only when some allocation FAILED: still a constant number of calls for any number of jobs."""
-        allocations = self.sacct(job_ids, duplicates=duplicates)
+        runs only when some allocation FAILED: still a constant number of calls for any number of jobs.
+        An allocation in an ended state with no End is left out (:func:`~roach.scheduler.ends.end_recorded`)."""
+        allocations = [a for a in self.sacct(job_ids, duplicates=duplicates) if end_recorded(a)]
         failed = sorted({a.raw_id for a in allocations if a.state is JobState.FAILED and a.step is None})
         if not failed:
             return allocations

@@ -36,6 +36,14 @@ def fold_step_ends(allocations: list[AcctRecord], steps: list[AcctRecord]) -> li
     return out
 
 
+def end_recorded(allocation: AcctRecord) -> bool:
+    """Whether slurmdbd holds the allocation's end, where its state says it ended. A job that started and ended
+    while slurmdbd was down reaches it as its start, sent in the job's ended state with exit 0:0 and no End,
+    and its end a few seconds later (seen on the lab, Slurm 22.05.8: ``FAILED 0:0`` with End ``Unknown`` for 7 s,
+    then ``FAILED 3:0``): until then its state and exit code are not how it ended."""
+    return not allocation.state.is_terminal or allocation.end_time is not None
+
+
 def _within(step: AcctRecord, run: AcctRecord) -> bool:
     if step.start_time is None or run.start_time is None:
         return True
