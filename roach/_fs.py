@@ -31,8 +31,10 @@ def atomic_open(
         if check is not None:
             check()
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # a write's error names no file: this one is what could not be written
         raise
     dfd = os.open(path.parent, os.O_RDONLY)
     try:

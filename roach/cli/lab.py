@@ -108,6 +108,14 @@ def lab() -> None:
     f"(Slurm's default: 300). {_default('slurmd_timeout')}",
 )
 @click.option(
+    "--node-tmp-mb",
+    type=click.IntRange(0, 1 << 20),
+    default=None,
+    metavar="MIB",
+    help="Each compute node's /tmp a tmpfs of MIB MiB, which a test can fill (hosts layout; 0: none; a live "
+    f"setting). {_default('node_tmp_mb')}",
+)
+@click.option(
     "--cred-expire",
     type=int,
     default=None,
@@ -133,6 +141,14 @@ def lab() -> None:
     default=None,
     help="ILC's file systems: each compute node a home of its own for the lab's user, ~/scratch the store they "
     "share (with --hosts). [default: shared-home]",
+)
+@click.option(
+    "--backup-controller/--no-backup-controller",
+    "backup_controller",
+    default=None,
+    help="A second slurmctld on a host of its own (ctld2), slurm.conf's second SlurmctldHost, which takes over "
+    "once the primary has not answered for SlurmctldTimeout (12 s in the lab); with --hosts. "
+    f"{_default('backup_controller')}",
 )
 @click.option(
     "--rest/--no-rest",

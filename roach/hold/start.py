@@ -174,11 +174,16 @@ def hold(
     text = render_holder(cluster=cluster, resources=res, name=name, hold_id=hold_id, log_root=abs_log_root, lead_s=lead)
     log_prefix = f"{abs_log_root}/{hold_id}_"
     to = Destination(cluster, client, fs, store)
-    queued = pipeline.queue_held(to, pipeline.one(text), log_prefix)
 
-    def write(ids: list[int]) -> Written:
-        (job_id,) = ids
+    def write(queued: list[tuple[int, str]]) -> Written:
+        ((job_id, _),) = queued
         return _written(cluster, job_id, BundlePaths(abs_log_root, hold_id, job_id), res, name, text, description)
 
-    written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"queueing holder {queued[0][0]}")
+    queued, written = pipeline.queue_and_start(
+        to,
+        lambda: pipeline.queue_held(to, pipeline.one(text), log_prefix),
+        write,
+        log_prefix=log_prefix,
+        what=lambda ids: f"queueing holder {ids[0]}",
+    )
     return Holder(cluster, queued[0][0], written.records[0], store)

@@ -14,8 +14,8 @@ from string import Template
 
 from roach._fs import atomic_write
 from roach.lab import release
-from roach.lab.config import CLUSTER_NAME, LabConfig, PreemptSignalSetting
-from roach.lab.hosts import CONTROLLER, LOGIN, Fabric
+from roach.lab.config import BACKUP_SLURMCTLD_TIMEOUT, CLUSTER_NAME, LabConfig, PreemptSignalSetting
+from roach.lab.hosts import BACKUP_CONTROLLER, CONTROLLER, LOGIN
 
 TEMPLATES = Path(__file__).parent / "templates"  # the config files' templates (package data, beside this module)
 
@@ -55,10 +55,31 @@ def _values(cfg: LabConfig) -> dict[str, str]:
         **{k: str(v) for k, v in cfg.ports.items()},
         "ctld_addr": where["controller"],
         "ctld_host": CONTROLLER if cfg.hosts else cfg.host,
+        **_controller_values(cfg, where),
         "node_lines": "\n".join(_node_line(cfg, n, where[n]) for n in cfg.node_names),
         "node_list": ",".join(cfg.node_names),
         "gres_lines": "\n".join(_gres_line(cfg, n) for n in cfg.node_names),
     }
+
+
+def _controller_values(cfg: LabConfig, where: dict[str, str]) -> dict[str, str]:
+    """slurm.conf's controller lines: its host (and the backup's, second, with its SlurmctldTimeout), and where
+    slurmctld keeps its pid and log: the state directory, or with a backup each controller host's own /tmp (the
+    two share slurm.conf, as a site's do, and each its local disk)."""
+    primary = CONTROLLER if cfg.hosts else cfg.host  # slurmdbd's DbdHost too
+    if not cfg.backup_controller:
+        return {
+            "ctld_hosts": f"SlurmctldHost={primary}({where['controller']})",
+            "ctld_pid_file": f"{cfg.state}/run/slurmctld.pid",
+            "ctld_log_file": f"{cfg.state}/log/slurmctld.log",
+        }
+    hosts = (
+        f"SlurmctldHost={primary}({where['controller']})\n"
+        f"SlurmctldHost={BACKUP_CONTROLLER}({where[BACKUP_CONTROLLER]})\n"
+        "# The backup takes over once the primary has not answered for this long (Slurm's default: 120 s).\n"
+        f"SlurmctldTimeout={BACKUP_SLURMCTLD_TIMEOUT}"
+    )
+    return {"ctld_hosts": hosts, "ctld_pid_file": "/tmp/slurmctld.pid", "ctld_log_file": "/tmp/slurmctld.log"}
 
 
 def _node_line(cfg: LabConfig, node: str, addr: str) -> str:
@@ -80,8 +101,9 @@ def addresses(cfg: LabConfig) -> dict[str, str]:
     the login host's)."""
     if not cfg.hosts:
         return {"controller": "127.0.0.1", **{n: "127.0.0.1" for n in cfg.node_names}}
-    fabric = Fabric(cfg.port_base, cfg.node_names)
-    return {"controller": fabric.controller_addr, **{n: fabric.node_addr(n) for n in (*cfg.node_names, LOGIN)}}
+    fabric = cfg.fabric
+    hosts = (*cfg.node_names, LOGIN, *((BACKUP_CONTROLLER,) if cfg.backup_controller else ()))
+    return {"controller": fabric.controller_addr, **{n: fabric.node_addr(n) for n in hosts}}
 
 
 def rest_url(cfg: LabConfig) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
+from roach.lab.hosts import Fabric
 
 CLUSTER_NAME = "lab"
 NODES = ("n1", "n2")  # the default lab's nodes (`roach lab up --nodes N` makes n1..nN)
@@ -22,6 +23,8 @@ MAX_NODES = 64  # hosts of its own each: what one machine's namespaces and slurm
 MAX_GPUS_PER_NODE = 16
 CPUS_PER_NODE = 8
 LAB_USER = "roachlab"
+# SlurmctldTimeout of a lab with a backup controller: short, as Slurm's own tests set it (Slurm's default is 120 s).
+BACKUP_SLURMCTLD_TIMEOUT = 12
 ACCOUNT = "lab"
 PARTITION = "gpu"
 
@@ -97,6 +100,12 @@ class LabConfig:
     rest: bool = False
     nodes: int = len(NODES)  # compute nodes n1..nN; more than two need the hosts layout (one port each otherwise)
     gpus_per_node: int = GPUS_PER_NODE  # fake GPUs of each node
+    # A second slurmctld on a host of its own (ctld2), slurm.conf's second SlurmctldHost: it takes over once the
+    # primary has not answered for BACKUP_SLURMCTLD_TIMEOUT seconds. Hosts layout only.
+    backup_controller: bool = False
+    # Each compute node's /tmp a tmpfs of this many MiB (0: the state directory's disk), so a test can fill one
+    # node's /tmp. Hosts layout only; a live setting (the nodes' mount namespaces are slaves of this machine's).
+    node_tmp_mb: int = 0
 
     def __post_init__(self) -> None:
         if not self.host:
@@ -122,12 +131,21 @@ class LabConfig:
             raise UsageError(
                 "node-local homes need the hosts layout", hint="use --hosts with --node-homes, or drop --node-homes"
             )
+        if self.backup_controller and self.layout != LabLayout.HOSTS.value:
+            raise UsageError(
+                "a backup controller needs the hosts layout (a host of its own)",
+                hint="use --hosts with --backup-controller, or drop --backup-controller",
+            )
         self._check_size()
         if not 10 <= self.slurmd_timeout <= 65533:
             raise UsageError(
                 f"slurmd timeout {self.slurmd_timeout} is out of range",
                 hint="give seconds, 10-65533 (Slurm's default: 300)",
             )
+        if not 0 <= self.node_tmp_mb <= 1 << 20:
+            raise UsageError(f"node /tmp size {self.node_tmp_mb} MiB is out of range", hint="give 0 (none) to 1048576")
+        if self.node_tmp_mb and self.layout != LabLayout.HOSTS.value:
+            raise UsageError("a node's own /tmp needs the hosts layout", hint="use --hosts, or drop --node-tmp-mb")
         if self.prolog and not os.path.isabs(self.prolog):
             raise UsageError(f"the Prolog {self.prolog!r} is not an absolute path", hint="give its full path")
 
@@ -151,6 +169,11 @@ class LabConfig:
     def gpus(self) -> int:
         """The lab's fake GPUs in all."""
         return self.nodes * self.gpus_per_node
+
+    @property
+    def fabric(self) -> Fabric:
+        """The hosts layout's bridge, addresses and namespaces of this lab."""
+        return Fabric(self.port_base, self.node_names, self.backup_controller)
 
     def node_port(self, node: str) -> int:
         """``node``'s slurmd port: n1's and n2's their own (on a single host they share an address); a further

@@ -27,7 +27,8 @@ from roach.errors import LabError
 SUBNETS = ipaddress.ip_network("10.213.0.0/16")  # the labs' /24s are carved out of it, one per port base
 LOGIN = "login"  # the login host: sshd and the Slurm commands, no slurmd
 CONTROLLER = "ctl"  # the controller host: slurmctld, slurmdbd and MariaDB
-_HOST_NUMBER = {CONTROLLER: 2, LOGIN: 10}  # and node nK at 10 + K
+BACKUP_CONTROLLER = "ctld2"  # the backup controller's host (`roach lab up --backup-controller`): a second slurmctld
+_HOST_NUMBER = {CONTROLLER: 2, BACKUP_CONTROLLER: 3, LOGIN: 10}  # and node nK at 10 + K
 _LOCK = Path("/run/lock/roach-lab-fabric.lock")  # one lab at a time makes or removes namespaces on a machine
 
 
@@ -37,11 +38,13 @@ class Fabric:
 
     port_base: int
     nodes: tuple[str, ...]
+    backup: bool = False  # a backup controller's host besides the controller's
 
     @property
     def hosts(self) -> tuple[str, ...]:
-        """Every host with a namespace of its own: the compute nodes, the login host and the controller."""
-        return (*self.nodes, LOGIN, CONTROLLER)
+        """Every host with a namespace of its own: the compute nodes, the login host, the controller and its
+        backup's host where there is one."""
+        return (*self.nodes, LOGIN, CONTROLLER, *((BACKUP_CONTROLLER,) if self.backup else ()))
 
     @property
     def subnet(self) -> ipaddress.IPv4Network:

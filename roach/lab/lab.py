@@ -19,8 +19,9 @@ from roach.lab.config import (
     PreemptSignalSetting,
     default_state_dir,
 )
-from roach.lab.daemons import Daemon, check_port_free, listening, processes_in, wait_for
-from roach.lab.hosts import CONTROLLER, Fabric
+from roach.lab.controllers import BACKUP_SLURMCTLD, backup_up, ctld_on, one_controller
+from roach.lab.daemons import Daemon, check_port_free, listening, wait_for
+from roach.lab.hosts import BACKUP_CONTROLLER, CONTROLLER, Fabric
 from roach.lab.packages import require_packages, require_root, which
 from roach.lab.python import ensure_job_venv, ensure_node_venvs
 
@@ -29,7 +30,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     """The lab's daemons in start order."""
     env = tuple(cfg.env().items())
     run, log = cfg.run_dir, cfg.log_dir
-    fabric = Fabric(cfg.port_base, cfg.node_names) if cfg.hosts else None
+    fabric = cfg.fabric if cfg.hosts else None
     mungeds = [_munged(cfg, "munged", cfg.munge_socket.parent)]
     if fabric:  # each host its own munged, with the one key: as a site runs them
         for h in fabric.hosts:
@@ -75,7 +76,11 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
         for n in cfg.node_names
     ]
     if fabric:
-        controller = [_on_host(cfg, fabric, CONTROLLER, d) for d in controller]
+        ctld = next(d for d in controller if d.name == "slurmctld")
+        controller = [_on_host(cfg, fabric, CONTROLLER, ctld_on(cfg, CONTROLLER, d)) for d in controller]
+        if cfg.backup_controller:
+            backup = replace(ctld_on(cfg, BACKUP_CONTROLLER, ctld), name=BACKUP_SLURMCTLD)
+            controller.append(_on_host(cfg, fabric, BACKUP_CONTROLLER, backup))
         slurmds = [_on_host(cfg, fabric, n, d, prepare.home_binding(cfg, n)) for n, d in zip(cfg.node_names, slurmds)]
     way_out = [login.daemon(cfg), _proxy(cfg, fabric)] if fabric else []
     return [*mungeds, *controller, *slurmds, *way_out]
@@ -151,6 +156,7 @@ LIVE = {
     "prolog",
     "slurmd_timeout",
     "rest",
+    "node_tmp_mb",
 }
 
 
@@ -212,6 +218,8 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     elif rest.daemon(cfg, ()).stop():
         log("stopped slurmrestd (--no-rest)")
     ds = _by_name(cfg)
+    if cfg.hosts:
+        prepare.rebind_node_tmps(cfg, ds, log)
     if all(d.alive() for d in ds.values()) and _nodes_up(cfg):
         ensure_job_venv(cfg, job_packages)
         saved = LabConfig.load(cfg.state)
@@ -237,12 +245,13 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
                 log(f"restarting {name}: its JWT settings changed")
     if cfg.hosts:
         prepare.make_fabric(cfg)
+    prepare.mount_node_tmps(cfg)  # before the nodes' slurmd bind it as their /tmp
     ensure_job_venv(cfg, job_packages)
     ensure_node_venvs(cfg)
     cfg.save()
     ds["munged"].start(ready=lambda: cfg.munge_socket.exists())
     if cfg.hosts:
-        for h in Fabric(cfg.port_base, cfg.node_names).hosts:
+        for h in cfg.fabric.hosts:
             sock = cfg.munge_binding(h)[0] / cfg.munge_socket.name
             ds[f"munged-{h}"].start(ready=sock.exists)
     prepare.init_mariadb(cfg)
@@ -251,6 +260,8 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
     ds["slurmdbd"].start(ready=lambda: _ok(["sacctmgr", "-n", "-P", "show", "cluster"], cfg))
     accounting.ensure_cluster(cfg)
     ds["slurmctld"].start(ready=lambda: _ok(["scontrol", "ping"], cfg))
+    if cfg.backup_controller:
+        ds[BACKUP_SLURMCTLD].start(ready=lambda: backup_up(cfg))
     accounting.ensure_tiers_and_users(cfg)
     # slurmctld reads QOS preemption lists when it (re)configures, not when slurmdbd changes them.
     _reconfigure(cfg, "after setting the QOS tiers")
@@ -260,7 +271,7 @@ def up(state_dir: str | None = None, log=print, job_packages: tuple[str, ...] = 
         ds[f"slurmd-{n}"].start(ready=lambda: True)
     if cfg.hosts:
         ds["sshd-login"].start(ready=lambda: login.listening(cfg))
-        address = Fabric(cfg.port_base, cfg.node_names).machine_addr
+        address = cfg.fabric.machine_addr
         ds["proxy"].start(ready=lambda: listening(address, proxy.PORT))
         atomic_write(cfg.etc / "https_proxy", proxy.url(address) + "\n")
     wait_for(
@@ -294,20 +305,11 @@ def _reconfigure(cfg: LabConfig, why: str, nodes: bool = False) -> None:
         raise LabError(f"scontrol reconfigure failed {why}", hint=f"read {ctld.logfile}")
 
     def settled() -> bool:
-        # slurmctld's helper process slurmscriptd runs the same program; it is no second controller.
-        running = [p for p in processes_in(cfg.state, "slurmctld") if _comm(p) != "slurmscriptd"]
-        if not (len(running) == 1 and ctld.pid() == running[0] and _ok(["scontrol", "ping"], cfg)):
+        if not (one_controller(cfg, ctld) and _ok(["scontrol", "ping"], cfg)):
             return False
         return not nodes or (all(ds[f"slurmd-{n}"].alive() for n in cfg.node_names) and _nodes_up(cfg))
 
     wait_for(f"slurmctld to take the new configuration ({why})", settled, timeout=60, logs=[ctld])
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
 
 
 def _resume_down_nodes(cfg: LabConfig) -> bool:
@@ -342,12 +344,13 @@ def down(state_dir: str | None = None, log=print) -> list[str]:
         log(f"no lab in {state}; nothing to stop")
         return []
     ds = daemons(cfg)
-    if _by_name(cfg)["slurmctld"].alive():
+    if any(d.alive() for d in ds if d.name in ("slurmctld", BACKUP_SLURMCTLD)):
         _end_jobs(cfg)
     stopped = [d.name for d in reversed(ds) if d.stop()]
     log(f"stopped: {', '.join(stopped)}" if stopped else "lab was not running")
     if cfg.hosts:
-        removed = Fabric(cfg.port_base, cfg.node_names).down()
+        removed = cfg.fabric.down()
+        removed += prepare.unmount_node_tmps(cfg)
         if login.remove_alias(cfg):
             removed.append(f"the ssh alias {login.alias(cfg)}")
         if removed:

@@ -14,7 +14,8 @@ from roach._fs import atomic_write
 from roach.errors import LabError
 from roach.lab import conf_files, login
 from roach.lab.config import LAB_USER, LabConfig
-from roach.lab.hosts import Fabric, can_make_namespaces, fabric_lock
+from roach.lab.daemons import Daemon
+from roach.lab.hosts import can_make_namespaces, fabric_lock
 from roach.lab.packages import which
 
 
@@ -57,7 +58,7 @@ def write_state(cfg: LabConfig) -> None:
         d.mkdir(parents=True, exist_ok=True)
         os.chmod(d, 0o755)
     if cfg.hosts:
-        for n in Fabric(cfg.port_base, cfg.node_names).hosts:
+        for n in cfg.fabric.hosts:
             cfg.node_tmp(n).mkdir(parents=True, exist_ok=True)
             os.chmod(cfg.node_tmp(n), 0o1777)  # as /tmp is: everyone's, each keeping their own files
             for d in (cfg.node_tmp(n).parent, cfg.munge_binding(n)[0]):  # the host's munged's, as the lab's
@@ -129,12 +130,62 @@ def check_namespaces(cfg: LabConfig) -> None:
             hint="run as root with CAP_NET_ADMIN, or start the lab on one host: `roach lab up --single-host`",
         )
     with fabric_lock():
-        Fabric(cfg.port_base, cfg.node_names).check_range_free()
+        cfg.fabric.check_range_free()
 
 
 def make_fabric(cfg: LabConfig) -> None:
-    fabric = Fabric(cfg.port_base, cfg.node_names)
+    fabric = cfg.fabric
     fabric.up()
     atomic_write(cfg.etc / "hosts", fabric.hosts_file(cfg.host), mode=0o644)
     atomic_write(cfg.etc / "resolv.conf", fabric.resolv_conf(), mode=0o644)
     login.prepare(cfg)  # the alias outside the state directory: only once the fabric it names is there
+
+
+def mount_node_tmps(cfg: LabConfig) -> None:
+    """Each compute node's /tmp a tmpfs of ``cfg.node_tmp_mb`` MiB on this machine (resized where it is one), or
+    none with 0. A node binds it as its /tmp when its daemons start (a mount made later does not reach it)."""
+    if not cfg.hosts:
+        return
+    if not cfg.node_tmp_mb:
+        unmount_node_tmps(cfg)
+        return
+    for n in cfg.node_names:
+        tmp = cfg.node_tmp(n)
+        tmp.mkdir(parents=True, exist_ok=True)
+        size = f"size={cfg.node_tmp_mb}m"
+        argv = ["mount", "-o", f"remount,{size}", str(tmp)] if os.path.ismount(tmp) else []
+        argv = argv or ["mount", "-t", "tmpfs", "-o", f"{size},mode=1777", f"roach-{n}-tmp", str(tmp)]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise LabError(f"could not make {n}'s /tmp a tmpfs of {cfg.node_tmp_mb} MiB: {r.stderr.strip()}")
+
+
+def unmount_node_tmps(cfg: LabConfig) -> list[str]:
+    """Unmount the compute nodes' tmpfs /tmp (each node then has the directory below it); what was unmounted."""
+    gone = []
+    for n in cfg.node_names:
+        tmp = cfg.node_tmp(n)
+        if (
+            os.path.ismount(tmp)
+            and subprocess.run(["umount", "-l", str(tmp)], capture_output=True, timeout=30).returncode == 0
+        ):
+            gone.append(f"{n}'s tmpfs /tmp")
+    return gone
+
+
+def rebind_node_tmps(cfg: LabConfig, ds: dict[str, Daemon], log) -> None:
+    """Make each node's /tmp what ``cfg.node_tmp_mb`` asks (prepare.mount_node_tmps); a node binds it as its slurmd
+    starts, so a running slurmd that sees another /tmp (``/proc/PID/root/tmp``: its mount namespace's) is stopped, to
+    start again below with the new one."""
+    mount_node_tmps(cfg)
+    for n in cfg.node_names:
+        d = ds[f"slurmd-{n}"]
+        pid = d.pid() if d.alive() else None
+        try:
+            same = pid is None or os.stat(f"/proc/{pid}/root/tmp").st_dev == os.stat(cfg.node_tmp(n)).st_dev
+        except OSError:
+            same = True
+        if not same and d.stop():
+            log(
+                f"restarting {d.name}: its /tmp is now {f'a tmpfs of {cfg.node_tmp_mb} MiB' if cfg.node_tmp_mb else 'none'}"
+            )

@@ -5,15 +5,20 @@ rest, in this order: every script queued ``sbatch --hold`` (a lost answer found 
 :mod:`roach.launch.lost`), the records added in one transaction, the bundle files written in one remote call,
 one ``scontrol release``. If anything fails between, the held jobs are cancelled, their records deleted and
 their bundles removed: never a job without a record, nor a record without a job.
+
+A controller that fails over (its backup takes over from a primary killed before it saved its state) may no
+longer know held jobs it answered for moments before: their release says "Invalid job id". Nothing of them
+is left to run, so :func:`queue_and_start` undoes the submission and queues it once more, at the backup.
 """
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from roach.errors import RoachError
+from roach.errors import RoachError, SlurmError
 from roach.fleet.cluster import Cluster
 from roach.launch import lost
 from roach.launch.shipping import ship_runtime, write_bundle
@@ -61,6 +66,41 @@ def queue_held(
     return queued
 
 
+class HeldJobsLost(RoachError):
+    """The controller no longer knows the held jobs it queued: their release said "Invalid job id"."""
+
+
+def queue_and_start(
+    to: Destination,
+    queue: Callable[[], list[tuple[int, str]]],
+    write: Callable[[list[tuple[int, str]]], Written],
+    *,
+    log_prefix: str,
+    what: Callable[[list[int]], str],
+) -> tuple[list[tuple[int, str]], Written]:
+    """:func:`queue_held` (through ``queue``) then :func:`start`; where the controller lost the held jobs before
+    their release (:class:`HeldJobsLost`: undone, nothing left), queued once more."""
+    for tries_left in (1, 0):
+        queued = queue()
+        ids = [j for j, _ in queued]
+        try:
+            written = start(
+                to, queued, functools.partial(_write_queued, write, queued), log_prefix=log_prefix, what=what(ids)
+            )
+        except HeldJobsLost:
+            if not tries_left:
+                raise
+            continue
+        return queued, written
+    raise AssertionError("unreachable")
+
+
+def _write_queued(
+    write: Callable[[list[tuple[int, str]]], Written], queued: list[tuple[int, str]], _ids: list[int]
+) -> Written:
+    return write(queued)
+
+
 def one(text: str) -> Callable[[Sequence[int]], str | None]:
     """The ``render`` of :func:`queue_held` for a single script."""
     return lambda queued: None if queued else text
@@ -82,7 +122,7 @@ def start(
     not a batch job (an attempt in a holder: its driver started, its claimed bundle removed)."""
     ids = [j for j, _ in queued]
     written: Written | None = None
-    added = False
+    added = releasing = False
     try:
         written = write(ids)
         if written.before is not None:
@@ -94,6 +134,7 @@ def start(
             for j in ids:
                 to.store.set_experiment(to.cluster.name, j, written.experiment)
         _write_files(to.fs, written)
+        releasing = True
         (release or (lambda: to.client.release(",".join(map(str, ids)))))()
     except BaseException as exc:
         try:
@@ -103,6 +144,8 @@ def start(
                 to.store.delete(to.cluster.name, job_id, attempt)  # an array's tasks go with their job id
             if written is not None:
                 to.fs.remove_bundles(written.dirs)
+        if releasing and isinstance(exc, SlurmError) and "Invalid job id" in exc.stderr:
+            raise HeldJobsLost(f"{what}: the controller no longer knows job {', '.join(map(str, ids))}") from exc
         if isinstance(exc, RoachError):
             raise
         raise RoachError(f"{what} failed and was undone: {exc}") from exc

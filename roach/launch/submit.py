@@ -70,10 +70,9 @@ def submit(
     text = p.script(run_id=run_id, run_dir=run_dir, repo_url=repo_url)
     log_prefix = f"{p.abs_log_root}/{run_id}_"
     to = Destination(cluster, p.client, p.fs, p.store)
-    queued = pipeline.queue_held(to, pipeline.one(text), log_prefix)
 
-    def write(ids: list[int]) -> Written:
-        (job_id,) = ids
+    def write(queued: list[tuple[int, str]]) -> Written:
+        ((job_id, _),) = queued
         paths = BundlePaths(p.abs_log_root, run_id, job_id)
         spec = p.run_spec(run_id=run_id, run_dir=run_dir, args=args, repo=RepoRef(repo_url, repo.commit, repo.name))
         record = p.record(
@@ -92,7 +91,13 @@ def submit(
             before=None if cluster.git_reachable else functools.partial(push, transport=p.client.transport),
         )
 
-    written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"submission of job {queued[0][0]}")
+    _, written = pipeline.queue_and_start(
+        to,
+        lambda: pipeline.queue_held(to, pipeline.one(text), log_prefix),
+        write,
+        log_prefix=log_prefix,
+        what=lambda ids: f"submission of job {ids[0]}",
+    )
     return Job(cluster, written.records[0], p.store)
 
 

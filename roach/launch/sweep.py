@@ -231,21 +231,25 @@ def sweep(
     # MaxArraySize: task indices 0 .. MaxArraySize-1, that many an array. The site cache's copy saves a call;
     # where an admin lowered it since, sbatch refuses the array, and it is asked again fresh.
     cached_limit = p.client.max_array_size(cached=True)
-    try:
-        queued = pipeline.queue_held(to, scripts.limited(cached_limit), log_prefix)
-    except SlurmError as err:
-        fresh = p.client.max_array_size() if ARRAY_REFUSED in err.stderr else cached_limit
-        if fresh == cached_limit:
-            raise
-        queued = pipeline.queue_held(to, scripts.limited(fresh), log_prefix)
 
-    def write(ids: list[int]) -> Written:
+    def queue() -> list[tuple[int, str]]:
+        try:
+            return pipeline.queue_held(to, scripts.limited(cached_limit), log_prefix)
+        except SlurmError as err:
+            fresh = p.client.max_array_size() if ARRAY_REFUSED in err.stderr else cached_limit
+            if fresh == cached_limit:
+                raise
+            return pipeline.queue_held(to, scripts.limited(fresh), log_prefix)
+
+    def write(queued: list[tuple[int, str]]) -> Written:
         w = Written([], {}, [], runtime_root=p.bundle_root, experiment=p.options.experiment)
         for part, (array_id, text) in zip(scripts.parts, queued):
             _add_array(w, p, part, array_id, text, grid)
         return w
 
-    written = pipeline.start(to, queued, write, log_prefix=log_prefix, what=f"submission of sweep {sweep_id}")
+    queued, written = pipeline.queue_and_start(
+        to, queue, write, log_prefix=log_prefix, what=lambda _ids: f"submission of sweep {sweep_id}"
+    )
     ids = [j for j, _ in queued]
     return Sweep(p.cluster, sweep_id, ids, [Job(p.cluster, r, p.store) for r in written.records], p.store)
 

@@ -26,6 +26,7 @@ class EventKind(enum.Enum):
     PREEMPTED = "preempted"  # a requeue on a preemptible tier, or the run's log says it was preempted
     RESUMED = "resumed"  # a new attempt's log says "resumed at step N"
     FROM_THE_TOP = "from_the_top"  # a new attempt of a run that had progress started from step 0
+    NODE_FAILED = "node_failed"  # its log: a node could not hold the clone or a write found no room (node excluded)
     STALLED = "stalled"  # the log has not moved for longer than the run's usual gap
     STALL_REQUEUED = "stall_requeued"  # --on-stall requeue requeued a stalled run to resume from its checkpoint
     STALL_REQUEUE_FAILED = "stall_requeue_failed"  # --on-stall requeue tried and scontrol refused

@@ -20,6 +20,8 @@
 
 ROACH_CLONE_MARKER=.roach-clone-complete
 ROACH_ENV_FAILED_EXIT=7  # prepare's exit when the job's environment could not be built (docs/cli.md: exit 7)
+ROACH_NODE_FAILED_EXIT=8  # prepare's exit when this node cannot hold the clone (no space left, read-only)
+ROACH_MAX_EXCLUDED=2  # nodes a job may exclude, in all, after a node-local prepare failure (roach_exclude_failed_nodes)
 # The env that starts the ranks with their signals blocked: by its path, not the first on PATH (a site file's PATH
 # must not decide whether a rank's signals are blocked).
 ROACH_ENV_BIN=/usr/bin/env
@@ -99,12 +101,56 @@ roach_env_reused() {  # $1: a ready clone. Says, for a uv or pixi environment, t
     "(built in ${took:-?} s on ${node:-?} at ${built:-?}: ${took:-?} s saved)"
 }
 
-roach_prepare_failed() {  # $1: the prepare's exit code. Ends the batch script: exit 7 where the environment failed.
+roach_prepare_failed() {  # $1: the prepare's exit code. Ends the batch script: exit 7 where the environment failed;
+  # where a node could not hold the clone, the job is requeued without that node (roach_exclude_failed_nodes).
   if [ -e "$ROACH_BUNDLE/env_failed" ]; then
     echo "roach: env_failed: the job's $ROACH_ENV environment could not be built; no rank started (exit $ROACH_ENV_FAILED_EXIT)"
     exit "$ROACH_ENV_FAILED_EXIT"
   fi
+  roach_exclude_failed_nodes
   exit "$1"
+}
+
+roach_exclude_failed_nodes() {  # Where prepare failed on nodes of this attempt for a node-local cause (each left
+  # node_failed.<restart>.<node> in the bundle): requeues the job held, adds those nodes to its ExcNodeList, releases
+  # it and ends this attempt (exit 0), so the next one runs elsewhere. At most ROACH_MAX_EXCLUDED nodes a job, counted
+  # in excluded.<job id>; past that, or where Slurm refuses, it says so and returns (the job fails as it is).
+  local prefix="$ROACH_BUNDLE/node_failed.${SLURM_RESTART_COUNT:-0}." f failed=() causes="" done_file info list
+  for f in "$prefix"*; do
+    [ -e "$f" ] || continue
+    failed+=("${f#"$prefix"}")
+    causes+="${causes:+; }$(head -n 1 "$f")"
+  done
+  [ "${#failed[@]}" -gt 0 ] || return 0
+  done_file="$ROACH_BUNDLE/excluded.$SLURM_JOB_ID"
+  local before=0
+  [ ! -e "$done_file" ] || before="$(wc -l < "$done_file")"
+  if [ $(( before + ${#failed[@]} )) -gt "$ROACH_MAX_EXCLUDED" ]; then
+    echo "roach: node_failed: not excluding ${failed[*]}: job $SLURM_JOB_ID already excluded $before node(s)" \
+      "(at most $ROACH_MAX_EXCLUDED); the job ends here"
+    return 0
+  fi
+  info="$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null)" || info=""
+  list=""
+  if [[ "$info" =~ (^|[ $'\n'])ExcNodeList=([^ $'\n']*) ]] && [ "${BASH_REMATCH[2]}" != "(null)" ]; then
+    list="${BASH_REMATCH[2]}"
+  fi
+  printf -v f '%s,' "${failed[@]}"
+  list="${list:+$list,}${f%,}"
+  trap '' TERM  # the requeue signals this script, which must live to release the job
+  if ! scontrol requeuehold "$SLURM_JOB_ID"; then
+    echo "roach: node_failed: could not requeue job $SLURM_JOB_ID to exclude ${failed[*]}; the job ends here"
+    return 0
+  fi
+  scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$list" ||
+    echo "roach: node_failed: Slurm refused ExcNodeList=$list for job $SLURM_JOB_ID; it runs wherever Slurm puts it"
+  scontrol release "$SLURM_JOB_ID" ||
+    echo "roach: node_failed: job $SLURM_JOB_ID is requeued held: release it with \`scontrol release $SLURM_JOB_ID\`"
+  printf '%s\n' "${failed[@]}" >> "$done_file"
+  echo "roach: excluded node ${failed[*]} from job $SLURM_JOB_ID of run $ROACH_RUN_ID ($causes): attempt" \
+    "$(( ${SLURM_RESTART_COUNT:-0} + 2 )) runs on other nodes (ExcNodeList=$list; $(( before + ${#failed[@]} )) of at" \
+    "most $ROACH_MAX_EXCLUDED nodes excluded)"
+  exit 0
 }
 
 roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix for the ranks' command.
@@ -256,6 +302,38 @@ roach_make_env() {  # build the environment inside the clone $1, writable, under
   echo "roach: ${SLURMD_NODENAME:-$HOSTNAME}: built the $ROACH_ENV environment of $ROACH_COMMIT in $took s"
 }
 
+roach_node_cause() {  # $1: a failed command's output. Prints the node-local cause it names, or nothing.
+  case "$1" in
+    *"No space left on device"*) echo "no space left on device" ;;
+    *"Disk quota exceeded"*) echo "disk quota exceeded" ;;
+    *"Read-only file system"*) echo "read-only file system" ;;
+  esac
+}
+
+roach_clone_step() {  # $1: what the step does, with its path; then its command. Runs it with its output kept: where
+  # it fails for a node-local cause, says that in one line, records it in the bundle (node_failed.<restart>.<node>,
+  # read by roach_exclude_failed_nodes) and returns ROACH_NODE_FAILED_EXIT; any other failure prints the output and
+  # returns the command's exit code.
+  local what="$1" out rc=0 cause node="${SLURMD_NODENAME:-$HOSTNAME}" line
+  shift
+  out="$("$@" 2>&1)" || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    [ -z "$out" ] || printf '%s\n' "$out"
+    return 0
+  fi
+  cause="$(roach_node_cause "$out")"
+  if [ -z "$cause" ]; then
+    printf '%s\n' "$out" >&2
+    return "$rc"
+  fi
+  line="$node: $cause $what"
+  echo "roach: node_failed: $line; no rank started"
+  if [ -n "${ROACH_BUNDLE:-}" ] && [ -d "$ROACH_BUNDLE" ]; then
+    printf '%s\n' "$line" > "$ROACH_BUNDLE/node_failed.${SLURM_RESTART_COUNT:-0}.$node" || :
+  fi
+  return "$ROACH_NODE_FAILED_EXIT"
+}
+
 roach_prepare() {
   set -euo pipefail
   local clone root tmp head ready rc=0
@@ -264,7 +342,7 @@ roach_prepare() {
   if [ -e "$ready" ]; then roach_env_reused "$clone"; return 0; fi
   root="${clone%/*}"
   root="${root:-/}"
-  mkdir -p "$root"
+  roach_clone_step "making the clone root $root" mkdir -p "$root" || return
   exec 9>>"$root/.$ROACH_REPO_NAME-$ROACH_COMMIT.lock"
   flock 9
   if [ -e "$ready" ]; then  # made while this node waited for the lock
@@ -277,8 +355,11 @@ roach_prepare() {
       fi
       tmp="$clone.tmp.$(hostname).$$"
       rm -rf "$tmp"
-      git clone --quiet --no-checkout "$ROACH_REPO_URL" "$tmp"
-      git -C "$tmp" -c advice.detachedHead=false checkout --quiet --detach "$ROACH_COMMIT"
+      roach_clone_step "cloning $ROACH_COMMIT into $tmp" git clone --quiet --no-checkout "$ROACH_REPO_URL" "$tmp" ||
+        { rc=$?; rm -rf "$tmp"; return "$rc"; }
+      roach_clone_step "checking out $ROACH_COMMIT in $tmp" \
+        git -C "$tmp" -c advice.detachedHead=false checkout --quiet --detach "$ROACH_COMMIT" ||
+        { rc=$?; rm -rf "$tmp"; return "$rc"; }
       head="$(git -C "$tmp" rev-parse HEAD)"
       if [ "$head" != "$ROACH_COMMIT" ]; then
         echo "roach: clone of $ROACH_REPO_URL is at $head, not $ROACH_COMMIT" >&2
@@ -286,7 +367,7 @@ roach_prepare() {
         return 1
       fi
       mv -T "$tmp" "$clone"
-      touch "$clone/$ROACH_CLONE_MARKER"
+      roach_clone_step "marking the clone $clone complete" touch "$clone/$ROACH_CLONE_MARKER" || return
       echo "roach: ${SLURMD_NODENAME:-$(hostname)}: cloned $ROACH_COMMIT into $clone (read-only)"
     else
       chmod u+w "$clone"  # a complete clone gains this job's environment beside the others' (its top only)

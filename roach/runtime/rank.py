@@ -9,6 +9,7 @@ the result atomically. Any exception prints its traceback and exits non-zero, so
 
 from __future__ import annotations
 
+import errno
 import importlib
 import inspect
 import json
@@ -218,6 +219,9 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # noqa: BLE001 - every failure must end the rank non-zero with its traceback
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             result = None
+        elif line := disk_full_line(exc):
+            print(f"roach rank {rank}: {line}", file=sys.stderr, flush=True)
+            return 1
         else:
             sys.stdout.flush()
             traceback.print_exc()
@@ -232,6 +236,24 @@ def main(argv: list[str]) -> int:
             return EXIT_SUPERSEDED
         run.log("finished; result in %s", path)
     return 0
+
+
+_DISK_CAUSES = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+}
+
+
+def disk_full_line(exc: BaseException) -> str | None:
+    """The one line that says a write failed for want of room (or a read-only file system): the node, the cause, the
+    path; None for any other failure. The file it replaced atomically is kept whole (roach/_fs.py)."""
+    cause = _DISK_CAUSES.get(exc.errno) if isinstance(exc, OSError) and exc.errno is not None else None
+    if cause is None:
+        return None
+    path = getattr(exc, "filename", None) or "a file"
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    return f"{node}: {cause} writing {path}; this attempt ends (a checkpoint it replaced is kept)"
 
 
 def ignore_late_signals() -> None:

@@ -69,6 +69,7 @@ class JobWatch:
     gaps: list[float] = field(default_factory=list)
     points: list[list[float]] = field(default_factory=list)  # recent [time, step] pairs: the run's own pace
     env_failed: str | None = None  # its log's env_failed line: the environment could not be built
+    node_failed: str | None = None  # the last node_failed line its log said (LogFacts.node_failed)
     checkpoints: bool | None = None
     last_checkpoint: int | None = None  # the step its log last said it checkpointed at
     attempt: int | None = None

@@ -24,7 +24,8 @@ LINES_KEPT = 16
 # Lines worth reading: progress ("step N"), the run's own markers, and the batch script's attempt line.
 INTEREST = (
     r"step [0-9]|resumed at|fresh start|from the top|checkpoint at|caught_signal|preempted at|"
-    r"wall clock at|does not checkpoint|finished; result|roach: attempt [0-9]|roach: env_failed: "
+    r"wall clock at|does not checkpoint|finished; result|roach: attempt [0-9]|roach: env_failed: |"
+    r"roach: node_failed: |roach: excluded node |(no space left on device|disk quota exceeded|read-only file system) writing"
 )
 
 # $1: how many directories follow for du/df; then the directories; then the logs.
@@ -160,9 +161,18 @@ class LogFacts:
     wall_clock: bool = False
     progress_points: tuple[tuple[float, int], ...] = ()  # (UTC time, step) of each timed progress line
     env_failed: str | None = None  # node.sh's line: the job's environment could not be built (the job ends, exit 7)
+    # the last line that says a node could not hold the clone or a rank's write found no room, or that the job was
+    # requeued without such a node (node.sh's node_failed and excluded node lines, a rank's disk-full line)
+    node_failed: str | None = None
     left_at: int | None = None  # the step its stop line names ("preempted at step S"): S steps were done
     finished: bool = False  # this attempt ran to its end ("finished; result"), whatever Slurm then made of it
     stepping: bool | None = None  # a progress line after the last attempt line (False: none yet; None: no such line)
+
+
+_NODE_FAILED = re.compile(
+    r"(?<=roach: )(node_failed: .*|excluded node .*)|"
+    r"roach rank [0-9]+: .*(no space left on device|disk quota exceeded|read-only file system) writing .*"
+)
 
 
 def line_time(line: str) -> float | None:
@@ -186,10 +196,13 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
     fresh = preempted = wall = finished = False
     checkpoints: bool | None = None
     env_failed: str | None = None
+    node_failed: str | None = None
     stepping: bool | None = None
     for line in lines:
         if "roach: env_failed: " in line:
             env_failed = env_failed or line.strip().removeprefix("roach: ")  # the node's line, which names the tool
+        if m := _NODE_FAILED.search(line):
+            node_failed = m[0].strip()
         if m := _ATTEMPT.search(line):
             attempt, resumed, fresh, finished, stepping = int(m[1]), None, False, False, False
             continue
@@ -232,6 +245,7 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
         wall,
         tuple(points),
         env_failed,
+        node_failed,
         left_at,
         finished,
         stepping,

@@ -32,6 +32,9 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
             w.last_progress_time = facts.progress_times[-1]
     if facts.env_failed:
         w.env_failed = facts.env_failed
+    if facts.node_failed and facts.node_failed != w.node_failed:
+        w.node_failed = facts.node_failed
+        events.append(ctx.event(EventKind.NODE_FAILED, w, f"{w.label()}: {facts.node_failed}", error=facts.node_failed))
     if facts.stepping is not None:
         w.stepping = facts.stepping
     if facts.preempted or facts.wall_clock:

@@ -134,6 +134,7 @@ KIND_FIELDS: dict[EventKind, tuple[str, ...]] = {
     EventKind.PREEMPTED: ("tier", "why", "restart_count", "step", "preemptions_on_tier", "checkpoints"),
     EventKind.RESUMED: ("step", "attempt"),
     EventKind.FROM_THE_TOP: ("attempt",),
+    EventKind.NODE_FAILED: ("error",),
     EventKind.STALLED: ("silence_s", "limit_s", "log", "last"),
     EventKind.STALL_REQUEUED: ("checkpoint_step", "silence_s"),
     EventKind.STALL_REQUEUE_FAILED: ("checkpoint_step", "error"),
@@ -160,6 +161,10 @@ KIND_TEXT: dict[EventKind, str] = {
     EventKind.PREEMPTED: "a job went back to the queue by preemption (a preemptible tier, or its log says so)",
     EventKind.RESUMED: "a new attempt's log says it resumed at a step",
     EventKind.FROM_THE_TOP: "a new attempt of a run that had progress started from step 0",
+    EventKind.NODE_FAILED: (
+        "its log says a node could not hold the clone (no space left, a read-only file system) or a rank's write "
+        "found no room, or that the job was requeued without such a node"
+    ),
     EventKind.STALLED: (
         "a running job's log has not moved for longer than its usual gap (with `--on-stall requeue`, a run that is "
         "not requeued says why)"
