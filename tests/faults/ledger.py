@@ -99,6 +99,15 @@ def check_ledger(
     return first
 
 
+def steps_done(job) -> int:
+    """The steps rank 0 of ``job``'s run has done so far, over all its attempts (0 before its ledger exists)."""
+    try:
+        atts = attempts_by_rank(read_ledger(job.record.run_dir)).get(0, [])
+    except FileNotFoundError:
+        return 0
+    return sum(len(a.steps) for a in atts)
+
+
 # -- processes -------------------------------------------------------------------------------------------------
 def processes_of(bundle_dir: str) -> list[str]:
     """``pid cmdline`` of every process on this host (every lab node is a slurmd here) whose environment

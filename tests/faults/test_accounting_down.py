@@ -23,21 +23,13 @@ from roach.slurm import sweep
 from roach.slurm.clusters.lab import GPU1
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER, TARGET
-from tests.faults.ledger import assert_left_no_process, attempts_by_rank, check_ledger, read_ledger
+from tests.faults.ledger import assert_left_no_process, check_ledger, steps_done
 from tests.support.labs import SHARED_TMP
 from tests.support.pane import roach_argv, roach_env
 
 RUNS = 4
 STEPS = 40
 ROUNDS_DOWN = 5  # watch rounds taken with every run out of the queue and accounting still down
-
-
-def _steps(job) -> int:
-    try:
-        atts = attempts_by_rank(read_ledger(job.record.run_dir)).get(0, [])
-    except FileNotFoundError:
-        return 0
-    return sum(len(a.steps) for a in atts)
 
 
 def _events(out: Path) -> list[dict]:
@@ -78,7 +70,7 @@ def _down_while_runs_end(base: Path, watch: subprocess.Popen, store: Store, slur
         lambda: len([e for e in _said(base, watch) if e["event"] == "started"]) == RUNS,
         timeout=180,
     )
-    wait_until("every run to do 2 steps", lambda: all(_steps(t) >= 2 for t in tasks), timeout=60)
+    wait_until("every run to do 2 steps", lambda: all(steps_done(t) >= 2 for t in tasks), timeout=60)
     dbd.stop()
     try:
         wait_until(

@@ -32,7 +32,7 @@ from roach.slurm.clusters.lab import GPU1, LAB
 from roach.watch.watcher import Watcher
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import TARGET
-from tests.faults.ledger import assert_left_no_process, attempts_by_rank, check_ledger, read_ledger
+from tests.faults.ledger import assert_left_no_process, check_ledger, steps_done
 from tests.support.labs import MAIN_JOB_VENV, SHARED_TMP, private_port_base
 
 PORT_BASE = private_port_base(21)
@@ -85,14 +85,6 @@ def _kill_primary(cfg: LabConfig) -> None:
     pid = {d.name: d for d in lablib.daemons(cfg)}["slurmctld"].pid()
     assert pid is not None, "the primary slurmctld is not running"
     os.kill(pid, signal.SIGKILL)
-
-
-def _steps(job) -> int:
-    try:
-        atts = attempts_by_rank(read_ledger(job.record.run_dir)).get(0, [])
-    except FileNotFoundError:
-        return 0
-    return sum(len(a.steps) for a in atts)
 
 
 def _named(slurm: SlurmClient, name: str) -> tuple[list[str], list[str]]:
@@ -159,7 +151,7 @@ def test_primary_killed_mid_watch_the_rounds_go_on_at_the_backup(faults, failove
     wait_until("the run to start", lambda: [e for e in w.round() if e.kind is EventKind.STARTED], timeout=120)
     # steps for 6 s: the primary has saved the running job (one it started a second or two before it died, the
     # backup does not know, and kills as an orphan)
-    wait_until("20 steps", lambda: _steps(job) >= 20, timeout=60, explain=lambda: job.log()[-2000:])
+    wait_until("20 steps", lambda: steps_done(job) >= 20, timeout=60, explain=lambda: job.log()[-2000:])
     _kill_primary(cfg)
     events: list = []
     deadline = time.monotonic() + slack(180)

@@ -20,20 +20,7 @@ from roach.slurm.clusters.lab import GPU1
 from roach.watch.watcher import Watcher
 from tests.conftest import slack, wait_until
 from tests.faults.conftest import CLUSTER
-from tests.faults.ledger import (
-    assert_left_no_process,
-    attempts_by_rank,
-    check_ledger,
-    read_ledger,
-)
-
-
-def _steps(job) -> int:
-    try:
-        atts = attempts_by_rank(read_ledger(job.record.run_dir)).get(0, [])
-    except FileNotFoundError:
-        return 0
-    return sum(len(a.steps) for a in atts)
+from tests.faults.ledger import assert_left_no_process, check_ledger, steps_done
 
 
 @pytest.mark.slow
@@ -57,7 +44,7 @@ def test_daemons_restarted_mid_run_and_mid_watch_the_run_and_the_watch_carry_on(
         heartbeat_s=1e9,
     )
     events: list = []
-    wait_until("the run's first steps", lambda: _steps(job) >= 3, timeout=120, explain=lambda: job.log()[-2000:])
+    wait_until("the run's first steps", lambda: steps_done(job) >= 3, timeout=120, explain=lambda: job.log()[-2000:])
     events += w.round()
     (q,) = slurm.squeue(job_ids=[job.job_id])
     node = q.nodelist
@@ -67,12 +54,12 @@ def test_daemons_restarted_mid_run_and_mid_watch_the_run_and_the_watch_carry_on(
         (f"slurmd-{node}", lambda: True),
     ]
     for name, ready in restarts:
-        before = _steps(job)
+        before = steps_done(job)
         daemons[name].stop()
         try:
             events += w.round()  # the round while it is away
             assert not [e for e in events if e.kind is EventKind.FINISHED], [e.line() for e in events]
-            wait_until(f"the run to go on without {name}", lambda b=before: _steps(job) > b + 2, timeout=30)
+            wait_until(f"the run to go on without {name}", lambda b=before: steps_done(job) > b + 2, timeout=30)
         finally:
             daemons[name].start(ready=ready)
         events += w.round()
