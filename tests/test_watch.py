@@ -541,6 +541,8 @@ def test_a_running_jobs_node_that_stops_responding_is_said_once(fake, store, clo
     fake.queue = [sq(87, nodelist="n[1-2]"), sq(88, nodelist="n1")]
     fake.dead = data("sinfo_dead_lab_22.05_mixed.txt")
     w = watcher(fake, store, clock)
+    assert not only(w.round(), EventKind.NODE_NOT_RESPONDING)  # running for a minute first
+    clock.tick(60)
     said = only(w.round(), EventKind.NODE_NOT_RESPONDING)
     assert [e.job_id for e in said] == ["87"]
     assert said[0].data["not_responding"] == ["n2"]
@@ -553,7 +555,7 @@ def dead_looks(fake) -> int:
     return sum(1 for c in fake.calls if c[:2] == ["sinfo", "--dead"])
 
 
-def test_the_nodes_are_asked_only_while_a_watched_job_runs_and_once_a_minute(fake, store, clock):
+def test_the_nodes_are_asked_only_once_watched_jobs_ran_a_minute_and_then_once_a_minute(fake, store, clock):
     store.add(record(89))
     fake.queue = [sq(89, "PENDING", reason="Priority")]
     w = watcher(fake, store, clock)
@@ -561,6 +563,9 @@ def test_the_nodes_are_asked_only_while_a_watched_job_runs_and_once_a_minute(fak
     assert dead_looks(fake) == 0
     fake.queue = [sq(89)]
     clock.tick(10)
+    w.round()
+    assert dead_looks(fake) == 0  # a job that runs less than a minute costs no look
+    clock.tick(60)
     w.round()
     assert dead_looks(fake) == 1
     clock.tick(10)
@@ -667,9 +672,9 @@ def test_call_count_per_round_is_constant_in_the_number_of_jobs(store, clock):
                 per.append(len(fake.calls) - before)
         return per
 
-    # squeue + one look at every log (+ one sacct, and one command writing every ended job's job.json); the first
-    # round also asks which nodes do not respond, which the next asks again only after nodes_every_s
-    assert count(6) == count(300) == [3, 2, 4]
+    # squeue + one look at every log (+ one sacct, and one command writing every ended job's job.json); which nodes
+    # do not respond is asked only once the jobs have run for nodes_every_s
+    assert count(6) == count(300) == [2, 2, 4]
 
 
 def test_disk_threshold_lines_on_crossing_and_back(fake, store, clock):

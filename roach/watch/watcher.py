@@ -334,10 +334,16 @@ class Watcher:
         ctx: Ctx,
         touched: set[str],
     ) -> list[Event]:
-        """Only in a round where a watched job runs, and at most every ``nodes_every_s``: one ``sinfo --dead`` for
-        the nodes Slurm marks not responding, and a line for each running job on one (once per job and node)."""
+        """Once watched jobs have run for ``nodes_every_s`` on end, and then at most every ``nodes_every_s``: one
+        ``sinfo --dead`` for the nodes Slurm marks not responding, and a line for each running job on one (once per
+        job and node). A job shorter than that costs no look (Slurm waits SlurmdTimeout, 300 s by default, before
+        it fails such a node)."""
         running = {k: q for k in watched if (q := active.get(k)) is not None and q.state.is_running and q.nodelist}
-        if not running or ctx.now - (meta.get("nodes_at") or 0) < self.nodes_every_s:
+        if not running:
+            meta["running_since"] = None
+            return []
+        since = meta["running_since"] = meta.get("running_since") or ctx.now
+        if ctx.now - since < self.nodes_every_s or ctx.now - (meta.get("nodes_at") or 0) < self.nodes_every_s:
             return []
         meta["nodes_at"] = ctx.now
         try:  # Slurm sets such a node DOWN once silent for SlurmdTimeout, and fails or requeues its jobs

@@ -40,6 +40,11 @@ def _fill(lab, node: str) -> Path:
     return fill
 
 
+def _state(slurm, node: str) -> str:
+    """``node``'s state as sinfo prints it (``idle``; ``idle*`` while it does not answer)."""
+    return slurm.run(["sinfo", "-h", "-n", node, "-o", "%t"]).stdout.strip()
+
+
 def _watch_to_end(faults, job, timeout: float = 240.0) -> list:
     """`roach watch`'s rounds over the job until it says the job finished; every event said."""
     key = str(job.job_id)
@@ -78,11 +83,14 @@ def test_a_full_node_tmp_fails_the_clone_in_one_line_and_the_next_attempt_exclud
     if not lab.hosts:
         pytest.skip("a node's own /tmp needs the hosts layout")
     _fill(lab, "n2")
-    blocker = preempt(slurm, "n1", sleep_s=20)  # n1's GPUs busy: the run starts on n2
+    # n2's slurmd was started again on the small /tmp: once it answers, with every GPU free, the run can start there
+    wait_until("n2 to answer, idle", lambda: _state(slurm, "n2") == "idle", timeout=120)
+    blocker = preempt(slurm, "n1", sleep_s=30)  # n1's GPUs busy: the run starts on n2
     wait_until("the blocker to run on n1", lambda: slurm.squeue(job_ids=[blocker])[0].state.is_running, timeout=60)
     job = faults.submit({"steps": 6, "step_s": 0.1}, GPU1, name="node-disk", clone_root="/tmp/roach-clones")
     events = _watch_to_end(faults, job)
     log = job.log()
+    assert "on n2 (restart count 0)" in log, log  # the first attempt ran where the disk is full
     assert job.wait(timeout=60).state.name == "COMPLETED", log
     said = [e.line() for e in events if e.kind is EventKind.NODE_FAILED]
     assert any("n2: no space left on device" in ln for ln in said), [e.line() for e in events]
