@@ -74,7 +74,8 @@ class Rebalancer:
         probe = self._probe(seen, now, asked, self.probe_window_s) if weighing else None
         plans = plan_promotions(self.cluster.tiers, rows, cands, probe) if cands else []
         if weighing and cands:  # a run held back by its own cap starts now below it, where a tier would take it
-            left = [c for c in cands if c.key not in {p.key for p in plans}]
+            promoted = {p.key for p in plans}
+            left = [c for c in cands if c.key not in promoted]
             now_probe = self._probe(seen, now, asked, self.probe_window_s or STARTS_NOW_S)
             plans += plan_moves_below(self.cluster.tiers, rows, left, now_probe)
         if weighing:
