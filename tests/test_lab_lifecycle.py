@@ -121,7 +121,12 @@ def test_up_twice_is_a_noop_and_down_leaves_nothing_running(private_lab, tmp_pat
         lambda: [r for r in client.squeue(job_ids=[job]) if r.state.is_running],
         timeout=60,
     )
-    assert any("slurmstepd" in p for p in _lab_processes(private_lab))
+    # squeue may say RUNNING a moment before the node has forked the batch step's slurmstepd
+    wait_until(
+        "the job's slurmstepd to start",
+        lambda: any("slurmstepd" in p for p in _lab_processes(private_lab)),
+        timeout=30,
+    )
 
     stopped = lablib.down(str(private_lab), log=lambda *_: None)
     hosts = {"munged-n1", "munged-n2", "munged-login", "munged-ctl", "sshd-login", "proxy"} if cfg.hosts else set()
