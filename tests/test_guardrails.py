@@ -1,5 +1,6 @@
 """Guardrails: each refusal, and proof that nothing was submitted (the user's squeue and sacct before and
-after, the store, the log root). Lab-based fake clusters stand in for metered or capped ones."""
+after, the store, the log root). Lab-based fake clusters stand in for capped ones; metered ones and their grants
+are tests/test_grants_lab.py's."""
 
 from __future__ import annotations
 
@@ -7,15 +8,15 @@ import socket
 import subprocess
 import uuid
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from roach.fleet import guardrails
 from roach.fleet.guardrails import Refused, check, check_live
 from roach.lab.config import LAB_USER
+from roach.records.grants import GrantBook, GrantRefused
 from roach.records.store import Store
-from roach.slurm import Resources, submit
+from roach.slurm import Resources, hold, submit, sweep
 from roach.slurm.clusters import ilc
 from roach.slurm.clusters.lab import GPU1, GPU2, GPU4, LAB
 from tests.conftest import slack
@@ -32,21 +33,11 @@ def config(tmp_path, monkeypatch):
 
 
 # -- the rules, offline ------------------------------------------------------------------------------------
-def test_metered_needs_the_confirmation():
-    with pytest.raises(Refused, match="cluster lab is metered") as e:
-        check(LAB.with_(metered=True, budget="a test budget"), GPU1)
-    assert e.value.rule == "metered" and "allow_metered=True" in e.value.hint and "a test budget" in e.value.message
+def test_a_metered_cluster_needs_no_flag_offline():
+    """The consent is a grant, held where the submission is queued (tests/test_grants_lab.py); the old flag
+    changes nothing."""
+    check(LAB.with_(metered=True), GPU1)
     check(LAB.with_(metered=True), GPU1, allow_metered=True)
-
-
-def test_the_shipped_metered_clusters_refuse_without_confirmation():
-    from roach.slurm.clusters.aws import AWS
-    from roach.slurm.clusters.aws import H100 as AWS_H100
-    from roach.slurm.clusters.marlowe import H100, MARLOWE
-
-    for cluster, preset in ((MARLOWE, H100), (AWS, AWS_H100)):
-        with pytest.raises(Refused, match="metered"):
-            check(cluster, preset)
 
 
 def test_caps_in_gpus_gpu_hours_and_money(config):
@@ -154,9 +145,10 @@ def _refused(repo, shared_tmp, user_slurm, cluster, resources, rule, match, **kw
     name = f"guard-{uuid.uuid4().hex[:8]}"
     since = (datetime.now() - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S")
     before = {r.raw_id for r in user_slurm.squeue()}
-    store = Store(shared_tmp / "store.sqlite")
+    store = kw.pop("store", None) or Store(shared_tmp / "store.sqlite")
+    recorded = store.all_jobs()
     log_root = shared_tmp / "logs"
-    with pytest.raises(Refused) as e:
+    with pytest.raises((Refused, GrantRefused)) as e:
         submit(
             "pkg.jobs:hello",
             cluster=cluster,
@@ -172,32 +164,66 @@ def _refused(repo, shared_tmp, user_slurm, cluster, resources, rule, match, **kw
     after = user_slurm.squeue()
     assert not [r for r in after if r.raw_id not in before and r.name == name]  # nothing queued ...
     assert not [r for r in user_slurm.sacct(user=LAB_USER, since=since) if r.name == name]  # ... not even held
-    assert store.all_jobs() == [] and not log_root.exists()  # nothing recorded or written
+    assert store.all_jobs() == recorded  # nothing recorded ...
+    assert not log_root.exists()  # ... or written
     return e.value
 
 
-@pytest.mark.lab
-def test_submit_refuses_a_metered_cluster_without_confirmation_and_submits_with_it(repo, shared_tmp, user_slurm, jobs):
-    metered = CLUSTER.with_(metered=True, budget="pretend dollars")
-    _refused(repo, shared_tmp, user_slurm, metered, GPU1, "metered", "cluster lab is metered (pretend dollars)")
-    job = submit(
+def _submit_ok(repo, shared_tmp, store, resources=GPU1, **kw):
+    return submit(
         "pkg.jobs:hello",
-        cluster=metered,
-        resources=GPU1.replace(time="00:01:00"),
-        allow_metered=True,
+        cluster=METERED,
+        resources=resources,
         repo_root=repo.work,
-        store=Store(shared_tmp / "ok.sqlite"),
+        store=store,
         log_root=str(shared_tmp / "ok-logs"),
         clone_root=str(shared_tmp / "clones"),
+        **kw,
     )
-    jobs.append(job.job_id)  # cancelled, and waited for, at the end
-    assert Path(job.paths.job_json).exists()
+
+
+METERED = CLUSTER.with_(metered=True, budget="pretend dollars")
 
 
 @pytest.mark.lab
-def test_submit_refuses_a_cluster_marked_metered_in_clusters_toml(repo, shared_tmp, user_slurm, config):
-    config.write_text("[clusters.lab]\nmetered = true\n")
-    _refused(repo, shared_tmp, user_slurm, CLUSTER, GPU1, "metered", "cluster lab is metered")
+def test_a_metered_submission_without_a_grant_is_refused_and_nothing_is_left(repo, shared_tmp, user_slurm):
+    e = _refused(repo, shared_tmp, user_slurm, METERED, GPU1, "grant", "no live grant covers it")
+    assert "roach grant lab --gpu-hours H" in (e.hint or "")
+
+
+@pytest.mark.lab
+def test_three_half_hour_submits_against_one_grant_hour_queue_two(repo, shared_tmp, user_slurm, jobs):
+    store = Store(shared_tmp / "store.sqlite")
+    g = GrantBook(store).make("lab", 1.0, granted_by="budget-owner")
+    for _ in range(2):  # GPU1: 1 GPU x 30 minutes, 0.5 GPU-hours at worst
+        jobs.append(_submit_ok(repo, shared_tmp, store).job_id)
+    e = _refused(repo, shared_tmp, user_slurm, METERED, GPU1, "grant", f"grant {g.name} on lab", store=store)
+    assert "has 0.00 of its 1 GPU-hours left" in str(e)
+    assert "needs 0.50 GPU-hours" in str(e)
+    assert sorted(j for h in GrantBook(store).uses("lab")[0].holds for j in h.job_ids or ()) == sorted(jobs)
+
+
+@pytest.mark.lab
+def test_a_sweep_and_a_holder_are_held_at_their_worst_case(repo, shared_tmp, user_slurm, jobs):
+    store = Store(shared_tmp / "store.sqlite")
+    GrantBook(store).make("lab", 0.9, granted_by="budget-owner")
+    before = {r.raw_id for r in user_slurm.squeue()}
+    with pytest.raises(GrantRefused, match=r"\(2 x 1 GPUs x 0.5 h\) needs 1.00 GPU-hours"):  # 2 runs x 0.5
+        sweep(
+            "pkg.jobs:hello",
+            [{}, {}],
+            cluster=METERED,
+            resources=GPU1,
+            repo_root=repo.work,
+            store=store,
+            log_root=str(shared_tmp / "sweep-logs"),
+        )
+    with pytest.raises(GrantRefused, match=r"holder .* \(2 GPUs x 0.5 h\) needs 1.00 GPU-hours"):  # 2 GPUs x 30 minutes
+        hold(GPU2, cluster=METERED, log_root=str(shared_tmp / "holders"), store=store)
+    assert {r.raw_id for r in user_slurm.squeue()} == before
+    holder = hold(GPU1, cluster=METERED, log_root=str(shared_tmp / "holders"), store=store)
+    jobs.append(holder.job_id)
+    assert GrantBook(store).uses("lab")[0].used == 0.5
 
 
 @pytest.mark.lab

@@ -21,6 +21,7 @@ from roach.cli.views import job_json
 from roach.fleet.userconfig import get_cluster
 from roach.lab.config import LAB_USER
 from roach.launch.job import Job
+from roach.records.grants import GrantBook
 from roach.records.store import Store
 from tests.conftest import private_store, wait_until
 from tests.support.lab_repo import LabRepo, repo  # noqa: F401  (the pushed repository of pkg.train, a fixture)
@@ -65,7 +66,7 @@ def test_the_server_lists_every_tool_with_its_commands_help():
     assert "Invalid value for '-n' / '--lines': 0 is not in the range x>=1." in text, text
     assert set(tools) == set(TOOLS) >= {"submit", "sweep", "status", "logs", "cancel", "why", "plan", "watch_events"}
     assert set(TOOLS) >= {"move", "clean", "report"}
-    for name, (command, _) in TOOLS.items():
+    for name, (command, _, _hints) in TOOLS.items():
         assert tools[name].description.startswith(command_help(command)), name
     assert tools["submit"].input_schema["required"] == ["target", "resources"]
     assert {"tier", "dry_run"} <= set(tools["submit"].input_schema["properties"]) & set(
@@ -73,6 +74,22 @@ def test_the_server_lists_every_tool_with_its_commands_help():
     )
     assert "runs" in tools["plan"].input_schema["properties"]
     assert tools["clean"].input_schema["properties"]["dry_run"]["default"] is True
+
+
+def test_every_tool_says_what_it_does_in_mcps_annotations():
+    with Agent() as a:
+        tools = a.tools()
+    hints = {n: t.annotations for n, t in tools.items()}
+    assert {n for n, h in hints.items() if h.read_only_hint} == READ_ONLY
+    assert {n for n, h in hints.items() if h.destructive_hint} == {"submit", "sweep", "cancel", "move", "clean"}
+    assert all(h.open_world_hint is not None and h.idempotent_hint is not None for h in hints.values())
+
+
+def test_no_tool_grants_or_opts_into_a_budget():
+    with Agent() as a:
+        tools = a.tools()
+    assert not [n for n in tools if "grant" in n or "budget" in n]
+    assert not [n for n, t in tools.items() if "metered" in t.input_schema["properties"]]
 
 
 def test_a_read_only_server_runs_only_what_changes_nothing():
@@ -240,17 +257,26 @@ def test_submit_and_sweep_pass_the_tier(agent, repo, user_slurm):
 
 
 @pytest.mark.lab
-def test_a_metered_cluster_is_refused_without_opt_in(repo, tmp_path, user_slurm):
+def test_a_metered_cluster_refuses_the_agent_without_a_grant_and_serves_it_within_one(
+    repo, tmp_path, user_slurm, store_path, jobs
+):
     toml = tmp_path / "clusters.toml"
     toml.write_text("[clusters.lab]\nmetered = true\n")
     before = {q.raw_id for q in user_slurm.squeue()}
+    run = {"target": "pkg.train:train", "resources": "GPU1", "args": {"lr": 1}, **_where(repo, "mcp-m")}
     with Agent("--run-as", LAB_USER, env={"ROACH_CLUSTERS_TOML": str(toml)}) as a:
-        text = a.refused("submit", target="pkg.train:train", resources="CPU", args={"lr": 1}, **_where(repo, "mcp-m"))
-        assert "cluster lab is metered" in text and "hint: " in text and "--metered" in text
-        text = a.refused("sweep", target="pkg.train:train", grid=[{"lr": 1}], resources="CPU", **_where(repo, "mcp-m"))
-        assert "cluster lab is metered" in text
-    assert {q.raw_id for q in user_slurm.squeue()} == before  # nothing queued
-    assert not (repo.root / "mcp-m").exists()  # nothing written
+        text = a.refused("submit", **run)
+        assert "cluster lab is metered and no live grant covers it" in text and "roach grant lab" in text
+        text = a.refused("sweep", grid=[{"lr": 1}], **{k: v for k, v in run.items() if k != "args"})
+        assert "no live grant covers it" in text
+        assert {q.raw_id for q in user_slurm.squeue()} == before  # nothing queued
+        with Store(store_path) as s:  # the person, at their terminal (tests/test_grant_cli.py)
+            g = GrantBook(s).make("lab", 1.0, experiment="mcp-m", granted_by="budget-owner")
+        served = [a.call("submit", **run) for _ in range(2)]  # GPU1: 0.5 GPU-hours at worst each
+        jobs.extend(j["job_id"] for j in served)
+        text = a.refused("submit", **run)
+    assert f"grant {g.name} on lab (experiment mcp-m) has 0.00 of its 1 GPU-hours left" in text
+    assert {q.raw_id for q in user_slurm.squeue()} - before == set(jobs)
 
 
 @pytest.mark.lab

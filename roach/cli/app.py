@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "clusters": "roach.cli.clusters:clusters",
     "plan": "roach.cli.clusters:plan_cmd",
     "clean": "roach.cli.cleanup:clean_cmd",
+    "grant": "roach.cli.grant:grant",
     "report": "roach.cli.report:report_cmd",
     "clones": "roach.cli.cleanup:clones_cmd",
     "doctor": "roach.cli.remote:doctor",

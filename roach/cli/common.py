@@ -31,6 +31,20 @@ ssh_config_option = click.option(
 )
 
 
+def _metered_said(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        click.echo(
+            "roach: --metered changes nothing: a metered cluster is used within a grant its budget's owner made "
+            "(`roach grant`, at a terminal)",
+            err=True,
+        )
+    return value
+
+
+# Accepted so that older scripts keep working; the consent is a grant (roach.records.grants).
+metered_option = click.option("--metered", "allow_metered", is_flag=True, hidden=True, callback=_metered_said)
+
+
 def echo_json(data: Any) -> None:
     """Print ``data`` as indented JSON; what JSON has no type for (a path, a datetime) as its text."""
     click.echo(json.dumps(data, indent=2, default=str))

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from roach.cli.common import echo_json as _echo_json
-from roach.cli.common import json_option, run_as_option, ssh_config_option
+from roach.cli.common import json_option, metered_option, run_as_option, ssh_config_option
 from roach.cli.jsonout import stamp
 from roach.cli.refs import cluster_option, ssh_alias_option
 from roach.errors import UsageError
@@ -95,7 +95,7 @@ def _info_line(h: Holder, info: HolderInfo, idle: bool | None) -> Text:
     metavar="SECONDS",
     help="Stop the running attempt this long before the wall clock. [default: the cluster's signal lead]",
 )
-@click.option("--metered", "allow_metered", is_flag=True, help="Confirm that a metered cluster may be used.")
+@metered_option
 @click.option(
     "--wait",
     "wait_s",

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from roach.cli.args import cli_cluster, parse_args, parse_args_json, parse_env, submit_cluster
 from roach.cli.common import echo_json as _echo_json
-from roach.cli.common import json_option, run_as_option, ssh_config_option
+from roach.cli.common import json_option, metered_option, run_as_option, ssh_config_option
 from roach.cli.jsonout import stamp
 from roach.cli.refs import ssh_alias_option
 from roach.cli.tiers import TIER_OPTION, tier_line, tier_placed
@@ -113,12 +113,7 @@ _SUBMISSION_OPTIONS = (
     ),
     *_WHERE_OPTIONS,
     click.option("--description", default="", help="Free text kept in each job.json."),
-    click.option(
-        "--metered",
-        "allow_metered",
-        is_flag=True,
-        help="Confirm that a metered cluster (one that spends an allocation or dollars) may be used.",
-    ),
+    metered_option,
     _PYTHON_ENV_OPTION,
 )
 
@@ -126,7 +121,7 @@ _SUBMISSION_OPTIONS = (
 def submission_options(command):
     """What `roach submit` and `roach sweep` both ask (:class:`~roach.launch.options.Options`' fields, and the
     tier the resources are put on): the cluster, experiment, resources, tier, name, env, where the files go,
-    description, the metered opt-in and the Python environment."""
+    description and the Python environment."""
     for option in reversed(_SUBMISSION_OPTIONS):
         command = option(command)
     return command
@@ -268,7 +263,7 @@ def submit(
     type=click.Path(file_okay=False),
     help="The git repository whose pushed HEAD the job runs.",
 )
-@click.option("--metered", "allow_metered", is_flag=True, help="Confirm that a metered cluster may be used.")
+@metered_option
 @_PYTHON_ENV_OPTION
 @run_as_option
 @ssh_alias_option

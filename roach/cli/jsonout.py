@@ -33,6 +33,7 @@ VERSIONS: dict[str, int] = {
     "discover": 1,
     "plan": 1,
     "clean": 1,
+    "grant": 1,
     "report": 1,
     "clone": 1,
     "doctor": 1,
@@ -68,6 +69,7 @@ COMMANDS: dict[str, tuple[str, bool]] = {
     "clusters discover": ("discover", False),
     "plan": ("plan", False),
     "clean": ("clean", True),
+    "grant": ("grant", False),
     "report": ("report", False),
     "clones": ("clone", True),
     "clones prune": ("clone", True),
@@ -86,6 +88,7 @@ COMMANDS: dict[str, tuple[str, bool]] = {
 VARIANTS: dict[str, tuple[str, bool]] = {
     "submit --dry-run": ("dry_run", False),
     "sweep --dry-run": ("sweep_dry_run", False),
+    "grant --list": ("grant", True),
 }
 
 

@@ -1,5 +1,6 @@
-"""Guardrails checked before anything is submitted: metered clusters, the user's caps, submit hosts, and
-requests no tier of the cluster can ever satisfy.
+"""Guardrails checked before anything is submitted: the user's caps, submit hosts, and requests no tier of the
+cluster can ever satisfy (a metered cluster's grant is checked where the submission is queued:
+:mod:`roach.launch.pipeline`).
 
 :func:`check` is cheap and offline (the cluster's declarations and clusters.toml only); submit() and hold()
 call it first. :func:`check_live` asks the cluster once (nodes, the user's associations, partitions) for
@@ -39,24 +40,15 @@ def gpu_hours(res: Resources) -> float:
 
 
 def check(cluster: Cluster, resources: Resources, *, allow_metered: bool = False, hostname: str | None = None) -> None:
-    """Raise :class:`Refused` when this submission must not happen. Offline: reads clusters.toml only."""
+    """Raise :class:`Refused` when this submission must not happen. Offline: reads clusters.toml only.
+
+    A metered cluster's consent is a grant (:mod:`roach.records.grants`), checked where the submission is
+    queued; ``allow_metered`` is accepted and changes nothing."""
 
     c = configured(cluster)
-    check_metered(c, allow_metered)
     check_host(c, hostname)
     check_caps(c, resources)
     check_satisfiable(c, resources)
-
-
-def check_metered(c: Cluster, allow_metered: bool) -> None:
-    if c.metered and not allow_metered:
-        raise Refused(
-            "metered",
-            f"cluster {c.name} is metered ({c.budget or 'it spends a budget'}): roach uses it only when it is "
-            "named explicitly and the spending is confirmed",
-            hint=f"if the person whose budget it is asked for {c.name}, pass allow_metered=True "
-            f"(--metered); never as a fallback when another cluster is full",
-        )
 
 
 def _host_names(hostname: str | None) -> list[str]:

@@ -185,5 +185,6 @@ def hold(
         write,
         log_prefix=log_prefix,
         what=lambda ids: f"queueing holder {ids[0]}",
+        spend=pipeline.Spend.of(res, None, what=f"holder {hold_id}"),
     )
     return Holder(cluster, queued[0][0], written.records[0], store)

@@ -9,6 +9,11 @@ their bundles removed: never a job without a record, nor a record without a job.
 A controller that fails over (its backup takes over from a primary killed before it saved its state) may no
 longer know held jobs it answered for moments before: their release says "Invalid job id". Nothing of them
 is left to run, so :func:`queue_and_start` undoes the submission and queues it once more, at the backup.
+
+On a metered cluster :func:`queue_and_start` first holds the submission's worst case (:class:`Spend`) against a
+live grant that covers it (:mod:`roach.records.grants`), in one transaction, before anything is queued: no grant
+with room, nothing queued. The hold names the jobs as soon as they are queued held, and is dropped if the
+submission is undone.
 """
 
 from __future__ import annotations
@@ -19,9 +24,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from roach.errors import RoachError, SlurmError
+from roach.fleet import guardrails
 from roach.fleet.cluster import Cluster
+from roach.fleet.userconfig import configured
 from roach.launch import lost
 from roach.launch.shipping import ship_runtime, write_bundle
+from roach.model.resources import Resources
+from roach.records.grants import GrantBook, Hold
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
@@ -66,6 +75,34 @@ def queue_held(
     return queued
 
 
+@dataclass(frozen=True)
+class Spend:
+    """What a submission may spend at worst (GPUs x time limit x runs), the experiment it is under, and it in words."""
+
+    gpu_hours: float
+    experiment: str | None
+    what: str
+
+    @classmethod
+    def of(cls, res: Resources, experiment: str | None, runs: int = 1, what: str = "a run") -> Spend:
+        """``runs`` attempts of ``res`` each to its time limit."""
+        each = f"{res.total_gpus} GPUs x {guardrails.hours(res):g} h"
+        return cls(
+            runs * guardrails.gpu_hours(res),
+            experiment,
+            f"{what} ({runs} x {each})" if runs > 1 else f"{what} ({each})",
+        )
+
+
+def _reserve(to: Destination, spend: Spend) -> Hold | None:
+    """The submission's hold on a grant where its cluster is metered (:class:`~roach.records.grants.GrantRefused`
+    where no live grant has room); None where it is not metered."""
+    if not configured(to.cluster).metered:
+        return None
+    _, hold = GrantBook(to.store).reserve(to.cluster.name, spend.experiment, spend.gpu_hours, spend.what)
+    return hold
+
+
 class HeldJobsLost(RoachError):
     """The controller no longer knows the held jobs it queued: their release said "Invalid job id"."""
 
@@ -77,22 +114,32 @@ def queue_and_start(
     *,
     log_prefix: str,
     what: Callable[[list[int]], str],
+    spend: Spend,
 ) -> tuple[list[tuple[int, str]], Written]:
     """:func:`queue_held` (through ``queue``) then :func:`start`; where the controller lost the held jobs before
-    their release (:class:`HeldJobsLost`: undone, nothing left), queued once more."""
-    for tries_left in (1, 0):
-        queued = queue()
-        ids = [j for j, _ in queued]
-        try:
-            written = start(
-                to, queued, functools.partial(_write_queued, write, queued), log_prefix=log_prefix, what=what(ids)
-            )
-        except HeldJobsLost:
-            if not tries_left:
-                raise
-            continue
-        return queued, written
-    raise AssertionError("unreachable")
+    their release (:class:`HeldJobsLost`: undone, nothing left), queued once more. ``spend``: what it may cost,
+    held against a grant first where the cluster is metered."""
+    hold = _reserve(to, spend)
+    try:
+        for tries_left in (1, 0):
+            queued = queue()
+            ids = [j for j, _ in queued]
+            if hold is not None:
+                GrantBook(to.store).attach(hold, ids)
+            try:
+                written = start(
+                    to, queued, functools.partial(_write_queued, write, queued), log_prefix=log_prefix, what=what(ids)
+                )
+            except HeldJobsLost:
+                if not tries_left:
+                    raise
+                continue
+            return queued, written
+        raise AssertionError("unreachable")
+    except BaseException:
+        if hold is not None:  # undone: its held jobs were cancelled before they ran
+            GrantBook(to.store).release(hold)
+        raise
 
 
 def _write_queued(

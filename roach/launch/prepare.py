@@ -19,6 +19,7 @@ from roach.fleet.paths import check_cluster_path
 from roach.fleet.route import submitted_record
 from roach.fleet.userconfig import configured, default_cluster_name, fill_resources, get_cluster
 from roach.launch.options import Options
+from roach.launch.pipeline import Spend
 from roach.launch.pyenv import python_env_of
 from roach.launch.remote_access import is_local_url, remote_access
 from roach.launch.repo import RepoInfo, inspect_repo
@@ -28,6 +29,7 @@ from roach.launch.target import check_calls, checked_target, parse_target
 from roach.model.python_env import EnvChoice
 from roach.model.resources import Resources
 from roach.model.run_spec import RepoRef, RunSpec
+from roach.records.grants import GrantBook
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
@@ -245,6 +247,9 @@ def prepare(
     for label, path in (("log_root", log_root), ("clone_root", o.clone_root), ("secrets_dir", o.secrets_dir)):
         check_cluster_path(label, path)
     store = o.store or Store()
+    if cluster.metered:  # refused here already where no grant has room; the pipeline holds it when queuing
+        spend = Spend.of(res, experiment, len(grid) if grid is not None else 1, what="this submission")
+        GrantBook(store).check(cluster.name, experiment, spend.gpu_hours, spend.what)
     client = cluster.client()
     fs = ClusterFS(client.transport)
     if cluster.git_reachable and not cluster.rest_url and is_local_url(repo.url):

@@ -97,6 +97,7 @@ def submit(
         write,
         log_prefix=log_prefix,
         what=lambda ids: f"submission of job {ids[0]}",
+        spend=pipeline.Spend.of(p.resources, p.options.experiment, what=f"run {run_id}"),
     )
     return Job(cluster, written.records[0], p.store)
 

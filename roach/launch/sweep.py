@@ -248,7 +248,12 @@ def sweep(
         return w
 
     queued, written = pipeline.queue_and_start(
-        to, queue, write, log_prefix=log_prefix, what=lambda _ids: f"submission of sweep {sweep_id}"
+        to,
+        queue,
+        write,
+        log_prefix=log_prefix,
+        what=lambda _ids: f"submission of sweep {sweep_id}",
+        spend=pipeline.Spend.of(p.resources, p.options.experiment, len(grid), what=f"sweep {sweep_id}"),
     )
     ids = [j for j, _ in queued]
     return Sweep(p.cluster, sweep_id, ids, [Job(p.cluster, r, p.store) for r in written.records], p.store)

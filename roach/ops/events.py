@@ -42,6 +42,7 @@ class EventKind(enum.Enum):
     OUTAGE = "outage"  # slurmctld / slurmdbd / the connection is unreachable (said once)
     RECOVERED = "recovered"  # reachable again
     NODE_NOT_RESPONDING = "node_not_responding"  # a running job's node stopped answering Slurm (sinfo's `*`)
+    BUDGET = "budget"  # a metered cluster's grant passed 50, 80 or 100 % of its GPU-hours (at 100: pending jobs held)
     HEARTBEAT = "heartbeat"  # every heartbeat interval, whatever happened: the tier table in every line
     QUEUE_EMPTY = "queue_empty"  # every watched job has ended: the watch exits
 

@@ -43,6 +43,7 @@ from roach.scheduler.parse import AcctRecord, QueueRecord
 from roach.scheduler.parse_control import dead_argv, parse_dead_nodes
 from roach.watch import logs as watch_logs
 from roach.watch.adopting import Adopter, Roster
+from roach.watch.budget import budget_events
 from roach.watch.ends import match_acct, on_accounting, on_left, with_causes
 from roach.watch.health import disk_events, node_events, outage_events, recovered_events
 from roach.watch.heartbeat import Heartbeat
@@ -84,6 +85,7 @@ class Watcher:
     max_backoff_s: float = 300.0
     probe_window_s: InitVar[float | None] = None  # None: no start probe
     disk_every_s: float = 300.0
+    budget_every_s: float = 60.0  # the least time between two reads of what a metered cluster's grants spent
     nodes_every_s: float = 60.0  # the least time between two looks at the nodes not responding (sinfo --dead)
     log_dir_max_bytes: int | None = 10 * 2**30
     free_min_fraction: float = 0.05
@@ -212,6 +214,7 @@ class Watcher:
         events = act_on_stalls(events, views, records, self.on_stall, self.client, ctx)
         events = with_causes(events, self._record_finals(finals, array_ends))
         events += self._nodes(views, watched, active, meta, ctx, touched)
+        events += budget_events(self.store, self.client, name, meta, active, now, self.budget_every_s)
         events += on_estimates(
             self.client, self.cluster.tiers, views, watched, active, queue, meta, ctx, touched, resv_of
         )

@@ -2,7 +2,7 @@
 
 This is how the agent interface calls roach: a tool is the command itself (its parsing, its checks, the library
 functions it calls, the JSON its ``--json`` prints), never a second copy of it, so a tool refuses what the
-command refuses (a metered cluster without ``--metered``, a dirty or unpushed tree, a job that is not yours)
+command refuses (a metered cluster without a grant, a dirty or unpushed tree, a job that is not yours)
 and says it in the same words. A :class:`~roach.errors.RoachError` or a usage error becomes a
 :class:`CommandFailed` whose text is the message and the hint.
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -20,27 +21,67 @@ from roach.cli.app import cli
 from roach.cli.common import run_as_option
 from roach.errors import MissingError
 
-# Each tool: the `roach` command it runs (its help is the tool's description) and what the tool adds to it.
-TOOLS: dict[str, tuple[str, str]] = {
+
+@dataclass(frozen=True)
+class Hints:
+    """MCP's tool annotations, set from what the tool's command does: a client asks its person before a tool
+    that is not read-only, and warns harder where it is destructive (it cancels, moves, deletes or spends)."""
+
+    read_only: bool
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = True  # it reaches a cluster (Slurm, its files), not only roach's own store
+
+    def annotations(self) -> Any:
+        """As the mcp package's ``ToolAnnotations``."""
+        from mcp.types import ToolAnnotations
+
+        return ToolAnnotations(
+            read_only_hint=self.read_only,
+            destructive_hint=self.destructive,
+            idempotent_hint=self.idempotent,
+            open_world_hint=self.open_world,
+        )
+
+
+_READS = Hints(read_only=True, idempotent=True)
+_SPENDS = Hints(read_only=False, destructive=True)  # queues jobs: GPU-hours spent cannot be given back
+
+# Each tool: the `roach` command it runs (its help is the tool's description), what the tool adds to it, and
+# its hints.
+TOOLS: dict[str, tuple[str, str, Hints]] = {
     "submit": (
         "submit",
         "Result: `roach submit --json` (with `dry_run`: `roach submit --dry-run --json`). `args` are the function's "
-        "keyword arguments; `tier` is a tier of the cluster, or auto (`roach plan`'s choice).",
+        "keyword arguments; `tier` is a tier of the cluster, or auto (`roach plan`'s choice). A metered cluster "
+        "takes the submission only within a grant its budget's owner made at a terminal (`roach grant`); no tool "
+        "makes, changes or revokes one.",
+        _SPENDS,
     ),
     "sweep": (
         "sweep",
         "Result: `roach sweep --json` (with `dry_run`: `roach sweep --dry-run --json`). `grid` is the list of the "
-        "runs' keyword arguments; `tier` is a tier of the cluster, or auto (`roach plan`'s choice).",
+        "runs' keyword arguments; `tier` is a tier of the cluster, or auto (`roach plan`'s choice). A metered "
+        "cluster takes it only within a grant (`roach grant`, the budget owner's).",
+        _SPENDS,
     ),
-    "status": ("status", "Result: `roach status --json`. `ref` is a run id or a Slurm job id."),
-    "ls": ("ls", "Result: `roach ls --json`."),
-    "logs": ("logs", "The last `lines` lines of the log: {ref, lines, log, note}."),
-    "cancel": ("cancel", "Result: `roach cancel --json`. Only jobs in roach's store (ones you submitted)."),
-    "why": ("why", "Result: `roach why --json`."),
-    "plan": ("plan", "Result: `roach plan --json`. `runs`: plan a sweep of that many runs of `gpus` each."),
-    "move": ("move", "Result: `roach move --json`. `to` is the tier's name."),
-    "clean": ("clean", "Result: `roach clean --json`. `dry_run` is true unless you set it false."),
-    "report": ("report", "Result: `roach report --json`. `name` is a run id, a sweep id or an experiment."),
+    "status": ("status", "Result: `roach status --json`. `ref` is a run id or a Slurm job id.", _READS),
+    "ls": ("ls", "Result: `roach ls --json`.", _READS),
+    "logs": ("logs", "The last `lines` lines of the log: {ref, lines, log, note}.", _READS),
+    "cancel": (
+        "cancel",
+        "Result: `roach cancel --json`. Only jobs in roach's store (ones you submitted).",
+        Hints(read_only=False, destructive=True, idempotent=True),
+    ),
+    "why": ("why", "Result: `roach why --json`.", _READS),
+    "plan": ("plan", "Result: `roach plan --json`. `runs`: plan a sweep of that many runs of `gpus` each.", _READS),
+    "move": ("move", "Result: `roach move --json`. `to` is the tier's name.", _SPENDS),
+    "clean": (
+        "clean",
+        "Result: `roach clean --json`. `dry_run` is true unless you set it false.",
+        Hints(read_only=False, destructive=True, idempotent=True),
+    ),
+    "report": ("report", "Result: `roach report --json`. `name` is a run id, a sweep id or an experiment.", _READS),
     "watch_events": (
         "watch",
         "Runs `roach watch --once --json --since CURSOR` (a round first where no other watch, top or agent "
@@ -48,12 +89,13 @@ TOOLS: dict[str, tuple[str, str]] = {
         "after `cursor` (each with its `seq`), oldest first. Pass the returned `cursor` next time to get only "
         "what is new; 0 asks for all it keeps. A cursor the log never gave comes back with stale_cursor true "
         "and every event the log keeps; `dropped` counts those after `cursor` no longer kept.",
+        Hints(read_only=True),  # each call may bring new events
     ),
 }
 
 
 # The tools that change nothing: what `roach mcp --read-only` serves.
-READ_ONLY = frozenset({"status", "ls", "logs", "why", "plan", "report", "watch_events"})
+READ_ONLY = frozenset(name for name, (_, _, hints) in TOOLS.items() if hints.read_only)
 
 
 class ExtraMissing(MissingError):
@@ -111,12 +153,13 @@ def build_server(tools: AgentTools, *, read_only: bool = False) -> Any:
         log_level="WARNING",  # refusals are the agent's to read, not the server's stderr
         instructions="roach runs Python functions as resumable Slurm jobs. `roach skill` prints the workflow.",
     )
-    for tool, (command, extra) in TOOLS.items():
+    for tool, (command, extra, hints) in TOOLS.items():
         fn = getattr(tools, tool)
         server.add_tool(
             _refused(fn, tool) if read_only and tool not in READ_ONLY else _refusing(fn),
             name=tool,
             description=f"{command_help(command)}\n\n{extra}",
+            annotations=hints.annotations(),
             structured_output=False,
         )
 

@@ -126,15 +126,19 @@ def cluster_page(d: dict[str, Any]) -> str:
         lines.append(f"- `{t['name']}`: {how}; {cap}; {'preemptible' if t['preemptible'] else 'never preempted'}")
     if not d["tiers"]:
         lines.append(f"(none: `roach clusters discover {name}` reads them)")
-    opt_in = " --metered" if d["metered"] else ""
     preset = next(iter(d["presets"]), "PRESET")
     lines += [
         "",
         "## On this cluster",
         "",
         f"- where N GPUs finish soonest: `roach plan --cluster {name} --gpus 1`",
-        f"- submit: `roach submit pkg.mod:fn --cluster {name} --resources {preset}{opt_in} --json`"
-        + (" (only when the budget's owner asked for it)" if d["metered"] else ""),
+        f"- submit: `roach submit pkg.mod:fn --cluster {name} --resources {preset} --json`"
+        + (
+            " (only within a grant the budget's owner made at a terminal: `roach grant --list --json` shows what "
+            "each has left)"
+            if d["metered"]
+            else ""
+        ),
         f"- watch: `roach watch --cluster {name} --json`",
     ]
     doc = DOCS / "clusters" / f"{name}.md"

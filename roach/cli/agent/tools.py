@@ -28,7 +28,6 @@ def _submission(
     description: str | None,
     log_root: str | None,
     run_root: str | None,
-    metered: bool,
     python_env: str | None = None,
     tier: str | None = None,
 ) -> list[str]:
@@ -44,7 +43,6 @@ def _submission(
         *_opt("--description", description),
         *_opt("--log-root", log_root),
         *_opt("--run-root", run_root),
-        *_flag("--metered", metered),
         *_opt("--python-env", python_env),
     ]
 
@@ -100,7 +98,6 @@ class AgentTools:
         description: str | None = None,
         log_root: str | None = None,
         run_root: str | None = None,
-        metered: bool = False,
         python_env: str | None = None,
         tier: str | None = None,
         dry_run: bool = False,
@@ -116,7 +113,6 @@ class AgentTools:
                 description,
                 log_root,
                 run_root,
-                metered,
                 python_env,
                 tier,
             ),
@@ -142,7 +138,6 @@ class AgentTools:
         log_root: str | None = None,
         run_root: str | None = None,
         max_array_size: int | None = None,
-        metered: bool = False,
         python_env: str | None = None,
         tier: str | None = None,
         dry_run: bool = False,
@@ -162,7 +157,6 @@ class AgentTools:
                     description,
                     log_root,
                     run_root,
-                    metered,
                     python_env,
                     tier,
                 ),

@@ -1,5 +1,5 @@
 """The schemas of the cluster commands' records: ``clusters`` (each of ``roach clusters``), ``cluster``
-(``clusters show``), ``discover``, ``plan``, ``clean`` and ``clone``."""
+(``clusters show``), ``discover``, ``plan``, ``clean``, ``clone`` and ``grant``."""
 
 from __future__ import annotations
 
@@ -252,6 +252,29 @@ CLONE = record(
     },
 )
 
+GRANT = record(
+    "grant",
+    "`roach grant`: one grant (each of `roach grant --list`): the GPU-hours a person allowed on a metered cluster, "
+    "and what its submissions spent and hold.",
+    {
+        "id": string("The grant's id (`g3`)."),
+        "cluster": string("The metered cluster it covers."),
+        "gpu_hours": number("The GPU-hours it allows."),
+        "experiment": string("The one experiment it covers; null: every experiment.", null=True),
+        "until": string("When it ends (UTC, ISO 8601); null: until revoked.", null=True),
+        "note": string("The note it was made with.", null=True),
+        "granted_by": string("The login of the person who made it."),
+        "made_at": string("When it was made (UTC, ISO 8601)."),
+        "revoked_at": string("When it was revoked; null: it was not.", null=True),
+        "live": boolean("True while it covers new submissions (not revoked, not ended)."),
+        "spent": number("GPU-hours its submissions' jobs spent, from Slurm's accounting (every attempt)."),
+        "held": number("GPU-hours its unfinished submissions may still spend at worst."),
+        "left": number("GPU-hours a new submission may still take: its GPU-hours less spent and held."),
+        "submissions": integer("The submissions held against it."),
+    },
+)
+
+
 SCHEMAS = {
     "clusters": CLUSTERS,
     "cluster": CLUSTER,
@@ -259,4 +282,5 @@ SCHEMAS = {
     "plan": PLAN,
     "clean": CLEAN,
     "clone": CLONE,
+    "grant": GRANT,
 }

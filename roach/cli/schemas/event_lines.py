@@ -115,6 +115,12 @@ FIELDS: dict[str, dict[str, Any]] = {
     "service": string("`slurmctld`, `slurmdbd`, or `the cluster` (the connection)."),
     "down_s": number("Seconds it was unreachable."),
     "not_responding": strings("Its nodes that Slurm marks not responding (sinfo's `*`, as in `idle*`)."),
+    "grant": string("The grant (`g3`, as `roach grant --list` shows)."),
+    "share": integer("The share of its GPU-hours it passed, in percent: 50, 80 or 100."),
+    "spent": number("GPU-hours its submissions' jobs spent (Slurm's accounting, every attempt)."),
+    "gpu_hours": number("The GPU-hours it allows."),
+    "held_jobs": array("At 100 %: the pending jobs held in Slurm (`scontrol hold`).", integer("A job id.")),
+    "hold_error": string("At 100 %: why holding them failed; null: it did not.", null=True),
     "watching": integer("Watched jobs that have not ended."),
     "running": integer("Of them, running."),
     "pending": integer("Of them, pending."),
@@ -150,6 +156,7 @@ KIND_FIELDS: dict[EventKind, tuple[str, ...]] = {
     EventKind.OUTAGE: ("service", "error"),
     EventKind.RECOVERED: ("service", "down_s"),
     EventKind.NODE_NOT_RESPONDING: ("nodes", "not_responding"),
+    EventKind.BUDGET: ("grant", "share", "spent", "gpu_hours", "held_jobs", "hold_error"),
     EventKind.HEARTBEAT: ("watching", "running", "pending", "ended", "outages", "holders"),
     EventKind.QUEUE_EMPTY: ("ended", "completed"),
 }
@@ -190,6 +197,10 @@ KIND_TEXT: dict[EventKind, str] = {
     EventKind.NODE_NOT_RESPONDING: (
         "a running job's node stopped answering Slurm (said once per job and node): Slurm sets it DOWN after "
         "SlurmdTimeout and fails the job, or requeues it"
+    ),
+    EventKind.BUDGET: (
+        "a metered cluster's grant passed 50, 80 or 100 % of its GPU-hours (said once each); at 100 % its pending "
+        "jobs are held in Slurm until a person makes a new grant (`roach grant`), and running jobs finish"
     ),
     EventKind.HEARTBEAT: "every `--heartbeat` seconds, whatever happened",
     EventKind.QUEUE_EMPTY: "every watched job has ended; the watch exits after it",

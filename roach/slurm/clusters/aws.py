@@ -1,8 +1,7 @@
 """AWS: a Slurm cluster reached over ``ssh aws``; metered in dollars (fellowship credits).
 
-Metered: roach submits here only when the cluster is named and the spending confirmed
-(``allow_metered=True`` / ``--metered``), never as a fallback, never with more than the user's caps in
-clusters.toml (``gpu_hour_cost`` and ``max_cost`` turn a request into dollars). The page: docs/clusters/aws.md.
+Metered: roach submits here only when the cluster is named, within a grant its budget's owner made at a
+terminal (``roach grant``), never as a fallback, never with more than the user's caps in clusters.toml (``gpu_hour_cost`` and ``max_cost`` turn a request into dollars). The page: docs/clusters/aws.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Marlowe: reached over ``ssh marlowe``; a metered allocation shared with the group.
 
-Metered: roach submits here only when the cluster is named and the spending confirmed
-(``allow_metered=True`` / ``--metered``), never as a fallback, never with more than the user's caps in
-clusters.toml. The account, partitions, QOS and caps are the user's to give there
+Metered: roach submits here only when the cluster is named, within a grant its budget's owner made at a
+terminal (``roach grant``), never as a fallback, never with more than the user's caps in clusters.toml. The account, partitions, QOS and caps are the user's to give there
 (``roach clusters discover marlowe`` proposes the tiers). The page: docs/clusters/marlowe.md.
 """
 
