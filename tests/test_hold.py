@@ -23,7 +23,8 @@ from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
 from roach.errors import UsageError, WaitTimeoutError
-from roach.hold.start import hold, render_holder
+from roach.hold import start
+from roach.hold.start import Holder, hold, render_holder
 from roach.lab.config import LAB_USER
 from roach.launch.hold_steps import (
     SIGNAL_PROGRAM,
@@ -121,6 +122,31 @@ def test_an_attempts_record_is_its_holders_job_id_and_its_number():
     assert (p.bundle_dir, p.log, p.spec) == ("/l/bundles/412.3", "/l/r1_412.out", "/l/bundles/412.3/spec.json")
     assert isinstance(job_for(LAB, rec), InsideJob)
     assert not isinstance(job_for(LAB, _record(412, holder=412, kind=RecordKind.HOLDER)), InsideJob)  # the holder
+
+
+def _held(monkeypatch, tmp_path) -> tuple[Holder, dict]:
+    """A Holder of a recorded holder whose ``submit`` hands its call to a stand-in for roach's submit."""
+    seen: dict = {}
+    monkeypatch.setattr(start, "submit_run", lambda target, args, **kw: seen.update(target=target, args=args, **kw))
+    rec = _record(412, holder=412, kind=RecordKind.HOLDER, resources=Resources(gpus_per_node=2).to_json())
+    return Holder(LAB, 412, rec, Store(tmp_path / "store.db")), seen
+
+
+def test_holder_submit_starts_inside_it_with_its_resources_and_store(monkeypatch, tmp_path):
+    h, seen = _held(monkeypatch, tmp_path)
+    h.submit("pkg.m:f", {"lr": 1}, force=True, log_root="/l")
+    assert seen["inside"] == 412
+    assert seen["cluster"] is LAB
+    assert seen["resources"] == Resources(gpus_per_node=2)
+    assert seen["store"] is h.store
+    assert (seen["force"], seen["log_root"], seen["args"]) == (True, "/l", {"lr": 1})
+
+
+def test_holder_submit_refuses_another_cluster(monkeypatch, tmp_path):
+    h, seen = _held(monkeypatch, tmp_path)
+    with pytest.raises(UsageError, match="its holder's cluster"):
+        h.submit("pkg.m:f", cluster="ilc")
+    assert seen == {}
 
 
 def test_exit_codes_mean_completed_stopped_or_failed():

@@ -23,6 +23,7 @@ from roach.lab.config import LabConfig
 REPO = Path(__file__).resolve().parent.parent
 LAB_STATE = Path(os.environ.get("ROACH_LAB_DIR") or "/var/lib/roach/lab")  # the lab the suite runs on
 ALWAYS = [
+    "py.typed",
     "slurm/README.md",
     "lab/templates/slurm.conf",
     "lab/templates/gres.conf",

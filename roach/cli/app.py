@@ -4,7 +4,7 @@ This module is the only place that turns a :class:`~roach.errors.RoachError` int
 and an exit code. Commands live in their own modules and are registered in :data:`COMMANDS`, one line each;
 a command's module is imported when that command runs (or when help lists it), so ``roach ls`` loads the
 store and its views, not ssh, submit or the watch. Help text is the commands' docstrings and the options'
-``help=``, nowhere else.
+``help=``, nowhere else; the group's lists the exit codes from their one table, :mod:`roach.cli.exit_codes`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import importlib
 import click
 
 from roach import __version__
+from roach.cli import exit_codes
 from roach.errors import RoachError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -85,16 +86,14 @@ class RoachGroup(click.Group):
             ctx.exit(err.exit_code)
 
 
-@click.group(cls=RoachGroup, context_settings=CONTEXT)
+@click.group(
+    cls=RoachGroup,
+    context_settings=CONTEXT,
+    help=f"Run Python functions as resumable Slurm jobs, and watch them.\n\n{exit_codes.help_text()}",
+)
 @click.version_option(__version__, "-V", "--version", prog_name="roach", message="%(prog)s %(version)s")
 def cli() -> None:
-    """Run Python functions as resumable Slurm jobs, and watch them.
-
-    Exit codes: 0 ok, 1 unexpected error, 2 usage error, 3 lab error or lab not up,
-    4 transport error, 5 Slurm error, 6 the job ran and did not complete, 7 something required is
-    missing (doctor prerequisite, workspace file or remote root, job bundle, a required file), 8 a moved
-    run did not resume at its step, 9 another `roach watch` watches this cluster, 10 a wait ran out of time.
-    """
+    """The group; its help is the line above and the exit codes' table (:mod:`roach.cli.exit_codes`)."""
 
 
 def main() -> None:

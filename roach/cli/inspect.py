@@ -9,7 +9,7 @@ from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.refs import cluster_option, explained, record_of_ref, ssh_alias_option
 from roach.cli.views import follow_log, job_json
 from roach.errors import UsageError, WaitTimeoutError
-from roach.launch.inside_job import job_for
+from roach.launch.inside_job import InsideJob, job_for
 from roach.launch.job import Job
 from roach.launch.job_view import live_views
 from roach.ops.job_views import reach
@@ -24,7 +24,7 @@ def job_of_ref(
     store: Store,
     ssh_alias: str | None = None,
     ssh_config: str | None = None,
-) -> Job:
+) -> Job | InsideJob:
     """The recorded job ``ref`` names (run id or job id), reached the way it was submitted unless ``ssh_alias``
     says otherwise; roach only acts on jobs in its store."""
     rec = record_of_ref(ref, cluster, store)

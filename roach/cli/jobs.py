@@ -25,9 +25,10 @@ from roach.cli.view_text import print_view
 from roach.cli.views import job_json
 from roach.errors import UsageError
 from roach.fleet.cluster import Cluster, with_ssh_override
+from roach.launch.inside_job import InsideJob
 from roach.launch.job import Job
 from roach.launch.job_view import JobView
-from roach.launch.options import CLONE_ROOT
+from roach.launch.options import CLONE_ROOT, SubmitFields
 from roach.launch.prepare import Prepared
 from roach.launch.submit import dry_run as dry_run_job
 from roach.launch.submit import resume as resume_run
@@ -308,15 +309,17 @@ def resume(
         if rec is not None:  # on --tier, what it asks for (or its last job asked for) put on that tier
             old = preset or Resources.from_json(rec.resources)
             placed = tier_placed(target_cluster or rec.cluster, old, tier)
-        job = resume_run(
-            run_id,
-            resources=placed.resources if placed else preset,
-            cluster=target_cluster,
-            repo_root=repo_root,
-            store=store,
-            allow_metered=allow_metered,
-            python_env=python_env,
-        )
+        fields: SubmitFields = {
+            "cluster": target_cluster,
+            "repo_root": repo_root,
+            "store": store,
+            "allow_metered": allow_metered,
+            "python_env": python_env,
+        }
+        resources = placed.resources if placed else preset
+        if resources is not None:  # else what its last job asked for
+            fields["resources"] = resources
+        job = resume_run(run_id, **fields)
         if rec is not None and job.record.commit != rec.commit and not as_json:
             click.echo(
                 f"code: commit {job.record.commit[:12]}, the repository's HEAD; its last job ran "
@@ -362,7 +365,7 @@ def dry_run_lines(p: Prepared, placed: Placed) -> list[str]:
 
 
 def _report_submitted(
-    ctx: click.Context, job: Job, run_as: str | None, wait: bool, as_json: bool, tier: str | None = None
+    ctx: click.Context, job: Job | InsideJob, run_as: str | None, wait: bool, as_json: bool, tier: str | None = None
 ) -> None:
     """Print what was submitted (``tier``: the line of the tier it was put on); with ``wait``, wait for it and exit
     6 unless it completed."""

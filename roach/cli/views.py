@@ -19,6 +19,7 @@ from roach.launch.job_view import JobView
 from roach.model.job_state import JobState
 
 if TYPE_CHECKING:  # annotations only: loading the views loads no job handle (roach.launch.job)
+    from roach.launch.inside_job import InsideJob
     from roach.launch.job import Job
     from roach.launch.poller import Waiting
 
@@ -35,7 +36,7 @@ STATE_POLL_S = 10.0  # `logs -f`: how often Slurm is asked whether the job ended
 
 
 def follow_log(
-    job: Job, lines: int | None, *, path: str | None = None, sleep=time.sleep, clock=time.monotonic
+    job: Job | InsideJob, lines: int | None, *, path: str | None = None, sleep=time.sleep, clock=time.monotonic
 ) -> JobState:
     """Print the log (``path``, default the job's) as it grows until the job ends: read it every
     ``FOLLOW_POLL_S`` (only lines not yet printed, through the cluster's ``tail``), and look for its end in the
@@ -47,7 +48,7 @@ def follow_log(
         return _follow(job, w, lines, path or job.record.log_path, sleep, clock)
 
 
-def _follow(job: Job, w: Waiting | None, lines: int | None, path: str, sleep, clock) -> JobState:
+def _follow(job: Job | InsideJob, w: Waiting | None, lines: int | None, path: str, sleep, clock) -> JobState:
     transport = job.fs.transport
     done = 0  # complete lines printed (or skipped, with -n)
     first, next_state = True, 0.0

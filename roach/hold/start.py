@@ -12,6 +12,8 @@ docs/hold.md. Its steps (listing them, telling them apart, the program that sign
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
+from typing import Any, Unpack
 
 from roach.errors import UsageError
 from roach.fleet import guardrails
@@ -22,6 +24,8 @@ from roach.fleet.userconfig import configured, fill_resources, get_cluster
 from roach.launch import pipeline
 from roach.launch.hold_steps import SIGNAL_PROGRAM, STEP_SIGNAL
 from roach.launch.holder import HOLD_TARGET, HOLDER_NAME, HolderHandle
+from roach.launch.inside_job import InsideJob
+from roach.launch.options import SubmitFields
 from roach.launch.pipeline import Destination, Written
 from roach.launch.prepare import new_run_id, resolve_resources
 from roach.launch.submit import submit as submit_run
@@ -37,14 +41,38 @@ class Holder(HolderHandle):
     """The handle :func:`hold` returns: a :class:`~roach.launch.holder.HolderHandle` that attempts are submitted
     into."""
 
-    def submit(self, target: str, args=None, **kwargs):
-        """``submit(target, args, inside=<this holder>, ...)``; ``resources`` defaults to the holder's."""
-        if "resources" not in kwargs:
+    def submit(
+        self,
+        target: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        force: bool = False,
+        wait_holder_s: float | None = None,
+        **fields: Unpack[SubmitFields],
+    ) -> InsideJob:
+        """``submit(target, args, inside=<this holder>, ...)`` on the holder's cluster; ``resources`` defaults to
+        the holder's, ``store`` to its store."""
+        if "cluster" in fields:
+            raise UsageError(
+                f"an attempt runs on its holder's cluster ({self.cluster.name}): cluster= is not an option here",
+                hint="leave cluster= out",
+            )
+        if "resources" not in fields:
             if self.record is None:
                 raise UsageError(f"{self} has no record to take resources from", hint="pass resources=")
-            kwargs["resources"] = Resources.from_json(self.record.resources)
-        kwargs.setdefault("store", self.store)
-        return submit_run(target, args, cluster=self.cluster, inside=self.job_id, **kwargs)
+            fields["resources"] = Resources.from_json(self.record.resources)
+        fields.setdefault("store", self.store)
+        fields["cluster"] = self.cluster
+        return submit_run(
+            target,
+            args,
+            inside=self.job_id,
+            run_id=run_id,
+            force=force,
+            wait_holder_s=wait_holder_s,
+            **fields,
+        )
 
 
 # -- hold() ------------------------------------------------------------------------------------------------

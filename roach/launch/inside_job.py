@@ -2,7 +2,10 @@
 
 :func:`~roach.launch.inside.submit_inside` returns it (and :func:`job_for` makes one for a recorded attempt);
 its state is what the attempt's bundle says (the driver's ``exit`` file, :mod:`roach.launch.inside_attempts`), and
-its :meth:`~roach.launch.job.Job.status` the view ``roach status`` shows of it (:mod:`roach.launch.job_view`).
+its :meth:`~roach.launch.job.JobHandle.status` the view ``roach status`` shows of it (:mod:`roach.launch.job_view`).
+It is a :class:`~roach.launch.job.JobHandle` beside :class:`~roach.launch.job.Job`, not a kind of it: its
+``wait()`` returns the driver's :class:`~roach.launch.inside_attempts.AttemptExit`, its ``paths`` are an
+attempt's.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from roach.launch.inside_attempts import (
     attempt_end,
     read_attempts,
 )
-from roach.launch.job import Job
+from roach.launch.job import Job, JobHandle
 from roach.model.job_state import JobState
 from roach.records.finals import record_ends
 from roach.records.job_record import JobRecord, utc_now
@@ -32,21 +35,22 @@ _LOST_GRACE_S = 30.0  # after the holder ended, how long a driver may take to wr
 
 # -- the handle ----------------------------------------------------------------------------------------------
 @dataclass
-class InsideJob(Job):
+class InsideJob(JobHandle[AttemptExit]):
     """An attempt run as steps of a holder. Its state is the driver's exit status, not Slurm's job state."""
 
     _holder: HolderHandle | None = field(default=None, init=False, repr=False)
 
     @property
     def holder(self) -> int:
-        return self.record.holder  # type: ignore[return-value]
+        """The holder's job id (an attempt's record keeps it as its own ``job_id``)."""
+        return self.record.job_id
 
     @property
     def attempt(self) -> int:
         return self.record.attempt or 0
 
     @property
-    def paths(self) -> AttemptPaths:  # type: ignore[override]
+    def paths(self) -> AttemptPaths:
         return AttemptPaths.of(self.record)
 
     def __str__(self) -> str:
@@ -72,7 +76,7 @@ class InsideJob(Job):
             return st.exit.state
         return JobState.RUNNING if self._holder_handle().state().is_active else JobState.FAILED
 
-    def wait(self, timeout: float | None = None, poll_s: float = 2.0) -> AttemptExit:  # type: ignore[override]
+    def wait(self, timeout: float | None = None, poll_s: float = 2.0) -> AttemptExit:
         """Block until the driver wrote its exit status; record it in the store and job.json."""
         poll_s = max(poll_s, self.cluster.min_poll_s)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -95,7 +99,7 @@ class InsideJob(Job):
                 )
             time.sleep(poll_s)
 
-    def record_final(self, ex: AttemptExit, text: str | None = None) -> None:  # type: ignore[override]
+    def record_final(self, ex: AttemptExit, text: str | None = None) -> None:
         """The attempt's exit into its job.json and the store (:func:`~roach.records.finals.record_ends`)."""
         (self.record,) = record_ends(self.store, self.fs.transport, [attempt_end(self.record, ex, text)])
 
@@ -117,6 +121,6 @@ class InsideJob(Job):
             self.client.scancel([s.id for s in steps])
 
 
-def job_for(cluster: Cluster, record: JobRecord, store: Store | None = None) -> Job:
+def job_for(cluster: Cluster, record: JobRecord, store: Store | None = None) -> Job | InsideJob:
     """The handle of a recorded job: an :class:`InsideJob` for an attempt inside a holder, else a :class:`Job`."""
     return InsideJob(cluster, record, store) if record.is_attempt else Job(cluster, record, store)

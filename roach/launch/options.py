@@ -1,5 +1,10 @@
 """What a submission is asked, shared by ``submit``, ``sweep``, ``resume`` and their front-ends: one type, checked once
-(:func:`roach.launch.prepare.prepare`)."""
+(:func:`roach.launch.prepare.prepare`).
+
+:class:`Options` is the value; :class:`SubmitFields` the same fields as the keywords those functions take
+(``**fields: Unpack[SubmitFields]``, PEP 692), so a type checker sees a misspelled option or a wrong type at the
+call. A test keeps the two equal, name for name and type for type.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from roach.errors import UsageError
 from roach.fleet.cluster import Cluster
@@ -41,7 +46,7 @@ class Options:
     store: Store | None = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, given: Options | None, fields: Mapping[str, Any]) -> Options:
+    def of(cls, given: Options | None, fields: SubmitFields) -> Options:
         """``given`` with ``fields`` over it, or the options ``fields`` name; an unknown name is refused with the
         valid ones."""
         names = {f.name for f in dataclasses.fields(cls)}
@@ -56,3 +61,25 @@ class Options:
         if "resources" not in fields:
             raise UsageError("resources= is required", hint="a Resources, or a preset name of the cluster")
         return cls(**fields)
+
+
+class SubmitFields(TypedDict, total=False):
+    """:class:`Options`' fields as keywords, each optional: ``submit(target, args, resources=..., cluster=...)``.
+    Where no ``options`` is given, ``resources`` is required (checked when the call runs)."""
+
+    resources: Resources | str
+    cluster: Cluster | str | None
+    name: str | None
+    job_env: Mapping[str, str] | None
+    repo_root: str | Path
+    commit: str | None
+    log_root: str | None
+    clone_root: str
+    secrets_dir: str | None
+    run_root: str | None
+    description: str
+    checkpoint_every: int | None
+    experiment: str | None
+    allow_metered: bool
+    python_env: PythonEnv | str | None
+    store: Store | None

@@ -11,19 +11,19 @@ import functools
 import posixpath
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack, overload
 
 from roach.errors import UsageError
 from roach.fleet import guardrails
-from roach.fleet.cluster import Cluster
 from roach.fleet.paths import check_cluster_path
 from roach.fleet.route import as_recorded
 from roach.fleet.userconfig import get_cluster
 from roach.launch import pipeline
 from roach.launch.gitpush import push_commit
 from roach.launch.inside import submit_inside
+from roach.launch.inside_job import InsideJob
 from roach.launch.job import Job
-from roach.launch.options import Options
+from roach.launch.options import Options, SubmitFields
 from roach.launch.pipeline import Destination, Written
 from roach.launch.prepare import RUN_ID, Prepared, check_args, default_run_root, new_run_id, prepare
 from roach.launch.shipping import node_script
@@ -32,6 +32,32 @@ from roach.model.run_spec import RepoRef, RunSpec
 from roach.records.bundle import BundlePaths, JobJson
 from roach.records.store import Store
 from roach.scheduler.clusterfs import ClusterFS
+
+
+@overload
+def submit(
+    target: str,
+    args: Mapping[str, Any] | None = None,
+    options: Options | None = None,
+    *,
+    run_id: str | None = None,
+    inside: None = None,
+    **fields: Unpack[SubmitFields],
+) -> Job: ...
+
+
+@overload
+def submit(
+    target: str,
+    args: Mapping[str, Any] | None = None,
+    options: Options | None = None,
+    *,
+    run_id: str | None = None,
+    inside: int,
+    force: bool = False,
+    wait_holder_s: float | None = None,
+    **fields: Unpack[SubmitFields],
+) -> InsideJob: ...
 
 
 def submit(
@@ -43,15 +69,15 @@ def submit(
     inside: int | None = None,
     force: bool = False,
     wait_holder_s: float | None = None,
-    **fields: Any,
-) -> Job:
+    **fields: Unpack[SubmitFields],
+) -> Job | InsideJob:
     """Submit ``pkg.module:function`` of the repo's pushed HEAD as a Slurm job; returns its :class:`Job`.
 
     ``fields`` are :class:`~roach.launch.options.Options`' (``resources`` is required), over ``options`` where
     given. ``run_id`` continues that run in its run directory. ``inside=<holder job id>`` starts it now as steps
-    of that running holder instead (an :class:`~roach.launch.inside_job.InsideJob`; docs/hold.md); ``force``
-    then starts it even beside another attempt's running ranks, and ``wait_holder_s`` waits up to that long for a
-    holder still pending to run (without it, a pending holder is refused).
+    of that running holder instead, and returns its :class:`~roach.launch.inside_job.InsideJob` (docs/hold.md);
+    ``force`` then starts it even beside another attempt's running ranks, and ``wait_holder_s`` waits up to that
+    long for a holder still pending to run (without it, a pending holder is refused).
     """
     _check_ids(run_id, inside, wait_holder_s)
     args = check_args(args or {})
@@ -61,6 +87,11 @@ def submit(
         return submit_inside(
             p, holder=int(inside), args=args, run_id=run_id, run_dir=run_dir, force=force, wait_holder_s=wait_holder_s
         )
+    return _start_batch(p, args, run_id, run_dir)
+
+
+def _start_batch(p: Prepared, args: dict[str, Any], run_id: str, run_dir: str) -> Job:
+    """Queue the prepared submission as a batch job, the one way every batch job starts (:mod:`roach.launch.pipeline`)."""
     cluster, repo = p.cluster, p.repo
     guardrails.check_live(cluster, p.resources, p.client)
     # A cluster whose nodes cannot reach the git remote clones from a mirror on its shared storage that
@@ -103,7 +134,10 @@ def submit(
 
 
 def dry_run(
-    target: str, args: Mapping[str, Any] | None = None, options: Options | None = None, **fields: Any
+    target: str,
+    args: Mapping[str, Any] | None = None,
+    options: Options | None = None,
+    **fields: Unpack[SubmitFields],
 ) -> Prepared:
     """Every check :func:`submit` makes, and what it would run (the resources, the commit, the Python environment
     and why), with nothing queued or written."""
@@ -151,23 +185,19 @@ def _run_dir(p: Prepared, run_id: str | None) -> tuple[str, str]:
     return run_id, run_dir
 
 
-def resume(
-    run_id: str,
-    *,
-    resources: Resources | str | None = None,
-    cluster: Cluster | str | None = None,
-    store: Store | None = None,
-    **overrides: Any,
-) -> Job:
+def resume(run_id: str, **fields: Unpack[SubmitFields]) -> Job:
     """Submit run ``run_id`` again (its last job's target, args, paths and experiment) so it continues from its
     checkpoint, on other resources or another cluster that sees the same run directory.
 
-    The code is the repo's current pushed HEAD, like any submit. ``overrides`` are :func:`submit`'s.
+    The code is the repo's current pushed HEAD, like any submit. ``fields`` are :func:`submit`'s, over what the
+    run's last job had: ``resources`` (default: what it asked for), ``cluster`` (default: where it ran; another
+    must see the same run directory), ``store`` and the rest.
     """
-    store = store or Store()
+    store = fields.get("store") or Store()
     rec = store.latest_for_run(run_id)
     if rec is None:
         raise UsageError(f"no record of run {run_id} in the store", hint="`roach ls` lists the runs roach knows")
+    cluster = fields.get("cluster")
     given = get_cluster(cluster) if cluster is not None else None
     old = given if given is not None and given.name == rec.cluster else get_cluster(rec.cluster)
     if rec.via and given is None:  # submitted through another ssh alias: read and resubmit the same way
@@ -179,7 +209,7 @@ def resume(
     if rec.task is not None:
         spec = spec.task(rec.task)
     kept = Options(
-        resources=Resources.from_json(rec.resources) if resources is None else resources,
+        resources=Resources.from_json(rec.resources),
         cluster=given or old,
         name=rec.name,
         job_env=spec.job_env or None,
@@ -191,4 +221,7 @@ def resume(
         experiment=store.experiment_of(rec.cluster, rec.job_id),  # every job of a run stays in its experiment
         store=store,
     )
-    return submit(spec.target, spec.args, kept, run_id=run_id, **overrides)
+    over = fields.copy()
+    over.pop("cluster", None)  # kept: the cluster given, reached as named
+    over["store"] = store
+    return submit(spec.target, spec.args, kept, run_id=run_id, **over)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any
+from typing import Any, Unpack
 
 from roach.errors import SlurmError, UsageError, WaitTimeoutError
 from roach.fleet import guardrails
@@ -26,7 +26,7 @@ from roach.fleet.userconfig import configured
 from roach.launch import pipeline
 from roach.launch import script as batch
 from roach.launch.job import READ_TICK_S, Job
-from roach.launch.options import Options
+from roach.launch.options import Options, SubmitFields
 from roach.launch.pipeline import Destination, Written
 from roach.launch.poller import Waiting, waiting
 from roach.launch.prepare import RUN_ID, Prepared, check_grid, default_run_root, new_run_id, prepare
@@ -212,7 +212,7 @@ def sweep(
     parallelism: int | None = None,
     sweep_id: str | None = None,
     max_array_size: int | None = None,
-    **fields: Any,
+    **fields: Unpack[SubmitFields],
 ) -> Sweep:
     """Run ``pkg.module:function`` once per entry of ``grid`` (its keyword arguments) as Slurm job arrays.
 

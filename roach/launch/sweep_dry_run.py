@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
-from roach.launch.options import Options
+from roach.launch.options import Options, SubmitFields
 from roach.launch.prepare import Prepared
 from roach.launch.sweep import prepare_sweep, split
 
@@ -32,7 +32,7 @@ def dry_run(
     parallelism: int | None = None,
     sweep_id: str | None = None,
     max_array_size: int | None = None,
-    **fields: Any,
+    **fields: Unpack[SubmitFields],
 ) -> SweepDryRun:
     """Every check :func:`~roach.launch.sweep.sweep` makes, and its arrays as the cluster's MaxArraySize (the site
     cache's copy) and ``max_array_size`` split them; nothing is queued or written."""

@@ -16,7 +16,9 @@ if TYPE_CHECKING:  # the names' types, for checkers and editors; at run time eac
     from roach.fleet.cluster import Cluster, known_clusters
     from roach.fleet.userconfig import get_cluster
     from roach.hold.start import Holder, hold
+    from roach.launch.inside_job import InsideJob
     from roach.launch.job import Job
+    from roach.launch.options import Options, SubmitFields
     from roach.launch.submit import resume, submit
     from roach.launch.sweep import Sweep, sweep
     from roach.model.job_state import JobState
@@ -40,6 +42,9 @@ _EXPORTS = {
     "Holder": "roach.hold.start",
     "hold": "roach.hold.start",
     "Job": "roach.launch.job",
+    "InsideJob": "roach.launch.inside_job",
+    "Options": "roach.launch.options",
+    "SubmitFields": "roach.launch.options",
     "Resources": "roach.model.resources",
     "NotCompletedError": "roach.records.results",
     "ResultMissingError": "roach.records.results",
@@ -63,11 +68,13 @@ __all__ = [
     "Capabilities",
     "Cluster",
     "Holder",
+    "InsideJob",
     "Job",
     "JobState",
     "LocalTransport",
     "MockTransport",
     "NotCompletedError",
+    "Options",
     "PendingReason",
     "Report",
     "Resources",
@@ -75,6 +82,7 @@ __all__ = [
     "ResultMissingError",
     "Run",
     "SlurmClient",
+    "SubmitFields",
     "Sweep",
     "SweepNotCompletedError",
     "Transport",

@@ -2,7 +2,8 @@
 
 The workflow's prose is the template ``skill.md`` shipped beside this module; every ``{{command NAME}}`` in it
 becomes that command's usage, help and options read from the click tree, ``{{clusters}}`` the clusters roach
-knows (after clusters.toml), ``{{events}}`` the watch's event kinds and ``{{exit_codes}}`` the group's help.
+knows (after clusters.toml), ``{{events}}`` the watch's event kinds and ``{{exit_codes}}`` the exit codes' one
+table (:mod:`roach.cli.exit_codes`).
 Each cluster also gets a page of its own (`roach skill --install DIR`), from what `roach clusters show NAME`
 says and the cluster's page in docs/clusters/ where roach runs from its source tree. Nothing here is written
 by hand twice, so the skill cannot drift from the commands; :mod:`roach.cli.agent.skillcheck` proves it.
@@ -20,6 +21,7 @@ import click
 
 from roach import __version__
 from roach._fs import atomic_write
+from roach.cli import exit_codes
 from roach.cli.app import cli
 from roach.cli.clusters import describe
 from roach.fleet.cluster import known_clusters, module_cluster
@@ -80,14 +82,6 @@ def _reference(command: click.Command, ctx: click.Context, path: str) -> str:
             if sub is not None:
                 lines += ["", _reference(sub, _ctx(sub, sub_name, ctx), f"{path} {sub_name}").replace("### ", "#### ")]
     return "\n".join(lines).rstrip()
-
-
-def _exit_codes() -> str:
-    text = " ".join((cli.help or "").split())
-    codes = text.split("Exit codes:", 1)[1].strip().rstrip(".")
-    return "\n".join(
-        f"- {m.group(1)}: {m.group(2).strip()}" for m in re.finditer(r"(\d+) (.+?)(?:,(?= \d+ )|$)", codes)
-    )
 
 
 def _clusters(described: list[dict[str, Any]]) -> str:
@@ -163,7 +157,7 @@ def generate() -> Skill:
             "generated": stamp,
             "clusters": _clusters(described),
             "events": ", ".join(f"`{k.value}`" for k in EventKind),
-            "exit_codes": _exit_codes(),
+            "exit_codes": exit_codes.skill_list(),
         }
         if kind not in made:
             raise KeyError(f"the skill template has an unknown directive {m.group(0)}")
