@@ -86,7 +86,7 @@ class Spend:
     @classmethod
     def of(cls, res: Resources, experiment: str | None, runs: int = 1, what: str = "a run") -> Spend:
         """``runs`` attempts of ``res`` each to its time limit."""
-        each = f"{res.total_gpus} GPUs x {guardrails.hours(res):g} h"
+        each = f"{res.total_gpus} GPUs x {guardrails.hours(res):.3g} h"
         return cls(
             runs * guardrails.gpu_hours(res),
             experiment,
