@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from roach.errors import UsageError
+from roach.errors import UsageError, WaitTimeoutError
 from roach.lab import lab as lablib
 from roach.lab.conf_files import render
 from roach.lab.config import LAB_USER, LabConfig, LabLayout
@@ -51,6 +51,12 @@ def failover_lab(lab):  # through the lab fixture: the lab marker holds for priv
     finally:
         lablib.down(str(state), log=lambda *_: None)
         shutil.rmtree(state, ignore_errors=True)
+
+
+def _acct_rows(slurm: SlurmClient, job_id: int) -> str:
+    """What accounting holds of a job, every allocation with its End: what a failed wait on it shows."""
+    argv = ["sacct", "-X", "-D", "-n", "-P", "-j", str(job_id), "-o", "JobID,JobIDRaw,State,Submit,Start,End,DBIndex"]
+    return slurm.run(argv, ok_codes=(0, 1)).stdout
 
 
 def _controller_lines(cfg: LabConfig) -> list[str]:
@@ -125,7 +131,10 @@ def test_primary_killed_mid_sweep_submit_the_backup_takes_every_command(faults, 
     ).jobs  # fmt: skip
     assert store.killed
     for job in jobs:
-        rec = job.wait(timeout=slack(180))
+        try:
+            rec = job.wait(timeout=slack(180))
+        except WaitTimeoutError as e:
+            raise AssertionError(f"{e.message}; accounting:\n{_acct_rows(slurm, job.job_id)}") from e
         assert rec.state is JobState.COMPLETED, job.log()[-2000:]
     queued, accounted = _named(slurm, name)
     recorded = sorted(str(r.job_id) for r in store.recent(100) if r.name == name)
@@ -156,7 +165,7 @@ def test_primary_killed_mid_watch_the_rounds_go_on_at_the_backup(faults, failove
     events: list = []
     deadline = time.monotonic() + slack(180)
     while not [e for e in events if e.kind is EventKind.FINISHED]:
-        assert time.monotonic() < deadline, [e.line() for e in events]
+        assert time.monotonic() < deadline, ([e.line() for e in events], _acct_rows(slurm, job.job_id))
         events += w.round()
         time.sleep(1.0)
     lines = [e.line() for e in events]

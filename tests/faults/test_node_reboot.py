@@ -19,6 +19,12 @@ STEPS = 160
 ON_N1 = GPU1.replace(time="00:10:00", extra=("--nodelist=n1",))
 
 
+def _boot_times(slurm) -> str:
+    """n1's boot and slurmd start times as slurmctld has them: whether it saw the reboot."""
+    text = slurm.run(["scontrol", "show", "node", "n1"]).stdout
+    return "\n" + " ".join(w for w in text.split() if w.startswith(("BootTime=", "SlurmdStartTime=", "State="))) + "\n"
+
+
 @pytest.mark.slow
 @pytest.mark.lab
 def test_a_node_rebooted_mid_job_requeues_it_and_it_resumes_with_its_clone_made_again(faults, slurm, lab):
@@ -41,7 +47,7 @@ def test_a_node_rebooted_mid_job_requeues_it_and_it_resumes_with_its_clone_made_
         "the job to run again on n1",
         lambda: "on n1 (restart count 1)" in job.log(),
         timeout=300,
-        explain=lambda: lab_queue(slurm) + job.log()[-2000:],
+        explain=lambda: lab_queue(slurm) + _boot_times(slurm) + job.log()[-2000:],
     )
     assert job.wait(timeout=slack(240)).state is JobState.COMPLETED, job.log()[-3000:]
     assert job.log().count("n1: cloned") == 2, job.log()[-3000:]  # before the reboot, and once after it
