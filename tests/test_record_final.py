@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import cli
-from roach.hold.start import hold
 from roach.lab.config import LAB_USER
-from roach.launch.inside_job import InsideJob
+from roach.launch.hold.holder import InsideJob
+from roach.launch.hold.start import hold
 from roach.launch.job import Job
 from roach.launch.submit import submit
 from roach.launch.sweep import Sweep, sweep

@@ -104,7 +104,7 @@ def test_the_facade_loads_nothing_and_keeps_every_public_name():
         import json, sys
         import roach.slurm
         bare = sorted(m for m in sys.modules if m.startswith("roach"))
-        import roach.launch.submit, roach.launch.sweep, roach.hold.start  # the submodules first: the names stay functions
+        import roach.launch.submit, roach.launch.sweep, roach.launch.hold.start  # the submodules first: the names stay functions
         from roach.slurm import submit, sweep
         from roach.slurm import hold
         from roach.slurm import Resources

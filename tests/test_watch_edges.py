@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from roach.hold.start import hold
 from roach.lab.config import LAB_USER
-from roach.launch.holder import HOLD_TARGET
+from roach.launch.hold.holder import HOLD_TARGET
+from roach.launch.hold.start import hold
 from roach.model.ids import RecordKind
 from roach.ops.events import EventKind
 from roach.ops.explain import PendingContext, explain

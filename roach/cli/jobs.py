@@ -25,7 +25,7 @@ from roach.cli.view_text import print_view
 from roach.cli.views import job_json
 from roach.errors import UsageError
 from roach.fleet.cluster import Cluster, with_ssh_override
-from roach.launch.inside_job import InsideJob
+from roach.launch.hold.holder import InsideJob
 from roach.launch.job import Job
 from roach.launch.job_view import JobView
 from roach.launch.options import CLONE_ROOT, SubmitFields

@@ -1,7 +1,7 @@
 """The typed handles of a started run: state, status, wait, logs, cancel; rebuilt from the store by run or job id.
 
 :class:`JobHandle` is what every handle has; :class:`Job` is a batch job's (or a sweep's run's), whose end is
-sacct's record, and :class:`~roach.launch.inside_job.InsideJob` an attempt's inside a holder, whose end is its
+sacct's record, and :class:`~roach.launch.hold.holder.InsideJob` an attempt's inside a holder, whose end is its
 driver's exit status. Each ``wait()`` returns its own end type.
 """
 

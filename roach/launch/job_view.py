@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from roach.errors import RoachError
-from roach.launch.hold_steps import idle_holders
-from roach.launch.inside_attempts import attempt_end, read_attempts
+from roach.launch.hold.attempts import attempt_end, read_attempts
+from roach.launch.hold.steps import idle_holders
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.records.bundle import status_from_state

@@ -1,7 +1,7 @@
 """An attempt inside a holder, as data: its paths, its exit status, read for many attempts at once.
 
-The handle that acts on a running attempt is :class:`~roach.launch.inside_job.InsideJob`; starting one is
-:mod:`roach.launch.inside`.
+The handle that acts on a running attempt is :class:`~roach.launch.hold.holder.InsideJob`; starting one is
+:mod:`roach.launch.hold.attempt_start`. ``roach ls`` reads attempts' ends through this module alone.
 """
 
 from __future__ import annotations
