@@ -56,7 +56,7 @@ def test_the_layers_contract_orders_every_package():
 # pickletools (7 ms) until a resumed rank reads its checkpoint's modules, off every rank's start.
 LAZY_IMPORTS = {
     ("roach/runtime/context.py", "roach.runtime.ddp"),
-    ("roach/scheduler/rest_http.py", "http.client"),
+    ("roach/scheduler/rest/request.py", "http.client"),
     ("roach/runtime/checkpoint.py", "pickletools"),
     ("roach/runtime/checkpoint.py", "zipfile"),
 }

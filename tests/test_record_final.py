@@ -25,7 +25,7 @@ from roach.launch.job import Job
 from roach.launch.submit import submit
 from roach.launch.sweep import Sweep, sweep
 from roach.records.bundle import FINAL_STATUSES, JobJson
-from roach.records.finals import End, record_ends
+from roach.records.job_end import End, record_ends
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.records.workspace_job import WorkspaceJob

@@ -29,7 +29,7 @@ PACKAGE = Path(roach.__file__).parent
 ALLOWED_MODULES = {"roach", "roach._fs", "roach.errors", "roach.slurm", "roach.slurm.run"}
 ALLOWED_PACKAGES = ("roach.runtime", "roach.model")
 # Host-side modules a rank loaded before the runtime layer: none of them may come back.
-HEAVY = ("roach.records.store", "roach.scheduler.ssh", "roach.launch.submit", "roach.records.final_files", "sqlite3")
+HEAVY = ("roach.records.store", "roach.scheduler.ssh", "roach.launch.submit", "roach.records.job_json_end", "sqlite3")
 
 # What the probe function returns from inside a rank: the roach modules loaded, where roach came from, sqlite3.
 PROBE = """

@@ -12,7 +12,7 @@ from roach.errors import UsageError, WaitTimeoutError
 from roach.launch.hold.holder import InsideJob, job_for
 from roach.launch.job import Job
 from roach.launch.job_view import live_views
-from roach.ops.job_views import reach
+from roach.ops.fleet_views import reach
 from roach.records.store import Store
 from roach.records.workspace_job import is_workspace_record
 

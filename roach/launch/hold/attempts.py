@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from roach.errors import RoachError
 from roach.model.job_state import JobState
 from roach.model.status import Status
-from roach.records.finals import End
+from roach.records.job_end import End
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.scheduler.transport import Transport

@@ -29,7 +29,7 @@ from roach.launch.prepare import check_args, check_ids, prepare, resolve_run
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.model.resources import Resources
-from roach.records.finals import End, record_ends
+from roach.records.job_end import End, record_ends
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
 from roach.runtime.signals import parse_signal
@@ -386,7 +386,7 @@ class InsideJob(JobHandle[AttemptExit]):
             time.sleep(poll_s)
 
     def record_final(self, ex: AttemptExit, text: str | None = None) -> None:
-        """The attempt's exit into its job.json and the store (:func:`~roach.records.finals.record_ends`)."""
+        """The attempt's exit into its job.json and the store (:func:`~roach.records.job_end.record_ends`)."""
         (self.record,) = record_ends(self.store, self.fs.transport, [attempt_end(self.record, ex, text)])
 
     def steps(self) -> list[Step]:
