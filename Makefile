@@ -56,12 +56,14 @@ lab: deps venv
 demo: lab
 	$(VENV)/bin/roach lab demo
 
-## lint: ruff, the formatter's check, mypy and the import contracts (no root, no lab)
+## lint: ruff, the formatter's check, mypy and the import contracts (no root, no lab); then a report of the
+## modules over 400 lines, which never fails (tests/module_lengths.py)
 lint: venv
 	$(VENV)/bin/ruff check --quiet .
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/python -m tests.module_lengths
 
 ## test-unit: every test that needs no lab (no root, no lab; extra arguments: make test-unit PYTEST_ARGS='-k why')
 test-unit: venv

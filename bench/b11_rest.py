@@ -34,9 +34,9 @@ from roach.lab import login
 from roach.lab.conf_files import rest_url
 from roach.lab.config import LAB_USER
 from roach.scheduler.client import SlurmClient
-from roach.scheduler.rest_client import RestClient
-from roach.scheduler.rest_http import RestApi
-from roach.scheduler.rest_token import TokenSource
+from roach.scheduler.rest.client import RestClient
+from roach.scheduler.rest.request import RestApi
+from roach.scheduler.rest.token import TokenSource
 from roach.scheduler.ssh import SSHTransport
 from roach.scheduler.transport import LocalTransport
 

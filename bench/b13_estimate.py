@@ -10,7 +10,7 @@ queue, the runs' logs and their pace), then the cluster's queue with priorities 
 same moment. Each moment is kept (bench/out/b13/snapshots.jsonl): what the round knew, and Slurm's answer.
 
 Scoring: for every pending job of every moment, roach's estimate from that moment's inputs
-(:func:`~roach.ops.estimate.estimate_queue`, what ``roach why``, the watch and ``roach top`` call) and Slurm's,
+(:func:`~roach.ops.estimate.starts.estimate_queue`, what ``roach why``, the watch and ``roach top`` call) and Slurm's,
 against the job's real start (sacct ``--duplicates``: the first start of an attempt at or after the moment): the
 median absolute error of each, and how often the real start fell inside roach's interval.
 """

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roach.model.tiers import Tier
-from roach.ops.estimate import Inputs, Pace, estimate_queue
-from roach.ops.estimating import note_ended
+from roach.ops.estimate.reads import note_ended
+from roach.ops.estimate.starts import Inputs, Pace, estimate_queue
 from roach.scheduler.cluster_queue import parse_cluster_queue
 from roach.scheduler.fields import parse_time
 from roach.scheduler.parse_control import NodeRecord

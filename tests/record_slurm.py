@@ -32,9 +32,9 @@ from roach.lab.config import LAB_USER, LabConfig
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
 from roach.scheduler.accounting import ledger_argv
-from roach.scheduler.rest_client import SINCE_EVER
-from roach.scheduler.rest_http import RestApi
-from roach.scheduler.rest_token import TokenSource
+from roach.scheduler.rest.client import SINCE_EVER
+from roach.scheduler.rest.request import RestApi
+from roach.scheduler.rest.token import TokenSource
 from roach.scheduler.transport import LocalTransport
 
 WEIRD = "we|ird $(name) x\nline2"  # the array's name: a pipe, spaces, $() and a newline

@@ -36,10 +36,10 @@ finally:
 NOT_LOADED = (
     "roach.watch",
     "roach.ops.events",
-    "roach.hold",
-    "roach.launch.holder",
+    "roach.launch.hold.start",
+    "roach.launch.hold.holder",
+    "roach.launch.hold.attempt_start",
     "roach.launch.job",
-    "roach.launch.inside_job",
     "roach.launch.submit",
     "roach.workspace.backend",
     "roach.cli.inspect",

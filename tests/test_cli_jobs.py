@@ -17,7 +17,7 @@ from roach.cli import jobs as cli_jobs
 from roach.cli import views as cli_views
 from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
-from roach.records.poller_lock import polled
+from roach.records.poller.lock import polled
 from roach.records.store import Store
 from roach.scheduler.mock_transport import MockTransport
 from roach.scheduler.transport import LocalTransport

@@ -56,7 +56,7 @@ def test_gone_from_the_queue_while_accounting_says_running_is_no_state_with_the_
 
 def test_the_api_calls_a_job_gone_from_the_queue_but_not_accounted_completing(tmp_path):
     """Job.state() and Holder.info(): never sacct's stale RUNNING/PENDING for a job squeue no longer has."""
-    from roach.hold.start import Holder
+    from roach.launch.hold.holder import Holder
     from roach.launch.job import Job
     from roach.model.job_state import JobState
     from roach.slurm.clusters.lab import LAB

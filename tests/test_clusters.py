@@ -27,7 +27,7 @@ from roach.lab.config import LAB_USER
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
 from roach.scheduler.parse_control import NodeRecord, parse_key_values, parse_sacctmgr
-from roach.scheduler.rest_client import NoFiles, RestClient
+from roach.scheduler.rest.client import NoFiles, RestClient
 from roach.slurm.clusters.lab import LAB
 from tests.conftest import wait_until
 from tests.sshd import sshd, sshd_server  # noqa: F401  (fixtures)

@@ -1,4 +1,4 @@
-"""The start estimate (roach/ops/estimate.py) on the cluster's queue as Slurm 22.05 printed it on the lab
+"""The start estimate (roach/ops/estimate/starts.py) on the cluster's queue as Slurm 22.05 printed it on the lab
 (tests/data/estimate/: `squeue -O <roach's fields>,PriorityLong` of benchmark 13's workload), and on records in the
 same shape with one thing changed: a run's pace, a preemptible job, a per-user cap, a hold, a reservation."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from roach.model.tiers import Tier
-from roach.ops.estimate import END_S, LAG_S, PREEMPT_S, Inputs, Pace, Reservation, estimate_queue
-from roach.ops.estimating import note_ended, paces_of
+from roach.ops.estimate.reads import note_ended, paces_of
+from roach.ops.estimate.starts import END_S, LAG_S, PREEMPT_S, Inputs, Pace, Reservation, estimate_queue
 from roach.scheduler.cluster_queue import parse_cluster_queue, queue_argv
 from roach.scheduler.parse import RS, US
 from roach.scheduler.parse_control import NodeRecord

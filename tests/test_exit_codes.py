@@ -19,13 +19,14 @@ from roach.lab import trace
 from roach.ops import rebalance
 from roach.records import results
 from roach.runtime import rendezvous
-from roach.scheduler import rest_http, ssh
+from roach.scheduler import ssh
+from roach.scheduler.rest import request as rest_request
 from roach.workspace import interface, script, stage
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 TABLE = {c.code: c for c in exit_codes.EXIT_CODES}
 # Every module that defines a RoachError (roach/cli/agent/server.py's, a MissingError, needs the mcp extra).
-DEFINE_ERRORS = (errors, userconfig, trace, rebalance, results, rendezvous, rest_http, ssh, interface, script, stage)
+DEFINE_ERRORS = (errors, userconfig, trace, rebalance, results, rendezvous, rest_request, ssh, interface, script, stage)
 
 
 def test_docs_cli_md_holds_the_rendered_table():

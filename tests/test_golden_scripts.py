@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from roach.launch import script as batch
-from roach.launch.inside_attempts import AttemptPaths
-from roach.launch.inside_script import AttemptInputs, render_driver, render_step
+from roach.launch.hold.attempts import AttemptPaths
+from roach.launch.hold.scripts import AttemptInputs, render_driver, render_step
 from roach.launch.shipping import node_script
 from roach.slurm.clusters.ilc import AMPERE, ILC
 

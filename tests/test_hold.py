@@ -23,10 +23,19 @@ from click.testing import CliRunner
 
 from roach.cli.app import CONTEXT, RoachGroup
 from roach.errors import UsageError, WaitTimeoutError
-from roach.hold import start
-from roach.hold.start import Holder, hold, render_holder
 from roach.lab.config import LAB_USER
-from roach.launch.hold_steps import (
+from roach.launch.hold import holder
+from roach.launch.hold.attempts import (
+    EXIT_LEFT,
+    AttemptExit,
+    AttemptPaths,
+    attempt_records,
+    read_attempts,
+)
+from roach.launch.hold.holder import Holder, InsideJob, job_for
+from roach.launch.hold.scripts import AttemptInputs, render_driver, render_holder, render_step
+from roach.launch.hold.start import hold
+from roach.launch.hold.steps import (
     SIGNAL_PROGRAM,
     STEP_RANKS,
     StepKind,
@@ -35,15 +44,6 @@ from roach.launch.hold_steps import (
     parse_steps,
     steps_format,
 )
-from roach.launch.inside_attempts import (
-    EXIT_LEFT,
-    AttemptExit,
-    AttemptPaths,
-    attempt_records,
-    read_attempts,
-)
-from roach.launch.inside_job import InsideJob, job_for
-from roach.launch.inside_script import AttemptInputs, render_driver, render_step
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.records.job_record import JobRecord
@@ -127,7 +127,9 @@ def test_an_attempts_record_is_its_holders_job_id_and_its_number():
 def _held(monkeypatch, tmp_path) -> tuple[Holder, dict]:
     """A Holder of a recorded holder whose ``submit`` hands its call to a stand-in for roach's submit."""
     seen: dict = {}
-    monkeypatch.setattr(start, "submit_run", lambda target, args, **kw: seen.update(target=target, args=args, **kw))
+    monkeypatch.setattr(
+        holder, "submit_attempt", lambda target, args, **kw: seen.update(target=target, args=args, **kw)
+    )
     rec = _record(412, holder=412, kind=RecordKind.HOLDER, resources=Resources(gpus_per_node=2).to_json())
     return Holder(LAB, 412, rec, Store(tmp_path / "store.db")), seen
 
@@ -653,8 +655,6 @@ ALL_GPUS = Resources(nodes=2, gpus_per_node=4, cpus_per_gpu=1, time="00:10:00") 
 def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(
     repo, store, roots, holders, cli, monkeypatch
 ):
-    from roach.launch.holder import HolderHandle  # what an attempt inside a holder waits on
-
     # a holder that takes every GPU keeps the next one PENDING (Resources) until it is released
     big = hold(ALL_GPUS, cluster=CLUSTER, name="all", time="5", log_root=roots["log_root"], store=store)
     holders.append(big.job_id)
@@ -698,13 +698,13 @@ def test_submit_inside_a_pending_holder_is_refused_unless_told_to_wait_for_it(
 
     # waiting: the submission blocks in the holder's wait until the big holder goes, then starts at once
     waiting = threading.Event()
-    real_wait = HolderHandle.wait_running
+    real_wait = Holder.wait_running
 
     def noting(self, *a, **kw):
         waiting.set()
         return real_wait(self, *a, **kw)
 
-    monkeypatch.setattr(HolderHandle, "wait_running", noting)
+    monkeypatch.setattr(Holder, "wait_running", noting)
     result: dict = {}
 
     def go():  # a store connection of its own: SQLite's belong to their thread

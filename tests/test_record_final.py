@@ -18,14 +18,14 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import cli
-from roach.hold.start import hold
 from roach.lab.config import LAB_USER
-from roach.launch.inside_job import InsideJob
+from roach.launch.hold.holder import InsideJob
+from roach.launch.hold.start import hold
 from roach.launch.job import Job
 from roach.launch.submit import submit
 from roach.launch.sweep import Sweep, sweep
 from roach.records.bundle import FINAL_STATUSES, JobJson
-from roach.records.finals import End, record_ends
+from roach.records.job_end import End, record_ends
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.records.workspace_job import WorkspaceJob

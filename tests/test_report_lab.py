@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from roach.cli.app import cli
-from roach.hold.start import hold
 from roach.lab.config import LAB_USER
+from roach.launch.hold.start import hold
 from roach.launch.sweep import sweep
 from roach.model.job_state import JobState
 from roach.ops.attempt_log import LogStop

@@ -22,11 +22,11 @@ from roach.errors import SlurmError, UsageError
 from roach.model.job_state import JobState
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
-from roach.scheduler import rest_parse as RP
-from roach.scheduler import rest_site as RS
-from roach.scheduler.rest_http import DataVersion, RestApi, choose_version, offered_versions, token_expiry
-from roach.scheduler.rest_submit import directives, job_description
-from roach.scheduler.rest_token import TokenSource, read_token
+from roach.scheduler.rest import jobs as RP
+from roach.scheduler.rest import site as RS
+from roach.scheduler.rest.job_description import directives, job_description
+from roach.scheduler.rest.request import DataVersion, RestApi, choose_version, offered_versions, token_expiry
+from roach.scheduler.rest.token import TokenSource, read_token
 from tests.support.rest import RestRecording, recordings, replayed_client
 
 RECORDINGS = recordings()

@@ -24,9 +24,9 @@ from roach.model.states import PendingReason
 from roach.ops.report import report
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import in_array
-from roach.scheduler.rest_client import REQUEUE_PATH, RestClient
-from roach.scheduler.rest_http import Answer, DataVersion, RestApi
-from roach.scheduler.rest_token import TokenSource
+from roach.scheduler.rest.client import REQUEUE_PATH, RestClient
+from roach.scheduler.rest.request import Answer, DataVersion, RestApi
+from roach.scheduler.rest.token import TokenSource
 from roach.scheduler.ssh import SSHTransport
 from roach.scheduler.transport import LocalTransport, Result
 from roach.slurm.clusters.lab import GPU1, LAB

@@ -542,7 +542,7 @@ def test_keys_name_jobs_tasks_and_attempts():
 def test_an_attempts_end_is_recorded_on_the_attempt_alone(store):
     """An attempt shares its holder's job id: its end must not land on the holder or a sibling attempt."""
     from roach.model.ids import RecordKind
-    from roach.records.finals import End, record_ends
+    from roach.records.job_end import End, record_ends
 
     store.add(rec(90, run_id="hold-1", holder=90, kind=RecordKind.HOLDER))
     attempts = [rec(90, run_id="r-in", holder=90, attempt=n, kind=RecordKind.ATTEMPT) for n in (1, 2)]

@@ -53,9 +53,9 @@ job = submit("pkg.mod:fn", {"lr": 1}, resources=GPU1, cluster=LAB)
 reveal_type(job)  # revealed: roach.launch.job.Job
 reveal_type(job.wait())  # revealed: roach.scheduler.parse.AcctRecord
 attempt = submit("pkg.mod:fn", {"lr": 1}, Options(resources=GPU1, cluster=LAB), inside=123, force=True)
-reveal_type(attempt)  # revealed: roach.launch.inside_job.InsideJob
-reveal_type(attempt.wait())  # revealed: roach.launch.inside_attempts.AttemptExit
-reveal_type(hold(GPU1, cluster=LAB).submit("pkg.mod:fn", wait_holder_s=60))  # revealed: roach.launch.inside_job.InsideJob
+reveal_type(attempt)  # revealed: roach.launch.hold.holder.InsideJob
+reveal_type(attempt.wait())  # revealed: roach.launch.hold.attempts.AttemptExit
+reveal_type(hold(GPU1, cluster=LAB).submit("pkg.mod:fn", wait_holder_s=60))  # revealed: roach.launch.hold.holder.InsideJob
 reveal_type(resume("run-1", resources="GPU2"))  # revealed: roach.launch.job.Job
 reveal_type(sweep("pkg.mod:fn", [{"lr": 1}], resources=GPU1).results())  # revealed: list[Any]
 """

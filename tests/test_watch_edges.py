@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from roach.hold.start import hold
 from roach.lab.config import LAB_USER
-from roach.launch.holder import HOLD_TARGET
+from roach.launch.hold.holder import HOLD_TARGET
+from roach.launch.hold.start import hold
 from roach.model.ids import RecordKind
 from roach.ops.events import EventKind
 from roach.ops.explain import PendingContext, explain
 from roach.records.bundle import JobJson, final_job_json
 from roach.records.error_line import LOG_TAIL_BYTES
-from roach.records.final_files import Final, record_finals
-from roach.records.poller_lock import lock_path
+from roach.records.job_json_end import Final, record_finals
+from roach.records.poller.lock import lock_path
 from roach.records.store import Store
 from roach.scheduler.mock_transport import MockTransport
 from roach.scheduler.parse import RS, US, QueueRecord, parse_sacct, parse_squeue

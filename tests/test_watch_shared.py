@@ -11,7 +11,7 @@ from roach.launch.job import Job
 from roach.model.job_state import JobState
 from roach.ops.events import EventKind
 from roach.records import watch_log
-from roach.records.poller_readers import Rank, ReaderMark, live_readers, outranked, readers, readers_dir
+from roach.records.poller.readers import Rank, ReaderMark, live_readers, outranked, readers, readers_dir
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.watch_log import Round
 from roach.scheduler import queue_json
@@ -167,7 +167,7 @@ def test_a_poller_hands_its_rounds_to_a_reader_that_would_do_more(fake, store, c
 
 
 def test_a_reader_killed_at_any_moment_is_no_reader(store):
-    script = "import sys, time\nfrom pathlib import Path\nfrom roach.records.poller_readers import Rank, ReaderMark\n"
+    script = "import sys, time\nfrom pathlib import Path\nfrom roach.records.poller.readers import Rank, ReaderMark\n"
     script += "ReaderMark(Path(sys.argv[1]), 'lab', Rank.WAITER)\nprint('marked', flush=True)\ntime.sleep(60)\n"
     p = subprocess.Popen([sys.executable, "-c", script, str(store.path)], stdout=subprocess.PIPE, text=True)
     try:

@@ -14,7 +14,7 @@ import pytest
 
 from roach.lab.config import LAB_USER
 from roach.model.job_state import JobState
-from roach.records.poller_lock import lock_path
+from roach.records.poller.lock import lock_path
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.mock_transport import MockTransport

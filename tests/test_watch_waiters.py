@@ -17,7 +17,7 @@ import pytest
 from roach.lab.config import LAB_USER
 from roach.launch import poller
 from roach.model.job_state import JobState
-from roach.records.poller_lock import WatchLock, polled
+from roach.records.poller.lock import WatchLock, polled
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient

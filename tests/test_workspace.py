@@ -24,7 +24,7 @@ from roach.errors import SlurmError, TransportError, UsageError
 from roach.fleet.cluster import Cluster
 from roach.lab.config import LAB_USER
 from roach.records.bundle import FINAL_STATUSES
-from roach.records.poller_lock import WatchLock, polled
+from roach.records.poller.lock import WatchLock, polled
 from roach.records.store import Store
 from roach.records.workspace_job import WorkspaceJob, final_record
 from roach.scheduler.mock_transport import MockTransport

@@ -1,5 +1,5 @@
 """`roach hold`, `steps`, `signal`, `release`: hold an allocation and run attempts inside it (the library
-is :mod:`roach.hold.start` and :mod:`roach.launch.inside`; the guide is docs/hold.md).
+is :mod:`roach.launch.hold.start` and :mod:`roach.launch.hold.attempt_start`; the guide is docs/hold.md).
 
 Attempts themselves start with ``roach submit ... --inside HOLDER``.
 """
@@ -21,11 +21,10 @@ from roach.cli.refs import cluster_option, ssh_alias_option
 from roach.errors import UsageError
 from roach.fleet.cluster import with_ssh_override
 from roach.fleet.userconfig import get_cluster
-from roach.hold.start import Holder
-from roach.hold.start import hold as hold_allocation
-from roach.launch.hold_steps import Step, StepKind
-from roach.launch.holder import HolderHandle, HolderInfo, SignalReport
-from roach.launch.inside_attempts import AttemptPaths, attempt_records
+from roach.launch.hold.attempts import AttemptPaths, attempt_records
+from roach.launch.hold.holder import Holder, SignalReport
+from roach.launch.hold.start import hold as hold_allocation
+from roach.launch.hold.steps import HolderInfo, Step, StepKind
 from roach.model.job_state import JobState
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
@@ -265,9 +264,7 @@ def hold_json(h: Holder, info: HolderInfo) -> dict[str, Any]:
     )
 
 
-def steps_json(
-    h: HolderHandle, info: HolderInfo, idle: bool, listed: list[Step], runs: dict[int, str]
-) -> dict[str, Any]:
+def steps_json(h: Holder, info: HolderInfo, idle: bool, listed: list[Step], runs: dict[int, str]) -> dict[str, Any]:
     """``roach steps --json``: the holder's state and its steps, each with what it is and its run id
     (``runs``: attempt number: run id)."""
     rows = [
@@ -300,7 +297,7 @@ def signal_json(report: SignalReport, rec: JobRecord | None) -> dict[str, Any]:
     )
 
 
-def release_json(h: HolderHandle, before: HolderInfo, state: JobState, running: list[Step]) -> dict[str, Any]:
+def release_json(h: Holder, before: HolderInfo, state: JobState, running: list[Step]) -> dict[str, Any]:
     """``roach release --json``: the holder's state before and after, and the attempts' steps it stopped."""
     return stamp(
         "release",

@@ -9,10 +9,10 @@ from roach.cli.common import json_option, run_as_option, ssh_config_option
 from roach.cli.refs import cluster_option, explained, record_of_ref, ssh_alias_option
 from roach.cli.views import follow_log, job_json
 from roach.errors import UsageError, WaitTimeoutError
-from roach.launch.inside_job import InsideJob, job_for
+from roach.launch.hold.holder import InsideJob, job_for
 from roach.launch.job import Job
 from roach.launch.job_view import live_views
-from roach.ops.job_views import reach
+from roach.ops.fleet_views import reach
 from roach.records.store import Store
 from roach.records.workspace_job import is_workspace_record
 

@@ -4,7 +4,7 @@
 Live states cost a fixed number of Slurm calls, never one per job: `ls` makes one ``squeue`` per cluster
 and ssh alias (the user's whole queue) and at most one ``sacct`` per cluster and alias for the listed jobs
 that left the queue and whose final state the store does not hold yet; it records those final states in the
-store (the views and their live states: :mod:`roach.ops.job_views`). A job submitted through another ssh alias
+store (the views and their live states: :mod:`roach.ops.fleet_views`). A job submitted through another ssh alias
 than its cluster's own is read through that alias again (the store's ``via``); ``--ssh-alias`` overrides it.
 """
 
@@ -25,7 +25,7 @@ from roach.cli.view_text import print_view
 from roach.cli.views import job_json
 from roach.errors import UsageError
 from roach.fleet.cluster import Cluster, with_ssh_override
-from roach.launch.inside_job import InsideJob
+from roach.launch.hold.holder import InsideJob
 from roach.launch.job import Job
 from roach.launch.job_view import JobView
 from roach.launch.options import CLONE_ROOT, SubmitFields
@@ -35,7 +35,7 @@ from roach.launch.submit import resume as resume_run
 from roach.launch.submit import submit as submit_job
 from roach.model.python_env import PythonEnv
 from roach.model.resources import Resources
-from roach.ops.job_views import reach
+from roach.ops.fleet_views import reach
 from roach.ops.tier_choice import Placed, landing
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.records.store import Store

@@ -16,7 +16,7 @@ from roach.cli.view_text import state_text
 from roach.cli.views import job_json
 from roach.errors import UsageError
 from roach.fleet.userconfig import get_cluster
-from roach.ops.job_views import grouped_views
+from roach.ops.fleet_views import grouped_views
 from roach.records.store import Store
 
 

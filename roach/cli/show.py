@@ -17,7 +17,7 @@ from roach.cli.refs import cluster_option, explained, record_of_ref, ssh_alias_o
 from roach.cli.view_text import print_view
 from roach.cli.views import job_json
 from roach.launch.job_view import reconcile
-from roach.ops.job_views import reach
+from roach.ops.fleet_views import reach
 from roach.records.store import Store
 from roach.records.workspace_job import is_workspace_record
 from roach.workspace.stage import archived_bundle, earlier_stage_error

@@ -40,7 +40,7 @@ from roach.errors import RoachError, UsageError
 from roach.fleet.cluster import with_ssh_override
 from roach.ops.events import Event, human_seconds
 from roach.ops.rebalance import promote as promote_job
-from roach.records.poller_readers import Rank
+from roach.records.poller.readers import Rank
 from roach.records.store import Store
 from roach.scheduler import queue_json
 from roach.scheduler.clusterfs import ClusterFS

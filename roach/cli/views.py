@@ -19,7 +19,7 @@ from roach.launch.job_view import JobView
 from roach.model.job_state import JobState
 
 if TYPE_CHECKING:  # annotations only: loading the views loads no job handle (roach.launch.job)
-    from roach.launch.inside_job import InsideJob
+    from roach.launch.hold.holder import InsideJob
     from roach.launch.job import Job
     from roach.launch.poller import Waiting
 

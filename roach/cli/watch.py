@@ -24,7 +24,7 @@ from roach.ops.events import Event
 from roach.ops.explain import PendingContext, env_failure, explain
 from roach.ops.rebalance import promote as promote_job
 from roach.records.job_record import JobRecord
-from roach.records.poller_readers import Rank
+from roach.records.poller.readers import Rank
 from roach.records.store import Store
 from roach.scheduler.capabilities import RateLimit
 from roach.scheduler.client import SlurmClient

@@ -9,8 +9,8 @@ from roach.cli.jsonout import stamp
 from roach.errors import RoachError
 from roach.fleet.cluster import Cluster
 from roach.model.states import PendingReason
-from roach.ops.estimate import StartEstimate
-from roach.ops.estimating import estimates
+from roach.ops.estimate.reads import estimates
+from roach.ops.estimate.starts import StartEstimate
 from roach.ops.explain import Explanation
 from roach.records.job_record import JobRecord
 from roach.records.store import Store

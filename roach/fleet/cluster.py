@@ -20,9 +20,9 @@ from roach.model.python_env import PythonEnv
 from roach.model.resources import GpuFlag, Resources
 from roach.model.tiers import Tier
 from roach.scheduler.client import SlurmClient
-from roach.scheduler.rest_client import NoFiles, RestClient
-from roach.scheduler.rest_http import RestApi
-from roach.scheduler.rest_token import TokenSource
+from roach.scheduler.rest.client import NoFiles, RestClient
+from roach.scheduler.rest.request import RestApi
+from roach.scheduler.rest.token import TokenSource
 from roach.scheduler.site_cache import SiteCache
 from roach.scheduler.ssh import SSHTransport
 from roach.scheduler.transport import LocalTransport, Transport

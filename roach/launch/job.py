@@ -1,7 +1,7 @@
 """The typed handles of a started run: state, status, wait, logs, cancel; rebuilt from the store by run or job id.
 
 :class:`JobHandle` is what every handle has; :class:`Job` is a batch job's (or a sweep's run's), whose end is
-sacct's record, and :class:`~roach.launch.inside_job.InsideJob` an attempt's inside a holder, whose end is its
+sacct's record, and :class:`~roach.launch.hold.holder.InsideJob` an attempt's inside a holder, whose end is its
 driver's exit status. Each ``wait()`` returns its own end type.
 """
 
@@ -22,7 +22,7 @@ from roach.model.ids import JobKey
 from roach.model.job_state import JobState
 from roach.model.status import Status
 from roach.records.bundle import BundlePaths
-from roach.records.finals import End, record_ends
+from roach.records.job_end import End, record_ends
 from roach.records.job_record import JobRecord
 from roach.records.results import collect, ended
 from roach.records.store import Store
@@ -246,7 +246,7 @@ class Job(JobHandle[AcctRecord]):
         return [r for r in self.client.job_states([self.slurm_id]) if self._is_me(r.ref) and r.state.is_active]
 
     def record_final(self, rec: AcctRecord) -> None:
-        """sacct's final record of the job into its job.json and the store (:func:`~roach.records.finals.record_ends`)."""
+        """sacct's final record of the job into its job.json and the store (:func:`~roach.records.job_end.record_ends`)."""
         (self.record,) = record_ends(self.store, self.fs.transport, [End.of_acct(self.record, rec)])
 
     def cancel(self) -> None:

@@ -3,7 +3,7 @@ that decides it for a set of records reached through one client, from the store 
 number of calls (one ``squeue``, at most one ``sacct``, one command for the attempts' bundles), recording the ends
 it finds.
 
-``roach status``, ``ls`` (:func:`roach.ops.job_views.grouped_views`), ``cancel``, the MCP server's tools (each
+``roach status``, ``ls`` (:func:`roach.ops.fleet_views.grouped_views`), ``cancel``, the MCP server's tools (each
 runs its command) and :meth:`Job.status() <roach.launch.job.Job.status>` read a job's view through it, so they
 say the same.
 """
@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from roach.errors import RoachError
-from roach.launch.hold_steps import idle_holders
-from roach.launch.inside_attempts import attempt_end, read_attempts
+from roach.launch.hold.attempts import attempt_end, read_attempts
+from roach.launch.hold.steps import idle_holders
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.records.bundle import status_from_state
-from roach.records.finals import End, record_ends, repairs
+from roach.records.job_end import End, record_ends, repairs
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.records.workspace_job import array_end, is_workspace_array
@@ -161,7 +161,7 @@ def reconcile(client: SlurmClient, records: list[JobRecord], store: Store | None
     """The views of ``records`` (all reached through ``client``): one ``squeue`` (the user's queue if
     ``whole_queue``, else just these ids) and at most one ``sacct`` for those that left the queue and are not
     final in the store. The ends found, and those the store has but their job.json may lack (a record of an
-    older roach's), are recorded in one :func:`~roach.records.finals.record_ends` (one command on the cluster;
+    older roach's), are recorded in one :func:`~roach.records.job_end.record_ends` (one command on the cluster;
     the store too unless ``store`` is None)."""
     if not records:
         return Reconciled([], [])

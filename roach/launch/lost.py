@@ -24,7 +24,7 @@ from roach._fs import atomic_write
 from roach._proc import alive, boot_id
 from roach.errors import NoFilesError, RoachError, TransportError
 from roach.records.store import Store
-from roach.scheduler.rest_client import RestClient
+from roach.scheduler.rest.client import RestClient
 
 SETTLE_S = 120.0  # a controller answers a request it has received well within this (MessageTimeout is 10 s)
 LOOKS = 3  # looks a second apart right after the loss: the controller may be finishing the request

@@ -1,6 +1,6 @@
 """A waiter's poller: ``Job.wait``, ``Sweep.wait`` and ``roach logs -f`` read the ends a poller records.
 
-A waiter marks itself a reader of its store and cluster (:mod:`roach.records.poller_readers`) and, where no
+A waiter marks itself a reader of its store and cluster (:mod:`roach.records.poller.readers`) and, where no
 viewer polls, starts ``roach watch --serve`` in the background, which takes the rounds for every reader and
 ends a while after the last has left; so any number of waiters cost one poller's calls. A waiter whose
 cluster that command cannot reach the same way (a cluster made in Python that clusters.toml does not name, a
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from roach.errors import RoachError
 from roach.fleet.cluster import Cluster
 from roach.fleet.userconfig import get_cluster
-from roach.records.poller_lock import lock_path, polled
-from roach.records.poller_readers import Rank, ReaderMark
+from roach.records.poller.lock import lock_path, polled
+from roach.records.poller.readers import Rank, ReaderMark
 from roach.records.store import Store
 from roach.scheduler.ssh import SSHTransport
 from roach.scheduler.transport import LocalTransport, Transport

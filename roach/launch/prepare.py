@@ -217,6 +217,48 @@ class Prepared:
         return RunSpec(**{**fields, **own})
 
 
+def check_ids(run_id: str | None, inside: int | None, wait_holder_s: float | None) -> None:
+    """A run id of roach's form, and a holder's wait only with a holder (``inside``)."""
+    if run_id is not None and not RUN_ID.match(run_id):
+        raise UsageError(
+            f"run id {run_id!r} is not valid",
+            hint="letters, digits, . _ - (up to 128), starting with a letter or digit",
+        )
+    if wait_holder_s is not None and (
+        inside is None
+        or isinstance(wait_holder_s, bool)
+        or not isinstance(wait_holder_s, (int, float))
+        or not wait_holder_s >= 0
+    ):
+        raise UsageError(
+            f"wait_holder_s={wait_holder_s!r} (--wait-holder) needs inside= (--inside) and a number of seconds >= 0",
+            hint="name the holder to run in and how long to wait for it to run",
+        )
+
+
+def resolve_run(p: Prepared, run_id: str | None) -> tuple[str, str]:
+    """The run's id and directory: a new run's, or an earlier run's (``run_id`` given), which must exist."""
+    earlier = p.store.latest_for_run(run_id) if run_id is not None else None
+    run_root = p.options.run_root
+    run_root = run_root or (posixpath.dirname(earlier.run_dir) if earlier else default_run_root(p.log_root))
+    check_cluster_path("run_root", run_root)
+    if run_id is None:
+        run_id = new_run_id(p.name)
+        return run_id, posixpath.join(run_root, run_id)
+    run_dir = posixpath.join(run_root, run_id)
+    where = p.fs.expand(run_dir)
+    if not p.fs.exists(where):
+        raise UsageError(
+            f"run {run_id} does not exist: no run directory at {run_dir}"
+            + (f" ({where})" if where != run_dir else "")
+            + f" on {p.cluster.name}"
+            + ("" if earlier else " and no record of it in the store"),
+            hint="pass the run id of an earlier run (see `roach ls`), or omit run_id to start a new run; a run made "
+            "as another user is reached as that user (--run-as USER, Python: cluster.with_(run_as=USER))",
+        )
+    return run_id, run_dir
+
+
 def prepare(
     target: str, o: Options, *, args: Mapping[str, Any] | None = None, grid: Sequence[Mapping[str, Any]] | None = None
 ) -> Prepared:

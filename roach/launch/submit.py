@@ -15,17 +15,15 @@ from typing import Any, Unpack, overload
 
 from roach.errors import UsageError
 from roach.fleet import guardrails
-from roach.fleet.paths import check_cluster_path
 from roach.fleet.route import as_recorded
 from roach.fleet.userconfig import get_cluster
 from roach.launch import pipeline
 from roach.launch.gitpush import push_commit
-from roach.launch.inside import submit_inside
-from roach.launch.inside_job import InsideJob
+from roach.launch.hold.holder import InsideJob, submit_attempt
 from roach.launch.job import Job
 from roach.launch.options import Options, SubmitFields
 from roach.launch.pipeline import Destination, Written
-from roach.launch.prepare import RUN_ID, Prepared, check_args, default_run_root, new_run_id, prepare
+from roach.launch.prepare import Prepared, check_args, check_ids, prepare, resolve_run
 from roach.launch.shipping import node_script
 from roach.model.resources import Resources
 from roach.model.run_spec import RepoRef, RunSpec
@@ -75,18 +73,18 @@ def submit(
 
     ``fields`` are :class:`~roach.launch.options.Options`' (``resources`` is required), over ``options`` where
     given. ``run_id`` continues that run in its run directory. ``inside=<holder job id>`` starts it now as steps
-    of that running holder instead, and returns its :class:`~roach.launch.inside_job.InsideJob` (docs/hold.md);
+    of that running holder instead, and returns its :class:`~roach.launch.hold.holder.InsideJob` (docs/hold.md);
     ``force`` then starts it even beside another attempt's running ranks, and ``wait_holder_s`` waits up to that
     long for a holder still pending to run (without it, a pending holder is refused).
     """
-    _check_ids(run_id, inside, wait_holder_s)
+    if inside is not None:  # steps of a running holder, started now
+        return submit_attempt(
+            target, args, options, inside=inside, run_id=run_id, force=force, wait_holder_s=wait_holder_s, **fields
+        )
+    check_ids(run_id, inside, wait_holder_s)
     args = check_args(args or {})
     p = prepare(target, Options.of(options, fields), args=args)
-    run_id, run_dir = _run_dir(p, run_id)
-    if inside is not None:  # steps of a running holder, started now (roach/launch/inside.py)
-        return submit_inside(
-            p, holder=int(inside), args=args, run_id=run_id, run_dir=run_dir, force=force, wait_holder_s=wait_holder_s
-        )
+    run_id, run_dir = resolve_run(p, run_id)
     return _start_batch(p, args, run_id, run_dir)
 
 
@@ -142,47 +140,6 @@ def dry_run(
     """Every check :func:`submit` makes, and what it would run (the resources, the commit, the Python environment
     and why), with nothing queued or written."""
     return prepare(target, Options.of(options, fields), args=check_args(args or {}))
-
-
-def _check_ids(run_id: str | None, inside: int | None, wait_holder_s: float | None) -> None:
-    if run_id is not None and not RUN_ID.match(run_id):
-        raise UsageError(
-            f"run id {run_id!r} is not valid",
-            hint="letters, digits, . _ - (up to 128), starting with a letter or digit",
-        )
-    if wait_holder_s is not None and (
-        inside is None
-        or isinstance(wait_holder_s, bool)
-        or not isinstance(wait_holder_s, (int, float))
-        or not wait_holder_s >= 0
-    ):
-        raise UsageError(
-            f"wait_holder_s={wait_holder_s!r} (--wait-holder) needs inside= (--inside) and a number of seconds >= 0",
-            hint="name the holder to run in and how long to wait for it to run",
-        )
-
-
-def _run_dir(p: Prepared, run_id: str | None) -> tuple[str, str]:
-    """The run's id and directory: a new run's, or an earlier run's (``run_id`` given), which must exist."""
-    earlier = p.store.latest_for_run(run_id) if run_id is not None else None
-    run_root = p.options.run_root
-    run_root = run_root or (posixpath.dirname(earlier.run_dir) if earlier else default_run_root(p.log_root))
-    check_cluster_path("run_root", run_root)
-    if run_id is None:
-        run_id = new_run_id(p.name)
-        return run_id, posixpath.join(run_root, run_id)
-    run_dir = posixpath.join(run_root, run_id)
-    where = p.fs.expand(run_dir)
-    if not p.fs.exists(where):
-        raise UsageError(
-            f"run {run_id} does not exist: no run directory at {run_dir}"
-            + (f" ({where})" if where != run_dir else "")
-            + f" on {p.cluster.name}"
-            + ("" if earlier else " and no record of it in the store"),
-            hint="pass the run id of an earlier run (see `roach ls`), or omit run_id to start a new run; a run made "
-            "as another user is reached as that user (--run-as USER, Python: cluster.with_(run_as=USER))",
-        )
-    return run_id, run_dir
 
 
 def resume(run_id: str, **fields: Unpack[SubmitFields]) -> Job:

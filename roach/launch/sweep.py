@@ -35,7 +35,7 @@ from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.model.run_spec import SweepRef
 from roach.records.bundle import BundlePaths, JobJson, job_json_texts
-from roach.records.finals import End, record_ends
+from roach.records.job_end import End, record_ends
 from roach.records.job_record import utc_now
 from roach.records.results import NotCompletedError, SweepNotCompletedError, collect, ended
 from roach.records.store import Store

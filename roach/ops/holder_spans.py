@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from roach.launch.hold_steps import STEP_NODE, STEP_RANKS
+from roach.launch.hold.steps import STEP_NODE, STEP_RANKS
 from roach.ops.ledger import Span, epoch
 from roach.scheduler.parse import AcctRecord
 

@@ -20,14 +20,14 @@ from roach.model.ids import RecordKind
 from roach.model.tiers import tier_of
 from roach.ops.attempt_log import INTEREST, AttemptLog, read_attempts
 from roach.ops.clean import experiments
+from roach.ops.fleet_views import reach
 from roach.ops.holder_spans import attempt_spans, holder_idle
-from roach.ops.job_views import reach
 from roach.ops.ledger import AttemptLedger, Job, RunLedger, Slot, Span, run_ledger, slots_of
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.scheduler.accounting import Allocation
 from roach.scheduler.parse import in_array
-from roach.scheduler.rest_client import RestClient
+from roach.scheduler.rest.client import RestClient
 from roach.scheduler.transport import Transport
 
 RS = "\x1e"

@@ -4,7 +4,7 @@
 (job_id, status, slurm_state, exit_code, script, description, submitted_at_utc, recorded_at_utc), then
 roach's own. ``status`` only ever holds one of the schema's six values (:data:`FINAL_STATUSES`): ``unknown``
 until the end is recorded, when ``slurm_state``, ``exit_code`` and ``recorded_at_utc`` become strings; the
-live state goes in ``live_state`` (:data:`LIVE_STATES`). :mod:`roach.records.finals` records the end. Paths here
+live state goes in ``live_state`` (:data:`LIVE_STATES`). :mod:`roach.records.job_end` records the end. Paths here
 are plain POSIX strings: they live on the cluster, which may be remote.
 """
 

@@ -95,7 +95,7 @@ class Store(Database):
     ) -> int:
         """Record many final states in one transaction: ``(job_id, task, status, slurm_state, exit_code)``
         each (a sweep's runs). Rows not in the store are skipped; returns how many were recorded. Only
-        :func:`roach.records.finals.record_ends` records an end (with its job.json); this is its store half."""
+        :func:`roach.records.job_end.record_ends` records an end (with its job.json); this is its store half."""
         return self.record_ends(
             [FinalRow(cluster, j, t, Status.final(st), state, code, recorded_at) for j, t, st, state, code in finals]
         )

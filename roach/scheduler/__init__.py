@@ -1,1 +1,1 @@
-"""The Slurm layer: transports (local, ssh), the one SlurmClient, the one parse module, capabilities and remote files. It knows no runs."""
+"""The Slurm layer: transports (local, ssh), the one SlurmClient, the parsers, capabilities, remote files and the REST client (rest/). It knows no runs."""

@@ -2,7 +2,7 @@
 reads (the jobs ahead of a pending job, and what the running ones hold), in one call whatever the number of jobs.
 
 ``squeue`` with roach's usual fields and ``PriorityLong``, for the running, completing and pending jobs of the given
-partitions; through slurmrestd (:class:`~roach.scheduler.rest_client.RestClient`) the same records from its one
+partitions; through slurmrestd (:class:`~roach.scheduler.rest.client.RestClient`) the same records from its one
 job list, without priorities (None: the estimate orders them by tier and submit time).
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from roach.errors import ParseError
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import RS, US, QueueRecord, squeue_format, squeue_record
-from roach.scheduler.rest_client import RestClient
+from roach.scheduler.rest.client import RestClient
 
 STATES = "PENDING,RUNNING,COMPLETING,CONFIGURING,SUSPENDED"
 

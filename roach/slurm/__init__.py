@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the names' types, for checkers and editors; at run time each is imported when first used
     from roach.fleet.cluster import Cluster, known_clusters
     from roach.fleet.userconfig import get_cluster
-    from roach.hold.start import Holder, hold
-    from roach.launch.inside_job import InsideJob
+    from roach.launch.hold.holder import Holder, InsideJob
+    from roach.launch.hold.start import hold
     from roach.launch.job import Job
     from roach.launch.options import Options, SubmitFields
     from roach.launch.submit import resume, submit
@@ -39,10 +39,10 @@ _EXPORTS = {
     "known_clusters": "roach.fleet.cluster",
     "get_cluster": "roach.fleet.userconfig",
     "Run": "roach.runtime.context",
-    "Holder": "roach.hold.start",
-    "hold": "roach.hold.start",
+    "Holder": "roach.launch.hold.holder",
+    "hold": "roach.launch.hold.start",
     "Job": "roach.launch.job",
-    "InsideJob": "roach.launch.inside_job",
+    "InsideJob": "roach.launch.hold.holder",
     "Options": "roach.launch.options",
     "SubmitFields": "roach.launch.options",
     "Resources": "roach.model.resources",

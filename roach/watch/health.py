@@ -12,7 +12,7 @@ from typing import Any
 
 from roach.ops.events import Event, EventKind, TierRow, human_bytes, human_seconds
 from roach.scheduler.parse import QueueRecord
-from roach.scheduler.rest_site import hostnames
+from roach.scheduler.rest.site import hostnames
 from roach.watch.jobs import Ctx, JobWatch
 from roach.watch.logs import DiskLook
 

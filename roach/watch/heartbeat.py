@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roach.errors import RoachError
-from roach.launch.hold_steps import idle_holders
+from roach.launch.hold.steps import idle_holders
 from roach.ops.events import Event, TierRow
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import QueueRecord

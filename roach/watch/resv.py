@@ -21,7 +21,7 @@ from roach.ops.events import Event, EventKind, TierRow, tier_table
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import RS, US, QueueRecord, squeue_format, squeue_record
 from roach.scheduler.parse_control import parse_key_values
-from roach.scheduler.rest_client import RestClient
+from roach.scheduler.rest.client import RestClient
 
 _NULL = {"", "(null)", "N/A", "None"}
 

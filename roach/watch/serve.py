@@ -2,13 +2,13 @@
 
 A ``Job.wait``, ``Sweep.wait`` or ``roach logs -f`` never polls Slurm itself: it starts this (through
 :mod:`roach.launch.poller`) and reads the ends its rounds record. It takes the rounds of its store and cluster
-while any reader is marked (:mod:`roach.records.poller_readers`), ends ``linger_s`` after the last has left,
+while any reader is marked (:mod:`roach.records.poller.readers`), ends ``linger_s`` after the last has left,
 and gives its lock to any watch or top that starts meanwhile, which polls from then on.
 """
 
 from __future__ import annotations
 
-from roach.records.poller_readers import readers
+from roach.records.poller.readers import readers
 from roach.watch.shared import Viewer
 
 LINGER_S = 30.0  # how long the poller outlives its last reader: a wait that follows another finds it polling

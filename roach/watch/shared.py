@@ -1,13 +1,13 @@
 """One poller per store and cluster, and every viewer a reader of its rounds.
 
-The poller is whichever viewer holds the poller's lock (:mod:`roach.records.poller_lock`): it alone takes the rounds, and
+The poller is whichever viewer holds the poller's lock (:mod:`roach.records.poller.lock`): it alone takes the rounds, and
 so every action a round takes (a promotion, a rebalancing move, the record of a job's end), and each round goes
 into the store's watch log with its events numbered (:mod:`roach.records.watch_log`). Every viewer, the poller
 included, shows what the log has after its own cursor: `roach watch`, `roach top` and the MCP ``watch_events``
 tool alike, so the Slurm calls per round are one poller's whatever the number of viewers. A viewer that starts
 while another polls gets the last round's events at once. Each tick a reader tries the lock, so when the poller
 ends, however it ends, a reader takes the next round within one interval; two viewers that start at once take
-one lock between them. Each viewer marks itself a reader at its :class:`~roach.records.poller_readers.Rank`, and
+one lock between them. Each viewer marks itself a reader at its :class:`~roach.records.poller.readers.Rank`, and
 the poller hands its lock to a reader that would do more (a ``--rebalance`` watch takes the rounds from a top).
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from roach.ops.events import Event, EventKind
-from roach.records.poller_lock import WatchLock, polled
-from roach.records.poller_readers import Rank, ReaderMark, outranked
+from roach.records.poller.lock import WatchLock, polled
+from roach.records.poller.readers import Rank, ReaderMark, outranked
 from roach.records.results import JOB_NOT_COMPLETED
 from roach.watch.watcher import Watcher
 

@@ -1,4 +1,4 @@
-"""The watch's start estimates: the likely start of every watched job that pends (:mod:`roach.ops.estimate`), kept in
+"""The watch's start estimates: the likely start of every watched job that pends (:mod:`roach.ops.estimate.starts`), kept in
 the watch state for ``roach top``, and a ``pending`` line when a job starts to pend (seen pending in two rounds in a
 row) and when its likely start moves. One ``squeue`` of the cluster's queue on their partitions, only in a round where
 such a watched job pends on a reason that clears (the nodes and the reservations come from the site cache).
@@ -17,8 +17,8 @@ from typing import Any
 
 from roach.errors import RoachError, TransportError
 from roach.model.tiers import Tier
-from roach.ops.estimate import Reservation, StartEstimate, blocked
-from roach.ops.estimating import estimates, note_ended, reservation
+from roach.ops.estimate.reads import estimates, note_ended, reservation
+from roach.ops.estimate.starts import Reservation, StartEstimate, blocked
 from roach.ops.events import Event, EventKind
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import QueueRecord

@@ -32,7 +32,7 @@ from roach.errors import RoachError, SlurmError, TransportError
 from roach.fleet.cluster import Cluster
 from roach.ops.events import Event, EventKind, TierRow
 from roach.ops.explain import PendingContext, explain
-from roach.records.finals import End, record_ends
+from roach.records.job_end import End, record_ends
 from roach.records.job_record import JobRecord
 from roach.records.results import JOB_NOT_COMPLETED  # `roach watch` exits so when a watched job did not complete
 from roach.records.store import Store
@@ -303,7 +303,7 @@ class Watcher:
 
     def _record_finals(self, finals: list[tuple[JobRecord, AcctRecord]], more: list[End]) -> list[JobRecord]:
         """The final states this round saw (and ``more`` ends): into each job's job.json on the cluster, all of
-        them in one command, and the store, in one transaction (:func:`~roach.records.finals.record_ends`).
+        them in one command, and the store, in one transaction (:func:`~roach.records.job_end.record_ends`).
         Returns the records as recorded (a failed job's with its error line)."""
         ends = [*(End.of_acct(rec, final) for rec, final in finals), *more]
         return record_ends(self.store, self.client.transport, ends)

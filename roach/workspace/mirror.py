@@ -12,7 +12,7 @@ from roach._fs import atomic_write
 from roach.errors import RoachError
 from roach.model.status import Status
 from roach.records.bundle import ENDED
-from roach.records.finals import End, record_ends
+from roach.records.job_end import End, record_ends
 from roach.records.job_record import utc_now
 from roach.records.store import Store
 from roach.records.workspace_job import WorkspaceJob, final_record

@@ -17,8 +17,8 @@ from datetime import datetime
 
 from roach.errors import RoachError
 from roach.fleet.cluster import Cluster
-from roach.scheduler.rest_client import RestClient
-from roach.scheduler.rest_http import KNOWN, offered_versions, token_expiry
+from roach.scheduler.rest.client import RestClient
+from roach.scheduler.rest.request import KNOWN, offered_versions, token_expiry
 from roach.workspace.doctor_check import Check, attempt
 
 PROBE = "#!/bin/sh\ntrue\n"

@@ -18,9 +18,9 @@ import time
 import pytest
 
 from roach.errors import RoachError
-from roach.hold.start import hold
 from roach.lab import lab as lablib
 from roach.launch import lost
+from roach.launch.hold.start import hold
 from roach.launch.sweep import sweep
 from roach.model.job_state import JobState
 from roach.records.store import Store
@@ -202,7 +202,7 @@ def sbatch(self, *args, **kwargs):
 
 SlurmClient.sbatch = sbatch
 how, spec = sys.argv[1], json.loads(sys.argv[2])
-from roach.hold.start import hold
+from roach.launch.hold.start import hold
 from roach.launch.sweep import sweep
 from roach.records.store import Store
 from roach.slurm import submit

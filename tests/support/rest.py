@@ -9,9 +9,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from roach.scheduler.rest_client import RestClient
-from roach.scheduler.rest_http import Answer, DataVersion, RestApi
-from roach.scheduler.rest_token import TokenSource
+from roach.scheduler.rest.client import RestClient
+from roach.scheduler.rest.request import Answer, DataVersion, RestApi
+from roach.scheduler.rest.token import TokenSource
 from roach.scheduler.transport import LocalTransport
 
 DATA = Path(__file__).parent.parent / "data"

@@ -14,7 +14,7 @@ from pathlib import Path
 from roach.lab.config import LAB_USER
 from roach.model.tiers import Tier
 from roach.ops.events import Event, EventKind
-from roach.records import final_files as watch_final
+from roach.records import job_json_end as watch_final
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.scheduler import clusterfs
@@ -302,7 +302,7 @@ VALIDATED: set[str] = set()  # the kinds validated so far in this session
 
 _HOLD_LOCK = """import sys, time
 from pathlib import Path
-from roach.records.poller_lock import WatchLock
+from roach.records.poller.lock import WatchLock
 assert WatchLock(Path(sys.argv[1]), sys.argv[2]).try_acquire()
 print("locked", flush=True)
 time.sleep(120)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from roach.cli.schemas.build import array, boolean, enum, integer, obj, record, string, strings
-from roach.launch.hold_steps import StepKind
+from roach.launch.hold.steps import StepKind
 
 _state = string("Slurm's state name of the holder (`PENDING`, `RUNNING`, ...).")
 

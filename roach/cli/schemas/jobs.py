@@ -184,7 +184,7 @@ SWEEP_DRY_RUN = record(
 )
 
 ESTIMATE = obj(
-    "When it starts (roach.ops.estimate): the earliest, likely and latest start from the queue ahead of it, the "
+    "When it starts (roach.ops.estimate.starts): the earliest, likely and latest start from the queue ahead of it, the "
     "running jobs' time limits and their runs' step pace, per-user caps and preemption; null when it gets none "
     "(held, never starts as it is, or the queue could not be read).",
     {

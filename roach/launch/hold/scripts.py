@@ -1,8 +1,11 @@
-"""The scripts of an attempt inside a holder: ``step.sh`` (the nodes' side) and ``driver.sh`` (the submit
-host's side, which runs the node step and then the ranks' step as steps of the holder).
+"""The scripts of holding: the holder's batch script, and an attempt's ``step.sh`` and ``driver.sh``.
 
-:func:`~roach.launch.inside.submit_inside` fills an :class:`AttemptInputs` and writes what these render into
-the attempt's bundle. The guide is docs/hold.md.
+The holder's script (:func:`render_holder`) sleeps; Slurm sends it ``USR1`` ``lead`` seconds before its wall
+clock, and it then stops the running attempts' ranks the way :meth:`~roach.launch.hold.holder.Holder.signal`
+does, so their last checkpoint is fresh. An attempt's ``step.sh`` is the nodes' side; its ``driver.sh`` the
+submit host's, which runs the node step and then the ranks' step as steps of the holder.
+:mod:`~roach.launch.hold.attempt_start` fills an :class:`AttemptInputs` and writes what these render into the
+attempt's bundle. The guide is docs/hold.md.
 """
 
 from __future__ import annotations
@@ -11,12 +14,68 @@ import shlex
 from dataclasses import dataclass
 
 from roach.fleet.cluster import Cluster
-from roach.launch.hold_steps import STEP_NODE, STEP_RANKS
-from roach.launch.inside_attempts import EXIT_LEFT, AttemptPaths
+from roach.launch.hold.attempts import EXIT_LEFT, AttemptPaths
+from roach.launch.hold.steps import SIGNAL_PROGRAM, STEP_NODE, STEP_RANKS, STEP_SIGNAL
 from roach.model.python_env import PythonEnv
 from roach.model.resources import Resources
 
 
+# -- the holder --------------------------------------------------------------------------------------------
+def render_holder(
+    *, cluster: Cluster, resources: Resources, name: str, hold_id: str, log_root: str, lead_s: int
+) -> str:
+    """The holder's batch script: sleep; on ``USR1`` (``lead_s`` before the wall clock, up to Slurm's 30 s
+    timer earlier) mark the holder as ending (so no attempt starts any more) and stop the attempts' ranks,
+    then once more 10 s later for ranks that were starting at that moment."""
+    sig = cluster.checkpoint_signal
+    opts = [
+        f"--job-name={name}",
+        f"--output={log_root}/{hold_id}_%j.out",
+        "--open-mode=append",
+        "--no-requeue",
+        f"--signal=B:USR1@{lead_s}",
+        *resources.sbatch_options(cluster.gpu_flag),
+    ]
+    header = "\n".join(f"#SBATCH {o}" for o in opts)
+    return f"""#!/bin/bash
+{header}
+# roach holder {hold_id}: takes the nodes and sleeps; submit(..., inside=<this job>) runs attempts as its
+# steps. Slurm sends this shell USR1 {lead_s} s before the wall clock; it then sends the attempts' ranks
+# SIG{sig} (checkpoint and leave). See docs/hold.md.
+set -u
+now() {{ date -u +%Y-%m-%dT%H:%M:%SZ; }}
+bundle={shlex.quote(log_root + "/bundles")}/"$SLURM_JOB_ID"
+roach_signal_program={shlex.quote(SIGNAL_PROGRAM)}
+stop_attempts() {{
+  srun --jobid="$SLURM_JOB_ID" --overlap --job-name={STEP_SIGNAL} --nodes="$SLURM_JOB_NUM_NODES" \\
+    --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \\
+    bash -c "$roach_signal_program" {STEP_SIGNAL} {sig} "$SLURM_JOB_ID" ""
+}}
+again_at=
+near_end() {{
+  now > "$bundle/ending"
+  echo "roach: holder $SLURM_JOB_ID: its wall clock is {lead_s} s away ($(now)): \\
+stopping the attempts' ranks (SIG{sig})"
+  stop_attempts
+  again_at=$((SECONDS + 10))
+}}
+trap near_end USR1
+trap 'echo "roach: holder $SLURM_JOB_ID ends: SIGTERM at $(now)"; exit 0' TERM
+echo "roach: holder $SLURM_JOB_ID holds $SLURM_JOB_NODELIST ($SLURM_JOB_NUM_NODES node(s)) from $(now); \\
+attempts: submit(..., inside=$SLURM_JOB_ID); end it: roach release $SLURM_JOB_ID"
+while true; do
+  sleep 5 &
+  wait $! || true
+  kill $! 2>/dev/null || true
+  if [ -n "$again_at" ] && [ "$SECONDS" -ge "$again_at" ]; then
+    again_at=
+    stop_attempts
+  fi
+done
+"""
+
+
+# -- an attempt -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AttemptInputs:
     cluster: Cluster

@@ -1,9 +1,10 @@
-"""A holder's steps: listing them (``squeue -s``), telling them apart, and the program that signals ranks.
+"""A holder as Slurm shows it: its state now, its steps told apart, and the program that signals ranks.
 
-:func:`list_steps` asks Slurm for the steps of running jobs and :func:`parse_steps` turns its output into
-:class:`Step` values, each with a :class:`StepKind` (an attempt's ranks' step or node step, roach signal's
-own step, the holder's batch shell, ...). :data:`SIGNAL_PROGRAM` is what :meth:`~roach.hold.start.Holder.signal`
-and the holder's own script run on each node to stop an attempt's ranks. The holder is :mod:`roach.hold.start`.
+:class:`HolderInfo` is what ``squeue`` (or ``sacct``) says of a holder. :func:`list_steps` asks Slurm for the
+steps of running jobs and :func:`parse_steps` turns its output into :class:`Step` values, each with a
+:class:`StepKind` (an attempt's ranks' step or node step, roach signal's own step, the holder's batch shell,
+...). :data:`SIGNAL_PROGRAM` is what :meth:`~roach.launch.hold.holder.Holder.signal` and the holder's own script
+run on each node to stop an attempt's ranks. ``roach ls`` reads holders through this module alone.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from roach.errors import RoachError
+from roach.model.job_state import JobState
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.fields import parse_duration, parse_int
 from roach.scheduler.parse import RS, US
@@ -52,6 +54,29 @@ done
 echo "roach: ${SLURMD_NODENAME:-$(hostname)}: sent SIG$sig to $n rank(s) of holder $holder${attempt:+ attempt $attempt}"
 """
 SENT = re.compile(r"^roach: (\S+): sent SIG\w+ to (\d+) rank\(s\)", re.M)
+
+
+# -- the holder --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HolderInfo:
+    """What Slurm says of a holder now."""
+
+    job_id: int
+    state: JobState
+    reason: str | None  # why it is pending
+    nodelist: str
+    nodes: int
+    gpus: int  # in all
+    held_s: int  # elapsed since it started: what it has been charged for
+    time_limit_s: int | None
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.gpus // self.nodes if self.nodes else 0
+
+    @property
+    def time_left_s(self) -> int | None:
+        return None if self.time_limit_s is None else max(0, self.time_limit_s - self.held_s)
 
 
 # -- steps ------------------------------------------------------------------------------------------------

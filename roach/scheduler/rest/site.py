@@ -1,6 +1,6 @@
 """slurmrestd's JSON of the site's setup as the commands' records: nodes (``sinfo``), partitions (``scontrol show
 partition``), reservations (``scontrol show reservation``) and QOS (``sacctmgr show qos``), and a nodelist's host
-names. Pure functions; the queue and accounting are :mod:`roach.scheduler.rest_parse`'s.
+names. Pure functions; the queue and accounting are :mod:`roach.scheduler.rest.jobs`'s.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime
 
 from roach.scheduler.fields import parse_gres_gpus
 from roach.scheduler.parse_control import NodeRecord
-from roach.scheduler.rest_parse import Json, epoch_time, number, state_word, tres_text
+from roach.scheduler.rest.jobs import Json, epoch_time, number, state_word, tres_text
 
 
 def hostnames(nodelist: str) -> list[str]:

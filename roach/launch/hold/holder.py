@@ -1,8 +1,11 @@
-"""A holder's handle: what Slurm says of it, its steps, stopping an attempt inside it, releasing it.
+"""A holder and the attempts in it: :class:`Holder`, :class:`InsideJob`, and starting an attempt.
 
-A holder is a job that takes the nodes and sleeps (:func:`roach.hold.start.hold` queues one); attempts run
-inside it as its steps (:mod:`roach.launch.inside`). This handle is what starting and watching an attempt
-need; :class:`roach.hold.start.Holder` adds submitting into it. The guide is docs/hold.md.
+A holder is a job that takes the nodes and sleeps (:func:`~roach.launch.hold.start.hold` queues one);
+attempts run inside it as its steps. :class:`Holder` is its one handle: what Slurm says of it, its steps,
+stopping an attempt, releasing it, and :meth:`Holder.submit`, which starts an attempt in it the way
+``submit(..., inside=<holder>)`` does (:func:`submit_attempt`, both through
+:func:`~roach.launch.hold.attempt_start.start_attempt`). :class:`InsideJob` is an attempt's handle; it asks its
+holder for its state, so the two live together. The guide is docs/hold.md.
 """
 
 from __future__ import annotations
@@ -10,17 +13,23 @@ from __future__ import annotations
 import posixpath
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Self
+from typing import Any, Self, Unpack
 
 from roach.errors import MissingError, RoachError, UsageError, WaitTimeoutError
 from roach.fleet.cluster import Cluster
 from roach.fleet.route import reaching
-from roach.launch.hold_steps import SENT, SIGNAL_PROGRAM, STEP_SIGNAL, Step, StepKind, list_steps
-from roach.launch.inside_attempts import AttemptPaths
+from roach.launch.hold.attempt_start import start_attempt
+from roach.launch.hold.attempts import AttemptExit, AttemptPaths, AttemptStatus, attempt_end, read_attempts
+from roach.launch.hold.steps import SENT, SIGNAL_PROGRAM, STEP_SIGNAL, HolderInfo, Step, StepKind, list_steps
+from roach.launch.job import Job, JobHandle
+from roach.launch.options import Options, SubmitFields
+from roach.launch.prepare import check_args, check_ids, prepare, resolve_run
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
-from roach.records.finals import End, record_ends
+from roach.model.resources import Resources
+from roach.records.job_end import End, record_ends
 from roach.records.job_record import JobRecord, utc_now
 from roach.records.store import Store
 from roach.runtime.signals import parse_signal
@@ -30,29 +39,7 @@ from roach.scheduler.parse import AcctRecord
 
 HOLD_TARGET = "roach:hold"  # the target of a holder's record: it runs no function
 HOLDER_NAME = re.compile(r"[A-Za-z0-9._+=@:-]{1,128}")
-
-
-# -- the holder --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class HolderInfo:
-    """What Slurm says of a holder now."""
-
-    job_id: int
-    state: JobState
-    reason: str | None  # why it is pending
-    nodelist: str
-    nodes: int
-    gpus: int  # in all
-    held_s: int  # elapsed since it started: what it has been charged for
-    time_limit_s: int | None
-
-    @property
-    def gpus_per_node(self) -> int:
-        return self.gpus // self.nodes if self.nodes else 0
-
-    @property
-    def time_left_s(self) -> int | None:
-        return None if self.time_limit_s is None else max(0, self.time_limit_s - self.held_s)
+_LOST_GRACE_S = 30.0  # after the holder ended, how long a driver may take to write its exit status
 
 
 @dataclass(frozen=True)
@@ -67,8 +54,9 @@ class SignalReport:
     lines: tuple[str, ...]
 
 
+# -- the holder --------------------------------------------------------------------------------------------
 @dataclass
-class HolderHandle:
+class Holder:
     """A holder on a cluster. Every method asks the cluster afresh; ``record`` is its store record (None
     for an allocation roach did not queue, which works too)."""
 
@@ -197,6 +185,40 @@ class HolderHandle:
         """Written by the holder when its wall clock is near: no attempt starts after it."""
         return posixpath.join(self.record.bundle_dir, "ending") if self.record else None
 
+    # -- attempts --------------------------------------------------------------------------------------------
+    def submit(
+        self,
+        target: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        force: bool = False,
+        wait_holder_s: float | None = None,
+        **fields: Unpack[SubmitFields],
+    ) -> InsideJob:
+        """``submit(target, args, inside=<this holder>, ...)`` on the holder's cluster; ``resources`` defaults to
+        the holder's, ``store`` to its store."""
+        if "cluster" in fields:
+            raise UsageError(
+                f"an attempt runs on its holder's cluster ({self.cluster.name}): cluster= is not an option here",
+                hint="leave cluster= out",
+            )
+        if "resources" not in fields:
+            if self.record is None:
+                raise UsageError(f"{self} has no record to take resources from", hint="pass resources=")
+            fields["resources"] = Resources.from_json(self.record.resources)
+        fields.setdefault("store", self.store)
+        fields["cluster"] = self.cluster
+        return submit_attempt(
+            target,
+            args,
+            inside=self.job_id,
+            run_id=run_id,
+            force=force,
+            wait_holder_s=wait_holder_s,
+            **fields,
+        )
+
     # -- control ---------------------------------------------------------------------------------------
     def signal(self, step: str | int | None = None, sig: str = "USR1") -> SignalReport:
         """Stop an attempt cleanly: a step of its own on the ranks' nodes sends ``sig`` to that attempt's ranks
@@ -291,3 +313,126 @@ class HolderHandle:
 def _steps_hint(steps: list[Step]) -> str:
     listed = "; ".join(f"{s.id} {s.name}: {s.describe()}" for s in steps if s.kind not in (StepKind.EXTERN,))
     return f"its steps: {listed or '(none)'} (`roach steps` lists them)"
+
+
+# -- an attempt ------------------------------------------------------------------------------------------------
+@dataclass
+class InsideJob(JobHandle[AttemptExit]):
+    """An attempt run as steps of a holder. Its state is the driver's exit status, not Slurm's job state.
+
+    It is a :class:`~roach.launch.job.JobHandle` beside :class:`~roach.launch.job.Job`, not a kind of it: its
+    ``wait()`` returns the driver's :class:`~roach.launch.hold.attempts.AttemptExit`, its ``paths`` are an
+    attempt's, and its :meth:`~roach.launch.job.JobHandle.status` is the view ``roach status`` shows of it."""
+
+    _holder: Holder | None = field(default=None, init=False, repr=False)
+
+    @property
+    def holder(self) -> int:
+        """The holder's job id (an attempt's record keeps it as its own ``job_id``)."""
+        return self.record.job_id
+
+    @property
+    def attempt(self) -> int:
+        return self.record.attempt or 0
+
+    @property
+    def paths(self) -> AttemptPaths:
+        return AttemptPaths.of(self.record)
+
+    def __str__(self) -> str:
+        return f"attempt {self.attempt} of run {self.run_id} inside holder {self.holder} on {self.cluster.name}"
+
+    def _holder_handle(self) -> Holder:
+        if self._holder is None:
+            self._holder = Holder(self.cluster, self.holder, None, self.store)
+            self._holder._client = self.client
+        return self._holder
+
+    def attempt_status(self) -> AttemptStatus:
+        """What the attempt's bundle says: the driver's exit status once it wrote one (one command)."""
+        return read_attempts(self.fs.transport, [self.paths.bundle_dir])[self.paths.bundle_dir]
+
+    def state(self) -> JobState:
+        """COMPLETED, FAILED or CANCELLED (stopped) once the driver wrote its exit status; RUNNING before,
+        while the holder runs; FAILED if the holder ended and the driver never wrote one."""
+        st = self.attempt_status()
+        if st.exit is not None:
+            if not self.record.is_final:
+                self.record_final(st.exit)
+            return st.exit.state
+        return JobState.RUNNING if self._holder_handle().state().is_active else JobState.FAILED
+
+    def wait(self, timeout: float | None = None, poll_s: float = 2.0) -> AttemptExit:
+        """Block until the driver wrote its exit status; record it in the store and job.json."""
+        poll_s = max(poll_s, self.cluster.min_poll_s)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        holder_gone_at = None
+        while True:
+            st = self.attempt_status()
+            if st.exit is not None:
+                self.record_final(st.exit)
+                return st.exit
+            if holder_gone_at is None and not self._holder_handle().state().is_active:
+                holder_gone_at = time.monotonic()
+            if holder_gone_at is not None and time.monotonic() - holder_gone_at > _LOST_GRACE_S:
+                lost = AttemptExit(-1, utc_now())
+                self.record_final(lost, "FAILED (the holder ended and the driver wrote no exit status)")
+                return lost
+            if deadline is not None and time.monotonic() > deadline:
+                raise WaitTimeoutError(
+                    f"{self} did not end within {timeout:.0f}s",
+                    hint=f"wait again, or stop it: roach signal {self.holder}",
+                )
+            time.sleep(poll_s)
+
+    def record_final(self, ex: AttemptExit, text: str | None = None) -> None:
+        """The attempt's exit into its job.json and the store (:func:`~roach.records.job_end.record_ends`)."""
+        (self.record,) = record_ends(self.store, self.fs.transport, [attempt_end(self.record, ex, text)])
+
+    def steps(self) -> list[Step]:
+        return [s for s in self._holder_handle().steps() if s.attempt == self.attempt and s.kind.is_attempt]
+
+    def cancel(self) -> None:
+        """Stop this attempt; the holder goes on. The driver starts no ranks' step any more; running ranks get
+        SIGTERM the way ``roach signal`` sends it (they log it, checkpoint at their next step and exit). A
+        second cancel, or a node step, is ``scancel``-ed (killed at once)."""
+        again = self.fs.exists(self.paths.cancel)
+        self.fs.write(self.paths.cancel, utc_now() + "\n")
+        steps = self.steps()
+        ranks = [s for s in steps if s.kind is StepKind.RANKS]
+        if ranks and not again:
+            self._holder_handle().signal(ranks[0].step, "TERM")
+            steps = [s for s in steps if s not in ranks]
+        if steps:
+            self.client.scancel([s.id for s in steps])
+
+
+def job_for(cluster: Cluster, record: JobRecord, store: Store | None = None) -> Job | InsideJob:
+    """The handle of a recorded job: an :class:`InsideJob` for an attempt inside a holder, else a :class:`Job`."""
+    return InsideJob(cluster, record, store) if record.is_attempt else Job(cluster, record, store)
+
+
+def submit_attempt(
+    target: str,
+    args: Mapping[str, Any] | None = None,
+    options: Options | None = None,
+    *,
+    inside: int,
+    run_id: str | None = None,
+    force: bool = False,
+    wait_holder_s: float | None = None,
+    **fields: Unpack[SubmitFields],
+) -> InsideJob:
+    """``submit(..., inside=<holder job id>)``: the submission's checks, then an attempt started now as steps of
+    that running holder (:func:`~roach.launch.hold.attempt_start.start_attempt`)."""
+    check_ids(run_id, inside, wait_holder_s)
+    checked = check_args(args or {})
+    p = prepare(target, Options.of(options, fields), args=checked)
+    run_id, run_dir = resolve_run(p, run_id)
+    holder = int(inside)
+    h = Holder(p.cluster, holder, p.store.get(p.cluster.name, holder), p.store)
+    h._client = p.client
+    record = start_attempt(p, h, args=checked, run_id=run_id, run_dir=run_dir, force=force, wait_holder_s=wait_holder_s)
+    job = InsideJob(p.cluster, record, p.store)
+    job._client = p.client
+    return job

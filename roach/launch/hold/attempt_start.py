@@ -1,37 +1,36 @@
-"""Run a submission as steps of a holder: ``submit(..., inside=<holder>)``.
+"""Start an attempt as steps of a running holder: ``submit(..., inside=<holder>)`` and ``Holder.submit``.
 
 An attempt starts at once. A driver script, detached on the submit host (``setsid nohup``: it outlives
 the submitting shell; its output is appended to the run's log ``<log_root>/<run_id>_<holder>.out``), runs
 the node step and then the ranks' step with ``srun --jobid=<holder> --overlap``: the same ``node.sh
 prepare`` and ``python -m roach.slurm.run <spec>`` as a batch job. It writes its exit status into the
-attempt's bundle ``<log_root>/bundles/<holder>.<n>/exit``; :meth:`InsideJob.wait` records it in the
-store. Nothing is requeued: a step dies with its holder. The guide is docs/hold.md.
+attempt's bundle ``<log_root>/bundles/<holder>.<n>/exit``; :meth:`~roach.launch.hold.holder.InsideJob.wait`
+records it in the store. Nothing is requeued: a step dies with its holder. The guide is docs/hold.md.
 
 An attempt's store record is of kind ``attempt``: its ``job_id`` and ``holder`` are the holder's, its
-``attempt`` its number there (key ``<holder>/<n>``).
-
-The pieces live in ``inside_job`` (the attempt's id, paths, exit status and its handle, :class:`InsideJob`)
-and ``inside_script`` (its ``step.sh`` and ``driver.sh``); this module starts an attempt.
+``attempt`` its number there (key ``<holder>/<n>``). :func:`start_attempt` refuses a holder that is not
+running, too small, ending or busy, claims the attempt's number, and starts it through the pipeline
+(:mod:`roach.launch.pipeline`); the holder it is given is what :class:`Holding` names.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from roach.errors import RoachError, UsageError
+from roach.fleet.cluster import Cluster
 from roach.launch import pipeline
-from roach.launch.hold_steps import StepKind
-from roach.launch.holder import HolderHandle, HolderInfo
-from roach.launch.inside_attempts import AttemptPaths, attempt_records, read_attempts
-from roach.launch.inside_job import InsideJob
-from roach.launch.inside_script import AttemptInputs, render_driver, render_step
+from roach.launch.hold.attempts import AttemptPaths, attempt_records, read_attempts
+from roach.launch.hold.scripts import AttemptInputs, render_driver, render_step
+from roach.launch.hold.steps import HolderInfo, Step, StepKind
 from roach.launch.pipeline import Destination, Written
 from roach.launch.prepare import Prepared
 from roach.launch.shipping import node_script, runtime_dir
 from roach.model.ids import RecordKind
 from roach.model.resources import Resources
 from roach.records.bundle import JobJson
+from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.scheduler.clusterfs import ClusterFS
 
@@ -42,7 +41,25 @@ SETTLE_S = 120.0  # how long a new attempt waits for a stopped one's steps to le
 _LAUNCH = 'cd "$1" || exit 1; setsid nohup bash "$2" >>"$3" 2>&1 </dev/null & echo "$!"'
 
 
-# -- submit(inside=...) ----------------------------------------------------------------------------------------
+class Holding(Protocol):
+    """What starting an attempt asks of its holder (:class:`~roach.launch.hold.holder.Holder` is one)."""
+
+    cluster: Cluster
+    job_id: int
+
+    @property
+    def ending_path(self) -> str | None: ...
+
+    def info(self) -> HolderInfo: ...
+
+    def wait_running(self, timeout: float | None = None, poll_s: float = 2.0) -> HolderInfo: ...
+
+    def lead_s(self) -> int | None: ...
+
+    def steps(self, info: HolderInfo | None = None) -> list[Step]: ...
+
+
+# -- the holder's checks ---------------------------------------------------------------------------------------
 def _check_fits(res: Resources, info: HolderInfo, holder: int) -> None:
     if res.nodes > info.nodes or res.gpus_per_node > info.gpus_per_node:
         raise UsageError(
@@ -52,7 +69,7 @@ def _check_fits(res: Resources, info: HolderInfo, holder: int) -> None:
         )
 
 
-def _wait_for_previous(h: HolderHandle, info: HolderInfo, store: Store, fs: ClusterFS, settle_s: float) -> None:
+def _wait_for_previous(h: Holding, info: HolderInfo, store: Store, fs: ClusterFS, settle_s: float) -> None:
     """Return once no other attempt's step runs in the holder. A stopped attempt (roach signal) or an ended
     one whose steps linger is waited for up to ``settle_s``; a running one is refused at once."""
     deadline = time.monotonic() + settle_s
@@ -111,12 +128,10 @@ def _claim(p: Prepared, run_id: str, holder: int) -> AttemptPaths:
     raise RoachError(f"could not claim an attempt number in holder {holder} under {p.bundle_root}")
 
 
-def _running_holder(
-    p: Prepared, holder: int, force: bool, wait_holder_s: float | None
-) -> tuple[HolderHandle, HolderInfo]:
-    """The holder, refused unless it runs, fits the attempt, is not ending and (without ``force``) is free."""
-    h = HolderHandle(p.cluster, holder, p.store.get(p.cluster.name, holder), p.store)
-    h._client = p.client
+def _running_holder(p: Prepared, h: Holding, force: bool, wait_holder_s: float | None) -> HolderInfo:
+    """What Slurm says of the holder, refused unless it runs, fits the attempt, is not ending and (without
+    ``force``) is free."""
+    holder = h.job_id
     info = h.info()
     if info.state.is_pending and wait_holder_s is not None:  # before anything is written: a timeout leaves nothing
         info = h.wait_running(timeout=wait_holder_s)
@@ -141,12 +156,13 @@ def _running_holder(
         )
     if not force:
         _wait_for_previous(h, info, p.store, p.fs, SETTLE_S)
-    return h, info
+    return info
 
 
-def _inputs(
-    p: Prepared, h: HolderHandle, info: HolderInfo, paths: AttemptPaths, run_id: str, run_dir: str
-) -> AttemptInputs:
+# -- the attempt ---------------------------------------------------------------------------------------------
+
+
+def _inputs(p: Prepared, h: Holding, info: HolderInfo, paths: AttemptPaths, run_id: str, run_dir: str) -> AttemptInputs:
     """What the attempt's driver and step scripts are rendered from."""
     return AttemptInputs(
         cluster=p.cluster,
@@ -195,19 +211,20 @@ def _written(p: Prepared, i: AttemptInputs, args: dict[str, Any]) -> Written:
     return Written([record], files, [paths.bundle_dir], runtime_root=p.bundle_root)
 
 
-def submit_inside(
+def start_attempt(
     p: Prepared,
+    h: Holding,
     *,
-    holder: int,
     args: dict[str, Any],
     run_id: str,
     run_dir: str,
     force: bool = False,
     wait_holder_s: float | None = None,
-) -> InsideJob:
-    """Start an attempt now as steps of ``holder``; ``p`` and the values are submit()'s, validated there. A
-    holder still pending is waited for up to ``wait_holder_s`` (None: refused at once)."""
-    h, info = _running_holder(p, holder, force, wait_holder_s)
+) -> JobRecord:
+    """Start an attempt now as steps of holder ``h``; ``p`` and the values are submit()'s, validated there. A
+    holder still pending is waited for up to ``wait_holder_s`` (None: refused at once). Returns its record."""
+    holder = h.job_id
+    info = _running_holder(p, h, force, wait_holder_s)
     paths = _claim(p, run_id, holder)
     n = paths.attempt
     inputs = _inputs(p, h, info, paths, run_id, run_dir)
@@ -230,6 +247,4 @@ def submit_inside(
         release=launch,
         unqueue=lambda: p.fs.remove_bundle(paths.bundle_dir),
     )
-    job = InsideJob(p.cluster, written.records[0], p.store)
-    job._client = p.client
-    return job
+    return written.records[0]

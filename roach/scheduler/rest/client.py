@@ -4,7 +4,7 @@ A watch round is still a constant number of calls: one ``GET .../jobs`` for the 
 slurmctld's job list changed since the last read), one ``GET .../slurmdb/.../jobs`` for accounting, asked for the
 given ids (``step``, as sacct's ``--jobs``) or, from v0.0.42, the user's jobs (``users``), and filtered here as the
 commands' options would. Reads are retried as the commands' are; writes never
-(:class:`~roach.scheduler.rest_http.RestApi` renews a token before it expires, and sends a request again only where
+(:class:`~roach.scheduler.rest.request.RestApi` renews a token before it expires, and sends a request again only where
 its token was refused, which did nothing). ``transport`` carries files only (a bundle, a log): a shared file system
 seen from here (local) or SSH; a command of Slurm's is not run through it.
 """
@@ -21,13 +21,13 @@ from roach.errors import NoFilesError, SlurmError, SlurmTransientError, Transpor
 from roach.model.job_state import JobState
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
-from roach.scheduler import rest_parse as RP
-from roach.scheduler import rest_site as RS
 from roach.scheduler.accounting import Allocation
 from roach.scheduler.client import SlurmClient, error_hint
 from roach.scheduler.queue_states import StateRecord
-from roach.scheduler.rest_http import Answer, DataVersion, RestApi
-from roach.scheduler.rest_submit import job_description, job_description_v42
+from roach.scheduler.rest import jobs as RP
+from roach.scheduler.rest import site as RS
+from roach.scheduler.rest.job_description import job_description, job_description_v42
+from roach.scheduler.rest.request import Answer, DataVersion, RestApi
 from roach.scheduler.transport import Result
 
 NOT_OVER_REST = "not available through slurmrestd"
@@ -221,7 +221,7 @@ class RestClient(SlurmClient):
         return {"users": user or self.rest.token.user_name()}
 
     def show_job(self, job_id: str | int) -> dict[str, str] | None:
-        """``scontrol show job``'s keys that :func:`~roach.scheduler.rest_site.show_job_keys` reads from
+        """``scontrol show job``'s keys that :func:`~roach.scheduler.rest.site.show_job_keys` reads from
         ``GET .../job/{id}`` (an array's first record), or None for a job the controller no longer knows."""
         try:
             answer = self._read(Api.SLURM, f"job/{job_id}")

@@ -5,7 +5,7 @@ priority order each keeping the room it will take; a job whose planned start is 
 hole the jobs ahead of it do not fit: backfill). The replay makes those passes at the times jobs really end by its
 own reckoning (a roach run at its step pace, another job after the ended jobs' median length), so a job ahead that
 ends early lets the next start early, as on the cluster. A job that takes what a preemptible job holds starts
-:data:`~roach.ops.estimate_plan.PREEMPT_S` later, and the preempted job ends then.
+:data:`~roach.ops.estimate.timeline.PREEMPT_S` later, and the preempted job ends then.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from roach.ops.estimate_plan import PREEMPT_S, UNBOUNDED_S, Inputs, Job, Plan
-from roach.scheduler.rest_site import hostnames
+from roach.ops.estimate.timeline import PREEMPT_S, UNBOUNDED_S, Inputs, Job, Plan
+from roach.scheduler.rest.site import hostnames
 
 PASSES = 400  # at most this many passes: the jobs past them get the priority-order play's start
 

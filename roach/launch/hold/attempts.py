@@ -1,7 +1,7 @@
 """An attempt inside a holder, as data: its paths, its exit status, read for many attempts at once.
 
-The handle that acts on a running attempt is :class:`~roach.launch.inside_job.InsideJob`; starting one is
-:mod:`roach.launch.inside`.
+The handle that acts on a running attempt is :class:`~roach.launch.hold.holder.InsideJob`; starting one is
+:mod:`roach.launch.hold.attempt_start`. ``roach ls`` reads attempts' ends through this module alone.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from roach.errors import RoachError
 from roach.model.job_state import JobState
 from roach.model.status import Status
-from roach.records.finals import End
+from roach.records.job_end import End
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
 from roach.scheduler.transport import Transport

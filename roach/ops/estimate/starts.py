@@ -1,7 +1,7 @@
 """When a pending job will start: the earliest, likely and latest start of every pending job of a queue, and the
 basis of each in one line (what ``roach why``, the watch's ``pending`` line and ``roach top`` say). Pure: no I/O.
 
-The queue is played forward (:mod:`roach.ops.estimate_plan`) the way Slurm's backfill plans: pending jobs in priority
+The queue is played forward (:mod:`roach.ops.estimate.timeline`) the way Slurm's backfill plans: pending jobs in priority
 order, each placed at the first time its nodes (GPUs and CPUs on as many nodes of its partition as it asks for), its
 per-user QOS cap and its reservation have room for it over its whole run, and that room kept for it. The three
 differ in how long each job holds what it has:
@@ -10,7 +10,7 @@ differ in how long each job holds what it has:
 - **likely**: a roach run ends when its observed step pace says (its last step plus ``END_S``), any other running
   job after the median length of the jobs seen to end that ran longer than it has so far (its time limit when none
   has been seen), a pending job runs that median; Slurm's passes are replayed at those ends
-  (:mod:`roach.ops.estimate_replay`), so a job may start in a hole before the jobs ahead of it, as backfill does;
+  (:mod:`roach.ops.estimate.replay`), so a job may start in a hole before the jobs ahead of it, as backfill does;
 - **earliest**: a run at its pace ends ``FAST`` of its ETA sooner, a job of unknown length may end now, and the
   pending jobs ahead hold nothing (backfill may start a job in a hole the jobs ahead of it do not fit), one play.
 
@@ -27,7 +27,8 @@ from typing import Any
 
 from roach.model.states import PendingReason as R
 from roach.model.tiers import tier_of
-from roach.ops.estimate_plan import (
+from roach.ops.estimate.replay import replay
+from roach.ops.estimate.timeline import (
     END_S,
     FAST,
     LAG_S,
@@ -40,7 +41,6 @@ from roach.ops.estimate_plan import (
     Reservation,
     order,
 )
-from roach.ops.estimate_replay import replay
 from roach.ops.pending import TABLE, Outlook
 from roach.scheduler.parse import QueueRecord
 
@@ -114,7 +114,7 @@ def estimate_queue(
     inp: Inputs, now: float, only: Iterable[str] | None = None, *, replayed: bool = True
 ) -> dict[str, StartEstimate]:
     """The start estimate of every pending job of ``inp.queue`` (or of those in ``only``), by squeue's id.
-    ``replayed``: the likely start from Slurm's passes replayed (:mod:`roach.ops.estimate_replay`); False: from one
+    ``replayed``: the likely start from Slurm's passes replayed (:mod:`roach.ops.estimate.replay`); False: from one
     play in priority order, as the earliest and latest are."""
     jobs = [
         Job(q.record.job_id, q.record, tier_of(inp.tiers, q.record.partition, q.record.qos), order(q, inp.tiers))

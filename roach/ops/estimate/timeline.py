@@ -1,4 +1,4 @@
-"""The capacity timeline a start estimate plays the queue forward on (:mod:`roach.ops.estimate`): each node's GPUs
+"""The capacity timeline a start estimate plays the queue forward on (:mod:`roach.ops.estimate.starts`): each node's GPUs
 and CPUs and each user's cap on a tier, what holds them over time, and where a pending job fits first. Pure: no I/O.
 """
 
@@ -15,7 +15,7 @@ from roach.model.tiers import Tier, tier_of
 from roach.scheduler.cluster_queue import Queued
 from roach.scheduler.parse import QueueRecord
 from roach.scheduler.parse_control import NodeRecord
-from roach.scheduler.rest_site import hostnames
+from roach.scheduler.rest.site import hostnames
 
 END_S = 2.0  # a run's last step to its job's end (result, teardown)
 LAG_S = 1.0  # resources free to the next job's start (Slurm's scheduling pass, the epilog)

@@ -1,4 +1,4 @@
-"""What a start estimate (:mod:`roach.ops.estimate`) reads, gathered in a constant number of Slurm calls: the cluster's
+"""What a start estimate (:mod:`roach.ops.estimate.starts`) reads, gathered in a constant number of Slurm calls: the cluster's
 queue on the pending jobs' partitions (one ``squeue``), the nodes and the reservations (the caller's reads, through
 the site cache: at most once in its age), and from the watch's saved state the runs' paces and the lengths of the
 jobs it saw end.
@@ -11,11 +11,11 @@ from datetime import datetime
 from typing import Any
 
 from roach.model.tiers import Tier
-from roach.ops.estimate import Inputs, Pace, Reservation, StartEstimate, estimate_queue
+from roach.ops.estimate.starts import Inputs, Pace, Reservation, StartEstimate, estimate_queue
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.cluster_queue import cluster_queue
 from roach.scheduler.parse import QueueRecord
-from roach.scheduler.rest_site import hostnames
+from roach.scheduler.rest.site import hostnames
 
 ENDED_KEPT = 50  # lengths of the jobs seen to end, newest last
 

@@ -1,16 +1,14 @@
 """Recording a job's end: the one function every place that learns one calls (:func:`record_ends`).
 
 A job's end is two facts kept together: the row in roach's store and the ``job.json`` in its bundle on the
-cluster. ``roach status``, ``ls`` and ``cancel`` (through :func:`roach.ops.job_views.live_views`),
+cluster. ``roach status``, ``ls`` and ``cancel`` (through :func:`roach.launch.job_view.live_views`),
 ``Job.state``/``wait``, ``Sweep.wait``, the watch, a holder's ``info``/``release`` and an attempt's exit (read
 from what its driver wrote) all hand what they learned to :func:`record_ends`: it rewrites every job.json
-of the call in one command (:func:`roach.records.final_files.record_finals`, atomic per file) and then records
+of the call in one command (:func:`roach.records.job_json_end.record_finals`, atomic per file) and then records
 the ends in the store in one transaction, with the moment job.json got them (``job_json_at``). A record
 whose job.json did not get its end (written by an older roach, or a write that failed) is
 :attr:`~roach.records.store.JobRecord.job_json_behind`; ``roach ls``/``status`` hand it back here
 (:meth:`End.of_record`), which repairs it.
-
-Target home: ``records/finals.py`` (issue 17's ``records/`` layer, with the store and bundles).
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from roach.errors import RoachError, UsageError
 from roach.model.status import Status
 from roach.records.bundle import status_from_state
 from roach.records.error_line import error_line
-from roach.records.final_files import Final, record_finals
+from roach.records.job_json_end import Final, record_finals
 from roach.records.job_record import FinalRow, JobRecord, utc_now
 from roach.records.store import Store
 from roach.scheduler.parse import AcctRecord

@@ -21,7 +21,7 @@ from typing import Any
 
 from roach.errors import ParseError, SlurmError, SlurmTransientError, TransportError, UsageError
 from roach.scheduler.client import error_hint
-from roach.scheduler.rest_token import TokenSource, token_claims
+from roach.scheduler.rest.token import TokenSource, token_claims
 
 
 class DataVersion(str, Enum):

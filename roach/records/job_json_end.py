@@ -1,6 +1,6 @@
 """Write final states into jobs' ``job.json`` files on the cluster: one command for many jobs.
 
-:func:`roach.records.finals.record_ends` (the one place that records a job's end) calls it. Each file is
+:func:`roach.records.job_end.record_ends` (the one place that records a job's end) calls it. Each file is
 rewritten atomically (a temp file beside it, then a rename), and only its final keys change (``status``,
 ``slurm_state``, ``exit_code``, ``recorded_at_utc``, and ``live_state``, which becomes ``ended`` and is added
 after ``recorded_at_utc`` where an older roach wrote none): the same result as

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from roach.records.poller_lock import lock_path
+from roach.records.poller.lock import lock_path
 
 
 class Rank(IntEnum):
