@@ -25,6 +25,12 @@ def _boot_times(slurm) -> str:
     return "\n" + " ".join(w for w in text.split() if w.startswith(("BootTime=", "SlurmdStartTime=", "State="))) + "\n"
 
 
+def _allocations(slurm, job_id: int) -> str:
+    """Every allocation accounting has of the job: how it ended where it was not requeued."""
+    argv = ["sacct", "-X", "-D", "-n", "-P", "-j", str(job_id), "-o", "JobID,State,ExitCode,Reason,Start,End,NodeList"]
+    return slurm.run(argv, ok_codes=(0, 1)).stdout
+
+
 @pytest.mark.slow
 @pytest.mark.lab
 def test_a_node_rebooted_mid_job_requeues_it_and_it_resumes_with_its_clone_made_again(faults, slurm, lab):
@@ -47,7 +53,7 @@ def test_a_node_rebooted_mid_job_requeues_it_and_it_resumes_with_its_clone_made_
         "the job to run again on n1",
         lambda: "on n1 (restart count 1)" in job.log(),
         timeout=300,
-        explain=lambda: lab_queue(slurm) + _boot_times(slurm) + job.log()[-2000:],
+        explain=lambda: lab_queue(slurm) + _boot_times(slurm) + _allocations(slurm, job.job_id) + job.log()[-2000:],
     )
     assert job.wait(timeout=slack(240)).state is JobState.COMPLETED, job.log()[-3000:]
     assert job.log().count("n1: cloned") == 2, job.log()[-3000:]  # before the reboot, and once after it
