@@ -142,6 +142,28 @@ def queue_and_start(
         raise
 
 
+def start_one(
+    to: Destination,
+    text: str,
+    write: Callable[[list[tuple[int, str]]], Written],
+    *,
+    log_prefix: str,
+    what: str,
+    spend: Spend,
+) -> tuple[int, Written]:
+    """:func:`queue_and_start` for one script (a job, a holder): its job id and what was written. ``what`` names
+    it in a failure, with its job id after it."""
+    queued, written = queue_and_start(
+        to,
+        lambda: queue_held(to, one(text), log_prefix),
+        write,
+        log_prefix=log_prefix,
+        what=lambda ids: f"{what} {ids[0]}",
+        spend=spend,
+    )
+    return queued[0][0], written
+
+
 def _write_queued(
     write: Callable[[list[tuple[int, str]]], Written], queued: list[tuple[int, str]], _ids: list[int]
 ) -> Written:

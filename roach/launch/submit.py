@@ -120,12 +120,12 @@ def _start_batch(p: Prepared, args: dict[str, Any], run_id: str, run_dir: str) -
             before=None if cluster.git_reachable else functools.partial(push, transport=p.client.transport),
         )
 
-    _, written = pipeline.queue_and_start(
+    _, written = pipeline.start_one(
         to,
-        lambda: pipeline.queue_held(to, pipeline.one(text), log_prefix),
+        text,
         write,
         log_prefix=log_prefix,
-        what=lambda ids: f"submission of job {ids[0]}",
+        what="submission of job",
         spend=pipeline.Spend.of(p.resources, p.options.experiment, what=f"run {run_id}"),
     )
     return Job(cluster, written.records[0], p.store)

@@ -103,12 +103,12 @@ def hold(
         ((job_id, _),) = queued
         return _written(cluster, job_id, BundlePaths(abs_log_root, hold_id, job_id), res, name, text, description)
 
-    queued, written = pipeline.queue_and_start(
+    job_id, written = pipeline.start_one(
         to,
-        lambda: pipeline.queue_held(to, pipeline.one(text), log_prefix),
+        text,
         write,
         log_prefix=log_prefix,
-        what=lambda ids: f"queueing holder {ids[0]}",
+        what="queueing holder",
         spend=pipeline.Spend.of(res, None, what=f"holder {hold_id}"),
     )
-    return Holder(cluster, queued[0][0], written.records[0], store)
+    return Holder(cluster, job_id, written.records[0], store)
