@@ -25,7 +25,8 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         "usage error: unknown option or command, invalid value, a `$ROACH_STORE` that is a directory or a file "
         "other than a roach store (left as it is), a relative path for a cluster directory, `--inside` a job that "
         "is no holder `roach hold` queued, a REST cluster's token file others may read (the fix: `chmod 600`) or "
-        "whose token expired, a slurmrestd that offers no data version roach reads",
+        "whose token expired, a slurmrestd that offers no data version roach reads, a submission to a metered "
+        "cluster that no live grant has room for, `roach grant` where standard input is not a terminal",
     ),
     ExitCode(3, "lab error or lab not up", "lab error, or the lab is not up"),
     ExitCode(
