@@ -13,6 +13,7 @@ import pytest
 
 from roach.records.grants import GrantBook
 from roach.records.store import Store
+from tests.support.schemas import validate_output
 from tests.support.terminal import at_terminal
 
 
@@ -83,3 +84,10 @@ def test_the_list_shows_what_each_grant_holds_and_has_left(env):
     book.reserve("lab", "e", 0.25, "a run")
     (row,) = json.loads(piped(["grant", "--list", "--json"], env).stdout)
     assert (row["held"], row["left"], row["experiment"]) == (0.25, 0.75, "e")
+
+
+def test_what_grant_prints_with_json_is_its_schema(env):
+    code, shown = at_terminal(["grant", "lab", "--gpu-hours", "2", "--until", "7d", "--json"], env, "lab")
+    assert code == 0, shown
+    validate_output("grant", json.loads(shown[shown.index("{") :]))
+    validate_output("grant --list", json.loads(piped(["grant", "--list", "--json"], env).stdout))
