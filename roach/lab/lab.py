@@ -67,7 +67,7 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
     slurmds = [
         Daemon(
             f"slurmd-{n}",
-            (slurmd, "-N", n, "-f", str(cfg.slurm_conf)),
+            (slurmd, "-N", n, "-f", str(cfg.slurm_conf), *_rebooted(cfg, n)),
             run / f"slurmd-{n}.pid",
             log / f"slurmd-{n}.log",
             ports=(cfg.node_port(n),),
@@ -84,6 +84,16 @@ def daemons(cfg: LabConfig) -> list[Daemon]:
         slurmds = [_on_host(cfg, fabric, n, d, prepare.home_binding(cfg, n)) for n, d in zip(cfg.node_names, slurmds)]
     way_out = [login.daemon(cfg), _proxy(cfg, fabric)] if fabric else []
     return [*mungeds, *controller, *slurmds, *way_out]
+
+
+def _rebooted(cfg: LabConfig, node: str) -> tuple[str, ...]:
+    """slurmd's ``-b`` on its first start after `roach lab reboot NODE` (the reboot noted after the last slurmd's
+    pid file was written): it then registers the node as just booted, as Slurm's own tests make a reboot. The
+    boot clock alone (a time namespace) is read as a reboot by 22.05's slurmctld, not by every release's."""
+    booted, pidfile = cfg.node_booted(node), cfg.run_dir / f"slurmd-{node}.pid"
+    if not booted.exists() or pidfile.exists() and pidfile.stat().st_mtime > booted.stat().st_mtime:
+        return ()
+    return ("-b",)
 
 
 def _proxy(cfg: LabConfig, fabric: Fabric) -> Daemon:
