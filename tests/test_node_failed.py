@@ -109,6 +109,10 @@ def test_the_watch_reads_the_node_failed_and_excluded_lines():
         "0: roach rank 0: n1: no space left on device writing /tmp/r/resume.pt; this attempt ends",
     ]
     assert all(re.search(INTEREST, ln) for ln in lines[1:])
-    assert read_facts(lines[:2]).node_failed == lines[1].removeprefix("roach: ")
-    assert read_facts(lines[:3]).node_failed == lines[2].removeprefix("roach: ")
-    assert read_facts(lines).node_failed == lines[3].removeprefix("0: ")
+    assert read_facts(lines[:2]).node_failed == (lines[1].removeprefix("roach: "),)
+    assert read_facts(lines[:3]).node_failed[-1] == lines[2].removeprefix("roach: ")
+    assert read_facts(lines).node_failed == (
+        lines[1].removeprefix("roach: "),
+        lines[2].removeprefix("roach: "),
+        lines[3].removeprefix("0: "),
+    )

@@ -161,9 +161,9 @@ class LogFacts:
     wall_clock: bool = False
     progress_points: tuple[tuple[float, int], ...] = ()  # (UTC time, step) of each timed progress line
     env_failed: str | None = None  # node.sh's line: the job's environment could not be built (the job ends, exit 7)
-    # the last line that says a node could not hold the clone or a rank's write found no room, or that the job was
-    # requeued without such a node (node.sh's node_failed and excluded node lines, a rank's disk-full line)
-    node_failed: str | None = None
+    # each line, oldest first, that says a node could not hold the clone or a rank's write found no room, or that
+    # the job was requeued without such a node (node.sh's node_failed and excluded node lines, a rank's disk-full line)
+    node_failed: tuple[str, ...] = ()
     left_at: int | None = None  # the step its stop line names ("preempted at step S"): S steps were done
     finished: bool = False  # this attempt ran to its end ("finished; result"), whatever Slurm then made of it
     stepping: bool | None = None  # a progress line after the last attempt line (False: none yet; None: no such line)
@@ -196,13 +196,13 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
     fresh = preempted = wall = finished = False
     checkpoints: bool | None = None
     env_failed: str | None = None
-    node_failed: str | None = None
+    node_failed: list[str] = []
     stepping: bool | None = None
     for line in lines:
         if "roach: env_failed: " in line:
             env_failed = env_failed or line.strip().removeprefix("roach: ")  # the node's line, which names the tool
         if m := _NODE_FAILED.search(line):
-            node_failed = m[0].strip()
+            node_failed.append(m[0].strip())
         if m := _ATTEMPT.search(line):
             attempt, resumed, fresh, finished, stepping = int(m[1]), None, False, False, False
             continue
@@ -245,7 +245,7 @@ def read_facts(lines: Sequence[str]) -> LogFacts:
         wall,
         tuple(points),
         env_failed,
-        node_failed,
+        tuple(node_failed),
         left_at,
         finished,
         stepping,

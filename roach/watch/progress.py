@@ -32,9 +32,9 @@ def on_log(w: JobWatch, seen: LogLook, remote_now: float, rule: StallRule, ctx: 
             w.last_progress_time = facts.progress_times[-1]
     if facts.env_failed:
         w.env_failed = facts.env_failed
-    if facts.node_failed and facts.node_failed != w.node_failed:
-        w.node_failed = facts.node_failed
-        events.append(ctx.event(EventKind.NODE_FAILED, w, f"{w.label()}: {facts.node_failed}", error=facts.node_failed))
+    for line in _unsaid(facts.node_failed, w.node_failed):  # a look may find both the failure and the exclusion
+        w.node_failed = line
+        events.append(ctx.event(EventKind.NODE_FAILED, w, f"{w.label()}: {line}", error=line))
     if facts.stepping is not None:
         w.stepping = facts.stepping
     if facts.preempted or facts.wall_clock:
@@ -106,3 +106,10 @@ def add_points(points: list[list[float]], new: list[list[float]]) -> list[list[f
         if not out or p != out[-1]:
             out.append(p)
     return out[-POINTS_KEPT:]
+
+
+def _unsaid(lines: tuple[str, ...], said: str | None) -> tuple[str, ...]:
+    """The lines after the last one said (every line where none of them was)."""
+    if said in lines:
+        return lines[len(lines) - lines[::-1].index(said) :]
+    return lines

@@ -21,6 +21,7 @@ from tests.faults.conftest import CLUSTER, preempt
 from tests.faults.ledger import assert_left_no_process, bundle_dir_of, check_ledger
 
 NODE_TMP_MB = 16
+STEPS = 30
 
 
 @pytest.fixture
@@ -87,7 +88,8 @@ def test_a_full_node_tmp_fails_the_clone_in_one_line_and_the_next_attempt_exclud
     wait_until("n2 to answer, idle", lambda: _state(slurm, "n2") == "idle", timeout=120)
     blocker = preempt(slurm, "n1", sleep_s=30)  # n1's GPUs busy: the run starts on n2
     wait_until("the blocker to run on n1", lambda: slurm.squeue(job_ids=[blocker])[0].state.is_running, timeout=60)
-    job = faults.submit({"steps": 6, "step_s": 0.1}, GPU1, name="node-disk", clone_root="/tmp/roach-clones")
+    # steps of 0.2 s: the second attempt runs across several of the watch's rounds, which read its log then
+    job = faults.submit({"steps": STEPS, "step_s": 0.2}, GPU1, name="node-disk", clone_root="/tmp/roach-clones")
     events = _watch_to_end(faults, job)
     log = job.log()
     assert "on n2 (restart count 0)" in log, log  # the first attempt ran where the disk is full
@@ -109,7 +111,7 @@ def test_a_full_node_tmp_fails_the_clone_in_one_line_and_the_next_attempt_exclud
     ).stdout
     assert "ExcNodeList=n2" in info, info
     assert_left_no_process(slurm, job)
-    check_ledger(job.record.run_dir, 6, run_id=job.run_id, interruptions=0)  # the failed attempt ran no rank
+    check_ledger(job.record.run_dir, STEPS, run_id=job.run_id, interruptions=0)  # the failed attempt ran no rank
 
 
 @pytest.mark.lab
