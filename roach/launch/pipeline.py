@@ -94,12 +94,12 @@ class Spend:
         )
 
 
-def _reserve(to: Destination, spend: Spend) -> Hold | None:
+def _reserve(book: GrantBook, cluster: Cluster, spend: Spend) -> Hold | None:
     """The submission's hold on a grant where its cluster is metered (:class:`~roach.records.grants.GrantRefused`
     where no live grant has room); None where it is not metered."""
-    if not configured(to.cluster).metered:
+    if not configured(cluster).metered:
         return None
-    _, hold = GrantBook(to.store).reserve(to.cluster.name, spend.experiment, spend.gpu_hours, spend.what)
+    _, hold = book.reserve(cluster.name, spend.experiment, spend.gpu_hours, spend.what)
     return hold
 
 
@@ -119,13 +119,14 @@ def queue_and_start(
     """:func:`queue_held` (through ``queue``) then :func:`start`; where the controller lost the held jobs before
     their release (:class:`HeldJobsLost`: undone, nothing left), queued once more. ``spend``: what it may cost,
     held against a grant first where the cluster is metered."""
-    hold = _reserve(to, spend)
+    book = GrantBook(to.store)
+    hold = _reserve(book, to.cluster, spend)
     try:
         for tries_left in (1, 0):
             queued = queue()
             ids = [j for j, _ in queued]
             if hold is not None:
-                GrantBook(to.store).attach(hold, ids)
+                book.attach(hold, ids)
             try:
                 written = start(
                     to, queued, functools.partial(_write_queued, write, queued), log_prefix=log_prefix, what=what(ids)
@@ -138,7 +139,7 @@ def queue_and_start(
         raise AssertionError("unreachable")
     except BaseException:
         if hold is not None:  # undone: its held jobs were cancelled before they ran
-            GrantBook(to.store).release(hold)
+            book.release(hold)
         raise
 
 

@@ -257,9 +257,11 @@ class GrantBook:
         (a grant naming the experiment first, then the one that ends soonest); :class:`GrantRefused` if none has
         room. The hold names no job until :meth:`attach`; :meth:`release` drops it."""
         with self._write("holding a grant's GPU-hours") as conn:
-            dead = [h.id for u in _uses(conn, cluster) for h in u.holds if h.orphaned()]
+            uses = _uses(conn, cluster)
+            dead = {h.id for u in uses for h in u.holds if h.orphaned()}
             conn.executemany("DELETE FROM grant_holds WHERE id=?", [(i,) for i in dead])
-            g = _choose(conn, cluster, experiment, need, what)
+            alive_uses = [GrantUse(u.grant, tuple(h for h in u.holds if h.id not in dead)) for u in uses]
+            g = _choose(alive_uses, cluster, experiment, need, what)
             cur = conn.execute(
                 "INSERT INTO grant_holds (grant_id, cluster, experiment, held, what, pid, boot, made_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -273,7 +275,7 @@ class GrantBook:
         with self._read("reading the grants") as conn:
             if conn is None:
                 raise refusal(cluster, experiment, need, what, [])
-            return _choose(conn, cluster, experiment, need, what)
+            return _choose(_uses(conn, cluster), cluster, experiment, need, what)
 
     def attach(self, hold: Hold, job_ids: Iterable[int]) -> None:
         with self._write("naming a hold's jobs") as conn:
@@ -291,9 +293,10 @@ class GrantBook:
                 "UPDATE grant_holds SET spent=?, settled=? WHERE id=?", [(s, int(f), i) for i, (s, f) in spent.items()]
             )
 
-    def mark_budget_held(self, hold_ids: Iterable[int], held: bool = True) -> None:
+    def mark_budget_held(self, hold_ids: Iterable[int]) -> None:
+        """Note that these holds' pending jobs were held in Slurm when their grant ran out."""
         with self._write("marking holds held for budget") as conn:
-            conn.executemany("UPDATE grant_holds SET budget_held=? WHERE id=?", [(int(held), i) for i in hold_ids])
+            conn.executemany("UPDATE grant_holds SET budget_held=1 WHERE id=?", [(i,) for i in hold_ids])
 
     def move_hold(self, hold: Hold, grant_id: int) -> None:
         """Put ``hold``'s jobs under grant ``grant_id`` from now on, in one transaction: the old hold keeps what
@@ -328,11 +331,11 @@ def _uses(conn: sqlite3.Connection, cluster: str | None) -> list[GrantUse]:
     return [GrantUse(g, tuple(holds.get(g.id, ()))) for g in grants]
 
 
-def _choose(conn: sqlite3.Connection, cluster: str, experiment: str | None, need: float, what: str) -> Grant:
-    """The live grant covering the submission with room for ``need``: one naming its experiment first, then the
-    one that ends soonest; :class:`GrantRefused` where none has room."""
+def _choose(uses: list[GrantUse], cluster: str, experiment: str | None, need: float, what: str) -> Grant:
+    """Of ``uses``, the live grant covering the submission with room for ``need``: one naming its experiment first,
+    then the one that ends soonest; :class:`GrantRefused` where none has room."""
     at = datetime.now(UTC)
-    uses = [u for u in _uses(conn, cluster) if u.grant.live(at) and u.grant.covers(cluster, experiment)]
+    uses = [u for u in uses if u.grant.live(at) and u.grant.covers(cluster, experiment)]
     uses.sort(key=lambda u: (u.grant.experiment is None, u.grant.until or "~", u.grant.id))
     fits = [u for u in uses if u.left >= need - 1e-9]
     if not fits:
