@@ -191,7 +191,8 @@ class AgentOnABudget(RuleBasedStateMachine):
     @invariant()
     def another_users_job_is_untouched(self) -> None:
         (q,) = [q for q in self.w.user.squeue(all_users=True) if q.ref.job == self.w.other_job]
-        assert q.state.is_pending and q.reason.is_held, q
+        assert q.state.is_pending, q
+        assert q.reason.is_held, q
 
     @invariant()
     def the_checkpoint_is_kept(self) -> None:

@@ -75,7 +75,8 @@ def test_a_cluster_marked_metered_in_clusters_toml_says_so(tmp_path, monkeypatch
     monkeypatch.setenv("ROACH_CLUSTERS_TOML", str(toml))
     s = skill_mod.generate()
     page = s.pages["clusters/lab.md"]
-    assert "- budget: **metered** (" in page and "--resources CPU --json` (only within a grant" in page
+    assert "- budget: **metered** (" in page
+    assert "--resources CPU --json` (only within a grant" in page
     assert "| lab | **metered** (" in s.text
 
 
