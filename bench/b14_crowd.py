@@ -51,7 +51,7 @@ def lab_release(lab: Lab) -> str:
 
 
 TITLE = "A sweep on a crowded cluster"
-METHODS = ("roach", "static-low", "static-normal", "slurm-native", "submitit")
+METHODS = ("roach", "slurm-native", "static-low", "submitit", "static-normal")  # the targets' methods first
 ROACH_METHODS = ("roach", "static-low", "static-normal")
 EVERY_QOS = "high,normal,low"  # slurm-native's one submission, top down
 MIN_NODES = 16
@@ -104,6 +104,7 @@ def run(lab: Lab, jobs: Jobs, log, *, crowd: Crowd, runs: int, step_s: float) ->
             ensure_submitit(lab, log)
         log(f"  {method}: {runs} runs beside {Path(crowd.trace).name} at {crowd.speed}x")
         out[method] = _once(lab, jobs, method, crowd, steps, step_s, log)
+        _keep(method, out[method], log)
     _empty_queue(lab)
     costs = measure_rounds(lab, crowd.trace, seed=crowd.seed, log=log)
     section = _section(lab, out, crowd, runs, step_s, refused)
@@ -149,6 +150,26 @@ def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], ste
     }
 
 
+def _keep(method: str, figures: dict, log) -> None:
+    """One method's figures in bench/out as soon as it ends, so a run stopped later keeps them."""
+    from bench.labenv import OUT
+
+    path = OUT / f"b14-{method}.json"
+    path.write_text(json.dumps(figures, indent=1))
+    log(f"  {method}: makespan {figures['makespan_s']:.0f} s, {figures['completed']} completed ({path})")
+
+
+def _time_views(lab: Lab, store: Path, stop: threading.Event, seen: dict[str, list[float]], every_s=20.0) -> None:
+    """While the sweep runs: the wall time of `roach ls` and of one `roach top --once` frame, as the user runs them
+    (whole processes, Python's start included)."""
+    views = {"ls": ["ls", "--cluster", "lab", "--limit", "20"], "top": ["top", "--once", "--cluster", "lab"]}
+    while not stop.wait(every_s):
+        for name, argv in views.items():
+            t = time.perf_counter()
+            if _roach(lab, store, *argv, check=False).returncode == 0:
+                seen.setdefault(name, []).append(time.perf_counter() - t)
+
+
 def _roach_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path) -> dict:
     """roach's sweep on the method's tier, watched to its end (``roach``: rebalanced); its figures from `roach
     report` and one sacct."""
@@ -161,7 +182,13 @@ def _roach_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path) -> dic
     jobs.add(json.loads(sw.stdout)["array_ids"])
     watch = ["watch", "--cluster", "lab", "--interval", str(WATCH_INTERVAL_S), "--json"]
     watch += ["--rebalance", "--repo-root", str(work)] if method == "roach" else []
+    views: dict[str, list[float]] = {}
+    stop = threading.Event()
+    timer = threading.Thread(target=_time_views, args=(lab, store, stop, views), daemon=True)
+    if method == "roach":
+        timer.start()
     watched = _roach(lab, store, *watch, check=False)
+    stop.set()
     report = json.loads(_roach(lab, store, "report", method, "--json").stdout)
     from roach.records.store import Store
 
@@ -171,6 +198,7 @@ def _roach_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path) -> dic
     latest = {r.run_id: r.slurm_id for r in records}  # each run's latest job
     return {
         "watch_exit": watched.returncode,
+        "views_s": views,
         "allocated_gpu_h": report["total"]["allocated_gpu_h"],
         "useful_gpu_h": report["total"]["useful_gpu_h"],
         "recomputed_steps": report["total"]["recomputed_steps"],
@@ -344,6 +372,7 @@ def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: fl
         + (f"median {statistics.median(lat):.1f} s, max {max(lat):.1f} s" if lat else "none happened")
         + f"; the watch's interval {WATCH_INTERVAL_S:g} s.\n"
     )
+    body += _views_text(out["roach"].get("views_s") or {})
     summary = [
         target_row("crowd: makespan", [out["roach"]["makespan_s"]], [out["static-low"]["makespan_s"]],
                    "static lowest tier", "s", max_ratio=0.8),
@@ -362,9 +391,24 @@ def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: fl
         )
     plot = _plot(out, lab)
     params = {"trace": Path(crowd.trace).name, "offset_s": crowd.offset_s, "speed": crowd.speed, "seed": crowd.seed,
-              "load": crowd.load, "users": crowd.users, "runs": runs, "step_s": step_s, "nodes": lab.cfg.nodes,
+              "load": crowd.load, "users": crowd.users, "runs": runs, "step_s": step_s, "nodes": lab.cfg.nodes, "slurm": lab_release(lab),
               "gpus_per_node": lab.cfg.gpus_per_node}  # fmt: skip
     return Section(14, TITLE, body, params, plot=plot, summary=summary)
+
+
+def _views_text(views: dict[str, list[float]]) -> str:
+    """`roach ls` and `roach top --once` beside the crowd, as the roach method's sweep ran (whole processes)."""
+    if not views:
+        return "\n`roach ls` and `roach top --once` were not timed (the sweep ended before the first look).\n"
+    cells = [
+        f"`roach {name}`: median {statistics.median(t) * 1000:.0f} ms, most {max(t) * 1000:.0f} ms ({len(t)} looks)"
+        for name, t in views.items()
+    ]
+    return (
+        "\nBeside the crowd, with the sweep running (each a whole process, Python's start included): "
+        + "; ".join(cells)
+        + ".\n"
+    )
 
 
 def _plot(out: dict[str, dict], lab: Lab) -> str | None:
