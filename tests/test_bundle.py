@@ -37,7 +37,18 @@ DSI_KEYS = [
     "submitted_at_utc",
     "recorded_at_utc",
 ]
-ROACH_KEYS = ["live_state", "cluster", "run_id", "commit", "resources", "name", "target", "python_env", "failure"]
+ROACH_KEYS = [
+    "live_state",
+    "cluster",
+    "run_id",
+    "commit",
+    "resources",
+    "name",
+    "target",
+    "python_env",
+    "attempts",
+    "failure",
+]
 
 
 def base(**kw) -> JobJson:

@@ -74,8 +74,8 @@ def test_a_bad_repository_url_fails_as_git_says_and_is_no_nodes_failure(tmp_path
     assert not list((tmp_path / "bundle").glob("node_failed.*"))
 
 
-def _exclude(tmp_path: Path, excluded_before: int, exc: str = "n1") -> subprocess.CompletedProcess:
-    env = _env(tmp_path, "file:///x", PATH=_bin(tmp_path, "scontrol", FAKE_SCONTROL), EXC=exc)
+def _exclude(tmp_path: Path, excluded_before: int, exc: str = "n1", **more: str) -> subprocess.CompletedProcess:
+    env = _env(tmp_path, "file:///x", PATH=_bin(tmp_path, "scontrol", FAKE_SCONTROL), EXC=exc, **more)
     bundle = tmp_path / "bundle"
     (bundle / "node_failed.0.n2").write_text("n2: no space left on device cloning c into /tmp/c\n")
     if excluded_before:
@@ -116,3 +116,62 @@ def test_the_watch_reads_the_node_failed_and_excluded_lines():
         lines[2].removeprefix("roach: "),
         lines[3].removeprefix("0: "),
     )
+
+
+def _job_json(tmp_path: Path, attempts_key: bool = True) -> Path:
+    from roach.records.bundle import JobJson
+
+    jj = JobJson(job_id="41", script="s.sh", submitted_at_utc="2026-12-06T14:00:00Z", cluster="lab", run_id="r-1",
+                 commit="0" * 40, name="n", target="p.m:f")  # fmt: skip
+    text = jj.to_json()
+    if not attempts_key:  # as an older roach wrote it
+        text = "".join(ln for ln in text.splitlines(keepends=True) if not ln.startswith('  "attempts"'))
+    path = tmp_path / "bundle" / "job.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_an_excluded_nodes_attempt_is_appended_to_job_jsons_attempts(tmp_path: Path):
+    from roach.records.bundle import JobJson
+
+    path = _job_json(tmp_path)
+    _exclude(tmp_path, 0)
+    (attempt,) = JobJson.from_json(path.read_text()).attempts
+    assert attempt == {
+        "attempt": 1,
+        "job_id": "41",
+        "nodes": ["n2"],
+        "ended": "node_failed",
+        "causes": "n2: no space left on device cloning c into /tmp/c",
+        "exc_node_list": "n1,n2",
+    }
+
+
+def test_a_second_exclusion_adds_a_second_attempt(tmp_path: Path):
+    from roach.records.bundle import JobJson
+
+    path = _job_json(tmp_path)
+    _exclude(tmp_path, 0)
+    _exclude(tmp_path, 1, exc="n1,n2")
+    attempts = JobJson.from_json(path.read_text()).attempts
+    assert [a["exc_node_list"] for a in attempts] == ["n1,n2", "n1,n2,n2"]
+
+
+def test_a_job_json_an_older_roach_wrote_is_left_as_it_is(tmp_path: Path):
+    path = _job_json(tmp_path, attempts_key=False)
+    before = path.read_text()
+    r = _exclude(tmp_path, 0)
+    assert r.returncode == 0, r.stderr
+    assert path.read_text() == before
+
+
+def test_a_sweep_tasks_attempt_goes_into_the_tasks_own_job_json(tmp_path: Path):
+    from roach.records.bundle import JobJson
+
+    path = _job_json(tmp_path)
+    task_json = tmp_path / "bundle_5" / "job.json"
+    task_json.parent.mkdir()
+    task_json.write_text(path.read_text())
+    _exclude(tmp_path, 0, SLURM_ARRAY_TASK_ID="5")
+    assert len(JobJson.from_json(task_json.read_text()).attempts) == 1

@@ -265,3 +265,17 @@ def test_an_environment_whose_python_roach_cannot_run_ends_as_env_failed_not_in_
     assert 'add python = ">=3.11" to pixi.toml\'s dependencies' in failed.stderr
     assert not (clone / ".pixi/envs").exists() and not (clone / ".roach-env-pixi").exists()
     assert said in json.loads((tmp_path / "bundle" / "job.json").read_text())["failure"]["message"]
+
+
+def test_a_sweep_tasks_env_failure_goes_into_the_tasks_own_job_json(tmp_path: Path):
+    # an array task's ROACH_BUNDLE is the array's; its run's job.json is in <bundle>_<task>/
+    repo, commit = _pushed(tmp_path, {"pkg/__init__.py": "", "pixi.lock": "torch ==9.9\n"})
+    (tmp_path / "pixi-fails").touch()
+    task_bundle = tmp_path / "bundle_3"
+    task_bundle.mkdir()
+    jj = JobJson(job_id="1_3", script="s", submitted_at_utc="t", cluster="ilc", run_id="r", commit=commit, name="n",
+                 target="t")  # fmt: skip
+    (task_bundle / "job.json").write_text(jj.to_json())
+    failed = _prepare(tmp_path, repo, commit, SLURM_ARRAY_TASK_ID="3")
+    assert failed.returncode == 7, failed.stderr
+    assert json.loads((task_bundle / "job.json").read_text())["failure"]["kind"] == "env_failed"

@@ -96,6 +96,9 @@ class JobJson:
     name: str
     target: str
     python_env: dict[str, Any] = field(default_factory=dict)  # {env, source, why}: how its Python was made, and why
+    # the attempts that ended on a node roach then excluded ({attempt, job_id, nodes, ended, causes, exc_node_list}),
+    # appended by the batch script (node.sh); one line of JSON in the file
+    attempts: list[dict[str, Any]] = field(default_factory=list)
     failure: dict[str, Any] | None = None  # what ended it before its ranks ran: {kind: "env_failed", node, message}
 
     def __post_init__(self) -> None:
@@ -165,6 +168,8 @@ class JobJson:
         for key, value in data.items():
             if key in ("resources", "python_env"):
                 ok = isinstance(value, dict)
+            elif key == "attempts":
+                ok = isinstance(value, list) and all(isinstance(a, dict) for a in value)
             else:
                 ok = value is None or isinstance(value, dict if key == "failure" else str)
             if not ok or (value is None and key in required):

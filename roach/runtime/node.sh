@@ -144,6 +144,7 @@ roach_exclude_failed_nodes() {  # Where prepare failed on nodes of this attempt 
   fi
   scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$list" ||
     echo "roach: node_failed: Slurm refused ExcNodeList=$list for job $SLURM_JOB_ID; it runs wherever Slurm puts it"
+  roach_note_attempt "$causes" "$list" "${failed[@]}"  # before the release: no next attempt writes job.json meanwhile
   scontrol release "$SLURM_JOB_ID" ||
     echo "roach: node_failed: job $SLURM_JOB_ID is requeued held: release it with \`scontrol release $SLURM_JOB_ID\`"
   printf '%s\n' "${failed[@]}" >> "$done_file"
@@ -151,6 +152,36 @@ roach_exclude_failed_nodes() {  # Where prepare failed on nodes of this attempt 
     "$(( ${SLURM_RESTART_COUNT:-0} + 2 )) runs on other nodes (ExcNodeList=$list; $(( before + ${#failed[@]} )) of at" \
     "most $ROACH_MAX_EXCLUDED nodes excluded)"
   exit 0
+}
+
+roach_json_text() {  # $1: text. Prints it as a JSON string (quotes, backslashes and control characters escaped).
+  local t="$1"
+  t="${t//\\/\\\\}"; t="${t//\"/\\\"}"; t="${t//$'\n'/\\n}"; t="${t//$'\r'/\\r}"; t="${t//$'\t'/\\t}"
+  t="$(printf '%s' "$t" | tr -d '\000-\037')"
+  printf '"%s"' "$t"
+}
+
+roach_job_json() {  # this run's job.json: an array task's is in a bundle of its own, beside the array's ROACH_BUNDLE
+  if [ -n "${SLURM_ARRAY_TASK_ID:-}" ]; then printf '%s_%s/job.json\n' "$ROACH_BUNDLE" "$SLURM_ARRAY_TASK_ID"
+  else printf '%s/job.json\n' "$ROACH_BUNDLE"; fi
+}
+
+roach_note_attempt() {  # $1: the causes; $2: the job's ExcNodeList now; then the nodes this attempt failed on.
+  # Appends this attempt to job.json's "attempts" (one line of JSON, written [] at submit); a job.json without the
+  # key (an older roach's) is left as it is.
+  local causes="$1" exc="$2" n nodes="" entry jj tmp
+  shift 2
+  jj="$(roach_job_json)"; tmp="$jj.attempt.$$"
+  for n in "$@"; do nodes+="${nodes:+, }$(roach_json_text "$n")"; done
+  entry="{\"attempt\": $(( ${SLURM_RESTART_COUNT:-0} + 1 )), \"job_id\": $(roach_json_text "$SLURM_JOB_ID"),"
+  entry+=" \"nodes\": [$nodes], \"ended\": \"node_failed\", \"causes\": $(roach_json_text "$causes"),"
+  entry+=" \"exc_node_list\": $(roach_json_text "$exc")}"
+  [ -f "$jj" ] && grep -q '^  "attempts": \[.*\],$' "$jj" || return 0
+  ROACH_ATTEMPT="$entry" awk 'index($0, "  \"attempts\": [") == 1 && substr($0, length($0) - 1) == "],"{
+      head = substr($0, 1, length($0) - 2); sep = (head ~ /\[$/) ? "" : ", "
+      print head sep ENVIRON["ROACH_ATTEMPT"] "],"; next } { print }' "$jj" > "$tmp" &&
+    chmod 644 "$tmp" && mv -f "$tmp" "$jj"
+  rm -f "$tmp"
 }
 
 roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix for the ranks' command.
@@ -189,16 +220,9 @@ roach_env_dir() {  # the environment's directory inside the clone $1 (what a fai
   esac
 }
 
-roach_json_text() {  # $1: text. Prints it as a JSON string (quotes, backslashes and control characters escaped).
-  local t="$1"
-  t="${t//\\/\\\\}"; t="${t//\"/\\\"}"; t="${t//$'\n'/\\n}"; t="${t//$'\r'/\\r}"; t="${t//$'\t'/\\t}"
-  t="$(printf '%s' "$t" | tr -d '\000-\037')"
-  printf '"%s"' "$t"
-}
-
 roach_env_failed() {  # $1: the clone; $2: the tool's exit code; $3: its output; $4: what failed, where not the tool.
   # Records env_failed; returns 7.
-  local node="${SLURMD_NODENAME:-$HOSTNAME}" tail what json tmp
+  local node="${SLURMD_NODENAME:-$HOSTNAME}" tail what json tmp jj
   tail="$(tail -n 20 "$3" 2>/dev/null)" || tail=""
   what="$node: ${4:-\`$(roach_env_command)\` exited $2} building the $ROACH_ENV environment of $ROACH_COMMIT in $1"
   echo "roach: env_failed: $what; its output is above. Nothing of it was kept: the next job builds it again." >&2
@@ -207,9 +231,10 @@ roach_env_failed() {  # $1: the clone; $2: the tool's exit code; $3: its output;
     printf '%s\n%s\n' "$what" "$tail" > "$tmp" && mv -f "$tmp" "$ROACH_BUNDLE/env_failed"
     json="{\"kind\": \"env_failed\", \"node\": $(roach_json_text "$node"), \"exit_code\": $2, \"message\": $(roach_json_text "$what"), \"output\": $(roach_json_text "$tail")}"
     # job.json's last key, written null at submit: the end's own keys are written later, by the submit host
-    if [ -f "$ROACH_BUNDLE/job.json" ] && grep -q '^  "failure": null$' "$ROACH_BUNDLE/job.json"; then
+    jj="$(roach_job_json)"
+    if [ -f "$jj" ] && grep -q '^  "failure": null$' "$jj"; then
       ROACH_FAILURE_LINE="  \"failure\": $json" awk '$0 == "  \"failure\": null" { print ENVIRON["ROACH_FAILURE_LINE"]; next } { print }' \
-        "$ROACH_BUNDLE/job.json" > "$tmp" && chmod 644 "$tmp" && mv -f "$tmp" "$ROACH_BUNDLE/job.json"
+        "$jj" > "$tmp" && chmod 644 "$tmp" && mv -f "$tmp" "$jj"
     fi
     rm -f "$tmp"
   fi

@@ -110,6 +110,9 @@ def test_a_full_node_tmp_fails_the_clone_in_one_line_and_the_next_attempt_exclud
         ["scontrol", "show", "job", str(job.job_id)], capture_output=True, text=True, env=lab.env(), timeout=30
     ).stdout
     assert "ExcNodeList=n2" in info, info
+    attempts = json.loads(Path(job.record.bundle_dir, "job.json").read_text())["attempts"]
+    assert [(a["attempt"], a["nodes"], a["ended"]) for a in attempts] == [(1, ["n2"], "node_failed")], attempts
+    assert "no space left on device" in attempts[0]["causes"], attempts
     assert_left_no_process(slurm, job)
     check_ledger(job.record.run_dir, STEPS, run_id=job.run_id, interruptions=0)  # the failed attempt ran no rank
 

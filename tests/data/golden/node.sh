@@ -144,6 +144,7 @@ roach_exclude_failed_nodes() {  # Where prepare failed on nodes of this attempt 
   fi
   scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$list" ||
     echo "roach: node_failed: Slurm refused ExcNodeList=$list for job $SLURM_JOB_ID; it runs wherever Slurm puts it"
+  roach_note_attempt "$causes" "$list" "${failed[@]}"  # before the release: no next attempt writes job.json meanwhile
   scontrol release "$SLURM_JOB_ID" ||
     echo "roach: node_failed: job $SLURM_JOB_ID is requeued held: release it with \`scontrol release $SLURM_JOB_ID\`"
   printf '%s\n' "${failed[@]}" >> "$done_file"
@@ -151,6 +152,30 @@ roach_exclude_failed_nodes() {  # Where prepare failed on nodes of this attempt 
     "$(( ${SLURM_RESTART_COUNT:-0} + 2 )) runs on other nodes (ExcNodeList=$list; $(( before + ${#failed[@]} )) of at" \
     "most $ROACH_MAX_EXCLUDED nodes excluded)"
   exit 0
+}
+
+roach_json_text() {  # $1: text. Prints it as a JSON string (quotes, backslashes and control characters escaped).
+  local t="$1"
+  t="${t//\\/\\\\}"; t="${t//\"/\\\"}"; t="${t//$'\n'/\\n}"; t="${t//$'\r'/\\r}"; t="${t//$'\t'/\\t}"
+  t="$(printf '%s' "$t" | tr -d '\000-\037')"
+  printf '"%s"' "$t"
+}
+
+roach_note_attempt() {  # $1: the causes; $2: the job's ExcNodeList now; then the nodes this attempt failed on.
+  # Appends this attempt to job.json's "attempts" (one line of JSON, written [] at submit); a job.json without the
+  # key (an older roach's) is left as it is.
+  local causes="$1" exc="$2" n nodes="" entry tmp="$ROACH_BUNDLE/.job.json.attempt.$$"
+  shift 2
+  for n in "$@"; do nodes+="${nodes:+, }$(roach_json_text "$n")"; done
+  entry="{\"attempt\": $(( ${SLURM_RESTART_COUNT:-0} + 1 )), \"job_id\": $(roach_json_text "$SLURM_JOB_ID"),"
+  entry+=" \"nodes\": [$nodes], \"ended\": \"node_failed\", \"causes\": $(roach_json_text "$causes"),"
+  entry+=" \"exc_node_list\": $(roach_json_text "$exc")}"
+  [ -f "$ROACH_BUNDLE/job.json" ] && grep -q '^  "attempts": \[.*\],$' "$ROACH_BUNDLE/job.json" || return 0
+  ROACH_ATTEMPT="$entry" awk 'index($0, "  \"attempts\": [") == 1 && substr($0, length($0) - 1) == "],"{
+      head = substr($0, 1, length($0) - 2); sep = (head ~ /\[$/) ? "" : ", "
+      print head sep ENVIRON["ROACH_ATTEMPT"] "],"; next } { print }' "$ROACH_BUNDLE/job.json" > "$tmp" &&
+    chmod 644 "$tmp" && mv -f "$tmp" "$ROACH_BUNDLE/job.json"
+  rm -f "$tmp"
 }
 
 roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix for the ranks' command.
@@ -187,13 +212,6 @@ roach_env_dir() {  # the environment's directory inside the clone $1 (what a fai
     uv) printf '%s/.venv\n' "$1" ;;
     pixi) printf '%s/.pixi/envs\n' "$1" ;;
   esac
-}
-
-roach_json_text() {  # $1: text. Prints it as a JSON string (quotes, backslashes and control characters escaped).
-  local t="$1"
-  t="${t//\\/\\\\}"; t="${t//\"/\\\"}"; t="${t//$'\n'/\\n}"; t="${t//$'\r'/\\r}"; t="${t//$'\t'/\\t}"
-  t="$(printf '%s' "$t" | tr -d '\000-\037')"
-  printf '"%s"' "$t"
 }
 
 roach_env_failed() {  # $1: the clone; $2: the tool's exit code; $3: its output; $4: what failed, where not the tool.
