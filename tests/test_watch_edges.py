@@ -188,6 +188,36 @@ def test_jobs_ending_in_one_round_get_their_job_json_in_one_command(fake, store,
     assert not [c for c in fake.calls[before:] if c[0] == "sh" and "recorded_at_utc" in c[4]]
 
 
+def test_a_job_that_ran_and_ended_between_two_rounds_has_its_log_read_once(fake, store, clock):
+    # seen pending, then gone: its whole run fell between two rounds, and only its log says what happened on a node
+    store.add(record(49))
+    fake.queue = [sq(49, "PENDING", reason="Resources")]
+    w = watcher(fake, store, clock)
+    w.round()
+    fake.queue = []
+    fake.acct = [sa(49)]
+    line = "roach: node_failed: n2: no space left on device cloning c into /tmp/x; no rank started"
+    fake.logs[record(49).log_path] = FakeLog(500, clock.t, [line])
+    clock.tick(10)
+    (said,) = only(w.round(), EventKind.NODE_FAILED)
+    assert said.data["error"] == line.removeprefix("roach: ")
+
+
+def test_an_ended_jobs_log_is_not_read_again_in_later_rounds(fake, store, clock):
+    store.add(record(49))
+    fake.queue = [sq(49, "PENDING", reason="Resources")]
+    w = watcher(fake, store, clock)
+    w.round()
+    fake.queue = []  # gone, and sacct has no end yet: the watch asks again next round
+    fake.logs[record(49).log_path] = FakeLog(500, clock.t, ["roach: attempt 1 of run r: job 49 on n1"])
+    clock.tick(10)
+    w.round()
+    clock.tick(10)
+    before = len(fake.calls)
+    w.round()
+    assert not [c for c in fake.calls[before:] if record(49).log_path in c]
+
+
 # -- reservations ------------------------------------------------------------------------------------------
 SHOW_RESV = (
     "ReservationName=r1 StartTime=2026-11-30T02:10:57 EndTime=2026-11-30T02:15:57 Duration=00:05:00 Nodes=n1 "

@@ -370,7 +370,7 @@ class Watcher:
             {
                 views[k].log_path or ""
                 for k in watched
-                if views[k].log_path and ((k in active and active[k].state.is_running) or views[k].running)
+                if views[k].log_path and _log_worth_a_look(views[k], active.get(k))
             }
         )
         dirs: list[str] = []
@@ -383,6 +383,12 @@ class Watcher:
             return watch_logs.look(self.client.transport, logs, dirs)
         except (RoachError, TransportError):
             return None  # the logs are looked at again next round; Slurm's view is what decides states
+
+
+def _log_worth_a_look(w: JobWatch, q: QueueRecord | None) -> bool:
+    """Whether this round reads a job's log: it runs now or ran last round, or it left the queue since last round
+    (it may have run and ended between the two: the one look its log gets after its end)."""
+    return (q is not None and q.state.is_running) or w.running or (q is None and w.in_queue)
 
 
 # An InitVar's default stays behind as a class attribute, where ``watcher.rebalance`` would read the default
