@@ -125,6 +125,11 @@ def test_job_json_keeps_the_choice_and_reads_one_written_without_it():
 FAKE_PIXI = """#!/bin/bash
 echo "pixi $*" >> "$PIXI_RUNS"
 [ "$1 $2" = "install --frozen" ] || { echo "fake pixi: unexpected $*" >&2; exit 2; }
+if [ -e "$PIXI_FULL" ]; then
+  echo "  x failed to link python: No space left on device (os error 28)" >&2
+  mkdir -p .pixi/envs/default && echo half > .pixi/envs/default/partial
+  exit 1
+fi
 if [ -e "$PIXI_FAIL" ]; then
   echo "  x failed to solve the environment: nothing provides torch ==9.9 needed by the project" >&2
   mkdir -p .pixi/envs/default && echo half > .pixi/envs/default/partial
@@ -159,6 +164,7 @@ def _prepare(tmp_path: Path, repo: GitRepo, commit: str, **more: str) -> subproc
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "PIXI_RUNS": str(tmp_path / "pixi-runs"),
         "PIXI_FAIL": str(tmp_path / "pixi-fails"),
+        "PIXI_FULL": str(tmp_path / "pixi-full"),
         "ROACH_REPO_URL": f"file://{repo.remote}",
         "ROACH_COMMIT": commit,
         "ROACH_REPO_NAME": "proj",
@@ -279,3 +285,25 @@ def test_a_sweep_tasks_env_failure_goes_into_the_tasks_own_job_json(tmp_path: Pa
     failed = _prepare(tmp_path, repo, commit, SLURM_ARRAY_TASK_ID="3")
     assert failed.returncode == 7, failed.stderr
     assert json.loads((task_bundle / "job.json").read_text())["failure"]["kind"] == "env_failed"
+
+
+def _full_disk_prepare(tmp_path: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    repo, commit = _pushed(tmp_path, {"pkg/__init__.py": "", "pixi.lock": "ok\n"})
+    (tmp_path / "pixi-full").touch()
+    return _prepare(tmp_path, repo, commit), tmp_path / "clones" / f"proj-{commit}"
+
+
+def test_an_environment_a_full_disk_stops_is_the_nodes_failure_in_one_line(tmp_path: Path):
+    failed, clone = _full_disk_prepare(tmp_path)
+    assert failed.returncode == 8, failed.stderr
+    (line,) = [ln for ln in failed.stdout.splitlines() if "node_failed" in ln]
+    assert line.startswith("roach: node_failed: n1: no space left on device building the pixi environment of "), line
+    assert line.endswith(f" in {clone}/.pixi/envs; no rank started"), line
+
+
+def test_an_environment_a_full_disk_stops_is_recorded_for_the_exclusion_not_as_env_failed(tmp_path: Path):
+    failed, clone = _full_disk_prepare(tmp_path)
+    assert (tmp_path / "bundle" / "node_failed.0.n1").read_text().startswith("n1: no space left on device building ")
+    assert not (tmp_path / "bundle" / "env_failed").exists()
+    assert json.loads((tmp_path / "bundle" / "job.json").read_text())["failure"] is None
+    assert not (clone / ".pixi/envs").exists()  # nothing half-made is left

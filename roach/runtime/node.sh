@@ -315,7 +315,13 @@ roach_make_env() {  # build the environment inside the clone $1, writable, under
   if [ "$rc" -ne 0 ]; then
     trap '' TERM INT  # the failure is written whole before anything may stop this prepare (roach_env_stopped)
     rm -rf "$env_dir"
-    roach_env_failed "$1" "$rc" "$out" "$too_old" || rc=$?
+    local cause
+    cause="$(roach_node_cause "$(tail -c 65536 "$out")")"
+    if [ -n "$cause" ]; then  # this node's disk, not the project: the job goes on without this node
+      roach_node_failed "$cause building the $ROACH_ENV environment of $ROACH_COMMIT in $env_dir" || rc=$?
+    else
+      roach_env_failed "$1" "$rc" "$out" "$too_old" || rc=$?
+    fi
     rm -f "$out"
     return "$rc"
   fi
@@ -339,7 +345,7 @@ roach_clone_step() {  # $1: what the step does, with its path; then its command.
   # it fails for a node-local cause, says that in one line, records it in the bundle (node_failed.<restart>.<node>,
   # read by roach_exclude_failed_nodes) and returns ROACH_NODE_FAILED_EXIT; any other failure prints the output and
   # returns the command's exit code.
-  local what="$1" out rc=0 cause node="${SLURMD_NODENAME:-$HOSTNAME}" line
+  local what="$1" out rc=0 cause
   shift
   out="$("$@" 2>&1)" || rc=$?
   if [ "$rc" -eq 0 ]; then
@@ -351,7 +357,13 @@ roach_clone_step() {  # $1: what the step does, with its path; then its command.
     printf '%s\n' "$out" >&2
     return "$rc"
   fi
-  line="$node: $cause $what"
+  roach_node_failed "$cause $what"
+}
+
+roach_node_failed() {  # $1: what failed on this node, and where. Says it in one line, records it in the bundle
+  # (node_failed.<restart>.<node>, read by roach_exclude_failed_nodes) and returns ROACH_NODE_FAILED_EXIT.
+  local node="${SLURMD_NODENAME:-$HOSTNAME}" line
+  line="$node: $1"
   echo "roach: node_failed: $line; no rank started"
   if [ -n "${ROACH_BUNDLE:-}" ] && [ -d "$ROACH_BUNDLE" ]; then
     printf '%s\n' "$line" > "$ROACH_BUNDLE/node_failed.${SLURM_RESTART_COUNT:-0}.$node" || :

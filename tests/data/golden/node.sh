@@ -161,20 +161,26 @@ roach_json_text() {  # $1: text. Prints it as a JSON string (quotes, backslashes
   printf '"%s"' "$t"
 }
 
+roach_job_json() {  # this run's job.json: an array task's is in a bundle of its own, beside the array's ROACH_BUNDLE
+  if [ -n "${SLURM_ARRAY_TASK_ID:-}" ]; then printf '%s_%s/job.json\n' "$ROACH_BUNDLE" "$SLURM_ARRAY_TASK_ID"
+  else printf '%s/job.json\n' "$ROACH_BUNDLE"; fi
+}
+
 roach_note_attempt() {  # $1: the causes; $2: the job's ExcNodeList now; then the nodes this attempt failed on.
   # Appends this attempt to job.json's "attempts" (one line of JSON, written [] at submit); a job.json without the
   # key (an older roach's) is left as it is.
-  local causes="$1" exc="$2" n nodes="" entry tmp="$ROACH_BUNDLE/.job.json.attempt.$$"
+  local causes="$1" exc="$2" n nodes="" entry jj tmp
   shift 2
+  jj="$(roach_job_json)"; tmp="$jj.attempt.$$"
   for n in "$@"; do nodes+="${nodes:+, }$(roach_json_text "$n")"; done
   entry="{\"attempt\": $(( ${SLURM_RESTART_COUNT:-0} + 1 )), \"job_id\": $(roach_json_text "$SLURM_JOB_ID"),"
   entry+=" \"nodes\": [$nodes], \"ended\": \"node_failed\", \"causes\": $(roach_json_text "$causes"),"
   entry+=" \"exc_node_list\": $(roach_json_text "$exc")}"
-  [ -f "$ROACH_BUNDLE/job.json" ] && grep -q '^  "attempts": \[.*\],$' "$ROACH_BUNDLE/job.json" || return 0
+  [ -f "$jj" ] && grep -q '^  "attempts": \[.*\],$' "$jj" || return 0
   ROACH_ATTEMPT="$entry" awk 'index($0, "  \"attempts\": [") == 1 && substr($0, length($0) - 1) == "],"{
       head = substr($0, 1, length($0) - 2); sep = (head ~ /\[$/) ? "" : ", "
-      print head sep ENVIRON["ROACH_ATTEMPT"] "],"; next } { print }' "$ROACH_BUNDLE/job.json" > "$tmp" &&
-    chmod 644 "$tmp" && mv -f "$tmp" "$ROACH_BUNDLE/job.json"
+      print head sep ENVIRON["ROACH_ATTEMPT"] "],"; next } { print }' "$jj" > "$tmp" &&
+    chmod 644 "$tmp" && mv -f "$tmp" "$jj"
   rm -f "$tmp"
 }
 
@@ -216,7 +222,7 @@ roach_env_dir() {  # the environment's directory inside the clone $1 (what a fai
 
 roach_env_failed() {  # $1: the clone; $2: the tool's exit code; $3: its output; $4: what failed, where not the tool.
   # Records env_failed; returns 7.
-  local node="${SLURMD_NODENAME:-$HOSTNAME}" tail what json tmp
+  local node="${SLURMD_NODENAME:-$HOSTNAME}" tail what json tmp jj
   tail="$(tail -n 20 "$3" 2>/dev/null)" || tail=""
   what="$node: ${4:-\`$(roach_env_command)\` exited $2} building the $ROACH_ENV environment of $ROACH_COMMIT in $1"
   echo "roach: env_failed: $what; its output is above. Nothing of it was kept: the next job builds it again." >&2
@@ -225,9 +231,10 @@ roach_env_failed() {  # $1: the clone; $2: the tool's exit code; $3: its output;
     printf '%s\n%s\n' "$what" "$tail" > "$tmp" && mv -f "$tmp" "$ROACH_BUNDLE/env_failed"
     json="{\"kind\": \"env_failed\", \"node\": $(roach_json_text "$node"), \"exit_code\": $2, \"message\": $(roach_json_text "$what"), \"output\": $(roach_json_text "$tail")}"
     # job.json's last key, written null at submit: the end's own keys are written later, by the submit host
-    if [ -f "$ROACH_BUNDLE/job.json" ] && grep -q '^  "failure": null$' "$ROACH_BUNDLE/job.json"; then
+    jj="$(roach_job_json)"
+    if [ -f "$jj" ] && grep -q '^  "failure": null$' "$jj"; then
       ROACH_FAILURE_LINE="  \"failure\": $json" awk '$0 == "  \"failure\": null" { print ENVIRON["ROACH_FAILURE_LINE"]; next } { print }' \
-        "$ROACH_BUNDLE/job.json" > "$tmp" && chmod 644 "$tmp" && mv -f "$tmp" "$ROACH_BUNDLE/job.json"
+        "$jj" > "$tmp" && chmod 644 "$tmp" && mv -f "$tmp" "$jj"
     fi
     rm -f "$tmp"
   fi
@@ -308,7 +315,13 @@ roach_make_env() {  # build the environment inside the clone $1, writable, under
   if [ "$rc" -ne 0 ]; then
     trap '' TERM INT  # the failure is written whole before anything may stop this prepare (roach_env_stopped)
     rm -rf "$env_dir"
-    roach_env_failed "$1" "$rc" "$out" "$too_old" || rc=$?
+    local cause
+    cause="$(roach_node_cause "$(tail -c 65536 "$out")")"
+    if [ -n "$cause" ]; then  # this node's disk, not the project: the job goes on without this node
+      roach_node_failed "$cause building the $ROACH_ENV environment of $ROACH_COMMIT in $env_dir" || rc=$?
+    else
+      roach_env_failed "$1" "$rc" "$out" "$too_old" || rc=$?
+    fi
     rm -f "$out"
     return "$rc"
   fi
@@ -332,7 +345,7 @@ roach_clone_step() {  # $1: what the step does, with its path; then its command.
   # it fails for a node-local cause, says that in one line, records it in the bundle (node_failed.<restart>.<node>,
   # read by roach_exclude_failed_nodes) and returns ROACH_NODE_FAILED_EXIT; any other failure prints the output and
   # returns the command's exit code.
-  local what="$1" out rc=0 cause node="${SLURMD_NODENAME:-$HOSTNAME}" line
+  local what="$1" out rc=0 cause
   shift
   out="$("$@" 2>&1)" || rc=$?
   if [ "$rc" -eq 0 ]; then
@@ -344,7 +357,13 @@ roach_clone_step() {  # $1: what the step does, with its path; then its command.
     printf '%s\n' "$out" >&2
     return "$rc"
   fi
-  line="$node: $cause $what"
+  roach_node_failed "$cause $what"
+}
+
+roach_node_failed() {  # $1: what failed on this node, and where. Says it in one line, records it in the bundle
+  # (node_failed.<restart>.<node>, read by roach_exclude_failed_nodes) and returns ROACH_NODE_FAILED_EXIT.
+  local node="${SLURMD_NODENAME:-$HOSTNAME}" line
+  line="$node: $1"
   echo "roach: node_failed: $line; no rank started"
   if [ -n "${ROACH_BUNDLE:-}" ] && [ -d "$ROACH_BUNDLE" ]; then
     printf '%s\n' "$line" > "$ROACH_BUNDLE/node_failed.${SLURM_RESTART_COUNT:-0}.$node" || :
