@@ -57,6 +57,35 @@ def read_junit(path: Path, seconds: float | None = None, *, only: str = "") -> O
     return Outcome(passed, failed, skipped, spent if seconds is None else seconds)
 
 
+HUNG_RANK = "test_a_stopped_rank_stalls_the_run_and_the_watch_requeues_it_to_resume"
+
+
+def hung_rank(path: Path) -> dict[str, float]:
+    """Scenario 22's timings, as its test records them in the JUnit file (``record_property``): from the rank's
+    stop to the watch's requeue and to the resumed step, and the stall limit the watch applied; {} where it did not
+    run or pass."""
+    for case in ET.parse(path).getroot().iter("testcase"):
+        if case.get("name") == HUNG_RANK and not {c.tag for c in case} & {"failure", "error", "skipped"}:
+            return {
+                p.get("name", ""): float(p.get("value", "nan"))
+                for p in case.iter("property")
+                if p.get("value") not in (None, "None")
+            }
+    return {}
+
+
+def hung_rank_text(t: dict[str, float]) -> str:
+    """The hung rank's line (scenario 22: a 2-node run, one rank SIGSTOPped; the watch's interval 1 s)."""
+    if not {"stop_to_requeue_s", "stop_to_resumed_s"} <= t.keys():
+        return "\n\nA hung rank (scenario 22): not measured in this run (its test did not pass).\n"
+    limit = f"{t['stall_limit_s']:.0f} s" if "stall_limit_s" in t else "not said"
+    return (
+        "\n\nA hung rank (scenario 22: one rank of a 2-node run SIGSTOPped, `roach watch --on-stall requeue "
+        f"--stall-after 5 --interval 1`): {t['stop_to_requeue_s']:.0f} s from the stop to the watch's requeue, "
+        f"{t['stop_to_resumed_s']:.0f} s to the resumed step; the stall limit the watch applied: {limit}.\n"
+    )
+
+
 def table(rows: dict[str, dict]) -> str:
     """The section's table: one row per Slurm version."""
     lines = [f"| Slurm | {ROW} | wall time |", "| --- | --- | --- |"]
@@ -106,5 +135,5 @@ def run(lab, jobs, log, pytest_args: tuple[str, ...] = ()) -> Section:
         "The fault suite (`tests/faults`, scenarios in docs/faults.md) on the lab, one row per Slurm version "
         "(the others from their own runs). Every test ends with the step-ledger check and the no-process-left "
         "check: a test passed is a scenario survived with every step once.\n\n" + table(rows)
-    )
+    ) + hung_rank_text(hung_rank(junit))
     return Section(7, "Fault suite", body, params={"slurm": version, "failed": len(outcome.failed)})

@@ -222,6 +222,33 @@ def test_the_fault_suite_row_reads_pytests_junit_xml(tmp_path):
     assert text.splitlines()[2].startswith("| 22.05.8 |") and text.splitlines()[3].startswith("| 24.11.5 | 3 of 3")
 
 
+def test_the_hung_ranks_timings_are_read_from_its_tests_junit_properties(tmp_path):
+    from bench.b7_faults import HUNG_RANK, hung_rank, hung_rank_text
+
+    xml = tmp_path / "junit.xml"
+    xml.write_text(
+        '<testsuites><testsuite name="pytest">'
+        f'<testcase classname="tests.faults.test_hung_rank" name="{HUNG_RANK}"><properties>'
+        '<property name="stop_to_requeue_s" value="21.4"/><property name="stop_to_resumed_s" value="38.0"/>'
+        '<property name="stall_limit_s" value="5.0"/></properties></testcase>'
+        "</testsuite></testsuites>"
+    )
+    assert hung_rank(xml) == {"stop_to_requeue_s": 21.4, "stop_to_resumed_s": 38.0, "stall_limit_s": 5.0}
+    assert "21 s from the stop to the watch's requeue, 38 s to the resumed step" in hung_rank_text(hung_rank(xml))
+
+
+def test_a_hung_rank_test_that_failed_gives_no_timings(tmp_path):
+    from bench.b7_faults import HUNG_RANK, hung_rank
+
+    xml = tmp_path / "junit.xml"
+    xml.write_text(
+        f'<testsuites><testsuite><testcase classname="c" name="{HUNG_RANK}"><properties>'
+        '<property name="stop_to_requeue_s" value="21.4"/></properties><failure message="x"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    assert hung_rank(xml) == {}
+
+
 def test_a_run_of_one_benchmark_keeps_the_figures_results_md_holds_for_the_others(tmp_path):
     """The saved sections live in the clone that ran them (bench/out); results.md is what a fresh clone has. A
     run of `--only 4` there must keep sections 5 and 8 and their summary rows, not write them "not measured"."""
