@@ -105,6 +105,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--estimate-jobs", type=int, default=200, help="benchmark 13: jobs of the workload played (default 200)"
     )
     ap.add_argument(
+        "--estimate-crowd-offset",
+        type=float,
+        default=None,
+        help="benchmark 13: play --crowd-trace from this offset (its seconds) as other people's load beside the "
+        "workload, at --crowd-speed (default: no load; 864000 is Helios's 11th day, which bench 14 does not play)",
+    )
+    ap.add_argument(
         "--crowd-trace",
         default=str(Path(__file__).resolve().parents[2] / "shared" / "traces" / "helios-15k.csv"),
         help="benchmark 14: the trace played as other people's load (default ../shared/traces/helios-15k.csv)",
@@ -236,7 +243,15 @@ def main(argv: list[str] | None = None) -> int:
         12: lambda jobs: mod("b12_restart").run(
             lab, jobs, a.restart_sizes, reps(12), a.restart_big_reps or None, log=log
         ),
-        13: lambda jobs: mod("b13_estimate").run(lab, jobs, a.estimate_jobs, log),
+        13: lambda jobs: mod("b13_estimate").run(
+            lab,
+            jobs,
+            a.estimate_jobs,
+            log,
+            crowd=None
+            if a.estimate_crowd_offset is None
+            else mod("b14_crowd").Crowd(a.crowd_trace, a.estimate_crowd_offset, a.crowd_speed, a.crowd_seed),
+        ),
         14: lambda jobs: mod("b14_crowd").run(
             lab,
             jobs,

@@ -112,11 +112,12 @@ def drive(a: argparse.Namespace) -> int:
                 print(json.dumps({"round_error": repr(exc)}), flush=True)
             queue = client.run(queue_argv(("gpu",))).stdout
             start = client.run(["squeue", "--me", "--start", "--noheader", "-o", "%i|%S"]).stdout
+            mine = client.run(["squeue", "--me", "--noheader", "-o", "%i"]).stdout  # other users' jobs may stay
             t = time.time()
             views = {k: _view(w) for k, w in watcher.saved.load().views.items() if not w.done}
             f.write(json.dumps({"t": t, "t_round": t_round, "queue": queue, "start": start, "views": views}) + "\n")
             f.flush()
-            if done.is_set() and not [ln for ln in queue.splitlines() if ln.strip()]:
+            if done.is_set() and not mine.strip():
                 break
             time.sleep(max(0.0, t_round + a.every - time.time()))
     (out / "submitted.json").write_text(json.dumps(submitted))
@@ -128,7 +129,31 @@ def _view(w) -> dict:
 
 
 # -- root's side -------------------------------------------------------------------------------------------
-def run(lab: Lab, jobs: Jobs, n: int, log=print, every_s: float = 3.0) -> object:
+def run(lab: Lab, jobs: Jobs, n: int, log=print, every_s: float = 3.0, crowd=None) -> object:
+    """The workload played and scored; with ``crowd`` (bench 14's :class:`~bench.b14_crowd.Crowd`), beside that
+    trace played as other people's load from its offset, started ``crowd.warmup_s`` before the workload."""
+    from roach.lab.load import LoadSpec, start, stop
+
+    if crowd is None:
+        return _run(lab, jobs, n, log, every_s)
+    stop(lab.cfg)
+    start(lab.cfg, LoadSpec(crowd.trace, "", crowd.offset_s, crowd.speed, crowd.load, crowd.users, crowd.seed))
+    log(f"bench 13: {Path(crowd.trace).name} from {crowd.offset_s:.0f} s at {crowd.speed:g}x as other people's load")
+    try:
+        time.sleep(crowd.warmup_s)
+        section = _run(lab, jobs, n, log, every_s)
+    finally:
+        stop(lab.cfg)
+    section.params.update(crowd_trace=Path(crowd.trace).name, crowd_offset_s=crowd.offset_s, crowd_speed=crowd.speed)
+    section.body = (
+        f"Beside other people's load: {Path(crowd.trace).name} played from {crowd.offset_s:.0f} s (an offset no "
+        f"estimate was tuned on) at {crowd.speed:g}x, offered at {crowd.load:.0%} of the lab's GPUs by {crowd.users} "
+        f"users; the estimates read every user's queue.\n\n" + section.body
+    )
+    return section
+
+
+def _run(lab: Lab, jobs: Jobs, n: int, log, every_s: float) -> object:
     from bench.repo import make_repo
     from bench.report import Section
 

@@ -160,6 +160,18 @@ def tables(scored: Sequence[Scored]) -> tuple[str, list[dict], dict]:
             "holds": bool(cover >= 0.8),
         },
     ]
+    wait = statistics.median(s.real for s in scored) if scored else float("nan")
+    widening = _width(scored) / wait if wait else float("nan")
+    summary.append(
+        {
+            "figure": "a pending job's estimated interval: median width beside the median real wait",
+            "roach": f"{_width(scored):.1f} s",
+            "baseline": f"{wait:.1f} s (the real wait)",
+            "ratio": f"{widening:.2f}x",
+            "target": "<= 4x the wait",
+            "holds": bool(widening <= 4),
+        }
+    )
     return "\n".join(rows + by_tier) + "\n", summary, {"estimates": len(scored)}
 
 

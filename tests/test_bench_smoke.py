@@ -345,3 +345,14 @@ def test_the_crowds_run_lengths_are_heavy_tailed_and_the_same_for_every_method()
     assert first == lengths(200, seed=1)
     assert min(first) == 10
     assert max(first) > 5 * statistics.median(first)  # a tail: the longest runs are many times the median
+
+
+def test_the_estimates_summary_holds_the_intervals_width_against_four_times_the_wait():
+    from bench.b13_score import Scored, tables
+
+    # two estimates: real waits 100 s and 300 s (median 200 s); widths 500 s and 1100 s (median 800 s = 4x)
+    scored = [Scored(0.0, "1", "low", 100.0, 90.0, 0.0, 500.0, 80.0, 90.0),
+              Scored(0.0, "2", "low", 300.0, 310.0, 100.0, 1200.0, 280.0, 310.0)]  # fmt: skip
+    _, summary, _ = tables(scored)
+    (row,) = [r for r in summary if "width" in r["figure"]]
+    assert (row["roach"], row["baseline"], row["holds"]) == ("800.0 s", "200.0 s (the real wait)", True)
