@@ -125,6 +125,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--crowd-speed", type=float, default=60.0, help="benchmark 14: the trace's time divided by (60)")
     ap.add_argument("--crowd-seed", type=int, default=1, help="benchmark 14: the load's and the runs' seed (1)")
     ap.add_argument("--crowd-runs", type=int, default=48, help="benchmark 14: runs of the sweep (default 48)")
+    from bench.b14_crowd import METHODS as METHODS_14
+
+    ap.add_argument(
+        "--crowd-methods",
+        default=",".join(METHODS_14),
+        help=f"benchmark 14: the methods, comma-separated (default {','.join(METHODS_14)})",
+    )
     ap.add_argument(
         "--crowd-warmup", type=float, default=120.0, help="benchmark 14: seconds the load plays before the sweep (120)"
     )
@@ -177,6 +184,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     bad = [m for m in a.preempt_modes if m not in ("term", "user-signal", "as-is")]
     if bad:
         ap.error(f"--preempt-modes: unknown {', '.join(bad)} (valid: term, user-signal, as-is)")
+    bad = [m for m in a.crowd_methods.split(",") if m not in METHODS_14]
+    if bad:
+        ap.error(f"--crowd-methods: unknown {', '.join(bad)} (valid: {', '.join(METHODS_14)})")
     if a.smoke:
 
         def given(flag: str) -> bool:
@@ -261,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
             runs=a.crowd_runs,
             step_s=1.0,
+            methods=tuple(a.crowd_methods.split(",")),
         ),
     }
     failed = []

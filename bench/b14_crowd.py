@@ -51,8 +51,11 @@ def lab_release(lab: Lab) -> str:
 
 
 TITLE = "A sweep on a crowded cluster"
-METHODS = ("roach", "slurm-native", "static-low", "submitit", "static-normal")  # the targets' methods first
-ROACH_METHODS = ("roach", "static-low", "static-normal")
+# the targets' methods first; roach-low (every run on the lowest tier, `watch --rebalance` promoting them) is the one
+# where the rebalancer has runs below the capped tier to promote, so it measures the promotion latency
+METHODS = ("roach", "slurm-native", "static-low", "submitit", "static-normal", "roach-low")
+ROACH_METHODS = ("roach", "static-low", "static-normal", "roach-low")
+REBALANCED = ("roach", "roach-low")
 EVERY_QOS = "high,normal,low"  # slurm-native's one submission, top down
 MIN_NODES = 16
 CAPPED = "high"  # the lab's capped tier
@@ -87,7 +90,9 @@ def lengths(runs: int, seed: int, smallest: int = 10, most: int = 240) -> list[i
     return [min(most, int(smallest * rng.paretovariate(1.5))) for _ in range(runs)]
 
 
-def run(lab: Lab, jobs: Jobs, log, *, crowd: Crowd, runs: int, step_s: float) -> Section:
+def run(
+    lab: Lab, jobs: Jobs, log, *, crowd: Crowd, runs: int, step_s: float, methods: tuple[str, ...] = METHODS
+) -> Section:
     if lab.cfg.nodes < MIN_NODES:
         raise BenchError(
             f"benchmark 14 needs a lab of at least {MIN_NODES} nodes; this one has {lab.cfg.nodes} "
@@ -96,7 +101,7 @@ def run(lab: Lab, jobs: Jobs, log, *, crowd: Crowd, runs: int, step_s: float) ->
     steps = lengths(runs, crowd.seed)
     out: dict[str, dict] = {}
     refused = _several_qos_refused(lab)
-    for method in METHODS:
+    for method in (m for m in METHODS if m in methods):
         if method == "slurm-native" and refused:
             log(f"  {method}: not run: {refused}")
             continue
@@ -175,13 +180,18 @@ def _roach_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path) -> dic
     report` and one sacct."""
     work = make_repo(lab, wd / "repo")
     store = wd / "store.sqlite"
-    tier = {"roach": ["--tier", "auto"], "static-low": ["--tier", "low"], "static-normal": []}[method]
+    tier = {
+        "roach": ["--tier", "auto"],
+        "static-low": ["--tier", "low"],
+        "static-normal": [],
+        "roach-low": ["--tier", "low"],
+    }[method]
     common = ["--repo-root", str(work), "--log-root", str(wd / "logs"), "--clone-root", str(wd / "clones")]
     sw = _roach(lab, store, "sweep", "pkg.jobfns:paced", "--grid", str(grid), "--cluster", "lab", "--resources",
                 "GPU1", *tier, "--experiment", method, *common, "--run-root", str(wd / "runs"), "--json")  # fmt: skip
     jobs.add(json.loads(sw.stdout)["array_ids"])
     watch = ["watch", "--cluster", "lab", "--interval", str(WATCH_INTERVAL_S), "--json"]
-    watch += ["--rebalance", "--repo-root", str(work)] if method == "roach" else []
+    watch += ["--rebalance", "--repo-root", str(work)] if method in REBALANCED else []
     views: dict[str, list[float]] = {}
     stop = threading.Event()
     timer = threading.Thread(target=_time_views, args=(lab, store, stop, views), daemon=True)
@@ -363,30 +373,34 @@ def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: fl
         Row("runs completed", {m: [o["completed"]] for m, o in out.items()}),
         Row("other users' jobs cancelled", {m: [o["others_touched"]] for m, o in out.items()}),
     ]
-    lat = out["roach"]["promotion_latency_s"]
     body = comparison_table(rows, [m for m in METHODS if m in out])
     if refused:
         body += f"\nslurm-native: not run on this lab's Slurm {lab_release(lab)}: {refused}.\n"
-    body += (
-        f"\n\nPromotion latency (roach, {len(lat)} promotions): "
-        + (f"median {statistics.median(lat):.1f} s, max {max(lat):.1f} s" if lat else "none happened")
-        + f"; the watch's interval {WATCH_INTERVAL_S:g} s.\n"
-    )
-    body += _views_text(out["roach"].get("views_s") or {})
-    summary = [
-        target_row("crowd: makespan", [out["roach"]["makespan_s"]], [out["static-low"]["makespan_s"]],
-                   "static lowest tier", "s", max_ratio=0.8),
-        target_row("crowd: most GPUs on the capped tier", [out["roach"]["max_capped_gpus"]], None, "", "GPUs",
-                   max_value=lab.cfg.high_gpu_cap),
-    ]  # fmt: skip
-    for other, name in (("slurm-native", "Slurm's own choice among every QOS"), ("submitit", "submitit map_array")):
-        if other in out:
-            summary.append(target_row(f"crowd: makespan beside {other}", [out["roach"]["makespan_s"]],
-                                      [out[other]["makespan_s"]], name, "s", max_ratio=1.0))  # fmt: skip
-    if lat:
+    lats = {m: out[m]["promotion_latency_s"] for m in REBALANCED if m in out}
+    for m, lat in lats.items():
+        body += (
+            f"\n\nPromotion latency ({m}, {len(lat)} promotions): "
+            + (f"median {statistics.median(lat):.1f} s, max {max(lat):.1f} s" if lat else "none happened")
+            + f"; the watch's interval {WATCH_INTERVAL_S:g} s.\n"
+        )
+    if "roach" in out:
+        body += _views_text(out["roach"].get("views_s") or {})
+    summary = []
+    if "roach" in out:
+        summary.append(target_row("crowd: most GPUs on the capped tier", [out["roach"]["max_capped_gpus"]], None, "",
+                                  "GPUs", max_value=lab.cfg.high_gpu_cap))  # fmt: skip
+    for other, name, most in (("static-low", "static lowest tier", 0.8),
+                              ("slurm-native", "Slurm's own choice among every QOS", 1.0),
+                              ("submitit", "submitit map_array", 1.0)):  # fmt: skip
+        if "roach" in out and other in out:
+            label = "crowd: makespan" if other == "static-low" else f"crowd: makespan beside {other}"
+            summary.append(target_row(label, [out["roach"]["makespan_s"]], [out[other]["makespan_s"]], name, "s",
+                                      max_ratio=most))  # fmt: skip
+    every = [x for lat in lats.values() for x in lat]
+    if every:
         summary.append(
             target_row(
-                "crowd: promotion latency", [statistics.median(lat)], None, "", "s", max_value=WATCH_INTERVAL_S + 5
+                "crowd: promotion latency", [statistics.median(every)], None, "", "s", max_value=WATCH_INTERVAL_S + 5
             )
         )
     plot = _plot(out, lab)
@@ -422,7 +436,8 @@ def _plot(out: dict[str, dict], lab: Lab) -> str | None:
         return None
     from bench.labenv import BENCH_DIR
 
-    fig, axes = plt.subplots(len(out), 1, figsize=(8, 2.6 * len(out)), sharex=True)
+    fig, grid = plt.subplots(len(out), 1, figsize=(8, 2.6 * len(out)), sharex=True, squeeze=False)
+    axes = grid[:, 0]
     for ax, (method, o) in zip(axes, out.items()):
         s = o["samples"]
         for qos in ("high", "normal", "low"):

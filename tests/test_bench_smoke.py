@@ -356,3 +356,11 @@ def test_the_estimates_summary_holds_the_intervals_width_against_four_times_the_
     _, summary, _ = tables(scored)
     (row,) = [r for r in summary if "width" in r["figure"]]
     assert (row["roach"], row["baseline"], row["holds"]) == ("800.0 s", "200.0 s (the real wait)", True)
+
+
+def test_an_unknown_crowd_method_is_refused_naming_the_valid_ones():
+    from bench.__main__ import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--crowd-methods", "roach,nope"])
+    assert parse_args(["--crowd-methods", "roach-low"]).crowd_methods == "roach-low"
