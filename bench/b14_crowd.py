@@ -101,7 +101,13 @@ def run(
     steps = lengths(runs, crowd.seed)
     out: dict[str, dict] = {}
     refused = _several_qos_refused(lab)
-    for method in (m for m in METHODS if m in methods):
+    for method in METHODS:
+        if method not in methods:
+            kept = _kept(method, crowd, runs)
+            if kept is not None:
+                log(f"  {method}: not run; its figures kept from an earlier run of the same crowd and sweep")
+                out[method] = kept
+            continue
         if method == "slurm-native" and refused:
             log(f"  {method}: not run: {refused}")
             continue
@@ -109,6 +115,7 @@ def run(
             ensure_submitit(lab, log)
         log(f"  {method}: {runs} runs beside {Path(crowd.trace).name} at {crowd.speed}x")
         out[method] = _once(lab, jobs, method, crowd, steps, step_s, log)
+        out[method]["crowd"] = _same(crowd, runs)
         _keep(method, out[method], log)
     _empty_queue(lab)
     costs = measure_rounds(lab, crowd.trace, seed=crowd.seed, log=log)
@@ -153,6 +160,24 @@ def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], ste
         "others_touched": _others_cancelled_by_bench(lab, load_ids),
         "samples": {"t": [x - t0 for x in samples.t], "mine": samples.mine, "free": samples.free},
     }
+
+
+def _same(crowd: Crowd, runs: int) -> dict:
+    """What makes two runs of a method comparable: the crowd and the sweep."""
+    return {"trace": Path(crowd.trace).name, "offset_s": crowd.offset_s, "speed": crowd.speed, "seed": crowd.seed,
+            "load": crowd.load, "users": crowd.users, "warmup_s": crowd.warmup_s, "runs": runs}  # fmt: skip
+
+
+def _kept(method: str, crowd: Crowd, runs: int) -> dict | None:
+    """A method's figures kept by an earlier run (bench/out/b14-<method>.json) of the same crowd and sweep; None
+    where there are none, or they were of another."""
+    from bench.labenv import OUT
+
+    try:
+        figures = json.loads((OUT / f"b14-{method}.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return figures if figures.get("crowd") == _same(crowd, runs) else None
 
 
 def _keep(method: str, figures: dict, log) -> None:
