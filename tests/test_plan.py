@@ -246,3 +246,13 @@ def test_lab_plan_sees_the_account_clusters_toml_gives(user_slurm, config):
     config.write_text('[clusters.lab]\naccount = "not-an-account-of-yours"\n')
     r = cli("plan", "--cluster", "lab", "--gpus", "1", "--run-as", LAB_USER)
     assert r.exit_code == 2 and "account 'not-an-account-of-yours' is not one of yours on lab" in r.output
+
+
+def test_a_planned_nodes_idle_gpus_are_a_pending_jobs_not_idle_slots():
+    from pathlib import Path
+
+    from roach.scheduler.parse_control import parse_sinfo_nodes
+
+    text = (Path(__file__).parent / "data" / "estimate" / "sinfo_nodes_planned_24.11.txt").read_text()
+    nodes = parse_sinfo_nodes(text)  # n5 and n6 `planned` with 4 idle GPUs each; every other node's 4 in use
+    assert idle_slots(nodes, Resources(gpus_per_node=1)).get("gpu", 0) == 0

@@ -188,7 +188,7 @@ def idle_slots(nodes: Sequence[NodeRecord], res: Resources) -> dict[str, int]:
     ``res.gpus_per_node`` GPUs); under ``""`` every node's, once, for a request that names no partition."""
     per_node: dict[str, int] = {}
     for n in nodes:
-        if not n.available or not res.gpus_per_node:
+        if not n.available or n.planned or not res.gpus_per_node:  # a planned node's idle GPUs are a pending job's
             continue
         fit = max(0, n.gpus_total - n.gpus_used) // res.gpus_per_node
         for part in {*n.partitions, ""}:

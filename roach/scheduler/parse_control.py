@@ -58,7 +58,14 @@ class NodeRecord:
 
     @property
     def available(self) -> bool:
-        return self.state.rstrip("*~#!%$@^-+").split("+")[0] in {"idle", "mixed", "allocated", "completing"}
+        """Whether the node runs jobs: ``planned`` is an idle node the backfill holds for a pending job (the ``-``
+        suffix says the same of a mixed one), which runs that job and may run others before it."""
+        return self.state.rstrip("*~#!%$@^-+").split("+")[0] in {"idle", "mixed", "allocated", "completing", "planned"}
+
+    @property
+    def planned(self) -> bool:
+        """Whether the backfill holds the node's idle GPUs for a pending job (``planned``, or a ``-`` suffix)."""
+        return self.state.startswith("planned") or self.state.rstrip("*~#!%$@^+").endswith("-")
 
 
 SINFO_FIELDS = ("NodeList", "StateLong", "CPUsState", "Gres", "GresUsed", "Partition", "Memory", "AllocMem")
