@@ -133,6 +133,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"benchmark 14: the methods, comma-separated (default {','.join(METHODS_14)})",
     )
     ap.add_argument(
+        "--crowd-deadline",
+        type=float,
+        default=None,
+        help="benchmark 14: seconds after which a method's sweep still running is cancelled, its figures then "
+        "lower bounds (default: none)",
+    )
+    ap.add_argument(
         "--crowd-no-rounds",
         action="store_true",
         help="benchmark 14: leave out the watch-round table (its load plays at 5000x: minutes of both cores)",
@@ -272,7 +279,12 @@ def main(argv: list[str] | None = None) -> int:
             jobs,
             log,
             crowd=mod("b14_crowd").Crowd(
-                a.crowd_trace, a.crowd_offset, a.crowd_speed, a.crowd_seed, warmup_s=a.crowd_warmup
+                a.crowd_trace,
+                a.crowd_offset,
+                a.crowd_speed,
+                a.crowd_seed,
+                warmup_s=a.crowd_warmup,
+                deadline_s=a.crowd_deadline,
             ),
             runs=a.crowd_runs,
             step_s=1.0,

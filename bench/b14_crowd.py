@@ -73,6 +73,7 @@ class Crowd:
     load: float = 0.9
     users: int = 8
     warmup_s: float = 120.0
+    deadline_s: float | None = None  # a method's sweep still running this long after its submission is cancelled
 
 
 @dataclass
@@ -149,9 +150,9 @@ def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], ste
     sampler.start()
     t0 = time.time()
     if method in ROACH_METHODS:
-        figures = _roach_sweep(lab, jobs, method, wd, grid)
+        figures = _roach_sweep(lab, jobs, method, wd, grid, crowd.deadline_s)
     else:
-        figures = _submitit_sweep(lab, jobs, method, wd, grid, steps, step_s)
+        figures = _submitit_sweep(lab, jobs, method, wd, grid, steps, step_s, crowd.deadline_s)
     stop.set()
     sampler.join()
     load_ids = played_ids(load_dir(lab.cfg))
@@ -208,7 +209,14 @@ def _time_views(lab: Lab, store: Path, stop: threading.Event, seen: dict[str, li
                 seen.setdefault(name, []).append(time.perf_counter() - t)
 
 
-def _roach_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path) -> dict:
+def _cancel_at_deadline(lab: Lab, ids: list[str], deadline_s: float) -> dict:
+    """The method's jobs cancelled (as the bench user) once its sweep ran ``deadline_s``: its figures are then lower
+    bounds, said so in the section."""
+    lab.user_client().run(["scancel", *ids], ok_codes=(0, 1))
+    return {"censored_s": deadline_s}
+
+
+def _roach_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path, deadline_s: float | None = None) -> dict:
     """roach's sweep on the method's tier, watched to its end (``roach``: rebalanced); its figures from `roach
     report` and one sacct."""
     work = make_repo(lab, wd / "repo")
@@ -230,7 +238,13 @@ def _roach_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path) -> dic
     timer = threading.Thread(target=_time_views, args=(lab, store, stop, views), daemon=True)
     if method in REBALANCED:
         timer.start()
-    watched = _roach(lab, store, *watch, check=False)
+    censored: dict = {}
+    try:
+        watched = _roach(lab, store, *watch, check=False, timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        censored = _cancel_at_deadline(lab, [str(i) for i in json.loads(sw.stdout)["array_ids"]], deadline_s or 0)
+        watched = subprocess.CompletedProcess([], -1)
+        time.sleep(15)  # the cancelled jobs' ends reach accounting
     stop.set()
     report = json.loads(_roach(lab, store, "report", method, "--json").stdout)
     from roach.records.store import Store
@@ -240,6 +254,7 @@ def _roach_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path) -> dic
     allocs = _allocations(lab, sorted({str(r.job_id) for r in records}))
     latest = {r.run_id: r.slurm_id for r in records}  # each run's latest job
     return {
+        **censored,
         "watch_exit": watched.returncode,
         "views_s": views,
         "allocated_gpu_h": report["total"]["allocated_gpu_h"],
@@ -251,7 +266,9 @@ def _roach_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path) -> dic
     }
 
 
-def _submitit_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path, steps: list[int], step_s: float) -> dict:
+def _submitit_sweep(
+    lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path, steps: list[int], step_s: float, deadline_s=None
+) -> dict:
     """submitit's map_array of the same runs (``submitit``: QOS low; ``slurm-native``: every QOS, Slurm picks),
     waited on with one squeue every few seconds; its figures from sacct and the runs' step files."""
     qos = EVERY_QOS if method == "slurm-native" else "low"
@@ -262,14 +279,19 @@ def _submitit_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path, ste
         raise BenchError(f"submitit driver failed (exit {proc.returncode}): {proc.stderr[-1500:]}")
     ids = json.loads(proc.stdout.strip().splitlines()[-1])["job_ids"]
     jobs.add(ids)
-    user = lab.user_client()
+    user, t0, censored = lab.user_client(), time.time(), {}
     while user.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i"], ok_codes=(0, 1)).stdout.strip():
+        if deadline_s is not None and time.time() - t0 > deadline_s:
+            censored = _cancel_at_deadline(lab, ids, deadline_s)
+            time.sleep(15)  # the cancelled jobs' ends reach accounting
+            break
         time.sleep(WATCH_INTERVAL_S)
     allocs = _allocations(lab, ids)
     done = [len((wd / "progress" / f"{i}.steps").read_text().split()) if (wd / "progress" / f"{i}.steps").exists()
             else 0 for i in range(len(steps))]  # fmt: skip
     held = sum((a["end"] or time.time()) - a["start"] for a in allocs if a["start"] is not None)
     return {
+        **censored,
         "watch_exit": None,
         "allocated_gpu_h": held / 3600,
         "useful_gpu_h": sum(steps) * step_s / 3600,
@@ -298,7 +320,9 @@ def _ids(lab: Lab) -> tuple[int, int]:
     return pw.pw_uid, pw.pw_gid
 
 
-def _roach(lab: Lab, store: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def _roach(
+    lab: Lab, store: Path, *args: str, check: bool = True, timeout: float | None = None
+) -> subprocess.CompletedProcess:
     """`roach ARGS --run-as <bench user>` with the method's own store: Slurm's commands are the bench user's, as a
     user's on a login host (the lab's job venv, which the bench user runs, has no roach command line)."""
     env = {**os.environ, **lab.env, "ROACH_STORE": str(store), "ROACH_LAB_DIR": str(lab.cfg.state)}
@@ -306,7 +330,7 @@ def _roach(lab: Lab, store: Path, *args: str, check: bool = True) -> subprocess.
     # ls` compile every module it imports: 351 ms against 130-190 ms with the bytecode kept)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     argv = [sys.executable, "-m", "roach", *args, "--run-as", lab.user]
-    res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd="/")
+    res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd="/", timeout=timeout)
     if check and res.returncode != 0:
         raise BenchError(f"roach {args[0]} failed (exit {res.returncode}): {(res.stderr or res.stdout)[-1500:]}")
     return res
@@ -412,6 +436,12 @@ def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: fl
     body = comparison_table(rows, [m for m in METHODS if m in out])
     if refused:
         body += f"\nslurm-native: not run on this lab's Slurm {lab_release(lab)}: {refused}.\n"
+    for m, o in out.items():
+        if o.get("censored_s"):
+            body += (
+                f"\n{m}: stopped {o['censored_s']:.0f} s after its submission with {runs - o['completed']} of its "
+                f"{runs} runs not completed (cancelled then): its makespan and mean completion are lower bounds.\n"
+            )
     lats = {m: out[m]["promotion_latency_s"] for m in REBALANCED if m in out}
     for m, lat in lats.items():
         body += (
