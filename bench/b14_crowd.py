@@ -161,9 +161,7 @@ def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], ste
     return {
         **figures,
         "t0": t0,
-        "makespan_s": max(e["end"] for e in ends.values()) - t0,
-        "mean_completion_s": statistics.mean(e["end"] - t0 for e in ends.values()),
-        "completed": sum(e["state"] == "COMPLETED" for e in ends.values()),
+        **_completion(ends, t0, len(steps), figures.get("censored_s")),
         "max_capped_gpus": max((m.get(CAPPED, 0) for m in samples.mine), default=0),
         "promotion_latency_s": _promotion_latencies(allocs),
         "others_touched": _others_cancelled_by_bench(lab, load_ids),
@@ -207,6 +205,17 @@ def _time_views(lab: Lab, store: Path, stop: threading.Event, seen: dict[str, li
             t = time.perf_counter()
             if _roach(lab, store, *argv, check=False).returncode == 0:
                 seen.setdefault(name, []).append(time.perf_counter() - t)
+
+
+def _completion(ends: dict[str, dict], t0: float, runs: int, censored_s: float | None) -> dict:
+    """The makespan, the mean completion of a run and the runs completed; where the sweep was stopped at a deadline,
+    each run not completed by then counts as ending at the deadline (both figures then lower bounds)."""
+    done = [e["end"] - t0 for e in ends.values() if e["state"] == "COMPLETED"]
+    if censored_s is None:
+        times = [e["end"] - t0 for e in ends.values()]
+    else:
+        times = done + [max(censored_s, max(done, default=0.0))] * (runs - len(done))
+    return {"makespan_s": max(times), "mean_completion_s": statistics.mean(times), "completed": len(done)}
 
 
 def _cancel_at_deadline(lab: Lab, ids: list[str], deadline_s: float) -> dict:

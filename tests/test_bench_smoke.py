@@ -364,3 +364,11 @@ def test_an_unknown_crowd_method_is_refused_naming_the_valid_ones():
     with pytest.raises(SystemExit):
         parse_args(["--crowd-methods", "roach,nope"])
     assert parse_args(["--crowd-methods", "roach-low"]).crowd_methods == "roach-low"
+
+
+def test_a_crowd_method_stopped_at_its_deadline_counts_each_run_not_completed_as_ending_then():
+    from bench.b14_crowd import _completion
+
+    ends = {"r0": {"end": 110.0, "state": "COMPLETED"}, "r1": {"end": 150.0, "state": "CANCELLED"}}
+    got = _completion(ends, 100.0, 3, censored_s=1800.0)  # r2 never started: no allocation, no end
+    assert got == {"makespan_s": 1800.0, "mean_completion_s": (10.0 + 1800.0 + 1800.0) / 3, "completed": 1}
