@@ -222,6 +222,7 @@ def _cancel_at_deadline(lab: Lab, ids: list[str], deadline_s: float) -> dict:
     """The method's jobs cancelled (as the bench user) once its sweep ran ``deadline_s``: its figures are then lower
     bounds, said so in the section."""
     lab.user_client().run(["scancel", *ids], ok_codes=(0, 1))
+    time.sleep(15)  # the cancelled jobs' ends reach accounting, which the figures read
     return {"censored_s": deadline_s}
 
 
@@ -253,7 +254,6 @@ def _roach_sweep(lab: Lab, jobs: Jobs, method: str, wd: Path, grid: Path, deadli
     except subprocess.TimeoutExpired:
         censored = _cancel_at_deadline(lab, [str(i) for i in json.loads(sw.stdout)["array_ids"]], deadline_s or 0)
         watched = subprocess.CompletedProcess([], -1)
-        time.sleep(15)  # the cancelled jobs' ends reach accounting
     stop.set()
     report = json.loads(_roach(lab, store, "report", method, "--json").stdout)
     from roach.records.store import Store
@@ -292,7 +292,6 @@ def _submitit_sweep(
     while user.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i"], ok_codes=(0, 1)).stdout.strip():
         if deadline_s is not None and time.time() - t0 > deadline_s:
             censored = _cancel_at_deadline(lab, ids, deadline_s)
-            time.sleep(15)  # the cancelled jobs' ends reach accounting
             break
         time.sleep(WATCH_INTERVAL_S)
     allocs = _allocations(lab, ids)
