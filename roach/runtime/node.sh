@@ -166,22 +166,27 @@ roach_job_json() {  # this run's job.json: an array task's is in a bundle of its
   else printf '%s/job.json\n' "$ROACH_BUNDLE"; fi
 }
 
+roach_edit_job_json() {  # $1: an awk program that prints job.json anew, reading the new JSON text from
+  # ENVIRON["ROACH_JSON"]; $2: that text. Rewrites this run's job.json through it, atomically (a temp file beside it).
+  local jj tmp
+  jj="$(roach_job_json)"; tmp="$jj.edit.$$"
+  ROACH_JSON="$2" awk "$1" "$jj" > "$tmp" && chmod 644 "$tmp" && mv -f "$tmp" "$jj" || { rm -f "$tmp"; return 1; }
+}
+
 roach_note_attempt() {  # $1: the causes; $2: the job's ExcNodeList now; then the nodes this attempt failed on.
   # Appends this attempt to job.json's "attempts" (one line of JSON, written [] at submit); a job.json without the
   # key (an older roach's) is left as it is.
-  local causes="$1" exc="$2" n nodes="" entry jj tmp
+  local causes="$1" exc="$2" n nodes="" entry jj
   shift 2
-  jj="$(roach_job_json)"; tmp="$jj.attempt.$$"
+  jj="$(roach_job_json)"
   for n in "$@"; do nodes+="${nodes:+, }$(roach_json_text "$n")"; done
   entry="{\"attempt\": $(( ${SLURM_RESTART_COUNT:-0} + 1 )), \"job_id\": $(roach_json_text "$SLURM_JOB_ID"),"
   entry+=" \"nodes\": [$nodes], \"ended\": \"node_failed\", \"causes\": $(roach_json_text "$causes"),"
   entry+=" \"exc_node_list\": $(roach_json_text "$exc")}"
   [ -f "$jj" ] && grep -q '^  "attempts": \[.*\],$' "$jj" || return 0
-  ROACH_ATTEMPT="$entry" awk 'index($0, "  \"attempts\": [") == 1 && substr($0, length($0) - 1) == "],"{
+  roach_edit_job_json 'index($0, "  \"attempts\": [") == 1 && substr($0, length($0) - 1) == "],"{
       head = substr($0, 1, length($0) - 2); sep = (head ~ /\[$/) ? "" : ", "
-      print head sep ENVIRON["ROACH_ATTEMPT"] "],"; next } { print }' "$jj" > "$tmp" &&
-    chmod 644 "$tmp" && mv -f "$tmp" "$jj"
-  rm -f "$tmp"
+      print head sep ENVIRON["ROACH_JSON"] "],"; next } { print }' "$entry" || :
 }
 
 roach_block_signals() {  # $1: the checkpoint signal. Sets ROACH_BLOCK, a prefix for the ranks' command.
@@ -233,8 +238,8 @@ roach_env_failed() {  # $1: the clone; $2: the tool's exit code; $3: its output;
     # job.json's last key, written null at submit: the end's own keys are written later, by the submit host
     jj="$(roach_job_json)"
     if [ -f "$jj" ] && grep -q '^  "failure": null$' "$jj"; then
-      ROACH_FAILURE_LINE="  \"failure\": $json" awk '$0 == "  \"failure\": null" { print ENVIRON["ROACH_FAILURE_LINE"]; next } { print }' \
-        "$jj" > "$tmp" && chmod 644 "$tmp" && mv -f "$tmp" "$jj"
+      roach_edit_job_json '$0 == "  \"failure\": null" { print "  \"failure\": " ENVIRON["ROACH_JSON"]; next } { print }' \
+        "$json" || :
     fi
     rm -f "$tmp"
   fi
