@@ -60,6 +60,10 @@ NOT_LOADED = (
     "tempfile",  # roach._fs makes its temporary files itself
     "shutil",  # (and bz2, lzma)
     "random",  # the store's jittered retry takes os.urandom
+    "roach.scheduler.rest",  # a cluster reached by its commands: slurmrestd's client loads only for a REST one
+    "roach.launch.hold.attempts",  # a holder's attempts: loaded only where the listed jobs include some
+    "roach.launch.hold.steps",  # and a running holder's steps
+    "difflib",  # the closest name to an unknown cluster or preset
 )
 # Each command's module loads neither the other's nor what only the other needs.
 ALSO_NOT = {

@@ -53,12 +53,20 @@ def test_the_layers_contract_orders_every_package():
 
 # The imports allowed inside a function: torch stays unimported until a run asks for DDP, and http.client (with
 # the email package it loads) until a REST cluster sends a request, off every other command's start; zipfile and
-# pickletools (7 ms) until a resumed rank reads its checkpoint's modules, off every rank's start.
+# pickletools (7 ms) until a resumed rank reads its checkpoint's modules, off every rank's start; slurmrestd's
+# client until a REST cluster's is made, a holder's attempts and steps until a listing holds some, and difflib
+# until a name is not known, off `roach ls` (tests/test_cli_imports.py).
 LAZY_IMPORTS = {
     ("roach/runtime/context.py", "roach.runtime.ddp"),
     ("roach/scheduler/rest/request.py", "http.client"),
     ("roach/runtime/checkpoint.py", "pickletools"),
     ("roach/runtime/checkpoint.py", "zipfile"),
+    ("roach/fleet/cluster.py", "roach.scheduler.rest.client"),
+    ("roach/fleet/cluster.py", "roach.scheduler.rest.request"),
+    ("roach/fleet/cluster.py", "roach.scheduler.rest.token"),
+    ("roach/fleet/cluster.py", "difflib"),
+    ("roach/launch/job_view.py", "roach.launch.hold.attempts"),
+    ("roach/launch/job_view.py", "roach.launch.hold.steps"),
 }
 
 

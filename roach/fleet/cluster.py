@@ -7,25 +7,25 @@ are made on demand.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import pkgutil
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from roach.errors import UsageError
 from roach.model.python_env import PythonEnv
 from roach.model.resources import GpuFlag, Resources
 from roach.model.tiers import Tier
 from roach.scheduler.client import SlurmClient
-from roach.scheduler.rest.client import NoFiles, RestClient
-from roach.scheduler.rest.request import RestApi
-from roach.scheduler.rest.token import TokenSource
 from roach.scheduler.site_cache import SiteCache
 from roach.scheduler.ssh import SSHTransport
 from roach.scheduler.transport import LocalTransport, Transport
+
+if TYPE_CHECKING:
+    from roach.scheduler.rest.client import RestClient
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,12 @@ class Cluster:
         return SlurmClient(self.transport(env), site_cache=SiteCache(where))
 
     def rest_client(self, env: Mapping[str, str] | None = None) -> RestClient:
-        """The client through slurmrestd: the token made or read as configured, files over ssh, shared or refused."""
+        """The client through slurmrestd: the token made or read as configured, files over ssh, shared or refused.
+        Its modules load here, so a cluster reached by its commands never pays for them."""
+        from roach.scheduler.rest.client import NoFiles, RestClient
+        from roach.scheduler.rest.request import RestApi
+        from roach.scheduler.rest.token import TokenSource
+
         if not self.rest_url:
             raise UsageError(f"cluster {self.name} has no rest_url", hint="set rest_url in clusters.toml")
         commands = self.transport(env)
@@ -124,6 +129,8 @@ class Cluster:
         except KeyError:
             valid = sorted(self.presets)
             by_fold = {p.casefold(): p for p in valid}
+            import difflib  # only for a name that is not known
+
             close = [by_fold[m] for m in difflib.get_close_matches(name.casefold(), list(by_fold), n=1, cutoff=0.6)]
             raise UsageError(
                 f"cluster {self.name} has no preset {name!r}",

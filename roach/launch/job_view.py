@@ -14,8 +14,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from roach.errors import RoachError
-from roach.launch.hold.attempts import attempt_end, read_attempts
-from roach.launch.hold.steps import idle_holders
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
 from roach.records.bundle import status_from_state
@@ -186,7 +184,7 @@ def reconcile(client: SlurmClient, records: list[JobRecord], store: Store | None
         if a.step is None:
             rows.setdefault(a.ref.job, []).append(a)
     holders = [r.job_id for r in jobs if r.kind is RecordKind.HOLDER and any(q.state.is_running for q in queued[r.key])]
-    idle = idle_holders(client, holders) if holders else {}
+    idle = _idle_holders(client, holders) if holders else {}
     for rec in jobs:
         entries = queued[rec.key]
         accounted = _entries(rec, rows) if rec.slurm_id in ask else []
@@ -206,6 +204,13 @@ def reconcile(client: SlurmClient, records: list[JobRecord], store: Store | None
     return Reconciled([views[r.key] for r in records], [now.get(r.key, r) for r in records])
 
 
+def _idle_holders(client: SlurmClient, holders: list[int]) -> dict[int, bool]:
+    """:func:`roach.launch.hold.steps.idle_holders`, loaded only where a holder runs."""
+    from roach.launch.hold.steps import idle_holders
+
+    return idle_holders(client, holders)
+
+
 def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, whole_queue: bool) -> list[JobView]:
     """The views :func:`reconcile` decides for ``records``, in their order."""
     return reconcile(client, records, store, whole_queue=whole_queue).views
@@ -214,6 +219,10 @@ def live_views(client: SlurmClient, records: list[JobRecord], store: Store, *, w
 def _attempt_views(client: SlurmClient, attempts: list[JobRecord]) -> list[tuple[JobView, End | None]]:
     """Attempts inside holders: their state from the exit file their driver writes (one command for all), and
     the end of those whose driver wrote one."""
+    if not attempts:
+        return []
+    # loaded only where a holder's attempts are listed: `roach ls` of plain jobs starts without them
+    from roach.launch.hold.attempts import attempt_end, read_attempts
 
     open_ = [r for r in attempts if not r.is_final]
     found = read_attempts(client.transport, [r.bundle_dir for r in open_]) if open_ else {}
