@@ -198,13 +198,27 @@ def _keep(method: str, figures: dict, log) -> None:
 
 def _time_views(lab: Lab, store: Path, stop: threading.Event, seen: dict[str, list[float]], every_s=20.0) -> None:
     """While the sweep runs: the wall time of `roach ls` and of one `roach top --once` frame, as the user runs them
-    (whole processes, Python's start included)."""
+    (whole processes, Python's start included), and the CPU each took (``<name> cpu``): the two apart are the
+    time it waited, on Slurm or for a core."""
     views = {"ls": ["ls", "--cluster", "lab", "--limit", "20"], "top": ["top", "--once", "--cluster", "lab"]}
     while not stop.wait(every_s):
         for name, argv in views.items():
-            t = time.perf_counter()
-            if _roach(lab, store, *argv, check=False).returncode == 0:
-                seen.setdefault(name, []).append(time.perf_counter() - t)
+            timed = _timed_roach(lab, store, *argv)
+            if timed is not None:
+                seen.setdefault(name, []).append(timed[0])
+                seen.setdefault(f"{name} cpu", []).append(timed[1])
+
+
+def _timed_roach(lab: Lab, store: Path, *args: str) -> tuple[float, float] | None:
+    """`roach ARGS` as :func:`_roach` runs it: its wall and CPU seconds (its own and its children's, from the
+    kernel's accounting of that one process), or None where it failed."""
+    argv, env = _roach_argv(lab, store, *args)
+    t = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd="/")
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return (wall, usage.ru_utime + usage.ru_stime) if p.returncode == 0 else None
 
 
 def _completion(ends: dict[str, dict], t0: float, runs: int, censored_s: float | None) -> dict:
@@ -333,15 +347,20 @@ def _roach(
 ) -> subprocess.CompletedProcess:
     """`roach ARGS --run-as <bench user>` with the method's own store: Slurm's commands are the bench user's, as a
     user's on a login host (the lab's job venv, which the bench user runs, has no roach command line)."""
-    env = {**os.environ, **lab.env, "ROACH_STORE": str(store), "ROACH_LAB_DIR": str(lab.cfg.state)}
-    # as a user's machine runs it: Python keeps roach's bytecode (a shell that says not to made every timed `roach
-    # ls` compile every module it imports: 351 ms against 130-190 ms with the bytecode kept)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    argv = [sys.executable, "-m", "roach", *args, "--run-as", lab.user]
+    argv, env = _roach_argv(lab, store, *args)
     res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd="/", timeout=timeout)
     if check and res.returncode != 0:
         raise BenchError(f"roach {args[0]} failed (exit {res.returncode}): {(res.stderr or res.stdout)[-1500:]}")
     return res
+
+
+def _roach_argv(lab: Lab, store: Path, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of :func:`_roach`."""
+    env = {**os.environ, **lab.env, "ROACH_STORE": str(store), "ROACH_LAB_DIR": str(lab.cfg.state)}
+    # as a user's machine runs it: Python keeps roach's bytecode (a shell that says not to made every timed `roach
+    # ls` compile every module it imports: 351 ms against 130-190 ms with the bytecode kept)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return [sys.executable, "-m", "roach", *args, "--run-as", lab.user], env
 
 
 def _sample(lab: Lab, samples: Samples, stop: threading.Event, every_s: float = 5.0) -> None:
@@ -488,10 +507,14 @@ def _views_text(views: dict[str, list[float]]) -> str:
     """`roach ls` and `roach top --once` beside the crowd, as the roach method's sweep ran (whole processes)."""
     if not views:
         return "\n`roach ls` and `roach top --once` were not timed (the sweep ended before the first look).\n"
-    cells = [
-        f"`roach {name}`: median {statistics.median(t) * 1000:.0f} ms, most {max(t) * 1000:.0f} ms ({len(t)} looks)"
-        for name, t in views.items()
-    ]
+    cells = []
+    for name, t in views.items():
+        if name.endswith(" cpu"):
+            continue
+        cell = f"`roach {name}`: median {statistics.median(t) * 1000:.0f} ms, most {max(t) * 1000:.0f} ms"
+        cpu = views.get(f"{name} cpu")
+        cell += f" ({len(t)} looks" + (f"; CPU median {statistics.median(cpu) * 1000:.0f} ms)" if cpu else ")")
+        cells.append(cell)
     return (
         "\nBeside the crowd, with the sweep running (each a whole process, Python's start included): "
         + "; ".join(cells)

@@ -372,3 +372,24 @@ def test_a_crowd_method_stopped_at_its_deadline_counts_each_run_not_completed_as
     ends = {"r0": {"end": 110.0, "state": "COMPLETED"}, "r1": {"end": 150.0, "state": "CANCELLED"}}
     got = _completion(ends, 100.0, 3, censored_s=1800.0)  # r2 never started: no allocation, no end
     assert got == {"makespan_s": 1800.0, "mean_completion_s": (10.0 + 1800.0 + 1800.0) / 3, "completed": 1}
+
+
+def test_the_timed_views_say_their_cpu_beside_their_wall_time():
+    from bench.b14_crowd import _views_text
+
+    text = _views_text({"ls": [0.2, 0.3, 0.25], "ls cpu": [0.09, 0.1, 0.11]})
+    assert "`roach ls`: median 250 ms, most 300 ms (3 looks; CPU median 100 ms)" in text
+
+
+def test_a_timed_process_gives_its_own_cpu_not_the_benchs(tmp_path, monkeypatch):
+    import os
+    import sys
+
+    from bench import b14_crowd
+
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass\n"
+    monkeypatch.setattr(
+        b14_crowd, "_roach_argv", lambda lab, store, *a: ([sys.executable, "-c", spin], dict(os.environ))
+    )
+    wall, cpu = b14_crowd._timed_roach(None, tmp_path / "store", "ls")
+    assert 0.2 <= cpu < 0.5
