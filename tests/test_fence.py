@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
 import pytest
 
 from roach.runtime import attempts
@@ -9,6 +15,7 @@ from roach.runtime import checkpoint as ckpt
 from roach.runtime.context import Run
 from roach.runtime.fence import Fence, Superseded
 from roach.runtime.rank import write_result
+from tests.conftest import slack
 
 
 def _run(tmp_path, key: str) -> Run:
@@ -87,3 +94,50 @@ def test_the_refusal_names_the_attempt_that_took_the_run_over(tmp_path):
 
 def test_a_run_with_no_claim_is_not_fenced(tmp_path):
     Fence(tmp_path, "7.0.0").check("anything")  # an attempt of an older roach claimed nothing: no refusal
+
+
+_TWO_RANKS = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    import torch.distributed as dist
+    from roach.runtime.context import Run
+    from roach.runtime.fence import Fence, Superseded
+
+    rank, init, run_dir = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    run = Run(run_id="r1", job_id=7, rank=rank, world_size=2, local_rank=rank, local_world_size=2, node="n2",
+              run_dir=run_dir, log_every=1, fence=Fence(run_dir, "7.0.0"))
+    if rank == 0:
+        run.fence.claim(7, "n2")
+    dist.barrier()
+    try:
+        for step in run.steps(0, 1000):
+            if rank == 1 and step == 5:
+                Fence(run_dir, "7.1.0").claim(7, "n1")  # the requeued attempt, on another node, takes the run over
+            dist.barrier()  # the step's own collective: the claim is there before rank 0 reads it
+    except Superseded as gone:
+        print(json.dumps({"rank": rank, "step": run.step, "by": gone.holder.get("key")}))
+""")
+
+
+@pytest.mark.lab
+def test_every_rank_of_a_superseded_attempt_stops_at_the_same_step(tmp_path, lab):
+    """Rank 0 alone reads the claim; the others must stop with it, not wait in the next all-reduce for a rank
+    that left (and then fail, which makes srun kill step J.0: by then the new attempt's)."""
+    python = lab.state / "pyenv" / "bin" / "python"  # the lab's job venv, which has torch (gloo)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    procs = [
+        subprocess.Popen(
+            [str(python), "-c", _TWO_RANKS, str(rank), f"file://{tmp_path}/init", str(run_dir)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for rank in (0, 1)
+    ]
+    outs = [p.communicate(timeout=slack(120))[0] for p in procs]
+    said = [json.loads(ln) for out in outs for ln in out.splitlines() if ln.startswith("{")]
+    assert said == [{"rank": 0, "step": 6, "by": "7.1.0"}, {"rank": 1, "step": 6, "by": "7.1.0"}], outs

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from roach.runtime import checkpoint as ckpt
-from roach.runtime.fence import Fence
+from roach.runtime.fence import Fence, Superseded
 from roach.runtime.signals import SignalHandler
 
 
@@ -62,7 +62,7 @@ class Run:
     log_every: int | None = None  # progress line every N steps (default: about 20 lines per run)
     signals: SignalHandler | None = field(default=None, repr=False)
     prefetch: ckpt.Prefetch | None = field(default=None, repr=False)  # resume.pt, read since the rank started
-    fence: Fence | None = field(default=None, repr=False)  # this attempt's claim on the run (rank 0's writes)
+    fence: Fence | None = field(default=None, repr=False)  # this attempt's claim on the run (rank 0 claims and writes)
     logger: logging.Logger = field(default=None, repr=False)  # type: ignore[assignment]
     step: int = 0  # the step in flight (or the next one, between steps)
     start_step: int = 0  # where this attempt starts: 0, or the step resume.pt recorded
@@ -71,6 +71,7 @@ class Run:
     _last_checkpoint_time: float = field(default_factory=time.monotonic, init=False, repr=False)
     _agreed: tuple[int, bool, bool] | None = field(default=None, init=False, repr=False)
     _agreed_signal: signal.Signals | None = field(default=None, init=False, repr=False)
+    _progress: tuple[int, int] | None = field(default=None, init=False, repr=False)  # steps()'s (begin, every)
     consulted: bool = field(default=False, init=False, repr=False)  # has the function used resume/steps/checkpoint?
 
     def __post_init__(self) -> None:
@@ -170,6 +171,7 @@ class Run:
         self.consulted = True
         begin = self.start_step if start is None else start
         every = self.log_every or max(1, ((stop or begin + 100) - begin) // 20)
+        self._progress = (begin, every)
         for step in range(begin, stop) if stop is not None else _count(begin):
             self.step = step
             if step > begin:
@@ -187,8 +189,27 @@ class Run:
 
     def check_fence(self, what: str) -> None:
         """Raise :class:`~roach.runtime.fence.Superseded` when a later attempt took the run over (rank 0)."""
-        if self.fence is not None:
+        if self.fence is not None and self.is_main:
             self.fence.check(what)
+
+    def _taken_over(self, boundary: int, due: bool) -> Superseded | None:
+        """Rank 0's reading of the claim where a progress line or a checkpoint is due at ``boundary``: the
+        :class:`Superseded` to raise where a later attempt holds the run, else None (and None on other ranks)."""
+        if self.fence is None or not self.is_main:
+            return None
+        progress = self._progress is not None and (boundary - self._progress[0]) % self._progress[1] == 0
+        if not (due or progress):
+            return None
+        try:
+            self.fence.check(f"step {boundary}")
+        except Superseded as gone:
+            return gone
+        return None
+
+    def _superseded_as_told(self, boundary: int) -> Superseded:
+        """What a rank other than 0 raises when rank 0 found the run taken over: the claim as it reads it."""
+        holder = self.fence.holder() if self.fence is not None else None
+        return Superseded(self.fence.key if self.fence is not None else "?", holder or {}, f"step {boundary}")
 
     # -- models --------------------------------------------------------------------------------------
     def ddp(self, model: Any, **kwargs: Any) -> Any:
@@ -215,7 +236,8 @@ class Run:
         """(boundary, stop, due) agreed by every rank at the boundary before step ``boundary``.
 
         Computed once per boundary, whether :meth:`should_checkpoint` or :meth:`steps` asks first, so a
-        step costs at most one all-reduce and every rank stops at the same boundary.
+        step costs at most one all-reduce and every rank stops at the same boundary. Where rank 0 finds that a
+        later attempt took the run over, every rank raises :class:`Superseded` there, together.
         """
         if self._agreed is not None and self._agreed[0] == boundary:
             return self._agreed
@@ -223,7 +245,10 @@ class Run:
             (self.checkpoint_every and boundary % self.checkpoint_every == 0)
             or (self.checkpoint_every_s and time.monotonic() - self._last_checkpoint_time >= self.checkpoint_every_s)
         )
-        caught, agreed_due = _all_ranks_max(int(self.caught_signal or 0), int(due))
+        gone = self._taken_over(boundary, due)
+        caught, agreed_due, superseded = _all_ranks_max(int(self.caught_signal or 0), int(due), int(gone is not None))
+        if superseded:  # every rank stops here: one left in the next all-reduce would wait for rank 0 forever
+            raise gone or self._superseded_as_told(boundary)
         if caught:
             self._agreed_signal = signal.Signals(int(caught))
         self._agreed = (boundary, bool(caught), bool(agreed_due))

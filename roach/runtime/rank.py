@@ -170,8 +170,8 @@ def main(argv: list[str]) -> int:
                 done,
             )
         return 0
+    run.fence = Fence(run_dir, attempt)  # rank 0 reads it; the others stop when rank 0 says it is taken over
     if rank == 0:  # this attempt is the run's current one from here: an older one still running writes nothing more
-        run.fence = Fence(run_dir, attempt)
         run.fence.claim(run.job_id, run.node)
     # A resumed rank reads its checkpoint in a thread of its own, from when this thread has imported the function on,
     # while the function forms its process group: run.resume() finds it read.
