@@ -11,7 +11,17 @@ import pytest
 
 from roach.model.tiers import Tier
 from roach.ops.estimate.reads import note_ended, paces_of
-from roach.ops.estimate.starts import END_S, LAG_S, PREEMPT_S, Inputs, Pace, Reservation, estimate_queue
+from roach.ops.estimate.starts import (
+    END_S,
+    LAG_S,
+    LATE_S,
+    LATE_WAIT,
+    PREEMPT_S,
+    Inputs,
+    Pace,
+    Reservation,
+    estimate_queue,
+)
 from roach.scheduler.cluster_queue import parse_cluster_queue, queue_argv
 from roach.scheduler.parse import RS, US
 from roach.scheduler.parse_control import NodeRecord
@@ -77,6 +87,18 @@ def test_ended_jobs_lengths_stand_in_for_jobs_of_unknown_length():
     assert got["1026"].likely == pytest.approx(NOW + 14 + LAG_S)
     assert got["1026"].earliest == pytest.approx(NOW)  # a job of unknown length may end now
     assert "median of 3 ended jobs" in got["1026"].basis
+
+
+def test_the_latest_start_is_the_likely_wait_taken_twice_and_a_minute_where_time_limits_are_looser():
+    """1026's likely start is 15 s away (the ended jobs' lengths); the running jobs' time limits would put it at 216 s.
+    Beside the crowd such limits were 11.5x the runs, and that bound held 99% of starts in an interval 8.6x the wait."""
+    got = estimate_queue(Inputs(recorded(), NODES, TIERS, durations=(30.0, 40.0, 50.0)), NOW)["1026"]
+    assert got.latest == pytest.approx(NOW + LATE_WAIT * (14 + LAG_S) + LATE_S)
+
+
+def test_the_latest_start_is_never_past_the_time_limits_play():
+    got = estimate_queue(Inputs(recorded(), NODES, TIERS), NOW)["1026"]  # likely 215 s away: twice that is past it
+    assert got.latest == pytest.approx(NOW + (240 - 26) + 2 * LAG_S)
 
 
 def test_a_job_on_a_tier_that_is_not_preemptible_takes_what_preemptible_jobs_hold():

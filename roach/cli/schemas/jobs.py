@@ -191,7 +191,8 @@ ESTIMATE = obj(
         "earliest": string("The earliest start, local time, ISO 8601; null: no bound.", null=True),
         "likely": string("The likely start, local time, ISO 8601; null: no estimate (`basis` says why).", null=True),
         "latest": string(
-            "The latest start if every job ahead runs to its time limit and none is asked for later; null: no bound.",
+            "The latest start: the likely wait taken twice and a minute more, or, where sooner, the start if every "
+            "job ahead runs to its time limit and none is asked for later; null: no bound.",
             null=True,
         ),
         "earliest_in_s": number("Seconds from now to `earliest`; null with it.", null=True),
