@@ -192,6 +192,7 @@ def _keep(method: str, figures: dict, log) -> None:
     from bench.labenv import OUT
 
     path = OUT / f"b14-{method}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)  # bench/out is not in a fresh clone
     path.write_text(json.dumps(figures, indent=1))
     log(f"  {method}: makespan {figures['makespan_s']:.0f} s, {figures['completed']} completed ({path})")
 

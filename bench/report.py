@@ -84,6 +84,7 @@ def write_results(path: Path, sections: list[Section], pending: dict[int, tuple[
         else:
             title, why = pending[n]
             parts.append(f"## {n}. {title}\n\n_Not measured: {why}_\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts))
 
 

@@ -393,3 +393,14 @@ def test_a_timed_process_gives_its_own_cpu_not_the_benchs(tmp_path, monkeypatch)
     )
     wall, cpu = b14_crowd._timed_roach(None, tmp_path / "store", "ls")
     assert 0.2 <= cpu < 0.5
+
+
+def test_a_crowd_methods_figures_are_kept_where_bench_out_does_not_exist_yet(tmp_path, monkeypatch):
+    """A fresh clone has no bench/out: the roach method ran 12 minutes on 26.05 and then lost its figures."""
+    import json
+
+    from bench import b14_crowd, labenv
+
+    monkeypatch.setattr(labenv, "OUT", tmp_path / "out")
+    b14_crowd._keep("roach", {"makespan_s": 600.0, "completed": 48}, log=lambda *_: None)
+    assert json.loads((tmp_path / "out" / "b14-roach.json").read_text())["completed"] == 48
