@@ -102,3 +102,16 @@ def test_a_release_lab_runs_the_demo_on_that_release_and_goes_down_clean(version
     # what the lab mounted is unmounted, and only that
     assert [d for d in ("/proc", "/sys", "/dev") if mounted(root + d)] == made_before
     assert not mounted(root + str(ReleaseLab.resolve(SlurmRelease(version), state, root, None).source))
+
+
+def test_down_of_a_release_labs_state_dir_takes_its_release_from_it(tmp_path, monkeypatch):
+    """`roach lab down --state-dir DIR` of a release lab said "no lab in DIR; nothing to stop" without --slurm."""
+    from click.testing import CliRunner
+
+    from roach.cli.app import cli
+
+    ReleaseLab.resolve(SlurmRelease.V26_05, str(tmp_path), None, None).save()
+    downed: list[SlurmRelease] = []
+    monkeypatch.setattr(ReleaseLab, "down", lambda self, log: downed.append(self.release))
+    CliRunner().invoke(cli, ["lab", "down", "--state-dir", str(tmp_path)])
+    assert downed == [SlurmRelease.V26_05]

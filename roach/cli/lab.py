@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import click
@@ -193,7 +194,11 @@ def up(
 @slurm_option
 @root_option
 def down(state_dir: str | None, slurm: str, root: str | None) -> None:
-    """Cancel the lab's jobs and stop its daemons (as root); with --slurm, also unmount its root's binds."""
+    """Cancel the lab's jobs and stop its daemons (as root); with --slurm, also unmount its root's binds (a
+    --state-dir that holds a release lab names its release itself)."""
+    saved = ReleaseLab.load(Path(state_dir).absolute()) if state_dir and slurm == SlurmRelease.SYSTEM.value else None
+    if saved is not None:
+        slurm = saved.release.value
     if slurm != SlurmRelease.SYSTEM.value:
         _release_lab(slurm, state_dir, root).down(click.echo)
         return
