@@ -115,3 +115,26 @@ def test_down_of_a_release_labs_state_dir_takes_its_release_from_it(tmp_path, mo
     monkeypatch.setattr(ReleaseLab, "down", lambda self, log: downed.append(self.release))
     CliRunner().invoke(cli, ["lab", "down", "--state-dir", str(tmp_path)])
     assert downed == [SlurmRelease.V26_05]
+
+
+def test_a_second_lab_in_a_root_that_runs_one_is_refused_and_nothing_is_made(tmp_path):
+    """A release lab's state inside its root is the root's one /var/lib/roach/lab: a second state dir on the same
+    root took the running lab over (and its `lab down` stopped both)."""
+    root = tmp_path / "root"
+    inner = root / INSIDE_STATE.lstrip("/")
+    (inner / "run").mkdir(parents=True)
+    (inner / "lab.json").write_text('{"port_base": 18417}')
+    (inner / "run" / "slurmctld.pid").write_text(f"{os.getpid()}\n")  # a process that is alive
+    second = ReleaseLab(SlurmRelease.V26_05, tmp_path / "second", root, 19417)
+    with pytest.raises(UsageError, match="already runs a Slurm lab of port base 18417"):
+        second.up(log=lambda *_: None)
+    assert not (tmp_path / "second").exists()
+
+
+def test_the_same_lab_started_again_is_not_another(tmp_path):
+    root = tmp_path / "root"
+    inner = root / INSIDE_STATE.lstrip("/")
+    (inner / "run").mkdir(parents=True)
+    (inner / "lab.json").write_text('{"port_base": 18417}')
+    (inner / "run" / "slurmctld.pid").write_text(f"{os.getpid()}\n")
+    assert ReleaseLab(SlurmRelease.V26_05, tmp_path / "same", root, 18417).other_lab_running() is None

@@ -228,6 +228,13 @@ class ReleaseLab:
         """Make the root where missing, mount it, and start the lab inside (a no-op where it runs); ``hosts``,
         ``rest`` and ``size`` (nodes, GPUs per node) as ``roach lab up --hosts/--single-host``, ``--rest/--no-rest``,
         ``--nodes`` and ``--gpus-per-node`` (None: the inner lab's saved setting)."""
+        other = self.other_lab_running()
+        if other is not None:  # its state is the root's one: a second lab would take it over, and down both
+            raise UsageError(
+                f"the root {self.root} already runs a Slurm lab of port base {other}, and a root holds one lab",
+                hint="take that lab down first (roach lab down --state-dir ITS_STATE_DIR), or give this one "
+                "another --root",
+            )
         self.state.mkdir(parents=True, exist_ok=True)
         self.ensure_root(log)
         self.save()
@@ -242,6 +249,17 @@ class ReleaseLab:
         self.inside(f"{INSIDE_VENV}/bin/python -m roach lab up {shlex.join(args)}")
         version = self.inside("sinfo -V", capture=True).strip()
         log(f"{version} lab is up in {self.root}; run: roach lab shell --slurm {self.release.value}")
+
+    def other_lab_running(self) -> int | None:
+        """The port base of a lab running in this root for another state directory (its slurmctld alive, by its pid
+        file, at another port base), or None."""
+        try:
+            inner = json.loads((self.lab_dir / "lab.json").read_text())
+            pid = int((self.lab_dir / "run" / "slurmctld.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+        port = inner.get("port_base")
+        return port if port != self.port_base and Path(f"/proc/{pid}").exists() else None
 
     def down(self, log: Callable[[str], None]) -> None:
         if os.path.lexists(self.root / INSIDE_VENV.lstrip("/") / "bin/python") and self.lab_dir.exists():
