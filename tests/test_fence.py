@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +12,7 @@ from roach.runtime import checkpoint as ckpt
 from roach.runtime.context import Run
 from roach.runtime.fence import Fence, Superseded
 from roach.runtime.rank import write_result
-from tests.conftest import slack
+from tests.support.ranks import two_ranks
 
 
 def _run(tmp_path, key: str) -> Run:
@@ -124,20 +121,8 @@ _TWO_RANKS = textwrap.dedent("""
 def test_every_rank_of_a_superseded_attempt_stops_at_the_same_step(tmp_path, lab):
     """Rank 0 alone reads the claim; the others must stop with it, not wait in the next all-reduce for a rank
     that left (and then fail, which makes srun kill step J.0: by then the new attempt's)."""
-    python = lab.state / "pyenv" / "bin" / "python"  # the lab's job venv, which has torch (gloo)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    procs = [
-        subprocess.Popen(
-            [str(python), "-c", _TWO_RANKS, str(rank), f"file://{tmp_path}/init", str(run_dir)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        for rank in (0, 1)
-    ]
-    outs = [p.communicate(timeout=slack(120))[0] for p in procs]
+    _, outs = two_ranks(lab, _TWO_RANKS, tmp_path, run_dir)
     said = [json.loads(ln) for out in outs for ln in out.splitlines() if ln.startswith("{")]
     assert said == [{"rank": 0, "step": 6, "by": "7.1.0"}, {"rank": 1, "step": 6, "by": "7.1.0"}], outs

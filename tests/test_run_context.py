@@ -17,6 +17,7 @@ from roach.runtime import checkpoint as ckpt
 from roach.runtime.context import Run, RunInterrupted
 from roach.runtime.signals import SignalHandler, parse_signal
 from tests.conftest import slack
+from tests.support.ranks import two_ranks
 
 
 def _run(tmp_path, **kw) -> Run:
@@ -163,22 +164,10 @@ _TWO_RANKS = textwrap.dedent("""
 def test_a_rank_that_has_not_caught_the_signal_yet_stops_for_the_one_another_rank_caught(tmp_path, lab):
     """Slurm signals the ranks one by one. Rank 0, which decides whether the job comes back, must stop for the
     USR1 another rank caught (the wall clock: requeue), never read its own silence as a TERM (cancelled)."""
-    python = lab.state / "pyenv" / "bin" / "python"  # the lab's job venv, which has torch (gloo)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    procs = [
-        subprocess.Popen(
-            [str(python), "-c", _TWO_RANKS, str(rank), f"file://{tmp_path}/init", str(run_dir)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        for rank in (0, 1)
-    ]
-    outs = [p.communicate(timeout=slack(120))[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    codes, outs = two_ranks(lab, _TWO_RANKS, tmp_path, run_dir)
+    assert codes == [0, 0], outs
     said = [json.loads(ln) for out in outs for ln in out.splitlines() if ln.startswith("{")]
     assert said == [
         {"rank": 0, "signal": "SIGUSR1", "step": 6, "saved": True},
