@@ -27,6 +27,9 @@ from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
 from roach.scheduler.accounting import parse_allocations
 from roach.scheduler.capabilities import Capabilities, from_config, has_only_job_state
+from roach.scheduler.client import SlurmClient
+from roach.scheduler.ends import end_recorded
+from roach.scheduler.mock_transport import MockTransport
 from roach.scheduler.queue_states import parse_squeue_states
 from tests.support.slurm import client
 from tests.support.watch import record
@@ -405,6 +408,49 @@ def test_sinfo_nodes(rec, name, expected):
         (n.name, n.state, n.cpus_alloc, n.cpus_total, n.gpus_total, n.gpus_used, n.alloc_mem_mb) for n in nodes
     ] == expected
     assert all(n.partitions == ("gpu",) and n.memory_mb == 16000 and n.available for n in nodes)
+
+
+# -- faults: a node not responding, slurmdbd catching up (tests/record_faults_output.py) ----------------------
+def _fault_text(rec: Recording, name: str) -> str:
+    """A fault's recording; the test is skipped on a release without it (22.05's lie in tests/data as
+    ``*_lab_22.05_*``, read by test_watch.py and test_acct_catching_up.py; 24.11 has no catching-up output)."""
+    if not rec.has(name):
+        pytest.skip(f"{rec.version} has no {name}")
+    return rec.text(name)
+
+
+@pytest.mark.parametrize("name", ["sinfo_dead_mixed.txt", "sinfo_dead_idle.txt"])
+def test_sinfo_dead_lists_the_node_marked_not_responding(rec, name):
+    assert PC.parse_dead_nodes(_fault_text(rec, name)) == ["n2"]  # its slurmd stopped: mixed* or idle*
+
+
+def test_sinfo_of_every_node_reads_only_the_starred_one_as_not_responding(rec):
+    text = _fault_text(rec, "sinfo_nodes_state_one_not_responding.txt")
+    assert PC.parse_dead_nodes(text) == ["n2"]  # n1 idle, n2 idle*
+
+
+def _acct_client(text: str) -> SlurmClient:
+    return SlurmClient(MockTransport({"sacct": text}), retries=0)
+
+
+def test_an_ended_job_without_its_end_in_accounting_has_no_end_yet(rec):
+    text = _fault_text(rec, "sacct_X_dbd_catching_up.txt")
+    (job,) = rec.sacct("sacct_X_dbd_catching_up.txt")["rec-dbd-down"]
+    assert job.state.is_terminal
+    assert job.end_time is None
+    assert not end_recorded(job)
+    assert _acct_client(text).ends([job.raw_id]) == []
+
+
+def test_once_accounting_caught_up_every_job_has_its_end(rec):
+    text = _fault_text(rec, "sacct_X_dbd_caught_up.txt")
+    jobs = P.parse_sacct(text)
+    assert [j.name for j in jobs] == ["rec-dbd-down"]
+    assert all(j.end_time is not None for j in jobs)
+    assert all(end_recorded(j) for j in jobs)
+    (end,) = _acct_client(text).ends([jobs[0].raw_id])
+    assert (end.state, end.exit_code) == (JobState.FAILED, 3)  # `exit 3`, as it ended
+    assert end.elapsed_s == (end.end_time - end.start_time).total_seconds()  # its run, not until the read
 
 
 def test_scontrol_show_job(rec):
