@@ -9,8 +9,9 @@ differ in how long each job holds what it has:
 - **latest**: the likely start with its wait taken twice and a minute more (``LATE_WAIT``, ``LATE_S``), or where
   sooner, the start if every job ran to its time limit (what ``squeue --start`` assumes, one play). Time limits
   are loose (the crowd's jobs asked for 11.5x what they ran): their play alone is a bound too wide to plan with.
-  Scored on the crowded lab (bench 13: Helios's 11th day), the real start fell inside [earliest, latest] 90% of
-  the time, the interval a median 1.7x the real wait (the time-limit play alone: 99%, 8.6x);
+  Beside a crowd (bench 13, Helios's 16th day, which it was not picked on), the real start fell inside [earliest,
+  latest] 90% of the time, the interval a median 1.65x the real wait (the time-limit play alone, on the 11th: 99%,
+  8.6x);
 - **likely**: a roach run ends when its observed step pace says (its last step plus ``END_S``), any other running
   job after the median length of the jobs seen to end that ran longer than it has so far (its time limit when none
   has been seen), a pending job runs that median; Slurm's passes are replayed at those ends
