@@ -264,6 +264,8 @@ def test_a_metered_cluster_refuses_the_agent_without_a_grant_and_serves_it_withi
     toml = tmp_path / "clusters.toml"
     toml.write_text("[clusters.lab]\nmetered = true\n")
     before = {q.raw_id for q in user_slurm.squeue()}
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 2))
+    accounted_before = {a.raw_id for a in user_slurm.sacct(user=LAB_USER, since=since)}
     run = {"target": "pkg.train:train", "resources": "GPU1", "args": {"lr": 1}, **_where(repo, "mcp-m")}
     with Agent("--run-as", LAB_USER, env={"ROACH_CLUSTERS_TOML": str(toml)}) as a:
         text = a.refused("submit", **run)
@@ -278,7 +280,10 @@ def test_a_metered_cluster_refuses_the_agent_without_a_grant_and_serves_it_withi
         jobs.extend(j["job_id"] for j in served)
         text = a.refused("submit", **run)
     assert f"grant {g.name} on lab (experiment mcp-m) has 0.00 of its 1 GPU-hours left" in text
-    assert {q.raw_id for q in user_slurm.squeue()} - before == set(jobs)
+    # the two served, and only they: from accounting, since a 3-step train may end before squeue is read
+    queued = lambda: {a.raw_id for a in user_slurm.sacct(user=LAB_USER, since=since)} - accounted_before  # noqa: E731
+    wait_until("accounting to list the two jobs served", lambda: len(queued()) >= len(jobs), timeout=30)
+    assert queued() == {str(j) for j in jobs}
 
 
 @pytest.mark.lab
