@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -117,24 +118,37 @@ def test_down_of_a_release_labs_state_dir_takes_its_release_from_it(tmp_path, mo
     assert downed == [SlurmRelease.V26_05]
 
 
-def test_a_second_lab_in_a_root_that_runs_one_is_refused_and_nothing_is_made(tmp_path):
-    """A release lab's state inside its root is the root's one /var/lib/roach/lab: a second state dir on the same
-    root took the running lab over (and its `lab down` stopped both)."""
+@pytest.fixture
+def root_lab(tmp_path):
+    """A root whose lab runs at port base 18417: its lab.json as `roach lab up` writes it inside the root, and its
+    slurmctld.pid naming a live process of a program called slurmctld (a copy of sleep)."""
     root = tmp_path / "root"
     inner = root / INSIDE_STATE.lstrip("/")
     (inner / "run").mkdir(parents=True)
-    (inner / "lab.json").write_text('{"port_base": 18417}')
-    (inner / "run" / "slurmctld.pid").write_text(f"{os.getpid()}\n")  # a process that is alive
-    second = ReleaseLab(SlurmRelease.V26_05, tmp_path / "second", root, 19417)
+    (inner / "lab.json").write_text(f'{{"state_dir": "{INSIDE_STATE}", "port_base": 18417}}\n')
+    program = tmp_path / "slurmctld"
+    shutil.copy("/bin/sleep", program)
+    ctld = subprocess.Popen([str(program), "60"])
+    (inner / "run" / "slurmctld.pid").write_text(f"{ctld.pid}\n")
+    yield root
+    ctld.kill()
+    ctld.wait()
+
+
+def test_a_second_lab_in_a_root_that_runs_one_is_refused_and_nothing_is_made(tmp_path, root_lab):
+    """A release lab's state inside its root is the root's one /var/lib/roach/lab: a second state dir on the same
+    root took the running lab over (and its `lab down` stopped both)."""
+    second = ReleaseLab(SlurmRelease.V26_05, tmp_path / "second", root_lab, 19417)
     with pytest.raises(UsageError, match="already runs a Slurm lab of port base 18417"):
         second.up(log=lambda *_: None)
     assert not (tmp_path / "second").exists()
 
 
-def test_the_same_lab_started_again_is_not_another(tmp_path):
-    root = tmp_path / "root"
-    inner = root / INSIDE_STATE.lstrip("/")
-    (inner / "run").mkdir(parents=True)
-    (inner / "lab.json").write_text('{"port_base": 18417}')
-    (inner / "run" / "slurmctld.pid").write_text(f"{os.getpid()}\n")
-    assert ReleaseLab(SlurmRelease.V26_05, tmp_path / "same", root, 18417).other_lab_running() is None
+def test_the_same_lab_started_again_is_not_another(tmp_path, root_lab):
+    assert ReleaseLab(SlurmRelease.V26_05, tmp_path / "same", root_lab, 18417).other_lab_running() is None
+
+
+def test_a_pid_file_whose_pid_another_program_took_is_no_lab(tmp_path, root_lab):
+    """A crashed slurmctld leaves its pid file; the pid may be another process's by now (here: this test's)."""
+    (root_lab / INSIDE_STATE.lstrip("/") / "run" / "slurmctld.pid").write_text(f"{os.getpid()}\n")
+    assert ReleaseLab(SlurmRelease.V26_05, tmp_path / "second", root_lab, 19417).other_lab_running() is None

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
-from roach.lab.config import default_state_dir
+from roach.lab.config import LabConfig, default_state_dir
+from roach.lab.daemons import Daemon
 from roach.lab.debian_root import DebianRoot, host_ca, install_script, missing_packages, mounted, run_step
 
 # What the lab needs in the root: the Makefile's DEBS for a lab (no ssh, no patchelf) and a shell's basics.
@@ -252,14 +253,15 @@ class ReleaseLab:
 
     def other_lab_running(self) -> int | None:
         """The port base of a lab running in this root for another state directory (its slurmctld alive, by its pid
-        file, at another port base), or None."""
+        file, a pid no other program has taken since, at another port base), or None."""
         try:
-            inner = json.loads((self.lab_dir / "lab.json").read_text())
-            pid = int((self.lab_dir / "run" / "slurmctld.pid").read_text().strip())
-        except (OSError, ValueError):
+            port = LabConfig.load(self.lab_dir).port_base
+        except LabError:
             return None
-        port = inner.get("port_base")
-        return port if port != self.port_base and Path(f"/proc/{pid}").exists() else None
+        ctld = Daemon(
+            "slurmctld", ("slurmctld",), self.lab_dir / "run" / "slurmctld.pid", self.lab_dir / "log" / "slurmctld.log"
+        )
+        return port if port != self.port_base and ctld.alive() else None
 
     def down(self, log: Callable[[str], None]) -> None:
         if os.path.lexists(self.root / INSIDE_VENV.lstrip("/") / "bin/python") and self.lab_dir.exists():
