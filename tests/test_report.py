@@ -262,3 +262,25 @@ def test_a_preemption_slurm_accounts_requeued_is_logged_and_counted_as_a_preempt
         f"already (restart count 1; {counted} 1)",
     ]
     assert read_attempts(lines)[(11012, 0)].stop is LogStop.PREEMPTED
+
+
+def test_a_preempted_attempt_sacct_keeps_with_no_start_is_counted_from_the_runs_log():
+    """22.05 under load may keep a preempted array task's first allocation as REQUEUED with Start ``Unknown`` and
+    0 s elapsed (seen on the lab: tasks 0-2 of a preempted 4-task sweep, whose next attempts resumed past step 0).
+    The run's log says that attempt ran and was preempted: the ledger counts it from there."""
+    fields = _raw_fields()
+    for f in fields:
+        if f[7] == "REQUEUED":
+            f[9], f[12], f[15] = "0", "Unknown", "None assigned"  # ElapsedRaw, Start, NodeList
+    allocs = parse_allocations("\n".join("\x1f".join(f) for f in fields) + "\n")
+    assert not [a for a in allocs if a.record.state is JobState.REQUEUED and a.started]
+    for task, log in enumerate(LOGS):
+        mine = [a for a in allocs if a.ref.task == task]
+        job = Job(
+            f"{allocs[0].ref.job}_{task}", slots_of(mine, LAB_TZ, NOW), read_attempts(log.read_text().splitlines())
+        )
+        ledger = run_ledger(f"run-{task}", "lab", [job], lambda p, q: q)
+        assert ledger.preemptions == 1, task
+        assert ledger.recomputed_steps == FORCED[task], task
+        assert ledger.attempts[0].stop is LogStop.PREEMPTED, task
+        assert ledger.attempts[0].nodes == "n1", task  # where the log says it ran

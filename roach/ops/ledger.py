@@ -204,7 +204,9 @@ def span_of(alloc: Allocation, tz: timezone, now: datetime) -> Span:
 
 def slots_of(allocations: Sequence[Allocation], tz: timezone, now: datetime) -> list[Slot]:
     """A batch job's attempts (its ``sacct -X -D`` lines, oldest first): the i-th ran with restart count i, and
-    was requeued from the end of the one before it until it was eligible (to now while it is not)."""
+    was requeued from the end of the one before it until it was eligible (to now while it is not). Each is keyed
+    to the log's attempt of that restart count even where sacct has no Start for it: 22.05 may keep a preempted
+    array task's first allocation that way, and the log is then the one record that it ran."""
     out: list[Slot] = []
     for i, a in enumerate(allocations):
         span = span_of(a, tz, now)
@@ -212,7 +214,7 @@ def slots_of(allocations: Sequence[Allocation], tz: timezone, now: datetime) -> 
         if before is not None:
             until = min(span.eligible if span.eligible is not None else now.timestamp(), now.timestamp())
             span = replace(span, requeue_s=max(0.0, until - before))
-        key = (int(a.record.raw_id), i) if a.started and a.record.raw_id.isdigit() else None
+        key = (int(a.record.raw_id), i) if a.record.raw_id.isdigit() else None
         out.append(Slot(span, i, key))
     return out
 
@@ -252,7 +254,7 @@ def _attempt(
         tier=tier,
         state=sp.state,
         stop=log.stop if log is not None else LogStop.NONE,
-        nodes=sp.nodes,
+        nodes=sp.nodes or (log.nodes if log is not None else ""),  # the log's, where sacct has no Start
         gpus=sp.gpus,
         eligible=sp.eligible,
         start=start,
