@@ -1,4 +1,5 @@
-"""Record what Slurm prints of two faults on a running lab: a node not responding, and slurmdbd catching up.
+"""Record what Slurm prints of faults on a running lab: a node not responding, slurmdbd catching up, and the
+controller's own record of ended jobs (what a watch reads where accounting never gets them).
 
     python -m tests.record_faults_output --out DIR    (as root in the lab's shell, the lab up and its queue empty)
 
@@ -16,6 +17,9 @@ The lab is the one ``SLURM_CONF`` names (its state directory holds ``etc/slurm.c
   --starttime 1970-01-01``): while it lists the job ended with no End (22.05), ``sacct_X_dbd_catching_up.txt``; once
   the End arrived, ``sacct_X_dbd_caught_up.txt``. A release that lists the job only with its End (24.11: nothing for
   about 9 s, then the whole record) has no catching-up file; each new answer is printed as it comes.
+- ``squeue_ended.txt``: :func:`~roach.scheduler.controller_ends.ended_argv` for jobs that ended as they can (exit 0,
+  exit 3, killed by SIGKILL, a two-task array whose task 1 exits 1) and one still running, read within
+  ``MinJobAge`` of their ends (``--only ended``: about 20 s).
 
 Takes about 8 minutes (each wait for the ``*``, and for the node to answer again, is up to a ping cycle,
 SlurmdTimeout/3: 100 s on the lab).
@@ -37,6 +41,7 @@ from roach.lab.daemons import Daemon
 from roach.lab.lab import daemons
 from roach.scheduler import parse as P
 from roach.scheduler import parse_control as PC
+from roach.scheduler.controller_ends import ended_argv
 from tests.record_slurm import SACCT, Recorder
 
 NODE = "n2"  # the node whose slurmd stops
@@ -160,11 +165,36 @@ def sacct_dbd_down(rec: Recorder, lab: dict[str, Daemon]) -> None:
     raise SystemExit("timed out after 120s waiting for slurmdbd to hold the job's end")
 
 
+ENDED = {  # job name: (sbatch options, body)
+    "rec-ended-ok": ([], "exit 0"),
+    "rec-ended-3": ([], "exit 3"),
+    "rec-ended-kill": ([], "kill -9 $$"),
+    "rec-ended-arr": (["--array=0-1"], "exit $SLURM_ARRAY_TASK_ID"),
+    "rec-ended-run": ([], "sleep 600"),
+}
+
+
+def controller_ended(rec: Recorder) -> None:
+    """``squeue -t all`` of jobs that ended each way, and of one still running, before slurmctld forgets them."""
+    ids = [str(rec.sbatch(name, opts, body)) for name, (opts, body) in ENDED.items()]
+    rec.wait(
+        "every job but the running one to end",
+        lambda q: (
+            not any(n in q for n in ENDED if n != "rec-ended-run") and rec.state("rec-ended-run", q) == {"RUNNING"}
+        ),
+        timeout=120,
+    )
+    rec.save("squeue_ended.txt", ended_argv(ids))
+    rec.run(["scancel", ids[-1]])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="the folder the files are written into")
     ap.add_argument("--state-dir", help="the lab's state directory (default: the one SLURM_CONF lies in)")
-    ap.add_argument("--only", choices=("dead", "dbd"), help="record only the node's or only slurmdbd's files")
+    ap.add_argument(
+        "--only", choices=("dead", "dbd", "ended"), help="record only the node's, slurmdbd's or the ended jobs' files"
+    )
     args = ap.parse_args()
     if args.state_dir:
         state = Path(args.state_dir)
@@ -182,10 +212,12 @@ def main() -> int:
     if rec.queue():
         raise SystemExit("the lab's queue is not empty: cancel its jobs first")
     lab = {d.name: d for d in daemons(cfg)}
-    if args.only != "dbd":
+    if args.only in (None, "dead"):
         dead_nodes(rec, lab)
-    if args.only != "dead":
+    if args.only in (None, "dbd"):
         sacct_dbd_down(rec, lab)
+    if args.only in (None, "ended"):
+        controller_ended(rec)
     return 0
 
 

@@ -28,6 +28,7 @@ from roach.scheduler import parse_control as PC
 from roach.scheduler.accounting import parse_allocations
 from roach.scheduler.capabilities import Capabilities, from_config, has_only_job_state
 from roach.scheduler.client import SlurmClient
+from roach.scheduler.controller_ends import parse_ended
 from roach.scheduler.ends import end_recorded
 from roach.scheduler.mock_transport import MockTransport
 from roach.scheduler.queue_states import parse_squeue_states
@@ -375,6 +376,8 @@ def test_every_state_and_reason_recorded_is_a_known_member(rec):
         text = rec.text(f.name)
         if f.name.startswith("squeue_only_job_state"):
             recs = parse_squeue_states(text)
+        elif f.name.startswith("squeue_ended"):
+            recs = parse_ended(text)
         elif f.name.startswith("squeue"):
             recs = P.parse_squeue(text)
         elif "_ledger_" in f.name:

@@ -37,7 +37,7 @@ from tests.conftest import slack, wait_until
 from tests.support.cli import roach
 from tests.support.labs import SHARED_TMP, private_port_base, suite_layout
 from tests.support.submitting import submit_to_lab
-from tests.support.watch import T0, TIERED, TRAIN, FakeCluster, FakeLog, kinds, only, record, sa, sq, watcher
+from tests.support.watch import T0, TIERED, TRAIN, FakeCluster, FakeLog, kinds, only, record, sa, se, sq, watcher
 
 DATA = Path(__file__).parent / "data"
 
@@ -131,6 +131,56 @@ def test_a_left_job_is_not_finished_until_sacct_says_so(fake, store, clock):
     fake.acct = [sa(21, "COMPLETED")]
     clock.tick(10)
     assert kinds(w.round()) == ["finished", "queue_empty"]
+
+
+def _left_with_accounting_at(fake, store, clock, acct: list[str]) -> Watcher:
+    """A watcher whose job 21 ran, then left the queue, with sacct answering ``acct`` for it from then on."""
+    store.add(record(21))
+    fake.queue = [sq(21)]
+    w = watcher(fake, store, clock)
+    w.round()
+    fake.queue, fake.acct = [], acct
+    return w
+
+
+def _ended_asks(fake) -> int:
+    return sum(1 for c in fake.calls if c[0] == "squeue" and "all" in c)
+
+
+def test_an_end_accounting_never_gets_is_read_from_slurmctld_once_it_lags(fake, store, clock):
+    """26.05's backup controller never sends accounting: sacct keeps the job RUNNING, slurmctld has its end."""
+    w = _left_with_accounting_at(fake, store, clock, [sa(21, "RUNNING")])
+    fake.ended = [se(21, "FAILED", status=768)]
+    clock.tick(10)
+    w.round()  # it left the queue this round
+    clock.tick(10)
+    assert not only(w.round(), EventKind.FINISHED)  # 10 s after: sacct may still catch up
+    assert _ended_asks(fake) == 0
+    clock.tick(10)
+    (fin,) = only(w.round(), EventKind.FINISHED)
+    assert (fin.data["state"], fin.data["exit_code"]) == ("FAILED", "3:0")
+    assert _ended_asks(fake) == 1
+    assert store.get("lab", 21).status == "failed"
+
+
+def test_sacct_keeping_up_is_the_end_and_slurmctld_is_not_asked(fake, store, clock):
+    w = _left_with_accounting_at(fake, store, clock, [sa(21, "COMPLETED")])
+    fake.ended = [se(21, "FAILED", status=768)]  # never read
+    clock.tick(10)
+    (fin,) = only(w.round(), EventKind.FINISHED)
+    assert fin.data["state"] == "COMPLETED"
+    assert _ended_asks(fake) == 0
+
+
+def test_a_job_neither_accounting_nor_slurmctld_ends_is_lost_not_watched_forever(fake, store, clock):
+    w = _left_with_accounting_at(fake, store, clock, [sa(21, "RUNNING")])
+    seen = []
+    for _ in range(62):  # 10 s a round, past the 600 s after which a job is called lost
+        clock.tick(10)
+        seen += w.round()
+    (lost,) = only(seen, EventKind.LOST)
+    assert "no end for it (it says RUNNING)" in lost.message
+    assert not only(seen, EventKind.FINISHED)
 
 
 def test_outage_reported_once_retried_with_backoff_and_no_job_marked_ended(fake, store, clock):

@@ -28,6 +28,7 @@ from roach.records.results import collect, ended
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.controller_ends import ACCOUNTING_LAG_S, controller_ends
 from roach.scheduler.parse import AcctRecord, JobRef
 from roach.scheduler.queue_states import StateRecord
 
@@ -206,12 +207,17 @@ class Job(JobHandle[AcctRecord]):
             self.record_final(final)
         return final.state.after_queue()
 
-    def _accounting(self) -> AcctRecord | None:
+    def _accounting(self, *, slurmctld: bool = False) -> AcctRecord | None:
+        """sacct's latest allocation of the job; with ``slurmctld``, the controller's record of its end where sacct
+        has none (:mod:`roach.scheduler.controller_ends`)."""
         recs = [r for r in self.client.ends([self.slurm_id]) if r.step is None and self._is_me(r.ref)]
+        if slurmctld and not (recs and recs[-1].state.is_terminal):
+            recs += [r for r in controller_ends(self.client, [self.slurm_id]) if self._is_me(r.ref)]
         return recs[-1] if recs else None
 
     def wait(self, timeout: float | None = None, poll_s: float = 2.0) -> AcctRecord:
-        """Block until Slurm says the job ended (sacct, not an empty squeue); record it; return its record.
+        """Block until Slurm says the job ended (sacct, or slurmctld where accounting lags; never an empty squeue);
+        record it; return its record.
 
         A requeued job is not ended: it is back in the queue. Records the final state in the store and
         in the bundle's ``job.json``. The wait reads the end the store's poller records (a `roach watch` or
@@ -225,12 +231,15 @@ class Job(JobHandle[AcctRecord]):
 
     def _wait(self, w: Waiting | None, timeout: float | None, poll_s: float) -> AcctRecord:
         deadline = None if timeout is None else time.monotonic() + timeout
+        left: float | None = None  # when the job was first seen out of the queue
         while True:
             recorded = self._final_record() is not None  # a poller recorded the end (and may have exited since)
             watched = not recorded and w is not None and w.watched()
             queued = [] if recorded or watched else self._queued()
+            left = None if queued else left
             if recorded or not (watched or queued):
-                rec = self._accounting()
+                left = time.monotonic() if left is None else left
+                rec = self._accounting(slurmctld=recorded or time.monotonic() - left >= ACCOUNTING_LAG_S)
                 if rec is not None and rec.state.is_terminal:
                     if not recorded:
                         self.record_final(rec)

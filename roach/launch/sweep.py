@@ -41,6 +41,7 @@ from roach.records.results import NotCompletedError, SweepNotCompletedError, col
 from roach.records.store import Store
 from roach.scheduler.client import ARRAY_REFUSED
 from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.controller_ends import ACCOUNTING_LAG_S, controller_ends
 from roach.scheduler.parse import AcctRecord, array_ranges
 
 
@@ -127,8 +128,9 @@ class Sweep:
         return [a for a in self.client.ends(self.array_ids) if a.step is None and a.ref.task is not None]
 
     def wait(self, timeout: float | None = None, poll_s: float = 5.0) -> dict[str, AcctRecord]:
-        """Block until every run ended (sacct says so, never an empty squeue); record each final state in
-        the store and in its job.json (one command for all); return sacct's record of each run, by run id.
+        """Block until every run ended (sacct says so, or slurmctld where accounting lags; never an empty squeue);
+        record each final state in the store and in its job.json (one command for all); return sacct's record of
+        each run, by run id.
         The wait reads the ends the store's poller records (a `roach watch` or `roach top`, else a ``roach watch
         --serve`` it starts, shared with every other wait), then asks sacct once; where no poller can run, a
         round is one squeue plus one sacct, whatever the number of runs."""
@@ -139,13 +141,19 @@ class Sweep:
 
     def _wait(self, w: Waiting | None, timeout: float | None, poll_s: float) -> dict[str, AcctRecord]:
         deadline = None if timeout is None else time.monotonic() + timeout
+        left: float | None = None  # when every run was first seen out of the queue
         while True:
             store = self.store
             runs = store.sweep_runs(self.sweep_id) if store is not None else []
             recorded = bool(runs) and all(r.is_final for r in runs)  # a poller recorded every end
             watched = not recorded and w is not None and w.watched()
-            if recorded or not (watched or any(r.state.is_active for r in self.client.job_states(self.array_ids))):
-                done = self._ended()
+            queued = not (recorded or watched) and any(
+                r.state.is_active for r in self.client.job_states(self.array_ids)
+            )
+            left = None if queued else left
+            if recorded or not (watched or queued):
+                left = time.monotonic() if left is None else left
+                done = self._ended(slurmctld=recorded or time.monotonic() - left >= ACCOUNTING_LAG_S)
                 if len(done) == len(self.jobs):
                     if recorded:
                         by_run = {r.run_id: r for r in runs}
@@ -161,13 +169,17 @@ class Sweep:
                 )
             time.sleep(min(poll_s, READ_TICK_S) if watched else poll_s)
 
-    def _ended(self) -> dict[str, AcctRecord]:
-        """sacct's record of each run that ended, by run id (one sacct)."""
+    def _ended(self, *, slurmctld: bool = False) -> dict[str, AcctRecord]:
+        """sacct's record of each run that ended, by run id (one sacct); with ``slurmctld``, where sacct has the end
+        of some runs only, the controller's record of the others' (one squeue, :mod:`roach.scheduler.controller_ends`)."""
         by_ref = self._by_ref()
         done = {}
-        for a in self._accounting():
+        found = self._accounting()
+        if slurmctld and len({(a.ref.job, a.ref.task) for a in found if a.state.is_terminal}) < len(self.jobs):
+            found += [a for a in controller_ends(self.client, map(str, self.array_ids)) if a.ref.task is not None]
+        for a in found:
             j = by_ref.get((a.ref.job, a.ref.task))  # type: ignore[arg-type]
-            if j is not None and a.state.is_terminal:
+            if j is not None and a.state.is_terminal and j.run_id not in done:
                 done[j.run_id] = a
         return done
 

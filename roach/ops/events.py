@@ -37,7 +37,7 @@ class EventKind(enum.Enum):
     PROMOTE_FAILED = "promote_failed"  # --rebalance tried and could not
     NOT_PROMOTED = "not_promoted"  # weighed and not made: it would preempt the user's runs for more than it gains
     RESERVATION = "reservation"  # the reservation a pending job asks for moved (new start) or vanished
-    LOST = "lost"  # left the queue and accounting has no record of it after a long wait
+    LOST = "lost"  # left the queue and accounting has no record or no end of it after a long wait
     DISK = "disk"  # a log directory's size or its file system's free space crossed a threshold
     OUTAGE = "outage"  # slurmctld / slurmdbd / the connection is unreachable (said once)
     RECOVERED = "recovered"  # reachable again

@@ -32,16 +32,18 @@ def env_failed_text(w: JobWatch) -> str:
 
 
 def on_accounting(w: JobWatch, rec: AcctRecord | None, ctx: Ctx, lost_after_s: float) -> list[Event]:
-    """sacct's record of a job that left the queue (None: sacct has none yet)."""
+    """sacct's record of a job that left the queue (None: sacct has none yet), or slurmctld's where accounting
+    lags (:mod:`roach.scheduler.controller_ends`). A job that neither has an end for ``lost_after_s`` is lost."""
     if rec is None or not rec.state.is_terminal:
-        if rec is None and w.left_at is not None and ctx.now - w.left_at > lost_after_s and "lost" not in w.reported:
+        if w.left_at is not None and ctx.now - w.left_at > lost_after_s and "lost" not in w.reported:
             w.reported.append("lost")
+            held = "no record of it" if rec is None else f"no end for it (it says {rec.state.value})"
             return [
                 ctx.event(
                     EventKind.LOST,
                     w,
                     f"{w.label()} left the queue {human_seconds(ctx.now - w.left_at)} "
-                    "ago and accounting has no record of it: check `sacct -j " + w.key + "`",
+                    f"ago and accounting has {held}: check `sacct -j {w.key}`",
                 )
             ]
         return []

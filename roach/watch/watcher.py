@@ -13,7 +13,9 @@ round at most one ``squeue -s`` for the running holders. What it saw is kept in 
 compares with the previous one, never with zero.
 
 A failed ``squeue`` is an outage, said once and retried with backoff; it is never read as "the jobs
-ended": a job is done only when ``sacct`` says so.
+ended": a job is done only when ``sacct`` says so, or, where sacct answers without an end for a while after the
+job left the queue, when slurmctld's own record does (one ``squeue -t all`` for those jobs,
+:mod:`roach.scheduler.controller_ends`).
 
 Watched jobs: every job in roach's store on this cluster whose end is not recorded yet, plus ``job_ids``
 (any job of the user's, e.g. plain sbatch jobs). The tier table counts all of the user's jobs, since they
@@ -39,6 +41,7 @@ from roach.records.store import Store
 from roach.records.workspace_job import array_end, is_workspace_array
 from roach.scheduler.capabilities import RateLimit
 from roach.scheduler.client import SlurmClient
+from roach.scheduler.controller_ends import ACCOUNTING_LAG_S, controller_ends
 from roach.scheduler.parse import AcctRecord, QueueRecord
 from roach.scheduler.parse_control import dead_argv, parse_dead_nodes
 from roach.watch import logs as watch_logs
@@ -276,7 +279,12 @@ class Watcher:
         whole = {k: records[k] for k in ask if k in records and is_workspace_array(records[k])}
         ends = [array_end(r, [a for a in found if a.step is None and a.ref.job == r.job_id]) for r in whole.values()]
         self.adopter.adopt_tasks(views, ask, found, now, watched)
-        return match_acct([k for k in ask if k not in whole], found), [e for e in ends if e is not None]
+        keys = [k for k in ask if k not in whole]
+        matched = match_acct(keys, found)
+        lagging = [k for k in keys if _accounting_lags(views.get(k), matched.get(k), now)]
+        if lagging:  # accounting has no end for them a while after they left: slurmctld's own record, one call
+            matched |= match_acct(lagging, controller_ends(self.client, lagging))
+        return matched, [e for e in ends if e is not None]
 
     def _queue_empty(self, now: float, rows: tuple[TierRow, ...]) -> Event:
         """The last event: every watched job ended, and how many of them completed."""
@@ -383,6 +391,13 @@ class Watcher:
             return watch_logs.look(self.client.transport, logs, dirs)
         except (RoachError, TransportError):
             return None  # the logs are looked at again next round; Slurm's view is what decides states
+
+
+def _accounting_lags(w: JobWatch | None, rec: AcctRecord | None, now: float) -> bool:
+    """Whether a job out of the queue for :data:`ACCOUNTING_LAG_S` still has no end in sacct's answer."""
+    if w is None or w.left_at is None or now - w.left_at < ACCOUNTING_LAG_S:
+        return False
+    return rec is None or not rec.state.is_terminal
 
 
 def _log_worth_a_look(w: JobWatch, q: QueueRecord | None) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from roach.lab.config import LAB_USER
 from roach.model.tiers import Tier
@@ -90,6 +91,12 @@ def sq(
     return US.join(fields_) + RS + "\n"
 
 
+def se(job: int | str, state: str = "COMPLETED", *, status: int = 0, **kw: Any) -> str:
+    """One record of slurmctld's ended jobs as ``squeue -t all -O <ended_format()>`` prints it (``status``: the
+    wait status, as 22.05 prints exit_code)."""
+    return sq(job, state, **kw).replace(RS, f"{US}{status}{US}2026-11-29T23:45:00{RS}")
+
+
 def sa(
     job: int | str,
     state: str = "COMPLETED",
@@ -149,6 +156,7 @@ class FakeCluster:
     reservations: dict[str, str] = field(default_factory=dict)  # name -> StartTime (scontrol show reservation)
     finals: dict[str, list[str]] = field(default_factory=dict)  # job.json path -> the values written there
     steps: list[str] = field(default_factory=list)  # `squeue --steps` records
+    ended: list[str] = field(default_factory=list)  # what `squeue -t all` of ended jobs prints (se records)
     dead: str = ""  # what `sinfo --dead` prints: the nodes not responding (none by default)
     requeue_refused: str | None = None  # the stderr `scontrol requeue` fails with (None: it succeeds)
     written: dict[str, str] = field(default_factory=dict)  # files the watch wrote on the cluster, by path
@@ -169,6 +177,8 @@ class FakeCluster:
             return 1, "", self.down[cmd]
         if cmd == "squeue" and "--steps" in argv:
             return 0, "".join(self.steps), ""
+        if cmd == "squeue" and "-t" in argv and argv[argv.index("-t") + 1] == "all":
+            return 0, "".join(self.ended), ""
         if cmd == "squeue" and "ReqNodes" in " ".join(argv):
             keys = argv[argv.index("--jobs") + 1].split(",")
             out = "".join(f"{k}{US}{self.req_nodes.get(k, '(null)')}\x1e" for k in keys)

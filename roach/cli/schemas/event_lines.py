@@ -190,7 +190,7 @@ KIND_TEXT: dict[EventKind, str] = {
         "it gains"
     ),
     EventKind.RESERVATION: "the reservation a pending job asks for moved or vanished",
-    EventKind.LOST: "a job left the queue and accounting has no record of it after a long wait",
+    EventKind.LOST: "a job left the queue and accounting has no record or no end of it after a long wait",
     EventKind.DISK: "a log directory's size or its file system's free space crossed its limit",
     EventKind.OUTAGE: "slurmctld, slurmdbd or the connection is unreachable (said once per outage)",
     EventKind.RECOVERED: "it is reachable again",
