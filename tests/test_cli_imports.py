@@ -64,6 +64,13 @@ NOT_LOADED = (
     "roach.launch.hold.attempts",  # a holder's attempts: loaded only where the listed jobs include some
     "roach.launch.hold.steps",  # and a running holder's steps
     "difflib",  # the closest name to an unknown cluster or preset
+    "tomllib",  # no clusters.toml: nothing to parse
+    "roach.records.watch_log",  # the watch's log in the store
+    "roach.records.job_json_end",  # an end to record: none here (the job's is recorded, its job.json written)
+    "roach.records.error_line",
+    "roach.model.reason_rules",  # what a pending reason means: no job is asked
+    "roach.model.reason_table",
+    "roach.lab.hosts",  # the lab's namespaces: its site module reads lab.json only
 )
 # Each command's module loads neither the other's nor what only the other needs.
 ALSO_NOT = {

@@ -13,7 +13,6 @@ A missing file means "nothing configured". The guide is ``docs/clusters/README.m
 from __future__ import annotations
 
 import os
-import tomllib
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -190,6 +189,17 @@ def _check_rest(path: Path, where: str, values: Mapping[str, Any]) -> None:
         raise _err(path, f"{where} token_command", "is empty", hint='e.g. ["scontrol", "token", "lifespan=3600"]')
 
 
+def _toml(p: Path, text: str) -> dict[str, Any]:
+    """``text``, the file ``p``, as TOML. The parser loads here, once a file exists: without one (the lab's
+    user, a new machine) every command starts without it."""
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p} is not valid TOML: {e}", hint="see docs/clusters/README.md for its form") from None
+
+
 def load(path: str | os.PathLike[str] | None = None) -> UserConfig:
     """Read and validate clusters.toml (a missing file is an empty configuration)."""
     p = Path(path).expanduser() if path is not None else config_path()
@@ -201,10 +211,7 @@ def load(path: str | os.PathLike[str] | None = None) -> UserConfig:
         raise ConfigError(
             f"cannot read {p}: {e}", hint="fix its permissions, or point $ROACH_CLUSTERS_TOML elsewhere"
         ) from e
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{p} is not valid TOML: {e}", hint="see docs/clusters/README.md for its form") from None
+    raw = _toml(p, text)
     unknown = sorted(set(raw) - set(_TOP_KEYS))
     if unknown:
         raise _err(
@@ -379,6 +386,8 @@ def cluster_block(
 
 def save_block(name: str, block: str, path: Path | None = None) -> Path:
     """Append ``block`` to clusters.toml; refuse if the file already configures ``name`` (edit it by hand)."""
+    import tomllib
+
     p = path or config_path()
     cfg = load(p)
     if name in cfg.clusters:

@@ -11,10 +11,13 @@ import os
 from dataclasses import asdict, dataclass, fields
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
-from roach.lab.hosts import Fabric
+
+if TYPE_CHECKING:
+    from roach.lab.hosts import Fabric
 
 CLUSTER_NAME = "lab"
 NODES = ("n1", "n2")  # the default lab's nodes (`roach lab up --nodes N` makes n1..nN)
@@ -172,7 +175,10 @@ class LabConfig:
 
     @property
     def fabric(self) -> Fabric:
-        """The hosts layout's bridge, addresses and namespaces of this lab."""
+        """The hosts layout's bridge, addresses and namespaces of this lab. Its module loads here: the lab's site
+        module reads this configuration on every command that reaches the lab, and needs no namespaces."""
+        from roach.lab.hosts import Fabric
+
         return Fabric(self.port_base, self.node_names, self.backup_controller)
 
     def node_port(self, node: str) -> int:

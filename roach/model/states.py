@@ -6,7 +6,8 @@ states; ``job_reason_string`` (slurm_protocol_defs.c, up to 23.11) and ``job_sta
 (src/common/job_state_reason.c, 24.05 on) for reasons, plus the fixed ``state_desc`` texts slurmctld
 prints in their place (``launch failed requeued held``, ``ReqNodeNotAvail, UnavailableNodes:...``).
 Pure: no I/O, nothing runs at import but building the lookup table of names; a reason's row (what waiting on it
-means, :func:`~roach.model.reason_rules.row`) is read the first time it is asked for, and kept.
+means, :func:`~roach.model.reason_rules.row`) is read the first time it is asked for, and kept. The table of rows
+loads with that first question: reading a queue parses reasons, and asks none of them what it means.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import enum
 import functools
 import re
+from typing import TYPE_CHECKING
 
 from roach.model.job_state import JobState
-from roach.model.reason_rules import row
-from roach.model.reason_table import HELD, NEVER, WAIT
+
+if TYPE_CHECKING:
+    from roach.model.reason_table import Row
 
 __all__ = ["JobState", "PendingReason"]  # JobState lives in roach.model (a rank needs it); importable here as before
 
@@ -295,27 +298,40 @@ class PendingReason(enum.Enum):
     @property
     def will_clear(self) -> bool:
         """Clears by itself as the queue moves: other jobs end, time passes, a limit frees up."""
-        return row(self).kind == WAIT
+        from roach.model.reason_table import WAIT
+
+        return _row(self).kind == WAIT
 
     @property
     def never_starts(self) -> bool:
         """The job will not start until someone acts: changes the job, releases it, or raises a limit."""
-        return row(self).kind in (NEVER, HELD)
+        from roach.model.reason_table import HELD, NEVER
+
+        return _row(self).kind in (NEVER, HELD)
 
     @property
     def is_held(self) -> bool:
         """A hold: ``scontrol release`` (or an admin) starts it again."""
-        return row(self).kind == HELD
+        from roach.model.reason_table import HELD
+
+        return _row(self).kind == HELD
 
     @property
     def is_limit(self) -> bool:
         """A QOS, association or partition limit."""
-        return row(self).is_limit
+        return _row(self).is_limit
 
     @property
     def hint(self) -> str:
         """One sentence of what to do, for reasons that never start; ``""`` otherwise."""
-        return row(self).hint
+        return _row(self).hint
+
+
+def _row(reason: PendingReason) -> Row:
+    """What waiting on ``reason`` means: :func:`~roach.model.reason_rules.row`, whose module loads here."""
+    from roach.model.reason_rules import row
+
+    return row(reason)
 
 
 def _key(text: str) -> str:

@@ -20,8 +20,6 @@ from dataclasses import dataclass, replace
 from roach.errors import RoachError, UsageError
 from roach.model.status import Status
 from roach.records.bundle import status_from_state
-from roach.records.error_line import error_line
-from roach.records.job_json_end import Final, record_finals
 from roach.records.job_record import FinalRow, JobRecord, utc_now
 from roach.records.store import Store
 from roach.scheduler.parse import AcctRecord
@@ -79,9 +77,15 @@ def record_ends(
     record on both sides); only the store is written then. A job.json that cannot be written (the command
     failed) leaves the store's ``job_json_at`` empty, so the next ``roach ls``/``status`` writes it again; a
     missing one is not retried (nothing to make final).
+
+    The job.json writer and the error line's reader load here, once there is an end to record: most listings
+    hand none.
     """
     if not ends:
         return []
+    from roach.records.error_line import error_line
+    from roach.records.job_json_end import Final, record_finals
+
     now = utc_now()
     finals = [
         Final(job_json_path(e.rec), e.status, e.slurm_state, e.exit_code, e.recorded_at or now, _log_of(e))

@@ -11,19 +11,20 @@ from __future__ import annotations
 import json
 import operator
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roach.errors import UsageError
 from roach.model.ids import JobKey, RecordKind
 from roach.model.status import FINAL_STATUSES, Status
-from roach.records import watch_log
 from roach.records.database import Database
 from roach.records.job_record import COLUMNS, FinalRow, JobRecord
 from roach.records.schema import (
     EXPERIMENTS_SCHEMA,
     WATCH_SCHEMA,
 )
-from roach.records.watch_log import LastRound, Round, Said
+
+if TYPE_CHECKING:
+    from roach.records.watch_log import LastRound, Round, Said
 
 _SELECT = "SELECT " + ", ".join(f'"{c}"' for c in COLUMNS) + " FROM jobs"
 
@@ -264,12 +265,15 @@ class Store(Database):
 
     # -- watch state (`roach watch`) ----------------------------------------------------------------
     # Two tables added on first use (CREATE TABLE IF NOT EXISTS), so SCHEMA_VERSION and the jobs table are
-    # untouched and an older roach reading this file ignores them.
+    # untouched and an older roach reading this file ignores them. The watch log's module loads in the methods
+    # that read or write it: `roach ls` and `status` read jobs only.
     def _watch_db(self) -> sqlite3.Connection:
+        from roach.records.watch_log import SCHEMA
+
         conn = self._db()
         if not getattr(self, "_watch_ready", False):
             with self._converted("creating the watch tables"), self._transaction(conn):
-                for stmt in (*WATCH_SCHEMA, *watch_log.SCHEMA):
+                for stmt in (*WATCH_SCHEMA, *SCHEMA):
                     conn.execute(stmt)
             self._watch_ready = True
         return conn
@@ -296,10 +300,12 @@ class Store(Database):
     ) -> None:
         """Save one round in one transaction: upsert ``jobs`` and ``meta``, drop the jobs in ``forget``, and add
         a poller's ``round`` (its events) to the watch log."""
+        from roach.records.watch_log import write_round
+
         conn = self._watch_db()
         with self._converted("writing the watch state"), self._transaction(conn):
             if round is not None:
-                watch_log.write_round(conn, cluster, round)
+                write_round(conn, cluster, round)
             conn.executemany(
                 "INSERT OR REPLACE INTO watch_jobs (cluster, key, data) VALUES (?, ?, ?)",
                 [(cluster, k, json.dumps(v)) for k, v in jobs.items()],
@@ -312,19 +318,25 @@ class Store(Database):
 
     def watch_log(self, cluster: str, *, after: int = 0, round: int | None = None) -> list[Said]:
         """The watch log's events after seq ``after`` (of round ``round`` only, if given), oldest first."""
+        from roach.records.watch_log import events
+
         with self._converted("reading the watch log"):
-            return watch_log.events(self._watch_db(), cluster, after=after, round=round)
+            return events(self._watch_db(), cluster, after=after, round=round)
 
     def watch_round(self, cluster: str) -> tuple[LastRound | None, int]:
         """The last poller round on ``cluster`` (None before the first) and the last event's seq."""
+        from roach.records.watch_log import last_round, last_seq
+
         conn = self._watch_db()
         with self._converted("reading the watch log"):
-            return watch_log.last_round(conn, cluster), watch_log.last_seq(conn, cluster)
+            return last_round(conn, cluster), last_seq(conn, cluster)
 
     def watch_queue(self, cluster: str) -> str | None:
         """The user's queue as the last poller round read it (JSON), None before the first."""
+        from roach.records.watch_log import queue
+
         with self._converted("reading the watch log"):
-            return watch_log.queue(self._watch_db(), cluster)
+            return queue(self._watch_db(), cluster)
 
     def watch_reset(self, cluster: str) -> None:
         """Forget everything the watcher saved for ``cluster``."""
