@@ -30,7 +30,11 @@ def n_squeue(fake) -> int:
 
 
 def test_the_queue_as_json_reads_back_as_squeue_printed_it_on_every_release():
-    files = [p for p in sorted(DATA.rglob("squeue_*.txt")) if not any(w in p.name for w in ("stderr", "help", "only", "ended"))]
+    files = [
+        p
+        for p in sorted(DATA.rglob("squeue_*.txt"))
+        if not any(w in p.name for w in ("stderr", "help", "only", "ended"))
+    ]
     releases = {p.parent.name for p in files}
     assert {"22.05", "24.11", "26.05"} <= releases, releases  # every release roach supports, as captured
     n = 0

@@ -94,11 +94,16 @@ def _kill_primary(cfg: LabConfig) -> None:
 
 
 def _named(slurm: SlurmClient, name: str) -> tuple[list[str], list[str]]:
-    """The job ids called ``name`` in the queue (array tasks one each) and in accounting (allocations)."""
+    """The job ids called ``name`` in the queue (array tasks one each), and every job of that name Slurm ran: the
+    allocations accounting holds that started, and those slurmctld holds (``squeue -t all``, ended ones for
+    MinJobAge). 26.05's backup never sends its accounting: its jobs are only in slurmctld, and sacct keeps the
+    submission the backup never had PENDING, with no Start, though no controller holds that job."""
     queued = [str(q.ref.job) for q in slurm.squeue(user=LAB_USER) if q.name == name]
-    r = slurm.run(["sacct", "-X", "-D", "-n", "-P", "-a", "-o", "JobID,JobName", "-S", "now-1hours"])
-    accounted = [row.split("|")[0] for row in r.stdout.splitlines() if row.split("|")[1:2] == [name]]
-    return queued, accounted
+    r = slurm.run(["sacct", "-X", "-D", "-n", "-P", "-a", "-o", "JobID,JobName,Start", "-S", "now-1hours"])
+    rows = [row.split("|") for row in r.stdout.splitlines()]
+    ran = [f[0] for f in rows if f[1:2] == [name] and f[2] != "Unknown"]  # an allocation twice: it ran twice
+    held = slurm.run(["squeue", "-h", "-t", "all", "--array", "-n", name, "-O", "JobArrayID"]).stdout.split()
+    return queued, ran + sorted(set(held) - set(ran))
 
 
 class _KillingStore(Store):
