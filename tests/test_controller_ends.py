@@ -20,19 +20,28 @@ SACCT_2205 = {
     "1007_0": ("COMPLETED", 0, 0),
     "1007_1": ("FAILED", 1, 0),
 }
+SACCT_2605 = {  # 26.05.5 prints exit_code as sacct does: code:signal
+    "11001": ("COMPLETED", 0, 0),
+    "11002": ("FAILED", 3, 0),
+    "11003": ("FAILED", 0, 9),
+    "11004_0": ("COMPLETED", 0, 0),
+    "11004_1": ("FAILED", 1, 0),
+}
 
 
 def _ended(release: str):
     return parse_ended((DATA / release / "squeue_ended.txt").read_bytes().decode())
 
 
-def test_each_ended_job_reads_as_sacct_records_it():
-    got = {str(r.ref): (r.state.value, r.exit_code, r.exit_signal) for r in _ended("22.05")}
-    assert got == SACCT_2205
+@pytest.mark.parametrize(("release", "sacct"), [("22.05", SACCT_2205), ("26.05", SACCT_2605)])
+def test_each_ended_job_reads_as_sacct_records_it(release, sacct):
+    got = {str(r.ref): (r.state.value, r.exit_code, r.exit_signal) for r in _ended(release)}
+    assert got == sacct
 
 
-def test_a_job_still_running_is_not_an_end():
-    assert "1008" not in {str(r.ref) for r in _ended("22.05")}
+@pytest.mark.parametrize(("release", "running"), [("22.05", "1008"), ("26.05", "11005")])
+def test_a_job_still_running_is_not_an_end(release, running):
+    assert running not in {str(r.ref) for r in _ended(release)}
 
 
 def test_an_ended_job_keeps_its_end_time_and_node():
