@@ -569,6 +569,55 @@ def test_a_refused_requeue_is_said_with_slurms_error(fake, store, clock):
     assert "Invalid job id specified" in failed.data["error"]
 
 
+HELD = "launch failed requeued held"  # squeue's reason for a job Slurm held after its launch failed
+
+
+def _releases(fake) -> list[list[str]]:
+    return [c for c in fake.calls if c[:2] == ["scontrol", "release"]]
+
+
+def test_a_run_held_after_its_launch_failed_is_released_once_per_attempt(fake, store, clock):
+    """A controller that failed over as it started the job launched it twice; Slurm drained the node and held it."""
+    store.add(record(87))
+    fake.queue = [sq(87, "PENDING", reason=HELD, restarts=1)]
+    w = watcher(fake, store, clock, on_stall=OnStall.REQUEUE)
+    (released,) = only(w.round(), EventKind.HELD_RELEASED)
+    assert _releases(fake) == [["scontrol", "release", "87"]]
+    assert (released.data["reason"], released.data["restart_count"]) == ("LaunchFailedRequeuedHeld", 1)
+    clock.tick(10)
+    w.round()  # still held, the same attempt: not released again
+    assert len(_releases(fake)) == 1
+    fake.queue = [sq(87, "PENDING", reason=HELD, restarts=2)]  # its next attempt's launch failed too
+    clock.tick(10)
+    assert only(w.round(), EventKind.HELD_RELEASED)
+    assert len(_releases(fake)) == 2
+
+
+def test_a_held_run_is_released_only_with_on_stall_requeue(fake, store, clock):
+    store.add(record(88))
+    fake.queue = [sq(88, "PENDING", reason=HELD, restarts=1)]
+    w = watcher(fake, store, clock)
+    assert not only(w.round(), EventKind.HELD_RELEASED)
+    assert _releases(fake) == []
+
+
+def test_a_held_job_not_of_the_store_and_a_users_hold_are_left_alone(fake, store, clock):
+    store.add(record(89))
+    fake.queue = [sq(89, "PENDING", reason="JobHeldUser"), sq(91, "PENDING", reason=HELD, restarts=1)]
+    w = watcher(fake, store, clock, on_stall=OnStall.REQUEUE, job_ids=("91",))  # 91: followed by --job
+    w.round()
+    assert _releases(fake) == []
+
+
+def test_a_refused_release_is_said_with_slurms_error(fake, store, clock):
+    fake.release_refused = data("22.05/scontrol_release_invalid_id.stderr.txt")
+    store.add(record(92))
+    fake.queue = [sq(92, "PENDING", reason=HELD, restarts=1)]
+    w = watcher(fake, store, clock, on_stall=OnStall.REQUEUE)
+    (failed,) = only(w.round(), EventKind.HELD_RELEASE_FAILED)
+    assert "Invalid job id specified" in failed.data["error"]
+
+
 def test_on_stall_takes_say_or_requeue_and_refuses_anything_else():
     r = roach("watch", "--cluster", "lab", "--on-stall", "kill")
     assert r.exit_code == 2

@@ -184,7 +184,8 @@ def check_job_ids(job_ids: tuple[str, ...]) -> None:
     default=OnStall.SAY.value,
     show_default=True,
     help="What to do with a stalled run: `say` it, or also `requeue` it (`scontrol requeue`) when it is a run of "
-    "roach's store whose log shows a checkpoint: it resumes from there, once per stall.",
+    "roach's store whose log shows a checkpoint: it resumes from there, once per stall. `requeue` also releases a "
+    "run of the store that Slurm held after its launch failed, once per attempt.",
 )
 @click.option(
     "--once",

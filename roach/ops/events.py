@@ -30,6 +30,8 @@ class EventKind(enum.Enum):
     STALLED = "stalled"  # the log has not moved for longer than the run's usual gap
     STALL_REQUEUED = "stall_requeued"  # --on-stall requeue requeued a stalled run to resume from its checkpoint
     STALL_REQUEUE_FAILED = "stall_requeue_failed"  # --on-stall requeue tried and scontrol refused
+    HELD_RELEASED = "held_released"  # --on-stall requeue released a run Slurm held after its launch failed
+    HELD_RELEASE_FAILED = "held_release_failed"  # --on-stall requeue tried and scontrol refused
     NEVER_STARTS = "never_starts"  # pending on a reason that will not clear as it is
     PENDING = "pending"  # pending: when it will likely start (first seen pending, and when that moves)
     PROMOTION = "promotion"  # a tier has room while a job of the user's pends lower: a move to make now

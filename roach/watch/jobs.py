@@ -75,6 +75,7 @@ class JobWatch:
     attempt: int | None = None
     stalled: bool = False
     stall_requeued_at: int | None = None  # the checkpoint step `--on-stall requeue` last resumed it from
+    held_released: int | None = None  # the restart count at which `--on-stall requeue` last released its hold
     stepping: bool | None = None  # its log: the current attempt has logged a step (False: starting; None: not known)
     last_leave: str | None = None  # how the run's last attempt left, by its log: "preempted", "wall clock", "finished"
     left_step: int | None = None  # the step that stop line names: how many steps were done when it left

@@ -1,4 +1,5 @@
-"""What the watch does with a stalled run (``--on-stall``): say it, or requeue it to resume from its checkpoint.
+"""What the watch does with a stalled run (``--on-stall``): say it, or requeue it to resume from its checkpoint;
+and, with ``requeue``, what it does with a run Slurm held after its launch failed: release it.
 
 A run's log that stops while the job still runs (a rank stopped, a hung collective, a node that lost its file
 system) keeps its GPUs until the time limit. ``requeue`` hands such a run back to Slurm (``scontrol requeue``):
@@ -6,7 +7,12 @@ its next attempt resumes from its last checkpoint, as after a preemption, with n
 Only runs of roach's store are requeued (never a job the watch follows by ``--job``, never another user's), only
 runs whose log shows a checkpoint and whose current attempt has logged a step (not one still starting), and once
 per stall; a run that stalls again before its next checkpoint is said, not requeued again (the hang then comes
-back with the run)."""
+back with the run).
+
+A run whose launch failed waits held (``launch failed requeued held``) until someone releases it: a node that refused
+it (Slurm drains that node), or a controller that failed over as it started the job and launched it a second time
+("Duplicate jobid"). Releasing it loses nothing, so any run of the store is released, once per attempt; a hold of
+any other kind (the user's, an admin's) is left alone."""
 
 from __future__ import annotations
 
@@ -15,11 +21,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from roach.errors import RoachError, TransportError
+from roach.model.states import PendingReason
 from roach.ops.events import Event, EventKind
 from roach.records.job_record import JobRecord
 from roach.runtime.attempts import stall_marker
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.clusterfs import ClusterFS
+from roach.scheduler.parse import QueueRecord
 from roach.watch.jobs import Ctx, JobWatch
 
 
@@ -103,4 +111,51 @@ def requeue_stalled(
         f"its last checkpoint, step {step} or one its ranks save as Slurm stops them",
         checkpoint_step=step,
         silence_s=silence_s,
+    )
+
+
+def release_held(
+    views: Mapping[str, JobWatch],
+    records: Mapping[str, JobRecord],
+    active: Mapping[str, QueueRecord],
+    on_stall: OnStall,
+    client: SlurmClient,
+    ctx: Ctx,
+    touched: set[str],
+) -> list[Event]:
+    """With ``REQUEUE``: each run of the store that Slurm holds after its launch failed, released (one ``scontrol
+    release`` each, once per attempt), and what came of it; the views it changed go into ``touched``."""
+    if on_stall is OnStall.SAY:
+        return []
+    out = []
+    for key, q in active.items():
+        w = views.get(key)
+        if w is None or key not in records or q.reason is not PendingReason.LaunchFailedRequeuedHeld:
+            continue
+        if w.held_released != q.restart_count:
+            w.held_released = q.restart_count
+            touched.add(key)
+            out.append(_release(w, q, client, ctx))
+    return out
+
+
+def _release(w: JobWatch, q: QueueRecord, client: SlurmClient, ctx: Ctx) -> Event:
+    fields = {"reason": q.reason.name, "restart_count": q.restart_count}
+    try:
+        client.release(w.key)
+    except (RoachError, TransportError) as err:
+        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return ctx.event(
+            EventKind.HELD_RELEASE_FAILED,
+            w,
+            f"{w.label()} is held after its launch failed and could not be released: {text}",
+            error=str(err),
+            **fields,
+        )
+    return ctx.event(
+        EventKind.HELD_RELEASED,
+        w,
+        f"{w.label()} released (`scontrol release {w.key}`): Slurm held it after its launch failed; it starts where "
+        "Slurm can place it, and resumes from its last checkpoint",
+        **fields,
     )

@@ -57,7 +57,7 @@ from roach.watch.progress import on_log
 from roach.watch.promoting import Promoter, Rebalancer
 from roach.watch.resv import Queue, on_reservation, read_queue, show_reservations
 from roach.watch.resv import asked as reservations_asked
-from roach.watch.stalls import OnStall, act_on_stalls
+from roach.watch.stalls import OnStall, act_on_stalls, release_held
 from roach.watch.starts import on_estimates
 
 ROUND_RPCS = 3  # Slurm calls in one round whatever the number of jobs (bench/ counts them); the rate-limit floor
@@ -83,7 +83,9 @@ class Watcher:
     rebalance: InitVar[bool] = False
     promoter: InitVar[Promoter | None] = None  # how --rebalance promotes (default: nothing; the CLI passes one)
     stall: StallRule = field(default_factory=StallRule)
-    on_stall: OnStall = OnStall.SAY  # REQUEUE: a stalled run of the store that checkpoints is requeued
+    on_stall: OnStall = (
+        OnStall.SAY
+    )  # REQUEUE: a stalled run of the store that checkpoints is requeued, a held one released
     lost_after_s: float = 600.0
     max_backoff_s: float = 300.0
     probe_window_s: InitVar[float | None] = None  # None: no start probe
@@ -215,6 +217,7 @@ class Watcher:
                             if key in records:
                                 finals.append((records[key], acct[key]))
         events = act_on_stalls(events, views, records, self.on_stall, self.client, ctx)
+        events += release_held(views, records, active, self.on_stall, self.client, ctx, touched)
         events = with_causes(events, self._record_finals(finals, array_ends))
         events += self._nodes(views, watched, active, meta, ctx, touched)
         events += budget_events(self.store, self.client, name, meta, active, now, self.budget_every_s)

@@ -1,6 +1,7 @@
 """Scenario 13: a failing Prolog. slurmd drains the node ("Prolog error") and Slurm requeues the job held
 ("launch failed requeued held"); `roach why` and the watch say it never starts as it is and what to do; once
-the Prolog is fixed, the node resumed and the job released (as its user, the action said), it runs once."""
+the Prolog is fixed, the node resumed and the job released (as its user, the action said), it runs once. A watch
+with `--on-stall requeue` releases it itself, once per attempt."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from roach.model.job_state import JobState
 from roach.model.states import PendingReason
 from roach.ops.events import EventKind
 from roach.slurm.clusters.lab import GPU1
+from roach.watch.stalls import OnStall
 from roach.watch.watcher import Watcher
 from tests.conftest import slack
 from tests.faults.conftest import CLUSTER
@@ -37,6 +39,7 @@ def failing_prolog(faults, slurm):
     once created, makes it pass. Afterwards: no Prolog, and no node left drained by it."""
     ok = faults.base / "prolog-ok"
     script = faults.base / "prolog.sh"
+    ok.unlink(missing_ok=True)  # an earlier test of the session made its Prolog pass
     script.write_text(PROLOG.format(ok=ok))
     os.chmod(script, 0o755)
     lablib.up(log=lambda *_: None, prolog=str(script))
@@ -100,4 +103,29 @@ def test_a_failing_prolog_holds_the_job_with_a_reason_why_and_the_watch_say_so(
     assert job.wait(timeout=slack(60)).state is JobState.COMPLETED, job.log()[-3000:]
     # The failed launch ran nothing: one attempt of the function, every step once.
     check_ledger(job.record.run_dir, 10, interruptions=0, max_redo=0, run_id=job.run_id)
+    assert_left_no_process(slurm, job)
+
+
+@pytest.mark.slow
+@pytest.mark.lab
+def test_a_watch_that_requeues_stalls_releases_a_run_held_after_its_launch_failed(faults, slurm, failing_prolog):
+    job = faults.submit({"steps": 10, "step_s": 0.1}, GPU1.replace(time="00:05:00"), name="prolog-release")
+    key = str(job.job_id)
+    w = Watcher(
+        CLUSTER, CLUSTER.client(), faults.store, job_ids=(key,), interval_s=1.0, heartbeat_s=1e9,
+        on_stall=OnStall.REQUEUE,
+    )  # fmt: skip
+    events: list = []
+    _rounds(w, events, "a release", lambda e: e.kind is EventKind.HELD_RELEASED and e.job_id == key)
+    # the admin fixes the Prolog and resumes the node; nobody releases the job by hand
+    failing_prolog.touch()
+    for n in slurm.nodes():
+        if not n.available:
+            slurm.run(["scontrol", "update", f"NodeName={n.name}", "State=RESUME"], retry=False)
+    fin = _rounds(w, events, "the job's end", lambda e: e.kind is EventKind.FINISHED and e.job_id == key, timeout=120)
+    lines = [e.line() for e in events]
+    assert fin[0].data["state"] == "COMPLETED", lines
+    released = [e.data["restart_count"] for e in events if e.kind is EventKind.HELD_RELEASED]
+    assert len(released) == len(set(released)), lines  # once per attempt whose launch failed
+    check_ledger(job.record.run_dir, 10, interruptions=0, max_redo=0, run_id=job.run_id)  # failed launches ran nothing
     assert_left_no_process(slurm, job)

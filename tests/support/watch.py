@@ -159,6 +159,7 @@ class FakeCluster:
     ended: list[str] = field(default_factory=list)  # what `squeue -t all` of ended jobs prints (se records)
     dead: str = ""  # what `sinfo --dead` prints: the nodes not responding (none by default)
     requeue_refused: str | None = None  # the stderr `scontrol requeue` fails with (None: it succeeds)
+    release_refused: str | None = None  # the stderr `scontrol release` fails with (None: it succeeds)
     written: dict[str, str] = field(default_factory=dict)  # files the watch wrote on the cluster, by path
     transport: MockTransport = field(init=False, repr=False)
 
@@ -190,6 +191,8 @@ class FakeCluster:
             return 0, "".join(queue), ""
         if argv[:2] == ["sinfo", "--dead"]:
             return 0, self.dead, ""
+        if argv[:2] == ["scontrol", "release"]:
+            return (0, "", "") if self.release_refused is None else (1, "", self.release_refused)
         if argv[:2] == ["scontrol", "requeue"]:
             return (0, "", "") if self.requeue_refused is None else (1, "", self.requeue_refused)
         if argv[:3] == ["scontrol", "show", "reservation"]:

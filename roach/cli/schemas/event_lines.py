@@ -144,6 +144,8 @@ KIND_FIELDS: dict[EventKind, tuple[str, ...]] = {
     EventKind.STALLED: ("silence_s", "limit_s", "log", "last"),
     EventKind.STALL_REQUEUED: ("checkpoint_step", "silence_s"),
     EventKind.STALL_REQUEUE_FAILED: ("checkpoint_step", "error"),
+    EventKind.HELD_RELEASED: ("reason", "restart_count"),
+    EventKind.HELD_RELEASE_FAILED: ("reason", "restart_count", "error"),
     EventKind.NEVER_STARTS: _EXPLANATION,
     EventKind.PENDING: ("reason", "reason_text", "estimate"),
     EventKind.PROMOTION: _PROMOTION,
@@ -180,6 +182,11 @@ KIND_TEXT: dict[EventKind, str] = {
         "`--on-stall requeue` requeued a stalled run of the store (`scontrol requeue`): it resumes from its checkpoint"
     ),
     EventKind.STALL_REQUEUE_FAILED: "`--on-stall requeue` tried to requeue a stalled run and Slurm refused",
+    EventKind.HELD_RELEASED: (
+        "`--on-stall requeue` released a run of the store that Slurm held after its launch failed (`scontrol "
+        "release`, once per attempt): it starts where Slurm can place it and resumes from its checkpoint"
+    ),
+    EventKind.HELD_RELEASE_FAILED: "`--on-stall requeue` tried to release a run Slurm held and Slurm refused",
     EventKind.NEVER_STARTS: "a job pends on a reason that will not clear as it is",
     EventKind.PENDING: "a job pends: when it will likely start (said after two rounds pending, and when that moves)",
     EventKind.PROMOTION: "a tier has room while a job pends lower: a move to make (`roach promote`)",
