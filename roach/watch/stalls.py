@@ -95,11 +95,10 @@ def requeue_stalled(
             fs.write(stall_marker(fs.expand(run_dir), w.restart_count), f"stalled at step {w.step}\n")
         client.requeue(w.key)
     except (RoachError, TransportError) as err:
-        text = str(err).splitlines()[0] if str(err) else type(err).__name__
         return ctx.event(
             EventKind.STALL_REQUEUE_FAILED,
             w,
-            f"{w.label()} stalled and could not be requeued: {text}",
+            f"{w.label()} stalled and could not be requeued: {_first_line(err)}",
             checkpoint_step=step,
             error=str(err),
         )
@@ -144,11 +143,10 @@ def _release(w: JobWatch, q: QueueRecord, client: SlurmClient, ctx: Ctx) -> Even
     try:
         client.release(w.key)
     except (RoachError, TransportError) as err:
-        text = str(err).splitlines()[0] if str(err) else type(err).__name__
         return ctx.event(
             EventKind.HELD_RELEASE_FAILED,
             w,
-            f"{w.label()} is held after its launch failed and could not be released: {text}",
+            f"{w.label()} is held after its launch failed and could not be released: {_first_line(err)}",
             error=str(err),
             **fields,
         )
@@ -159,3 +157,8 @@ def _release(w: JobWatch, q: QueueRecord, client: SlurmClient, ctx: Ctx) -> Even
         "Slurm can place it, and resumes from its last checkpoint",
         **fields,
     )
+
+
+def _first_line(err: Exception) -> str:
+    """What an event's line says of Slurm's refusal: its first line (the event's ``error`` keeps all of it)."""
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
