@@ -273,7 +273,8 @@ def test_a_preempted_attempt_sacct_keeps_with_no_start_is_counted_from_the_runs_
         if f[7] == "REQUEUED":
             f[9], f[12], f[15] = "0", "Unknown", "None assigned"  # ElapsedRaw, Start, NodeList
     allocs = parse_allocations("\n".join("\x1f".join(f) for f in fields) + "\n")
-    assert not [a for a in allocs if a.record.state is JobState.REQUEUED and a.started]
+    requeued = [a for a in allocs if a.record.state is JobState.REQUEUED]
+    assert not any(a.started for a in requeued)
     for task, log in enumerate(LOGS):
         mine = [a for a in allocs if a.ref.task == task]
         job = Job(

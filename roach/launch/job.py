@@ -28,7 +28,7 @@ from roach.records.results import collect, ended
 from roach.records.store import Store
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.clusterfs import ClusterFS
-from roach.scheduler.controller_ends import ACCOUNTING_LAG_S, controller_ends
+from roach.scheduler.controller_ends import OutOfQueue, controller_ends
 from roach.scheduler.parse import AcctRecord, JobRef
 from roach.scheduler.queue_states import StateRecord
 
@@ -231,15 +231,15 @@ class Job(JobHandle[AcctRecord]):
 
     def _wait(self, w: Waiting | None, timeout: float | None, poll_s: float) -> AcctRecord:
         deadline = None if timeout is None else time.monotonic() + timeout
-        left: float | None = None  # when the job was first seen out of the queue
+        out = OutOfQueue()
         while True:
             recorded = self._final_record() is not None  # a poller recorded the end (and may have exited since)
             watched = not recorded and w is not None and w.watched()
             queued = [] if recorded or watched else self._queued()
-            left = None if queued else left
+            if queued:
+                out.queued()
             if recorded or not (watched or queued):
-                left = time.monotonic() if left is None else left
-                rec = self._accounting(slurmctld=recorded or time.monotonic() - left >= ACCOUNTING_LAG_S)
+                rec = self._accounting(slurmctld=recorded or out.lagging())
                 if rec is not None and rec.state.is_terminal:
                     if not recorded:
                         self.record_final(rec)

@@ -41,7 +41,7 @@ from roach.records.results import NotCompletedError, SweepNotCompletedError, col
 from roach.records.store import Store
 from roach.scheduler.client import ARRAY_REFUSED
 from roach.scheduler.clusterfs import ClusterFS
-from roach.scheduler.controller_ends import ACCOUNTING_LAG_S, controller_ends
+from roach.scheduler.controller_ends import OutOfQueue, controller_ends
 from roach.scheduler.parse import AcctRecord, array_ranges
 
 
@@ -141,7 +141,7 @@ class Sweep:
 
     def _wait(self, w: Waiting | None, timeout: float | None, poll_s: float) -> dict[str, AcctRecord]:
         deadline = None if timeout is None else time.monotonic() + timeout
-        left: float | None = None  # when every run was first seen out of the queue
+        out = OutOfQueue()
         while True:
             store = self.store
             runs = store.sweep_runs(self.sweep_id) if store is not None else []
@@ -150,10 +150,10 @@ class Sweep:
             queued = not (recorded or watched) and any(
                 r.state.is_active for r in self.client.job_states(self.array_ids)
             )
-            left = None if queued else left
+            if queued:
+                out.queued()
             if recorded or not (watched or queued):
-                left = time.monotonic() if left is None else left
-                done = self._ended(slurmctld=recorded or time.monotonic() - left >= ACCOUNTING_LAG_S)
+                done = self._ended(slurmctld=recorded or out.lagging())
                 if len(done) == len(self.jobs):
                     if recorded:
                         by_run = {r.run_id: r for r in runs}

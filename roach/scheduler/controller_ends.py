@@ -10,7 +10,9 @@ them) stays the end wherever accounting keeps up.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from roach.errors import ParseError
 from roach.scheduler.client import SlurmClient
@@ -22,6 +24,23 @@ from roach.scheduler.rest.client import RestClient
 #: from slurmctld: sacct has an end within seconds where accounting keeps up, and slurmctld keeps the job for
 #: ``MinJobAge`` (300 s by default; the lab's 60 s).
 ACCOUNTING_LAG_S = 20.0
+
+
+@dataclass
+class OutOfQueue:
+    """A wait's clock of how long its job (or every run of its sweep) has been out of the queue."""
+
+    since: float | None = None  # when it was first seen out (monotonic); None while it is queued
+
+    def queued(self) -> None:
+        self.since = None
+
+    def lagging(self) -> bool:
+        """Seen out of the queue now: whether that has lasted :data:`ACCOUNTING_LAG_S`, so a missing end in sacct
+        is read from slurmctld."""
+        now = time.monotonic()
+        self.since = now if self.since is None else self.since
+        return now - self.since >= ACCOUNTING_LAG_S
 
 
 def ended_format() -> str:
