@@ -204,9 +204,10 @@ class SSHTransport:
             "LogLevel=ERROR",  # no banners or "Permanently added" warnings mixed into stderr
             "-o",
             "ClearAllForwardings=yes",
-            # A silently dead network must end a long-running call (a wait loop), not hang it.
+            # A silently dead network ends the shared connection within a minute, and with it every call on
+            # it, before ssh's 120 s command timeout: a poller says the outage while the host is still gone.
             "-o",
-            "ServerAliveInterval=30",
+            "ServerAliveInterval=15",
             "-o",
             "ServerAliveCountMax=4",
             "-T",

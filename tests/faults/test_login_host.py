@@ -6,9 +6,9 @@ The three share one store, so the watch takes the rounds and the two waits read 
 host is gone, the watch's rounds back off (twice the interval per failed round) and its ssh transport refuses to
 connect for its back-off after a failed attempt, so the whole outage costs a handful of connection attempts
 (counted on the login host: the resets its kernel sent for the stopped sshd's port; or, with the link cut, the
-connections this machine tried to open). With the link cut the shared connection stays up and the round's
-`squeue` waits on it until the command's timeout (120 s), which is the outage. Once the host is back each picks
-up by itself and says the jobs completed."""
+connections this machine tried to open). With the link cut the shared connection's keepalives go unanswered and
+ssh ends it within a minute, which fails the round's `squeue`: the outage is said while the host is still gone.
+Once the host is back each picks up by itself and says the jobs completed."""
 
 from __future__ import annotations
 
@@ -89,8 +89,10 @@ class Attempts:
         self.count = self._login_resets() - self._resets if self.how == "sshd" else len(self.tried)
 
 
-def _cut(lab, server: SSHServer, how: str, seconds: float, attempts: Attempts) -> None:
-    """The login host gone for ``seconds``: its sshd and every session killed, or its link on the bridge down."""
+def _cut(lab, server: SSHServer, how: str, seconds: float, attempts: Attempts, said: Path) -> list[str]:
+    """The login host gone for ``seconds``: its sshd and every session killed, or its link on the bridge down.
+
+    Returns the watch's events (from ``said``) as they stood just before the host came back."""
     veth = Fabric(lab.port_base, NODES).veth(LOGIN)
     attempts.start()  # a killed session's last packet may count too: an upper bound
     if how == "sshd":
@@ -99,6 +101,7 @@ def _cut(lab, server: SSHServer, how: str, seconds: float, attempts: Attempts) -
         subprocess.run(["ip", "link", "set", veth, "down"], check=True)
     try:
         time.sleep(seconds)
+        return [e["event"] for e in _events(said)]
     finally:
         attempts.stop()
         if how == "sshd":
@@ -183,7 +186,7 @@ def test_the_login_host_gone_is_said_once_costs_a_few_attempts_and_each_picks_up
             waited = pool.submit(_job_wait, job.run_id, store.path)
             keys = [job.slurm_id, sub.job_id]
             wait_until("both jobs running", lambda: _running(base, keys, procs), timeout=120)
-            _cut(lab, sshd, how, OUTAGE_S, attempts)
+            said_while_gone = _cut(lab, sshd, how, OUTAGE_S, attempts, base / "watch.out")
             ended_meanwhile = waited.done()
             rec = waited.result()
         for p in procs.values():
@@ -192,6 +195,7 @@ def test_the_login_host_gone_is_said_once_costs_a_few_attempts_and_each_picks_up
         for p in procs.values():
             p.kill()
         shutil.rmtree(ws.remote_root, ignore_errors=True)
+    assert "outage" in said_while_gone, said_while_gone
     _check_followers(base, procs, keys, attempts.count, ended_meanwhile)
     assert rec.state is JobState.COMPLETED
     check_ledger(job.record.run_dir, steps, interruptions=0, max_redo=0, run_id=job.run_id)
