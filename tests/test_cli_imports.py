@@ -71,10 +71,19 @@ NOT_LOADED = (
     "roach.model.reason_rules",  # what a pending reason means: no job is asked
     "roach.model.reason_table",
     "roach.lab.hosts",  # the lab's namespaces: its site module reads lab.json only
+    "roach.lab.config",  # and not as the lab's settings (roach.lab.saved)
+    "roach.scheduler.parse_control",  # sinfo, scontrol show, sacctmgr and sbatch: a listing reads squeue and sacct
+    "roach.scheduler.capabilities",  # what the cluster's Slurm can do: nothing here asks
+    "roach.scheduler.accounting",  # the GPU-hour ledger's sacct
 )
 # Each command's module loads neither the other's nor what only the other needs.
 ALSO_NOT = {
-    "ls": ("roach.cli.show", "roach.workspace"),
+    "ls": (
+        "roach.cli.show",
+        "roach.workspace",
+        "roach.records.workspace_job",  # a remote-workspace job's end: read only where an end is read from accounting
+        "roach.records.bundle",  # job.json: written only where an end is recorded
+    ),
     "status": ("roach.cli.listing", "roach.workspace.file"),  # an ended stage's bundle: roach.workspace.stage
 }
 

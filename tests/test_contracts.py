@@ -77,6 +77,10 @@ LAZY_IMPORTS = {
     ("roach/model/states.py", "roach.model.reason_rules"),
     ("roach/model/states.py", "roach.model.reason_table"),
     ("roach/lab/config.py", "roach.lab.hosts"),
+    ("roach/scheduler/client.py", "roach.scheduler.parse_control"),
+    ("roach/scheduler/client.py", "roach.scheduler.capabilities"),
+    ("roach/scheduler/client.py", "roach.scheduler.accounting"),
+    ("roach/launch/job_view.py", "roach.records.workspace_job"),
 }
 
 

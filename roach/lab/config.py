@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roach._fs import atomic_write
-from roach.errors import LabError, UsageError
+from roach.errors import UsageError
+from roach.lab.saved import etc_dir, read_saved, slurm_env
 
 if TYPE_CHECKING:
     from roach.lab.hosts import Fabric
@@ -53,22 +54,6 @@ class LabLayout(str, Enum):
 
 # Port offsets from the base port.
 _PORTS = {"ctld_port": 0, "n1_port": 1, "n2_port": 2, "dbd_port": 3, "db_port": 4, "rest_port": 5}
-
-
-def default_state_dir() -> Path:
-    """Where the lab keeps everything unless told otherwise.
-
-    ``$ROACH_LAB_DIR`` wins. The lab runs as root (it starts daemons), and root's home is closed to the
-    lab's unprivileged user, whose jobs must read ``slurm.conf``: so root's default is ``/var/lib``,
-    where daemons keep state; anyone else's is their XDG data dir.
-    """
-    env = os.environ.get("ROACH_LAB_DIR")
-    if env:
-        return Path(env).expanduser().absolute()
-    if os.geteuid() == 0:
-        return Path("/var/lib/roach/lab")
-    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg) / "roach" / "lab"
 
 
 @dataclass(frozen=True)
@@ -200,7 +185,7 @@ class LabConfig:
 
     @property
     def etc(self) -> Path:
-        return self.state / "etc"
+        return etc_dir(self.state)
 
     @property
     def slurm_conf(self) -> Path:
@@ -256,7 +241,7 @@ class LabConfig:
 
     def env(self) -> dict[str, str]:
         """Environment a shell or a transport needs to use this lab's Slurm."""
-        return {"SLURM_CONF": str(self.slurm_conf)}
+        return slurm_env(self.state)
 
     # -- persistence ---------------------------------------------------------------------------------
     @property
@@ -269,14 +254,6 @@ class LabConfig:
     @classmethod
     def load(cls, state_dir: str | os.PathLike[str] | None = None) -> LabConfig:
         """The configuration a previous `roach lab up` saved in ``state_dir``."""
-        state = Path(state_dir) if state_dir else default_state_dir()
-        path = state / "lab.json"
-        try:
-            raw = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise LabError(
-                f"no lab in {state} (no lab.json)",
-                hint="start it with `roach lab up` (as root), or point ROACH_LAB_DIR at its state directory",
-            ) from None
+        raw = read_saved(state_dir)
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in raw.items() if k in known})

@@ -13,17 +13,13 @@ from pathlib import Path
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
 from roach.lab import accounting, conf_files, login, prepare, proxy, release, rest
-from roach.lab.config import (
-    LAB_USER,
-    LabConfig,
-    PreemptSignalSetting,
-    default_state_dir,
-)
+from roach.lab.config import LAB_USER, LabConfig, PreemptSignalSetting
 from roach.lab.controllers import BACKUP_SLURMCTLD, backup_up, ctld_on, one_controller
 from roach.lab.daemons import Daemon, check_port_free, listening, wait_for
 from roach.lab.hosts import BACKUP_CONTROLLER, CONTROLLER, Fabric
 from roach.lab.packages import require_packages, require_root, which
 from roach.lab.python import ensure_job_venv, ensure_node_venvs
+from roach.lab.saved import default_state_dir
 
 
 def daemons(cfg: LabConfig) -> list[Daemon]:

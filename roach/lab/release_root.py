@@ -22,9 +22,10 @@ from pathlib import Path
 
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
-from roach.lab.config import LabConfig, default_state_dir
+from roach.lab.config import LabConfig
 from roach.lab.daemons import Daemon
 from roach.lab.debian_root import DebianRoot, host_ca, install_script, missing_packages, mounted, run_step
+from roach.lab.saved import default_state_dir
 
 # What the lab needs in the root: the Makefile's DEBS for a lab (no ssh, no patchelf) and a shell's basics.
 ROOT_DEBS = (

@@ -16,11 +16,10 @@ from typing import Any
 from roach.errors import RoachError
 from roach.model.ids import RecordKind
 from roach.model.job_state import JobState
-from roach.records.bundle import status_from_state
+from roach.model.status import status_from_state
 from roach.records.job_end import End, record_ends, repairs
 from roach.records.job_record import JobRecord
 from roach.records.store import Store
-from roach.records.workspace_job import array_end, is_workspace_array
 from roach.scheduler.client import SlurmClient
 from roach.scheduler.parse import AcctRecord, QueueRecord, in_array
 
@@ -138,6 +137,9 @@ def _accounted_view(rec: JobRecord, rows: list[AcctRecord]) -> tuple[JobView, En
         # Gone from squeue, so no longer RUNNING or PENDING whatever accounting says: slurmdbd records a job's
         # end a moment after slurmctld lets it go (or never, when slurmctld lost the job).
         return JobView.of(rec, None, rec.status, LEFT_QUEUE_UNACCOUNTED), None
+    # Loaded only where an end is read from accounting: a listing of jobs queued or recorded ended needs none of it.
+    from roach.records.workspace_job import array_end, is_workspace_array
+
     if rec.task is None and (is_workspace_array(rec) or any(a.ref.task is not None or a.ref.tasks for a in rows)):
         found = array_end(rec, rows)
         if found is None:  # accounting has not caught up with every task yet

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 
 from roach.errors import UsageError
+from roach.model.job_state import JobState
 
 
 class Status(enum.StrEnum):
@@ -43,3 +44,36 @@ class Status(enum.StrEnum):
 _LIVE = frozenset({Status.SUBMITTED, Status.PENDING, Status.RUNNING})
 FINAL_STATUSES: tuple[str, ...] = tuple(s.value for s in Status if s.is_final)
 ACTIVE_STATUSES: tuple[str, ...] = tuple(s.value for s in Status if not s.is_final)
+
+
+# Terminal Slurm states and what they mean for the job. Terminal states absent here map to "unknown":
+# REVOKED only says a sibling federation cluster ran the job, so this record knows nothing of the outcome.
+_STATUS_BY_STATE: dict[JobState, Status] = {
+    JobState.COMPLETED: Status.COMPLETED,
+    JobState.CANCELLED: Status.CANCELLED,
+    JobState.TIMEOUT: Status.TIMEOUT,
+    JobState.DEADLINE: Status.TIMEOUT,  # killed at its --deadline: out of time, like TIMEOUT
+    JobState.PREEMPTED: Status.PREEMPTED,
+    JobState.FAILED: Status.FAILED,
+    JobState.NODE_FAIL: Status.FAILED,
+    JobState.OUT_OF_MEMORY: Status.FAILED,
+    JobState.BOOT_FAIL: Status.FAILED,
+    JobState.LAUNCH_FAILED: Status.FAILED,
+}
+
+
+def status_from_state(state: JobState, state_text: str = "") -> Status:
+    """roach's status for a Slurm state: a final status, or ``pending``/``running`` while the job is queued.
+
+    ``state_text`` is the raw text ``state`` was read from (``CANCELLED by 0``); where ``state`` itself is
+    not in the table, its first word is tried, so a raw text naming a final state still maps.
+    """
+    if state.is_pending:
+        return Status.PENDING
+    if state.is_running:
+        return Status.RUNNING
+    if state in _STATUS_BY_STATE:
+        return _STATUS_BY_STATE[state]
+    word = state_text.strip().rstrip("+").split(" ", 1)[0].upper()
+    by_text = {s.value: status for s, status in _STATUS_BY_STATE.items()}
+    return by_text.get(word, Status.UNKNOWN)

@@ -19,8 +19,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from roach.errors import ParseError, RoachError, UsageError
-from roach.model.job_state import JobState
-from roach.model.status import ACTIVE_STATUSES, FINAL_STATUSES, Status
+from roach.model.status import ACTIVE_STATUSES, FINAL_STATUSES, status_from_state
 from roach.records.job_record import JobRecord
 from roach.scheduler.parse import AcctRecord
 
@@ -40,39 +39,6 @@ def legacy_status(data: dict[str, Any]) -> dict[str, Any]:
     if "live_state" not in out:
         out["live_state"] = ENDED if out.get("recorded_at_utc") else "submitted"
     return out
-
-
-# Terminal Slurm states and what they mean for the job. Terminal states absent here map to "unknown":
-# REVOKED only says a sibling federation cluster ran the job, so this record knows nothing of the outcome.
-_STATUS_BY_STATE: dict[JobState, Status] = {
-    JobState.COMPLETED: Status.COMPLETED,
-    JobState.CANCELLED: Status.CANCELLED,
-    JobState.TIMEOUT: Status.TIMEOUT,
-    JobState.DEADLINE: Status.TIMEOUT,  # killed at its --deadline: out of time, like TIMEOUT
-    JobState.PREEMPTED: Status.PREEMPTED,
-    JobState.FAILED: Status.FAILED,
-    JobState.NODE_FAIL: Status.FAILED,
-    JobState.OUT_OF_MEMORY: Status.FAILED,
-    JobState.BOOT_FAIL: Status.FAILED,
-    JobState.LAUNCH_FAILED: Status.FAILED,
-}
-
-
-def status_from_state(state: JobState, state_text: str = "") -> Status:
-    """roach's status for a Slurm state: a final status, or ``pending``/``running`` while the job is queued.
-
-    ``state_text`` is the raw text ``state`` was read from (``CANCELLED by 0``); where ``state`` itself is
-    not in the table, its first word is tried, so a raw text naming a final state still maps.
-    """
-    if state.is_pending:
-        return Status.PENDING
-    if state.is_running:
-        return Status.RUNNING
-    if state in _STATUS_BY_STATE:
-        return _STATUS_BY_STATE[state]
-    word = state_text.strip().rstrip("+").split(" ", 1)[0].upper()
-    by_text = {s.value: status for s, status in _STATUS_BY_STATE.items()}
-    return by_text.get(word, Status.UNKNOWN)
 
 
 @dataclass(frozen=True, kw_only=True)

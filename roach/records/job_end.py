@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from roach.errors import RoachError, UsageError
-from roach.model.status import Status
-from roach.records.bundle import status_from_state
+from roach.model.status import Status, status_from_state
 from roach.records.job_record import FinalRow, JobRecord, utc_now
 from roach.records.store import Store
 from roach.scheduler.parse import AcctRecord

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from roach.errors import RoachError, UsageError
-from roach.model.status import FINAL_STATUSES
-from roach.records.bundle import status_from_state
+from roach.model.status import FINAL_STATUSES, status_from_state
 from roach.records.error_line import LOG_TAIL_BYTES
 from roach.scheduler.parse import AcctRecord
 from roach.scheduler.transport import Transport

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from roach.errors import RoachError
-from roach.model.status import FINAL_STATUSES, Status
-from roach.records.bundle import ENDED, LIVE_STATES, legacy_status, status_from_state
+from roach.model.status import FINAL_STATUSES, Status, status_from_state
+from roach.records.bundle import ENDED, LIVE_STATES, legacy_status
 from roach.records.job_end import End
 from roach.records.job_record import JobRecord, utc_now
 from roach.scheduler.parse import AcctRecord, array_ranges

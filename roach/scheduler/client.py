@@ -12,17 +12,24 @@ import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from roach.errors import SlurmError, SlurmTransientError
 from roach.model.job_state import JobState
 from roach.scheduler import parse as P
-from roach.scheduler import parse_control as PC
-from roach.scheduler.accounting import Allocation, ledger_argv, parse_allocations
-from roach.scheduler.capabilities import Capabilities, probe
 from roach.scheduler.ends import end_recorded, fold_step_ends
 from roach.scheduler.queue_states import ONLY_JOB_STATE, StateRecord, parse_squeue_states
 from roach.scheduler.site_cache import SiteCache
 from roach.scheduler.transport import Result, Transport
+
+if TYPE_CHECKING:
+    from roach.scheduler.accounting import Allocation
+    from roach.scheduler.capabilities import Capabilities
+    from roach.scheduler.parse_control import NodeRecord
+
+# The parsers of the control commands (sinfo, scontrol show, sacctmgr, sbatch), the ledger's sacct and the
+# capability probe are imported by the methods that use them: a status round (`roach ls`) reads only
+# squeue and sacct, and each of those modules costs it a few milliseconds of dataclasses built at import.
 
 # sbatch's refusal of an array whose indices reach MaxArraySize (or are otherwise invalid).
 ARRAY_REFUSED = "Invalid job array specification"
@@ -171,6 +178,8 @@ class SlurmClient:
     def allocations(self, job_ids: Iterable[str | int]) -> list[Allocation]:
         """Every attempt of ``job_ids`` (an array's id names all its tasks) in one ``sacct -X -D`` with
         ``Eligible``: what a run's GPU-hour ledger is summed from."""
+        from roach.scheduler.accounting import ledger_argv, parse_allocations
+
         ids = [str(j) for j in job_ids]
         return parse_allocations(self.run(ledger_argv(ids)).stdout) if ids else []
 
@@ -195,8 +204,10 @@ class SlurmClient:
             raise SlurmError(argv, 1, res.stderr, error_hint(res.stderr))
         # One record per job (an array lists one per task), and a job name may hold a newline:
         # split on the JobId= that starts each record, not on lines.
+        from roach.scheduler.parse_control import parse_key_values
+
         records = [r for r in re.split(r"(?=(?<!\S)JobId=)", res.stdout) if r.strip()]
-        return PC.parse_key_values(records[0]) if records else None
+        return parse_key_values(records[0]) if records else None
 
     def _site_read(self, key: str, argv: list[str], cached: bool) -> str:
         """``argv``'s output, from :attr:`site_cache` when ``cached`` and it has a fresh copy."""
@@ -207,31 +218,41 @@ class SlurmClient:
                 self.site_cache.put(key, text)  # a fresh read refreshes the cache
         return text
 
-    def nodes(self, *, cached: bool = False) -> list[PC.NodeRecord]:
+    def nodes(self, *, cached: bool = False) -> list[NodeRecord]:
         """Every node (``sinfo``). ``cached``: what was read within the site cache's age will do (the nodes'
         sizes and partitions, not their states, which go stale at once)."""
-        argv = ["sinfo", "--Node", "--noheader", "-O", PC.sinfo_format()]
-        return PC.parse_sinfo_nodes(self._site_read("nodes", argv, cached))
+        from roach.scheduler.parse_control import parse_sinfo_nodes, sinfo_format
+
+        argv = ["sinfo", "--Node", "--noheader", "-O", sinfo_format()]
+        return parse_sinfo_nodes(self._site_read("nodes", argv, cached))
 
     def partitions(self, *, cached: bool = False) -> list[dict[str, str]]:
+        from roach.scheduler.parse_control import parse_key_values
+
         out = self._site_read("partitions", ["scontrol", "show", "partition", "-o"], cached)
-        return [PC.parse_key_values(ln) for ln in out.splitlines() if ln.strip()]
+        return [parse_key_values(ln) for ln in out.splitlines() if ln.strip()]
 
     def qos(self) -> list[dict[str, str]]:
+        from roach.scheduler.parse_control import parse_sacctmgr
+
         fields_ = ("Name", "Priority", "Preempt", "PreemptMode", "GraceTime", "MaxTRESPU", "MaxWall", "Flags")
         out = self.run(["sacctmgr", "--noheader", "--parsable2", "show", "qos", f"format={','.join(fields_)}"]).stdout
-        return PC.parse_sacctmgr(out, fields_)
+        return parse_sacctmgr(out, fields_)
 
     def associations(self, user: str | None = None) -> list[dict[str, str]]:
+        from roach.scheduler.parse_control import parse_sacctmgr
+
         fields_ = ("Cluster", "Account", "User", "Partition", "QOS", "DefaultQOS")
         argv = ["sacctmgr", "--noheader", "--parsable2", "show", "assoc", f"format={','.join(fields_)}"]
         if user:
             argv.append(f"user={user}")
-        return PC.parse_sacctmgr(self.run(argv).stdout, fields_)
+        return parse_sacctmgr(self.run(argv).stdout, fields_)
 
     def config(self, *, cached: bool = False) -> dict[str, str]:
         """``scontrol show config``; ``cached``: what was read within the site cache's age will do."""
-        return PC.parse_show_config(self._site_read("config", ["scontrol", "show", "config"], cached))
+        from roach.scheduler.parse_control import parse_show_config
+
+        return parse_show_config(self._site_read("config", ["scontrol", "show", "config"], cached))
 
     def reservations_text(self, *, cached: bool = False) -> str:
         """``scontrol show reservation -o``; ``cached``: what was read within the site cache's age will do."""
@@ -244,6 +265,8 @@ class SlurmClient:
 
     def capabilities(self, refresh: bool = False) -> Capabilities:
         """What this cluster's Slurm can do and how it is set (probed once per client, then cached)."""
+        from roach.scheduler.capabilities import probe
+
         if self._caps is None or refresh:
             self._caps = probe(self)
         return self._caps
@@ -275,7 +298,9 @@ class SlurmClient:
     def sbatch(self, options: Sequence[str], script: str) -> int:
         """Submit ``script`` (its text, sent on stdin) with ``options``; returns the job id."""
         res = self.run(["sbatch", "--parsable", *options], input=script, retry=False)
-        return PC.parse_sbatch(res.stdout)[0]
+        from roach.scheduler.parse_control import parse_sbatch
+
+        return parse_sbatch(res.stdout)[0]
 
     def scancel(self, job_ids: Iterable[str | int], *, signal: str | None = None, batch: bool = False) -> None:
         """Cancel (or signal) exactly the given jobs. Never by name or user: only ids the caller owns."""

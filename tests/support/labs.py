@@ -19,8 +19,9 @@ from pathlib import Path
 
 from roach.errors import LabError
 from roach.lab import lab as lablib
-from roach.lab.config import NODES, LabConfig, LabLayout, default_state_dir
+from roach.lab.config import NODES, LabConfig, LabLayout
 from roach.lab.hosts import Fabric
+from roach.lab.saved import default_state_dir
 
 # Below the ports a job's rendezvous picks first (20000 + job id % 20000), away from the main lab (16817), the
 # releases' labs (17017, 17117) and bench 5's second lab (19317).

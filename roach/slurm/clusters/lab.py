@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from roach.fleet.cluster import Cluster
-from roach.lab.config import LabConfig
+from roach.lab.saved import saved_slurm_env
 from roach.model.resources import Resources
 from roach.model.tiers import Tier
-
-
-def _env() -> dict[str, str]:
-    return LabConfig.load().env()
-
 
 CPU = Resources(gpus_per_node=0, cpus_per_task=1, time="00:10:00")
 GPU1 = Resources(gpus_per_node=1, cpus_per_gpu=1, time="00:30:00")
@@ -33,7 +28,7 @@ LAB = Cluster(
     qos_names=("high", "normal", "low"),
     signal_lead_s=60,
     min_poll_s=1.0,  # our own controller: tests and demos may look often
-    env_factory=_env,
+    env_factory=saved_slurm_env,
     budget="none: roach's own test cluster on this machine",
     description="roach's own Slurm on this machine: nodes n1 n2 (or n1..nN, `roach lab up --nodes N`), 4 fake GPUs "
     "each (--gpus-per-node), tiers high/low (QOS normal: the default)",
