@@ -51,6 +51,7 @@ def lab_release(lab: Lab) -> str:
 
 
 TITLE = "A sweep on a crowded cluster"
+LS_TARGET_MS = 150  # `roach ls` beside the crowd, a whole process as a user runs it
 # the targets' methods first; roach-low (every run on the lowest tier, `watch --rebalance` promoting them) is the one
 # where the rebalancer has runs below the capped tier to promote, so it measures the promotion latency
 METHODS = ("roach", "slurm-native", "static-low", "submitit", "static-normal", "roach-low")
@@ -490,6 +491,9 @@ def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: fl
             label = "crowd: makespan" if other == "static-low" else f"crowd: makespan beside {other}"
             summary.append(target_row(label, [out["roach"]["makespan_s"]], [out[other]["makespan_s"]], name, "s",
                                       max_ratio=most))  # fmt: skip
+    looks = out.get("roach", {}).get("views_s", {}).get("ls")
+    if looks:
+        summary.append(ls_row(looks))
     every = [x for lat in lats.values() for x in lat]
     if every:
         summary.append(
@@ -502,6 +506,12 @@ def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: fl
               "load": crowd.load, "users": crowd.users, "runs": runs, "step_s": step_s, "nodes": lab.cfg.nodes, "slurm": lab_release(lab),
               "gpus_per_node": lab.cfg.gpus_per_node}  # fmt: skip
     return Section(14, TITLE, body, params, plot=plot, summary=summary)
+
+
+def ls_row(looks: list[float]) -> dict:
+    """The summary's line for `roach ls` beside the crowd: the median of its looks (seconds), at most 150 ms."""
+    return target_row("crowd: `roach ls` with the sweep running", looks, None, "", "ms", scale=1000,
+                      max_value=LS_TARGET_MS)  # fmt: skip
 
 
 def _views_text(views: dict[str, list[float]]) -> str:

@@ -381,6 +381,13 @@ def test_the_timed_views_say_their_cpu_beside_their_wall_time():
     assert "`roach ls`: median 250 ms, most 300 ms (3 looks; CPU median 100 ms)" in text
 
 
+@pytest.mark.parametrize(("looks", "holds"), [([0.12, 0.139, 0.4], True), ([0.14, 0.151, 0.16], False)])
+def test_the_summary_holds_ls_beside_the_crowd_to_150_ms(looks, holds):
+    from bench.b14_crowd import ls_row
+
+    assert ls_row(looks)["holds"] is holds
+
+
 def test_a_timed_process_gives_its_own_cpu_not_the_benchs(tmp_path, monkeypatch):
     import os
     import sys
