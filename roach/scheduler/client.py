@@ -196,6 +196,8 @@ class SlurmClient:
 
     def show_job(self, job_id: str | int) -> dict[str, str] | None:
         """``scontrol show job -o``: every key Slurm keeps for a job still in the controller, or None."""
+        from roach.scheduler.parse_control import parse_key_values
+
         argv = ["scontrol", "show", "job", "-o", str(job_id)]
         res = self.run(argv, ok_codes=(0, 1))
         if res.returncode == 1:
@@ -204,8 +206,6 @@ class SlurmClient:
             raise SlurmError(argv, 1, res.stderr, error_hint(res.stderr))
         # One record per job (an array lists one per task), and a job name may hold a newline:
         # split on the JobId= that starts each record, not on lines.
-        from roach.scheduler.parse_control import parse_key_values
-
         records = [r for r in re.split(r"(?=(?<!\S)JobId=)", res.stdout) if r.strip()]
         return parse_key_values(records[0]) if records else None
 
@@ -297,9 +297,9 @@ class SlurmClient:
     # -- writes (never retried) ------------------------------------------------------------------------
     def sbatch(self, options: Sequence[str], script: str) -> int:
         """Submit ``script`` (its text, sent on stdin) with ``options``; returns the job id."""
-        res = self.run(["sbatch", "--parsable", *options], input=script, retry=False)
-        from roach.scheduler.parse_control import parse_sbatch
+        from roach.scheduler.parse_control import parse_sbatch  # before the job exists: its id is read at once
 
+        res = self.run(["sbatch", "--parsable", *options], input=script, retry=False)
         return parse_sbatch(res.stdout)[0]
 
     def scancel(self, job_ids: Iterable[str | int], *, signal: str | None = None, batch: bool = False) -> None:
