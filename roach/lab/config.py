@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from roach._fs import atomic_write
 from roach.errors import UsageError
-from roach.lab.saved import etc_dir, read_saved, slurm_env
+from roach.lab.saved import etc_dir, read_saved, slurm_conf_path, slurm_env
 
 if TYPE_CHECKING:
     from roach.lab.hosts import Fabric
@@ -189,7 +189,7 @@ class LabConfig:
 
     @property
     def slurm_conf(self) -> Path:
-        return self.etc / "slurm.conf"
+        return slurm_conf_path(self.state)
 
     @property
     def jwt_key(self) -> Path:

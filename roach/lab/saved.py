@@ -31,9 +31,13 @@ def default_state_dir() -> Path:
     return Path(xdg) / "roach" / "lab"
 
 
+def _state(state_dir: str | os.PathLike[str] | None) -> Path:
+    return Path(state_dir) if state_dir else default_state_dir()
+
+
 def read_saved(state_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The ``lab.json`` in ``state_dir`` (default: :func:`default_state_dir`), as saved."""
-    state = Path(state_dir) if state_dir else default_state_dir()
+    state = _state(state_dir)
     try:
         return json.loads((state / "lab.json").read_text())
     except FileNotFoundError:
@@ -48,15 +52,21 @@ def etc_dir(state: Path) -> Path:
     return state / "etc"
 
 
+def slurm_conf_path(state: Path) -> Path:
+    """The ``slurm.conf`` of the lab whose state directory is ``state``."""
+    return etc_dir(state) / "slurm.conf"
+
+
 def slurm_env(state: Path) -> dict[str, str]:
     """The environment a shell or a transport needs to use the Slurm of the lab whose state is ``state``."""
-    return {"SLURM_CONF": str(etc_dir(state) / "slurm.conf")}
+    return {"SLURM_CONF": str(slurm_conf_path(state))}
 
 
 def saved_slurm_env(state_dir: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """:func:`slurm_env` of the lab saved in ``state_dir``: the state directory its ``lab.json`` names."""
     saved = read_saved(state_dir)
     if not isinstance(saved.get("state_dir"), str):
-        where = Path(state_dir) if state_dir else default_state_dir()
-        raise LabError(f"{where / 'lab.json'} names no state_dir", hint="start the lab again with `roach lab up`")
+        raise LabError(
+            f"{_state(state_dir) / 'lab.json'} names no state_dir", hint="start the lab again with `roach lab up`"
+        )
     return slurm_env(Path(saved["state_dir"]))
