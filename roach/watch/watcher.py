@@ -83,9 +83,8 @@ class Watcher:
     rebalance: InitVar[bool] = False
     promoter: InitVar[Promoter | None] = None  # how --rebalance promotes (default: nothing; the CLI passes one)
     stall: StallRule = field(default_factory=StallRule)
-    on_stall: OnStall = (
-        OnStall.SAY
-    )  # REQUEUE: a stalled run of the store that checkpoints is requeued, a held one released
+    # REQUEUE: a stalled run of the store that checkpoints is requeued, one Slurm held after a failed launch released
+    on_stall: OnStall = OnStall.SAY
     lost_after_s: float = 600.0
     max_backoff_s: float = 300.0
     probe_window_s: InitVar[float | None] = None  # None: no start probe
