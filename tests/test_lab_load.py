@@ -4,15 +4,22 @@ status from one squeue; stop cancels the load's jobs and nobody else's."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from roach.cli.app import cli
-from roach.lab.config import LabConfig
-from roach.lab.load import load_dir, played_ids
+from roach.lab import lab as lablib
+from roach.lab.config import LabConfig, LabLayout
+from roach.lab.load import LoadSpec, load_dir, played_ids
+from roach.lab.load import playing as load_playing
+from roach.lab.load import start as start_load
 from tests.conftest import wait_until
+from tests.support.labs import MAIN_JOB_VENV, SHARED_TMP, private_port_base
 from tests.support.schemas import validate_output
 
 TRACE = Path(__file__).parent / "data" / "traces" / "helios-head40.csv"
@@ -79,3 +86,22 @@ def test_stop_cancels_the_loads_jobs(lab, playing, user_slurm):
 def test_stop_leaves_other_users_jobs(lab, playing, user_slurm):
     _roach("lab", "load", "stop", "--state-dir", str(lab.state))
     assert [q.state.is_active for q in user_slurm.squeue(job_ids=[playing])] == [True]
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_lab_down_ends_the_load_playing_on_it(lab):  # through the lab fixture: the lab marker holds for private labs
+    """A load player outliving its lab went on calling sbatch against daemons that were gone."""
+    state = Path(tempfile.mkdtemp(prefix="roach-load-down-", dir=SHARED_TMP))
+    os.chmod(state, 0o755)
+    if MAIN_JOB_VENV.exists():
+        (state / "pyenv").symlink_to(MAIN_JOB_VENV)
+    try:
+        cfg = lablib.up(str(state), log=lambda *_: None, port_base=private_port_base(15),
+                        layout=LabLayout.HOSTS.value, nodes=1)  # fmt: skip
+        start_load(cfg, LoadSpec(str(TRACE), "", 0.0, 1.0, 1.0, 1, 1))  # at 1x: playing for hours
+        lablib.down(str(state), log=lambda *_: None)
+        assert not load_playing(cfg)
+    finally:
+        lablib.down(str(state), log=lambda *_: None)
+        subprocess.run(["rm", "-rf", str(state)])

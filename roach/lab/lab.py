@@ -12,7 +12,7 @@ from pathlib import Path
 
 from roach._fs import atomic_write
 from roach.errors import LabError, UsageError
-from roach.lab import accounting, conf_files, login, prepare, proxy, release, rest
+from roach.lab import accounting, conf_files, load, login, prepare, proxy, release, rest
 from roach.lab.config import LAB_USER, LabConfig, PreemptSignalSetting
 from roach.lab.controllers import BACKUP_SLURMCTLD, backup_up, ctld_on, one_controller
 from roach.lab.daemons import Daemon, check_port_free, listening, wait_for
@@ -350,6 +350,9 @@ def down(state_dir: str | None = None, log=print) -> list[str]:
         log(f"no lab in {state}; nothing to stop")
         return []
     ds = daemons(cfg)
+    if load.playing(cfg):  # it would go on submitting to a lab that is gone
+        load.stop(cfg)
+        log("stopped the load playing on the lab")
     if any(d.alive() for d in ds if d.name in ("slurmctld", BACKUP_SLURMCTLD)):
         _end_jobs(cfg)
     stopped = [d.name for d in reversed(ds) if d.stop()]

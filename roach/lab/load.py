@@ -92,6 +92,11 @@ def _player_pid(d: Path) -> int | None:
         return None
 
 
+def playing(cfg: LabConfig) -> bool:
+    """Whether the lab's load player is still submitting."""
+    return _player_alive(load_dir(cfg))
+
+
 def _player_alive(d: Path) -> bool:
     pid = _player_pid(d)
     if pid is None:
