@@ -368,10 +368,12 @@ def down(state_dir: str | None = None, log=print) -> list[str]:
 
 
 def _end_jobs(cfg: LabConfig, timeout: float = 40.0) -> None:
-    """Cancel every job of the lab so no slurmstepd or job process outlives `down`."""
+    """Cancel every job of the lab, whoever's (a load's users, the bench's), so no slurmstepd or job process
+    outlives `down`."""
     env = {**os.environ, **cfg.env()}
-    users = {pwd.getpwuid(0).pw_name, LAB_USER}
-    for user in users:
+    queued = subprocess.run(["squeue", "-h", "-o", "%u"], capture_output=True, text=True, env=env, timeout=30)
+    users = {pwd.getpwuid(0).pw_name, LAB_USER, *queued.stdout.split()}
+    for user in sorted(users):
         subprocess.run(["scancel", "--user", user], capture_output=True, env=env, timeout=30)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

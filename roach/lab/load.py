@@ -61,7 +61,7 @@ def start(cfg: LabConfig, spec: LoadSpec) -> list[Played]:
     )  # fmt: skip
     names = users(spec.users)
     for name in names:
-        _ensure_unix_user(name)
+        ensure_unix_user(name)
         accounting.ensure_user(cfg, name)
     d.mkdir(parents=True, exist_ok=True)
     atomic_write(d / "spec.json", json.dumps(asdict(spec), indent=2) + "\n")
@@ -75,7 +75,7 @@ def start(cfg: LabConfig, spec: LoadSpec) -> list[Played]:
     return plan
 
 
-def _ensure_unix_user(name: str) -> None:
+def ensure_unix_user(name: str) -> None:
     if subprocess.run(["id", "-u", name], capture_output=True).returncode == 0:
         return
     r = subprocess.run(
