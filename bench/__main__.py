@@ -147,6 +147,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument(
         "--crowd-warmup", type=float, default=120.0, help="benchmark 14: seconds the load plays before the sweep (120)"
     )
+    ap.add_argument(
+        "--crowd-labs",
+        action="store_true",
+        help="benchmark 14: run the methods side by side, each on a fresh lab of its own the bench starts with the "
+        "named lab's size and settings (ports from the named lab's base + 1000), taken down at the end",
+    )
+    ap.add_argument(
+        "--crowd-native-slurm",
+        choices=("24.11", "26.05"),
+        default=None,
+        help="benchmark 14 with --crowd-labs: where this machine's Slurm refuses a QOS list, run slurm-native on a "
+        "lab of this release (`roach lab up --slurm V`; default: not run then)",
+    )
+    ap.add_argument(
+        "--crowd-native-state",
+        default=None,
+        help="benchmark 14: the state directory of --crowd-native-slurm's lab (default: that of `roach lab up --slurm V`)",
+    )
     ap.add_argument("--ssh-jobs", type=int, default=100, help="benchmark 3: held jobs in the queue (default 100)")
     ap.add_argument("--sweep-runs", type=int, default=1000, help="benchmark 4: runs per sweep (default 1000)")
     ap.add_argument(
@@ -199,6 +217,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     bad = [m for m in a.crowd_methods.split(",") if m not in METHODS_14]
     if bad:
         ap.error(f"--crowd-methods: unknown {', '.join(bad)} (valid: {', '.join(METHODS_14)})")
+    if a.crowd_native_slurm and not a.crowd_labs:
+        ap.error("--crowd-native-slurm: only with --crowd-labs (one after another, every method runs on the named lab)")
     if a.smoke:
 
         def given(flag: str) -> bool:
@@ -290,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             step_s=1.0,
             methods=tuple(a.crowd_methods.split(",")),
             rounds=not a.crowd_no_rounds,
+            labs=mod("b14_labs").SideBySide(a.crowd_native_slurm, a.crowd_native_state) if a.crowd_labs else None,
         ),
     }
     failed = []

@@ -23,6 +23,7 @@ sweep there.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -31,8 +32,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.b14_rounds import measure_rounds, section_text
 from bench.labenv import BenchError, Jobs, Lab, ensure_submitit, wait_for
@@ -43,6 +47,9 @@ from roach.lab.load import LoadSpec, load_dir, played_ids
 from roach.lab.load import start as start_load
 from roach.lab.load import stop as stop_load
 from roach.scheduler.fields import parse_gres_gpus
+
+if TYPE_CHECKING:
+    from bench.b14_labs import SideBySide
 
 
 def lab_release(lab: Lab) -> str:
@@ -56,11 +63,13 @@ LS_TARGET_MS = 150  # `roach ls` beside the crowd, a whole process as a user run
 # where the rebalancer has runs below the capped tier to promote, so it measures the promotion latency
 METHODS = ("roach", "slurm-native", "static-low", "submitit", "static-normal", "roach-low")
 ROACH_METHODS = ("roach", "static-low", "static-normal", "roach-low")
+SUBMITIT_METHODS = ("slurm-native", "submitit")
 REBALANCED = ("roach", "roach-low")
 EVERY_QOS = "high,normal,low"  # slurm-native's one submission, top down
 MIN_NODES = 16
 CAPPED = "high"  # the lab's capped tier
 WATCH_INTERVAL_S = 5.0
+LOAD_LOCK = Path("/var/tmp/roach-bench-load.lock")
 
 
 @dataclass(frozen=True)
@@ -102,36 +111,60 @@ def run(
     step_s: float,
     methods: tuple[str, ...] = METHODS,
     rounds: bool = True,
+    labs: SideBySide | None = None,
 ) -> Section:
+    """The section: every method of ``methods`` one after another on ``lab`` (``labs`` None), or side by side,
+    each on a fresh lab of its own that the bench starts (bench/b14_labs.py); a method not run takes the figures
+    an earlier run kept for the same crowd and sweep."""
     if lab.cfg.nodes < MIN_NODES:
         raise BenchError(
             f"benchmark 14 needs a lab of at least {MIN_NODES} nodes; this one has {lab.cfg.nodes} "
             f"(`roach lab down`, then `roach lab up --nodes {MIN_NODES}`)"
         )
-    steps = lengths(runs, crowd.seed)
-    out: dict[str, dict] = {}
     refused = _several_qos_refused(lab)
+    wanted = [m for m in METHODS if m in methods]
+    if labs is not None:
+        from bench.b14_labs import side_by_side
+
+        out = side_by_side(lab, labs, wanted, crowd, runs, step_s, refused, log)
+    else:
+        out = _one_after_another(lab, jobs, wanted, crowd, runs, step_s, refused, log)
     for method in METHODS:
-        if method not in methods:
-            kept = _kept(method, crowd, runs)
-            if kept is not None:
-                log(f"  {method}: not run; its figures kept from an earlier run of the same crowd and sweep")
-                out[method] = kept
-            continue
-        if method == "slurm-native" and refused:
-            log(f"  {method}: not run: {refused}")
-            continue
-        if method == "submitit":
-            ensure_submitit(lab, log)
-        log(f"  {method}: {runs} runs beside {Path(crowd.trace).name} at {crowd.speed}x")
-        out[method] = _once(lab, jobs, method, crowd, steps, step_s, log)
-        out[method]["crowd"] = _same(crowd, runs)
-        _keep(method, out[method], log)
+        kept = _kept(method, crowd, runs) if method not in out else None
+        if kept is not None:
+            log(f"  {method}: not run; its figures kept from an earlier run of the same crowd and sweep")
+            out[method] = kept
     _empty_queue(lab)
-    section = _section(lab, out, crowd, runs, step_s, refused)
+    how = "side by side, each method on a fresh lab of its own" if labs else "one after another on this lab"
+    section = _section(lab, out, crowd, runs, step_s, None if "slurm-native" in out else refused, how)
     if rounds:  # the load at 5000x: minutes of both cores
         section.body += section_text(measure_rounds(lab, crowd.trace, seed=crowd.seed, log=log), crowd.trace)
     return section
+
+
+def _one_after_another(
+    lab: Lab, jobs: Jobs, methods: list[str], crowd: Crowd, runs: int, step_s: float, refused: str | None, log
+) -> dict[str, dict]:
+    """Each method in turn on ``lab``, its load restarted on an empty queue; each method's figures kept as it ends."""
+    out: dict[str, dict] = {}
+    steps = lengths(runs, crowd.seed)
+    for method in methods:
+        if method == "slurm-native" and refused:
+            log(f"  {method}: not run: {refused}")
+            continue
+        if method in SUBMITIT_METHODS:
+            ensure_submitit(lab, log)
+        out[method] = measure(lab, jobs, method, crowd, steps, step_s, log)
+        keep(method, out[method], log)
+    return out
+
+
+def measure(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], step_s: float, log) -> dict:
+    """One method's sweep of ``steps`` run to its end on ``lab`` beside a fresh crowd: its figures, with the crowd
+    and sweep they were of and the lab's release."""
+    log(f"  {method}: {len(steps)} runs beside {Path(crowd.trace).name} at {crowd.speed}x")
+    figures = _once(lab, jobs, method, crowd, steps, step_s, log)
+    return {**figures, "crowd": _same(crowd, len(steps)), "slurm": lab_release(lab)}
 
 
 def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], step_s: float, log) -> dict:
@@ -144,20 +177,24 @@ def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], ste
     os.chmod(grid, 0o644)
     stop_load(lab.cfg)
     _empty_queue(lab)
-    start_load(lab.cfg, LoadSpec(crowd.trace, "", crowd.offset_s, crowd.speed, crowd.load, crowd.users, crowd.seed))
-    time.sleep(crowd.warmup_s)
+    with _alone(LOAD_LOCK):  # labs side by side: the load's Unix users are made by one of them at a time
+        start_load(lab.cfg, LoadSpec(crowd.trace, "", crowd.offset_s, crowd.speed, crowd.load, crowd.users, crowd.seed))
     samples, stop = Samples(), threading.Event()
-    sampler = threading.Thread(target=_sample, args=(lab, samples, stop), daemon=True)
-    sampler.start()
-    t0 = time.time()
-    if method in ROACH_METHODS:
-        figures = _roach_sweep(lab, jobs, method, wd, grid, crowd.deadline_s)
-    else:
-        figures = _submitit_sweep(lab, jobs, method, wd, grid, steps, step_s, crowd.deadline_s)
-    stop.set()
-    sampler.join()
-    load_ids = played_ids(load_dir(lab.cfg))
-    stop_load(lab.cfg)
+    try:
+        time.sleep(crowd.warmup_s)
+        sampler = threading.Thread(target=_sample, args=(lab, samples, stop), daemon=True)
+        sampler.start()
+        t0 = time.time()
+        if method in ROACH_METHODS:
+            figures = _roach_sweep(lab, jobs, method, wd, grid, crowd.deadline_s)
+        else:
+            figures = _submitit_sweep(lab, jobs, method, wd, grid, steps, step_s, crowd.deadline_s)
+        stop.set()
+        sampler.join()
+        load_ids = played_ids(load_dir(lab.cfg))
+    finally:
+        stop.set()
+        stop_load(lab.cfg)
     allocs, ends = figures.pop("allocs"), figures.pop("ends")
     return {
         **figures,
@@ -168,6 +205,14 @@ def _once(lab: Lab, jobs: Jobs, method: str, crowd: Crowd, steps: list[int], ste
         "others_touched": _others_cancelled_by_bench(lab, load_ids),
         "samples": {"t": [x - t0 for x in samples.t], "mine": samples.mine, "free": samples.free},
     }
+
+
+@contextmanager
+def _alone(path: Path) -> Iterator[None]:
+    """Held by one process at a time (an exclusive lock on ``path``)."""
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def _same(crowd: Crowd, runs: int) -> dict:
@@ -188,7 +233,7 @@ def _kept(method: str, crowd: Crowd, runs: int) -> dict | None:
     return figures if figures.get("crowd") == _same(crowd, runs) else None
 
 
-def _keep(method: str, figures: dict, log) -> None:
+def keep(method: str, figures: dict, log) -> None:
     """One method's figures in bench/out as soon as it ends, so a run stopped later keeps them."""
     from bench.labenv import OUT
 
@@ -447,7 +492,9 @@ def _others_cancelled_by_bench(lab: Lab, ids: list[int]) -> int:
     return sum(1 for line in out.splitlines() if line.strip() == f"CANCELLED by {uid}")
 
 
-def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: float, refused: str | None) -> Section:
+def _section(
+    lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: float, refused: str | None, how: str
+) -> Section:
     rows = [
         Row("makespan", {m: [o["makespan_s"]] for m, o in out.items()}, "s"),
         Row("mean completion of a run", {m: [o["mean_completion_s"]] for m, o in out.items()}, "s"),
@@ -463,8 +510,12 @@ def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: fl
         Row("other users' jobs cancelled", {m: [o["others_touched"]] for m, o in out.items()}),
     ]
     body = comparison_table(rows, [m for m in METHODS if m in out])
+    release = lab_release(lab)
     if refused:
-        body += f"\nslurm-native: not run on this lab's Slurm {lab_release(lab)}: {refused}.\n"
+        body += f"\nslurm-native: not run on this lab's Slurm {release}: {refused}.\n"
+    for m, o in out.items():
+        if o.get("slurm", release) != release:
+            body += f"\n{m}: on a lab of Slurm {o['slurm']} of the same size, beside the same crowd.\n"
     for m, o in out.items():
         if o.get("censored_s"):
             body += (
@@ -503,8 +554,8 @@ def _section(lab: Lab, out: dict[str, dict], crowd: Crowd, runs: int, step_s: fl
         )
     plot = _plot(out, lab)
     params = {"trace": Path(crowd.trace).name, "offset_s": crowd.offset_s, "speed": crowd.speed, "seed": crowd.seed,
-              "load": crowd.load, "users": crowd.users, "runs": runs, "step_s": step_s, "nodes": lab.cfg.nodes, "slurm": lab_release(lab),
-              "gpus_per_node": lab.cfg.gpus_per_node}  # fmt: skip
+              "load": crowd.load, "users": crowd.users, "runs": runs, "step_s": step_s, "nodes": lab.cfg.nodes, "slurm": release,
+              "gpus_per_node": lab.cfg.gpus_per_node, "labs": how}  # fmt: skip
     return Section(14, TITLE, body, params, plot=plot, summary=summary)
 
 

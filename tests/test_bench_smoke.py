@@ -409,5 +409,56 @@ def test_a_crowd_methods_figures_are_kept_where_bench_out_does_not_exist_yet(tmp
     from bench import b14_crowd, labenv
 
     monkeypatch.setattr(labenv, "OUT", tmp_path / "out")
-    b14_crowd._keep("roach", {"makespan_s": 600.0, "completed": 48}, log=lambda *_: None)
+    b14_crowd.keep("roach", {"makespan_s": 600.0, "completed": 48}, log=lambda *_: None)
     assert json.loads((tmp_path / "out" / "b14-roach.json").read_text())["completed"] == 48
+
+
+def _crowd_lab(tmp_path):
+    from bench.labenv import Lab
+    from roach.lab.config import LabConfig
+
+    return Lab(LabConfig(state_dir=str(tmp_path / "lab"), port_base=16817, nodes=16))
+
+
+def test_side_by_side_each_method_gets_a_lab_of_its_own_ports_and_state(tmp_path):
+    from bench.b14_labs import SideBySide, _plan
+
+    plan = _plan(_crowd_lab(tmp_path), SideBySide(), ["roach", "static-low", "submitit"], None, log=print)
+    assert len({ml.port_base for ml in plan}) == 3
+    assert len({ml.state for ml in plan}) == 3
+    assert min(ml.port_base for ml in plan) >= 16817 + 1000
+    assert tmp_path / "lab-crowd-static-low" in {ml.state for ml in plan}
+
+
+def test_side_by_side_leaves_out_slurm_native_where_slurm_refuses_a_qos_list_and_no_release_lab_is_named(tmp_path):
+    from bench.b14_labs import SideBySide, _plan
+
+    said: list[str] = []
+    plan = _plan(_crowd_lab(tmp_path), SideBySide(), ["roach", "slurm-native"], "refused", log=said.append)
+    assert [ml.method for ml in plan] == ["roach"]
+    assert "--crowd-native-slurm" in said[0]
+
+
+def test_side_by_side_runs_slurm_native_on_the_named_release_lab(tmp_path):
+    from bench.b14_labs import SideBySide, _plan
+
+    how = SideBySide("26.05", str(tmp_path / "rel"))
+    (native,) = _plan(_crowd_lab(tmp_path), how, ["slurm-native"], "refused", log=print)
+    assert native.release is not None
+    assert native.release.state == tmp_path / "rel"
+
+
+def test_a_native_release_without_side_by_side_is_refused():
+    from bench.__main__ import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--crowd-native-slurm", "26.05"])
+    assert parse_args(["--crowd-labs", "--crowd-native-slurm", "26.05"]).crowd_native_slurm == "26.05"
+
+
+def test_one_method_of_the_crowd_refuses_an_unknown_method():
+    from bench.b14_method import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["nope", "--out", "x", "--trace", "t", "--offset", "0", "--speed", "1", "--seed", "1",
+                    "--warmup", "1", "--runs", "1"])  # fmt: skip
