@@ -96,7 +96,12 @@ def test_promoting_one_pending_run_of_a_sweep_leaves_the_others_pending(lab, rep
         data = json.loads(promoted.output)
         assert (data["old_job"], data["old_task"]) == (array, 0)
         assert _states(user_slurm, array) == {1: JobState.PENDING, 2: JobState.PENDING, 3: JobState.PENDING}
-        why = roach("why", f"{array}_1", "--run-as", LAB_USER)
+
+        def why_with_a_reason():  # the split array's tasks have none until Slurm's next pass ("pending on None")
+            res = roach("why", f"{array}_1", "--run-as", LAB_USER)
+            return None if "pending on None" in res.output else res
+
+        why = wait_until("task 1's reason", why_with_a_reason, 30)
         assert f"job {array}_1 (run {sw[1].run_id})" in why.output
         assert "pending on BeginTime" in why.output
         new = store.get("lab", data["new_job"])
