@@ -134,6 +134,7 @@ def run(
         if kept is not None:
             log(f"  {method}: not run; its figures kept from an earlier run of the same crowd and sweep")
             out[method] = kept
+    out = {m: out[m] for m in METHODS if m in out}  # the section's order, not the order they ended in
     _empty_queue(lab)
     how = "side by side, each method on a fresh lab of its own" if labs else "one after another on this lab"
     section = _section(lab, out, crowd, runs, step_s, None if "slurm-native" in out else refused, how)
