@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bench.b14_crowd import SUBMITIT_METHODS, Crowd, keep
 from bench.labenv import OUT, ROOT, BenchError, Lab, ensure_submitit
+from roach.lab.python import link_job_venv
 from roach.lab.release_root import ReleaseLab, SlurmRelease
 
 PORT_STEP = 10  # a lab binds six ports from its base
@@ -100,7 +101,7 @@ def _start(lab: Lab, ml: MethodLab, log) -> None:
     else:
         _stop(ml, log)
         shutil.rmtree(ml.state, ignore_errors=True)
-        _share_job_venv(lab, ml.state)
+        link_job_venv(ml.state, lab.cfg.state)  # the named lab's job venv: torch installed once
         c = lab.cfg
         argv = ["lab", "up", "--state-dir", str(ml.state), "--port-base", str(ml.port_base), *size, "--hosts",
                 "--high-gpu-cap", str(c.high_gpu_cap), "--low-grace-time", str(c.low_grace_time),
@@ -111,16 +112,6 @@ def _start(lab: Lab, ml: MethodLab, log) -> None:
     res = subprocess.run([sys.executable, "-m", "roach", *argv], capture_output=True, text=True)
     if res.returncode != 0:
         raise BenchError(f"{ml.method}'s lab did not start (exit {res.returncode}): {res.stderr[-1500:]}")
-
-
-def _share_job_venv(lab: Lab, state: Path) -> None:
-    """A method's lab runs its jobs in the named lab's job venv (torch installed once), linked where it has none."""
-    link = state / "pyenv"
-    if link.exists() or link.is_symlink():
-        return
-    state.mkdir(parents=True, exist_ok=True)
-    os.chmod(state, 0o755)
-    link.symlink_to(lab.cfg.state / "pyenv")
 
 
 def _stop(ml: MethodLab, log) -> None:

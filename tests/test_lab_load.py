@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from roach.lab.load import LoadSpec, ensure_unix_user, load_dir, played_ids, use
 from roach.lab.load import playing as load_playing
 from roach.lab.load import start as start_load
 from tests.conftest import wait_until
-from tests.support.labs import MAIN_JOB_VENV, SHARED_TMP, private_port_base
+from tests.support.labs import private_lab, private_port_base
 from tests.support.schemas import validate_output
 
 TRACE = Path(__file__).parent / "data" / "traces" / "helios-head40.csv"
@@ -93,19 +92,10 @@ def test_stop_leaves_other_users_jobs(lab, playing, user_slurm):
 @pytest.mark.slow
 def test_lab_down_ends_the_load_playing_on_it(lab):  # through the lab fixture: the lab marker holds for private labs
     """A load player outliving its lab went on calling sbatch against daemons that were gone."""
-    state = Path(tempfile.mkdtemp(prefix="roach-load-down-", dir=SHARED_TMP))
-    os.chmod(state, 0o755)
-    if MAIN_JOB_VENV.exists():
-        (state / "pyenv").symlink_to(MAIN_JOB_VENV)
-    try:
-        cfg = lablib.up(str(state), log=lambda *_: None, port_base=private_port_base(15),
-                        layout=LabLayout.HOSTS.value, nodes=1)  # fmt: skip
+    with private_lab("roach-load-down-", port_base=private_port_base(15), layout=LabLayout.HOSTS.value, nodes=1) as cfg:
         start_load(cfg, LoadSpec(str(TRACE), "", 0.0, 1.0, 1.0, 1, 1))  # at 1x: playing for hours
-        lablib.down(str(state), log=lambda *_: None)
+        lablib.down(str(cfg.state), log=lambda *_: None)
         assert not load_playing(cfg)
-    finally:
-        lablib.down(str(state), log=lambda *_: None)
-        subprocess.run(["rm", "-rf", str(state)])
 
 
 @pytest.mark.lab
@@ -113,14 +103,8 @@ def test_lab_down_ends_the_load_playing_on_it(lab):  # through the lab fixture: 
 def test_lab_down_ends_every_users_jobs(lab):  # through the lab fixture: the lab marker holds for private labs
     """Only root's and the lab user's jobs were cancelled: a load user's job went on running after `down`, and the
     lab's next start found it COMPLETING for good."""
-    state = Path(tempfile.mkdtemp(prefix="roach-load-down-", dir=SHARED_TMP))
-    os.chmod(state, 0o755)
-    if MAIN_JOB_VENV.exists():
-        (state / "pyenv").symlink_to(MAIN_JOB_VENV)
     marker = "sleep 2997"  # the job's process, found by its command line
-    try:
-        cfg = lablib.up(str(state), log=lambda *_: None, port_base=private_port_base(15),
-                        layout=LabLayout.HOSTS.value, nodes=1)  # fmt: skip
+    with private_lab("roach-load-down-", port_base=private_port_base(15), layout=LabLayout.HOSTS.value, nodes=1) as cfg:
         user = users(1)[0]
         ensure_unix_user(user)
         accounting.ensure_user(cfg, user)
@@ -128,8 +112,5 @@ def test_lab_down_ends_every_users_jobs(lab):  # through the lab fixture: the la
         argv = ["runuser", "-u", user, "--", "sbatch", "--output=/dev/null", "--chdir=/tmp", f"--wrap={marker}"]
         subprocess.run(argv, env=env, check=True, capture_output=True)
         wait_until("the job's process", lambda: subprocess.run(["pgrep", "-f", marker]).returncode == 0, 60)
-        lablib.down(str(state), log=lambda *_: None)
+        lablib.down(str(cfg.state), log=lambda *_: None)
         assert subprocess.run(["pgrep", "-f", marker]).returncode == 1
-    finally:
-        lablib.down(str(state), log=lambda *_: None)
-        subprocess.run(["rm", "-rf", str(state)])

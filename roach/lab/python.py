@@ -19,6 +19,17 @@ TOOLS_DIR = "tools"
 NODE_VENV = ".local/share/roach-lab/python"  # a node's own venv, in its home (node-local homes; site file lab.sh)
 
 
+def link_job_venv(state: Path, source: Path) -> None:
+    """A lab's job venv linked to the one of the lab in ``source`` (torch installed once), where that one has a
+    python and the lab in ``state`` has no venv yet; ``state`` made where missing, readable by the lab user."""
+    link, venv = state / "pyenv", source / "pyenv"
+    if not (venv / "bin" / "python").exists() or link.exists() or link.is_symlink():
+        return
+    state.mkdir(parents=True, exist_ok=True)
+    os.chmod(state, 0o755)
+    link.symlink_to(venv)
+
+
 def ensure_job_venv(cfg: LabConfig, packages: tuple[str, ...] = ()) -> None:
     """The venv the lab's jobs run in (site file lab.sh): the system python, readable by the lab user; and the
     tools a job's own environment is built with (:data:`TOOLS`), on the jobs' PATH from ``<state>/tools``."""

@@ -10,8 +10,10 @@ server, a watch) finds the same lab. The workers' labs share the main lab's job 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from roach.errors import LabError
 from roach.lab import lab as lablib
 from roach.lab.config import NODES, LabConfig, LabLayout
 from roach.lab.hosts import Fabric
+from roach.lab.python import link_job_venv
 from roach.lab.saved import default_state_dir
 
 # Below the ports a job's rendezvous picks first (20000 + job id % 20000), away from the main lab (16817), the
@@ -110,15 +113,22 @@ def choose_lab() -> LabChoice:
 
 def share_job_venv(choice: LabChoice) -> None:
     """Link a worker lab's job venv to the main lab's, where the main lab has one and the worker's has none."""
-    if choice.shared_venv_from is None:
-        return
-    source = choice.shared_venv_from / "pyenv"
-    link = choice.state_dir / "pyenv"
-    if not (source / "bin" / "python").exists() or link.exists() or link.is_symlink():
-        return
-    choice.state_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(choice.state_dir, 0o755)
-    link.symlink_to(source)
+    if choice.shared_venv_from is not None:
+        link_job_venv(choice.state_dir, choice.shared_venv_from)
+
+
+@contextmanager
+def private_lab(prefix: str, **options) -> Iterator[LabConfig]:
+    """A test's own lab, started with ``options`` (``lablib.up``'s) in a fresh state directory on the shared scratch,
+    its jobs in the main lab's job venv; taken down and removed afterwards."""
+    state = Path(tempfile.mkdtemp(prefix=prefix, dir=SHARED_TMP))
+    os.chmod(state, 0o755)  # the lab user's commands read slurm.conf
+    link_job_venv(state, MAIN_JOB_VENV.parent)
+    try:
+        yield lablib.up(str(state), log=lambda *_: None, **options)
+    finally:
+        lablib.down(str(state), log=lambda *_: None)
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def settle_layout(choice: LabChoice) -> None:
